@@ -1,0 +1,30 @@
+// Subcommand registry: each apps/cmd_*.cpp registers itself with one static Registrar, so a new
+// subcommand is one new file and main.cpp never changes.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace sinkscope::cli {
+
+struct Command {
+    std::string name;
+    int order;                             // position in `sinkscope --help`
+    std::function<void(CLI::App&)> setup;  // adds the subcommand, its options and callback
+};
+
+std::vector<Command>& registry();
+
+struct Registrar {
+    Registrar(std::string name, int order, std::function<void(CLI::App&)> setup) {
+        registry().push_back({std::move(name), order, std::move(setup)});
+    }
+};
+
+// The full command line, for run.json.
+const std::string& command_line();
+
+}  // namespace sinkscope::cli

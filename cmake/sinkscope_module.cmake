@@ -1,0 +1,34 @@
+# sinkscope_module(NAME): a static library sinkscope_NAME from src/NAME/*.cpp with the public
+# include directory. A module folder with no sources yet compiles one empty file.
+function(sinkscope_module name)
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/*.cpp)
+  if(NOT sources)
+    set(sources ${CMAKE_BINARY_DIR}/empty_${name}.cpp)
+    file(WRITE ${sources} "// module ${name} has no sources yet\n")
+  endif()
+  add_library(sinkscope_${name} STATIC ${sources})
+  target_include_directories(sinkscope_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include)
+endfunction()
+
+# sinkscope_test_suite(MODULE LIBS...): tests/MODULE/test_*.cpp -> test_MODULE (label unit),
+# tests/MODULE/golden_*.cpp -> golden_MODULE (label golden),
+# tests/MODULE/integration_*.cpp -> integration_MODULE (label integration).
+function(sinkscope_test_suite module)
+  set(libs ${ARGN})
+  foreach(kind test golden integration)
+    file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${module}/${kind}_*.cpp)
+    if(NOT sources)
+      continue()
+    endif()
+    if(kind STREQUAL "test")
+      set(label unit)
+    else()
+      set(label ${kind})
+    endif()
+    set(target ${kind}_${module})
+    add_executable(${target} ${sources})
+    target_link_libraries(${target} PRIVATE ${libs} sinkscope_testing GTest::gtest_main)
+    gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST
+      PROPERTIES LABELS ${label} ENVIRONMENT "SINKSCOPE_SHARED=${SINKSCOPE_SHARED_DIR}")
+  endforeach()
+endfunction()

@@ -1,0 +1,76 @@
+// Core utilities: SHA-256 against FIPS 180-4 test vectors, staged output folders, errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/progress.hpp"
+#include "sinkscope/core/sha256.hpp"
+#include "testing.hpp"
+
+namespace fs = std::filesystem;
+using namespace sinkscope;
+
+// SHA-256 matches the FIPS 180-4 example digests (one block, two blocks, empty).
+TEST(Sha256, KnownVectors) {
+    EXPECT_EQ(sha256_hex("abc"),
+              "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+              "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    // A million 'a' (FIPS 180-4 long message), fed in uneven chunks.
+    Sha256 h;
+    std::string chunk(999, 'a');
+    size_t left = 1000000;
+    while (left) {
+        size_t n = std::min(left, chunk.size());
+        h.update(chunk.data(), n);
+        left -= n;
+    }
+    EXPECT_EQ(h.hex_digest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+// A committed OutputDir appears at the final path; an abandoned one leaves nothing behind.
+TEST(OutputDir, CommitOrNothing) {
+    testutil::ScratchDir tmp;
+    {
+        OutputDir out(tmp / "res");
+        std::ofstream(out.file("a.txt")) << "x";
+    }
+    EXPECT_FALSE(fs::exists(tmp / "res"));
+    EXPECT_TRUE(fs::is_empty(tmp.path()));
+    {
+        OutputDir out(tmp / "res");
+        std::ofstream(out.file("a.txt")) << "x";
+        out.commit();
+    }
+    EXPECT_TRUE(fs::exists(tmp / "res" / "a.txt"));
+    // Replacing an earlier result keeps only the new files.
+    {
+        OutputDir out(tmp / "res");
+        std::ofstream(out.file("b.txt")) << "y";
+        out.commit();
+    }
+    EXPECT_FALSE(fs::exists(tmp / "res" / "a.txt"));
+    EXPECT_TRUE(fs::exists(tmp / "res" / "b.txt"));
+}
+
+// Input errors name the file first and carry the input exit code.
+TEST(Errors, InputErrorNamesFile) {
+    try {
+        SS_CHECK_INPUT(1 + 1 == 3, "model.bin", "tensor ", "w", " has shape ", 3);
+        FAIL() << "no throw";
+    } catch (const InputError& e) {
+        EXPECT_EQ(std::string(e.what()), "model.bin: tensor w has shape 3");
+        EXPECT_EQ(e.exit_code(), 3);
+    }
+}
+
+// Durations print compactly for the progress line.
+TEST(Progress, FormatDuration) {
+    EXPECT_EQ(format_duration(5), "5s");
+    EXPECT_EQ(format_duration(185), "3m05s");
+    EXPECT_EQ(format_duration(3720), "1h02m");
+}

@@ -1,0 +1,74 @@
+// Test helpers implementation.
+#include "testing.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#ifndef SINKSCOPE_EXE
+#define SINKSCOPE_EXE "sinkscope"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace sinkscope::testutil {
+
+std::optional<fs::path> shared_dir() {
+    if (const char* env = std::getenv("SINKSCOPE_SHARED"); env && *env) {
+        if (fs::is_directory(env)) return fs::path(env);
+    }
+    return std::nullopt;
+}
+
+ScratchDir::ScratchDir() {
+    std::random_device rd;
+    path_ = fs::temp_directory_path() /
+            ("sinkscope-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    fs::create_directories(path_);
+}
+
+ScratchDir::~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+}
+
+static std::string shell_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+static std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+CliResult run_cli(const std::vector<std::string>& args) {
+    ScratchDir tmp;
+    std::string cmd;
+    cmd += shell_quote(SINKSCOPE_EXE);
+    for (const auto& a : args) cmd += " " + shell_quote(a);
+    cmd += " >" + shell_quote((tmp / "out").string()) + " 2>" + shell_quote((tmp / "err").string()) +
+           " </dev/null";
+    int status = std::system(cmd.c_str());
+    CliResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(tmp / "out");
+    r.err = slurp(tmp / "err");
+    return r;
+}
+
+double rel_err(double a, double b, double floor) {
+    double scale = std::max({std::abs(a), std::abs(b), floor});
+    return std::abs(a - b) / scale;
+}
+
+}  // namespace sinkscope::testutil

@@ -1,0 +1,45 @@
+// Helpers shared by the test suites: ../shared lookup, scratch folders, running the CLI.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace sinkscope::testutil {
+
+// ../shared (or $SINKSCOPE_SHARED), when present.
+std::optional<std::filesystem::path> shared_dir();
+
+// A fresh empty folder under the system temp dir, removed by the destructor.
+class ScratchDir {
+public:
+    ScratchDir();
+    ~ScratchDir();
+    const std::filesystem::path& path() const { return path_; }
+    std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+private:
+    std::filesystem::path path_;
+};
+
+struct CliResult {
+    int exit_code;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+// Runs the built sinkscope executable with `args` (each one shell-quoted).
+CliResult run_cli(const std::vector<std::string>& args);
+
+// Relative error |a - b| / max(|a|, |b|, floor).
+double rel_err(double a, double b, double floor = 1e-300);
+
+}  // namespace sinkscope::testutil
+
+// Skips the test with a clear message when ../shared is absent; binds `var` to its path.
+#define SINKSCOPE_REQUIRE_SHARED(var)                                                     \
+    auto var##_opt = ::sinkscope::testutil::shared_dir();                                  \
+    if (!var##_opt) GTEST_SKIP() << "../shared test material not found (set SINKSCOPE_SHARED)"; \
+    const std::filesystem::path var = *var##_opt
