@@ -1,0 +1,52 @@
+// Tokenizers: one interface over Hugging Face tokenizer.json, GGUF vocabularies and llama2.c
+// tok*.bin files. Special tokens (BOS/CLS...) are added by the caller through BosPolicy so the
+// choice is explicit and recorded.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sinkscope::tokenizer {
+
+enum class BosPolicy {
+    ModelDefault,  // what the model's tokenizer config says (add_bos_token / post_processor)
+    Always,        // prepend BOS even if the config says no
+    Never,         // never prepend
+};
+const char* bos_policy_name(BosPolicy p);
+BosPolicy parse_bos_policy(const std::string& s);  // "default" | "always" | "never"
+
+class Tokenizer {
+public:
+    virtual ~Tokenizer() = default;
+    // Text -> ids, without any special tokens.
+    virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+    // One id -> its text (bytes decoded, SentencePiece '▁' turned into a space).
+    virtual std::string decode_token(int32_t id) const = 0;
+    // The raw piece string as stored in the vocabulary (for tables/reports).
+    virtual std::string piece(int32_t id) const = 0;
+    virtual int64_t vocab_size() const = 0;
+    virtual int32_t bos_id() const { return -1; }  // -1: none
+    virtual int32_t eos_id() const { return -1; }
+    // Whether the model's own configuration prepends BOS (used by BosPolicy::ModelDefault).
+    virtual bool adds_bos_by_default() const { return false; }
+    virtual std::string kind() const = 0;  // e.g. "bpe-byte-level", "spm-bpe", "llama2c"
+
+    // Encodes and applies the BOS policy.
+    std::vector<int32_t> encode_with_policy(std::string_view text, BosPolicy policy) const;
+    std::string decode(const std::vector<int32_t>& ids) const;
+};
+
+// Hugging Face tokenizer.json (+ tokenizer_config.json beside it when present).
+std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::filesystem::path& tokenizer_json);
+// Vocabulary inside a GGUF file (tokenizer.ggml.model = llama | gpt2).
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf_path);
+// llama2.c tok*.bin; `vocab_size` comes from the checkpoint header.
+std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::filesystem::path& path,
+                                                  int64_t vocab_size);
+
+}  // namespace sinkscope::tokenizer
