@@ -1,0 +1,59 @@
+// Weight files on disk, memory-mapped where the format allows: Hugging Face safetensors
+// (single or sharded), GGUF, llama2.c checkpoints. The io module stays torch-free: a tensor is a
+// view of bytes plus dtype and shape; the model module turns views into torch tensors.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sinkscope::io {
+
+enum class WeightDType { F32, F16, BF16, F64, I32, I64, Q8_0 };
+const char* weight_dtype_name(WeightDType t);
+
+// Bytes of one tensor inside a mapping owned by the WeightStore that returned it.
+struct TensorView {
+    std::string name;
+    WeightDType dtype = WeightDType::F32;
+    std::vector<int64_t> shape;  // row-major, PyTorch order (outermost first)
+    const uint8_t* data = nullptr;
+    size_t n_bytes = 0;
+    std::filesystem::path file;  // for error messages
+    int64_t numel() const;
+};
+
+// Converts any supported dtype (F32/F16/BF16/F64/Q8_0) to float32; `out` holds numel() floats.
+void convert_to_f32(const TensorView& t, float* out);
+
+class WeightStore {
+public:
+    virtual ~WeightStore() = default;
+    virtual std::vector<std::string> names() const = 0;
+    virtual bool has(const std::string& name) const = 0;
+    // Throws InputError naming the file and tensor when missing.
+    virtual TensorView get(const std::string& name) const = 0;
+    // Weight files backing this store (for sha256 in run.json).
+    virtual std::vector<std::filesystem::path> files() const = 0;
+};
+
+// model.safetensors, or model.safetensors.index.json with its shards; `path` may be the
+// directory, the .safetensors file or the index file.
+std::unique_ptr<WeightStore> open_safetensors(const std::filesystem::path& path);
+// Tensors of a GGUF file; names as stored in the file ("blk.0.attn_q.weight"); shapes are
+// reversed from GGUF's ne[] order into PyTorch order.
+std::unique_ptr<WeightStore> open_gguf_weights(const std::filesystem::path& path);
+
+// llama2.c checkpoint (karpathy/llama2.c run.c layout): 7 int32 header then fp32 weights.
+struct Llama2cHeader {
+    int32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
+    bool shared_classifier;  // vocab_size > 0 in the file
+};
+// Tensor names: token_embedding_table, rms_att_weight.{l}, wq.{l}, wk.{l}, wv.{l}, wo.{l},
+// rms_ffn_weight.{l}, w1.{l}, w2.{l}, w3.{l}, rms_final_weight, wcls (absent when shared);
+// shapes in PyTorch Linear order [out, in].
+std::unique_ptr<WeightStore> open_llama2c(const std::filesystem::path& path, Llama2cHeader* header);
+
+}  // namespace sinkscope::io
