@@ -11,7 +11,11 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libpcre2-dev libsentencepiece-dev
   libgtest-dev libbenchmark-dev
   pybind11-dev python3-dev python3-numpy python3-pytest
+  chromium                                   # headless check that report.html renders
 )
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -21,10 +25,20 @@ for p in "${PACKAGES[@]}"; do
 done
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}" >&2
-  SUDO=""
-  if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Vega, Vega-Lite and vega-embed from the npm registry, pinned by package-lock.json; the build
+# inlines them into report.html so reports work offline.
+if ! command -v npm >/dev/null; then
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends nodejs npm
+fi
+if [ ! -f third_party/report-js/node_modules/vega/build/vega.min.js ] ||
+   [ ! -f third_party/report-js/node_modules/vega-lite/build/vega-lite.min.js ] ||
+   [ ! -f third_party/report-js/node_modules/vega-embed/build/vega-embed.min.js ]; then
+  (cd third_party/report-js && npm ci --no-audit --no-fund --silent)
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}

@@ -66,6 +66,26 @@ CliResult run_cli(const std::vector<std::string>& args) {
     return r;
 }
 
+std::string render_in_chromium(const fs::path& html, const fs::path& screenshot) {
+    ScratchDir profile;
+    std::string base =
+        "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
+        "--disable-background-networking --disable-component-update --disable-sync "
+        "--virtual-time-budget=5000 --user-data-dir=" +
+        shell_quote(profile.path().string());
+    std::string url = shell_quote("file://" + fs::absolute(html).string());
+    fs::path dom = profile.path() / "dom.html";
+    std::string cmd = base + " --dump-dom " + url + " >" + shell_quote(dom.string()) + " 2>/dev/null";
+    if (std::system(cmd.c_str()) != 0) return "";
+    if (!screenshot.empty()) {
+        std::string shot = base + " --window-size=1280,3000 --screenshot=" +
+                           shell_quote(fs::absolute(screenshot).string()) + " " + url +
+                           " >/dev/null 2>&1";
+        if (std::system(shot.c_str()) != 0) return "";
+    }
+    return slurp(dom);
+}
+
 double rel_err(double a, double b, double floor) {
     double scale = std::max({std::abs(a), std::abs(b), floor});
     return std::abs(a - b) / scale;

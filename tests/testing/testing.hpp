@@ -33,6 +33,11 @@ struct CliResult {
 // Runs the built sinkscope executable with `args` (each one shell-quoted).
 CliResult run_cli(const std::vector<std::string>& args);
 
+// Loads `html` in headless Chromium; returns the DOM after scripts ran (virtual time budget) and,
+// when `screenshot` is not empty, saves a PNG of the page there.
+std::string render_in_chromium(const std::filesystem::path& html,
+                               const std::filesystem::path& screenshot = {});
+
 // Relative error |a - b| / max(|a|, |b|, floor).
 double rel_err(double a, double b, double floor = 1e-300);
 

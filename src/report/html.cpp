@@ -1,0 +1,175 @@
+// HTML assembly of report.html: figures as Vega-Lite specs rendered by the inlined runtime; a
+// status element records how many figures were drawn and any script errors (read by the
+// headless-browser test).
+#include <string>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/report/report.hpp"
+
+#ifdef SINKSCOPE_HAVE_REPORT_JS
+extern "C" const char sinkscope_vega_js[];
+extern "C" const char sinkscope_vega_lite_js[];
+extern "C" const char sinkscope_vega_embed_js[];
+#endif
+
+namespace sinkscope::report {
+
+bool have_vega_runtime() {
+#ifdef SINKSCOPE_HAVE_REPORT_JS
+    return true;
+#else
+    return false;
+#endif
+}
+
+namespace {
+
+std::string escape_html(const std::string& s) {
+    std::string out;
+    out.reserve(s.size());
+    for (char c : s) {
+        switch (c) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '"': out += "&quot;"; break;
+            default: out += c;
+        }
+    }
+    return out;
+}
+
+// Inline JavaScript must not close its own <script> element; "<\/script" is the same text to
+// JavaScript (in strings and regular expressions alike).
+std::string script_safe(std::string js) {
+    for (const std::string needle : {"</script", "</SCRIPT"}) {
+        size_t pos = 0;
+        while ((pos = js.find(needle, pos)) != std::string::npos) {
+            js.replace(pos, 2, "<\\/");
+            pos += needle.size() + 1;
+        }
+    }
+    return js;
+}
+
+// JSON inside a <script> element: '<' only occurs inside strings, where \u003c means the same.
+std::string json_safe(const std::string& json) {
+    std::string out;
+    out.reserve(json.size());
+    for (char c : json) out += c == '<' ? std::string("\\u003c") : std::string(1, c);
+    return out;
+}
+
+void flatten(const nlohmann::json& j, const std::string& prefix,
+             std::vector<std::pair<std::string, std::string>>& out) {
+    if (j.is_object()) {
+        for (auto it = j.begin(); it != j.end(); ++it)
+            flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+    } else if (j.is_array() && j.size() > 12) {
+        out.emplace_back(prefix, j.dump().substr(0, 200) + " ... (" + std::to_string(j.size()) +
+                                     " entries)");
+    } else {
+        out.emplace_back(prefix, j.is_string() ? j.get<std::string>() : j.dump());
+    }
+}
+
+const char* kStyle = R"(
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2430;background:#fafbfc}
+header{background:#1d2430;color:#fff;padding:18px 32px}header h1{margin:0;font-size:22px}
+header p{margin:4px 0 0;color:#c9d1dc;font-size:13px}main{padding:16px 32px;max-width:1200px}
+h2{border-bottom:1px solid #d5dbe3;padding-bottom:4px;margin-top:32px}
+.fig{background:#fff;border:1px solid #e1e5eb;border-radius:6px;padding:12px 16px;margin:16px 0}
+.fig h3{margin:0 0 4px;font-size:16px}.fig p.caption{margin:0 0 8px;color:#4a5566;font-size:13px}
+.note{background:#fff8e1;border-left:4px solid #f0b400;padding:8px 12px;margin:8px 0;font-size:14px}
+table.conv{border-collapse:collapse;font-size:12px;width:100%}
+table.conv td{border-bottom:1px solid #eef0f3;padding:3px 8px;vertical-align:top;word-break:break-all}
+table.conv td:first-child{font-family:monospace;white-space:nowrap;color:#334}
+#status{font-size:12px;color:#667}
+)";
+
+const char* kDriver = R"(
+(function(){
+  var errors=[];var origError=console.error;
+  console.error=function(){errors.push(Array.prototype.join.call(arguments,' '));origError.apply(console,arguments);};
+  window.addEventListener('error',function(e){errors.push(String(e.message));});
+  var specs=JSON.parse(document.getElementById('sinkscope-specs').textContent);
+  var jobs=specs.map(function(spec,i){
+    return vegaEmbed('#fig-'+i,spec,{actions:{export:true,source:false,compiled:false,editor:false},renderer:'svg'});
+  });
+  Promise.allSettled(jobs).then(function(results){
+    var drawn=0;
+    results.forEach(function(r,i){
+      var el=document.getElementById('fig-'+i);
+      if(r.status==='fulfilled'&&el.querySelector('svg')){drawn++;}
+      else{errors.push('figure '+i+': '+(r.reason||'nothing drawn'));}
+    });
+    var st=document.getElementById('status');
+    st.setAttribute('data-figures',String(specs.length));
+    st.setAttribute('data-drawn',String(drawn));
+    st.setAttribute('data-errors',String(errors.length));
+    st.setAttribute('data-done','1');
+    st.textContent=drawn+' of '+specs.length+' figures drawn'+(errors.length?'; errors: '+errors.join(' | '):'');
+  });
+})();
+)";
+
+}  // namespace
+
+std::string render_html(const ReportContent& c) {
+    if (!have_vega_runtime())
+        throw UnsupportedError(
+            "report.html: this build has no Vega runtime; run scripts/install-deps.sh and rebuild");
+    std::string h;
+    h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+    h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+    h += "<title>" + escape_html(c.title) + "</title>\n<style>" + kStyle + "</style>\n";
+#ifdef SINKSCOPE_HAVE_REPORT_JS
+    h += "<script>" + script_safe(sinkscope_vega_js) + "</script>\n";
+    h += "<script>" + script_safe(sinkscope_vega_lite_js) + "</script>\n";
+    h += "<script>" + script_safe(sinkscope_vega_embed_js) + "</script>\n";
+#endif
+    h += "</head><body>\n<header><h1>" + escape_html(c.title) + "</h1>";
+    std::string sub = "sinkscope";
+    if (c.run.contains("tool") && c.run["tool"].contains("version"))
+        sub += " " + c.run["tool"]["version"].get<std::string>();
+    if (c.run.contains("started_utc")) sub += " · run started " + c.run["started_utc"].get<std::string>();
+    h += "<p>" + escape_html(sub) + "</p></header>\n<main>\n";
+    h += "<p id=\"status\" data-done=\"0\">rendering figures…</p>\n";
+    for (const auto& n : c.notes) h += "<div class=\"note\">" + escape_html(n) + "</div>\n";
+
+    std::string section;
+    nlohmann::json specs = nlohmann::json::array();
+    for (size_t i = 0; i < c.figures.size(); ++i) {
+        const auto& f = c.figures[i];
+        if (f.section != section) {
+            section = f.section;
+            h += "<h2>" + escape_html(section) + "</h2>\n";
+        }
+        h += "<div class=\"fig\"><h3>" + escape_html(f.title) + "</h3><p class=\"caption\">" +
+             escape_html(f.caption) + "</p><div id=\"fig-" + std::to_string(i) + "\"></div></div>\n";
+        specs.push_back(f.spec);
+    }
+
+    h += "<h2>Conventions of this run</h2>\n<p class=\"caption\">Every choice that changes results, "
+         "as recorded in run.json (spec/METRICS.md section 9).</p>\n<table class=\"conv\">\n";
+    std::vector<std::pair<std::string, std::string>> rows;
+    if (!c.run.is_null()) flatten(c.run, "", rows);
+    for (const auto& [k, v] : rows)
+        h += "<tr><td>" + escape_html(k) + "</td><td>" + escape_html(v) + "</td></tr>\n";
+    h += "</table>\n</main>\n";
+    h += "<script type=\"application/json\" id=\"sinkscope-specs\">" + json_safe(specs.dump()) +
+         "</script>\n";
+    h += std::string("<script>") + kDriver + "</script>\n</body></html>\n";
+    return h;
+}
+
+std::filesystem::path write_report(const std::filesystem::path& run_dir) {
+    ReportContent content = collect_report(run_dir);
+    std::string html = render_html(content);
+    auto path = run_dir / "report.html";
+    write_file_atomic(path, html);
+    return path;
+}
+
+}  // namespace sinkscope::report

@@ -1,0 +1,79 @@
+// Vega-Lite specification builders used by the report's figures (inline data, SVG-friendly).
+#include "sinkscope/report/report.hpp"
+
+namespace sinkscope::report {
+
+using nlohmann::json;
+
+namespace {
+json base(const json& rows) {
+    return {{"$schema", "https://vega.github.io/schema/vega-lite/v6.json"},
+            {"data", {{"values", rows}}},
+            {"width", "container"},
+            {"config", {{"view", {{"stroke", nullptr}}}, {"axis", {{"labelFontSize", 11}}}}}};
+}
+}  // namespace
+
+json heatmap_spec(const json& rows, const std::string& x, const std::string& y,
+                  const std::string& color, const std::string& color_title) {
+    json s = base(rows);
+    s["width"] = 560;
+    s["mark"] = {{"type", "rect"}, {"tooltip", true}};
+    s["encoding"] = {
+        {"x", {{"field", x}, {"type", "ordinal"}, {"title", x}}},
+        {"y", {{"field", y}, {"type", "ordinal"}, {"title", y}}},
+        {"color", {{"field", color}, {"type", "quantitative"}, {"title", color_title},
+                   {"scale", {{"scheme", "viridis"}}}}}};
+    return s;
+}
+
+json line_spec(const json& rows, const std::string& x, const std::string& y,
+               const std::string& series, bool log_x) {
+    json s = base(rows);
+    s["height"] = 260;
+    s["mark"] = {{"type", "line"}, {"point", true}, {"tooltip", true}};
+    json xenc = {{"field", x}, {"type", "quantitative"}, {"title", x}};
+    if (log_x) xenc["scale"] = {{"type", "log"}};
+    s["encoding"] = {{"x", xenc}, {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}}}};
+    if (!series.empty()) s["encoding"]["color"] = {{"field", series}, {"type", "nominal"}};
+    return s;
+}
+
+json bar_spec(const json& rows, const std::string& x, const std::string& y,
+              const std::string& color) {
+    json s = base(rows);
+    s["height"] = 260;
+    s["mark"] = {{"type", "bar"}, {"tooltip", true}};
+    s["encoding"] = {{"x", {{"field", x}, {"type", "nominal"}, {"title", x}, {"sort", nullptr}}},
+                     {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}}}};
+    if (!color.empty()) {
+        s["encoding"]["color"] = {{"field", color}, {"type", "nominal"}};
+        s["encoding"]["xOffset"] = {{"field", color}};
+    }
+    return s;
+}
+
+json scatter_spec(const json& rows, const std::string& x, const std::string& y,
+                  const std::string& color, const std::string& facet) {
+    json s = base(rows);
+    json enc = {{"x", {{"field", x}, {"type", "quantitative"}}},
+                {"y", {{"field", y}, {"type", "quantitative"}}},
+                {"tooltip", json::array({{{"field", "label"}, {"type", "nominal"}},
+                                         {{"field", color}, {"type", "nominal"}}})}};
+    if (!color.empty()) enc["color"] = {{"field", color}, {"type", "nominal"}};
+    if (facet.empty()) {
+        s["height"] = 320;
+        s["mark"] = {{"type", "point"}, {"filled", true}};
+        s["encoding"] = enc;
+    } else {
+        s.erase("width");
+        s["facet"] = {{"field", facet}, {"type", "nominal"}};
+        s["columns"] = 2;
+        s["spec"] = {{"width", 300}, {"height", 260},
+                     {"mark", {{"type", "point"}, {"filled", true}}}, {"encoding", enc}};
+        s["resolve"] = {{"scale", {{"x", "independent"}, {"y", "independent"}}}};
+    }
+    return s;
+}
+
+}  // namespace sinkscope::report

@@ -1,0 +1,80 @@
+// report.html assembly: self-contained (runtime inlined, no external URLs), escaped, and drawn
+// without errors by headless Chromium.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/report/report.hpp"
+#include "testing.hpp"
+
+using namespace sinkscope;
+using namespace sinkscope::report;
+using nlohmann::json;
+
+namespace {
+
+bool require_runtime() {
+    if (have_vega_runtime()) return true;
+    // CI installs the runtime through scripts/install-deps.sh; a missing one there is a failure.
+    if (std::getenv("CI")) ADD_FAILURE() << "Vega runtime missing in CI";
+    return false;
+}
+
+ReportContent sample_content() {
+    ReportContent c;
+    c.title = "test <report> & co";
+    c.run = {{"sink_policy", "first"}, {"tool", {{"version", "0.1.0"}}}};
+    c.notes.push_back("note with </script> inside");
+    json cells = json::array(), lines = json::array(), pts = json::array();
+    for (int l = 0; l < 3; ++l)
+        for (int h = 0; h < 4; ++h) cells.push_back({{"layer", l}, {"head", h}, {"value", 0.1 * (l + h)}});
+    for (double t : {0.001, 0.01, 0.1}) lines.push_back({{"threshold", t}, {"density", t * 3}, {"layer", "0"}});
+    for (int i = 0; i < 8; ++i)
+        pts.push_back({{"x", i}, {"y", i * i}, {"cluster", std::to_string(i % 2)}, {"label", "h"},
+                       {"matrix", i < 4 ? "dA" : "dA_perp"}});
+    c.figures.push_back({"Sinks", "heat", "a heat map", heatmap_spec(cells, "head", "layer", "value", "v")});
+    c.figures.push_back({"Graphs", "lines", "a line", line_spec(lines, "threshold", "density", "layer", true)});
+    c.figures.push_back({"Graphs", "bars", "bars", bar_spec(lines, "threshold", "density", "layer")});
+    c.figures.push_back({"MDS", "points", "scatter", scatter_spec(pts, "x", "y", "cluster", "matrix")});
+    return c;
+}
+
+}  // namespace
+
+// The document inlines the runtime, escapes user text, and never closes a script early.
+TEST(Report, SelfContainedAndEscaped) {
+    if (!require_runtime()) GTEST_SKIP() << "Vega runtime not installed (scripts/install-deps.sh)";
+    std::string html = render_html(sample_content());
+    EXPECT_NE(html.find("test &lt;report&gt; &amp; co"), std::string::npos);
+    EXPECT_EQ(html.find("note with </script>"), std::string::npos);
+    // No resource is fetched from the network: no src/href to http(s).
+    EXPECT_FALSE(std::regex_search(html, std::regex("(src|href)=\"https?:")));
+    // Exactly the scripts we emit: 3 runtime + specs + driver.
+    size_t n = 0;
+    for (size_t p = 0; (p = html.find("</script>", p)) != std::string::npos; ++p) ++n;
+    EXPECT_EQ(n, 5u);
+}
+
+// Headless Chromium draws every figure with no script or console error.
+TEST(Report, RendersInHeadlessChromium) {
+    if (!require_runtime()) GTEST_SKIP() << "Vega runtime not installed (scripts/install-deps.sh)";
+    if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
+        if (std::getenv("CI")) FAIL() << "chromium missing in CI";
+        GTEST_SKIP() << "chromium not installed (scripts/install-deps.sh)";
+    }
+    testutil::ScratchDir tmp;
+    write_file_atomic(tmp / "report.html", render_html(sample_content()));
+    auto dom = testutil::render_in_chromium(tmp / "report.html", tmp / "shot.png");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(dom, m, std::regex("id=\"status\"[^>]*")))
+        << dom.substr(0, 2000);
+    std::string status = m.str();
+    EXPECT_NE(status.find("data-done=\"1\""), std::string::npos) << status;
+    EXPECT_NE(status.find("data-figures=\"4\""), std::string::npos) << status;
+    EXPECT_NE(status.find("data-drawn=\"4\""), std::string::npos) << status;
+    EXPECT_NE(status.find("data-errors=\"0\""), std::string::npos) << status;
+    EXPECT_TRUE(std::filesystem::exists(tmp / "shot.png"));
+}
