@@ -55,9 +55,9 @@ CliResult run_cli(const std::vector<std::string>& args) {
     ScratchDir tmp;
     std::string cmd;
     cmd += shell_quote(SINKSCOPE_EXE);
-    for (const auto& a : args) cmd += " " + shell_quote(a);
-    cmd += " >" + shell_quote((tmp / "out").string()) + " 2>" + shell_quote((tmp / "err").string()) +
-           " </dev/null";
+    for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
+    cmd.append(" >").append(shell_quote((tmp / "out").string()));
+    cmd.append(" 2>").append(shell_quote((tmp / "err").string())).append(" </dev/null");
     int status = std::system(cmd.c_str());
     CliResult r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

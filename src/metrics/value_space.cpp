@@ -1,0 +1,236 @@
+// Value-space analyses (spec section 8 "Value space", "Attention entropy ... alignment";
+// compat semantics from PAPERS.md B.6 and B.7).
+#include "sinkscope/metrics/value_space.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "sinkscope/core/error.hpp"
+
+namespace sinkscope::metrics {
+
+namespace {
+
+// Head-averaged attention of layer l, rows closed over their visible keys (spec 10.a);
+// [T, T] row-major, invisible entries 0.
+std::vector<double> head_average(const AttentionInput& a, int64_t l, bool close_rows) {
+    const int64_t T = a.n_tokens;
+    std::vector<double> avg(static_cast<size_t>(T * T), 0.0);
+    for (int64_t h = 0; h < a.n_heads; ++h) {
+        for (int64_t i = 0; i < a.length; ++i) {
+            const double* row = a.row(l, h, i);
+            double sum = 0;
+            for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) sum += row[j];
+            double scale = close_rows && sum > 0 ? 1.0 / sum : 1.0;
+            for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j)
+                avg[i * T + j] += row[j] * scale / double(a.n_heads);
+        }
+    }
+    return avg;
+}
+
+double norm(const double* v, int64_t d) {
+    double s = 0;
+    for (int64_t k = 0; k < d; ++k) s += v[k] * v[k];
+    return std::sqrt(s);
+}
+
+// Relative magnitude and directional influence of the reference part of one attention row over
+// vectors `vec` [T, d]. Returns false when the row sees no reference key or has a zero output.
+bool reference_share(const AttentionInput& a, const double* weights, int64_t i,
+                     const std::vector<char>& is_ref, const double* vec, int64_t d,
+                     double& rel, double& direction, bool& no_reference) {
+    std::vector<double> post(static_cast<size_t>(d), 0.0), ref(static_cast<size_t>(d), 0.0);
+    bool any_ref = false;
+    for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) {
+        double w = weights[j];
+        const double* v = vec + j * d;
+        for (int64_t k = 0; k < d; ++k) post[k] += w * v[k];
+        if (is_ref[j]) {
+            any_ref = true;
+            for (int64_t k = 0; k < d; ++k) ref[k] += w * v[k];
+        }
+    }
+    no_reference = !any_ref;
+    double np = norm(post.data(), d), nr = norm(ref.data(), d);
+    if (!any_ref || np == 0 || nr == 0) return false;
+    double dot = 0;
+    for (int64_t k = 0; k < d; ++k) dot += ref[k] * post[k];
+    rel = std::clamp(nr / np, 0.0, 1.0);
+    direction = (std::clamp(dot / (nr * np), -1.0, 1.0) + 1.0) / 2.0;
+    return true;
+}
+
+}  // namespace
+
+double pearson_r(const std::vector<double>& x, const std::vector<double>& y) {
+    SS_CHECK(x.size() == y.size(), "pearson_r on samples of different length");
+    const double n = double(x.size());
+    if (x.size() < 2) return std::nan("");
+    double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
+    double my = std::accumulate(y.begin(), y.end(), 0.0) / n;
+    double sxy = 0, sxx = 0, syy = 0;
+    for (size_t k = 0; k < x.size(); ++k) {
+        double dx = x[k] - mx, dy = y[k] - my;
+        sxy += dx * dy, sxx += dx * dx, syy += dy * dy;
+    }
+    if (sxx == 0 || syy == 0) return std::nan("");
+    return sxy / std::sqrt(sxx * syy);
+}
+
+std::vector<int64_t> reference_tokens(const std::vector<double>& head_avg, const AttentionInput& a,
+                                      const ValueSpaceOptions& opts) {
+    const int64_t n = a.length, T = a.n_tokens;
+    SS_CHECK(n > 0, "reference_tokens on an empty input");
+    // Column mean over all n rows, masked entries counting 0 (spec 10.d, 10.m).
+    std::vector<double> col(static_cast<size_t>(n), 0.0);
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) col[j] += head_avg[i * T + j] / double(n);
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return col[p] > col[q]; });
+    int64_t above = 0;
+    while (above < n && col[order[above]] > opts.reference_threshold) ++above;
+    int64_t k = above > 0 ? above : std::max<int64_t>(1, int64_t(opts.fallback_fraction * double(n)));
+    int64_t cap = std::max<int64_t>(1, int64_t(opts.cap_fraction * double(n)));
+    order.resize(static_cast<size_t>(std::min(k, cap)));
+    return order;
+}
+
+ValueSpaceAccumulator::ValueSpaceAccumulator(int64_t n_layers, ValueSpaceOptions opts)
+    : opts_(opts), layers_(static_cast<size_t>(n_layers)) {}
+
+void ValueSpaceAccumulator::add(const AttentionInput& a,
+                                const std::vector<std::vector<double>>& hidden_in, int64_t d_model,
+                                const std::vector<std::vector<double>>& values, int64_t d_head) {
+    const int64_t L = a.n_layers, H = a.n_heads, T = a.n_tokens, n = a.length;
+    SS_CHECK(int64_t(layers_.size()) == L, "value-space accumulator built for ", layers_.size(),
+             " layers, input has ", L);
+    SS_CHECK(int64_t(hidden_in.size()) == L + 1, "expected ", L + 1, " hidden states, got ",
+             hidden_in.size());
+    for (const auto& h : hidden_in)
+        SS_CHECK(int64_t(h.size()) == T * d_model, "hidden state of ", h.size(), " values, expected ",
+                 T * d_model);
+    SS_CHECK(values.empty() || int64_t(values.size()) == L, "values for ", values.size(), " layers");
+
+    // Compat rescaling of "value vectors" (B.6): 1e5/max|h| when max|h| > 1e5.
+    std::vector<std::vector<double>> scaled;
+    const auto* hidden = &hidden_in;
+    if (opts_.compat) {
+        scaled = hidden_in;
+        for (auto& h : scaled) {
+            double mx = 0;
+            for (double v : h) mx = std::max(mx, std::abs(v));
+            if (mx > 1e5)
+                for (double& v : h) v *= 1e5 / mx;
+        }
+        hidden = &scaled;
+    }
+
+    for (int64_t l = 0; l < L; ++l) {
+        ValueSpaceLayer& out = layers_[l];
+        std::vector<double> avg = head_average(a, l, !opts_.compat);
+        auto ref = reference_tokens(avg, a, opts_);
+        std::vector<char> is_ref(static_cast<size_t>(T), 0);
+        for (auto j : ref) is_ref[j] = 1;
+        out.sum_reference_count += double(ref.size());
+        out.n_inputs += 1;
+
+        // Hidden-state variant on the head average (as the paper).
+        const double* hv = (*hidden)[l].data();
+        for (int64_t i = 0; i < n; ++i) {
+            if (is_ref[i]) {
+                if (opts_.compat) out.sum_rel_magnitude_hidden += 0.5, out.sum_direction_hidden += 0.5, ++out.n_hidden;
+                continue;
+            }
+            double rel, dir;
+            bool no_ref;
+            if (reference_share(a, avg.data() + i * T, i, is_ref, hv, d_model, rel, dir, no_ref)) {
+                out.sum_rel_magnitude_hidden += rel, out.sum_direction_hidden += dir, ++out.n_hidden;
+            } else if (no_ref) {
+                ++out.n_no_reference_visible;
+            }
+        }
+        // True-V variant: each head's own attention over its own values (R from the average).
+        if (!values.empty()) {
+            SS_CHECK(int64_t(values[l].size()) == H * T * d_head, "values of layer ", l, " hold ",
+                     values[l].size(), " numbers, expected ", H * T * d_head);
+            for (int64_t h = 0; h < H; ++h) {
+                const double* vh = values[l].data() + h * T * d_head;
+                for (int64_t i = 0; i < n; ++i) {
+                    if (is_ref[i]) continue;
+                    std::vector<double> w(static_cast<size_t>(T), 0.0);
+                    const double* row = a.row(l, h, i);
+                    double sum = 0;
+                    for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) sum += row[j];
+                    for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j)
+                        w[j] = opts_.compat || sum <= 0 ? row[j] : row[j] / sum;
+                    double rel, dir;
+                    bool no_ref;
+                    if (reference_share(a, w.data(), i, is_ref, vh, d_head, rel, dir, no_ref))
+                        out.sum_rel_magnitude_value += rel, out.sum_direction_value += dir, ++out.n_value;
+                }
+            }
+        }
+
+        // Transformation magnitude ||h^{l+1}_i - h^l_i|| (spec 8; compat rescaling of B.7).
+        const double* h0 = hidden_in[l].data();
+        const double* h1 = hidden_in[l + 1].data();
+        double scale = 1.0;
+        if (opts_.compat) {
+            double mx = 0;
+            for (int64_t k = 0; k < n * d_model; ++k) mx = std::max({mx, std::abs(h0[k]), std::abs(h1[k])});
+            if (mx > 1e3) scale = 1e3 / mx;
+        }
+        for (int64_t i = 0; i < n; ++i) {
+            double s = 0;
+            for (int64_t k = 0; k < d_model; ++k) {
+                double diff = (h1[i * d_model + k] - h0[i * d_model + k]) * scale;
+                if (opts_.compat) diff = std::clamp(diff, -1e3, 1e3);
+                s += diff * diff;
+            }
+            out.sum_transformation += std::sqrt(s);
+            ++out.n_transformation;
+        }
+
+        // Geometric-semantic alignment: Pearson r of A_ij vs cos(h_i, h_j) over visible
+        // off-diagonal pairs (compat: all off-diagonal pairs, structural zeros included).
+        std::vector<double> norms(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) norms[i] = norm(hv + i * d_model, d_model);
+        std::vector<double> xs, ys;
+        for (int64_t i = 0; i < n; ++i) {
+            int64_t j0 = opts_.compat ? 0 : a.key_begin(i), j1 = opts_.compat ? n : a.key_end(i);
+            for (int64_t j = j0; j < j1; ++j) {
+                if (j == i) continue;
+                double dot = 0;
+                for (int64_t k = 0; k < d_model; ++k) dot += hv[i * d_model + k] * hv[j * d_model + k];
+                double c = norms[i] > 0 && norms[j] > 0 ? dot / (norms[i] * norms[j]) : 0.0;
+                xs.push_back(avg[i * T + j]);
+                ys.push_back(c);
+            }
+        }
+        double r = pearson_r(xs, ys);
+        if (std::isfinite(r)) out.sum_alignment += r, ++out.n_alignment;
+        else ++out.n_alignment_undefined;
+    }
+}
+
+void ValueSpaceAccumulator::merge(const ValueSpaceAccumulator& o) {
+    SS_CHECK(o.layers_.size() == layers_.size(), "merging value-space accumulators of different depth");
+    for (size_t l = 0; l < layers_.size(); ++l) {
+        auto& a = layers_[l];
+        const auto& b = o.layers_[l];
+        a.sum_reference_count += b.sum_reference_count, a.n_inputs += b.n_inputs;
+        a.sum_rel_magnitude_hidden += b.sum_rel_magnitude_hidden;
+        a.sum_direction_hidden += b.sum_direction_hidden, a.n_hidden += b.n_hidden;
+        a.sum_rel_magnitude_value += b.sum_rel_magnitude_value;
+        a.sum_direction_value += b.sum_direction_value, a.n_value += b.n_value;
+        a.n_no_reference_visible += b.n_no_reference_visible;
+        a.sum_transformation += b.sum_transformation, a.n_transformation += b.n_transformation;
+        a.sum_alignment += b.sum_alignment, a.n_alignment += b.n_alignment;
+        a.n_alignment_undefined += b.n_alignment_undefined;
+    }
+}
+
+}  // namespace sinkscope::metrics
