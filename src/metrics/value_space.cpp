@@ -233,4 +233,18 @@ void ValueSpaceAccumulator::merge(const ValueSpaceAccumulator& o) {
     }
 }
 
+void ValueSpaceAccumulator::save(BinaryWriter& w) const {
+    w.tag("value_space");
+    w.put_vector(layers_);
+}
+
+void ValueSpaceAccumulator::load(BinaryReader& r) {
+    r.expect_tag("value_space");
+    auto layers = r.get_vector<ValueSpaceLayer>();
+    if (layers.size() != layers_.size())
+        r.fail("value-space state has " + std::to_string(layers.size()) + " layers, expected " +
+               std::to_string(layers_.size()));
+    layers_ = std::move(layers);
+}
+
 }  // namespace sinkscope::metrics

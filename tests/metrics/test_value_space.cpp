@@ -114,3 +114,22 @@ TEST(ValueSpace, MergeEqualsSinglePass) {
     EXPECT_DOUBLE_EQ(p.layers()[0].sum_alignment, one.layers()[0].sum_alignment);
     EXPECT_EQ(p.layers()[0].n_hidden, one.layers()[0].n_hidden);
 }
+
+// Saving and loading the state reproduces the accumulator exactly.
+TEST(ValueSpace, SaveLoadExact) {
+    const int64_t T = 6, d = 3;
+    auto a = sink_input(2, T, 0.55);
+    std::vector<std::vector<double>> hid(2, std::vector<double>(T * d));
+    for (int64_t k = 0; k < T * d; ++k) hid[0][k] = std::sin(0.9 * k), hid[1][k] = std::cos(0.2 * k);
+    ValueSpaceAccumulator acc(1), back(1);
+    acc.add(a, hid, d, {}, 0);
+    sinkscope::BinaryWriter w;
+    acc.save(w);
+    sinkscope::BinaryReader r(w.bytes(), "state");
+    back.load(r);
+    EXPECT_EQ(back.layers()[0].sum_alignment, acc.layers()[0].sum_alignment);
+    EXPECT_EQ(back.layers()[0].n_hidden, acc.layers()[0].n_hidden);
+    ValueSpaceAccumulator wrong(2);
+    sinkscope::BinaryReader r2(w.bytes(), "state");
+    EXPECT_THROW(wrong.load(r2), sinkscope::InputError);
+}

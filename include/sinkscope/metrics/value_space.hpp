@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sinkscope/core/serialize.hpp"
 #include "sinkscope/metrics/attention.hpp"
 
 namespace sinkscope::metrics {
@@ -48,6 +49,9 @@ public:
     void add(const AttentionInput& attn, const std::vector<std::vector<double>>& hidden,
              int64_t d_model, const std::vector<std::vector<double>>& values, int64_t d_head);
     void merge(const ValueSpaceAccumulator& other);
+    // Exact state for resumable runs.
+    void save(BinaryWriter& w) const;
+    void load(BinaryReader& r);
     const std::vector<ValueSpaceLayer>& layers() const { return layers_; }
     const ValueSpaceOptions& options() const { return opts_; }
 

@@ -1,0 +1,100 @@
+// Binary state files for long runs: accumulators write their exact state (doubles bit for bit)
+// so that a resumed run continues with identical numbers. Little-endian host layout; every read
+// is bounds-checked and a mismatch names the file.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "sinkscope/core/error.hpp"
+
+namespace sinkscope {
+
+class BinaryWriter {
+public:
+    template <typename T>
+    void put(const T& v) {
+        static_assert(std::is_trivially_copyable_v<T>);
+        buf_.append(reinterpret_cast<const char*>(&v), sizeof(T));
+    }
+    void put_string(const std::string& s) {
+        put<uint64_t>(s.size());
+        buf_ += s;
+    }
+    template <typename T>
+    void put_vector(const std::vector<T>& v) {
+        static_assert(std::is_trivially_copyable_v<T>);
+        put<uint64_t>(v.size());
+        if (!v.empty()) buf_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+    }
+    void put_doubles(const double* p, size_t n) {
+        put<uint64_t>(n);
+        buf_.append(reinterpret_cast<const char*>(p), n * sizeof(double));
+    }
+    // Section tags catch a reader that is out of step with the writer.
+    void tag(const char* name) { put_string(name); }
+    const std::string& bytes() const { return buf_; }
+
+private:
+    std::string buf_;
+};
+
+class BinaryReader {
+public:
+    BinaryReader(const std::string& bytes, std::string origin)
+        : data_(bytes), origin_(std::move(origin)) {}
+
+    template <typename T>
+    T get() {
+        static_assert(std::is_trivially_copyable_v<T>);
+        need(sizeof(T));
+        T v;
+        std::memcpy(&v, data_.data() + pos_, sizeof(T));
+        pos_ += sizeof(T);
+        return v;
+    }
+    std::string get_string() {
+        auto n = get<uint64_t>();
+        need(n);
+        std::string s = data_.substr(pos_, n);
+        pos_ += n;
+        return s;
+    }
+    template <typename T>
+    std::vector<T> get_vector() {
+        auto n = get<uint64_t>();
+        if (n > (data_.size() - pos_) / sizeof(T)) fail("vector length beyond the end");
+        std::vector<T> v(n);
+        if (n) std::memcpy(v.data(), data_.data() + pos_, n * sizeof(T));
+        pos_ += n * sizeof(T);
+        return v;
+    }
+    void get_doubles(double* p, size_t n) {
+        auto stored = get<uint64_t>();
+        if (stored != n) fail("expected " + std::to_string(n) + " numbers, found " + std::to_string(stored));
+        need(n * sizeof(double));
+        std::memcpy(p, data_.data() + pos_, n * sizeof(double));
+        pos_ += n * sizeof(double);
+    }
+    void expect_tag(const char* name) {
+        std::string t = get_string();
+        if (t != name) fail(std::string("expected section '") + name + "', found '" + t + "'");
+    }
+    bool at_end() const { return pos_ == data_.size(); }
+    [[noreturn]] void fail(const std::string& what) const {
+        throw InputError(origin_, "corrupt or incompatible state file: " + what);
+    }
+
+private:
+    void need(uint64_t n) const {
+        if (n > data_.size() - pos_) fail("truncated");
+    }
+    const std::string& data_;
+    std::string origin_;
+    size_t pos_ = 0;
+};
+
+}  // namespace sinkscope
