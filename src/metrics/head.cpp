@@ -127,8 +127,6 @@ struct HeadKernel {
         }
         const double* base = xs.data();
         const int64_t stride = xs.cols();
-        const double hs_offset = 0;
-        (void)hs_offset;
         for (int64_t b = 0; b < n; ++b) {
             Eigen::Map<const Eigen::ArrayXd> pb(base + (g.first_head + b) * stride, k);
             const double hb = hs(g.first_head + b);

@@ -100,43 +100,45 @@ int64_t compose_row_probabilities(const double* a, int64_t n_parts, int64_t sink
     return -1;
 }
 
-// Scores: fp64 log-softmax over the visible keys (spec 10.b). 1 - s and ln(1 - s) come from a
-// separate log-sum-exp over the content keys, so a sink mass of 1 - 1e-12 keeps full precision.
+// Scores: fp64 log-softmax over the visible keys (spec 10.b), split at the sink: with
+// delta = lse(content scores) - z_s, ln s = -softplus(delta) and ln(1 - s) = -softplus(-delta),
+// so a sink mass of 1 - 1e-12 keeps full precision in s, 1 - s and both logarithms.
 void compose_row_scores(const double* z, int64_t n_parts, int64_t sink, RowOut& out) {
     const int64_t d = n_parts;
     SS_CHECK(d >= 2 && sink >= 0 && sink < d, "row with ", d, " parts and sink ", sink);
-    double z_max = -INFINITY, zc_max = -INFINITY, sum_z = 0;
+    double zc_max = -INFINITY, sum_z = 0;
     for (int64_t j = 0; j < d; ++j) {
-        z_max = std::max(z_max, z[j]);
         if (j != sink) zc_max = std::max(zc_max, z[j]);
         sum_z += z[j];
     }
-    double sum_all = 0, sum_content = 0;
-    for (int64_t j = 0; j < d; ++j) {
-        sum_all += std::exp(z[j] - z_max);
+    double sum_content = 0;
+    for (int64_t j = 0; j < d; ++j)
         if (j != sink) sum_content += std::exp(z[j] - zc_max);
-    }
-    const double lse = z_max + std::log(sum_all);
     const double lse_content = zc_max + std::log(sum_content);
-    const double log_content = lse_content - lse;  // ln(1 - s)
+    const double delta = lse_content - z[sink];
+    auto softplus = [](double v) { return std::max(v, 0.0) + std::log1p(std::exp(-std::abs(v))); };
+    const double log_s = -softplus(delta);
+    const double log_content = -softplus(-delta);  // ln(1 - s)
     const double mean_all = sum_z / double(d);
     const double mean_content = (sum_z - z[sink]) / double(d - 1);
-    double h = 0, h_pi = 0;
+    out.sink_mass = std::exp(log_s);
+    out.content_mass = std::exp(log_content);
+    double h = -out.sink_mass * log_s, h_pi = 0;
     for (int64_t j = 0, c = 0; j < d; ++j) {
-        const double log_p = z[j] - lse;
+        out.clr[j] = z[j] - mean_all;
+        if (j == sink) {
+            out.p[j] = out.sink_mass;
+            continue;
+        }
+        const double log_pi = z[j] - lse_content;
+        const double log_p = log_pi + log_content;
         out.p[j] = std::exp(log_p);
         h -= out.p[j] * log_p;
-        out.clr[j] = z[j] - mean_all;
-        if (j == sink) continue;
-        const double log_pi = z[j] - lse_content;
         out.pi[c] = std::exp(log_pi);
         h_pi -= out.pi[c] * log_pi;
         out.clr_content[c] = z[j] - mean_content;
         ++c;
     }
-    const double log_s = z[sink] - lse;
-    out.sink_mass = std::exp(log_s);
-    out.content_mass = std::exp(log_content);
     out.entropy = h;
     out.content_entropy = h_pi;
     out.binary_sink_entropy = -out.sink_mass * log_s - out.content_mass * log_content;
