@@ -201,7 +201,7 @@ struct HeaderParser {
 
 }  // namespace
 
-NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& origin) {
+NpyHeader parse_npy_header(const uint8_t* bytes, size_t size, const std::string& origin) {
     static const uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
     if (size < 10) throw InputError(origin, "truncated .npy file: " + std::to_string(size) + " bytes");
     if (std::memcmp(bytes, kMagic, 6) != 0) throw InputError(origin, "not a .npy file (bad magic)");
@@ -226,7 +226,7 @@ NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& origin)
     HeaderParser p{header, origin};
     std::string descr;
     bool fortran = false, have_descr = false, have_shape = false, have_order = false;
-    NpyArray a;
+    NpyHeader a;
     p.expect('{');
     for (;;) {
         p.ws();
@@ -275,7 +275,17 @@ NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& origin)
     if (have > need)
         throw InputError(origin, "trailing data after .npy array: expected " + std::to_string(need) +
                                      " bytes, found " + std::to_string(have));
-    a.data.assign(bytes + data_start, bytes + data_start + need);
+    a.data_offset = data_start;
+    a.data_bytes = need;
+    return a;
+}
+
+NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& origin) {
+    NpyHeader h = parse_npy_header(bytes, size, origin);
+    NpyArray a;
+    a.dtype = h.dtype;
+    a.shape = std::move(h.shape);
+    a.data.assign(bytes + h.data_offset, bytes + h.data_offset + h.data_bytes);
     return a;
 }
 

@@ -26,6 +26,16 @@ struct NpyArray {
     std::vector<int64_t> to_i64() const;  // integer dtypes only (throws otherwise)
 };
 
+// What a .npy header says, after every length was checked against the file size: the data
+// occupies bytes [data_offset, data_offset + data_bytes) and nothing follows it.
+struct NpyHeader {
+    DType dtype = DType::F64;
+    std::vector<int64_t> shape;
+    size_t data_offset = 0;
+    size_t data_bytes = 0;
+};
+NpyHeader parse_npy_header(const uint8_t* bytes, size_t size, const std::string& origin);
+
 // Reads one .npy file. `name` (default: the path) is used in error messages.
 NpyArray read_npy(const std::filesystem::path& path);
 // Parses an in-memory .npy image; `origin` names it in errors (e.g. "x.npz:attn.npy").

@@ -1,0 +1,142 @@
+// Head-level aggregation (spec/METRICS.md section 2, 10.d, 10.g): streaming, mergeable
+// accumulators that turn one input's attention at a time into per-head means, head-by-head
+// distance matrices and the content/sink dispersion. Memory is O(n_heads^2), independent of the
+// number of inputs.
+//
+// Stable interface (other modules build on it): HeadResults::distances holds n x n matrices,
+// n = n_layers * n_heads, head index = layer * n_heads + head, under exactly these names:
+//   "dA", "dA_perp", "sink_term"                    Aitchison family, root mean square over rows
+//   "cosine_keep", "cosine_drop", "js_keep", "js_drop", "euclidean_keep", "euclidean_drop"
+//                                                   classical metrics, arithmetic mean over rows
+// (keep = on the row p, drop = on the content composition pi; JS in nats, not its square root).
+// Diagonals are 0. With Scope::Layer only pairs inside one layer are compared; all others are NaN.
+// A pair with no common usable row is NaN.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "sinkscope/metrics/attention.hpp"
+#include "sinkscope/metrics/row.hpp"
+#include "sinkscope/metrics/sink.hpp"
+
+namespace sinkscope::metrics {
+
+inline constexpr std::array<const char*, 9> kDistanceNames = {
+    "dA",          "dA_perp",     "sink_term",      "cosine_keep",   "cosine_drop",
+    "js_keep",     "js_drop",     "euclidean_keep", "euclidean_drop"};
+
+enum class Scope {
+    Model,  // every pair of heads of the model; one sink per input (model-wide argmax, 10.d)
+    Layer,  // only pairs within a layer; each layer uses its own sink
+};
+Scope parse_scope(const std::string& text);  // "model" | "layer"; UsageError otherwise
+const char* to_string(Scope scope);
+
+struct HeadOptions {
+    SinkPolicy sink;           // spec 0; Auto resolves per input from its masking
+    ZeroPolicy zeros;          // spec 1, 10.c (probabilities only)
+    int64_t min_parts = 3;     // rows with fewer visible keys are excluded (spec 0, >= 2 by 10.p)
+    Scope scope = Scope::Model;
+    std::string origin = "attention";  // names the source in error messages (a file name)
+};
+
+struct HeadLabel {
+    int64_t layer = 0;
+    int64_t head = 0;
+};
+
+// Means over the rows a head used (its layer's sink visible, D >= min_parts).
+struct HeadMeans {
+    double sink_mass = 0;
+    double sink_balance = 0;
+    double entropy = 0;
+    double binary_sink_entropy = 0;
+    double content_entropy = 0;
+    int64_t n_rows = 0;
+};
+
+// Content dispersion C_perp, sink dispersion V_b (population variance, 10.g) and their sink
+// share rho = V_b / (V_b + C_perp), averaged over rows (spec 2).
+struct Dispersion {
+    int64_t layer = -1;  // -1: the model, all n_layers * n_heads heads as one set (10.g)
+    double c_perp = 0;
+    double v_b = 0;
+    double rho = 0;
+    int64_t n_rows = 0;  // row sets (input, query) that entered
+};
+
+// Row bookkeeping. A "row" is one (input, layer, head, query) with query < length.
+struct RowCounts {
+    int64_t n_inputs = 0;
+    int64_t rows_total = 0;
+    int64_t rows_used = 0;              // entered the per-layer outputs (head means, dispersion)
+    int64_t rows_excluded = 0;          // D < min_parts
+    int64_t sink_not_visible = 0;       // the layer's sink is outside the row (10.e)
+    int64_t rows_used_model = 0;        // entered the model-scope comparisons
+    int64_t sink_not_visible_model = 0; // the model-wide sink is outside the row
+};
+
+struct HeadResults {
+    int64_t n_layers = 0;
+    int64_t n_heads = 0;
+    Scope scope = Scope::Model;
+    std::vector<HeadLabel> heads;   // [n_layers * n_heads]
+    std::vector<HeadMeans> means;   // [n_layers * n_heads]
+    std::map<std::string, Eigen::MatrixXd> distances;  // names: kDistanceNames, each [n, n]
+    std::vector<Dispersion> layers;  // [n_layers], per-layer sinks
+    Dispersion model;                // model-wide sink, all heads
+    RowCounts counts;
+};
+
+class HeadAccumulator {
+public:
+    HeadAccumulator(int64_t n_layers, int64_t n_heads, HeadOptions options = {});
+
+    // Adds one input (its n_layers / n_heads must match); returns the resolved sink positions.
+    // Bad data throws InputError naming options.origin and the (input, layer, head, query, key)
+    // index; `input_index` < 0 means "count of inputs added so far".
+    SinkPositions add(const AttentionInput& input, int64_t input_index = -1);
+    // Adds another accumulator's state (same shape and options): merge == one pass over both.
+    void merge(const HeadAccumulator& other);
+    HeadResults finish() const;
+
+    const HeadOptions& options() const { return options_; }
+    const RowCounts& counts() const { return counts_; }
+
+private:
+    // Pairwise sums of one group of heads that are compared with each other: all heads
+    // (Scope::Model) or one layer (Scope::Layer). Lower triangles are used.
+    struct PairGroup {
+        int64_t first_head = 0, n = 0;
+        int64_t n_rows = 0;
+        Eigen::MatrixXd gram_clr, gram_content, gram_balance;  // [n, n] sums of dot products
+        std::array<Eigen::MatrixXd, 6> classical;  // [n, n] sums: cos k/d, js k/d, euc k/d
+    };
+    struct HeadSums {
+        double sink_mass = 0, sink_balance = 0, entropy = 0, binary_sink_entropy = 0,
+               content_entropy = 0;
+        int64_t n_rows = 0;
+    };
+    struct DispersionSums {
+        double c_perp = 0, v_b = 0;
+        int64_t n_rows = 0;
+    };
+
+    int64_t n_layers_, n_heads_;
+    HeadOptions options_;
+    RowCounts counts_;
+    std::vector<HeadSums> head_sums_;          // [n]
+    std::vector<DispersionSums> layer_disp_;   // [n_layers]
+    DispersionSums model_disp_;
+    std::vector<PairGroup> groups_;
+
+    friend struct HeadKernel;
+};
+
+}  // namespace sinkscope::metrics

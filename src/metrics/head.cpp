@@ -1,0 +1,401 @@
+// Head-level aggregation (spec 2, 10.d, 10.e, 10.g) as streaming, mergeable sums.
+//
+// Pass 1 (per query row set): every head's row quantities (spec 1) into row-major batches.
+// Pass 2: per-head sums and the content/sink dispersion of each layer and of the model.
+// Pass 3: pairwise sums. The Aitchison family is a root mean square, and
+//   sum_rows ||x_a - x_b||^2 = G_aa + G_bb - 2 G_ab with G the Gram matrix of the rows'
+//   CLR vectors concatenated over all rows, so it is a symmetric rank-K update per chunk of rows
+//   (columns centred over heads first: distances are translation invariant, centring removes
+//   most of the cancellation). Classical metrics are means of per-row distances: cosine and
+//   Euclidean come from one per-row Gram matrix, Jensen-Shannon from a vectorised pairwise loop
+//   JS = H(m) - (H(p) + H(q)) / 2.
+#include "sinkscope/metrics/head.hpp"
+
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+#include <Eigen/Dense>
+
+#include "sinkscope/core/error.hpp"
+
+namespace sinkscope::metrics {
+
+using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+Scope parse_scope(const std::string& text) {
+    if (text == "model") return Scope::Model;
+    if (text == "layer") return Scope::Layer;
+    throw UsageError("--scope must be model or layer, got '" + text + "'");
+}
+const char* to_string(Scope scope) { return scope == Scope::Model ? "model" : "layer"; }
+
+namespace {
+
+enum ClassicalIndex { kCosKeep, kCosDrop, kJsKeep, kJsDrop, kEucKeep, kEucDrop };
+
+// Row quantities of every head for one query row set, one row per head.
+struct RowBatch {
+    RowMatrix p, pi, clr, content;  // [n, T] (first D or D-1 columns used)
+    Eigen::VectorXd sink_mass, balance, entropy, binary_entropy, content_entropy;  // [n]
+    void resize(int64_t n, int64_t t) {
+        p.resize(n, t);
+        pi.resize(n, t);
+        clr.resize(n, t);
+        content.resize(n, t);
+        for (auto* v : {&sink_mass, &balance, &entropy, &binary_entropy, &content_entropy})
+            v->resize(n);
+    }
+};
+
+// Chunk of concatenated rows waiting for a rank-K update of a group's Gram matrices.
+struct GramChunk {
+    Eigen::MatrixXd clr, content, balance;  // [group n, capacity] column-major
+    int64_t n_clr = 0, n_content = 0, n_balance = 0;
+};
+
+[[noreturn]] void throw_zero(const std::string& origin, int64_t n, int64_t l, int64_t h, int64_t i,
+                             int64_t j) {
+    throw InputError(origin, "exact zero at visible entry (n, l, h, i, j) = (" + std::to_string(n) +
+                                 ", " + std::to_string(l) + ", " + std::to_string(h) + ", " +
+                                 std::to_string(i) + ", " + std::to_string(j) +
+                                 "): log-ratio metrics need --zeros replace:DELTA (spec 1, 10.c)");
+}
+
+// Sum of squared distances to the centroid, / n rows: (1/(2n^2)) sum_{a,b} ||x_a - x_b||^2.
+template <typename Block>
+double mean_sq_dev(const Block& x) {
+    if (x.rows() == 0) return 0;
+    Eigen::RowVectorXd mu = x.colwise().mean();
+    return (x.rowwise() - mu).squaredNorm() / double(x.rows());
+}
+
+}  // namespace
+
+// Kernels that need the accumulator's private state.
+struct HeadKernel {
+    static void flush(HeadAccumulator::PairGroup& g, GramChunk& c) {
+        if (c.n_clr > 0)
+            g.gram_clr.selfadjointView<Eigen::Lower>().rankUpdate(c.clr.leftCols(c.n_clr));
+        if (c.n_content > 0)
+            g.gram_content.selfadjointView<Eigen::Lower>().rankUpdate(c.content.leftCols(c.n_content));
+        if (c.n_balance > 0)
+            g.gram_balance.selfadjointView<Eigen::Lower>().rankUpdate(c.balance.leftCols(c.n_balance));
+        c.n_clr = c.n_content = c.n_balance = 0;
+    }
+
+    // Appends one row set (rows [first, first + n) of `b`, D parts) to the group's chunk.
+    static void append(HeadAccumulator::PairGroup& g, GramChunk& c, const RowBatch& b, int64_t d) {
+        const int64_t cap = c.clr.cols();
+        if (c.n_clr + d > cap || c.n_content + d - 1 > cap || c.n_balance + 1 > c.balance.cols())
+            flush(g, c);
+        auto put = [&](Eigen::MatrixXd& dst, int64_t& at, const RowMatrix& src, int64_t k) {
+            auto x = src.block(g.first_head, 0, g.n, k);
+            Eigen::RowVectorXd mu = x.colwise().mean();
+            dst.middleCols(at, k) = x.rowwise() - mu;
+            at += k;
+        };
+        put(c.clr, c.n_clr, b.clr, d);
+        put(c.content, c.n_content, b.content, d - 1);
+        auto bal = b.balance.segment(g.first_head, g.n);
+        c.balance.col(c.n_balance++) = bal.array() - bal.mean();
+    }
+
+    // Classical metrics of one row set on rows [first, first + n) of `x` (k columns), added to
+    // the cosine / JS / Euclidean sums. `h` holds each row's entropy for JS.
+    static void classical(HeadAccumulator::PairGroup& g, const RowMatrix& xs, int64_t k,
+                          const Eigen::VectorXd& hs, Eigen::MatrixXd& cos_sum,
+                          Eigen::MatrixXd& js_sum, Eigen::MatrixXd& euc_sum, Eigen::MatrixXd& gram,
+                          Eigen::MatrixXd& centred) {
+        const int64_t n = g.n;
+        auto x = xs.block(g.first_head, 0, n, k);  // [n, k] rows are probability vectors
+        Eigen::RowVectorXd mu = x.colwise().mean();
+        centred.resize(n, k);
+        centred = x.rowwise() - mu;
+        gram.setZero(n, n);
+        gram.selfadjointView<Eigen::Lower>().rankUpdate(centred);
+        Eigen::VectorXd u = centred * mu.transpose();  // [n] x_c . mu
+        const double mm = mu.squaredNorm();
+        for (int64_t b = 0; b < n; ++b) {
+            const double nb = gram(b, b) + 2 * u(b) + mm;  // ||x_b||^2
+            for (int64_t a = b + 1; a < n; ++a) {
+                const double na = gram(a, a) + 2 * u(a) + mm;
+                const double dot = gram(a, b) + u(a) + u(b) + mm;
+                cos_sum(a, b) += 1.0 - dot / std::sqrt(na * nb);
+                euc_sum(a, b) += std::sqrt(std::max(0.0, gram(a, a) + gram(b, b) - 2 * gram(a, b)));
+            }
+        }
+        const double* base = xs.data();
+        const int64_t stride = xs.cols();
+        for (int64_t b = 0; b < n; ++b) {
+            Eigen::Map<const Eigen::ArrayXd> pb(base + (g.first_head + b) * stride, k);
+            const double hb = hs(g.first_head + b);
+            for (int64_t a = b + 1; a < n; ++a) {
+                Eigen::Map<const Eigen::ArrayXd> pa(base + (g.first_head + a) * stride, k);
+                const double ha = hs(g.first_head + a);
+                // H(m) with 0 ln 0 = 0: max(m, DBL_MIN) only changes m = 0 (and subnormals,
+                // whose contribution is below 1e-305).
+                const double m_log_m =
+                    (0.5 * (pa + pb) * (0.5 * (pa + pb)).max(DBL_MIN).log()).sum();
+                js_sum(a, b) += std::max(0.0, -m_log_m - 0.5 * (ha + hb));
+            }
+        }
+    }
+};
+
+HeadAccumulator::HeadAccumulator(int64_t n_layers, int64_t n_heads, HeadOptions options)
+    : n_layers_(n_layers), n_heads_(n_heads), options_(std::move(options)) {
+    if (n_layers <= 0 || n_heads <= 0)
+        throw UsageError("a head accumulator needs n_layers > 0 and n_heads > 0");
+    if (options_.min_parts < 2)
+        throw UsageError("--min-parts must be >= 2 (spec 10.p), got " +
+                         std::to_string(options_.min_parts));
+    const int64_t n = n_layers * n_heads;
+    head_sums_.assign(static_cast<size_t>(n), {});
+    layer_disp_.assign(static_cast<size_t>(n_layers), {});
+    auto make_group = [](int64_t first, int64_t size) {
+        PairGroup g;
+        g.first_head = first;
+        g.n = size;
+        for (auto* m : {&g.gram_clr, &g.gram_content, &g.gram_balance}) m->setZero(size, size);
+        for (auto& m : g.classical) m.setZero(size, size);
+        return g;
+    };
+    if (options_.scope == Scope::Model) {
+        groups_.push_back(make_group(0, n));
+    } else {
+        for (int64_t l = 0; l < n_layers; ++l) groups_.push_back(make_group(l * n_heads, n_heads));
+    }
+}
+
+SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index) {
+    const std::string& origin = options_.origin;
+    const int64_t idx = input_index >= 0 ? input_index : counts_.n_inputs;
+    SS_CHECK_INPUT(x.n_layers == n_layers_ && x.n_heads == n_heads_, origin, "input ", idx, " has ",
+                   x.n_layers, " layers x ", x.n_heads, " heads, expected ", n_layers_, " x ",
+                   n_heads_);
+    const int64_t t = x.n_tokens, n_h = n_heads_, n = n_layers_ * n_heads_;
+    SS_CHECK(x.pattern.size() == size_t(n * t * t), "attention buffer of ", x.pattern.size(),
+             " values for shape [", n_layers_, ", ", n_h, ", ", t, ", ", t, "]");
+    SS_CHECK(!x.has_scores() || x.scores.size() == x.pattern.size(), "scores buffer size ",
+             x.scores.size(), " differs from the attention's ", x.pattern.size());
+    SS_CHECK(x.length >= 0 && x.length <= t, "input length ", x.length, " outside [0, ", t, "]");
+
+    const SinkPositions sinks = resolve_sinks(x, options_.sink);
+    bool shared_sink = true;  // every layer's sink equals the model-wide one
+    for (int64_t l = 0; l < n_layers_; ++l) shared_sink = shared_sink && sinks.per_layer[l] == sinks.model;
+
+    RowBatch layer_batch, model_batch;  // [n, T] each; model_batch only when sinks differ
+    layer_batch.resize(n, t);
+    if (!shared_sink) model_batch.resize(n, t);
+    std::vector<double> scratch(static_cast<size_t>(std::max<int64_t>(t, 1)));
+
+    std::vector<GramChunk> chunks(groups_.size());
+    for (size_t g = 0; g < groups_.size(); ++g) {
+        const int64_t gn = groups_[g].n;
+        const int64_t cap = std::max<int64_t>(2 * t, std::clamp<int64_t>((1 << 21) / gn, 256, 4096));
+        chunks[g].clr.resize(gn, cap);
+        chunks[g].content.resize(gn, cap);
+        chunks[g].balance.resize(gn, cap / 2 + 1);
+    }
+    Eigen::MatrixXd gram, centred;  // scratch of the classical kernel
+
+    auto compose = [&](RowBatch& b, int64_t l, int64_t h, int64_t i, int64_t kb, int64_t d,
+                       int64_t sink) {
+        const int64_t r = l * n_h + h;
+        RowOut o{&b.p(r, 0), &b.pi(r, 0), &b.clr(r, 0), &b.content(r, 0), 0, 0, 0, 0, 0, 0};
+        if (x.has_scores()) {
+            compose_row_scores(x.score_row(l, h, i) + kb, d, sink - kb, o);
+        } else {
+            int64_t zero = compose_row_probabilities(x.row(l, h, i) + kb, d, sink - kb,
+                                                     options_.zeros, o, scratch.data());
+            if (zero >= 0) throw_zero(origin, idx, l, h, i, kb + zero);
+        }
+        b.sink_mass(r) = o.sink_mass;
+        b.balance(r) = o.sink_balance;
+        b.entropy(r) = o.entropy;
+        b.binary_entropy(r) = o.binary_sink_entropy;
+        b.content_entropy(r) = o.content_entropy;
+    };
+    auto dispersion = [](DispersionSums& acc, const RowBatch& b, int64_t first, int64_t m,
+                         int64_t d) {
+        acc.c_perp += mean_sq_dev(b.content.block(first, 0, m, d - 1));
+        acc.v_b += mean_sq_dev(b.balance.segment(first, m));
+        acc.n_rows += 1;
+    };
+    auto pairwise = [&](PairGroup& g, GramChunk& c, const RowBatch& b, int64_t d) {
+        HeadKernel::append(g, c, b, d);
+        HeadKernel::classical(g, b.p, d, b.entropy, g.classical[kCosKeep], g.classical[kJsKeep],
+                              g.classical[kEucKeep], gram, centred);
+        HeadKernel::classical(g, b.pi, d - 1, b.content_entropy, g.classical[kCosDrop],
+                              g.classical[kJsDrop], g.classical[kEucDrop], gram, centred);
+        g.n_rows += 1;
+    };
+
+    for (int64_t i = 0; i < x.length; ++i) {
+        const int64_t kb = x.key_begin(i), ke = x.key_end(i), d = ke - kb;
+        counts_.rows_total += n;
+        if (d < options_.min_parts) {
+            counts_.rows_excluded += n;
+            continue;
+        }
+        auto visible = [&](int64_t s) { return s >= kb && s < ke; };
+        // Pass 1: row quantities with each layer's sink (and the model-wide one if it differs).
+        for (int64_t l = 0; l < n_layers_; ++l) {
+            if (!visible(sinks.per_layer[l])) continue;
+            for (int64_t h = 0; h < n_h; ++h) compose(layer_batch, l, h, i, kb, d, sinks.per_layer[l]);
+        }
+        const bool model_visible = visible(sinks.model);
+        if (!shared_sink && model_visible)
+            for (int64_t l = 0; l < n_layers_; ++l)
+                for (int64_t h = 0; h < n_h; ++h) compose(model_batch, l, h, i, kb, d, sinks.model);
+        const RowBatch& model_rows = shared_sink ? layer_batch : model_batch;
+
+        // Pass 2: head means and dispersion (per-layer sinks; model rho with the model sink).
+        for (int64_t l = 0; l < n_layers_; ++l) {
+            if (!visible(sinks.per_layer[l])) {
+                counts_.sink_not_visible += n_h;
+                continue;
+            }
+            counts_.rows_used += n_h;
+            for (int64_t h = 0; h < n_h; ++h) {
+                const int64_t r = l * n_h + h;
+                HeadSums& s = head_sums_[r];
+                s.sink_mass += layer_batch.sink_mass(r);
+                s.sink_balance += layer_batch.balance(r);
+                s.entropy += layer_batch.entropy(r);
+                s.binary_sink_entropy += layer_batch.binary_entropy(r);
+                s.content_entropy += layer_batch.content_entropy(r);
+                s.n_rows += 1;
+            }
+            dispersion(layer_disp_[l], layer_batch, l * n_h, n_h, d);
+        }
+        if (model_visible) {
+            counts_.rows_used_model += n;
+            dispersion(model_disp_, model_rows, 0, n, d);
+        } else {
+            counts_.sink_not_visible_model += n;
+        }
+
+        // Pass 3: pairwise sums.
+        if (options_.scope == Scope::Model) {
+            if (model_visible) pairwise(groups_[0], chunks[0], model_rows, d);
+        } else {
+            for (int64_t l = 0; l < n_layers_; ++l)
+                if (visible(sinks.per_layer[l])) pairwise(groups_[l], chunks[l], layer_batch, d);
+        }
+    }
+    for (size_t g = 0; g < groups_.size(); ++g) HeadKernel::flush(groups_[g], chunks[g]);
+    counts_.n_inputs += 1;
+    return sinks;
+}
+
+void HeadAccumulator::merge(const HeadAccumulator& o) {
+    if (o.n_layers_ != n_layers_ || o.n_heads_ != n_heads_ || o.options_.scope != options_.scope ||
+        o.options_.min_parts != options_.min_parts ||
+        to_string(o.options_.sink) != to_string(options_.sink) ||
+        to_string(o.options_.zeros) != to_string(options_.zeros))
+        throw UsageError("cannot merge head accumulators with different shapes or options");
+    auto& c = counts_;
+    const auto& oc = o.counts_;
+    c.n_inputs += oc.n_inputs;
+    c.rows_total += oc.rows_total;
+    c.rows_used += oc.rows_used;
+    c.rows_excluded += oc.rows_excluded;
+    c.sink_not_visible += oc.sink_not_visible;
+    c.rows_used_model += oc.rows_used_model;
+    c.sink_not_visible_model += oc.sink_not_visible_model;
+    for (size_t r = 0; r < head_sums_.size(); ++r) {
+        auto& s = head_sums_[r];
+        const auto& os = o.head_sums_[r];
+        s.sink_mass += os.sink_mass;
+        s.sink_balance += os.sink_balance;
+        s.entropy += os.entropy;
+        s.binary_sink_entropy += os.binary_sink_entropy;
+        s.content_entropy += os.content_entropy;
+        s.n_rows += os.n_rows;
+    }
+    auto add_disp = [](DispersionSums& a, const DispersionSums& b) {
+        a.c_perp += b.c_perp;
+        a.v_b += b.v_b;
+        a.n_rows += b.n_rows;
+    };
+    for (size_t l = 0; l < layer_disp_.size(); ++l) add_disp(layer_disp_[l], o.layer_disp_[l]);
+    add_disp(model_disp_, o.model_disp_);
+    for (size_t g = 0; g < groups_.size(); ++g) {
+        auto& a = groups_[g];
+        const auto& b = o.groups_[g];
+        a.n_rows += b.n_rows;
+        a.gram_clr += b.gram_clr;
+        a.gram_content += b.gram_content;
+        a.gram_balance += b.gram_balance;
+        for (size_t k = 0; k < a.classical.size(); ++k) a.classical[k] += b.classical[k];
+    }
+}
+
+HeadResults HeadAccumulator::finish() const {
+    const int64_t n = n_layers_ * n_heads_;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    HeadResults r;
+    r.n_layers = n_layers_;
+    r.n_heads = n_heads_;
+    r.scope = options_.scope;
+    r.counts = counts_;
+    for (int64_t l = 0; l < n_layers_; ++l)
+        for (int64_t h = 0; h < n_heads_; ++h) r.heads.push_back({l, h});
+    for (const auto& s : head_sums_) {
+        HeadMeans m;
+        m.n_rows = s.n_rows;
+        const double k = s.n_rows > 0 ? 1.0 / double(s.n_rows) : nan;
+        m.sink_mass = s.sink_mass * k;
+        m.sink_balance = s.sink_balance * k;
+        m.entropy = s.entropy * k;
+        m.binary_sink_entropy = s.binary_sink_entropy * k;
+        m.content_entropy = s.content_entropy * k;
+        r.means.push_back(m);
+    }
+    auto finish_disp = [&](const DispersionSums& s, int64_t layer) {
+        Dispersion d;
+        d.layer = layer;
+        d.n_rows = s.n_rows;
+        const double k = s.n_rows > 0 ? 1.0 / double(s.n_rows) : nan;
+        d.c_perp = s.c_perp * k;
+        d.v_b = s.v_b * k;
+        const double total = d.c_perp + d.v_b;
+        d.rho = total > 0 ? d.v_b / total : nan;
+        return d;
+    };
+    for (int64_t l = 0; l < n_layers_; ++l) r.layers.push_back(finish_disp(layer_disp_[l], l));
+    r.model = finish_disp(model_disp_, -1);
+
+    for (const char* name : kDistanceNames) r.distances[name] = Eigen::MatrixXd::Constant(n, n, nan);
+    auto& d_a = r.distances["dA"];
+    auto& d_perp = r.distances["dA_perp"];
+    auto& d_sink = r.distances["sink_term"];
+    Eigen::MatrixXd* classical[6] = {&r.distances["cosine_keep"],    &r.distances["cosine_drop"],
+                                     &r.distances["js_keep"],        &r.distances["js_drop"],
+                                     &r.distances["euclidean_keep"], &r.distances["euclidean_drop"]};
+    auto rms = [](const Eigen::MatrixXd& g, int64_t a, int64_t b, double k) {
+        return std::sqrt(std::max(0.0, (g(a, a) + g(b, b) - 2 * g(a, b)) * k));
+    };
+    for (const auto& g : groups_) {
+        if (g.n_rows == 0) continue;
+        const double k = 1.0 / double(g.n_rows);
+        for (int64_t b = 0; b < g.n; ++b) {
+            const int64_t gb = g.first_head + b;
+            d_a(gb, gb) = d_perp(gb, gb) = d_sink(gb, gb) = 0;
+            for (auto* m : classical) (*m)(gb, gb) = 0;
+            for (int64_t a = b + 1; a < g.n; ++a) {
+                const int64_t ga = g.first_head + a;
+                d_a(ga, gb) = d_a(gb, ga) = rms(g.gram_clr, a, b, k);
+                d_perp(ga, gb) = d_perp(gb, ga) = rms(g.gram_content, a, b, k);
+                d_sink(ga, gb) = d_sink(gb, ga) = rms(g.gram_balance, a, b, k);
+                for (size_t c = 0; c < 6; ++c)
+                    (*classical[c])(ga, gb) = (*classical[c])(gb, ga) = g.classical[c](a, b) * k;
+            }
+        }
+    }
+    return r;
+}
+
+}  // namespace sinkscope::metrics
