@@ -56,7 +56,8 @@ RateInterval wilson_interval(int64_t k, int64_t n, double z) {
     const double denom = 1.0 + z2 / nn;
     const double center = (p + z2 / (2.0 * nn)) / denom;
     const double half = z / denom * std::sqrt(p * (1.0 - p) / nn + z2 / (4.0 * nn * nn));
-    return {std::max(0.0, center - half), std::min(1.0, center + half)};
+    // The interval always contains p (exactly 0 at k = 0 and 1 at k = n); clamp the rounding.
+    return {std::clamp(center - half, 0.0, p), std::clamp(center + half, p, 1.0)};
 }
 
 int64_t count_triples(int64_t n) { return n < 3 ? 0 : n * (n - 1) * (n - 2) / 2; }
