@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "sinkscope/metrics/head_analyses.hpp"
 #include "sinkscope/metrics/reversal.hpp"
 
 namespace {
@@ -46,6 +47,31 @@ void BM_ReversalExactAll(benchmark::State& state) {
 }
 BENCHMARK(BM_ReversalExactAll)
     ->ArgsProduct({{128, 256, 1024}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(1);
+
+// The whole driver (exact reversal at model scope + within-layer flips for the regime, k
+// selection, MDS and clustering of 8 matrices, ARI) on n heads in layers of 32. Arguments:
+// number of heads, threads.
+void BM_RunHeadAnalyses(benchmark::State& state) {
+    const int n = static_cast<int>(state.range(0));
+    std::mt19937_64 rng(11);
+    std::map<std::string, Eigen::MatrixXd> mats;
+    for (const std::string& name : sinkscope::metrics::clustered_matrix_names())
+        mats[name] = random_distances(n, rng);
+    std::vector<std::pair<int, int>> labels;
+    for (int i = 0; i < n; ++i) labels.emplace_back(i / 32, i % 32);
+    std::vector<double> layer_rho(static_cast<size_t>((n + 31) / 32), 0.3);
+    sinkscope::metrics::HeadAnalysisOptions opts;
+    opts.n_threads = static_cast<int>(state.range(1));
+    for (auto _ : state) {
+        auto res = sinkscope::metrics::run_head_analyses(mats, labels, layer_rho, 0.3, opts);
+        benchmark::DoNotOptimize(res);
+    }
+}
+BENCHMARK(BM_RunHeadAnalyses)
+    ->ArgsProduct({{256, 1024}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(1);

@@ -343,7 +343,8 @@ std::string summarize_head_analyses(const HeadAnalysisResults& res) {
     const auto& o = res.options;
     const std::string scope = scope_name(o.scope);
     out << "head analyses: " << res.head_labels.size() << " heads, reversal "
-        << (o.triples > 0 ? "sampled (" + std::to_string(o.triples) + " triples, seed " +
+        << (o.triples > 0 ? "sampled (" + std::to_string(o.triples) + " triples" +
+                                (o.scope == ReversalScope::Layer ? " per layer" : "") + ", seed " +
                                 std::to_string(o.seed) + ", 95% Wilson CI)"
                           : std::string("exact over all triples"))
         << ", scope " << scope << "\n";
