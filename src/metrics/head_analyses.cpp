@@ -1,0 +1,380 @@
+// Driver of the head-level analyses (spec 3, 4, 7): reversal rates, MDS + clustering + ARI,
+// regime predictor; tables and a human summary.
+#include "sinkscope/metrics/head_analyses.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/io/npy.hpp"
+#include "sinkscope/io/table.hpp"
+#include "sinkscope/metrics/cluster.hpp"
+
+namespace sinkscope::metrics {
+
+namespace hm = head_matrix;
+
+const std::vector<std::string>& clustered_matrix_names() {
+    static const std::vector<std::string> names = {
+        hm::kDA,     hm::kDAPerp,  hm::kCosineKeep,    hm::kCosineDrop,
+        hm::kJsKeep, hm::kJsDrop, hm::kEuclideanKeep, hm::kEuclideanDrop};
+    return names;
+}
+
+std::string scope_name(ReversalScope s) { return s == ReversalScope::Model ? "model" : "layer"; }
+
+ReversalScope parse_reversal_scope(const std::string& text) {
+    if (text == "model") return ReversalScope::Model;
+    if (text == "layer") return ReversalScope::Layer;
+    throw UsageError("--scope must be 'model' or 'layer', got '" + text + "'");
+}
+
+namespace {
+
+// Spec 3 comparisons, in table order.
+struct ComparisonSpec {
+    const char* comparison;
+    const char* metric;
+    const char* first;
+    const char* second;
+};
+const std::vector<ComparisonSpec>& comparison_specs() {
+    static const std::vector<ComparisonSpec> specs = {
+        {"flip", "cosine", hm::kCosineKeep, hm::kCosineDrop},
+        {"flip", "js", hm::kJsKeep, hm::kJsDrop},
+        {"flip", "euclidean", hm::kEuclideanKeep, hm::kEuclideanDrop},
+        {"vs_content", "cosine", hm::kCosineKeep, hm::kDAPerp},
+        {"vs_content", "js", hm::kJsKeep, hm::kDAPerp},
+        {"vs_content", "euclidean", hm::kEuclideanKeep, hm::kDAPerp},
+        {"dA_vs_dA_perp", "dA", hm::kDA, hm::kDAPerp},
+        {"check", "dA_perp", hm::kDAPerp, hm::kDAPerpDrop},
+    };
+    return specs;
+}
+
+// The comparisons whose matrices are present, with the matrix list they index.
+struct ComparisonSet {
+    std::vector<const Eigen::MatrixXd*> matrices;
+    std::vector<MatrixPair> pairs;
+    std::vector<ReversalRow> templates;  // names filled, counts empty
+};
+
+ComparisonSet make_comparisons(const std::map<std::string, Eigen::MatrixXd>& matrices,
+                               bool flips_only) {
+    ComparisonSet set;
+    std::map<std::string, int> index;
+    auto index_of = [&](const std::string& key) {
+        auto it = index.find(key);
+        if (it != index.end()) return it->second;
+        set.matrices.push_back(&matrices.at(key));
+        return index[key] = static_cast<int>(set.matrices.size()) - 1;
+    };
+    for (const ComparisonSpec& c : comparison_specs()) {
+        if (flips_only && std::string(c.comparison) != "flip") continue;
+        std::string second = c.second;
+        if (second == hm::kDAPerpDrop && !matrices.count(second)) second = hm::kDAPerp;
+        if (!matrices.count(c.first) || !matrices.count(second)) continue;
+        set.pairs.push_back({index_of(c.first), index_of(second)});
+        ReversalRow row;
+        row.comparison = c.comparison;
+        row.metric = c.metric;
+        row.first = c.first;
+        row.second = second;
+        set.templates.push_back(row);
+    }
+    return set;
+}
+
+// Counts of every comparison in `set` over the triples of `heads` (all when empty).
+std::vector<ReversalCounts> count(const ComparisonSet& set, const std::vector<int>& heads,
+                                  const HeadAnalysisOptions& opts, uint64_t seed) {
+    if (set.pairs.empty()) return {};
+    if (opts.triples > 0)
+        return count_reversals_sampled(set.matrices, set.pairs, opts.triples, seed, heads);
+    return count_reversals_exact(set.matrices, set.pairs, heads, opts.n_threads);
+}
+
+ReversalRow finish_row(ReversalRow row, const std::string& scope, int layer,
+                       const ReversalCounts& counts, bool sampled) {
+    row.scope = scope;
+    row.layer = layer;
+    row.method = sampled ? "sampled" : "exact";
+    row.counts = counts;
+    row.rate = counts.rate();
+    if (sampled) {
+        const RateInterval ci = wilson_interval(counts.n_disagree, counts.n_compared);
+        row.ci_lo = ci.lo;
+        row.ci_hi = ci.hi;
+    } else {
+        row.ci_lo = row.ci_hi = row.rate;
+    }
+    return row;
+}
+
+// Heads of each layer, by the layer value of the labels.
+std::map<int, std::vector<int>> heads_by_layer(const std::vector<std::pair<int, int>>& labels) {
+    std::map<int, std::vector<int>> out;
+    for (size_t i = 0; i < labels.size(); ++i) out[labels[i].first].push_back(static_cast<int>(i));
+    return out;
+}
+
+// Reversal rows of one scope for the comparisons in `set`.
+std::vector<ReversalRow> reversal_rows(const ComparisonSet& set,
+                                       const std::vector<std::pair<int, int>>& labels,
+                                       ReversalScope scope, const HeadAnalysisOptions& opts) {
+    std::vector<ReversalRow> rows;
+    const bool sampled = opts.triples > 0;
+    if (scope == ReversalScope::Model) {
+        const auto counts = count(set, {}, opts, opts.seed);
+        for (size_t q = 0; q < counts.size(); ++q)
+            rows.push_back(finish_row(set.templates[q], "model", -1, counts[q], sampled));
+        return rows;
+    }
+    std::vector<ReversalCounts> pooled(set.pairs.size());
+    for (const auto& [layer, heads] : heads_by_layer(labels)) {
+        const auto counts = count(set, heads, opts, opts.seed + static_cast<uint64_t>(layer) + 1);
+        for (size_t q = 0; q < counts.size(); ++q) {
+            rows.push_back(finish_row(set.templates[q], "layer", layer, counts[q], sampled));
+            pooled[q] += counts[q];
+        }
+    }
+    for (size_t q = 0; q < set.pairs.size(); ++q)
+        rows.push_back(finish_row(set.templates[q], "layer", -1, pooled[q], sampled));
+    return rows;
+}
+
+// Spec 10.g: the flip counts pooled over cosine, JS and Euclidean.
+ReversalCounts pooled_flip(const std::vector<ReversalRow>& rows, const std::string& scope,
+                           int layer) {
+    ReversalCounts total;
+    for (const ReversalRow& r : rows)
+        if (r.comparison == "flip" && r.scope == scope && r.layer == layer) total += r.counts;
+    return total;
+}
+
+RegimeRow make_regime_row(const std::string& scope, int layer, double rho,
+                          const ReversalCounts& flip, const HeadAnalysisOptions& opts) {
+    RegimeRow row;
+    row.scope = scope;
+    row.layer = layer;
+    row.rho = rho;
+    row.predicted = predict_regime(rho, opts.regime_lo, opts.regime_hi);
+    row.flip = flip;
+    row.flip_rate = flip.rate();
+    row.measured = measured_regime(row.flip_rate);
+    row.agreement = regime_agreement(row.predicted, row.flip_rate);
+    return row;
+}
+
+void check_inputs(const std::map<std::string, Eigen::MatrixXd>& matrices,
+                  const std::vector<std::pair<int, int>>& head_labels,
+                  const HeadAnalysisOptions& opts) {
+    const Eigen::Index n = static_cast<Eigen::Index>(head_labels.size());
+    for (const auto& [name, d] : matrices) {
+        SS_CHECK(d.rows() == n && d.cols() == n, "head distance matrix ", name, " is ", d.rows(),
+                 " x ", d.cols(), " for ", n, " heads");
+        SS_CHECK(d.allFinite(), "head distance matrix ", name, " has non-finite entries");
+    }
+    std::set<std::pair<int, int>> seen(head_labels.begin(), head_labels.end());
+    SS_CHECK(seen.size() == head_labels.size(), "duplicate (layer, head) labels");
+    if (opts.k < 0) throw UsageError(detail::concat("--k must be >= 0, got ", opts.k));
+    if (opts.k > 0 && opts.k > n)
+        throw UsageError(detail::concat("--k ", opts.k, " exceeds the number of heads (", n, ")"));
+    if (opts.triples < 0)
+        throw UsageError(detail::concat("--triples must be >= 0, got ", opts.triples));
+    check_regime_thresholds(opts.regime_lo, opts.regime_hi);
+}
+
+}  // namespace
+
+HeadAnalysisResults run_head_analyses(const std::map<std::string, Eigen::MatrixXd>& matrices,
+                                      const std::vector<std::pair<int, int>>& head_labels,
+                                      const std::vector<double>& layer_rho, double model_rho,
+                                      const HeadAnalysisOptions& opts) {
+    check_inputs(matrices, head_labels, opts);
+    HeadAnalysisResults res;
+    res.options = opts;
+    res.head_labels = head_labels;
+    const int n = static_cast<int>(head_labels.size());
+
+    // Pass 1: reversal rates of the requested scope (spec 3).
+    const ComparisonSet all = make_comparisons(matrices, false);
+    res.reversal = reversal_rows(all, head_labels, opts.scope, opts);
+
+    // Pass 2: clustering (spec 4, 10.h). k from the dA_perp silhouette unless given.
+    if (opts.k > 0) {
+        res.k = opts.k;
+    } else if (matrices.count(hm::kDAPerp) && n >= 3) {
+        const Eigen::MatrixXd& d = matrices.at(hm::kDAPerp);
+        const std::vector<Merge> tree = average_linkage(d);
+        double best = -std::numeric_limits<double>::infinity();
+        for (int k = 2; k <= std::min(12, n - 1); ++k) {
+            const double s = mean_silhouette(d, cut_dendrogram(tree, n, k));
+            res.k_silhouette.emplace_back(k, s);
+            if (s > best) best = s, res.k = k;
+        }
+        res.k_selected = true;
+    }
+    if (res.k > 0) {
+        for (const std::string& name : clustered_matrix_names()) {
+            auto it = matrices.find(name);
+            if (it == matrices.end()) continue;
+            Clustering c;
+            c.matrix = name;
+            c.mds = classical_mds(it->second, 2);
+            c.labels = cluster_average_linkage(it->second, res.k);
+            const int n_clusters = *std::max_element(c.labels.begin(), c.labels.end()) + 1;
+            c.mean_silhouette = n_clusters >= 2 ? mean_silhouette(it->second, c.labels)
+                                                : std::numeric_limits<double>::quiet_NaN();
+            res.clusterings.push_back(std::move(c));
+        }
+    }
+    // ARI between every pair of clusterings, headline pairs first.
+    auto find_clustering = [&res](const std::string& name) -> const Clustering* {
+        for (const Clustering& c : res.clusterings)
+            if (c.matrix == name) return &c;
+        return nullptr;
+    };
+    const std::vector<std::pair<std::string, std::string>> headline = {
+        {hm::kJsKeep, hm::kJsDrop}, {hm::kDA, hm::kDAPerp}};
+    for (const auto& [x, y] : headline) {
+        const Clustering* cx = find_clustering(x);
+        const Clustering* cy = find_clustering(y);
+        if (cx && cy) res.ari.push_back({x, y, adjusted_rand_index(cx->labels, cy->labels), true});
+    }
+    for (size_t i = 0; i < res.clusterings.size(); ++i)
+        for (size_t j = i + 1; j < res.clusterings.size(); ++j) {
+            const std::string& x = res.clusterings[i].matrix;
+            const std::string& y = res.clusterings[j].matrix;
+            if (std::find(headline.begin(), headline.end(), std::make_pair(x, y)) != headline.end())
+                continue;
+            res.ari.push_back({x, y,
+                               adjusted_rand_index(res.clusterings[i].labels,
+                                                   res.clusterings[j].labels),
+                               false});
+        }
+
+    // Pass 3: regime predictor (spec 7, 10.g), validated at the matching scope. Flip counts of
+    // the scope not requested for the reversal table are computed here (flip comparisons only).
+    const ComparisonSet flips = make_comparisons(matrices, true);
+    std::vector<ReversalRow> model_rows;
+    std::vector<ReversalRow> layer_rows;
+    if (opts.scope == ReversalScope::Model) {
+        model_rows = res.reversal;
+        if (!layer_rho.empty()) layer_rows = reversal_rows(flips, head_labels, ReversalScope::Layer, opts);
+    } else {
+        layer_rows = res.reversal;
+        model_rows = reversal_rows(flips, head_labels, ReversalScope::Model, opts);
+    }
+    res.regime.push_back(
+        make_regime_row("model", -1, model_rho, pooled_flip(model_rows, "model", -1), opts));
+    for (size_t l = 0; l < layer_rho.size(); ++l) {
+        const int layer = static_cast<int>(l);
+        res.regime.push_back(make_regime_row("layer", layer, layer_rho[l],
+                                             pooled_flip(layer_rows, "layer", layer), opts));
+    }
+    return res;
+}
+
+void write_head_analyses(const HeadAnalysisResults& res, const std::filesystem::path& dir) {
+    std::filesystem::create_directories(dir / "mds");
+
+    io::Table rev({"scope", "layer", "comparison", "metric", "first", "second", "method",
+                   "n_triples", "n_examined", "n_tied", "n_compared", "n_disagree", "rate",
+                   "ci_lo", "ci_hi", "ci_method", "seed"});
+    for (const ReversalRow& r : res.reversal) {
+        const bool sampled = r.method == "sampled";
+        rev.add_row({r.scope, int64_t{r.layer}, r.comparison, r.metric, r.first, r.second,
+                     r.method, r.counts.n_triples, r.counts.n_examined, r.counts.n_tied,
+                     r.counts.n_compared, r.counts.n_disagree, r.rate, r.ci_lo, r.ci_hi,
+                     std::string(sampled ? "wilson95" : "none"),
+                     sampled ? static_cast<int64_t>(res.options.seed) : int64_t{-1}});
+    }
+    rev.write(dir, "reversal");
+
+    io::Table sil({"matrix", "k", "mean_silhouette", "selected"});
+    for (const auto& [k, s] : res.k_silhouette)
+        sil.add_row({std::string(hm::kDAPerp), int64_t{k}, s, int64_t{k == res.k}});
+    for (const Clustering& c : res.clusterings)
+        sil.add_row({c.matrix, int64_t{res.k}, c.mean_silhouette, int64_t{1}});
+    sil.write(dir, "silhouette");
+
+    io::Table clu({"matrix", "layer", "head", "cluster", "k", "mds_x", "mds_y"});
+    for (const Clustering& c : res.clusterings)
+        for (size_t i = 0; i < c.labels.size(); ++i)
+            clu.add_row({c.matrix, int64_t{res.head_labels[i].first},
+                         int64_t{res.head_labels[i].second}, int64_t{c.labels[i]},
+                         int64_t{res.k}, c.mds(static_cast<Eigen::Index>(i), 0),
+                         c.mds(static_cast<Eigen::Index>(i), 1)});
+    clu.write(dir, "clusters");
+
+    io::Table ari({"first", "second", "ari", "headline", "k"});
+    for (const AriRow& a : res.ari)
+        ari.add_row({a.first, a.second, a.ari, int64_t{a.headline}, int64_t{res.k}});
+    ari.write(dir, "ari");
+
+    io::Table reg({"scope", "layer", "rho", "regime_lo", "regime_hi", "predicted",
+                   "flip_compared", "flip_disagree", "flip_rate", "unsafe_flip_rate",
+                   "measured", "agreement"});
+    for (const RegimeRow& r : res.regime)
+        reg.add_row({r.scope, int64_t{r.layer}, r.rho, res.options.regime_lo,
+                     res.options.regime_hi, regime_name(r.predicted), r.flip.n_compared,
+                     r.flip.n_disagree, r.flip_rate, kUnsafeFlipRate, regime_name(r.measured),
+                     r.agreement});
+    reg.write(dir, "regime");
+
+    for (const Clustering& c : res.clusterings) {
+        std::vector<double> values(static_cast<size_t>(c.mds.size()));
+        for (Eigen::Index i = 0; i < c.mds.rows(); ++i)  // C order [head, axis]
+            for (Eigen::Index k = 0; k < c.mds.cols(); ++k)
+                values[static_cast<size_t>(i * c.mds.cols() + k)] = c.mds(i, k);
+        io::write_npy(dir / "mds" / (c.matrix + ".npy"),
+                      io::make_npy_f64({c.mds.rows(), c.mds.cols()}, values));
+    }
+}
+
+std::string summarize_head_analyses(const HeadAnalysisResults& res) {
+    std::ostringstream out;
+    out.precision(3);
+    const auto& o = res.options;
+    const std::string scope = scope_name(o.scope);
+    out << "head analyses: " << res.head_labels.size() << " heads, reversal "
+        << (o.triples > 0 ? "sampled (" + std::to_string(o.triples) + " triples" +
+                                (o.scope == ReversalScope::Layer ? " per layer" : "") + ", seed " +
+                                std::to_string(o.seed) + ", 95% Wilson CI)"
+                          : std::string("exact over all triples"))
+        << ", scope " << scope << "\n";
+    auto line = [&](const std::string& comparison, const std::string& title) {
+        bool any = false;
+        for (const ReversalRow& r : res.reversal) {
+            if (r.comparison != comparison || r.layer != -1) continue;
+            if (!any) out << "  " << title << ":";
+            out << " " << r.metric << " " << r.rate;
+            if (r.method == "sampled") out << " [" << r.ci_lo << ", " << r.ci_hi << "]";
+            any = true;
+        }
+        if (any) out << "\n";
+    };
+    line("flip", "flip rate keep vs drop");
+    line("vs_content", "keep vs dA_perp");
+    line("dA_vs_dA_perp", "dA vs dA_perp");
+    if (res.k > 0) {
+        out << "  clusters: k = " << res.k
+            << (res.k_selected ? " (best mean silhouette under dA_perp)" : " (given)") << "\n";
+        for (const AriRow& a : res.ari)
+            if (a.headline) out << "  ARI " << a.first << " vs " << a.second << ": " << a.ari << "\n";
+    }
+    for (const RegimeRow& r : res.regime) {
+        if (r.scope != "model") continue;
+        out << "  rho " << r.rho << " -> predicted " << regime_name(r.predicted) << " (lo "
+            << o.regime_lo << ", hi " << o.regime_hi << "); pooled flip rate " << r.flip_rate
+            << " -> " << regime_name(r.measured) << " (" << r.agreement << ")\n";
+    }
+    return out.str();
+}
+
+}  // namespace sinkscope::metrics

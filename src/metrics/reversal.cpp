@@ -1,0 +1,270 @@
+// Reversal rates (spec 3, 10.f): exact triple counting and uniform triple sampling.
+//
+// Exact method. For a fixed anchor a the triples are the unordered pairs {b, c} of the other
+// heads, and a comparison asks whether sign(D1(a,b) - D1(a,c)) and sign(D2(a,b) - D2(a,c))
+// differ. A Kendall-style merge sort would count discordant pairs in O(n log n), but the 10.f
+// tie rule is relative (|x - y| <= 1e-12 max(|x|, |y|)) and not transitive, so sorting cannot
+// classify ties exactly. We therefore use the O(n^2)-per-anchor pair loop, made cheap:
+//   pass 1: copy row a of every matrix, without a itself, into a contiguous buffer;
+//   pass 2: for each b, write the verdict code (+1, -1, 0 = tie) of every c > b under every
+//           matrix into a small int8 buffer (one branch-free, vectorisable loop per matrix);
+//   pass 3: for each comparison, the product of two codes is 0 (a tie: excluded), +1 (agree)
+//           or -1 (disagree); counting those is a vectorised int8 loop.
+// Each matrix's verdicts are computed once per (a, b) and reused by every comparison that
+// uses the matrix, all buffers stay in L1, and anchors are split over threads. The result is
+// exactly the brute-force triple loop (tests/metrics/test_reversal.cpp checks this).
+#include "sinkscope/metrics/reversal.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "sinkscope/core/error.hpp"
+
+namespace sinkscope::metrics {
+
+int triple_verdict(double d_ab, double d_ac) {
+    const double diff = d_ab - d_ac;
+    const double tol = kTieRelTol * std::max(std::fabs(d_ab), std::fabs(d_ac));
+    return (diff > tol) - (diff < -tol);
+}
+
+double ReversalCounts::rate() const {
+    if (n_compared == 0) return std::numeric_limits<double>::quiet_NaN();
+    return static_cast<double>(n_disagree) / static_cast<double>(n_compared);
+}
+
+ReversalCounts& ReversalCounts::operator+=(const ReversalCounts& other) {
+    n_triples += other.n_triples;
+    n_examined += other.n_examined;
+    n_tied += other.n_tied;
+    n_compared += other.n_compared;
+    n_disagree += other.n_disagree;
+    return *this;
+}
+
+RateInterval wilson_interval(int64_t k, int64_t n, double z) {
+    if (n <= 0) {
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        return {nan, nan};
+    }
+    const double nn = static_cast<double>(n);
+    const double p = static_cast<double>(k) / nn;
+    const double z2 = z * z;
+    const double denom = 1.0 + z2 / nn;
+    const double center = (p + z2 / (2.0 * nn)) / denom;
+    const double half = z / denom * std::sqrt(p * (1.0 - p) / nn + z2 / (4.0 * nn * nn));
+    // The interval always contains p (exactly 0 at k = 0 and 1 at k = n); clamp the rounding.
+    return {std::clamp(center - half, 0.0, p), std::clamp(center + half, p, 1.0)};
+}
+
+int64_t count_triples(int64_t n) { return n < 3 ? 0 : n * (n - 1) * (n - 2) / 2; }
+
+namespace {
+
+// Checks the matrices and the head subset; returns the heads to use (all when `heads` is empty).
+std::vector<int> resolve_heads(std::span<const Eigen::MatrixXd* const> matrices,
+                               std::span<const MatrixPair> pairs, std::span<const int> heads) {
+    SS_CHECK(!matrices.empty(), "no distance matrices");
+    const Eigen::Index n = matrices[0] ? matrices[0]->rows() : 0;
+    for (const Eigen::MatrixXd* m : matrices) {
+        SS_CHECK(m != nullptr, "null distance matrix");
+        SS_CHECK(m->rows() == n && m->cols() == n, "distance matrices must all be ", n, " x ", n,
+                 ", got ", m->rows(), " x ", m->cols());
+    }
+    for (const MatrixPair& p : pairs)
+        SS_CHECK(p.first >= 0 && p.second >= 0 && p.first < static_cast<int>(matrices.size()) &&
+                     p.second < static_cast<int>(matrices.size()),
+                 "comparison refers to matrix ", p.first, " / ", p.second, " of ",
+                 matrices.size());
+    std::vector<int> out;
+    if (heads.empty()) {
+        out.resize(static_cast<size_t>(n));
+        for (Eigen::Index i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<int>(i);
+    } else {
+        out.assign(heads.begin(), heads.end());
+        std::vector<int> sorted = out;
+        std::sort(sorted.begin(), sorted.end());
+        SS_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
+                 "head subset has duplicates");
+        SS_CHECK(sorted.front() >= 0 && sorted.back() < n, "head index out of range");
+    }
+    return out;
+}
+
+// Pass 2: code[c] = verdict of (b, c) for c in [b+1, m) under one matrix row x (length m).
+void verdict_codes(const double* x, int b, int m, int8_t* code) {
+    const double xb = x[b];
+    const double axb = std::fabs(xb);
+    for (int c = b + 1; c < m; ++c) {
+        const double xc = x[c];
+        const double diff = xb - xc;
+        const double tol = kTieRelTol * std::max(axb, std::fabs(xc));
+        code[c] = static_cast<int8_t>(static_cast<int>(diff > tol) - static_cast<int>(diff < -tol));
+    }
+}
+
+// Pass 3: over c in [b+1, m), how many code pairs are both non-zero, and how many of those differ.
+void count_codes(const int8_t* u, const int8_t* v, int b, int m, int64_t& compared,
+                 int64_t& disagree) {
+    int n_cmp = 0;
+    int n_dis = 0;
+    for (int c = b + 1; c < m; ++c) {
+        const int p = u[c] * v[c];
+        n_cmp += p != 0;
+        n_dis += p < 0;
+    }
+    compared += n_cmp;
+    disagree += n_dis;
+}
+
+struct ExactPlan {
+    std::vector<int> used;                 // matrix indices that appear in some comparison
+    std::vector<std::array<int, 2>> slot;  // per comparison: slots into `used`
+};
+
+ExactPlan make_plan(size_t n_matrices, std::span<const MatrixPair> pairs) {
+    ExactPlan plan;
+    std::vector<int> slot_of(n_matrices, -1);
+    for (const MatrixPair& p : pairs) {
+        std::array<int, 2> s{};
+        int k = 0;
+        for (int idx : {p.first, p.second}) {
+            if (slot_of[static_cast<size_t>(idx)] < 0) {
+                slot_of[static_cast<size_t>(idx)] = static_cast<int>(plan.used.size());
+                plan.used.push_back(idx);
+            }
+            s[static_cast<size_t>(k++)] = slot_of[static_cast<size_t>(idx)];
+        }
+        plan.slot.push_back(s);
+    }
+    return plan;
+}
+
+// Compared / disagree counts of every comparison for anchors heads[anchor_begin..anchor_end).
+void count_anchor_range(std::span<const Eigen::MatrixXd* const> matrices, const ExactPlan& plan,
+                        const std::vector<int>& heads, size_t anchor_begin, size_t anchor_end,
+                        std::vector<int64_t>& compared, std::vector<int64_t>& disagree) {
+    const int n_used = static_cast<int>(plan.used.size());
+    const int m = static_cast<int>(heads.size()) - 1;  // candidates per anchor
+    std::vector<double> rows(static_cast<size_t>(n_used) * m);   // [used matrix, candidate]
+    std::vector<int8_t> codes(static_cast<size_t>(n_used) * m);  // [used matrix, candidate]
+    for (size_t ia = anchor_begin; ia < anchor_end; ++ia) {
+        const int a = heads[ia];
+        // Pass 1: the anchor's row of every used matrix, without the anchor.
+        for (int u = 0; u < n_used; ++u) {
+            const Eigen::MatrixXd& d = *matrices[static_cast<size_t>(plan.used[static_cast<size_t>(u)])];
+            double* row = rows.data() + static_cast<size_t>(u) * m;
+            int j = 0;
+            for (size_t ib = 0; ib < heads.size(); ++ib)
+                if (ib != ia) row[j++] = d(a, heads[ib]);
+        }
+        for (int b = 0; b + 1 < m; ++b) {
+            for (int u = 0; u < n_used; ++u)  // pass 2
+                verdict_codes(rows.data() + static_cast<size_t>(u) * m, b, m,
+                              codes.data() + static_cast<size_t>(u) * m);
+            for (size_t q = 0; q < plan.slot.size(); ++q)  // pass 3
+                count_codes(codes.data() + static_cast<size_t>(plan.slot[q][0]) * m,
+                            codes.data() + static_cast<size_t>(plan.slot[q][1]) * m, b, m,
+                            compared[q], disagree[q]);
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<ReversalCounts> count_reversals_exact(std::span<const Eigen::MatrixXd* const> matrices,
+                                                  std::span<const MatrixPair> pairs,
+                                                  std::span<const int> heads, int n_threads) {
+    const std::vector<int> hs = resolve_heads(matrices, pairs, heads);
+    const int64_t n_triples = count_triples(static_cast<int64_t>(hs.size()));
+    std::vector<ReversalCounts> out(pairs.size());
+    if (n_triples == 0 || pairs.empty()) return out;
+
+    const ExactPlan plan = make_plan(matrices.size(), pairs);
+    if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    n_threads = std::min<int>(n_threads, static_cast<int>(hs.size()));
+    std::vector<std::vector<int64_t>> compared(static_cast<size_t>(n_threads),
+                                               std::vector<int64_t>(pairs.size(), 0));
+    std::vector<std::vector<int64_t>> disagree = compared;
+    // Every anchor costs the same, so contiguous equal chunks balance the threads.
+    auto chunk = [&](int t) {
+        const size_t begin = hs.size() * static_cast<size_t>(t) / static_cast<size_t>(n_threads);
+        const size_t end = hs.size() * static_cast<size_t>(t + 1) / static_cast<size_t>(n_threads);
+        count_anchor_range(matrices, plan, hs, begin, end, compared[static_cast<size_t>(t)],
+                           disagree[static_cast<size_t>(t)]);
+    };
+    if (n_threads == 1) {
+        chunk(0);
+    } else {
+        std::vector<std::thread> workers;
+        for (int t = 0; t < n_threads; ++t) workers.emplace_back(chunk, t);
+        for (auto& w : workers) w.join();
+    }
+    for (size_t q = 0; q < pairs.size(); ++q) {
+        ReversalCounts& c = out[q];
+        c.n_triples = n_triples;
+        c.n_examined = n_triples;
+        for (int t = 0; t < n_threads; ++t) {
+            c.n_compared += compared[static_cast<size_t>(t)][q];
+            c.n_disagree += disagree[static_cast<size_t>(t)][q];
+        }
+        c.n_tied = c.n_examined - c.n_compared;
+    }
+    return out;
+}
+
+std::vector<ReversalCounts> count_reversals_sampled(
+    std::span<const Eigen::MatrixXd* const> matrices, std::span<const MatrixPair> pairs,
+    int64_t n_samples, uint64_t seed, std::span<const int> heads) {
+    SS_CHECK(n_samples >= 0, "negative sample size ", n_samples);
+    const std::vector<int> hs = resolve_heads(matrices, pairs, heads);
+    const int m = static_cast<int>(hs.size());
+    const int64_t n_triples = count_triples(m);
+    std::vector<ReversalCounts> out(pairs.size());
+    for (ReversalCounts& c : out) c.n_triples = n_triples;
+    if (n_triples == 0) return out;
+
+    // Uniform over triples (a; {b,c}): a uniform, then an ordered pair of distinct others; each
+    // unordered pair arises from two ordered ones, so every triple has the same probability.
+    std::mt19937_64 rng(seed);
+    auto uniform_below = [&rng](int bound) {  // uniform integer in [0, bound), no modulo bias
+        const uint64_t range = static_cast<uint64_t>(bound);
+        const uint64_t limit = std::numeric_limits<uint64_t>::max() -
+                               std::numeric_limits<uint64_t>::max() % range;
+        uint64_t r;
+        do r = rng();
+        while (r >= limit);
+        return static_cast<int>(r % range);
+    };
+    for (int64_t s = 0; s < n_samples; ++s) {
+        const int ia = uniform_below(m);
+        int ib = uniform_below(m - 1);
+        if (ib >= ia) ++ib;
+        int ic = uniform_below(m - 2);
+        if (ic >= std::min(ia, ib)) ++ic;
+        if (ic >= std::max(ia, ib)) ++ic;
+        const int a = hs[static_cast<size_t>(ia)];
+        const int b = hs[static_cast<size_t>(ib)];
+        const int c = hs[static_cast<size_t>(ic)];
+        for (size_t q = 0; q < pairs.size(); ++q) {
+            const Eigen::MatrixXd& d1 = *matrices[static_cast<size_t>(pairs[q].first)];
+            const Eigen::MatrixXd& d2 = *matrices[static_cast<size_t>(pairs[q].second)];
+            const int v1 = triple_verdict(d1(a, b), d1(a, c));
+            const int v2 = triple_verdict(d2(a, b), d2(a, c));
+            ReversalCounts& cnt = out[q];
+            ++cnt.n_examined;
+            if (v1 == 0 || v2 == 0) {
+                ++cnt.n_tied;
+                continue;
+            }
+            ++cnt.n_compared;
+            cnt.n_disagree += v1 != v2;
+        }
+    }
+    return out;
+}
+
+}  // namespace sinkscope::metrics

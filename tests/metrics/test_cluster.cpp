@@ -1,0 +1,194 @@
+// Head clustering (spec 4, 10.h): ARI, classical MDS, average linkage, silhouette, and k choice.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "sinkscope/metrics/cluster.hpp"
+#include "sinkscope/metrics/head_analyses.hpp"
+#include "testing.hpp"
+
+using namespace sinkscope::metrics;
+
+namespace {
+
+Eigen::MatrixXd pairwise_euclidean(const Eigen::MatrixXd& x) {  // x: [point, dim]
+    const Eigen::Index n = x.rows();
+    Eigen::MatrixXd d(n, n);  // [point, point]
+    for (Eigen::Index i = 0; i < n; ++i)
+        for (Eigen::Index j = 0; j < n; ++j) d(i, j) = (x.row(i) - x.row(j)).norm();
+    return d;
+}
+
+// Four well-separated Gaussian blobs of `per` points each in the plane; truth[i] = blob of i.
+Eigen::MatrixXd planted_blobs(int per, std::vector<int>& truth, std::mt19937_64& rng) {
+    const double centers[4][2] = {{0, 0}, {10, 0}, {0, 10}, {10, 10}};
+    std::normal_distribution<double> z(0.0, 0.5);
+    Eigen::MatrixXd x(4 * per, 2);  // [point, dim]
+    truth.clear();
+    for (int c = 0; c < 4; ++c)
+        for (int i = 0; i < per; ++i) {
+            x(c * per + i, 0) = centers[c][0] + z(rng);
+            x(c * per + i, 1) = centers[c][1] + z(rng);
+            truth.push_back(c);
+        }
+    return x;
+}
+
+// Reference UPGMA: merge the closest pair of clusters by the mean of the original pairwise
+// distances between their members (no Lance-Williams), n - 1 times; returns merge heights.
+std::vector<double> naive_upgma_heights(const Eigen::MatrixXd& d) {
+    std::vector<std::vector<int>> clusters;
+    for (int i = 0; i < d.rows(); ++i) clusters.push_back({i});
+    std::vector<double> heights;
+    while (clusters.size() > 1) {
+        double best = std::numeric_limits<double>::infinity();
+        size_t bi = 0, bj = 0;
+        for (size_t i = 0; i < clusters.size(); ++i)
+            for (size_t j = i + 1; j < clusters.size(); ++j) {
+                double s = 0;
+                for (int a : clusters[i])
+                    for (int b : clusters[j]) s += d(a, b);
+                s /= static_cast<double>(clusters[i].size() * clusters[j].size());
+                if (s < best) best = s, bi = i, bj = j;
+            }
+        heights.push_back(best);
+        clusters[bi].insert(clusters[bi].end(), clusters[bj].begin(), clusters[bj].end());
+        clusters.erase(clusters.begin() + static_cast<std::ptrdiff_t>(bj));
+    }
+    return heights;
+}
+
+}  // namespace
+
+// ARI is 1 for identical partitions and for the same partition under other label names.
+TEST(Ari, IdenticalAndPermutationInvariant) {
+    const std::vector<int> a = {0, 0, 1, 1, 1, 2, 2, 0, 3, 3};
+    EXPECT_EQ(adjusted_rand_index(a, a), 1.0);
+    std::vector<int> renamed;
+    for (int x : a) renamed.push_back((x * 3 + 7) % 4 + 10);  // a bijection of label names
+    EXPECT_NEAR(adjusted_rand_index(a, renamed), 1.0, 1e-15);
+    const std::vector<int> b = {1, 0, 1, 2, 1, 2, 0, 0, 3, 2};
+    std::vector<int> b_renamed;
+    for (int x : b) b_renamed.push_back(3 - x);
+    const double ab = adjusted_rand_index(a, b);
+    EXPECT_LT(ab, 1.0);
+    EXPECT_NEAR(adjusted_rand_index(renamed, b_renamed), ab, 1e-15);
+    EXPECT_NEAR(adjusted_rand_index(b, a), ab, 1e-15);
+}
+
+// Hand-computed Hubert-Arabie values: contingency [[2,1,0],[0,1,2]] gives (2 - 6*3/15) /
+// (4.5 - 1.2) = 8/33; [[2,0,0],[0,1,1]] gives (1 - 1/3) / (1.5 - 1/3) = 4/7; one cluster against
+// all singletons gives 0.
+TEST(Ari, HandComputedExamples) {
+    EXPECT_NEAR(adjusted_rand_index({0, 0, 0, 1, 1, 1}, {0, 0, 1, 1, 2, 2}), 8.0 / 33.0, 1e-15);
+    EXPECT_NEAR(adjusted_rand_index({0, 0, 1, 1}, {0, 0, 1, 2}), 4.0 / 7.0, 1e-15);
+    EXPECT_NEAR(adjusted_rand_index({0, 0, 0, 0}, {0, 1, 2, 3}), 0.0, 1e-15);
+}
+
+// Independent random partitions of 1,000 items have ARI near 0.
+TEST(Ari, IndependentRandomPartitionsNearZero) {
+    std::mt19937_64 rng(17);
+    std::uniform_int_distribution<int> five(0, 4);
+    std::uniform_int_distribution<int> three(0, 2);
+    std::vector<int> a, b;
+    for (int i = 0; i < 1000; ++i) a.push_back(five(rng)), b.push_back(three(rng));
+    EXPECT_LT(std::fabs(adjusted_rand_index(a, b)), 0.05);
+}
+
+// Classical MDS recovers a planted 2-D configuration up to rotation/reflection (orthogonal
+// Procrustes error < 1e-8), on the dense path (30 points) and the Lanczos path (300 points);
+// each axis obeys the 10.h sign rule.
+TEST(Mds, RecoversPlantedConfiguration) {
+    std::mt19937_64 rng(9);
+    std::normal_distribution<double> z(0.0, 1.0);
+    for (int n : {30, 300}) {
+        SCOPED_TRACE(n);
+        Eigen::MatrixXd x(n, 2);  // [point, dim], anisotropic so the axes are well defined
+        for (int i = 0; i < n; ++i) x(i, 0) = 3.0 * z(rng), x(i, 1) = z(rng);
+        const Eigen::MatrixXd y = classical_mds(pairwise_euclidean(x), 2);  // [point, axis]
+        ASSERT_EQ(y.rows(), n);
+        ASSERT_EQ(y.cols(), 2);
+        const Eigen::MatrixXd xc = x.rowwise() - x.colwise().mean();
+        Eigen::JacobiSVD<Eigen::MatrixXd> svd(y.transpose() * xc,
+                                              Eigen::ComputeFullU | Eigen::ComputeFullV);
+        const Eigen::MatrixXd r = svd.matrixU() * svd.matrixV().transpose();
+        EXPECT_LT((y * r - xc).cwiseAbs().maxCoeff(), 1e-8);
+        for (int k = 0; k < 2; ++k) {
+            Eigen::Index arg;
+            y.col(k).cwiseAbs().maxCoeff(&arg);
+            EXPECT_GT(y(arg, k), 0.0);
+        }
+    }
+}
+
+// Average linkage matches a direct UPGMA (means over original distances) merge by merge.
+TEST(AverageLinkage, MatchesNaiveUpgma) {
+    std::mt19937_64 rng(21);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    Eigen::MatrixXd x(15, 3);
+    for (int i = 0; i < 15; ++i)
+        for (int j = 0; j < 3; ++j) x(i, j) = u(rng);
+    const Eigen::MatrixXd d = pairwise_euclidean(x);
+    const std::vector<Merge> merges = average_linkage(d);
+    const std::vector<double> ref = naive_upgma_heights(d);
+    ASSERT_EQ(merges.size(), ref.size());
+    for (size_t m = 0; m < ref.size(); ++m) EXPECT_NEAR(merges[m].height, ref[m], 1e-12) << m;
+}
+
+// Cutting at k = 4 recovers four well-separated planted clusters exactly, and the mean
+// silhouette of the truth matches the library's value computed from the definition.
+TEST(AverageLinkage, RecoversPlantedClusters) {
+    std::mt19937_64 rng(4);
+    std::vector<int> truth;
+    const Eigen::MatrixXd d = pairwise_euclidean(planted_blobs(8, truth, rng));
+    const std::vector<int> labels = cluster_average_linkage(d, 4);
+    EXPECT_EQ(adjusted_rand_index(labels, truth), 1.0);
+    EXPECT_EQ(*std::max_element(labels.begin(), labels.end()), 3);
+    EXPECT_EQ(labels[0], 0);  // labels numbered by first appearance
+}
+
+// Silhouette of points 0, 1, 10, 11 split {0,1} {10,11}: s = 9.5/10.5 for the outer points and
+// 8.5/9.5 for the inner ones; a singleton contributes 0.
+TEST(Silhouette, HandComputed) {
+    Eigen::MatrixXd x(4, 1);
+    x << 0, 1, 10, 11;
+    const Eigen::MatrixXd d = pairwise_euclidean(x);
+    EXPECT_NEAR(mean_silhouette(d, {0, 0, 1, 1}), (9.5 / 10.5 + 8.5 / 9.5) / 2, 1e-15);
+    // {0,1}, {10}, {11}: points 0 and 1 as before but b from the nearer singleton cluster.
+    EXPECT_NEAR(mean_silhouette(d, {0, 0, 1, 2}), (9.0 / 10.0 + 8.0 / 9.0) / 4, 1e-15);
+}
+
+// The driver picks k = 4 by best mean silhouette under dA_perp for four planted clusters and
+// uses it for every matrix; ARI rows put the headline pairs first.
+TEST(HeadAnalyses, ChoosesKBySilhouetteAndListsHeadlinePairsFirst) {
+    std::mt19937_64 rng(8);
+    std::vector<int> truth;
+    const Eigen::MatrixXd blobs = pairwise_euclidean(planted_blobs(6, truth, rng));
+    std::map<std::string, Eigen::MatrixXd> m;
+    for (const std::string& name : clustered_matrix_names()) m[name] = blobs;
+    Eigen::MatrixXd noise(24, 24);  // [head, head], unrelated distances for js_drop
+    std::uniform_real_distribution<double> u(1.0, 2.0);
+    for (int i = 0; i < 24; ++i)
+        for (int j = 0; j <= i; ++j) noise(i, j) = noise(j, i) = i == j ? 0.0 : u(rng);
+    m[head_matrix::kJsDrop] = noise;
+    std::vector<std::pair<int, int>> labels;
+    for (int i = 0; i < 24; ++i) labels.emplace_back(i / 4, i % 4);
+    const auto res = run_head_analyses(m, labels, {}, 0.3, HeadAnalysisOptions{});
+    EXPECT_TRUE(res.k_selected);
+    EXPECT_EQ(res.k, 4);
+    ASSERT_EQ(res.clusterings.size(), 8u);
+    EXPECT_EQ(adjusted_rand_index(res.clusterings[1].labels, truth), 1.0);  // dA_perp
+    ASSERT_GE(res.ari.size(), 2u);
+    EXPECT_EQ(res.ari[0].first, "js_keep");
+    EXPECT_EQ(res.ari[0].second, "js_drop");
+    EXPECT_TRUE(res.ari[0].headline);
+    EXPECT_LT(res.ari[0].ari, 0.5);
+    EXPECT_EQ(res.ari[1].first, "dA");
+    EXPECT_EQ(res.ari[1].second, "dA_perp");
+    EXPECT_EQ(res.ari[1].ari, 1.0);
+    EXPECT_EQ(res.ari.size(), 28u);  // all 8 choose 2 pairs, each once
+}
