@@ -1,0 +1,49 @@
+// Thresholded attention graphs of P2 (spec section 8 "Thresholded graphs", 10.i, PAPERS.md B.4):
+// density, Laplacian spectrum of the symmetrised graph and in-degree statistics.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include <Eigen/Dense>
+
+namespace sinkscope::metrics {
+
+// The seven thresholds of laplacian.ipynb (spec 8).
+inline constexpr std::array<double, 7> k_graph_thresholds{0.001, 0.005, 0.01, 0.02,
+                                                          0.05,  0.1,   0.2};
+// Up to this many nodes the Laplacian is solved densely; above it iteratively (Spectra).
+inline constexpr int64_t k_dense_eigen_max_nodes = 256;
+// A threshold is "effective" when the density averaged over inputs lies in this range (10.i).
+inline constexpr double k_effective_density_lo = 0.05;
+inline constexpr double k_effective_density_hi = 0.95;
+
+struct GraphStats {
+    int64_t n_nodes = 0;         // nodes entering the degree statistics
+    double density = 0;          // sum B / n^2, self-loops counted
+    double lambda2 = 0;          // algebraic connectivity of L(W), W = (B + B^T)/2
+    double laplacian_gap = 0;    // lambda_3 - lambda_2
+    double star_basic = 0;       // d* / max(1, N-1)
+    double star_combined = 0;    // 0.3 basic + 0.7 Gini
+    double gini = 0;             // Gini of in-degrees
+    double centralization = 0;   // Freeman in-degree: sum(d* - d_i) / (N-1)^2
+    double degree_variance = 0;  // population variance of in-degrees
+};
+
+// Graph of B = 1[a > tau] (strict, spec 8) for a row-major [n, n] matrix `a` (query i, key j).
+// `compat` = ruscio2025 (10.i): self-loops count in the in-degrees and, for n > 50, only nodes
+// touched by an edge enter the degree statistics (laplacian.ipynb builds the graph from edges).
+GraphStats graph_stats(const Eigen::MatrixXd& a, double tau, bool compat);
+
+// The `k` smallest eigenvalues (ascending) of a symmetric positive semi-definite matrix:
+// Eigen's dense solver for n <= k_dense_eigen_max_nodes, Spectra shift-invert above.
+std::vector<double> smallest_eigenvalues(const Eigen::MatrixXd& laplacian, int k);
+// Forces the iterative branch (tests run it on small graphs too).
+std::vector<double> smallest_eigenvalues_iterative(const Eigen::MatrixXd& laplacian, int k);
+
+// Gini of non-negative values, sorted ascending with ranks i = 1..N:
+// 2 sum_i i x_(i) / (N sum x) - (N+1)/N; 0 when all values are 0 (10.i).
+double gini(std::vector<double> values);
+
+}  // namespace sinkscope::metrics
