@@ -26,7 +26,18 @@ struct TensorView {
 };
 
 // Converts any supported dtype (F32/F16/BF16/F64/Q8_0) to float32; `out` holds numel() floats.
+// I32/I64 throw UnsupportedError (integer tensors are not weights); a view whose n_bytes does
+// not match its dtype and shape throws InputError naming the file and tensor.
 void convert_to_f32(const TensorView& t, float* out);
+// Same, into a new vector.
+std::vector<float> to_f32(const TensorView& t);
+
+// Q8_0 (GGML): blocks of 32 values, each an f16 scale followed by 32 int8: x = d * q.
+inline constexpr int64_t k_q8_0_block = 32;
+inline constexpr int64_t k_q8_0_block_bytes = 34;
+// Bytes that `numel` values of `t` occupy; -1 when numel is not representable (Q8_0 needs a
+// multiple of 32) or the product overflows.
+int64_t weight_dtype_n_bytes(WeightDType t, int64_t numel);
 
 class WeightStore {
 public:
