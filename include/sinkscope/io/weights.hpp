@@ -56,6 +56,9 @@ std::unique_ptr<WeightStore> open_safetensors(const std::filesystem::path& path)
 // Tensors of a GGUF file; names as stored in the file ("blk.0.attn_q.weight"); shapes are
 // reversed from GGUF's ne[] order into PyTorch order.
 std::unique_ptr<WeightStore> open_gguf_weights(const std::filesystem::path& path);
+// Same, over an already opened file (shares its mapping with the caller's metadata reads).
+class GgufFile;
+std::unique_ptr<WeightStore> open_gguf_weights(std::shared_ptr<const GgufFile> file);
 
 // llama2.c checkpoint (karpathy/llama2.c run.c layout): 7 int32 header then fp32 weights.
 struct Llama2cHeader {
