@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/io/gguf.hpp"
+#include "sinkscope/io/model_files.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/weights.hpp"
 #include "testing.hpp"
@@ -177,4 +178,24 @@ TEST(LoadersGolden, ZooHalfEmbeddingsMatchHiddenStates) {
                                                      double(w[ids[t] * d_model + c])));
         EXPECT_EQ(max_abs, 0.0);
     }
+}
+
+// The three real model layouts of ../shared are classified with their tokenizers.
+TEST(LoadersGolden, LocateSharedModels) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const fs::path models = shared / "models";
+    ModelFiles hf = locate_model(models / "tinystories656K");
+    EXPECT_EQ(hf.format, ModelFormat::HfDirectory);
+    EXPECT_EQ(hf.weights, models / "tinystories656K/model.safetensors");
+    EXPECT_EQ(hf.tokenizer, models / "tinystories656K/tokenizer.json");
+    ModelFiles bin = locate_model(models / "stories260K/stories260K.bin");
+    EXPECT_EQ(bin.format, ModelFormat::Llama2c);
+    EXPECT_EQ(bin.tokenizer, models / "stories260K/tok512.bin");
+    ModelFiles gguf = locate_model(models / "stories260K/stories260K.gguf");
+    EXPECT_EQ(gguf.format, ModelFormat::Gguf);
+    EXPECT_EQ(open_weights(gguf)->names().size(), 48u);
+    for (const auto& entry : fs::directory_iterator(shared / "zoo"))
+        if (entry.is_directory())
+            EXPECT_EQ(locate_model(entry.path()).format, ModelFormat::HfDirectory)
+                << entry.path();
 }
