@@ -1,0 +1,180 @@
+// Dataset readers for model runs (DESIGN.md "Data files").
+#include "sinkscope/io/dataset.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/npy.hpp"
+
+namespace sinkscope::io {
+
+extern const char* const kBuiltinPrompts;  // generated from data/prompts/default.txt
+
+namespace {
+
+std::string lower_ext(const std::filesystem::path& p) {
+    std::string e = p.extension().string();
+    std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
+    return e.empty() ? e : e.substr(1);
+}
+
+std::vector<Sample> from_lines(const std::string& text, int64_t max_samples) {
+    std::vector<Sample> out;
+    size_t pos = 0;
+    while (pos <= text.size() && (max_samples <= 0 || int64_t(out.size()) < max_samples)) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string::npos) end = text.size();
+        std::string line = text.substr(pos, end - pos);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.find_first_not_of(" \t") != std::string::npos) out.push_back({line, {}});
+        if (end == text.size()) break;
+        pos = end + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+    std::vector<std::vector<std::string>> records;
+    std::vector<std::string> fields;
+    std::string field;
+    bool quoted = false, any = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        char c = text[i];
+        if (quoted) {
+            if (c == '"') {
+                if (i + 1 < text.size() && text[i + 1] == '"') field += '"', ++i;
+                else quoted = false;
+            } else {
+                field += c;
+            }
+            continue;
+        }
+        any = true;
+        if (c == '"') {
+            quoted = true;
+        } else if (c == ',') {
+            fields.push_back(std::move(field));
+            field.clear();
+        } else if (c == '\n' || c == '\r') {
+            if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+            fields.push_back(std::move(field));
+            field.clear();
+            records.push_back(std::move(fields));
+            fields.clear();
+            any = false;
+        } else {
+            field += c;
+        }
+    }
+    if (quoted) throw InputError("<csv>", "unterminated quoted field");
+    if (any || !field.empty() || !fields.empty()) {
+        fields.push_back(std::move(field));
+        records.push_back(std::move(fields));
+    }
+    return records;
+}
+
+std::vector<Sample> load_dataset(const std::filesystem::path& path, const DatasetOptions& opts) {
+    const std::string file = path.string();
+    std::string format = opts.format == "auto" ? lower_ext(path) : opts.format;
+    if (format == "txt" || format == "text" || format.empty()) format = "txt";
+    std::vector<Sample> out;
+    auto full = [&] { return opts.max_samples > 0 && int64_t(out.size()) >= opts.max_samples; };
+
+    if (format == "npy") {
+        NpyArray a = read_npy(path);
+        if (a.dtype != DType::I32 && a.dtype != DType::I64)
+            throw InputError(file, std::string("token ids must be int32 or int64, found ") +
+                                       dtype_descr(a.dtype));
+        if (a.shape.size() != 1 && a.shape.size() != 2)
+            throw InputError(file, "token ids must have shape (T,) or (N, T), found rank " +
+                                       std::to_string(a.shape.size()));
+        auto ids = a.to_i64();
+        int64_t n = a.shape.size() == 1 ? 1 : a.shape[0];
+        int64_t t = a.shape.back();
+        for (int64_t i = 0; i < n && !full(); ++i) {
+            Sample s;
+            s.ids.assign(ids.begin() + i * t, ids.begin() + (i + 1) * t);
+            // Negative ids mark padding at the end of a row.
+            while (!s.ids.empty() && s.ids.back() < 0) s.ids.pop_back();
+            for (size_t k = 0; k < s.ids.size(); ++k)
+                if (s.ids[k] < 0)
+                    throw InputError(file, "negative token id inside sample " + std::to_string(i) +
+                                               " at position " + std::to_string(k));
+            if (!s.ids.empty()) out.push_back(std::move(s));
+        }
+        return out;
+    }
+
+    std::string text = read_file(path);
+    if (format == "txt") {
+        out = from_lines(text, opts.max_samples);
+    } else if (format == "jsonl") {
+        size_t pos = 0, line_no = 0;
+        while (pos < text.size() && !full()) {
+            size_t end = text.find('\n', pos);
+            if (end == std::string::npos) end = text.size();
+            std::string line = text.substr(pos, end - pos);
+            pos = end + 1;
+            ++line_no;
+            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+            nlohmann::json j;
+            try {
+                j = nlohmann::json::parse(line);
+            } catch (const std::exception&) {
+                throw InputError(file, "line " + std::to_string(line_no) + " is not valid JSON");
+            }
+            Sample s;
+            if (j.is_object() && j.contains("text") && j["text"].is_string()) {
+                s.text = j["text"].get<std::string>();
+            } else if (j.is_object() && j.contains("ids") && j["ids"].is_array()) {
+                for (const auto& v : j["ids"]) {
+                    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+                        throw InputError(file, "line " + std::to_string(line_no) +
+                                                   ": ids must be non-negative integers");
+                    s.ids.push_back(v.get<int64_t>());
+                }
+            } else {
+                throw InputError(file, "line " + std::to_string(line_no) +
+                                           ": expected an object with \"text\" (string) or \"ids\" (array)");
+            }
+            if (!s.text.empty() || !s.ids.empty()) out.push_back(std::move(s));
+        }
+    } else if (format == "csv") {
+        std::vector<std::vector<std::string>> records;
+        try {
+            records = parse_csv(text);
+        } catch (const InputError&) {
+            throw InputError(file, "unterminated quoted field");
+        }
+        if (records.empty()) throw InputError(file, "empty CSV file");
+        const auto& header = records[0];
+        auto it = std::find(header.begin(), header.end(), opts.text_column);
+        if (it == header.end())
+            throw InputError(file, "no column named '" + opts.text_column + "' in the header");
+        size_t col = static_cast<size_t>(it - header.begin());
+        for (size_t r = 1; r < records.size() && !full(); ++r) {
+            const auto& rec = records[r];
+            if (rec.size() == 1 && rec[0].empty()) continue;
+            if (rec.size() != header.size())
+                throw InputError(file, "record " + std::to_string(r + 1) + " has " +
+                                           std::to_string(rec.size()) + " fields, header has " +
+                                           std::to_string(header.size()));
+            if (!rec[col].empty()) out.push_back({rec[col], {}});
+        }
+    } else {
+        throw UnsupportedError(file, "data format '" + format + "' (txt, jsonl, csv, npy)");
+    }
+    return out;
+}
+
+std::vector<Sample> builtin_prompts(int64_t max_samples) {
+    return from_lines(kBuiltinPrompts, max_samples);
+}
+
+}  // namespace sinkscope::io
