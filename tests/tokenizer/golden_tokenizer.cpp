@@ -103,3 +103,79 @@ TEST(GoldenTokenizer, WordPieceUnsupported) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     EXPECT_THROW(load_hf_tokenizer(shared / "zoo/bert/tokenizer.json"), UnsupportedError);
 }
+
+namespace {
+
+struct VectorResult {
+    int n_cases = 0;
+    int n_pass = 0;
+    std::string first_failure;
+};
+
+// Runs llama.cpp's tokenizer test vectors (<vocab>.gguf.inp / .out): texts separated by
+// "\n__ggml_vocab_test__\n", expected ids one line per text, without special tokens
+// (HF encode(add_special_tokens=False)).
+VectorResult run_vectors(const Tokenizer& tok, const fs::path& inp, const fs::path& out) {
+    const std::string all = read_file(inp);
+    const std::string sep = "\n__ggml_vocab_test__\n";
+    std::vector<std::string> texts;
+    for (size_t pos = 0;;) {
+        const size_t hit = all.find(sep, pos);
+        if (hit == std::string::npos) break;
+        texts.push_back(all.substr(pos, hit - pos));
+        pos = hit + sep.size();
+    }
+    std::ifstream lines(out);
+    VectorResult r;
+    for (const std::string& text : texts) {
+        std::string line;
+        if (!std::getline(lines, line)) {
+            ADD_FAILURE() << out << ": fewer lines than texts";
+            break;
+        }
+        std::istringstream s(line);
+        std::vector<int32_t> expected;
+        for (int32_t id; s >> id;) expected.push_back(id);
+        ++r.n_cases;
+        const auto got = tok.encode_with_policy(text, BosPolicy::Never);
+        if (got == expected) {
+            ++r.n_pass;
+        } else if (r.first_failure.empty()) {
+            r.first_failure = "text '" + text + "': expected" + ids_str(expected) + ", got" +
+                              ids_str(got);
+        }
+    }
+    return r;
+}
+
+}  // namespace
+
+// llama.cpp's llama-spm vectors (SentencePiece BPE, Llama 2 vocabulary): every case.
+TEST(GoldenTokenizer, GgufLlamaSpmVectors) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const fs::path base = shared / "models/tokenizers/ggml-vocab-llama-spm.gguf";
+    auto tok = load_gguf_tokenizer(base);
+    const auto r = run_vectors(*tok, base.string() + ".inp", base.string() + ".out");
+    EXPECT_EQ(r.n_cases, 46);
+    EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
+}
+
+// llama.cpp's gpt-2 vectors (byte-level BPE, GPT-2 regex): every case.
+TEST(GoldenTokenizer, GgufGpt2Vectors) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const fs::path base = shared / "models/tokenizers/ggml-vocab-gpt-2.gguf";
+    auto tok = load_gguf_tokenizer(base);
+    const auto r = run_vectors(*tok, base.string() + ".inp", base.string() + ".out");
+    EXPECT_EQ(r.n_cases, 46);
+    EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
+}
+
+// phi-3 vectors (Llama SPM vocabulary + user-defined chat tokens): every case.
+TEST(GoldenTokenizer, GgufPhi3Vectors) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const fs::path base = shared / "models/tokenizers/ggml-vocab-phi-3.gguf";
+    auto tok = load_gguf_tokenizer(base);
+    const auto r = run_vectors(*tok, base.string() + ".inp", base.string() + ".out");
+    EXPECT_EQ(r.n_cases, 46);
+    EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
+}
