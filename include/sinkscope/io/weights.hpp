@@ -26,7 +26,18 @@ struct TensorView {
 };
 
 // Converts any supported dtype (F32/F16/BF16/F64/Q8_0) to float32; `out` holds numel() floats.
+// I32/I64 throw UnsupportedError (integer tensors are not weights); a view whose n_bytes does
+// not match its dtype and shape throws InputError naming the file and tensor.
 void convert_to_f32(const TensorView& t, float* out);
+// Same, into a new vector.
+std::vector<float> to_f32(const TensorView& t);
+
+// Q8_0 (GGML): blocks of 32 values, each an f16 scale followed by 32 int8: x = d * q.
+inline constexpr int64_t k_q8_0_block = 32;
+inline constexpr int64_t k_q8_0_block_bytes = 34;
+// Bytes that `numel` values of `t` occupy; -1 when numel is not representable (Q8_0 needs a
+// multiple of 32) or the product overflows.
+int64_t weight_dtype_n_bytes(WeightDType t, int64_t numel);
 
 class WeightStore {
 public:
@@ -45,6 +56,9 @@ std::unique_ptr<WeightStore> open_safetensors(const std::filesystem::path& path)
 // Tensors of a GGUF file; names as stored in the file ("blk.0.attn_q.weight"); shapes are
 // reversed from GGUF's ne[] order into PyTorch order.
 std::unique_ptr<WeightStore> open_gguf_weights(const std::filesystem::path& path);
+// Same, over an already opened file (shares its mapping with the caller's metadata reads).
+class GgufFile;
+std::unique_ptr<WeightStore> open_gguf_weights(std::shared_ptr<const GgufFile> file);
 
 // llama2.c checkpoint (karpathy/llama2.c run.c layout): 7 int32 header then fp32 weights.
 struct Llama2cHeader {

@@ -35,10 +35,25 @@ public:
     // Whether the model's own configuration prepends BOS (used by BosPolicy::ModelDefault).
     virtual bool adds_bos_by_default() const { return false; }
     virtual std::string kind() const = 0;  // e.g. "bpe-byte-level", "spm-bpe", "llama2c"
+    // Special tokens the model's own template puts around one sequence (HF post_processor:
+    // [CLS] ... [SEP], <s> ... </s>). Default: BOS when adds_bos_by_default(), nothing after.
+    virtual std::vector<int32_t> template_prefix() const;
+    virtual std::vector<int32_t> template_suffix() const { return {}; }
 
-    // Encodes and applies the BOS policy.
+    // Encodes and applies the BOS policy: ModelDefault = prefix + text + suffix of the
+    // model's template; Always = the same, with BOS prepended when the template has no
+    // prefix; Never = the text's ids only (no special tokens at all).
     std::vector<int32_t> encode_with_policy(std::string_view text, BosPolicy policy) const;
+    // Ids -> text. Special tokens (BOS, EOS, added special tokens) are skipped, and the
+    // dummy-prefix space a SentencePiece tokenizer added is removed, so that
+    // decode(encode_with_policy(x, any)) == x for text the vocabulary covers.
     std::string decode(const std::vector<int32_t>& ids) const;
+
+protected:
+    // decode() without argument checks; the default concatenates decode_token of each
+    // non-special id.
+    virtual std::string decode_ids(const std::vector<int32_t>& ids) const;
+    virtual bool is_special(int32_t id) const { return id == bos_id() || id == eos_id(); }
 };
 
 // Hugging Face tokenizer.json (+ tokenizer_config.json beside it when present).

@@ -1,0 +1,62 @@
+// Model hyper-parameters with TransformerLens names, read from HF config.json, GGUF metadata or
+// a llama2.c header. One struct, in-class defaults are the only defaults.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "sinkscope/io/weights.hpp"
+
+namespace sinkscope::io {
+class GgufFile;
+}
+
+namespace sinkscope::model {
+
+enum class Activation { Silu, GeluTanh };
+const char* activation_name(Activation a);
+
+// Where the weights come from: decides tensor names and the Q/K row layout (spec of RoPE
+// conventions in registry.hpp).
+enum class WeightFormat { HuggingFace, Gguf, Llama2c };
+const char* weight_format_name(WeightFormat f);
+
+struct ModelConfig {
+    std::string architecture;  // registry name: "llama", "mistral", "qwen2", "gemma"
+    int64_t n_layers = 0;
+    int64_t n_heads = 0;
+    int64_t n_kv_heads = 0;  // GQA: n_heads is a multiple of n_kv_heads
+    int64_t d_model = 0;
+    int64_t d_head = 0;
+    int64_t d_mlp = 0;
+    int64_t d_vocab = 0;
+    int64_t n_ctx = 0;       // trained context (informational: RoPE is not limited by it)
+    double rope_theta = 10000.0;
+    double norm_eps = 1e-5;
+    Activation act = Activation::Silu;
+    int64_t window = 0;      // sliding-window attention (0 = full causal)
+    bool tied_embeddings = false;
+    bool qkv_bias = false;
+    bool norm_add_one = false;   // Gemma RMSNorm scale (1 + w) as stored by HF
+    bool embed_scale = false;    // Gemma: embeddings times sqrt(d_model)
+    int64_t bos_token_id = -1;
+    int64_t eos_token_id = -1;
+
+    int64_t n_params() const;  // weights the forward uses (tied embedding counted once)
+};
+
+// Validates dims (positive, divisible, ...); throws InputError naming `origin`.
+void validate_config(const ModelConfig& c, const std::string& origin);
+
+// config.json of a Hugging Face directory (architecture from model_type via the registry).
+ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& origin);
+ModelConfig config_from_hf_dir(const std::filesystem::path& dir);
+// GGUF metadata "<arch>.*" keys; d_vocab from token_embd when metadata lacks it.
+ModelConfig config_from_gguf(const io::GgufFile& file);
+// llama2.c run.c header (always llama, rope theta 1e4, eps 1e-5).
+ModelConfig config_from_llama2c(const io::Llama2cHeader& h);
+
+}  // namespace sinkscope::model

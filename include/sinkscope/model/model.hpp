@@ -1,0 +1,146 @@
+// The model runtime's public API: load a checkpoint (HF directory, GGUF, llama2.c), run a forward
+// pass that keeps only the hooks a CaptureSpec selects, ablate heads, and hand attention to the
+// metrics as fp64 host arrays.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "sinkscope/metrics/attention.hpp"
+#include "sinkscope/model/config.hpp"
+#include "sinkscope/model/hooks.hpp"
+#include "sinkscope/model/registry.hpp"
+#include "sinkscope/tokenizer/tokenizer.hpp"
+
+namespace sinkscope::io {
+class WeightStore;
+}
+
+namespace sinkscope::model {
+
+enum class DeviceKind { Cpu, Cuda };
+enum class ComputeDType { Float32, BFloat16, Float16 };
+const char* device_name(DeviceKind d);
+const char* compute_dtype_name(ComputeDType t);
+DeviceKind parse_device(const std::string& s);         // "cpu" | "cuda"; UsageError otherwise
+ComputeDType parse_compute_dtype(const std::string& s);  // "float32" | "bfloat16" | "float16"
+
+// Where and in which precision the model runs.
+struct RuntimeOptions {
+    DeviceKind device = DeviceKind::Cpu;
+    ComputeDType dtype = ComputeDType::Float32;
+};
+
+struct LoadOptions {
+    RuntimeOptions runtime;
+    // Tokenizer file to use instead of the one found beside the weights (llama2.c tok*.bin).
+    std::filesystem::path tokenizer;
+    bool load_tokenizer = true;
+};
+
+// Ablation of attention heads at hook_z (before the output projection). Zero: the head's z is 0.
+// Mean: the head's z is replaced by its mean over reference inputs (compute_mean_z).
+struct HeadMask {
+    enum class Kind { Zero, Mean };
+    Kind kind = Kind::Zero;
+    int64_t n_layers = 0;
+    int64_t n_heads = 0;
+    std::vector<uint8_t> ablated;  // [n_layers, n_heads], 1 = ablate
+    at::Tensor z_mean;             // [n_layers, n_heads, d_head] on any device; Mean only
+
+    HeadMask() = default;
+    HeadMask(Kind kind, int64_t n_layers, int64_t n_heads);
+    void ablate(int64_t layer, int64_t head);
+    void ablate_layer(int64_t layer);
+    bool is_ablated(int64_t layer, int64_t head) const;
+    bool any_in_layer(int64_t layer) const;
+};
+
+struct ForwardResult {
+    at::Tensor logits;  // [batch, pos, d_vocab] f32 on the model's device
+    std::map<std::string, at::Tensor> captured;  // hook name -> tensor (shapes in hooks.hpp)
+};
+
+// One architecture family's computation (src/model/<family>.cpp).
+class Transformer {
+public:
+    virtual ~Transformer() = default;
+    // ids: [batch, pos] int64 on any device. mask may be null.
+    virtual ForwardResult forward(const at::Tensor& ids, const CaptureSpec& capture,
+                                  const HeadMask* mask) const = 0;
+    virtual int64_t n_params() const = 0;
+};
+
+class Model {
+public:
+    Model(ModelConfig config, std::unique_ptr<Transformer> net, RuntimeOptions runtime);
+    ~Model();
+    Model(Model&&) noexcept;
+    Model& operator=(Model&&) noexcept;
+
+    const ModelConfig& config() const { return config_; }
+    const RuntimeOptions& runtime() const { return runtime_; }
+    const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+    void set_tokenizer(std::unique_ptr<tokenizer::Tokenizer> t);
+    // Weight files (for sha256 in run.json) and the path the model was loaded from.
+    std::vector<std::filesystem::path> files;
+    std::filesystem::path path;
+    WeightFormat format = WeightFormat::HuggingFace;
+
+    // One sequence (batch of 1) or a batch [batch, pos] of equal-length sequences.
+    ForwardResult forward(const std::vector<int32_t>& ids, const CaptureSpec& capture = {},
+                          const HeadMask* mask = nullptr) const;
+    ForwardResult forward(const at::Tensor& ids, const CaptureSpec& capture = {},
+                          const HeadMask* mask = nullptr) const;
+    int64_t n_params() const;
+
+    // Encodes text with the model's tokenizer and a BOS policy; UnsupportedError without one.
+    std::vector<int32_t> encode(const std::string& text, tokenizer::BosPolicy bos) const;
+
+private:
+    ModelConfig config_;
+    std::unique_ptr<Transformer> net_;
+    RuntimeOptions runtime_;
+    std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+};
+
+// Loads an HF directory (config.json + safetensors), a .gguf file or a llama2.c .bin checkpoint
+// (tokenizer: options.tokenizer, else tok<vocab>.bin or tokenizer.bin beside it).
+Model load_model(const std::filesystem::path& path, const LoadOptions& options = {});
+// Builds a model from weights already opened (tests, random weights, converters).
+Model build_model(const ModelConfig& config, const WeightSource& weights,
+                  const RuntimeOptions& runtime = {});
+
+// Attention of sequence `batch_index` of a forward pass as the metrics see it (spec section 0):
+// pattern from every layer's hook_pattern, scores from hook_attn_scores when all were captured.
+// fp64 on the host. Throws InternalError when a layer's hook_pattern is missing.
+metrics::AttentionInput to_attention_input(const ForwardResult& result, const ModelConfig& config,
+                                           const std::vector<int32_t>& token_ids,
+                                           int64_t batch_index = 0);
+
+// Mean of hook_z over every position of every input: [n_layers, n_heads, d_head] f32.
+at::Tensor compute_mean_z(const Model& model, const std::vector<std::vector<int32_t>>& inputs);
+
+// Greedy decoding: appends up to n_new argmax tokens to `prompt`; stops early after
+// `stop_token` when it is >= 0 (the stop token is not appended).
+std::vector<int32_t> generate_greedy(const Model& model, std::vector<int32_t> prompt,
+                                     int64_t n_new, int32_t stop_token = -1);
+
+// Perplexity exp(mean NLL) over every predicted token of every sample (token-weighted).
+struct PerplexityResult {
+    double mean_nll = 0;
+    double perplexity = 0;
+    int64_t n_tokens = 0;                   // predicted tokens (sum of length - 1)
+    std::vector<double> sample_nll;         // mean NLL per sample
+    std::vector<int64_t> sample_tokens;
+};
+PerplexityResult compute_perplexity(const Model& model,
+                                    const std::vector<std::vector<int32_t>>& samples);
+
+}  // namespace sinkscope::model

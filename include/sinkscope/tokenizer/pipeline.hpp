@@ -1,0 +1,65 @@
+// The Hugging Face tokenization pipeline as data: added tokens -> normalizer -> pre-tokenizer
+// -> BPE model -> decoder and template. tokenizer.json and GGUF vocabularies both load into it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sinkscope/tokenizer/bpe.hpp"
+#include "sinkscope/tokenizer/pretokenize.hpp"
+#include "sinkscope/tokenizer/tokenizer.hpp"
+
+namespace sinkscope::tokenizer {
+
+// A token matched as a whole in the text before BPE (HF AddedToken).
+struct AddedToken {
+    std::string content;
+    int32_t id = -1;
+    bool special = true;      // skipped by decode()
+    bool normalized = false;  // matched in the normalized text instead of the raw text
+    bool lstrip = false;      // swallows whitespace on its left
+    bool rstrip = false;      // swallows whitespace on its right
+    bool single_word = false; // only matches when not inside a word
+};
+
+struct NormalizerStep {
+    enum class Kind { Prepend, Replace, Nfc, Strip } kind;
+    std::string a, b;  // Prepend: a; Replace: a -> b; Strip: a = "l", "r" or "lr"
+};
+
+struct PreTokenizerStep {
+    enum class Kind { Split, ByteLevel, Metaspace } kind = Kind::Split;
+    std::shared_ptr<Regex> regex;  // Split, ByteLevel with use_regex
+    SplitBehavior behavior = SplitBehavior::Isolated;
+    bool invert = false;
+    bool add_prefix_space = false;     // ByteLevel
+    std::string replacement = "\xE2\x96\x81";  // Metaspace ('▁')
+    enum class Prepend { Always, First, Never } prepend = Prepend::Always;
+    bool split = true;  // Metaspace: cut before every replacement character
+};
+
+struct DecoderConfig {
+    bool byte_level = false;       // pieces are in GPT-2's byte alphabet
+    std::string space_marker;      // replaced by ' ' (SentencePiece '▁'); empty: none
+    bool byte_fallback = false;    // <0xXX> pieces are raw bytes
+    int strip_leading_spaces = 0;  // removed from the start of the decoded text
+};
+
+struct PipelineConfig {
+    std::string kind;  // reported by Tokenizer::kind()
+    std::string origin;  // file the tokenizer came from (error messages)
+    std::vector<AddedToken> added;
+    std::vector<NormalizerStep> normalizer;
+    std::vector<PreTokenizerStep> pre_tokenizer;
+    DecoderConfig decoder;
+    std::vector<int32_t> prefix, suffix;  // post-processor template around one sequence
+    int32_t bos = -1, eos = -1;
+};
+
+std::unique_ptr<Tokenizer> make_pipeline_tokenizer(PipelineConfig config, BpeModel model);
+
+// Normalizer steps applied in order (exposed for tests).
+std::string apply_normalizer(const std::vector<NormalizerStep>& steps, std::string text);
+
+}  // namespace sinkscope::tokenizer

@@ -1,0 +1,136 @@
+// Weight views and their conversion to float32 (shared by the safetensors, GGUF and llama2.c
+// loaders). Bytes are read with memcpy: mapped tensors need not be aligned for their dtype.
+#include "sinkscope/io/weights.hpp"
+
+#include <bit>
+#include <cstring>
+#include <limits>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/io/npy.hpp"
+
+namespace sinkscope::io {
+
+const char* weight_dtype_name(WeightDType t) {
+    switch (t) {
+        case WeightDType::F32: return "F32";
+        case WeightDType::F16: return "F16";
+        case WeightDType::BF16: return "BF16";
+        case WeightDType::F64: return "F64";
+        case WeightDType::I32: return "I32";
+        case WeightDType::I64: return "I64";
+        case WeightDType::Q8_0: return "Q8_0";
+    }
+    return "?";
+}
+
+int64_t TensorView::numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+}
+
+int64_t weight_dtype_n_bytes(WeightDType t, int64_t numel) {
+    constexpr int64_t max = std::numeric_limits<int64_t>::max();
+    if (numel < 0) return -1;
+    int64_t elem = 0;
+    switch (t) {
+        case WeightDType::F16:
+        case WeightDType::BF16: elem = 2; break;
+        case WeightDType::F32:
+        case WeightDType::I32: elem = 4; break;
+        case WeightDType::F64:
+        case WeightDType::I64: elem = 8; break;
+        case WeightDType::Q8_0:
+            if (numel % k_q8_0_block != 0) return -1;
+            return numel / k_q8_0_block * k_q8_0_block_bytes;  // <= numel * 34 / 32: no overflow
+    }
+    if (numel > max / elem) return -1;
+    return numel * elem;
+}
+
+namespace {
+
+template <typename T>
+T load(const uint8_t* p) {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;
+}
+
+float bf16_to_float(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+
+// Product of the dimensions; -1 when one is negative or the product overflows int64.
+int64_t checked_numel(const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        if (d < 0) return -1;
+        if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return -1;
+        n *= d;
+    }
+    return n;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+// Throws InputError unless the view's byte count is exactly what its dtype and shape need.
+void check_view(const TensorView& t) {
+    const int64_t n = checked_numel(t.shape);
+    SS_CHECK_INPUT(n >= 0, t.file.string(), "tensor ", t.name, ": invalid shape ",
+                   shape_string(t.shape));
+    const int64_t need = weight_dtype_n_bytes(t.dtype, n);
+    SS_CHECK_INPUT(need >= 0 && uint64_t(need) == t.n_bytes, t.file.string(), "tensor ", t.name,
+                   ": ", t.n_bytes, " bytes but shape ", shape_string(t.shape), " of ",
+                   weight_dtype_name(t.dtype), " needs ",
+                   need >= 0 ? std::to_string(need) : std::string("a whole number of blocks"));
+}
+
+}  // namespace
+
+void convert_to_f32(const TensorView& t, float* out) {
+    check_view(t);
+    const int64_t n = t.numel();
+    if (n == 0) return;
+    SS_CHECK(t.data != nullptr, "tensor ", t.name, " has no data");
+    const uint8_t* p = t.data;
+    switch (t.dtype) {
+        case WeightDType::F32: std::memcpy(out, p, size_t(n) * 4); return;
+        case WeightDType::F16:
+            for (int64_t i = 0; i < n; ++i) out[i] = half_to_float(load<uint16_t>(p + 2 * i));
+            return;
+        case WeightDType::BF16:
+            for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(load<uint16_t>(p + 2 * i));
+            return;
+        case WeightDType::F64:
+            for (int64_t i = 0; i < n; ++i) out[i] = float(load<double>(p + 8 * i));
+            return;
+        case WeightDType::Q8_0:
+            // GGML block_q8_0 { ggml_half d; int8_t qs[32]; }: x[i] = d * qs[i]
+            for (int64_t b = 0; b < n / k_q8_0_block; ++b) {
+                const uint8_t* blk = p + b * k_q8_0_block_bytes;
+                const float d = half_to_float(load<uint16_t>(blk));
+                float* o = out + b * k_q8_0_block;
+                for (int64_t i = 0; i < k_q8_0_block; ++i) o[i] = d * float(int8_t(blk[2 + i]));
+            }
+            return;
+        case WeightDType::I32:
+        case WeightDType::I64:
+            throw UnsupportedError(t.file.string(), std::string(weight_dtype_name(t.dtype)) +
+                                                        " in " + t.name +
+                                                        " (integer tensor, not a weight)");
+    }
+    throw InternalError("convert_to_f32: unknown dtype");
+}
+
+std::vector<float> to_f32(const TensorView& t) {
+    check_view(t);
+    std::vector<float> out(size_t(t.numel()));
+    convert_to_f32(t, out.data());
+    return out;
+}
+
+}  // namespace sinkscope::io

@@ -1,0 +1,114 @@
+// Hook names (the one table of them) and the capture spec's glob/regex matching.
+#include "sinkscope/model/hooks.hpp"
+
+#include <array>
+#include <sstream>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/model/config.hpp"
+
+namespace sinkscope::model {
+
+namespace {
+
+struct HookRow {
+    HookPoint point;
+    const char* scope;  // "" (model), "blocks.{L}." or "blocks.{L}.attn."
+    const char* name;
+};
+
+// Forward order within a block; TransformerLens names.
+constexpr std::array<HookRow, kNumHookPoints> kHooks{{
+    {HookPoint::Embed, "", "hook_embed"},
+    {HookPoint::ResidPre, "blocks.{L}.", "hook_resid_pre"},
+    {HookPoint::Q, "blocks.{L}.attn.", "hook_q"},
+    {HookPoint::K, "blocks.{L}.attn.", "hook_k"},
+    {HookPoint::V, "blocks.{L}.attn.", "hook_v"},
+    {HookPoint::RotQ, "blocks.{L}.attn.", "hook_rot_q"},
+    {HookPoint::RotK, "blocks.{L}.attn.", "hook_rot_k"},
+    {HookPoint::AttnScores, "blocks.{L}.attn.", "hook_attn_scores"},
+    {HookPoint::Pattern, "blocks.{L}.attn.", "hook_pattern"},
+    {HookPoint::Z, "blocks.{L}.attn.", "hook_z"},
+    {HookPoint::ResidMid, "blocks.{L}.", "hook_resid_mid"},
+    {HookPoint::ResidPost, "blocks.{L}.", "hook_resid_post"},
+}};
+
+const HookRow& row(HookPoint p) {
+    for (const auto& r : kHooks)
+        if (r.point == p) return r;
+    throw InternalError("hook point missing from the hook table");
+}
+
+std::string glob_to_regex(const std::string& glob) {
+    std::string re;
+    for (char c : glob) {
+        if (c == '*') re += ".*";
+        else if (c == '?') re += '.';
+        else if (std::string("\\^$.|+()[]{}").find(c) != std::string::npos) re += std::string("\\") + c;
+        else re += c;
+    }
+    return re;
+}
+
+}  // namespace
+
+bool is_layer_hook(HookPoint point) { return row(point).scope[0] != '\0'; }
+
+std::string hook_name(HookPoint point, int64_t layer) {
+    const HookRow& r = row(point);
+    std::string scope = r.scope;
+    auto at = scope.find("{L}");
+    if (at != std::string::npos) {
+        SS_CHECK(layer >= 0, "hook ", r.name, " needs a layer");
+        scope.replace(at, 3, std::to_string(layer));
+    }
+    return scope + r.name;
+}
+
+std::string hook_glob(HookPoint point) {
+    std::string s = std::string(row(point).scope) + row(point).name;
+    auto at = s.find("{L}");
+    if (at != std::string::npos) s.replace(at, 3, "*");
+    return s;
+}
+
+std::vector<std::string> list_hooks(const ModelConfig& config) {
+    std::vector<std::string> out{hook_name(HookPoint::Embed)};
+    for (int64_t l = 0; l < config.n_layers; ++l)
+        for (const auto& r : kHooks)
+            if (is_layer_hook(r.point)) out.push_back(hook_name(r.point, l));
+    return out;
+}
+
+CaptureSpec::CaptureSpec(const std::vector<std::string>& patterns) : patterns_(patterns) {
+    for (const auto& p : patterns) {
+        std::string re = p.rfind("re:", 0) == 0 ? p.substr(3) : glob_to_regex(p);
+        try {
+            matchers_.emplace_back(re, std::regex::ECMAScript | std::regex::optimize);
+        } catch (const std::regex_error& e) {
+            throw UsageError("hook pattern '" + p + "' is not a valid regex: " + e.what());
+        }
+    }
+}
+
+CaptureSpec CaptureSpec::parse(const std::string& comma_separated) {
+    std::vector<std::string> parts;
+    std::stringstream in(comma_separated);
+    for (std::string item; std::getline(in, item, ',');)
+        if (!item.empty()) parts.push_back(item);
+    return CaptureSpec(parts);
+}
+
+CaptureSpec CaptureSpec::all() { return CaptureSpec({"*"}); }
+
+CaptureSpec CaptureSpec::attention() {
+    return CaptureSpec({hook_glob(HookPoint::AttnScores), hook_glob(HookPoint::Pattern)});
+}
+
+bool CaptureSpec::wants(const std::string& hook) const {
+    for (const auto& m : matchers_)
+        if (std::regex_match(hook, m)) return true;
+    return false;
+}
+
+}  // namespace sinkscope::model

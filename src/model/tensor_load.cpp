@@ -1,0 +1,61 @@
+// Weight bytes -> torch tensors, with the shape checks that make a wrong file a clear error.
+#include "tensor_load.hpp"
+
+#include <cstring>
+#include <sstream>
+
+#include <ATen/ATen.h>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/io/weights.hpp"
+
+namespace sinkscope::model::detail {
+
+at::ScalarType scalar_type(ComputeDType t) {
+    switch (t) {
+        case ComputeDType::Float32: return at::kFloat;
+        case ComputeDType::BFloat16: return at::kBFloat16;
+        case ComputeDType::Float16: return at::kHalf;
+    }
+    return at::kFloat;
+}
+
+at::Device device_of(const RuntimeOptions& r) {
+    return r.device == DeviceKind::Cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+}
+
+namespace {
+std::string shape_str(const std::vector<int64_t>& s) {
+    std::ostringstream out;
+    out << '[';
+    for (size_t i = 0; i < s.size(); ++i) out << (i ? ", " : "") << s[i];
+    out << ']';
+    return out.str();
+}
+}  // namespace
+
+at::Tensor read_f32(const WeightSource& src, const std::string& name,
+                    const std::vector<int64_t>& expected) {
+    const io::TensorView view = src.store->get(name);  // throws InputError when missing
+    const std::string file = view.file.empty() ? src.origin : view.file.string();
+    SS_CHECK_INPUT(view.shape == expected, file, "tensor ", name, ": shape ", shape_str(view.shape),
+                   " does not match the config (expected ", shape_str(expected), ")");
+    const bool numeric = view.dtype == io::WeightDType::F32 || view.dtype == io::WeightDType::F16 ||
+                         view.dtype == io::WeightDType::BF16 || view.dtype == io::WeightDType::F64 ||
+                         view.dtype == io::WeightDType::Q8_0;
+    SS_CHECK_INPUT(numeric, file, "tensor ", name, ": dtype ", io::weight_dtype_name(view.dtype),
+                   " is not a floating-point weight type");
+    int64_t numel = 1;
+    for (int64_t d : expected) numel *= d;
+    at::Tensor out = at::empty(expected, at::TensorOptions().dtype(at::kFloat));  // host f32
+    if (view.dtype == io::WeightDType::F32) {
+        SS_CHECK_INPUT(view.n_bytes == static_cast<size_t>(numel) * sizeof(float), file, "tensor ",
+                       name, ": ", view.n_bytes, " bytes for ", numel, " f32 values");
+        std::memcpy(out.data_ptr<float>(), view.data, view.n_bytes);
+    } else {
+        io::convert_to_f32(view, out.data_ptr<float>());
+    }
+    return out;
+}
+
+}  // namespace sinkscope::model::detail

@@ -1,0 +1,341 @@
+// Hugging Face tokenizer.json (BPE: byte-level and SentencePiece-style with byte fallback)
+// loaded into the generic pipeline; tokenizer_config.json beside it can switch BOS/EOS.
+#include <nlohmann/json.hpp>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/tokenizer/pipeline.hpp"
+
+namespace sinkscope::tokenizer {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Loader {
+    std::string file;
+
+    [[noreturn]] void fail(const std::string& problem) const { throw InputError(file, problem); }
+    [[noreturn]] void unsupported(const std::string& what) const {
+        throw UnsupportedError(file, what);
+    }
+
+    const json& need(const json& obj, const char* key, const std::string& where) const {
+        if (!obj.is_object() || !obj.contains(key)) fail(where + ": missing \"" + key + "\"");
+        return obj.at(key);
+    }
+    std::string str(const json& obj, const char* key, const std::string& where) const {
+        const json& v = need(obj, key, where);
+        if (!v.is_string()) fail(where + ": \"" + key + "\" is not a string");
+        return v.get<std::string>();
+    }
+    static bool flag(const json& obj, const char* key, bool fallback) {
+        if (!obj.is_object() || !obj.contains(key) || !obj.at(key).is_boolean()) return fallback;
+        return obj.at(key).get<bool>();
+    }
+
+    // HF patterns are {"String": s} (literal) or {"Regex": r}.
+    std::string pattern_regex(const json& pattern, const std::string& where) const {
+        if (pattern.contains("Regex")) return pattern.at("Regex").get<std::string>();
+        if (pattern.contains("String")) {
+            std::string out = "\\Q" + pattern.at("String").get<std::string>() + "\\E";
+            return out;
+        }
+        fail(where + ": pattern is neither String nor Regex");
+    }
+    std::string pattern_string(const json& pattern, const std::string& where) const {
+        if (pattern.contains("String")) return pattern.at("String").get<std::string>();
+        unsupported(where + " with a Regex pattern");
+    }
+
+    void normalizer(const json& n, std::vector<NormalizerStep>& out) const {
+        if (n.is_null()) return;
+        const std::string type = str(n, "type", "normalizer");
+        if (type == "Sequence") {
+            for (const json& s : need(n, "normalizers", "normalizer Sequence")) normalizer(s, out);
+        } else if (type == "Prepend") {
+            out.push_back({NormalizerStep::Kind::Prepend, str(n, "prepend", "Prepend"), ""});
+        } else if (type == "Replace") {
+            out.push_back({NormalizerStep::Kind::Replace,
+                           pattern_string(need(n, "pattern", "Replace"), "normalizer Replace"),
+                           str(n, "content", "Replace")});
+        } else if (type == "NFC") {
+            out.push_back({NormalizerStep::Kind::Nfc, "", ""});
+        } else if (type == "Strip") {
+            std::string sides;
+            if (flag(n, "strip_left", true)) sides += 'l';
+            if (flag(n, "strip_right", true)) sides += 'r';
+            out.push_back({NormalizerStep::Kind::Strip, sides, ""});
+        } else {
+            unsupported("normalizer " + type);
+        }
+    }
+
+    void pre_tokenizer(const json& p, std::vector<PreTokenizerStep>& out) const {
+        if (p.is_null()) return;
+        const std::string type = str(p, "type", "pre_tokenizer");
+        if (type == "Sequence") {
+            for (const json& s : need(p, "pretokenizers", "pre_tokenizer Sequence"))
+                pre_tokenizer(s, out);
+        } else if (type == "Split") {
+            PreTokenizerStep s;
+            s.kind = PreTokenizerStep::Kind::Split;
+            s.regex = std::make_shared<Regex>(pattern_regex(need(p, "pattern", "Split"), "Split"));
+            s.behavior = parse_split_behavior(str(p, "behavior", "Split"));
+            s.invert = flag(p, "invert", false);
+            out.push_back(std::move(s));
+        } else if (type == "ByteLevel") {
+            PreTokenizerStep s;
+            s.kind = PreTokenizerStep::Kind::ByteLevel;
+            s.add_prefix_space = flag(p, "add_prefix_space", true);
+            if (flag(p, "use_regex", true)) s.regex = std::make_shared<Regex>(kGpt2Pattern);
+            out.push_back(std::move(s));
+        } else if (type == "Metaspace") {
+            PreTokenizerStep s;
+            s.kind = PreTokenizerStep::Kind::Metaspace;
+            s.replacement = str(p, "replacement", "Metaspace");
+            s.split = flag(p, "split", true);
+            std::string scheme = "always";
+            if (p.contains("prepend_scheme") && p.at("prepend_scheme").is_string()) {
+                scheme = p.at("prepend_scheme").get<std::string>();
+            } else if (!flag(p, "add_prefix_space", true)) {
+                scheme = "never";
+            }
+            if (scheme == "always") {
+                s.prepend = PreTokenizerStep::Prepend::Always;
+            } else if (scheme == "first") {
+                s.prepend = PreTokenizerStep::Prepend::First;
+            } else if (scheme == "never") {
+                s.prepend = PreTokenizerStep::Prepend::Never;
+            } else {
+                unsupported("Metaspace prepend_scheme " + scheme);
+            }
+            out.push_back(std::move(s));
+        } else if (type == "Digits") {
+            PreTokenizerStep s;
+            s.kind = PreTokenizerStep::Kind::Split;
+            s.regex = std::make_shared<Regex>(flag(p, "individual_digits", false) ? R"(\p{N})"
+                                                                                  : R"(\p{N}+)");
+            out.push_back(std::move(s));
+        } else if (type == "WhitespaceSplit") {
+            PreTokenizerStep s;
+            s.kind = PreTokenizerStep::Kind::Split;
+            s.regex = std::make_shared<Regex>(R"(\s+)");
+            s.behavior = SplitBehavior::Removed;
+            out.push_back(std::move(s));
+        } else if (type == "Whitespace") {
+            PreTokenizerStep s;
+            s.kind = PreTokenizerStep::Kind::Split;
+            s.regex = std::make_shared<Regex>(R"(\w+|[^\w\s]+)");
+            s.invert = true;
+            s.behavior = SplitBehavior::Removed;
+            out.push_back(std::move(s));
+        } else {
+            unsupported("pre_tokenizer " + type);
+        }
+    }
+
+    void decoder(const json& d, DecoderConfig& out) const {
+        if (d.is_null()) return;
+        const std::string type = str(d, "type", "decoder");
+        if (type == "Sequence") {
+            for (const json& s : need(d, "decoders", "decoder Sequence")) decoder(s, out);
+        } else if (type == "ByteLevel") {
+            out.byte_level = true;
+        } else if (type == "Replace") {
+            const std::string from = pattern_string(need(d, "pattern", "Replace"), "decoder Replace");
+            if (str(d, "content", "decoder Replace") != " ")
+                unsupported("decoder Replace to anything but a space");
+            out.space_marker = from;
+        } else if (type == "ByteFallback") {
+            out.byte_fallback = true;
+        } else if (type == "Fuse") {
+        } else if (type == "Strip") {
+            if (str(d, "content", "decoder Strip") != " ") unsupported("decoder Strip of non-space");
+            out.strip_leading_spaces = d.value("start", 0);
+        } else if (type == "Metaspace") {
+            out.space_marker = str(d, "replacement", "decoder Metaspace");
+            std::string scheme = d.value("prepend_scheme", std::string("always"));
+            if (!d.contains("prepend_scheme") && !flag(d, "add_prefix_space", true)) scheme = "never";
+            if (scheme != "never") out.strip_leading_spaces = 1;
+        } else {
+            unsupported("decoder " + type);
+        }
+    }
+
+    int32_t token_id(const json& model_vocab, const std::vector<AddedToken>& added,
+                     const std::string& content) const {
+        for (const AddedToken& t : added)
+            if (t.content == content) return t.id;
+        if (model_vocab.contains(content)) return model_vocab.at(content).get<int32_t>();
+        fail("special token '" + content + "' is not in the vocabulary");
+    }
+
+    // Post-processor -> template around a single sequence.
+    void post_processor(const json& p, const json& vocab, const std::vector<AddedToken>& added,
+                        PipelineConfig& cfg) const {
+        if (p.is_null()) return;
+        const std::string type = str(p, "type", "post_processor");
+        if (type == "Sequence") {
+            for (const json& s : need(p, "processors", "post_processor Sequence"))
+                post_processor(s, vocab, added, cfg);
+        } else if (type == "TemplateProcessing") {
+            bool seen_sequence = false;
+            for (const json& item : need(p, "single", "TemplateProcessing")) {
+                if (item.contains("Sequence")) {
+                    seen_sequence = true;
+                    continue;
+                }
+                if (!item.contains("SpecialToken")) fail("TemplateProcessing: unknown item");
+                const std::string name = str(item.at("SpecialToken"), "id", "SpecialToken");
+                std::vector<int32_t> ids;
+                const json& specials = p.value("special_tokens", json::object());
+                if (specials.contains(name) && specials.at(name).contains("ids")) {
+                    ids = specials.at(name).at("ids").get<std::vector<int32_t>>();
+                } else {
+                    ids = {token_id(vocab, added, name)};
+                }
+                auto& dst = seen_sequence ? cfg.suffix : cfg.prefix;
+                dst.insert(dst.end(), ids.begin(), ids.end());
+            }
+        } else if (type == "RobertaProcessing" || type == "BertProcessing") {
+            const json& cls = need(p, "cls", type);
+            const json& sep = need(p, "sep", type);
+            cfg.prefix.push_back(cls.at(1).get<int32_t>());
+            cfg.suffix.push_back(sep.at(1).get<int32_t>());
+        } else if (type == "ByteLevel") {
+            // offsets only
+        } else {
+            unsupported("post_processor " + type);
+        }
+    }
+};
+
+std::string token_name(const json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("content") && v.at("content").is_string())
+        return v.at("content").get<std::string>();
+    return {};
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
+    Loader L{tokenizer_json.string()};
+    json root;
+    try {
+        root = json::parse(read_file(tokenizer_json));
+    } catch (const json::exception& e) {
+        L.fail(std::string("not valid JSON: ") + e.what());
+    }
+    try {
+        const json& model = L.need(root, "model", "tokenizer.json");
+        const std::string type = model.value("type", std::string("BPE"));
+        if (type != "BPE") L.unsupported("tokenizer model type " + type);
+        for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+            if (model.contains(key) && model.at(key).is_string() &&
+                !model.at(key).get<std::string>().empty())
+                L.unsupported(std::string("BPE with ") + key);
+        if (model.contains("dropout") && model.at("dropout").is_number() &&
+            model.at("dropout").get<double>() > 0)
+            L.unsupported("BPE dropout");
+
+        const json& vocab_json = L.need(model, "vocab", "model");
+        if (!vocab_json.is_object()) L.fail("model.vocab is not an object");
+        Vocab vocab;
+        for (const auto& [piece, id] : vocab_json.items()) {
+            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 24))
+                L.fail("model.vocab: bad id for piece '" + piece + "'");
+            vocab.set(id.get<int32_t>(), piece);
+        }
+
+        PipelineConfig cfg;
+        cfg.origin = L.file;
+        for (const json& t : root.value("added_tokens", json::array())) {
+            AddedToken a;
+            a.content = L.str(t, "content", "added_tokens");
+            a.id = t.at("id").get<int32_t>();
+            a.special = Loader::flag(t, "special", false);
+            a.normalized = Loader::flag(t, "normalized", !a.special);
+            a.lstrip = Loader::flag(t, "lstrip", false);
+            a.rstrip = Loader::flag(t, "rstrip", false);
+            a.single_word = Loader::flag(t, "single_word", false);
+            cfg.added.push_back(std::move(a));
+        }
+
+        BpeOptions opt;
+        opt.order = MergeOrder::Ranks;
+        opt.byte_fallback = Loader::flag(model, "byte_fallback", false);
+        opt.fuse_unk = Loader::flag(model, "fuse_unk", false);
+        opt.ignore_merges = Loader::flag(model, "ignore_merges", false);
+        if (model.contains("unk_token") && model.at("unk_token").is_string())
+            opt.unk_id = vocab.find(model.at("unk_token").get<std::string>());
+        BpeModel bpe(std::move(vocab), opt);
+        int32_t rank = 0;
+        for (const json& m : L.need(model, "merges", "model")) {
+            std::string left, right;
+            if (m.is_string()) {
+                const std::string s = m.get<std::string>();
+                const size_t sp = s.find(' ');
+                if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+                    L.fail("merge '" + s + "' is not two pieces separated by one space");
+                left = s.substr(0, sp);
+                right = s.substr(sp + 1);
+            } else if (m.is_array() && m.size() == 2) {
+                left = m.at(0).get<std::string>();
+                right = m.at(1).get<std::string>();
+            } else {
+                L.fail("merge entry is neither \"a b\" nor [a, b]");
+            }
+            if (!bpe.add_merge(left, right, rank))
+                L.fail("merge '" + left + " " + right + "' uses a piece that is not in the vocabulary");
+            ++rank;
+        }
+
+        L.normalizer(root.value("normalizer", json()), cfg.normalizer);
+        L.pre_tokenizer(root.value("pre_tokenizer", json()), cfg.pre_tokenizer);
+        L.decoder(root.value("decoder", json()), cfg.decoder);
+        L.post_processor(root.value("post_processor", json()), vocab_json, cfg.added, cfg);
+        const bool byte_level = cfg.decoder.byte_level;
+        cfg.kind = byte_level ? "bpe-byte-level" : (opt.byte_fallback ? "spm-bpe" : "bpe");
+
+        // tokenizer_config.json: BOS/EOS names, and add_bos_token/add_eos_token for the
+        // tokenizer classes whose fast versions rebuild the post-processor from them.
+        const fs::path config_path = tokenizer_json.parent_path() / "tokenizer_config.json";
+        json config = json::object();
+        if (fs::exists(config_path)) {
+            try {
+                config = json::parse(read_file(config_path));
+            } catch (const json::exception& e) {
+                throw InputError(config_path.string(), std::string("not valid JSON: ") + e.what());
+            }
+        }
+        auto lookup = [&](const std::string& name) -> int32_t {
+            if (name.empty()) return -1;
+            for (const AddedToken& t : cfg.added)
+                if (t.content == name) return t.id;
+            return bpe.vocab().find(name);
+        };
+        cfg.bos = lookup(token_name(config.value("bos_token", json())));
+        cfg.eos = lookup(token_name(config.value("eos_token", json())));
+        if (cfg.bos < 0 && !cfg.prefix.empty()) cfg.bos = cfg.prefix.front();
+        if (cfg.eos < 0 && !cfg.suffix.empty()) cfg.eos = cfg.suffix.back();
+        const std::string cls = config.value("tokenizer_class", std::string());
+        const bool rebuilds = cls.rfind("Llama", 0) == 0 || cls.rfind("CodeLlama", 0) == 0 ||
+                              cls.rfind("Gemma", 0) == 0 || cls.rfind("GPTNeoX", 0) == 0;
+        if (rebuilds && config.contains("add_bos_token") && config.at("add_bos_token").is_boolean()) {
+            cfg.prefix.clear();
+            if (config.at("add_bos_token").get<bool>() && cfg.bos >= 0) cfg.prefix.push_back(cfg.bos);
+        }
+        if (rebuilds && config.contains("add_eos_token") && config.at("add_eos_token").is_boolean()) {
+            cfg.suffix.clear();
+            if (config.at("add_eos_token").get<bool>() && cfg.eos >= 0) cfg.suffix.push_back(cfg.eos);
+        }
+        return make_pipeline_tokenizer(std::move(cfg), std::move(bpe));
+    } catch (const json::exception& e) {
+        L.fail(std::string("unexpected structure: ") + e.what());
+    }
+}
+
+}  // namespace sinkscope::tokenizer

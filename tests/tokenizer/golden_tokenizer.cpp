@@ -1,0 +1,181 @@
+// Tokenizers against independent references: llama.cpp's tokenizer test vectors (generated
+// with HF AutoTokenizer), the llama2.c reference dumps and the zoo's golden input_ids.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/npy.hpp"
+#include "sinkscope/tokenizer/tokenizer.hpp"
+#include "testing.hpp"
+
+namespace fs = std::filesystem;
+using namespace sinkscope;
+using namespace sinkscope::tokenizer;
+
+namespace {
+
+std::string ids_str(const std::vector<int32_t>& ids) {
+    std::ostringstream s;
+    for (int32_t id : ids) s << ' ' << id;
+    return s.str();
+}
+
+// TOKENS line of a llama2.c reference dump.
+std::vector<int32_t> reference_tokens(const fs::path& dump) {
+    std::ifstream in(dump);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("TOKENS", 0) != 0) continue;
+        std::istringstream s(line.substr(6));
+        std::vector<int32_t> ids;
+        for (int32_t id; s >> id;) ids.push_back(id);
+        return ids;
+    }
+    ADD_FAILURE() << "no TOKENS line in " << dump;
+    return {};
+}
+
+}  // namespace
+
+// The HF tinystories656K tokenizer with its default BOS policy reproduces llama2.c's tokens
+// for the reference prompt (tokenizer_config add_bos_token = true).
+TEST(GoldenTokenizer, TinyStoriesReferencePrompt) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    auto tok = load_hf_tokenizer(shared / "models/tinystories656K/tokenizer.json");
+    const std::string prompt = "Once upon a time, there was a little girl";
+    const auto expected = reference_tokens(shared / "reference/llama2c_dump_tinystories656K_onceupon.txt");
+    EXPECT_EQ(ids_str(tok->encode_with_policy(prompt, BosPolicy::ModelDefault)),
+              ids_str(expected));
+    EXPECT_EQ(tok->decode(expected), prompt);
+}
+
+// stories260K's tok512.bin encodes "Once upon a time" like llama2.c run.c (BOS + pieces).
+TEST(GoldenTokenizer, Llama2cStories260K) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    auto tok = load_llama2c_tokenizer(shared / "models/stories260K/tok512.bin", 512);
+    const auto expected = reference_tokens(shared / "reference/llama2c_dump_stories260K_onceupon.txt");
+    EXPECT_EQ(ids_str(tok->encode_with_policy("Once upon a time", BosPolicy::ModelDefault)),
+              ids_str(expected));
+    EXPECT_EQ(tok->decode(expected), "Once upon a time");
+}
+
+// The stories260K greedy continuation, tokenized and decoded again, is unchanged (a long
+// text through run.c's merge loop and decode).
+TEST(GoldenTokenizer, Llama2cRoundTripReferenceText) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    auto tok = load_llama2c_tokenizer(shared / "models/stories260K/tok512.bin", 512);
+    const std::string text = read_file(shared / "reference/llama2c_stories260K_greedy_onceupon.txt");
+    EXPECT_EQ(tok->decode(tok->encode_with_policy(text, BosPolicy::Always)), text);
+}
+
+// Every zoo family with a BPE tokenizer.json gives exactly the golden input_ids (HF
+// add_special_tokens=True = BosPolicy::ModelDefault) for every golden text input.
+TEST(GoldenTokenizer, ZooGoldenInputIds) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    for (const char* family : {"gpt2", "pythia", "qwen2", "mistral", "gemma", "phi", "roberta"}) {
+        SCOPED_TRACE(family);
+        const fs::path dir = shared / "zoo" / family;
+        auto tok = load_hf_tokenizer(dir / "tokenizer.json");
+        const auto manifest = nlohmann::json::parse(read_file(dir / "golden/manifest.json"));
+        int n_checked = 0;
+        for (const auto& input : manifest.at("inputs")) {
+            if (input.value("kind", "") != "text" || !input.contains("text")) continue;
+            const std::string name = input.at("name").get<std::string>();
+            SCOPED_TRACE(name);
+            const auto golden = io::read_npy(dir / "golden" / name / "input_ids.npy").to_i64();
+            const std::vector<int32_t> expected(golden.begin(), golden.end());
+            const std::string text = input.at("text").get<std::string>();
+            EXPECT_EQ(ids_str(tok->encode_with_policy(text, BosPolicy::ModelDefault)),
+                      ids_str(expected));
+            EXPECT_EQ(tok->decode(expected), text);
+            ++n_checked;
+        }
+        EXPECT_GE(n_checked, 3);
+    }
+}
+
+// BERT's WordPiece tokenizer.json is refused with a clear UnsupportedError (not a crash).
+TEST(GoldenTokenizer, WordPieceUnsupported) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    EXPECT_THROW(load_hf_tokenizer(shared / "zoo/bert/tokenizer.json"), UnsupportedError);
+}
+
+namespace {
+
+struct VectorResult {
+    int n_cases = 0;
+    int n_pass = 0;
+    std::string first_failure;
+};
+
+// Runs llama.cpp's tokenizer test vectors (<vocab>.gguf.inp / .out): texts separated by
+// "\n__ggml_vocab_test__\n", expected ids one line per text, without special tokens
+// (HF encode(add_special_tokens=False)).
+VectorResult run_vectors(const Tokenizer& tok, const fs::path& inp, const fs::path& out) {
+    const std::string all = read_file(inp);
+    const std::string sep = "\n__ggml_vocab_test__\n";
+    std::vector<std::string> texts;
+    for (size_t pos = 0;;) {
+        const size_t hit = all.find(sep, pos);
+        if (hit == std::string::npos) break;
+        texts.push_back(all.substr(pos, hit - pos));
+        pos = hit + sep.size();
+    }
+    std::ifstream lines(out);
+    VectorResult r;
+    for (const std::string& text : texts) {
+        std::string line;
+        if (!std::getline(lines, line)) {
+            ADD_FAILURE() << out << ": fewer lines than texts";
+            break;
+        }
+        std::istringstream s(line);
+        std::vector<int32_t> expected;
+        for (int32_t id; s >> id;) expected.push_back(id);
+        ++r.n_cases;
+        const auto got = tok.encode_with_policy(text, BosPolicy::Never);
+        if (got == expected) {
+            ++r.n_pass;
+        } else if (r.first_failure.empty()) {
+            r.first_failure = "text '" + text + "': expected" + ids_str(expected) + ", got" +
+                              ids_str(got);
+        }
+    }
+    return r;
+}
+
+}  // namespace
+
+// llama.cpp's llama-spm vectors (SentencePiece BPE, Llama 2 vocabulary): every case.
+TEST(GoldenTokenizer, GgufLlamaSpmVectors) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const fs::path base = shared / "models/tokenizers/ggml-vocab-llama-spm.gguf";
+    auto tok = load_gguf_tokenizer(base);
+    const auto r = run_vectors(*tok, base.string() + ".inp", base.string() + ".out");
+    EXPECT_EQ(r.n_cases, 46);
+    EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
+}
+
+// llama.cpp's gpt-2 vectors (byte-level BPE, GPT-2 regex): every case.
+TEST(GoldenTokenizer, GgufGpt2Vectors) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const fs::path base = shared / "models/tokenizers/ggml-vocab-gpt-2.gguf";
+    auto tok = load_gguf_tokenizer(base);
+    const auto r = run_vectors(*tok, base.string() + ".inp", base.string() + ".out");
+    EXPECT_EQ(r.n_cases, 46);
+    EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
+}
+
+// phi-3 vectors (Llama SPM vocabulary + user-defined chat tokens): every case.
+TEST(GoldenTokenizer, GgufPhi3Vectors) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const fs::path base = shared / "models/tokenizers/ggml-vocab-phi-3.gguf";
+    auto tok = load_gguf_tokenizer(base);
+    const auto r = run_vectors(*tok, base.string() + ".inp", base.string() + ".out");
+    EXPECT_EQ(r.n_cases, 46);
+    EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
+}
