@@ -25,8 +25,20 @@ OutputDir::OutputDir(fs::path final_path) : final_(std::move(final_path)) {
     if (ec) throw IoError(staging_.string(), "cannot create directory: " + ec.message());
 }
 
+OutputDir OutputDir::resumable(fs::path final_path) {
+    OutputDir d;
+    d.final_ = std::move(final_path);
+    if (d.final_.empty()) throw UsageError("--out: empty output path");
+    fs::path parent = fs::absolute(d.final_).parent_path();
+    d.staging_ = parent / (d.final_.filename().string() + ".partial");
+    std::error_code ec;
+    fs::create_directories(d.staging_, ec);
+    if (ec) throw IoError(d.staging_.string(), "cannot create directory: " + ec.message());
+    return d;
+}
+
 OutputDir::~OutputDir() {
-    if (!committed_) {
+    if (!committed_ && !keep_ && !staging_.empty()) {
         std::error_code ec;
         fs::remove_all(staging_, ec);
     }

@@ -11,8 +11,18 @@ class OutputDir {
 public:
     // Stages into "<final>.partial-<pid>" beside `final_path`.
     explicit OutputDir(std::filesystem::path final_path);
+    // Resumable runs stage into "<final>.partial" (no pid), which a later run can continue;
+    // the folder is created when missing and kept when it exists.
+    static OutputDir resumable(std::filesystem::path final_path);
     ~OutputDir();  // removes the staging folder unless commit() succeeded
     OutputDir(const OutputDir&) = delete;
+    OutputDir(OutputDir&& other) noexcept
+        : final_(std::move(other.final_)),
+          staging_(std::move(other.staging_)),
+          committed_(other.committed_),
+          keep_(other.keep_) {
+        other.staging_.clear();
+    }
     OutputDir& operator=(const OutputDir&) = delete;
 
     // Where to write files now.
@@ -22,11 +32,16 @@ public:
 
     // Moves the staged folder to the final path, replacing an earlier result there.
     void commit();
+    // Keeps the staging folder when this object is destroyed without commit() (it holds the
+    // state of an interrupted resumable run).
+    void keep_on_failure() { keep_ = true; }
 
 private:
     std::filesystem::path final_;
     std::filesystem::path staging_;
     bool committed_ = false;
+    bool keep_ = false;
+    OutputDir() = default;
 };
 
 // Writes `content` to `path` through a temporary file and rename, so readers never see a

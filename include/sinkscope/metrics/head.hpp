@@ -21,6 +21,7 @@
 
 #include <Eigen/Core>
 
+#include "sinkscope/core/serialize.hpp"
 #include "sinkscope/metrics/attention.hpp"
 #include "sinkscope/metrics/row.hpp"
 #include "sinkscope/metrics/sink.hpp"
@@ -105,6 +106,9 @@ public:
     // Adds another accumulator's state (same shape and options): merge == one pass over both.
     void merge(const HeadAccumulator& other);
     HeadResults finish() const;
+    // Exact state for resumable runs (src/metrics/accumulator_state.cpp).
+    void save(BinaryWriter& w) const;
+    void load(BinaryReader& r);
 
     const HeadOptions& options() const { return options_; }
     const RowCounts& counts() const { return counts_; }

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sinkscope/core/serialize.hpp"
 #include "sinkscope/metrics/attention.hpp"
 #include "sinkscope/metrics/frame.hpp"
 #include "sinkscope/metrics/topology.hpp"
@@ -112,6 +113,9 @@ public:
     P2Results finish() const;
 
     int64_t n_inputs() const { return state_.n_inputs; }
+    // Exact state for resumable runs (src/metrics/accumulator_state.cpp).
+    void save(BinaryWriter& w) const;
+    void load(BinaryReader& r);
 
 private:
     P2Results state_;

@@ -1,0 +1,62 @@
+// `sinkscope analyze`: binds analysis::AnalyzeOptions and runs the whole analysis of a checkpoint.
+#include <iostream>
+
+#include "analysis_options.hpp"
+#include "command.hpp"
+#include "sinkscope/analysis/analyze.hpp"
+
+namespace {
+
+sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
+    auto o = std::make_shared<sinkscope::analysis::AnalyzeOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "analyze",
+        "Run a checkpoint over a prompt set and compute every analysis (spec sections 1-4, 7, 8): "
+        "tables, run.json and an interactive report.html");
+    cmd->add_option("--model", o->model, "Hugging Face directory, .gguf file or llama2.c .bin")
+        ->required()
+        ->check(CLI::ExistingPath);
+    cmd->add_option("--data", o->data,
+                    "Prompts: .txt (one per line), .jsonl (text or ids), .csv (--text-column), "
+                    ".npy token ids; default: the built-in set of 211 English sentences")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--text-column", o->text_column, "CSV column holding the text")->capture_default_str();
+    cmd->add_option("--out", o->out, "Output directory (written whole at the end)")->capture_default_str();
+    cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")
+        ->capture_default_str();
+    cmd->add_option("--samples", o->samples, "Use the first N samples (0: all)")->capture_default_str();
+    sinkscope::cli::add_shared_analysis_flags(
+        cmd, {&o->analyses, &o->head, &o->compat, &o->per_head, &o->symmetrize},
+        "Comma-separated analyses (default all): compositional, heads, graphs, topology, kl, "
+        "spectra, entropy, tokens, frame, value");
+    cmd->add_option("--sink", o->sink,
+                    "Sink policy: auto (first for decoders, argmax for encoders), first, bos, "
+                    "argmax or a key position")
+        ->capture_default_str();
+    cmd->add_option("--min-parts", o->min_parts, "Rows with fewer visible keys are excluded")
+        ->capture_default_str();
+    cmd->add_option("--scope", o->scope, "Head pairs compared: model or layer")->capture_default_str();
+    cmd->add_option("--bos", o->bos, "BOS policy: default (the model's tokenizer config), always, never")
+        ->capture_default_str();
+    cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
+    cmd->add_option("--dtype", o->dtype, "float32, bfloat16 or float16")->capture_default_str();
+    cmd->add_flag("--resume", o->resume,
+                  "Continue an interrupted run of the same command from its last saved state");
+    cmd->add_option("--checkpoint-every", o->checkpoint_every,
+                    "Save the accumulator state every K inputs")
+        ->capture_default_str();
+    cmd->add_option("--progress", o->progress,
+                    "Progress line on stderr: auto (when stderr is a terminal), always, never")
+        ->capture_default_str();
+    cmd->add_flag_callback("--quiet", [o] { o->progress = "never"; }, "Same as --progress never");
+    cmd->add_flag_callback("--no-report", [o] { o->report = false; }, "Skip report.html");
+    cmd->add_option("--debug-kill-after", o->debug_kill_after,
+                    "Testing: kill the process with SIGKILL after N inputs")
+        ->group("");
+    cmd->callback([o] {
+        o->command_line = sinkscope::cli::command_line();
+        sinkscope::analysis::run_analyze(*o, std::cout);
+    });
+});
+
+}  // namespace

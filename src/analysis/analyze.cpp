@@ -1,0 +1,292 @@
+// The analyze driver (DESIGN.md data flow): data -> tokenizer -> forward with capture hooks ->
+// one input's attention/hidden states/values -> streaming accumulators -> tables, run.json,
+// report.html. State is saved atomically every K inputs; --resume continues from it.
+#include "sinkscope/analysis/analyze.hpp"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <torch/torch.h>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/progress.hpp"
+#include "sinkscope/core/serialize.hpp"
+#include "sinkscope/core/sha256.hpp"
+#include "sinkscope/io/dataset.hpp"
+#include "sinkscope/io/run_record.hpp"
+#include "sinkscope/io/table.hpp"
+#include "sinkscope/model/hooks.hpp"
+#include "sinkscope/model/model.hpp"
+#include "sinkscope/report/report.hpp"
+
+namespace fs = std::filesystem;
+
+namespace sinkscope::analysis {
+
+namespace {
+
+constexpr const char* kStateFile = "state.bin";
+constexpr uint32_t kStateVersion = 1;
+
+// What a run depends on: a resumed run must have exactly these.
+nlohmann::json fingerprint(const AnalyzeOptions& o, const std::vector<std::vector<int32_t>>& ids) {
+    Sha256 h;
+    for (const auto& s : ids) {
+        uint64_t n = s.size();
+        h.update(&n, sizeof n);
+        h.update(s.data(), s.size() * sizeof(int32_t));
+    }
+    std::vector<std::string> analyses = o.analyses;
+    return {{"model", fs::absolute(o.model).string()},
+            {"inputs_sha256", h.hex_digest()},
+            {"analyses", analyses},
+            {"compat", o.compat},
+            {"sink", o.sink},
+            {"min_parts", o.min_parts},
+            {"scope", o.scope},
+            {"device", o.device},
+            {"dtype", o.dtype},
+            {"per_head", o.per_head},
+            {"symmetrize", o.symmetrize}};
+}
+
+// Host fp64 copy of a captured tensor of batch element 0.
+std::vector<double> to_host(const at::Tensor& t) {
+    at::Tensor c = t.select(0, 0).to(at::kCPU, at::kDouble).contiguous();
+    return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+}
+
+struct Captured {
+    metrics::AttentionInput attention;
+    std::vector<std::vector<double>> hidden;  // [L + 1] x [T, d_model]
+    std::vector<std::vector<double>> values;  // [L] x [H, T, d_head], GQA-expanded
+};
+
+Captured capture_input(const model::Model& m, const std::vector<int32_t>& ids, bool want_value) {
+    using model::HookPoint;
+    const auto& cfg = m.config();
+    std::vector<std::string> patterns = {model::hook_glob(HookPoint::Pattern),
+                                         model::hook_glob(HookPoint::AttnScores)};
+    if (want_value) {
+        patterns.push_back(model::hook_glob(HookPoint::ResidPre));
+        patterns.push_back(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1));
+        patterns.push_back(model::hook_glob(HookPoint::V));
+    }
+    model::ForwardResult r = m.forward(ids, model::CaptureSpec(patterns));
+    Captured c;
+    c.attention = model::to_attention_input(r, cfg, ids);
+    if (want_value) {
+        const int64_t T = int64_t(ids.size());
+        for (int64_t l = 0; l < cfg.n_layers; ++l)
+            c.hidden.push_back(to_host(r.captured.at(model::hook_name(HookPoint::ResidPre, l))));
+        c.hidden.push_back(to_host(r.captured.at(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1))));
+        const int64_t group = cfg.n_heads / cfg.n_kv_heads;
+        for (int64_t l = 0; l < cfg.n_layers; ++l) {
+            // hook_v: [batch, pos, n_kv_heads, d_head] -> [H, T, d_head] with head h reading kv h/group
+            std::vector<double> v = to_host(r.captured.at(model::hook_name(HookPoint::V, l)));
+            std::vector<double> out(static_cast<size_t>(cfg.n_heads * T * cfg.d_head));
+            for (int64_t h = 0; h < cfg.n_heads; ++h)
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t k = 0; k < cfg.d_head; ++k)
+                        out[size_t((h * T + t) * cfg.d_head + k)] =
+                            v[size_t((t * cfg.n_kv_heads + h / group) * cfg.d_head + k)];
+            c.values.push_back(std::move(out));
+        }
+    }
+    return c;
+}
+
+Progress::Mode progress_mode(const std::string& s) {
+    if (s == "auto") return Progress::Mode::Auto;
+    if (s == "always") return Progress::Mode::Always;
+    if (s == "never") return Progress::Mode::Never;
+    throw UsageError("--progress must be auto, always or never");
+}
+
+}  // namespace
+
+void write_value_space(const metrics::ValueSpaceAccumulator& acc, const std::string& model_name,
+                       const fs::path& dir) {
+    io::Table t = io::make_long_table();
+    const std::string mode = acc.options().compat ? "ruscio2025" : "principled";
+    auto mean = [](double sum, int64_t n) { return n > 0 ? sum / double(n) : std::nan(""); };
+    for (size_t l = 0; l < acc.layers().size(); ++l) {
+        const auto& L = acc.layers()[l];
+        const int64_t layer = int64_t(l);
+        io::add_long_row(t, model_name, "", layer, -1, "reference_count", mode, mean(L.sum_reference_count, L.n_inputs));
+        io::add_long_row(t, model_name, "", layer, -1, "relative_magnitude", "hidden", mean(L.sum_rel_magnitude_hidden, L.n_hidden));
+        io::add_long_row(t, model_name, "", layer, -1, "directional_influence", "hidden", mean(L.sum_direction_hidden, L.n_hidden));
+        io::add_long_row(t, model_name, "", layer, -1, "relative_magnitude", "value", mean(L.sum_rel_magnitude_value, L.n_value));
+        io::add_long_row(t, model_name, "", layer, -1, "directional_influence", "value", mean(L.sum_direction_value, L.n_value));
+        io::add_long_row(t, model_name, "", layer, -1, "transformation_magnitude", mode, mean(L.sum_transformation, L.n_transformation));
+        io::add_long_row(t, model_name, "", layer, -1, "geometric_semantic_alignment", mode, mean(L.sum_alignment, L.n_alignment));
+        io::add_long_row(t, model_name, "", layer, -1, "rows_without_visible_reference", mode, double(L.n_no_reference_visible));
+    }
+    t.write(dir, "value_space");
+}
+
+void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
+    // ---- options --------------------------------------------------------------------------
+    if (o.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
+    if (o.samples < 0) throw UsageError("--samples must be >= 0");
+    if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
+    if (!o.compat.empty() && o.compat != "ruscio2025")
+        throw UsageError("--compat: unknown mode '" + o.compat + "' (known: ruscio2025)");
+    const auto progress = progress_mode(o.progress);
+    const auto bos = tokenizer::parse_bos_policy(o.bos);
+    metrics::PipelineSelection selection = metrics::select_analyses(o.analyses, true);
+
+    io::RunRecord record(o.command_line);
+    const auto t0 = std::chrono::steady_clock::now();
+
+    // ---- model and data ---------------------------------------------------------------------
+    model::LoadOptions load;
+    load.runtime.device = model::parse_device(o.device);
+    load.runtime.dtype = model::parse_compute_dtype(o.dtype);
+    model::Model m = model::load_model(o.model, load);
+    const auto& cfg = m.config();
+    std::vector<io::Sample> samples =
+        o.data.empty() ? io::builtin_prompts(o.samples)
+                       : io::load_dataset(o.data, {.text_column = o.text_column, .max_samples = o.samples});
+    const std::string data_name = o.data.empty() ? "built-in prompts" : o.data.string();
+    if (samples.empty()) throw InputError(data_name, "no samples");
+    std::vector<std::vector<int32_t>> ids;
+    int64_t n_truncated = 0;
+    for (size_t k = 0; k < samples.size(); ++k) {
+        std::vector<int32_t> x;
+        if (!samples[k].ids.empty()) {
+            for (int64_t id : samples[k].ids) {
+                if (id >= cfg.d_vocab)
+                    throw InputError(data_name, "sample " + std::to_string(k) + " has token id " +
+                                                    std::to_string(id) + " >= vocabulary size " +
+                                                    std::to_string(cfg.d_vocab));
+                x.push_back(int32_t(id));
+            }
+        } else {
+            x = m.encode(samples[k].text, bos);
+        }
+        if (int64_t(x.size()) > o.max_tokens) x.resize(size_t(o.max_tokens)), ++n_truncated;
+        if (x.empty()) throw InputError(data_name, "sample " + std::to_string(k) + " has no tokens");
+        ids.push_back(std::move(x));
+    }
+
+    // ---- accumulators, resumable staging ---------------------------------------------------------
+    metrics::PipelineOptions popts;
+    popts.analyses = o.analyses;
+    popts.head.sink = metrics::parse_sink_policy(o.sink);
+    popts.head.sink.bos_id = cfg.bos_token_id >= 0 ? cfg.bos_token_id
+                             : m.tokenizer()      ? m.tokenizer()->bos_id()
+                                                  : -1;
+    popts.head.min_parts = o.min_parts;
+    popts.head.scope = metrics::parse_scope(o.scope);
+    popts.head.origin = o.model.string();
+    popts.head_analyses = o.head;
+    popts.p2.compat = o.compat;
+    popts.p2.per_head = o.per_head;
+    popts.p2.symmetrize = o.symmetrize;
+    metrics::MetricsPipeline pipeline(cfg.n_layers, cfg.n_heads, popts, true);
+    metrics::ValueSpaceOptions vopts;
+    vopts.compat = !o.compat.empty();
+    metrics::ValueSpaceAccumulator value(cfg.n_layers, vopts);
+
+    const nlohmann::json print = fingerprint(o, ids);
+    OutputDir out = OutputDir::resumable(o.out);
+    const fs::path state_path = out.file(kStateFile);
+    int64_t n_done = 0;
+    if (fs::exists(state_path)) {
+        if (!o.resume)
+            throw UsageError(out.staging().string() +
+                             " holds an interrupted run: pass --resume to continue it, or delete it");
+        std::string bytes = read_file(state_path);
+        BinaryReader r(bytes, state_path.string());
+        r.expect_tag("sinkscope-analyze-state");
+        if (r.get<uint32_t>() != kStateVersion) r.fail("written by another sinkscope version");
+        if (r.get_string() != print.dump())
+            throw UsageError("--resume: the interrupted run in " + out.staging().string() +
+                             " used other inputs or options; delete it or repeat its command");
+        n_done = r.get<int64_t>();
+        pipeline.load(r);
+        value.load(r);
+        log << "resuming at input " << n_done << " of " << ids.size() << "\n";
+    }
+    auto save_state = [&](int64_t done) {
+        BinaryWriter w;
+        w.tag("sinkscope-analyze-state");
+        w.put<uint32_t>(kStateVersion);
+        w.put_string(print.dump());
+        w.put<int64_t>(done);
+        pipeline.save(w);
+        value.save(w);
+        write_file_atomic(state_path, w.bytes());
+        out.keep_on_failure();  // from now on an interruption leaves something to resume
+    };
+    if (n_done > 0) out.keep_on_failure();
+
+    // ---- stream the inputs ------------------------------------------------------------------------
+    Progress bar("analyze", int64_t(ids.size()), progress);
+    int64_t tokens = 0;
+    for (int64_t n = 0; n < n_done; ++n) tokens += int64_t(ids[n].size());
+    std::vector<std::string> pieces;
+    metrics::Masking masking = metrics::Masking::Causal;
+    for (int64_t n = n_done; n < int64_t(ids.size()); ++n) {
+        Captured c = capture_input(m, ids[n], selection.value);
+        masking = c.attention.masking;
+        pieces.clear();
+        if (m.tokenizer())
+            for (int32_t id : ids[n]) pieces.push_back(m.tokenizer()->piece(id));
+        pipeline.add(c.attention, m.tokenizer() ? &pieces : nullptr);
+        if (selection.value) value.add(c.attention, c.hidden, cfg.d_model, c.values, cfg.d_head);
+        tokens += int64_t(ids[n].size());
+        bar.update(n + 1, tokens);
+        if ((n + 1) % o.checkpoint_every == 0 && n + 1 < int64_t(ids.size())) save_state(n + 1);
+        if (o.debug_kill_after > 0 && n + 1 == o.debug_kill_after) {
+            std::fflush(nullptr);
+            ::raise(SIGKILL);
+        }
+    }
+    bar.finish();
+
+    // ---- outputs ------------------------------------------------------------------------------
+    const std::string model_name = fs::absolute(o.model).filename().string();
+    nlohmann::json& rec = record.json();
+    pipeline.write(out.staging(), model_name, rec, log);
+    if (selection.value) write_value_space(value, model_name, out.staging());
+    record.set_model_files(o.model.string(), m.files);
+    rec["model"]["architecture"] = cfg.architecture;
+    rec["model"]["format"] = model::weight_format_name(m.format);
+    rec["model"]["dims"] = {{"n_layers", cfg.n_layers}, {"n_heads", cfg.n_heads},
+                            {"n_kv_heads", cfg.n_kv_heads}, {"d_model", cfg.d_model},
+                            {"d_head", cfg.d_head}, {"d_vocab", cfg.d_vocab}};
+    rec["subcommand"] = "analyze";
+    rec["device"] = o.device;
+    rec["dtype"] = o.dtype;
+    rec["tokenizer"] = m.tokenizer() ? m.tokenizer()->kind() : "none (token ids given)";
+    rec["bos_policy"] = tokenizer::bos_policy_name(bos);
+    rec["data"] = {{"source", data_name}, {"n_samples", ids.size()}, {"n_tokens", tokens},
+                   {"max_tokens", o.max_tokens}, {"n_truncated", n_truncated}};
+    if (!o.data.empty()) rec["data"]["sha256"] = sha256_file(o.data);
+    rec["sink_policy"] = {{"requested", o.sink},
+                          {"resolved", metrics::to_string(metrics::resolve_auto(popts.head.sink, masking))},
+                          {"positions_file", "sinks.csv"}};
+    rec["compat"] = o.compat.empty() ? "none (principled)" : o.compat;
+    rec["value_space"] = {{"variants", {"hidden (residual stream entering the layer)", "value (V projections, GQA-expanded)"}},
+                          {"reference_threshold", vopts.reference_threshold},
+                          {"fallback_fraction", vopts.fallback_fraction},
+                          {"cap_fraction", vopts.cap_fraction}};
+    rec["resumed"] = n_done > 0;
+    rec["checkpoint_every"] = o.checkpoint_every;
+    fs::remove(state_path);
+    record.write(out.staging());
+    if (o.report) report::write_report(out.staging());
+    out.commit();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char line[200];
+    std::snprintf(line, sizeof line, "analyzed %zu inputs (%lld tokens) in %.1f s; wrote %s\n",
+                  ids.size(), (long long)tokens, secs, o.out.string().c_str());
+    log << line;
+}
+
+}  // namespace sinkscope::analysis
