@@ -1,6 +1,11 @@
-// Figures of report.html, built from the tables a run directory holds. Each figure reads one
-// table (CSV) into inline Vega-Lite data; tables that are absent are skipped.
-#include <fstream>
+// Figures of report.html, built from the tables a run directory holds (the files written by the
+// metrics pipeline, the head analyses, the section 8 analyses and the value-space analysis).
+// Each figure reads one table; tables that are absent are skipped, so a run with a subset of
+// analyses still gets a report.
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
 
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/table.hpp"
@@ -21,13 +26,218 @@ json table_rows(const fs::path& csv) {
         json o = json::object();
         for (size_t i = 0; i < r.size(); ++i) {
             const auto& name = t.columns()[i];
-            if (auto d = std::get_if<double>(&r[i])) o[name] = std::isfinite(*d) ? json(*d) : json(nullptr);
-            else if (auto s = std::get_if<std::string>(&r[i])) o[name] = *s;
-            else o[name] = std::get<int64_t>(r[i]);
+            if (auto d = std::get_if<double>(&r[i]))
+                o[name] = std::isfinite(*d) ? json(*d) : json(nullptr);
+            else if (auto s = std::get_if<std::string>(&r[i]))
+                o[name] = *s;
+            else
+                o[name] = std::get<int64_t>(r[i]);
         }
         rows.push_back(std::move(o));
     }
     return rows;
+}
+
+json select(const json& rows, const std::function<bool(const json&)>& keep) {
+    json out = json::array();
+    for (const auto& r : rows)
+        if (keep(r)) out.push_back(r);
+    return out;
+}
+
+double num(const json& r, const char* key) {
+    const auto& v = r[key];
+    return v.is_number() ? v.get<double>() : std::nan("");
+}
+std::string str(const json& r, const char* key) {
+    const auto& v = r[key];
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_number()) return io::format_number(v.get<double>());
+    return "";
+}
+bool is(const json& r, const char* key, const std::string& value) { return str(r, key) == value; }
+// Long-format "param" columns hold numbers (thresholds, eps, percentiles) as text or number.
+double param(const json& r) {
+    const auto& v = r["param"];
+    if (v.is_number()) return v.get<double>();
+    try {
+        return std::stod(v.get<std::string>());
+    } catch (...) {
+        return std::nan("");
+    }
+}
+
+void sinks_section(const fs::path& dir, ReportContent& c) {
+    if (!fs::exists(dir / "heads.csv")) return;
+    json heads = table_rows(dir / "heads.csv");
+    json mass = select(heads, [](const json& r) { return is(r, "metric", "sink_mass"); });
+    c.figures.push_back({"Sinks", "Sink mass per head",
+                         "Mean attention mass on the sink position (spec 1) over the rows each head "
+                         "used; layer by head.",
+                         heatmap_spec(mass, "head", "layer", "value", "sink mass")});
+    // Entropy identity H = H_b(s) + (1-s) H(pi) holds per row, so its means split exactly.
+    std::map<int64_t, std::array<double, 3>> per_layer;  // sum H, sum Hb, count
+    for (const auto& r : heads) {
+        auto l = int64_t(num(r, "layer"));
+        if (is(r, "metric", "entropy")) per_layer[l][0] += num(r, "value"), per_layer[l][2] += 1;
+        if (is(r, "metric", "binary_sink_entropy")) per_layer[l][1] += num(r, "value");
+    }
+    json ent = json::array();
+    for (const auto& [l, s] : per_layer) {
+        if (s[2] == 0) continue;
+        ent.push_back({{"layer", l}, {"term", "sink: H_b(s)"}, {"nats", s[1] / s[2]}});
+        ent.push_back({{"layer", l}, {"term", "content: (1-s) H(pi)"}, {"nats", (s[0] - s[1]) / s[2]}});
+    }
+    c.figures.push_back({"Sinks", "Entropy decomposition per layer",
+                         "Mean row entropy split exactly into the binary sink term and the content "
+                         "term (spec 1 entropy identity), averaged over the heads of each layer.",
+                         stacked_bar_spec(ent, "layer", "nats", "term")});
+}
+
+void compositional_section(const fs::path& dir, ReportContent& c) {
+    const std::string sec = "Compositional geometry (Aitchison)";
+    if (fs::exists(dir / "dispersion.csv")) {
+        json disp = table_rows(dir / "dispersion.csv");
+        json bars = json::array();
+        for (const auto& r : disp) {
+            if (!is(r, "scope", "layer")) continue;
+            bars.push_back({{"layer", num(r, "layer")}, {"part", "content C_perp"}, {"value", num(r, "c_perp")}, {"rho", num(r, "rho")}});
+            bars.push_back({{"layer", num(r, "layer")}, {"part", "sink V_b"}, {"value", num(r, "v_b")}, {"rho", num(r, "rho")}});
+        }
+        c.figures.push_back({sec, "Distance decomposition per layer",
+                             "Total Aitchison dispersion of the heads of a layer split into content "
+                             "dispersion C_perp and sink dispersion V_b (spec 2); rho = V_b / total.",
+                             stacked_bar_spec(bars, "layer", "value", "part")});
+    }
+    if (fs::exists(dir / "reversal.csv")) {
+        json rev = table_rows(dir / "reversal.csv");
+        json bars = select(rev, [](const json& r) {
+            return is(r, "scope", "model") && num(r, "layer") < 0 && !is(r, "comparison", "check");
+        });
+        for (auto& r : bars) r["comparison_metric"] = str(r, "metric") + " " + str(r, "comparison");
+        c.figures.push_back({sec, "Reversal rates",
+                             "Share of head triples whose 'which head is closer' verdict flips: "
+                             "keep vs drop of the same metric (flip), keep vs dA_perp (vs_content), "
+                             "dA vs dA_perp (spec 3; ties excluded, 10.f).",
+                             bar_spec(bars, "comparison_metric", "rate")});
+    }
+    if (fs::exists(dir / "clusters.csv")) {
+        json clu = table_rows(dir / "clusters.csv");
+        json pts = select(clu, [](const json& r) {
+            static const std::set<std::string> shown = {"dA", "dA_perp", "js_keep", "js_drop"};
+            return shown.count(str(r, "matrix")) > 0;
+        });
+        for (auto& r : pts) {
+            r["label"] = "L" + str(r, "layer") + "H" + str(r, "head");
+            r["cluster"] = str(r, "cluster");
+        }
+        c.figures.push_back({sec, "Head maps with and without the sink",
+                             "Classical MDS of the head distance matrices (spec 4), coloured by "
+                             "average-linkage cluster: dA and js_keep include the sink, dA_perp and "
+                             "js_drop do not.",
+                             scatter_spec(pts, "mds_x", "mds_y", "cluster", "matrix")});
+    }
+    if (fs::exists(dir / "ari.csv")) {
+        json ari = table_rows(dir / "ari.csv");
+        for (auto& r : ari) r["pair"] = str(r, "first") + " vs " + str(r, "second");
+        c.figures.push_back({sec, "Agreement of clusterings (ARI)",
+                             "Adjusted Rand Index between the clusterings of every pair of matrices; "
+                             "the first bars are the headline pairs JS keep vs drop and dA vs dA_perp.",
+                             bar_spec(ari, "pair", "ari")});
+    }
+    if (fs::exists(dir / "regime.csv")) {
+        json reg = table_rows(dir / "regime.csv");
+        for (const auto& r : reg)
+            if (is(r, "scope", "model"))
+                c.notes.push_back("Regime predictor (spec 7): rho = " + str(r, "rho") + " -> " +
+                                  str(r, "predicted") + "; measured flip rate " +
+                                  str(r, "flip_rate") + " -> " + str(r, "measured") + " (" +
+                                  str(r, "agreement") + ").");
+    }
+}
+
+void frames_section(const fs::path& dir, ReportContent& c) {
+    const std::string sec = "Reference frames (section 8)";
+    if (fs::exists(dir / "frame.json")) {
+        json f = json::parse(read_file(dir / "frame.json"));
+        c.notes.push_back("Reference-frame type: " + f.value("verdict", std::string("?")) +
+                          " (share of first-position anchors in middle and late layers " +
+                          (f.contains("share_first_mid_late") ? f["share_first_mid_late"].dump() : "?") +
+                          ", mean reference count " +
+                          (f.contains("mean_reference_count") ? f["mean_reference_count"].dump() : "?") +
+                          "; rule: " + f.value("rule", std::string("")) + ").");
+        json bars = json::array();
+        for (const auto& l : f.value("layers", json::array()))
+            for (const char* k : {"first", "last", "other"})
+                bars.push_back({{"layer", l["layer"]}, {"anchor", k}, {"count", l[k]}});
+        c.figures.push_back({sec, "Frame-type evidence: anchor position per layer",
+                             "Number of (input, head) anchors whose top key is the first position, the "
+                             "last position or another position (spec 8, 10.n).",
+                             stacked_bar_spec(bars, "layer", "count", "anchor")});
+    }
+    if (fs::exists(dir / "graphs.csv")) {
+        json g = table_rows(dir / "graphs.csv");
+        json pts = select(g, [](const json& r) {
+            static const std::set<std::string> shown = {"density", "lambda2", "star_combined", "gini",
+                                                        "centralization", "laplacian_gap"};
+            return num(r, "head") < 0 && num(r, "layer") >= 0 && shown.count(str(r, "metric"));
+        });
+        for (auto& r : pts) r["threshold"] = param(r), r["layer"] = "layer " + str(r, "layer");
+        c.figures.push_back({sec, "Graph metrics vs threshold",
+                             "Thresholded head-averaged attention graphs per layer (spec 8, 10.i): "
+                             "density, algebraic connectivity, Laplacian gap, star-likeness, Gini, "
+                             "centralization.",
+                             facet_line_spec(pts, "threshold", "value", "layer", "metric", true)});
+    }
+    if (fs::exists(dir / "betti.csv")) {
+        json b = table_rows(dir / "betti.csv");
+        json pts = select(b, [](const json& r) { return num(r, "head") < 0; });
+        for (auto& r : pts) r["eps"] = param(r), r["layer"] = "layer " + str(r, "layer");
+        c.figures.push_back({sec, "Betti curves per layer",
+                             "Number of bars alive at each filtration value of the Vietoris-Rips "
+                             "complex on the attention distance (spec 8, 10.j), mean over inputs.",
+                             facet_line_spec(pts, "eps", "value", "layer", "metric", false)});
+    }
+    if (fs::exists(dir / "kl.csv")) {
+        json k = table_rows(dir / "kl.csv");
+        json pts = select(k, [](const json& r) { return is(r, "metric", "kl_reduction"); });
+        for (auto& r : pts) r["percentile"] = "t = " + str(r, "param");
+        c.figures.push_back({sec, "KL reduction on sink removal per layer",
+                             "Mean over heads of KL(head || head average) before minus after removing "
+                             "the sink set S_t (spec 8); positive: heads agree more without sinks.",
+                             line_spec(pts, "layer", "value", "percentile")});
+    }
+    if (fs::exists(dir / "spectra.csv")) {
+        json s = table_rows(dir / "spectra.csv");
+        json pts = select(s, [](const json& r) {
+            static const std::set<std::string> shown = {"stable_rank", "participation_ratio", "mp_ks",
+                                                        "spectral_gap", "eig_participation_ratio"};
+            return num(r, "head") < 0 && shown.count(str(r, "metric"));
+        });
+        c.figures.push_back({sec, "Random-matrix spectra per layer",
+                             "Singular-value statistics of the head-averaged attention (spec 8, 10.l).",
+                             facet_line_spec(pts, "layer", "value", "convention", "metric", false)});
+    }
+    if (fs::exists(dir / "tokens.csv")) {
+        json t = table_rows(dir / "tokens.csv");
+        json bars = select(t, [](const json& r) { return str(r, "metric").rfind("share_", 0) == 0; });
+        c.figures.push_back({sec, "Token specialisation",
+                             "Share of heads whose top key (largest column mean) is the first, last "
+                             "or another position, per layer (spec 8, 10.m).",
+                             stacked_bar_spec(bars, "layer", "value", "metric")});
+    }
+    if (fs::exists(dir / "value_space.csv")) {
+        json v = table_rows(dir / "value_space.csv");
+        json pts = select(v, [](const json& r) {
+            return is(r, "metric", "relative_magnitude") || is(r, "metric", "directional_influence");
+        });
+        for (auto& r : pts) r["series"] = str(r, "metric") + " (" + str(r, "convention") + ")";
+        c.figures.push_back({sec, "Value-space magnitudes",
+                             "Share of each query's attention output carried by the reference tokens: "
+                             "relative magnitude and directional influence, in the hidden-state and "
+                             "true-V spaces (spec 8).",
+                             line_spec(pts, "layer", "value", "series")});
+    }
 }
 
 }  // namespace
@@ -35,8 +245,17 @@ json table_rows(const fs::path& csv) {
 ReportContent collect_report(const fs::path& run_dir) {
     ReportContent c;
     c.title = "sinkscope report: " + fs::absolute(run_dir).filename().string();
-    if (fs::exists(run_dir / "run.json")) c.run = json::parse(read_file(run_dir / "run.json"));
-    (void)table_rows;
+    if (fs::exists(run_dir / "run.json")) {
+        c.run = json::parse(read_file(run_dir / "run.json"));
+        if (c.run.contains("model") && c.run["model"].contains("path"))
+            c.title = "sinkscope report: " + c.run["model"]["path"].get<std::string>();
+    }
+    sinks_section(run_dir, c);
+    compositional_section(run_dir, c);
+    frames_section(run_dir, c);
+    if (c.run.contains("p2") && c.run["p2"].value("mode", "") == "ruscio2025")
+        c.notes.push_back("Compat mode ruscio2025: section 8 numbers follow the released notebooks; "
+                          "on causal models their Betti numbers only count tokens (PAPERS.md B.3).");
     return c;
 }
 

@@ -53,6 +53,35 @@ json bar_spec(const json& rows, const std::string& x, const std::string& y,
     return s;
 }
 
+json facet_line_spec(const json& rows, const std::string& x, const std::string& y,
+                     const std::string& series, const std::string& facet, bool log_x) {
+    json s = base(rows);
+    s.erase("width");
+    json xenc = {{"field", x}, {"type", "quantitative"}, {"title", x}};
+    if (log_x) xenc["scale"] = {{"type", "log"}};
+    json enc = {{"x", xenc},
+                {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}}},
+                {"tooltip", json::array({{{"field", x}}, {{"field", y}}, {{"field", series}}})}};
+    if (!series.empty()) enc["color"] = {{"field", series}, {"type", "nominal"}};
+    s["facet"] = {{"field", facet}, {"type", "nominal"}, {"title", nullptr}};
+    s["columns"] = 2;
+    s["spec"] = {{"width", 320}, {"height", 200},
+                 {"mark", {{"type", "line"}, {"point", true}}}, {"encoding", enc}};
+    s["resolve"] = {{"scale", {{"y", "independent"}}}};
+    return s;
+}
+
+json stacked_bar_spec(const json& rows, const std::string& x, const std::string& y,
+                      const std::string& stack) {
+    json s = base(rows);
+    s["height"] = 260;
+    s["mark"] = {{"type", "bar"}, {"tooltip", true}};
+    s["encoding"] = {{"x", {{"field", x}, {"type", "ordinal"}, {"title", x}}},
+                     {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}, {"stack", "zero"}}},
+                     {"color", {{"field", stack}, {"type", "nominal"}, {"title", nullptr}}}};
+    return s;
+}
+
 json scatter_spec(const json& rows, const std::string& x, const std::string& y,
                   const std::string& color, const std::string& facet) {
     json s = base(rows);

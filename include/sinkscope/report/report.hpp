@@ -43,6 +43,13 @@ nlohmann::json line_spec(const nlohmann::json& rows, const std::string& x, const
                          const std::string& series, bool log_x = false);
 nlohmann::json bar_spec(const nlohmann::json& rows, const std::string& x, const std::string& y,
                         const std::string& color = "");
+// One small line chart per value of `facet` (independent y scales).
+nlohmann::json facet_line_spec(const nlohmann::json& rows, const std::string& x,
+                               const std::string& y, const std::string& series,
+                               const std::string& facet, bool log_x = false);
+// Stacked bars of `y` per `x`, stacked by `stack`.
+nlohmann::json stacked_bar_spec(const nlohmann::json& rows, const std::string& x,
+                                const std::string& y, const std::string& stack);
 nlohmann::json scatter_spec(const nlohmann::json& rows, const std::string& x, const std::string& y,
                             const std::string& color, const std::string& facet = "");
 
