@@ -37,8 +37,16 @@ int main(int argc, char** argv) {
 
     try {
         app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
+    } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        // One line, like every other error (CLI11 would add a second "Run with --help" line).
+        std::fprintf(stderr, "sinkscope: error: %s (see sinkscope --help)\n", e.what());
+        return static_cast<int>(ErrorKind::Usage);
     } catch (const Error& e) {
         std::fprintf(stderr, "sinkscope: error: %s\n", e.what());
         return e.exit_code();
