@@ -69,10 +69,16 @@ std::string cell_text(const Cell& c) {
 
 std::string Table::to_csv() const {
     std::string out;
-    for (size_t i = 0; i < columns_.size(); ++i) out += (i ? "," : "") + csv_escape(columns_[i]);
+    for (size_t i = 0; i < columns_.size(); ++i) {
+        if (i) out += ',';
+        out += csv_escape(columns_[i]);
+    }
     out += '\n';
     for (const auto& row : rows_) {
-        for (size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + csv_escape(cell_text(row[i]));
+        for (size_t i = 0; i < row.size(); ++i) {
+            if (i) out += ',';
+            out += csv_escape(cell_text(row[i]));
+        }
         out += '\n';
     }
     return out;
