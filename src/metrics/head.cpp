@@ -14,6 +14,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include <Eigen/Dense>
 
@@ -22,6 +23,11 @@
 namespace sinkscope::metrics {
 
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+int resolved_threads(int requested) {
+    if (requested > 0) return requested;
+    return std::max(1u, std::thread::hardware_concurrency());
+}
 
 Scope parse_scope(const std::string& text) {
     if (text == "model") return Scope::Model;
@@ -70,6 +76,25 @@ double mean_sq_dev(const Block& x) {
     return (x.rowwise() - mu).squaredNorm() / double(x.rows());
 }
 
+// Runs fn(first, step) on `n_threads` threads (the caller's included) when the work is big
+// enough to pay for starting them.
+template <typename Fn>
+void parallel_columns(int64_t n, int n_threads, const Fn& fn) {
+    const int k = static_cast<int>(std::min<int64_t>(n_threads, n / 16));
+    if (k <= 1) {
+        fn(0, 1);
+        return;
+    }
+    std::vector<std::thread> pool;
+    try {
+        for (int t = 1; t < k; ++t) pool.emplace_back([&fn, t, k] { fn(t, k); });
+    } catch (...) {  // could not start them all: finish the missing columns here
+        for (int t = int(pool.size()) + 1; t < k; ++t) fn(t, k);
+    }
+    fn(0, k);
+    for (auto& th : pool) th.join();
+}
+
 }  // namespace
 
 // Kernels that need the accumulator's private state.
@@ -106,7 +131,7 @@ struct HeadKernel {
     static void classical(HeadAccumulator::PairGroup& g, const RowMatrix& xs, int64_t k,
                           const Eigen::VectorXd& hs, Eigen::MatrixXd& cos_sum,
                           Eigen::MatrixXd& js_sum, Eigen::MatrixXd& euc_sum, Eigen::MatrixXd& gram,
-                          Eigen::MatrixXd& centred) {
+                          Eigen::MatrixXd& centred, int n_threads) {
         const int64_t n = g.n;
         auto x = xs.block(g.first_head, 0, n, k);  // [n, k] rows are probability vectors
         Eigen::RowVectorXd mu = x.colwise().mean();
@@ -127,7 +152,10 @@ struct HeadKernel {
         }
         const double* base = xs.data();
         const int64_t stride = xs.cols();
-        for (int64_t b = 0; b < n; ++b) {
+        // Columns b are interleaved over threads (balanced triangle); each (a, b) entry is
+        // written by one thread in row order, so results do not depend on the thread count.
+        parallel_columns(n, n_threads, [&](int64_t b0, int64_t step) {
+        for (int64_t b = b0; b < n; b += step) {
             Eigen::Map<const Eigen::ArrayXd> pb(base + (g.first_head + b) * stride, k);
             const double hb = hs(g.first_head + b);
             for (int64_t a = b + 1; a < n; ++a) {
@@ -140,6 +168,7 @@ struct HeadKernel {
                 js_sum(a, b) += std::max(0.0, -m_log_m - 0.5 * (ha + hb));
             }
         }
+        });
     }
 };
 
@@ -199,6 +228,7 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
         chunks[g].balance.resize(gn, cap / 2 + 1);
     }
     Eigen::MatrixXd gram, centred;  // scratch of the classical kernel
+    const int n_threads = resolved_threads(options_.n_threads);
 
     auto compose = [&](RowBatch& b, int64_t l, int64_t h, int64_t i, int64_t kb, int64_t d,
                        int64_t sink) {
@@ -226,9 +256,9 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
     auto pairwise = [&](PairGroup& g, GramChunk& c, const RowBatch& b, int64_t d) {
         HeadKernel::append(g, c, b, d);
         HeadKernel::classical(g, b.p, d, b.entropy, g.classical[kCosKeep], g.classical[kJsKeep],
-                              g.classical[kEucKeep], gram, centred);
+                              g.classical[kEucKeep], gram, centred, n_threads);
         HeadKernel::classical(g, b.pi, d - 1, b.content_entropy, g.classical[kCosDrop],
-                              g.classical[kJsDrop], g.classical[kEucDrop], gram, centred);
+                              g.classical[kJsDrop], g.classical[kEucDrop], gram, centred, n_threads);
         g.n_rows += 1;
     };
 

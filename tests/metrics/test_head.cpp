@@ -257,3 +257,13 @@ TEST(Head, ArgmaxSinksPerLayerAndModel) {
     EXPECT_LT(rel_err(r.distances.at("sink_term")(2, 3), f.distances.at("sink_term")(2, 3)), 1e-12);
     EXPECT_LT(rel_err(r.model.rho, f.model.rho), 1e-12);
 }
+
+// The pairwise loops give bit-identical matrices for any thread count.
+TEST(Head, ThreadCountDoesNotChangeResults) {
+    auto x = random_input(16, 2, 24, 6, Masking::Causal, false);
+    HeadOptions one, three;
+    three.n_threads = 3;
+    HeadResults a = run({x}, one), b = run({x}, three);
+    for (const char* name : kDistanceNames)
+        EXPECT_EQ((a.distances.at(name) - b.distances.at(name)).cwiseAbs().maxCoeff(), 0.0) << name;
+}

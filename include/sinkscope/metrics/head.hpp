@@ -44,7 +44,11 @@ struct HeadOptions {
     int64_t min_parts = 3;     // rows with fewer visible keys are excluded (spec 0, >= 2 by 10.p)
     Scope scope = Scope::Model;
     std::string origin = "attention";  // names the source in error messages (a file name)
+    int n_threads = 1;         // threads for the pairwise loops; 0 = all cores. Results are
+                               // identical for every thread count.
 };
+// The thread count `requested` stands for (0 = std::thread::hardware_concurrency()).
+int resolved_threads(int requested);
 
 struct HeadLabel {
     int64_t layer = 0;
