@@ -58,8 +58,8 @@ void BM_HeadDistances(benchmark::State& state) {
     const double iters = double(state.iterations());
     state.counters["rows/s"] =
         benchmark::Counter(double(n * t) * iters, benchmark::Counter::kIsRate);
-    state.counters["GFLOP/s"] = benchmark::Counter(flops_per_input(n, t, 3) * 1e-9 * iters,
-                                                   benchmark::Counter::kIsRate);
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(flops_per_input(n, t, 3) * 1e-9 * iters, benchmark::Counter::kIsRate);
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ void check_options(const MetricsCommandOptions& o) {
     if (o.example && (!o.scores.empty() || !o.lengths.empty() || !o.token_ids.empty()))
         throw UsageError("--example generates its own input: drop --scores/--lengths/--token-ids");
     for (const auto& a : o.analyses)
-        if (std::find(known_analyses().begin(), known_analyses().end(), a) == known_analyses().end())
+        if (std::find(known_analyses().begin(), known_analyses().end(), a) ==
+            known_analyses().end())
             throw UsageError("--analyses: unknown analysis '" + a + "' (available: compositional)");
     if (o.masking != "auto" && o.masking != "causal" && o.masking != "bidirectional")
         throw UsageError("masking must be auto, causal or bidirectional");
@@ -99,6 +100,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     head_options.zeros = parse_zero_policy(o.zeros);
     head_options.min_parts = o.min_parts;
     head_options.scope = parse_scope(o.scope);
+    if (o.threads < 0) throw UsageError("--threads must be >= 0");
+    head_options.n_threads = resolved_threads(o.threads);
 
     io::RunRecord record(o.command_line);
     OutputDir out(o.out);
@@ -132,7 +135,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
         SinkPositions s = acc.add(x, n);
         sinks.add_row({n, int64_t(-1), s.model});
         for (int64_t l = 0; l < file.n_layers(); ++l) sinks.add_row({n, l, s.per_layer[l]});
-        if (file.n_inputs() <= 1000) sink_json.push_back({{"model", s.model}, {"per_layer", s.per_layer}});
+        if (file.n_inputs() <= 1000)
+            sink_json.push_back({{"model", s.model}, {"per_layer", s.per_layer}});
     }
     const HeadResults r = acc.finish();
 
@@ -187,8 +191,10 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     record.set("subcommand", "metrics");
     record.set("inputs", inputs);
     record.set("attention_dtype", io::dtype_descr(file.attention().dtype()));
-    record.set("shape", {{"n_inputs", file.n_inputs()}, {"n_layers", file.n_layers()},
-                         {"n_heads", file.n_heads()}, {"n_tokens", file.n_tokens()}});
+    record.set("shape", {{"n_inputs", file.n_inputs()},
+                         {"n_layers", file.n_layers()},
+                         {"n_heads", file.n_heads()},
+                         {"n_tokens", file.n_tokens()}});
     record.set("masking", {{"rule", file.masking() == Masking::Causal ? "causal" : "bidirectional"},
                            {"auto_detected", file.masking_detected()},
                            {"window", o.window},
@@ -203,6 +209,7 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     record.set("min_parts", o.min_parts);
     record.set("scope", to_string(head_options.scope));
     record.set("analyses", o.analyses);
+    record.set("threads", head_options.n_threads);
     record.set("aggregation", {{"aitchison", "root mean square over rows"},
                                {"classical", "arithmetic mean over rows"},
                                {"js_units", "nats"},
@@ -221,13 +228,17 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
 
     // Summary.
     char line[256];
-    std::snprintf(line, sizeof line, "sinkscope metrics: %lld inputs x %lld layers x %lld heads x %lld tokens (%s%s), sink %s, zeros %s\n",
+    std::snprintf(line, sizeof line,
+                  "sinkscope metrics: %lld inputs x %lld layers x %lld heads x %lld tokens (%s%s), "
+                  "sink %s, zeros %s\n",
                   (long long)file.n_inputs(), (long long)file.n_layers(), (long long)file.n_heads(),
-                  (long long)file.n_tokens(), file.masking() == Masking::Causal ? "causal" : "bidirectional",
+                  (long long)file.n_tokens(),
+                  file.masking() == Masking::Causal ? "causal" : "bidirectional",
                   file.masking_detected() ? ", detected" : "", to_string(resolved_policy).c_str(),
                   to_string(head_options.zeros).c_str());
     log << line;
-    std::snprintf(line, sizeof line, "rows: %lld total, %lld used, %lld excluded (D < %lld), %lld sink not visible\n",
+    std::snprintf(line, sizeof line,
+                  "rows: %lld total, %lld used, %lld excluded (D < %lld), %lld sink not visible\n",
                   (long long)c.rows_total, (long long)c.rows_used, (long long)c.rows_excluded,
                   (long long)o.min_parts, (long long)c.sink_not_visible);
     log << line;
@@ -236,8 +247,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
                       (long long)d.layer, d.c_perp, d.v_b, d.rho);
         log << line;
     }
-    std::snprintf(line, sizeof line, "  model     C_perp %-10.4g V_b %-10.4g rho %.3f\n", r.model.c_perp,
-                  r.model.v_b, r.model.rho);
+    std::snprintf(line, sizeof line, "  model     C_perp %-10.4g V_b %-10.4g rho %.3f\n",
+                  r.model.c_perp, r.model.v_b, r.model.rho);
     log << line;
     log << "wrote " << o.out.string()
         << ": heads.csv, distances.csv, distances/*.npy, dispersion.csv, sinks.csv, run.json"

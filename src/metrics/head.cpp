@@ -34,7 +34,9 @@ Scope parse_scope(const std::string& text) {
     if (text == "layer") return Scope::Layer;
     throw UsageError("--scope must be model or layer, got '" + text + "'");
 }
-const char* to_string(Scope scope) { return scope == Scope::Model ? "model" : "layer"; }
+const char* to_string(Scope scope) {
+    return scope == Scope::Model ? "model" : "layer";
+}
 
 namespace {
 
@@ -103,9 +105,11 @@ struct HeadKernel {
         if (c.n_clr > 0)
             g.gram_clr.selfadjointView<Eigen::Lower>().rankUpdate(c.clr.leftCols(c.n_clr));
         if (c.n_content > 0)
-            g.gram_content.selfadjointView<Eigen::Lower>().rankUpdate(c.content.leftCols(c.n_content));
+            g.gram_content.selfadjointView<Eigen::Lower>().rankUpdate(
+                c.content.leftCols(c.n_content));
         if (c.n_balance > 0)
-            g.gram_balance.selfadjointView<Eigen::Lower>().rankUpdate(c.balance.leftCols(c.n_balance));
+            g.gram_balance.selfadjointView<Eigen::Lower>().rankUpdate(
+                c.balance.leftCols(c.n_balance));
         c.n_clr = c.n_content = c.n_balance = 0;
     }
 
@@ -155,19 +159,19 @@ struct HeadKernel {
         // Columns b are interleaved over threads (balanced triangle); each (a, b) entry is
         // written by one thread in row order, so results do not depend on the thread count.
         parallel_columns(n, n_threads, [&](int64_t b0, int64_t step) {
-        for (int64_t b = b0; b < n; b += step) {
-            Eigen::Map<const Eigen::ArrayXd> pb(base + (g.first_head + b) * stride, k);
-            const double hb = hs(g.first_head + b);
-            for (int64_t a = b + 1; a < n; ++a) {
-                Eigen::Map<const Eigen::ArrayXd> pa(base + (g.first_head + a) * stride, k);
-                const double ha = hs(g.first_head + a);
-                // H(m) with 0 ln 0 = 0: max(m, DBL_MIN) only changes m = 0 (and subnormals,
-                // whose contribution is below 1e-305).
-                const double m_log_m =
-                    (0.5 * (pa + pb) * (0.5 * (pa + pb)).max(DBL_MIN).log()).sum();
-                js_sum(a, b) += std::max(0.0, -m_log_m - 0.5 * (ha + hb));
+            for (int64_t b = b0; b < n; b += step) {
+                Eigen::Map<const Eigen::ArrayXd> pb(base + (g.first_head + b) * stride, k);
+                const double hb = hs(g.first_head + b);
+                for (int64_t a = b + 1; a < n; ++a) {
+                    Eigen::Map<const Eigen::ArrayXd> pa(base + (g.first_head + a) * stride, k);
+                    const double ha = hs(g.first_head + a);
+                    // H(m) with 0 ln 0 = 0: max(m, DBL_MIN) only changes m = 0 (and subnormals,
+                    // whose contribution is below 1e-305).
+                    const double m_log_m =
+                        (0.5 * (pa + pb) * (0.5 * (pa + pb)).max(DBL_MIN).log()).sum();
+                    js_sum(a, b) += std::max(0.0, -m_log_m - 0.5 * (ha + hb));
+                }
             }
-        }
         });
     }
 };
@@ -212,7 +216,8 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
 
     const SinkPositions sinks = resolve_sinks(x, options_.sink);
     bool shared_sink = true;  // every layer's sink equals the model-wide one
-    for (int64_t l = 0; l < n_layers_; ++l) shared_sink = shared_sink && sinks.per_layer[l] == sinks.model;
+    for (int64_t l = 0; l < n_layers_; ++l)
+        shared_sink = shared_sink && sinks.per_layer[l] == sinks.model;
 
     RowBatch layer_batch, model_batch;  // [n, T] each; model_batch only when sinks differ
     layer_batch.resize(n, t);
@@ -222,7 +227,8 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
     std::vector<GramChunk> chunks(groups_.size());
     for (size_t g = 0; g < groups_.size(); ++g) {
         const int64_t gn = groups_[g].n;
-        const int64_t cap = std::max<int64_t>(2 * t, std::clamp<int64_t>((1 << 21) / gn, 256, 4096));
+        const int64_t cap =
+            std::max<int64_t>(2 * t, std::clamp<int64_t>((1 << 21) / gn, 256, 4096));
         chunks[g].clr.resize(gn, cap);
         chunks[g].content.resize(gn, cap);
         chunks[g].balance.resize(gn, cap / 2 + 1);
@@ -258,7 +264,8 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
         HeadKernel::classical(g, b.p, d, b.entropy, g.classical[kCosKeep], g.classical[kJsKeep],
                               g.classical[kEucKeep], gram, centred, n_threads);
         HeadKernel::classical(g, b.pi, d - 1, b.content_entropy, g.classical[kCosDrop],
-                              g.classical[kJsDrop], g.classical[kEucDrop], gram, centred, n_threads);
+                              g.classical[kJsDrop], g.classical[kEucDrop], gram, centred,
+                              n_threads);
         g.n_rows += 1;
     };
 
@@ -273,7 +280,8 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
         // Pass 1: row quantities with each layer's sink (and the model-wide one if it differs).
         for (int64_t l = 0; l < n_layers_; ++l) {
             if (!visible(sinks.per_layer[l])) continue;
-            for (int64_t h = 0; h < n_h; ++h) compose(layer_batch, l, h, i, kb, d, sinks.per_layer[l]);
+            for (int64_t h = 0; h < n_h; ++h)
+                compose(layer_batch, l, h, i, kb, d, sinks.per_layer[l]);
         }
         const bool model_visible = visible(sinks.model);
         if (!shared_sink && model_visible)
@@ -398,13 +406,15 @@ HeadResults HeadAccumulator::finish() const {
     for (int64_t l = 0; l < n_layers_; ++l) r.layers.push_back(finish_disp(layer_disp_[l], l));
     r.model = finish_disp(model_disp_, -1);
 
-    for (const char* name : kDistanceNames) r.distances[name] = Eigen::MatrixXd::Constant(n, n, nan);
+    for (const char* name : kDistanceNames)
+        r.distances[name] = Eigen::MatrixXd::Constant(n, n, nan);
     auto& d_a = r.distances["dA"];
     auto& d_perp = r.distances["dA_perp"];
     auto& d_sink = r.distances["sink_term"];
-    Eigen::MatrixXd* classical[6] = {&r.distances["cosine_keep"],    &r.distances["cosine_drop"],
-                                     &r.distances["js_keep"],        &r.distances["js_drop"],
-                                     &r.distances["euclidean_keep"], &r.distances["euclidean_drop"]};
+    Eigen::MatrixXd* classical[6] = {
+        &r.distances["cosine_keep"],    &r.distances["cosine_drop"],
+        &r.distances["js_keep"],        &r.distances["js_drop"],
+        &r.distances["euclidean_keep"], &r.distances["euclidean_drop"]};
     auto rms = [](const Eigen::MatrixXd& g, int64_t a, int64_t b, double k) {
         return std::sqrt(std::max(0.0, (g(a, a) + g(b, b) - 2 * g(a, b)) * k));
     };

@@ -32,7 +32,9 @@ std::vector<float> causal_attention(int64_t n, int64_t l, int64_t h, int64_t t, 
     return a;
 }
 
-size_t count_lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+size_t count_lines(const std::string& s) {
+    return size_t(std::count(s.begin(), s.end(), '\n'));
+}
 
 // Runs metrics on `input` into scratch/out and checks the bad-input contract.
 void expect_rejected(const testutil::ScratchDir& dir, const fs::path& input,
@@ -45,7 +47,8 @@ void expect_rejected(const testutil::ScratchDir& dir, const fs::path& input,
     EXPECT_NE(r.exit_code, 0);
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
     EXPECT_EQ(r.err.rfind("sinkscope: error: ", 0), 0u) << r.err;
-    for (const auto& s : must_contain) EXPECT_NE(r.err.find(s), std::string::npos) << r.err << " lacks " << s;
+    for (const auto& s : must_contain)
+        EXPECT_NE(r.err.find(s), std::string::npos) << r.err << " lacks " << s;
     EXPECT_FALSE(fs::exists(dir / "out"));
     for (const auto& e : fs::directory_iterator(dir.path()))  // no staging folder left either
         EXPECT_EQ(e.path().filename().string().rfind("out", 0), std::string::npos) << e.path();
@@ -97,10 +100,10 @@ TEST(MetricsCli, ExampleWritesEveryTable) {
 TEST(MetricsCli, HelpListsOptionsAndDefaults) {
     auto r = testutil::run_cli({"metrics", "--help"});
     EXPECT_EQ(r.exit_code, 0);
-    for (const char* s : {"--attention", "--scores", "--causal", "--bidirectional", "--window",
-                          "--lengths", "--token-ids", "--sink", "--bos-id", "--zeros", "--min-parts",
-                          "--scope", "--analyses", "--example", "--out", "auto", "error", "model",
-                          "compositional"})
+    for (const char* s :
+         {"--attention", "--scores", "--causal", "--bidirectional", "--window", "--lengths",
+          "--token-ids", "--sink", "--bos-id", "--zeros", "--min-parts", "--scope", "--analyses",
+          "--example", "--out", "auto", "error", "model", "compositional"})
         EXPECT_NE(r.out.find(s), std::string::npos) << s;
     auto top = testutil::run_cli({"--help"});
     EXPECT_NE(top.out.find("metrics"), std::string::npos);
@@ -109,7 +112,8 @@ TEST(MetricsCli, HelpListsOptionsAndDefaults) {
 // A truncated .npy is rejected naming the file.
 TEST(MetricsCli, TruncatedFile) {
     testutil::ScratchDir dir;
-    std::string bytes = io::serialize_npy(io::make_npy_f32({1, 1, 4, 4}, causal_attention(1, 1, 1, 4)));
+    std::string bytes =
+        io::serialize_npy(io::make_npy_f32({1, 1, 4, 4}, causal_attention(1, 1, 1, 4)));
     bytes.resize(bytes.size() - 10);
     std::ofstream(dir / "a.npy", std::ios::binary) << bytes;
     expect_rejected(dir, dir / "a.npy", {(dir / "a.npy").string(), "truncated"});
@@ -190,11 +194,12 @@ TEST(MetricsCli, DetectsBidirectional) {
 // Usage errors (unknown analysis, bad sink) exit with the usage code and leave nothing.
 TEST(MetricsCli, UsageErrors) {
     testutil::ScratchDir dir;
-    auto r = testutil::run_cli({"metrics", "--example", "--analyses", "reversal", "--out",
-                                (dir / "o").string()});
+    auto r = testutil::run_cli(
+        {"metrics", "--example", "--analyses", "reversal", "--out", (dir / "o").string()});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_FALSE(fs::exists(dir / "o"));
-    r = testutil::run_cli({"metrics", "--example", "--sink", "last", "--out", (dir / "o").string()});
+    r = testutil::run_cli(
+        {"metrics", "--example", "--sink", "last", "--out", (dir / "o").string()});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
 }

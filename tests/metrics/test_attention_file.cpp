@@ -15,7 +15,9 @@ using namespace sinkscope;
 using namespace sinkscope::metrics;
 
 namespace {
-std::vector<float> to_f32(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+std::vector<float> to_f32(const std::vector<double>& v) {
+    return {v.begin(), v.end()};
+}
 }  // namespace
 
 // A 4-D file is one input; f4 values widen exactly; causal masking is detected.
@@ -30,7 +32,8 @@ TEST(AttentionFile, FourDimensionalCausal) {
     EXPECT_TRUE(f.masking_detected());
     AttentionInput y;
     f.load(0, y);
-    for (size_t k = 0; k < x.pattern.size(); ++k) EXPECT_EQ(y.pattern[k], double(float(x.pattern[k])));
+    for (size_t k = 0; k < x.pattern.size(); ++k)
+        EXPECT_EQ(y.pattern[k], double(float(x.pattern[k])));
 }
 
 // Explicit masking overrides detection; a window needs causal masking.
@@ -70,7 +73,8 @@ TEST(AttentionFile, LengthsMatchUnpaddedInput) {
     b.add(small);
     HeadResults ra = a.finish(), rb = b.finish();
     for (const char* name : kDistanceNames)
-        EXPECT_LT((ra.distances.at(name) - rb.distances.at(name)).cwiseAbs().maxCoeff(), 1e-15) << name;
+        EXPECT_LT((ra.distances.at(name) - rb.distances.at(name)).cwiseAbs().maxCoeff(), 1e-15)
+            << name;
     EXPECT_EQ(ra.counts.rows_total, rb.counts.rows_total);
     io::write_npy(dir / "bad.npy", io::make_npy_i64({1}, {8}));
     o.lengths = dir / "bad.npy";
