@@ -9,6 +9,7 @@
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/sha256.hpp"
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/io/table.hpp"
@@ -130,14 +131,17 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     io::Table sinks({"input", "layer", "sink_position"});
     nlohmann::json sink_json = nlohmann::json::array();
     AttentionInput x;
+    Progress progress("metrics", file.n_inputs());
     for (int64_t n = 0; n < file.n_inputs(); ++n) {
         file.load(n, x);
         SinkPositions s = acc.add(x, n);
+        progress.update(n + 1, (n + 1) * file.n_tokens());
         sinks.add_row({n, int64_t(-1), s.model});
         for (int64_t l = 0; l < file.n_layers(); ++l) sinks.add_row({n, l, s.per_layer[l]});
         if (file.n_inputs() <= 1000)
             sink_json.push_back({{"model", s.model}, {"per_layer", s.per_layer}});
     }
+    progress.finish();
     const HeadResults r = acc.finish();
 
     // Pass 3: tables.

@@ -130,8 +130,8 @@ struct HeadKernel {
         c.balance.col(c.n_balance++) = bal.array() - bal.mean();
     }
 
-    // Classical metrics of one row set on rows [first, first + n) of `x` (k columns), added to
-    // the cosine / JS / Euclidean sums. `h` holds each row's entropy for JS.
+    // Classical metrics of one row set on the group's rows of `xs` (k columns), added to the
+    // cosine / JS / Euclidean sums. `hs` holds each row's entropy (H(p) or H(pi)) for JS.
     static void classical(HeadAccumulator::PairGroup& g, const RowMatrix& xs, int64_t k,
                           const Eigen::VectorXd& hs, Eigen::MatrixXd& cos_sum,
                           Eigen::MatrixXd& js_sum, Eigen::MatrixXd& euc_sum, Eigen::MatrixXd& gram,
