@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <ostream>
 
@@ -128,7 +129,9 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
 
     // Pass 2: stream the inputs through the accumulators.
     HeadAccumulator acc(file.n_layers(), file.n_heads(), head_options);
-    io::Table sinks({"input", "layer", "sink_position"});
+    // sinks.csv is streamed (layer -1 = the model-wide sink) so memory stays independent of N.
+    std::ofstream sinks(out.file("sinks.csv"));
+    sinks << "input,layer,sink_position\n";
     nlohmann::json sink_json = nlohmann::json::array();
     AttentionInput x;
     Progress progress("metrics", file.n_inputs());
@@ -136,8 +139,9 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
         file.load(n, x);
         SinkPositions s = acc.add(x, n);
         progress.update(n + 1, (n + 1) * file.n_tokens());
-        sinks.add_row({n, int64_t(-1), s.model});
-        for (int64_t l = 0; l < file.n_layers(); ++l) sinks.add_row({n, l, s.per_layer[l]});
+        sinks << n << ",-1," << s.model << "\n";
+        for (int64_t l = 0; l < file.n_layers(); ++l)
+            sinks << n << "," << l << "," << s.per_layer[l] << "\n";
         if (file.n_inputs() <= 1000)
             sink_json.push_back({{"model", s.model}, {"per_layer", s.per_layer}});
     }
@@ -183,7 +187,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     disp.add_row({std::string("model"), int64_t(-1), r.model.c_perp, r.model.v_b, r.model.rho,
                   r.model.n_rows});
     disp.write(out.staging(), "dispersion");
-    sinks.write(out.staging(), "sinks", false);
+    sinks.close();
+    if (!sinks) throw IoError(out.file("sinks.csv").string(), "write failed");
 
     // run.json (spec 9 fields that apply).
     nlohmann::json inputs = nlohmann::json::array();

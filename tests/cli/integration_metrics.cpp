@@ -76,6 +76,10 @@ TEST(MetricsCli, ExampleWritesEveryTable) {
     EXPECT_EQ(run["masking"]["rule"], "causal");
     EXPECT_EQ(run["counts"]["rows_excluded"], 8 * 16 * 2);  // rows 0 and 1 have D < 3
     EXPECT_EQ(run["zero_policy"], "error");
+    // one model-wide and one per-layer sink row per input, all at key 0 under the first policy
+    std::string sinks = read_file(out / "sinks.csv");
+    EXPECT_EQ(count_lines(sinks), 1u + 8 * 5);
+    EXPECT_EQ(sinks.find(",1\n"), std::string::npos);
 
     io::NpyArray a = io::read_npy(out / "attention.npy");
     ASSERT_EQ(a.shape, (std::vector<int64_t>{8, 4, 4, 16, 16}));
