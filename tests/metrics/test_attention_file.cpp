@@ -15,8 +15,11 @@ using namespace sinkscope;
 using namespace sinkscope::metrics;
 
 namespace {
-std::vector<float> to_f32(const std::vector<double>& v) {
-    return {v.begin(), v.end()};
+std::vector<float> to_f32(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+AttentionFileOptions options_for(const std::filesystem::path& attention) {
+    AttentionFileOptions o;
+    o.attention = attention;
+    return o;
 }
 }  // namespace
 
@@ -25,7 +28,7 @@ TEST(AttentionFile, FourDimensionalCausal) {
     testutil::ScratchDir dir;
     auto x = testutil::random_input(1, 2, 3, 5, Masking::Causal, false);
     io::write_npy(dir / "a.npy", io::make_npy_f32({2, 3, 5, 5}, to_f32(x.pattern)));
-    AttentionFile f({dir / "a.npy"});
+    AttentionFile f(options_for(dir / "a.npy"));
     EXPECT_EQ(f.n_inputs(), 1);
     EXPECT_EQ(f.n_layers(), 2);
     EXPECT_EQ(f.masking(), Masking::Causal);
@@ -41,7 +44,7 @@ TEST(AttentionFile, ExplicitMaskingAndWindow) {
     testutil::ScratchDir dir;
     auto x = testutil::random_input(2, 1, 1, 4, Masking::Bidirectional, false);
     io::write_npy(dir / "a.npy", io::make_npy_f64({1, 1, 1, 4, 4}, x.pattern));
-    AttentionFileOptions o{dir / "a.npy"};
+    AttentionFileOptions o = options_for(dir / "a.npy");
     EXPECT_EQ(AttentionFile(o).masking(), Masking::Bidirectional);
     o.window = 2;
     EXPECT_THROW(AttentionFile{o}, UsageError);
@@ -60,7 +63,7 @@ TEST(AttentionFile, LengthsMatchUnpaddedInput) {
                 padded[size_t((r * t + i) * t + j)] = small.pattern[size_t((r * 5 + i) * 5 + j)];
     io::write_npy(dir / "a.npy", io::make_npy_f64({1, 2, 2, t, t}, padded));
     io::write_npy(dir / "len.npy", io::make_npy_i64({1}, {5}));
-    AttentionFileOptions o{dir / "a.npy"};
+    AttentionFileOptions o = options_for(dir / "a.npy");
     o.lengths = dir / "len.npy";
     o.masking = Masking::Bidirectional;
     AttentionFile f(o);
@@ -88,7 +91,7 @@ TEST(AttentionFile, ScoresValidation) {
     auto x = testutil::random_input(4, 1, 2, 4, Masking::Causal, true);
     io::write_npy(dir / "a.npy", io::make_npy_f64({1, 2, 4, 4}, x.pattern));
     io::write_npy(dir / "z.npy", io::make_npy_f64({1, 2, 4, 4}, x.scores));
-    AttentionFileOptions o{dir / "a.npy"};
+    AttentionFileOptions o = options_for(dir / "a.npy");
     o.scores = dir / "z.npy";
     AttentionInput y;
     AttentionFile(o).load(0, y);
@@ -118,7 +121,7 @@ TEST(AttentionFile, HalfPrecision) {
         a.data.push_back(uint8_t(h >> 8));
     }
     io::write_npy(dir / "a.npy", a);
-    AttentionFile f({dir / "a.npy"});
+    AttentionFile f(options_for(dir / "a.npy"));
     AttentionInput y;
     EXPECT_NO_THROW(f.load(0, y));
 }

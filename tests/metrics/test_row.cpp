@@ -40,8 +40,9 @@ void expect_entropy_split(const RowQuantities& r, double tol = 1e-12) {
     const double rhs = hb + r.content_mass * r.content_entropy;
     EXPECT_LT(rel_err(r.entropy, rhs), tol) << r.entropy << " vs " << rhs;
     EXPECT_LT(rel_err(r.binary_sink_entropy, hb), 1e-12);
-    if (r.sink_mass < 0.999)
+    if (r.sink_mass < 0.999) {
         EXPECT_LT(rel_err(r.binary_sink_entropy, binary_entropy(r.sink_mass)), 1e-12);
+    }
 }
 }  // namespace
 
