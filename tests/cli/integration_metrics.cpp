@@ -207,3 +207,34 @@ TEST(MetricsCli, UsageErrors) {
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
 }
+
+// Scores (masked = -inf) and token ids end to end: quantities come from the scores, and
+// --sink bos resolves to the first BOS position of each input.
+TEST(MetricsCli, ScoresAndBosSink) {
+    testutil::ScratchDir dir;
+    const int64_t n = 2, l = 1, h = 2, t = 5;
+    std::mt19937_64 rng(3);
+    std::normal_distribution<double> g;
+    std::vector<double> z(size_t(n * l * h * t * t), -INFINITY), a(z.size(), 0.0);
+    for (int64_t r = 0; r < n * l * h * t; ++r) {
+        const int64_t i = r % t;
+        double s = 0;
+        for (int64_t j = 0; j <= i; ++j) s += std::exp(z[size_t(r * t + j)] = g(rng));
+        for (int64_t j = 0; j <= i; ++j) a[size_t(r * t + j)] = std::exp(z[size_t(r * t + j)]) / s;
+    }
+    io::write_npy(dir / "a.npy", io::make_npy_f64({n, l, h, t, t}, a));
+    io::write_npy(dir / "z.npy", io::make_npy_f64({n, l, h, t, t}, z));
+    io::write_npy(dir / "ids.npy", io::make_npy_i64({n, t}, {7, 1, 4, 1, 5, 1, 9, 9, 9, 9}));
+    auto r = testutil::run_cli({"metrics", "--attention", (dir / "a.npy").string(), "--scores",
+                                (dir / "z.npy").string(), "--token-ids", (dir / "ids.npy").string(),
+                                "--sink", "bos", "--bos-id", "1", "--out", (dir / "o").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto run = nlohmann::json::parse(read_file(dir / "o" / "run.json"));
+    EXPECT_EQ(run["quantities_from"].get<std::string>().rfind("scores", 0), 0u);
+    EXPECT_EQ(run["sink_policy"]["positions"][0]["model"], 1);
+    EXPECT_EQ(run["sink_policy"]["positions"][1]["model"], 0);
+    // input 0: rows 0 (D = 1) and 1 (D = 2 < 3) are excluded; the sink at 1 is visible after
+    EXPECT_EQ(run["counts"]["rows_excluded"], 2 * 2 * 2);
+    EXPECT_EQ(run["counts"]["sink_not_visible"], 0);
+    EXPECT_EQ(run["inputs"].size(), 3u);
+}
