@@ -126,6 +126,10 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     const std::string origin = o.example ? std::string("attention.npy") : o.attention.string();
     head_options.origin = file.attention().origin();
     const SinkPolicy resolved_policy = resolve_auto(head_options.sink, file.masking());
+    if (resolved_policy.kind == SinkPolicy::Kind::Position &&
+        resolved_policy.position >= file.n_tokens())
+        throw UsageError("--sink " + std::to_string(resolved_policy.position) + " is beyond the " +
+                         std::to_string(file.n_tokens()) + " key positions of the inputs");
 
     // Pass 2: stream the inputs through the accumulators.
     HeadAccumulator acc(file.n_layers(), file.n_heads(), head_options);
