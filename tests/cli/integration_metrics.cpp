@@ -206,6 +206,11 @@ TEST(MetricsCli, UsageErrors) {
         {"metrics", "--example", "--sink", "last", "--out", (dir / "o").string()});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    // a fixed sink position beyond the 16 example tokens
+    r = testutil::run_cli({"metrics", "--example", "--sink", "16", "--out", (dir / "o").string()});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("beyond"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "o"));
 }
 
 // Scores (masked = -inf) and token ids end to end: quantities come from the scores, and
