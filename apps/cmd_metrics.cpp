@@ -25,27 +25,34 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
                     "Pre-softmax scores .npy of the same shape (masked = -inf); when given every "
                     "quantity comes from their fp64 log-softmax (spec 10.b)")
         ->check(CLI::ExistingFile);
-    auto* causal = cmd->add_flag_callback("--causal", [opts] { opts->masking = "causal"; },
-                                          "Row i sees keys j <= i (default: auto-detect: causal iff "
-                                          "everything above the diagonal is exactly 0)");
-    auto* bidir = cmd->add_flag_callback("--bidirectional", [opts] { opts->masking = "bidirectional"; },
-                                         "Row i sees every (non-padding) key");
+    auto* causal = cmd->add_flag_callback(
+        "--causal", [opts] { opts->masking = "causal"; },
+        "Row i sees keys j <= i (default: auto-detect: causal iff "
+        "everything above the diagonal is exactly 0)");
+    auto* bidir = cmd->add_flag_callback(
+        "--bidirectional", [opts] { opts->masking = "bidirectional"; },
+        "Row i sees every (non-padding) key");
     causal->excludes(bidir);
-    cmd->add_option("--window", opts->window, "Sliding window W of causal attention: row i sees keys "
-                                              "i-W+1..i (0 = none)")
+    cmd->add_option("--window", opts->window,
+                    "Sliding window W of causal attention: row i sees keys "
+                    "i-W+1..i (0 = none)")
         ->capture_default_str();
     cmd->add_option("--lengths", opts->lengths,
                     "Real lengths (N,) of padded encoder inputs; padding keys are absent parts and "
                     "padding queries are skipped (spec 10.p)")
         ->check(CLI::ExistingFile);
-    cmd->add_option("--token-ids", opts->token_ids, "Token ids (N, T) of the inputs (for --sink bos)")
+    cmd->add_option("--token-ids", opts->token_ids,
+                    "Token ids (N, T) of the inputs (for --sink bos)")
         ->check(CLI::ExistingFile);
-    cmd->add_option("--sink", opts->sink,
-                    "Sink policy: auto (first for causal, argmax for bidirectional), first, bos, "
-                    "argmax (per layer; model-wide for model-scope comparisons, spec 10.d) or a key "
-                    "position")
+    cmd->add_option(
+           "--sink", opts->sink,
+           "Sink policy: auto (first for causal, argmax for bidirectional), first, bos, "
+           "argmax (per layer; model-wide for model-scope comparisons, spec 10.d) or a key "
+           "position")
         ->capture_default_str();
-    cmd->add_option("--bos-id", opts->bos_id, "BOS/CLS token id for --sink bos (several: the first)");
+    cmd->add_option(
+        "--bos-id", opts->bos_id,
+        "BOS/CLS token id, required with --sink bos (several BOS in an input: the first)");
     cmd->add_option("--zeros", opts->zeros,
                     "Zero policy for probability rows: error, or replace:DELTA (multiplicative "
                     "replacement, log-ratio quantities only, spec 10.c)")
@@ -62,7 +69,11 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
                     "Comma-separated analyses to run; available now: compositional")
         ->delimiter(',')
         ->capture_default_str();
-    cmd->add_option("--out", opts->out, "Output directory (written whole or not at all)")->required();
+    cmd->add_option("--threads", opts->threads,
+                    "Threads for the pairwise loops (0 = all cores; results do not depend on it)")
+        ->capture_default_str();
+    cmd->add_option("--out", opts->out, "Output directory (written whole or not at all)")
+        ->required();
     cmd->callback([opts] {
         opts->command_line = sinkscope::cli::command_line();
         sinkscope::metrics::run_metrics_command(*opts, std::cout);

@@ -16,7 +16,7 @@ namespace sinkscope::io {
 NpyMap::NpyMap(const std::filesystem::path& path) : origin_(path.string()) {
     int fd = ::open(origin_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw IoError(origin_, std::string("cannot open: ") + std::strerror(errno));
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
         throw IoError(origin_, "not a regular file");
@@ -70,7 +70,9 @@ void NpyMap::read_f64(int64_t first, int64_t count, double* out) const {
                 out[k] = v;
             }
             break;
-        case DType::F64: std::memcpy(out, p + 8 * first, 8 * size_t(count)); break;
+        case DType::F64:
+            std::memcpy(out, p + 8 * first, 8 * size_t(count));
+            break;
         case DType::I32:
             for (int64_t k = 0; k < count; ++k) {
                 int32_t v;
@@ -100,8 +102,9 @@ void NpyMap::read_i64(int64_t first, int64_t count, int64_t* out) const {
             out[k] = v;
         }
     } else {
-        throw UnsupportedError(origin_, std::string("expected an integer array (<i4 or <i8), found ") +
-                                            dtype_descr(header_.dtype));
+        throw UnsupportedError(origin_,
+                               std::string("expected an integer array (<i4 or <i8), found ") +
+                                   dtype_descr(header_.dtype));
     }
 }
 

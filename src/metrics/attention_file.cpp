@@ -53,8 +53,8 @@ AttentionFile::AttentionFile(const AttentionFileOptions& o) : options_(o) {
     require_float(a);
     const auto& s = a.shape();
     if (s.size() != 4 && s.size() != 5)
-        throw InputError(a.origin(), "attention shape " + shape_string(s) +
-                                         " has rank " + std::to_string(s.size()) +
+        throw InputError(a.origin(), "attention shape " + shape_string(s) + " has rank " +
+                                         std::to_string(s.size()) +
                                          ", expected (N, L, H, T, T) or (L, H, T, T)");
     const size_t off = s.size() == 5 ? 1 : 0;
     n_inputs_ = s.size() == 5 ? s[0] : 1;
@@ -72,14 +72,16 @@ AttentionFile::AttentionFile(const AttentionFileOptions& o) : options_(o) {
         require_float(*scores_);
         if (scores_->shape() != s)
             throw InputError(scores_->origin(), "scores shape " + shape_string(scores_->shape()) +
-                                                    " differs from the attention's " + shape_string(s));
+                                                    " differs from the attention's " +
+                                                    shape_string(s));
     }
     if (!o.lengths.empty()) {
         lengths_ = read_ints(o.lengths, {n_inputs_}, "lengths");
         for (int64_t n = 0; n < n_inputs_; ++n)
             if (lengths_[n] < 1 || lengths_[n] > n_tokens_)
-                throw InputError(o.lengths.string(), "length of input " + std::to_string(n) + " is " +
-                                                         std::to_string(lengths_[n]) + ", outside [1, " +
+                throw InputError(o.lengths.string(), "length of input " + std::to_string(n) +
+                                                         " is " + std::to_string(lengths_[n]) +
+                                                         ", outside [1, " +
                                                          std::to_string(n_tokens_) + "]");
     }
     if (!o.token_ids.empty()) {
@@ -144,11 +146,12 @@ void AttentionFile::load(int64_t n, AttentionInput& x) const {
                 double sum = 0;
                 for (int64_t j = kb; j < ke; ++j) {
                     if (std::isnan(a[j]))
-                        throw InputError(file, "NaN at visible entry " + index_string({n, l, h, i, j}));
+                        throw InputError(file,
+                                         "NaN at visible entry " + index_string({n, l, h, i, j}));
                     if (!std::isfinite(a[j]) || a[j] < 0)
-                        throw InputError(file, "value " + std::to_string(a[j]) + " at visible entry " +
-                                                   index_string({n, l, h, i, j}) +
-                                                   " is not a probability");
+                        throw InputError(
+                            file, "value " + std::to_string(a[j]) + " at visible entry " +
+                                      index_string({n, l, h, i, j}) + " is not a probability");
                     sum += a[j];
                 }
                 if (!(std::abs(sum - 1.0) <= tol)) {

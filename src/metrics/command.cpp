@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <ostream>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/sha256.hpp"
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/io/table.hpp"
@@ -49,7 +51,8 @@ void check_options(const MetricsCommandOptions& o) {
     if (o.example && (!o.scores.empty() || !o.lengths.empty() || !o.token_ids.empty()))
         throw UsageError("--example generates its own input: drop --scores/--lengths/--token-ids");
     for (const auto& a : o.analyses)
-        if (std::find(known_analyses().begin(), known_analyses().end(), a) == known_analyses().end())
+        if (std::find(known_analyses().begin(), known_analyses().end(), a) ==
+            known_analyses().end())
             throw UsageError("--analyses: unknown analysis '" + a + "' (available: compositional)");
     if (o.masking != "auto" && o.masking != "causal" && o.masking != "bidirectional")
         throw UsageError("masking must be auto, causal or bidirectional");
@@ -99,6 +102,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     head_options.zeros = parse_zero_policy(o.zeros);
     head_options.min_parts = o.min_parts;
     head_options.scope = parse_scope(o.scope);
+    if (o.threads < 0) throw UsageError("--threads must be >= 0");
+    head_options.n_threads = resolved_threads(o.threads);
 
     io::RunRecord record(o.command_line);
     OutputDir out(o.out);
@@ -121,19 +126,30 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     const std::string origin = o.example ? std::string("attention.npy") : o.attention.string();
     head_options.origin = file.attention().origin();
     const SinkPolicy resolved_policy = resolve_auto(head_options.sink, file.masking());
+    if (resolved_policy.kind == SinkPolicy::Kind::Position &&
+        resolved_policy.position >= file.n_tokens())
+        throw UsageError("--sink " + std::to_string(resolved_policy.position) + " is beyond the " +
+                         std::to_string(file.n_tokens()) + " key positions of the inputs");
 
     // Pass 2: stream the inputs through the accumulators.
     HeadAccumulator acc(file.n_layers(), file.n_heads(), head_options);
-    io::Table sinks({"input", "layer", "sink_position"});
+    // sinks.csv is streamed (layer -1 = the model-wide sink) so memory stays independent of N.
+    std::ofstream sinks(out.file("sinks.csv"));
+    sinks << "input,layer,sink_position\n";
     nlohmann::json sink_json = nlohmann::json::array();
     AttentionInput x;
+    Progress progress("metrics", file.n_inputs());
     for (int64_t n = 0; n < file.n_inputs(); ++n) {
         file.load(n, x);
         SinkPositions s = acc.add(x, n);
-        sinks.add_row({n, int64_t(-1), s.model});
-        for (int64_t l = 0; l < file.n_layers(); ++l) sinks.add_row({n, l, s.per_layer[l]});
-        if (file.n_inputs() <= 1000) sink_json.push_back({{"model", s.model}, {"per_layer", s.per_layer}});
+        progress.update(n + 1, (n + 1) * file.n_tokens());
+        sinks << n << ",-1," << s.model << "\n";
+        for (int64_t l = 0; l < file.n_layers(); ++l)
+            sinks << n << "," << l << "," << s.per_layer[l] << "\n";
+        if (file.n_inputs() <= 1000)
+            sink_json.push_back({{"model", s.model}, {"per_layer", s.per_layer}});
     }
+    progress.finish();
     const HeadResults r = acc.finish();
 
     // Pass 3: tables.
@@ -175,7 +191,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     disp.add_row({std::string("model"), int64_t(-1), r.model.c_perp, r.model.v_b, r.model.rho,
                   r.model.n_rows});
     disp.write(out.staging(), "dispersion");
-    sinks.write(out.staging(), "sinks", false);
+    sinks.close();
+    if (!sinks) throw IoError(out.file("sinks.csv").string(), "write failed");
 
     // run.json (spec 9 fields that apply).
     nlohmann::json inputs = nlohmann::json::array();
@@ -187,8 +204,10 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     record.set("subcommand", "metrics");
     record.set("inputs", inputs);
     record.set("attention_dtype", io::dtype_descr(file.attention().dtype()));
-    record.set("shape", {{"n_inputs", file.n_inputs()}, {"n_layers", file.n_layers()},
-                         {"n_heads", file.n_heads()}, {"n_tokens", file.n_tokens()}});
+    record.set("shape", {{"n_inputs", file.n_inputs()},
+                         {"n_layers", file.n_layers()},
+                         {"n_heads", file.n_heads()},
+                         {"n_tokens", file.n_tokens()}});
     record.set("masking", {{"rule", file.masking() == Masking::Causal ? "causal" : "bidirectional"},
                            {"auto_detected", file.masking_detected()},
                            {"window", o.window},
@@ -203,6 +222,7 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     record.set("min_parts", o.min_parts);
     record.set("scope", to_string(head_options.scope));
     record.set("analyses", o.analyses);
+    record.set("threads", head_options.n_threads);
     record.set("aggregation", {{"aitchison", "root mean square over rows"},
                                {"classical", "arithmetic mean over rows"},
                                {"js_units", "nats"},
@@ -221,13 +241,17 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
 
     // Summary.
     char line[256];
-    std::snprintf(line, sizeof line, "sinkscope metrics: %lld inputs x %lld layers x %lld heads x %lld tokens (%s%s), sink %s, zeros %s\n",
+    std::snprintf(line, sizeof line,
+                  "sinkscope metrics: %lld inputs x %lld layers x %lld heads x %lld tokens (%s%s), "
+                  "sink %s, zeros %s\n",
                   (long long)file.n_inputs(), (long long)file.n_layers(), (long long)file.n_heads(),
-                  (long long)file.n_tokens(), file.masking() == Masking::Causal ? "causal" : "bidirectional",
+                  (long long)file.n_tokens(),
+                  file.masking() == Masking::Causal ? "causal" : "bidirectional",
                   file.masking_detected() ? ", detected" : "", to_string(resolved_policy).c_str(),
                   to_string(head_options.zeros).c_str());
     log << line;
-    std::snprintf(line, sizeof line, "rows: %lld total, %lld used, %lld excluded (D < %lld), %lld sink not visible\n",
+    std::snprintf(line, sizeof line,
+                  "rows: %lld total, %lld used, %lld excluded (D < %lld), %lld sink not visible\n",
                   (long long)c.rows_total, (long long)c.rows_used, (long long)c.rows_excluded,
                   (long long)o.min_parts, (long long)c.sink_not_visible);
     log << line;
@@ -236,8 +260,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
                       (long long)d.layer, d.c_perp, d.v_b, d.rho);
         log << line;
     }
-    std::snprintf(line, sizeof line, "  model     C_perp %-10.4g V_b %-10.4g rho %.3f\n", r.model.c_perp,
-                  r.model.v_b, r.model.rho);
+    std::snprintf(line, sizeof line, "  model     C_perp %-10.4g V_b %-10.4g rho %.3f\n",
+                  r.model.c_perp, r.model.v_b, r.model.rho);
     log << line;
     log << "wrote " << o.out.string()
         << ": heads.csv, distances.csv, distances/*.npy, dispersion.csv, sinks.csv, run.json"

@@ -14,6 +14,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include <Eigen/Dense>
 
@@ -23,12 +24,19 @@ namespace sinkscope::metrics {
 
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+int resolved_threads(int requested) {
+    if (requested > 0) return requested;
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
 Scope parse_scope(const std::string& text) {
     if (text == "model") return Scope::Model;
     if (text == "layer") return Scope::Layer;
     throw UsageError("--scope must be model or layer, got '" + text + "'");
 }
-const char* to_string(Scope scope) { return scope == Scope::Model ? "model" : "layer"; }
+const char* to_string(Scope scope) {
+    return scope == Scope::Model ? "model" : "layer";
+}
 
 namespace {
 
@@ -70,6 +78,25 @@ double mean_sq_dev(const Block& x) {
     return (x.rowwise() - mu).squaredNorm() / double(x.rows());
 }
 
+// Runs fn(first, step) on `n_threads` threads (the caller's included) when the work is big
+// enough to pay for starting them.
+template <typename Fn>
+void parallel_columns(int64_t n, int n_threads, const Fn& fn) {
+    const int k = static_cast<int>(std::min<int64_t>(n_threads, n / 16));
+    if (k <= 1) {
+        fn(0, 1);
+        return;
+    }
+    std::vector<std::thread> pool;
+    try {
+        for (int t = 1; t < k; ++t) pool.emplace_back([&fn, t, k] { fn(t, k); });
+    } catch (...) {  // could not start them all: finish the missing columns here
+        for (int t = int(pool.size()) + 1; t < k; ++t) fn(t, k);
+    }
+    fn(0, k);
+    for (auto& th : pool) th.join();
+}
+
 }  // namespace
 
 // Kernels that need the accumulator's private state.
@@ -78,9 +105,11 @@ struct HeadKernel {
         if (c.n_clr > 0)
             g.gram_clr.selfadjointView<Eigen::Lower>().rankUpdate(c.clr.leftCols(c.n_clr));
         if (c.n_content > 0)
-            g.gram_content.selfadjointView<Eigen::Lower>().rankUpdate(c.content.leftCols(c.n_content));
+            g.gram_content.selfadjointView<Eigen::Lower>().rankUpdate(
+                c.content.leftCols(c.n_content));
         if (c.n_balance > 0)
-            g.gram_balance.selfadjointView<Eigen::Lower>().rankUpdate(c.balance.leftCols(c.n_balance));
+            g.gram_balance.selfadjointView<Eigen::Lower>().rankUpdate(
+                c.balance.leftCols(c.n_balance));
         c.n_clr = c.n_content = c.n_balance = 0;
     }
 
@@ -101,12 +130,12 @@ struct HeadKernel {
         c.balance.col(c.n_balance++) = bal.array() - bal.mean();
     }
 
-    // Classical metrics of one row set on rows [first, first + n) of `x` (k columns), added to
-    // the cosine / JS / Euclidean sums. `h` holds each row's entropy for JS.
+    // Classical metrics of one row set on the group's rows of `xs` (k columns), added to the
+    // cosine / JS / Euclidean sums. `hs` holds each row's entropy (H(p) or H(pi)) for JS.
     static void classical(HeadAccumulator::PairGroup& g, const RowMatrix& xs, int64_t k,
                           const Eigen::VectorXd& hs, Eigen::MatrixXd& cos_sum,
                           Eigen::MatrixXd& js_sum, Eigen::MatrixXd& euc_sum, Eigen::MatrixXd& gram,
-                          Eigen::MatrixXd& centred) {
+                          Eigen::MatrixXd& centred, int n_threads) {
         const int64_t n = g.n;
         auto x = xs.block(g.first_head, 0, n, k);  // [n, k] rows are probability vectors
         Eigen::RowVectorXd mu = x.colwise().mean();
@@ -127,19 +156,23 @@ struct HeadKernel {
         }
         const double* base = xs.data();
         const int64_t stride = xs.cols();
-        for (int64_t b = 0; b < n; ++b) {
-            Eigen::Map<const Eigen::ArrayXd> pb(base + (g.first_head + b) * stride, k);
-            const double hb = hs(g.first_head + b);
-            for (int64_t a = b + 1; a < n; ++a) {
-                Eigen::Map<const Eigen::ArrayXd> pa(base + (g.first_head + a) * stride, k);
-                const double ha = hs(g.first_head + a);
-                // H(m) with 0 ln 0 = 0: max(m, DBL_MIN) only changes m = 0 (and subnormals,
-                // whose contribution is below 1e-305).
-                const double m_log_m =
-                    (0.5 * (pa + pb) * (0.5 * (pa + pb)).max(DBL_MIN).log()).sum();
-                js_sum(a, b) += std::max(0.0, -m_log_m - 0.5 * (ha + hb));
+        // Columns b are interleaved over threads (balanced triangle); each (a, b) entry is
+        // written by one thread in row order, so results do not depend on the thread count.
+        parallel_columns(n, n_threads, [&](int64_t b0, int64_t step) {
+            for (int64_t b = b0; b < n; b += step) {
+                Eigen::Map<const Eigen::ArrayXd> pb(base + (g.first_head + b) * stride, k);
+                const double hb = hs(g.first_head + b);
+                for (int64_t a = b + 1; a < n; ++a) {
+                    Eigen::Map<const Eigen::ArrayXd> pa(base + (g.first_head + a) * stride, k);
+                    const double ha = hs(g.first_head + a);
+                    // H(m) with 0 ln 0 = 0: max(m, DBL_MIN) only changes m = 0 (and subnormals,
+                    // whose contribution is below 1e-305).
+                    const double m_log_m =
+                        (0.5 * (pa + pb) * (0.5 * (pa + pb)).max(DBL_MIN).log()).sum();
+                    js_sum(a, b) += std::max(0.0, -m_log_m - 0.5 * (ha + hb));
+                }
             }
-        }
+        });
     }
 };
 
@@ -183,7 +216,8 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
 
     const SinkPositions sinks = resolve_sinks(x, options_.sink);
     bool shared_sink = true;  // every layer's sink equals the model-wide one
-    for (int64_t l = 0; l < n_layers_; ++l) shared_sink = shared_sink && sinks.per_layer[l] == sinks.model;
+    for (int64_t l = 0; l < n_layers_; ++l)
+        shared_sink = shared_sink && sinks.per_layer[l] == sinks.model;
 
     RowBatch layer_batch, model_batch;  // [n, T] each; model_batch only when sinks differ
     layer_batch.resize(n, t);
@@ -193,12 +227,14 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
     std::vector<GramChunk> chunks(groups_.size());
     for (size_t g = 0; g < groups_.size(); ++g) {
         const int64_t gn = groups_[g].n;
-        const int64_t cap = std::max<int64_t>(2 * t, std::clamp<int64_t>((1 << 21) / gn, 256, 4096));
+        const int64_t cap =
+            std::max<int64_t>(2 * t, std::clamp<int64_t>((1 << 21) / gn, 256, 4096));
         chunks[g].clr.resize(gn, cap);
         chunks[g].content.resize(gn, cap);
         chunks[g].balance.resize(gn, cap / 2 + 1);
     }
     Eigen::MatrixXd gram, centred;  // scratch of the classical kernel
+    const int n_threads = resolved_threads(options_.n_threads);
 
     auto compose = [&](RowBatch& b, int64_t l, int64_t h, int64_t i, int64_t kb, int64_t d,
                        int64_t sink) {
@@ -226,9 +262,10 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
     auto pairwise = [&](PairGroup& g, GramChunk& c, const RowBatch& b, int64_t d) {
         HeadKernel::append(g, c, b, d);
         HeadKernel::classical(g, b.p, d, b.entropy, g.classical[kCosKeep], g.classical[kJsKeep],
-                              g.classical[kEucKeep], gram, centred);
+                              g.classical[kEucKeep], gram, centred, n_threads);
         HeadKernel::classical(g, b.pi, d - 1, b.content_entropy, g.classical[kCosDrop],
-                              g.classical[kJsDrop], g.classical[kEucDrop], gram, centred);
+                              g.classical[kJsDrop], g.classical[kEucDrop], gram, centred,
+                              n_threads);
         g.n_rows += 1;
     };
 
@@ -243,7 +280,8 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
         // Pass 1: row quantities with each layer's sink (and the model-wide one if it differs).
         for (int64_t l = 0; l < n_layers_; ++l) {
             if (!visible(sinks.per_layer[l])) continue;
-            for (int64_t h = 0; h < n_h; ++h) compose(layer_batch, l, h, i, kb, d, sinks.per_layer[l]);
+            for (int64_t h = 0; h < n_h; ++h)
+                compose(layer_batch, l, h, i, kb, d, sinks.per_layer[l]);
         }
         const bool model_visible = visible(sinks.model);
         if (!shared_sink && model_visible)
@@ -368,13 +406,15 @@ HeadResults HeadAccumulator::finish() const {
     for (int64_t l = 0; l < n_layers_; ++l) r.layers.push_back(finish_disp(layer_disp_[l], l));
     r.model = finish_disp(model_disp_, -1);
 
-    for (const char* name : kDistanceNames) r.distances[name] = Eigen::MatrixXd::Constant(n, n, nan);
+    for (const char* name : kDistanceNames)
+        r.distances[name] = Eigen::MatrixXd::Constant(n, n, nan);
     auto& d_a = r.distances["dA"];
     auto& d_perp = r.distances["dA_perp"];
     auto& d_sink = r.distances["sink_term"];
-    Eigen::MatrixXd* classical[6] = {&r.distances["cosine_keep"],    &r.distances["cosine_drop"],
-                                     &r.distances["js_keep"],        &r.distances["js_drop"],
-                                     &r.distances["euclidean_keep"], &r.distances["euclidean_drop"]};
+    Eigen::MatrixXd* classical[6] = {
+        &r.distances["cosine_keep"],    &r.distances["cosine_drop"],
+        &r.distances["js_keep"],        &r.distances["js_drop"],
+        &r.distances["euclidean_keep"], &r.distances["euclidean_drop"]};
     auto rms = [](const Eigen::MatrixXd& g, int64_t a, int64_t b, double k) {
         return std::sqrt(std::max(0.0, (g(a, a) + g(b, b) - 2 * g(a, b)) * k));
     };

@@ -10,7 +10,9 @@
 namespace sinkscope::metrics {
 
 namespace {
-double xlogx(double x) { return x > 0 ? x * std::log(x) : 0.0; }
+double xlogx(double x) {
+    return x > 0 ? x * std::log(x) : 0.0;
+}
 }  // namespace
 
 ZeroPolicy parse_zero_policy(const std::string& text) {
@@ -27,8 +29,8 @@ ZeroPolicy parse_zero_policy(const std::string& text) {
             return z;
         }
     }
-    throw UsageError("--zeros must be 'error' or 'replace:DELTA' with 0 < DELTA < 1, got '" +
-                     text + "'");
+    throw UsageError("--zeros must be 'error' or 'replace:DELTA' with 0 < DELTA < 1, got '" + text +
+                     "'");
 }
 
 std::string to_string(const ZeroPolicy& z) {
@@ -38,7 +40,9 @@ std::string to_string(const ZeroPolicy& z) {
     return buf;
 }
 
-double binary_entropy(double s) { return -xlogx(s) - xlogx(1.0 - s); }
+double binary_entropy(double s) {
+    return -xlogx(s) - xlogx(1.0 - s);
+}
 
 // Pass 1 closure (10.a), pass 2 sink/content split (spec 1), pass 3 entropies, pass 4
 // log-ratios after the zero policy (10.c: only CLR and b see the replacement).
@@ -82,8 +86,9 @@ int64_t compose_row_probabilities(const double* a, int64_t n_parts, int64_t sink
     if (n_zeros > 0) {
         scale = 1.0 - double(n_zeros) * zeros.delta;
         if (!(scale > 0))
-            throw UsageError("--zeros replace:" + std::to_string(zeros.delta) + " is too large for a row with " +
-                             std::to_string(n_zeros) + " zero parts");
+            throw UsageError("--zeros replace:" + std::to_string(zeros.delta) +
+                             " is too large for a row with " + std::to_string(n_zeros) +
+                             " zero parts");
     }
     double sum_log = 0;
     for (int64_t j = 0; j < d; ++j) {
@@ -209,7 +214,9 @@ double l2(const std::vector<double>& x, const std::vector<double>& y) {
 }
 }  // namespace
 
-double aitchison_distance(const RowQuantities& p, const RowQuantities& q) { return l2(p.clr, q.clr); }
+double aitchison_distance(const RowQuantities& p, const RowQuantities& q) {
+    return l2(p.clr, q.clr);
+}
 double content_distance(const RowQuantities& p, const RowQuantities& q) {
     return l2(p.clr_content, q.clr_content);
 }
@@ -217,12 +224,17 @@ double sink_term(const RowQuantities& p, const RowQuantities& q) {
     return std::abs(p.sink_balance - q.sink_balance);
 }
 
-const char* to_string(Convention c) { return c == Convention::Keep ? "keep" : "drop"; }
+const char* to_string(Convention c) {
+    return c == Convention::Keep ? "keep" : "drop";
+}
 const char* to_string(ClassicalMetric m) {
     switch (m) {
-        case ClassicalMetric::Cosine: return "cosine";
-        case ClassicalMetric::JensenShannon: return "js";
-        case ClassicalMetric::Euclidean: return "euclidean";
+        case ClassicalMetric::Cosine:
+            return "cosine";
+        case ClassicalMetric::JensenShannon:
+            return "js";
+        case ClassicalMetric::Euclidean:
+            return "euclidean";
     }
     return "?";
 }
@@ -260,9 +272,12 @@ double classical_distance(ClassicalMetric metric, Convention convention, const R
     SS_CHECK(x.size() == y.size(), "rows of different length ", x.size(), " and ", y.size());
     const int64_t n = static_cast<int64_t>(x.size());
     switch (metric) {
-        case ClassicalMetric::Cosine: return cosine_distance(x.data(), y.data(), n);
-        case ClassicalMetric::JensenShannon: return js_divergence(x.data(), y.data(), n);
-        case ClassicalMetric::Euclidean: return euclidean_distance(x.data(), y.data(), n);
+        case ClassicalMetric::Cosine:
+            return cosine_distance(x.data(), y.data(), n);
+        case ClassicalMetric::JensenShannon:
+            return js_divergence(x.data(), y.data(), n);
+        case ClassicalMetric::Euclidean:
+            return euclidean_distance(x.data(), y.data(), n);
     }
     return 0;
 }

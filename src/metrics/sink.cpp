@@ -10,12 +10,17 @@ namespace sinkscope::metrics {
 
 SinkPolicy parse_sink_policy(const std::string& text) {
     SinkPolicy p;
-    if (text == "auto") p.kind = SinkPolicy::Kind::Auto;
-    else if (text == "first") p.kind = SinkPolicy::Kind::First;
-    else if (text == "bos") p.kind = SinkPolicy::Kind::Bos;
-    else if (text == "argmax") p.kind = SinkPolicy::Kind::Argmax;
+    if (text == "auto")
+        p.kind = SinkPolicy::Kind::Auto;
+    else if (text == "first")
+        p.kind = SinkPolicy::Kind::First;
+    else if (text == "bos")
+        p.kind = SinkPolicy::Kind::Bos;
+    else if (text == "argmax")
+        p.kind = SinkPolicy::Kind::Argmax;
     else if (!text.empty() && text.size() < 16 &&
-             std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); })) {
+             std::all_of(text.begin(), text.end(),
+                         [](unsigned char c) { return std::isdigit(c); })) {
         p.kind = SinkPolicy::Kind::Position;
         p.position = std::stoll(text);
     } else {
@@ -27,11 +32,16 @@ SinkPolicy parse_sink_policy(const std::string& text) {
 
 std::string to_string(const SinkPolicy& p) {
     switch (p.kind) {
-        case SinkPolicy::Kind::Auto: return "auto";
-        case SinkPolicy::Kind::First: return "first";
-        case SinkPolicy::Kind::Bos: return "bos(id=" + std::to_string(p.bos_id) + ")";
-        case SinkPolicy::Kind::Argmax: return "argmax";
-        case SinkPolicy::Kind::Position: return "position(" + std::to_string(p.position) + ")";
+        case SinkPolicy::Kind::Auto:
+            return "auto";
+        case SinkPolicy::Kind::First:
+            return "first";
+        case SinkPolicy::Kind::Bos:
+            return "bos(id=" + std::to_string(p.bos_id) + ")";
+        case SinkPolicy::Kind::Argmax:
+            return "argmax";
+        case SinkPolicy::Kind::Position:
+            return "position(" + std::to_string(p.position) + ")";
     }
     return "?";
 }
@@ -74,22 +84,25 @@ SinkPositions resolve_sinks(const AttentionInput& x, const SinkPolicy& policy) {
     out.per_layer.assign(static_cast<size_t>(x.n_layers), 0);
     switch (p.kind) {
         case SinkPolicy::Kind::Auto:
-        case SinkPolicy::Kind::First: out.model = 0; break;
-        case SinkPolicy::Kind::Position: out.model = p.position; break;
+        case SinkPolicy::Kind::First:
+            out.model = 0;
+            break;
+        case SinkPolicy::Kind::Position:
+            out.model = p.position;
+            break;
         case SinkPolicy::Kind::Bos: {
             if (x.token_ids.empty())
                 throw UsageError("--sink bos needs the token ids of every input (--token-ids)");
-            auto it = std::find(x.token_ids.begin(),
-                                x.token_ids.begin() + std::min<int64_t>(x.length, x.token_ids.size()),
-                                p.bos_id);
+            auto it = std::find(
+                x.token_ids.begin(),
+                x.token_ids.begin() + std::min<int64_t>(x.length, x.token_ids.size()), p.bos_id);
             if (it == x.token_ids.begin() + std::min<int64_t>(x.length, x.token_ids.size()))
                 throw InputError("token ids", "no BOS token (id " + std::to_string(p.bos_id) +
                                                   ") among the input's tokens");
             out.model = it - x.token_ids.begin();  // several BOS: the first (10.d)
             break;
         }
-        case SinkPolicy::Kind::Argmax:
-        {
+        case SinkPolicy::Kind::Argmax: {
             // Every layer averages the same number of rows, so the model-wide column mean is the
             // mean of the per-layer ones.
             std::vector<double> model(static_cast<size_t>(x.n_tokens), 0.0);  // [T]

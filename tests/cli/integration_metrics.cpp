@@ -32,7 +32,9 @@ std::vector<float> causal_attention(int64_t n, int64_t l, int64_t h, int64_t t, 
     return a;
 }
 
-size_t count_lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+size_t count_lines(const std::string& s) {
+    return size_t(std::count(s.begin(), s.end(), '\n'));
+}
 
 // Runs metrics on `input` into scratch/out and checks the bad-input contract.
 void expect_rejected(const testutil::ScratchDir& dir, const fs::path& input,
@@ -45,7 +47,8 @@ void expect_rejected(const testutil::ScratchDir& dir, const fs::path& input,
     EXPECT_NE(r.exit_code, 0);
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
     EXPECT_EQ(r.err.rfind("sinkscope: error: ", 0), 0u) << r.err;
-    for (const auto& s : must_contain) EXPECT_NE(r.err.find(s), std::string::npos) << r.err << " lacks " << s;
+    for (const auto& s : must_contain)
+        EXPECT_NE(r.err.find(s), std::string::npos) << r.err << " lacks " << s;
     EXPECT_FALSE(fs::exists(dir / "out"));
     for (const auto& e : fs::directory_iterator(dir.path()))  // no staging folder left either
         EXPECT_EQ(e.path().filename().string().rfind("out", 0), std::string::npos) << e.path();
@@ -73,6 +76,10 @@ TEST(MetricsCli, ExampleWritesEveryTable) {
     EXPECT_EQ(run["masking"]["rule"], "causal");
     EXPECT_EQ(run["counts"]["rows_excluded"], 8 * 16 * 2);  // rows 0 and 1 have D < 3
     EXPECT_EQ(run["zero_policy"], "error");
+    // one model-wide and one per-layer sink row per input, all at key 0 under the first policy
+    std::string sinks = read_file(out / "sinks.csv");
+    EXPECT_EQ(count_lines(sinks), 1u + 8 * 5);
+    EXPECT_EQ(sinks.find(",1\n"), std::string::npos);
 
     io::NpyArray a = io::read_npy(out / "attention.npy");
     ASSERT_EQ(a.shape, (std::vector<int64_t>{8, 4, 4, 16, 16}));
@@ -97,10 +104,10 @@ TEST(MetricsCli, ExampleWritesEveryTable) {
 TEST(MetricsCli, HelpListsOptionsAndDefaults) {
     auto r = testutil::run_cli({"metrics", "--help"});
     EXPECT_EQ(r.exit_code, 0);
-    for (const char* s : {"--attention", "--scores", "--causal", "--bidirectional", "--window",
-                          "--lengths", "--token-ids", "--sink", "--bos-id", "--zeros", "--min-parts",
-                          "--scope", "--analyses", "--example", "--out", "auto", "error", "model",
-                          "compositional"})
+    for (const char* s :
+         {"--attention", "--scores", "--causal", "--bidirectional", "--window", "--lengths",
+          "--token-ids", "--sink", "--bos-id", "--zeros", "--min-parts", "--scope", "--analyses",
+          "--example", "--out", "auto", "error", "model", "compositional"})
         EXPECT_NE(r.out.find(s), std::string::npos) << s;
     auto top = testutil::run_cli({"--help"});
     EXPECT_NE(top.out.find("metrics"), std::string::npos);
@@ -109,7 +116,8 @@ TEST(MetricsCli, HelpListsOptionsAndDefaults) {
 // A truncated .npy is rejected naming the file.
 TEST(MetricsCli, TruncatedFile) {
     testutil::ScratchDir dir;
-    std::string bytes = io::serialize_npy(io::make_npy_f32({1, 1, 4, 4}, causal_attention(1, 1, 1, 4)));
+    std::string bytes =
+        io::serialize_npy(io::make_npy_f32({1, 1, 4, 4}, causal_attention(1, 1, 1, 4)));
     bytes.resize(bytes.size() - 10);
     std::ofstream(dir / "a.npy", std::ios::binary) << bytes;
     expect_rejected(dir, dir / "a.npy", {(dir / "a.npy").string(), "truncated"});
@@ -190,11 +198,48 @@ TEST(MetricsCli, DetectsBidirectional) {
 // Usage errors (unknown analysis, bad sink) exit with the usage code and leave nothing.
 TEST(MetricsCli, UsageErrors) {
     testutil::ScratchDir dir;
-    auto r = testutil::run_cli({"metrics", "--example", "--analyses", "reversal", "--out",
-                                (dir / "o").string()});
+    auto r = testutil::run_cli(
+        {"metrics", "--example", "--analyses", "reversal", "--out", (dir / "o").string()});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_FALSE(fs::exists(dir / "o"));
-    r = testutil::run_cli({"metrics", "--example", "--sink", "last", "--out", (dir / "o").string()});
+    r = testutil::run_cli(
+        {"metrics", "--example", "--sink", "last", "--out", (dir / "o").string()});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    // a fixed sink position beyond the 16 example tokens
+    r = testutil::run_cli({"metrics", "--example", "--sink", "16", "--out", (dir / "o").string()});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("beyond"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "o"));
+}
+
+// Scores (masked = -inf) and token ids end to end: quantities come from the scores, and
+// --sink bos resolves to the first BOS position of each input.
+TEST(MetricsCli, ScoresAndBosSink) {
+    testutil::ScratchDir dir;
+    const int64_t n = 2, l = 1, h = 2, t = 5;
+    std::mt19937_64 rng(3);
+    std::normal_distribution<double> g;
+    std::vector<double> z(size_t(n * l * h * t * t), -INFINITY), a(z.size(), 0.0);
+    for (int64_t r = 0; r < n * l * h * t; ++r) {
+        const int64_t i = r % t;
+        double s = 0;
+        for (int64_t j = 0; j <= i; ++j) s += std::exp(z[size_t(r * t + j)] = g(rng));
+        for (int64_t j = 0; j <= i; ++j) a[size_t(r * t + j)] = std::exp(z[size_t(r * t + j)]) / s;
+    }
+    io::write_npy(dir / "a.npy", io::make_npy_f64({n, l, h, t, t}, a));
+    io::write_npy(dir / "z.npy", io::make_npy_f64({n, l, h, t, t}, z));
+    io::write_npy(dir / "ids.npy", io::make_npy_i64({n, t}, {7, 1, 4, 1, 5, 1, 9, 9, 9, 9}));
+    auto r = testutil::run_cli({"metrics", "--attention", (dir / "a.npy").string(), "--scores",
+                                (dir / "z.npy").string(), "--token-ids", (dir / "ids.npy").string(),
+                                "--sink", "bos", "--bos-id", "1", "--out", (dir / "o").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto run = nlohmann::json::parse(read_file(dir / "o" / "run.json"));
+    EXPECT_EQ(run["quantities_from"].get<std::string>().rfind("scores", 0), 0u);
+    EXPECT_EQ(run["sink_policy"]["positions"][0]["model"], 1);
+    EXPECT_EQ(run["sink_policy"]["positions"][1]["model"], 0);
+    // input 0: rows 0 (D = 1) and 1 (D = 2 < 3) are excluded; the sink at 1 is visible after
+    EXPECT_EQ(run["counts"]["rows_excluded"], 2 * 2 * 2);
+    EXPECT_EQ(run["counts"]["sink_not_visible"], 0);
+    EXPECT_EQ(run["inputs"].size(), 3u);
 }

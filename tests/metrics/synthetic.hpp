@@ -32,7 +32,8 @@ inline std::vector<double> random_logits(std::mt19937_64& rng, int64_t d, double
 // head-dependent boost so heads differ in sink mass.
 inline metrics::AttentionInput random_input(uint64_t seed, int64_t n_layers, int64_t n_heads,
                                             int64_t n_tokens, metrics::Masking masking,
-                                            bool with_scores, int64_t sink = 0, int64_t window = 0) {
+                                            bool with_scores, int64_t sink = 0,
+                                            int64_t window = 0) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> g(0.0, 1.0);
     std::uniform_real_distribution<double> u(0.5, 4.0);
@@ -52,7 +53,8 @@ inline metrics::AttentionInput random_input(uint64_t seed, int64_t n_layers, int
             for (int64_t i = 0; i < n_tokens; ++i) {
                 const int64_t kb = x.key_begin(i), ke = x.key_end(i);
                 std::vector<double> z;
-                for (int64_t j = kb; j < ke; ++j) z.push_back(g(rng) * temp + (j == sink ? boost : 0));
+                for (int64_t j = kb; j < ke; ++j)
+                    z.push_back(g(rng) * temp + (j == sink ? boost : 0));
                 std::vector<double> p = softmax(z);
                 for (int64_t j = kb; j < ke; ++j) {
                     x.scores[x.offset(l, h, i) + j] = z[j - kb];

@@ -30,9 +30,10 @@ std::map<std::string, Eigen::MatrixXd> brute_force(const std::vector<AttentionIn
             std::vector<RowQuantities> r;
             for (int64_t l = 0; l < x.n_layers; ++l)
                 for (int64_t h = 0; h < x.n_heads; ++h)
-                    r.push_back(x.has_scores()
-                                    ? row_from_scores(x.score_row(l, h, i) + kb, d, sink - kb)
-                                    : row_from_probabilities(x.row(l, h, i) + kb, d, sink - kb, {}));
+                    r.push_back(
+                        x.has_scores()
+                            ? row_from_scores(x.score_row(l, h, i) + kb, d, sink - kb)
+                            : row_from_probabilities(x.row(l, h, i) + kb, d, sink - kb, {}));
             ++rows;
             for (int64_t a = 0; a < n; ++a)
                 for (int64_t b = 0; b < n; ++b) {
@@ -93,7 +94,8 @@ TEST(Head, MatricesMatchBruteForceFromScores) {
 // D_A^2 = D_perp^2 + D_b^2 holds exactly at head level (root-mean-square aggregation).
 TEST(Head, PythagoreanIdentityAtHeadLevel) {
     HeadResults r = run({random_input(4, 2, 4, 12, Masking::Causal, true)});
-    const auto &a = r.distances.at("dA"), &p = r.distances.at("dA_perp"), &s = r.distances.at("sink_term");
+    const auto &a = r.distances.at("dA"), &p = r.distances.at("dA_perp"),
+               &s = r.distances.at("sink_term");
     for (int64_t i = 0; i < a.rows(); ++i)
         for (int64_t j = 0; j < i; ++j)
             EXPECT_LT(rel_err(a(i, j) * a(i, j), p(i, j) * p(i, j) + s(i, j) * s(i, j)), 1e-10);
@@ -128,7 +130,8 @@ TEST(Head, MergeEqualsSinglePass) {
     a.merge(b);
     HeadResults r1 = one.finish(), r2 = a.finish();
     for (const char* name : kDistanceNames)
-        EXPECT_LT((r1.distances.at(name) - r2.distances.at(name)).cwiseAbs().maxCoeff(), 1e-12) << name;
+        EXPECT_LT((r1.distances.at(name) - r2.distances.at(name)).cwiseAbs().maxCoeff(), 1e-12)
+            << name;
     for (size_t h = 0; h < r1.means.size(); ++h) {
         EXPECT_LT(rel_err(r1.means[h].entropy, r2.means[h].entropy), 1e-14);
         EXPECT_EQ(r1.means[h].n_rows, r2.means[h].n_rows);
@@ -216,7 +219,8 @@ TEST(Head, ZeroErrorNamesIndex) {
         acc.add(x, 5);
         FAIL() << "no error";
     } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("A.npy: exact zero at visible entry (n, l, h, i, j) = (5, 1, 0, 3, 2)"),
+        EXPECT_NE(std::string(e.what()).find(
+                      "A.npy: exact zero at visible entry (n, l, h, i, j) = (5, 1, 0, 3, 2)"),
                   std::string::npos)
             << e.what();
     }
@@ -256,4 +260,14 @@ TEST(Head, ArgmaxSinksPerLayerAndModel) {
     HeadResults f = run({x}, fixed);
     EXPECT_LT(rel_err(r.distances.at("sink_term")(2, 3), f.distances.at("sink_term")(2, 3)), 1e-12);
     EXPECT_LT(rel_err(r.model.rho, f.model.rho), 1e-12);
+}
+
+// The pairwise loops give bit-identical matrices for any thread count.
+TEST(Head, ThreadCountDoesNotChangeResults) {
+    auto x = random_input(16, 2, 24, 6, Masking::Causal, false);
+    HeadOptions one, three;
+    three.n_threads = 3;
+    HeadResults a = run({x}, one), b = run({x}, three);
+    for (const char* name : kDistanceNames)
+        EXPECT_EQ((a.distances.at(name) - b.distances.at(name)).cwiseAbs().maxCoeff(), 0.0) << name;
 }

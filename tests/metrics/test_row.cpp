@@ -23,7 +23,9 @@ RowQuantities from_p(const std::vector<double>& p, int64_t sink = 0, ZeroPolicy 
 RowQuantities from_z(const std::vector<double>& z, int64_t sink = 0) {
     return row_from_scores(z.data(), int64_t(z.size()), sink);
 }
-double sq(double v) { return v * v; }
+double sq(double v) {
+    return v * v;
+}
 // Checks the Pythagorean identity dA^2 = dA_perp^2 + (b - b')^2 (spec 1) to 1e-10 relative.
 void expect_pythagoras(const RowQuantities& p, const RowQuantities& q) {
     const double lhs = sq(aitchison_distance(p, q));
@@ -33,11 +35,14 @@ void expect_pythagoras(const RowQuantities& p, const RowQuantities& q) {
 // Checks H(p) = H_b(s) + (1 - s) H(pi) (spec 1) to `tol` relative.
 void expect_entropy_split(const RowQuantities& r, double tol = 1e-12) {
     // H_b from s and 1 - s as the row reports them (1 - s is summed from the content parts).
-    const double hb = -r.sink_mass * std::log1p(-r.content_mass) - r.content_mass * std::log(r.content_mass);
+    const double hb =
+        -r.sink_mass * std::log1p(-r.content_mass) - r.content_mass * std::log(r.content_mass);
     const double rhs = hb + r.content_mass * r.content_entropy;
     EXPECT_LT(rel_err(r.entropy, rhs), tol) << r.entropy << " vs " << rhs;
     EXPECT_LT(rel_err(r.binary_sink_entropy, hb), 1e-12);
-    if (r.sink_mass < 0.999) EXPECT_LT(rel_err(r.binary_sink_entropy, binary_entropy(r.sink_mass)), 1e-12);
+    if (r.sink_mass < 0.999) {
+        EXPECT_LT(rel_err(r.binary_sink_entropy, binary_entropy(r.sink_mass)), 1e-12);
+    }
 }
 }  // namespace
 
@@ -105,9 +110,14 @@ TEST(Row, SharedKeyBiasInvariance) {
     auto b1 = z1, b2 = z2;
     for (int j = 0; j < 10; ++j) b1[j] += bias[j], b2[j] += bias[j];
     for (bool scores : {false, true}) {
-        auto row = [&](const std::vector<double>& z) { return scores ? from_z(z) : from_p(softmax(z)); };
-        EXPECT_LT(rel_err(aitchison_distance(row(z1), row(z2)), aitchison_distance(row(b1), row(b2))), 1e-10);
-        EXPECT_LT(rel_err(content_distance(row(z1), row(z2)), content_distance(row(b1), row(b2))), 1e-10);
+        auto row = [&](const std::vector<double>& z) {
+            return scores ? from_z(z) : from_p(softmax(z));
+        };
+        EXPECT_LT(
+            rel_err(aitchison_distance(row(z1), row(z2)), aitchison_distance(row(b1), row(b2))),
+            1e-10);
+        EXPECT_LT(rel_err(content_distance(row(z1), row(z2)), content_distance(row(b1), row(b2))),
+                  1e-10);
     }
 }
 
@@ -194,8 +204,8 @@ TEST(Row, ZeroPolicies) {
     ZeroPolicy rep = parse_zero_policy("replace:1e-6");
     RowQuantities r = from_p(p, 0, rep);
     // replaced row: (0.5, 1e-6, 0.25, 0.25) * (1 - 1e-6) for the non-zeros
-    std::vector<double> ln = {std::log(0.5 * (1 - 1e-6)), std::log(1e-6), std::log(0.25 * (1 - 1e-6)),
-                              std::log(0.25 * (1 - 1e-6))};
+    std::vector<double> ln = {std::log(0.5 * (1 - 1e-6)), std::log(1e-6),
+                              std::log(0.25 * (1 - 1e-6)), std::log(0.25 * (1 - 1e-6))};
     const double mean = (ln[0] + ln[1] + ln[2] + ln[3]) / 4;
     for (int j = 0; j < 4; ++j) EXPECT_LT(rel_err(r.clr[j], ln[j] - mean), 1e-12);
     // entropies and pi use the closed row, where 0 ln 0 = 0
@@ -237,7 +247,8 @@ TEST(Row, ClassicalMetricsHandValues) {
     EXPECT_NEAR(euclidean_distance(x.data(), y.data(), 2), std::sqrt(2.0), 1e-15);
     // keep vs drop: p = (0.5, 0.25, 0.25), q = (0.8, 0.1, 0.1) have equal content pi = (.5, .5)
     RowQuantities p = from_p({0.5, 0.25, 0.25}), q = from_p({0.8, 0.1, 0.1});
-    for (auto m : {ClassicalMetric::Cosine, ClassicalMetric::JensenShannon, ClassicalMetric::Euclidean}) {
+    for (auto m :
+         {ClassicalMetric::Cosine, ClassicalMetric::JensenShannon, ClassicalMetric::Euclidean}) {
         EXPECT_NEAR(classical_distance(m, Convention::Drop, p, q), 0.0, 1e-15) << to_string(m);
         EXPECT_GT(classical_distance(m, Convention::Keep, p, q), 1e-3) << to_string(m);
     }
@@ -245,5 +256,6 @@ TEST(Row, ClassicalMetricsHandValues) {
                 std::sqrt(0.09 + 2 * 0.0225), 1e-15);
     const double js = 0.5 * (0.5 * std::log(0.5 / 0.65) + 0.5 * std::log(0.25 / 0.175) +
                              0.8 * std::log(0.8 / 0.65) + 0.2 * std::log(0.1 / 0.175));
-    EXPECT_NEAR(classical_distance(ClassicalMetric::JensenShannon, Convention::Keep, p, q), js, 1e-15);
+    EXPECT_NEAR(classical_distance(ClassicalMetric::JensenShannon, Convention::Keep, p, q), js,
+                1e-15);
 }

@@ -15,7 +15,8 @@ TEST(Sink, Parse) {
     EXPECT_EQ(parse_sink_policy("argmax").kind, SinkPolicy::Kind::Argmax);
     EXPECT_EQ(parse_sink_policy("bos").kind, SinkPolicy::Kind::Bos);
     EXPECT_EQ(parse_sink_policy("17").position, 17);
-    for (const char* bad : {"", "-1", "last", "1.5"}) EXPECT_THROW(parse_sink_policy(bad), UsageError);
+    for (const char* bad : {"", "-1", "last", "1.5"})
+        EXPECT_THROW(parse_sink_policy(bad), UsageError);
 }
 
 // Auto is first for causal inputs and argmax for bidirectional ones (spec 0 defaults).

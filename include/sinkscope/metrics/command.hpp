@@ -13,21 +13,22 @@
 namespace sinkscope::metrics {
 
 struct MetricsCommandOptions {
-    std::filesystem::path attention;   // .npy (N, L, H, T, T) or (L, H, T, T); f2/f4/f8
-    std::filesystem::path scores;      // optional pre-softmax scores, same shape, masked = -inf
-    std::filesystem::path lengths;     // optional (N,) real lengths of padded encoder inputs
-    std::filesystem::path token_ids;   // optional (N, T) token ids (bos sink policy)
-    std::string masking = "auto";      // auto | causal | bidirectional
-    int64_t window = 0;                // sliding window of causal attention, 0 = none
-    std::string sink = "auto";         // auto | first | bos | argmax | key position
-    int64_t bos_id = -1;               // token id of BOS/CLS for --sink bos
-    std::string zeros = "error";       // error | replace:DELTA
+    std::filesystem::path attention;  // .npy (N, L, H, T, T) or (L, H, T, T); f2/f4/f8
+    std::filesystem::path scores;     // optional pre-softmax scores, same shape, masked = -inf
+    std::filesystem::path lengths;    // optional (N,) real lengths of padded encoder inputs
+    std::filesystem::path token_ids;  // optional (N, T) token ids (bos sink policy)
+    std::string masking = "auto";     // auto | causal | bidirectional
+    int64_t window = 0;               // sliding window of causal attention, 0 = none
+    std::string sink = "auto";        // auto | first | bos | argmax | key position
+    int64_t bos_id = -1;              // token id of BOS/CLS for --sink bos
+    std::string zeros = "error";      // error | replace:DELTA
     int64_t min_parts = 3;
-    std::string scope = "model";       // model | layer
+    std::string scope = "model";  // model | layer
     std::vector<std::string> analyses = {"compositional"};
-    bool example = false;              // generate the example tensor instead of --attention
-    std::filesystem::path out;         // output directory (written whole or not at all)
-    std::string command_line;          // for run.json
+    int threads = 0;            // threads for the pairwise loops, 0 = all cores
+    bool example = false;       // generate the example tensor instead of --attention
+    std::filesystem::path out;  // output directory (written whole or not at all)
+    std::string command_line;   // for run.json
 };
 
 // Analyses `--analyses` accepts today. Later issues add theirs here (and in command.cpp).

@@ -29,8 +29,8 @@
 namespace sinkscope::metrics {
 
 inline constexpr std::array<const char*, 9> kDistanceNames = {
-    "dA",          "dA_perp",     "sink_term",      "cosine_keep",   "cosine_drop",
-    "js_keep",     "js_drop",     "euclidean_keep", "euclidean_drop"};
+    "dA",      "dA_perp", "sink_term",      "cosine_keep",   "cosine_drop",
+    "js_keep", "js_drop", "euclidean_keep", "euclidean_drop"};
 
 enum class Scope {
     Model,  // every pair of heads of the model; one sink per input (model-wide argmax, 10.d)
@@ -40,12 +40,16 @@ Scope parse_scope(const std::string& text);  // "model" | "layer"; UsageError ot
 const char* to_string(Scope scope);
 
 struct HeadOptions {
-    SinkPolicy sink;           // spec 0; Auto resolves per input from its masking
-    ZeroPolicy zeros;          // spec 1, 10.c (probabilities only)
-    int64_t min_parts = 3;     // rows with fewer visible keys are excluded (spec 0, >= 2 by 10.p)
+    SinkPolicy sink;        // spec 0; Auto resolves per input from its masking
+    ZeroPolicy zeros;       // spec 1, 10.c (probabilities only)
+    int64_t min_parts = 3;  // rows with fewer visible keys are excluded (spec 0, >= 2 by 10.p)
     Scope scope = Scope::Model;
     std::string origin = "attention";  // names the source in error messages (a file name)
+    int n_threads = 1;                 // threads for the pairwise loops; 0 = all cores. Results are
+                                       // identical for every thread count.
 };
+// The thread count `requested` stands for (0 = std::thread::hardware_concurrency()).
+int resolved_threads(int requested);
 
 struct HeadLabel {
     int64_t layer = 0;
@@ -76,27 +80,27 @@ struct Dispersion {
 struct RowCounts {
     int64_t n_inputs = 0;
     int64_t rows_total = 0;
-    int64_t rows_used = 0;              // entered the per-layer outputs (head means, dispersion)
-    int64_t rows_excluded = 0;          // D < min_parts
-    int64_t sink_not_visible = 0;       // the layer's sink is outside the row (10.e)
-    int64_t rows_used_model = 0;        // entered the model-scope comparisons
-    int64_t sink_not_visible_model = 0; // the model-wide sink is outside the row
+    int64_t rows_used = 0;               // entered the per-layer outputs (head means, dispersion)
+    int64_t rows_excluded = 0;           // D < min_parts
+    int64_t sink_not_visible = 0;        // the layer's sink is outside the row (10.e)
+    int64_t rows_used_model = 0;         // entered the model-scope comparisons
+    int64_t sink_not_visible_model = 0;  // the model-wide sink is outside the row
 };
 
 struct HeadResults {
     int64_t n_layers = 0;
     int64_t n_heads = 0;
     Scope scope = Scope::Model;
-    std::vector<HeadLabel> heads;   // [n_layers * n_heads]
-    std::vector<HeadMeans> means;   // [n_layers * n_heads]
+    std::vector<HeadLabel> heads;                      // [n_layers * n_heads]
+    std::vector<HeadMeans> means;                      // [n_layers * n_heads]
     std::map<std::string, Eigen::MatrixXd> distances;  // names: kDistanceNames, each [n, n]
-    std::vector<Dispersion> layers;  // [n_layers], per-layer sinks
-    Dispersion model;                // model-wide sink, all heads
+    std::vector<Dispersion> layers;                    // [n_layers], per-layer sinks
+    Dispersion model;                                  // model-wide sink, all heads
     RowCounts counts;
 };
 
 class HeadAccumulator {
-public:
+  public:
     HeadAccumulator(int64_t n_layers, int64_t n_heads, HeadOptions options = {});
 
     // Adds one input (its n_layers / n_heads must match); returns the resolved sink positions.
@@ -113,7 +117,7 @@ public:
     const HeadOptions& options() const { return options_; }
     const RowCounts& counts() const { return counts_; }
 
-private:
+  private:
     // Pairwise sums of one group of heads that are compared with each other: all heads
     // (Scope::Model) or one layer (Scope::Layer). Lower triangles are used.
     struct PairGroup {
@@ -135,8 +139,8 @@ private:
     int64_t n_layers_, n_heads_;
     HeadOptions options_;
     RowCounts counts_;
-    std::vector<HeadSums> head_sums_;          // [n]
-    std::vector<DispersionSums> layer_disp_;   // [n_layers]
+    std::vector<HeadSums> head_sums_;         // [n]
+    std::vector<DispersionSums> layer_disp_;  // [n_layers]
     DispersionSums model_disp_;
     std::vector<PairGroup> groups_;
 

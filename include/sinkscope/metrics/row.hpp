@@ -22,18 +22,18 @@ std::string to_string(const ZeroPolicy& policy);
 // The quantities of one row, all fp64. Parts are the row's visible keys in key order; the
 // content parts are the same with the sink part removed.
 struct RowQuantities {
-    int64_t n_parts = 0;               // D
-    int64_t sink = 0;                  // index of the sink among the parts
-    std::vector<double> p;             // [D] closed row (spec 10.a) or softmax of the scores
-    std::vector<double> pi;            // [D-1] content composition p_{-s} / (1 - s)
-    std::vector<double> clr;           // [D] clr(p); with scores Z - mean Z (spec 10.b)
-    std::vector<double> clr_content;   // [D-1] clr(pi)
-    double sink_mass = 0;              // s
-    double content_mass = 0;           // 1 - s, summed from the content parts (accurate near s = 1)
-    double sink_balance = 0;           // b = sqrt(D/(D-1)) clr(p)_s
-    double entropy = 0;                // H(p), nats
-    double binary_sink_entropy = 0;    // H_b(s)
-    double content_entropy = 0;        // H(pi)
+    int64_t n_parts = 0;              // D
+    int64_t sink = 0;                 // index of the sink among the parts
+    std::vector<double> p;            // [D] closed row (spec 10.a) or softmax of the scores
+    std::vector<double> pi;           // [D-1] content composition p_{-s} / (1 - s)
+    std::vector<double> clr;          // [D] clr(p); with scores Z - mean Z (spec 10.b)
+    std::vector<double> clr_content;  // [D-1] clr(pi)
+    double sink_mass = 0;             // s
+    double content_mass = 0;          // 1 - s, summed from the content parts (accurate near s = 1)
+    double sink_balance = 0;          // b = sqrt(D/(D-1)) clr(p)_s
+    double entropy = 0;               // H(p), nats
+    double binary_sink_entropy = 0;   // H_b(s)
+    double content_entropy = 0;       // H(pi)
 };
 
 // From probabilities: `a` holds the D visible values (non-negative, any positive sum: they are

@@ -1,0 +1,73 @@
+// Head distance matrices (spec 2): one input of T = 128 causal rows through HeadAccumulator for
+// 144 heads (12 x 12) and 1,024 heads (32 x 32). Counters: rows/s (one row = one head's query
+// row) and GFLOP/s under the flop model below.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <random>
+
+#include "sinkscope/metrics/head.hpp"
+
+using namespace sinkscope::metrics;
+
+namespace {
+
+AttentionInput make_input(int64_t n_layers, int64_t n_heads, int64_t t) {
+    std::mt19937_64 rng(42);
+    std::normal_distribution<double> g;
+    AttentionInput x;
+    x.n_layers = n_layers;
+    x.n_heads = n_heads;
+    x.n_tokens = t;
+    x.length = t;
+    x.masking = Masking::Causal;
+    x.pattern.assign(size_t(n_layers * n_heads * t * t), 0.0);  // [L, H, T, T] causal rows
+    for (int64_t r = 0; r < n_layers * n_heads * t; ++r) {
+        const int64_t i = r % t;
+        double* row = &x.pattern[size_t(r * t)];
+        double s = 0;
+        for (int64_t j = 0; j <= i; ++j) s += (row[j] = std::exp(g(rng) + (j == 0 ? 3.0 : 0.0)));
+        for (int64_t j = 0; j <= i; ++j) row[j] /= s;
+    }
+    return x;
+}
+
+// Flops per query row set with D parts and n heads (log counted as one flop):
+//   Aitchison Gram updates (clr D, content D-1, balance 1): n^2 * 2D   (symmetric half, 2/MAC)
+//   classical Grams (p D, pi D-1):                          n^2 * (2D - 1)
+//   Jensen-Shannon pairs (keep D, drop D-1), 5 flops/part:  n^2 / 2 * 5 (2D - 1)
+double flops_per_input(int64_t n, int64_t t, int64_t min_parts) {
+    double f = 0;
+    for (int64_t d = min_parts; d <= t; ++d)
+        f += double(n) * double(n) * (2.0 * d + (2.0 * d - 1) + 2.5 * (2.0 * d - 1));
+    return f;
+}
+
+void BM_HeadDistances(benchmark::State& state) {
+    const int64_t n = state.range(0), t = state.range(1);
+    HeadOptions options;
+    options.n_threads = static_cast<int>(state.range(2));
+    const int64_t n_layers = n == 144 ? 12 : 32, n_heads = n / n_layers;
+    const AttentionInput x = make_input(n_layers, n_heads, t);
+    for (auto _ : state) {
+        HeadAccumulator acc(n_layers, n_heads, options);
+        acc.add(x);
+        HeadResults r = acc.finish();
+        benchmark::DoNotOptimize(r.distances.at("js_keep").data());
+    }
+    const double iters = double(state.iterations());
+    state.counters["rows/s"] =
+        benchmark::Counter(double(n * t) * iters, benchmark::Counter::kIsRate);
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(flops_per_input(n, t, 3) * 1e-9 * iters, benchmark::Counter::kIsRate);
+}
+
+}  // namespace
+
+BENCHMARK(BM_HeadDistances)
+    ->ArgsProduct({{144, 1024}, {128}, {1, 2}})
+    ->ArgNames({"heads", "T", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+BENCHMARK_MAIN();
