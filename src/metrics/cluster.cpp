@@ -36,7 +36,7 @@ Eigen::MatrixXd classical_mds(const Eigen::MatrixXd& d, int n_dims) {
 
     // Pass 1: double centring of the squared distances, B = -1/2 J D.^2 J.
     Eigen::MatrixXd sq = (0.5 * (d + d.transpose())).array().square().matrix();  // [n, n]
-    const Eigen::VectorXd row_mean = sq.rowwise().mean();                       // [n]
+    const Eigen::VectorXd row_mean = sq.rowwise().mean();                        // [n]
     const double grand_mean = row_mean.mean();
     Eigen::MatrixXd b = -0.5 * ((sq.colwise() - row_mean).rowwise() - row_mean.transpose());
     b.array() -= 0.5 * grand_mean;  // the + grand mean inside the bracket
@@ -49,7 +49,8 @@ Eigen::MatrixXd classical_mds(const Eigen::MatrixXd& d, int n_dims) {
     bool done = false;
     if (n > kDenseEigenMax && n_eig < n - 1) {
         Spectra::DenseSymMatProd<double> op(b);
-        const Eigen::Index ncv = std::min<Eigen::Index>(n, std::max<Eigen::Index>(20, 2 * n_eig + 1));
+        const Eigen::Index ncv =
+            std::min<Eigen::Index>(n, std::max<Eigen::Index>(20, 2 * n_eig + 1));
         Spectra::SymEigsSolver<Spectra::DenseSymMatProd<double>> eigs(op, n_eig, ncv);
         eigs.init();
         eigs.compute(Spectra::SortRule::LargestAlge, 10000, 1e-14);
@@ -153,7 +154,8 @@ std::vector<int> cut_dendrogram(const std::vector<Merge>& merges, int n, int k) 
     std::iota(parent.begin(), parent.end(), 0);
     auto find = [&parent](int i) {
         while (parent[static_cast<size_t>(i)] != i) {
-            parent[static_cast<size_t>(i)] = parent[static_cast<size_t>(parent[static_cast<size_t>(i)])];
+            parent[static_cast<size_t>(i)] =
+                parent[static_cast<size_t>(parent[static_cast<size_t>(i)])];
             i = parent[static_cast<size_t>(i)];
         }
         return i;
@@ -181,11 +183,12 @@ std::vector<int> cluster_average_linkage(const Eigen::MatrixXd& d, int k) {
 double mean_silhouette(const Eigen::MatrixXd& d, const std::vector<int>& labels) {
     check_distance_matrix(d);
     const size_t n = labels.size();
-    SS_CHECK(static_cast<Eigen::Index>(n) == d.rows(), "silhouette: ", n, " labels for ",
-             d.rows(), " items");
+    SS_CHECK(static_cast<Eigen::Index>(n) == d.rows(), "silhouette: ", n, " labels for ", d.rows(),
+             " items");
     if (n == 0) return std::numeric_limits<double>::quiet_NaN();
     SS_CHECK(*std::min_element(labels.begin(), labels.end()) >= 0, "negative cluster label");
-    const size_t n_clusters = static_cast<size_t>(*std::max_element(labels.begin(), labels.end())) + 1;
+    const size_t n_clusters =
+        static_cast<size_t>(*std::max_element(labels.begin(), labels.end())) + 1;
     std::vector<double> count(n_clusters, 0.0);
     for (int l : labels) count[static_cast<size_t>(l)] += 1;
     SS_CHECK(std::count_if(count.begin(), count.end(), [](double c) { return c > 0; }) >= 2,
@@ -195,7 +198,9 @@ double mean_silhouette(const Eigen::MatrixXd& d, const std::vector<int>& labels)
     for (size_t i = 0; i < n; ++i) {
         std::fill(sum.begin(), sum.end(), 0.0);
         for (size_t j = 0; j < n; ++j)
-            if (j != i) sum[static_cast<size_t>(labels[j])] += d(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(i));
+            if (j != i)
+                sum[static_cast<size_t>(labels[j])] +=
+                    d(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(i));
         const size_t own = static_cast<size_t>(labels[i]);
         if (count[own] <= 1) continue;  // s(i) = 0 for a singleton
         const double a = sum[own] / (count[own] - 1);

@@ -20,12 +20,14 @@ namespace hm = head_matrix;
 
 const std::vector<std::string>& clustered_matrix_names() {
     static const std::vector<std::string> names = {
-        hm::kDA,     hm::kDAPerp,  hm::kCosineKeep,    hm::kCosineDrop,
+        hm::kDA,     hm::kDAPerp, hm::kCosineKeep,    hm::kCosineDrop,
         hm::kJsKeep, hm::kJsDrop, hm::kEuclideanKeep, hm::kEuclideanDrop};
     return names;
 }
 
-std::string scope_name(ReversalScope s) { return s == ReversalScope::Model ? "model" : "layer"; }
+std::string scope_name(ReversalScope s) {
+    return s == ReversalScope::Model ? "model" : "layer";
+}
 
 ReversalScope parse_reversal_scope(const std::string& text) {
     if (text == "model") return ReversalScope::Model;
@@ -239,8 +241,8 @@ HeadAnalysisResults run_head_analyses(const std::map<std::string, Eigen::MatrixX
             if (c.matrix == name) return &c;
         return nullptr;
     };
-    const std::vector<std::pair<std::string, std::string>> headline = {
-        {hm::kJsKeep, hm::kJsDrop}, {hm::kDA, hm::kDAPerp}};
+    const std::vector<std::pair<std::string, std::string>> headline = {{hm::kJsKeep, hm::kJsDrop},
+                                                                       {hm::kDA, hm::kDAPerp}};
     for (const auto& [x, y] : headline) {
         const Clustering* cx = find_clustering(x);
         const Clustering* cy = find_clustering(y);
@@ -252,10 +254,9 @@ HeadAnalysisResults run_head_analyses(const std::map<std::string, Eigen::MatrixX
             const std::string& y = res.clusterings[j].matrix;
             if (std::find(headline.begin(), headline.end(), std::make_pair(x, y)) != headline.end())
                 continue;
-            res.ari.push_back({x, y,
-                               adjusted_rand_index(res.clusterings[i].labels,
-                                                   res.clusterings[j].labels),
-                               false});
+            res.ari.push_back(
+                {x, y, adjusted_rand_index(res.clusterings[i].labels, res.clusterings[j].labels),
+                 false});
         }
 
     // Pass 3: regime predictor (spec 7, 10.g), validated at the matching scope. Flip counts of
@@ -265,7 +266,8 @@ HeadAnalysisResults run_head_analyses(const std::map<std::string, Eigen::MatrixX
     std::vector<ReversalRow> layer_rows;
     if (opts.scope == ReversalScope::Model) {
         model_rows = res.reversal;
-        if (!layer_rho.empty()) layer_rows = reversal_rows(flips, head_labels, ReversalScope::Layer, opts);
+        if (!layer_rho.empty())
+            layer_rows = reversal_rows(flips, head_labels, ReversalScope::Layer, opts);
     } else {
         layer_rows = res.reversal;
         model_rows = reversal_rows(flips, head_labels, ReversalScope::Model, opts);
@@ -284,13 +286,13 @@ void write_head_analyses(const HeadAnalysisResults& res, const std::filesystem::
     std::filesystem::create_directories(dir / "mds");
 
     io::Table rev({"scope", "layer", "comparison", "metric", "first", "second", "method",
-                   "n_triples", "n_examined", "n_tied", "n_compared", "n_disagree", "rate",
-                   "ci_lo", "ci_hi", "ci_method", "seed"});
+                   "n_triples", "n_examined", "n_tied", "n_compared", "n_disagree", "rate", "ci_lo",
+                   "ci_hi", "ci_method", "seed"});
     for (const ReversalRow& r : res.reversal) {
         const bool sampled = r.method == "sampled";
-        rev.add_row({r.scope, int64_t{r.layer}, r.comparison, r.metric, r.first, r.second,
-                     r.method, r.counts.n_triples, r.counts.n_examined, r.counts.n_tied,
-                     r.counts.n_compared, r.counts.n_disagree, r.rate, r.ci_lo, r.ci_hi,
+        rev.add_row({r.scope, int64_t{r.layer}, r.comparison, r.metric, r.first, r.second, r.method,
+                     r.counts.n_triples, r.counts.n_examined, r.counts.n_tied, r.counts.n_compared,
+                     r.counts.n_disagree, r.rate, r.ci_lo, r.ci_hi,
                      std::string(sampled ? "wilson95" : "none"),
                      sampled ? static_cast<int64_t>(res.options.seed) : int64_t{-1}});
     }
@@ -307,8 +309,8 @@ void write_head_analyses(const HeadAnalysisResults& res, const std::filesystem::
     for (const Clustering& c : res.clusterings)
         for (size_t i = 0; i < c.labels.size(); ++i)
             clu.add_row({c.matrix, int64_t{res.head_labels[i].first},
-                         int64_t{res.head_labels[i].second}, int64_t{c.labels[i]},
-                         int64_t{res.k}, c.mds(static_cast<Eigen::Index>(i), 0),
+                         int64_t{res.head_labels[i].second}, int64_t{c.labels[i]}, int64_t{res.k},
+                         c.mds(static_cast<Eigen::Index>(i), 0),
                          c.mds(static_cast<Eigen::Index>(i), 1)});
     clu.write(dir, "clusters");
 
@@ -317,14 +319,12 @@ void write_head_analyses(const HeadAnalysisResults& res, const std::filesystem::
         ari.add_row({a.first, a.second, a.ari, int64_t{a.headline}, int64_t{res.k}});
     ari.write(dir, "ari");
 
-    io::Table reg({"scope", "layer", "rho", "regime_lo", "regime_hi", "predicted",
-                   "flip_compared", "flip_disagree", "flip_rate", "unsafe_flip_rate",
-                   "measured", "agreement"});
+    io::Table reg({"scope", "layer", "rho", "regime_lo", "regime_hi", "predicted", "flip_compared",
+                   "flip_disagree", "flip_rate", "unsafe_flip_rate", "measured", "agreement"});
     for (const RegimeRow& r : res.regime)
-        reg.add_row({r.scope, int64_t{r.layer}, r.rho, res.options.regime_lo,
-                     res.options.regime_hi, regime_name(r.predicted), r.flip.n_compared,
-                     r.flip.n_disagree, r.flip_rate, kUnsafeFlipRate, regime_name(r.measured),
-                     r.agreement});
+        reg.add_row({r.scope, int64_t{r.layer}, r.rho, res.options.regime_lo, res.options.regime_hi,
+                     regime_name(r.predicted), r.flip.n_compared, r.flip.n_disagree, r.flip_rate,
+                     kUnsafeFlipRate, regime_name(r.measured), r.agreement});
     reg.write(dir, "regime");
 
     for (const Clustering& c : res.clusterings) {
@@ -366,7 +366,8 @@ std::string summarize_head_analyses(const HeadAnalysisResults& res) {
         out << "  clusters: k = " << res.k
             << (res.k_selected ? " (best mean silhouette under dA_perp)" : " (given)") << "\n";
         for (const AriRow& a : res.ari)
-            if (a.headline) out << "  ARI " << a.first << " vs " << a.second << ": " << a.ari << "\n";
+            if (a.headline)
+                out << "  ARI " << a.first << " vs " << a.second << ": " << a.ari << "\n";
     }
     for (const RegimeRow& r : res.regime) {
         if (r.scope != "model") continue;

@@ -9,9 +9,12 @@ namespace sinkscope::metrics {
 
 std::string regime_name(Regime r) {
     switch (r) {
-        case Regime::ClassicalSafe: return "classical-safe";
-        case Regime::ClassicalUnsafe: return "classical-unsafe";
-        case Regime::Abstain: return "abstain";
+        case Regime::ClassicalSafe:
+            return "classical-safe";
+        case Regime::ClassicalUnsafe:
+            return "classical-unsafe";
+        case Regime::Abstain:
+            return "abstain";
     }
     throw InternalError("unknown regime");
 }

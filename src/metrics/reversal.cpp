@@ -60,7 +60,9 @@ RateInterval wilson_interval(int64_t k, int64_t n, double z) {
     return {std::clamp(center - half, 0.0, p), std::clamp(center + half, p, 1.0)};
 }
 
-int64_t count_triples(int64_t n) { return n < 3 ? 0 : n * (n - 1) * (n - 2) / 2; }
+int64_t count_triples(int64_t n) {
+    return n < 3 ? 0 : n * (n - 1) * (n - 2) / 2;
+}
 
 namespace {
 
@@ -77,8 +79,7 @@ std::vector<int> resolve_heads(std::span<const Eigen::MatrixXd* const> matrices,
     for (const MatrixPair& p : pairs)
         SS_CHECK(p.first >= 0 && p.second >= 0 && p.first < static_cast<int>(matrices.size()) &&
                      p.second < static_cast<int>(matrices.size()),
-                 "comparison refers to matrix ", p.first, " / ", p.second, " of ",
-                 matrices.size());
+                 "comparison refers to matrix ", p.first, " / ", p.second, " of ", matrices.size());
     std::vector<int> out;
     if (heads.empty()) {
         out.resize(static_cast<size_t>(n));
@@ -95,14 +96,21 @@ std::vector<int> resolve_heads(std::span<const Eigen::MatrixXd* const> matrices,
 }
 
 // Pass 2: code[c] = verdict of (b, c) for c in [b+1, m) under one matrix row x (length m).
-void verdict_codes(const double* x, int b, int m, int8_t* code) {
+// With only the x86-64 baseline (SSE2) GCC cannot pack the double comparisons into int8 codes,
+// so an AVX2 clone is built too and picked at load time where the CPU has it.
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void verdict_codes(const double* __restrict x, int b, int m, int8_t* __restrict code) {
     const double xb = x[b];
     const double axb = std::fabs(xb);
-    for (int c = b + 1; c < m; ++c) {
-        const double xc = x[c];
-        const double diff = xb - xc;
-        const double tol = kTieRelTol * std::max(axb, std::fabs(xc));
-        code[c] = static_cast<int8_t>(static_cast<int>(diff > tol) - static_cast<int>(diff < -tol));
+    const double* xs = x + b + 1;
+    int8_t* out = code + b + 1;
+    const int len = m - b - 1;
+    for (int k = 0; k < len; ++k) {
+        const double diff = xb - xs[k];
+        const double tol = kTieRelTol * std::max(axb, std::fabs(xs[k]));
+        out[k] = static_cast<int8_t>((diff > tol) - (diff < -tol));
     }
 }
 
@@ -148,14 +156,15 @@ void count_anchor_range(std::span<const Eigen::MatrixXd* const> matrices, const 
                         const std::vector<int>& heads, size_t anchor_begin, size_t anchor_end,
                         std::vector<int64_t>& compared, std::vector<int64_t>& disagree) {
     const int n_used = static_cast<int>(plan.used.size());
-    const int m = static_cast<int>(heads.size()) - 1;  // candidates per anchor
+    const int m = static_cast<int>(heads.size()) - 1;            // candidates per anchor
     std::vector<double> rows(static_cast<size_t>(n_used) * m);   // [used matrix, candidate]
     std::vector<int8_t> codes(static_cast<size_t>(n_used) * m);  // [used matrix, candidate]
     for (size_t ia = anchor_begin; ia < anchor_end; ++ia) {
         const int a = heads[ia];
         // Pass 1: the anchor's row of every used matrix, without the anchor.
         for (int u = 0; u < n_used; ++u) {
-            const Eigen::MatrixXd& d = *matrices[static_cast<size_t>(plan.used[static_cast<size_t>(u)])];
+            const Eigen::MatrixXd& d =
+                *matrices[static_cast<size_t>(plan.used[static_cast<size_t>(u)])];
             double* row = rows.data() + static_cast<size_t>(u) * m;
             int j = 0;
             for (size_t ib = 0; ib < heads.size(); ++ib)
@@ -184,7 +193,8 @@ std::vector<ReversalCounts> count_reversals_exact(std::span<const Eigen::MatrixX
     if (n_triples == 0 || pairs.empty()) return out;
 
     const ExactPlan plan = make_plan(matrices.size(), pairs);
-    if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (n_threads <= 0)
+        n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     n_threads = std::min<int>(n_threads, static_cast<int>(hs.size()));
     std::vector<std::vector<int64_t>> compared(static_cast<size_t>(n_threads),
                                                std::vector<int64_t>(pairs.size(), 0));
@@ -232,8 +242,8 @@ std::vector<ReversalCounts> count_reversals_sampled(
     std::mt19937_64 rng(seed);
     auto uniform_below = [&rng](int bound) {  // uniform integer in [0, bound), no modulo bias
         const uint64_t range = static_cast<uint64_t>(bound);
-        const uint64_t limit = std::numeric_limits<uint64_t>::max() -
-                               std::numeric_limits<uint64_t>::max() % range;
+        const uint64_t limit =
+            std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % range;
         uint64_t r;
         do r = rng();
         while (r >= limit);

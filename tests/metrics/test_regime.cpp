@@ -157,6 +157,16 @@ TEST(HeadAnalyses, RejectsBadOptions) {
     EXPECT_THROW(run_head_analyses(f.matrices, f.labels, {}, 0.3, opts), UsageError);
 }
 
+// Matrices that do not match the head labels, or hold NaN, are refused before any work.
+TEST(HeadAnalyses, RejectsMalformedMatrices) {
+    Fixture f = make_fixture();
+    f.matrices[head_matrix::kDA](3, 5) = std::numeric_limits<double>::quiet_NaN();
+    EXPECT_THROW(run_head_analyses(f.matrices, f.labels, {}, 0.3, {}), InternalError);
+    f = make_fixture();
+    f.labels.pop_back();
+    EXPECT_THROW(run_head_analyses(f.matrices, f.labels, {}, 0.3, {}), InternalError);
+}
+
 // The writer produces every table and one [head, 2] .npy per clustered matrix; the summary names
 // the flip rates, the headline ARI pairs, rho and the prediction.
 TEST(HeadAnalyses, WritesTablesAndSummary) {

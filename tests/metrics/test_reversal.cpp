@@ -48,7 +48,9 @@ Row clr(const Row& p) {
     for (double& v : out) v -= mean;
     return out;
 }
-double aitchison(const Row& p, const Row& q) { return euclidean_distance(clr(p), clr(q)); }
+double aitchison(const Row& p, const Row& q) {
+    return euclidean_distance(clr(p), clr(q));
+}
 // dA_perp from the keep row: clr of the non-sink parts of p (the 1/(1-s) scale cancels in clr).
 double aitchison_perp_keep(const Row& p, const Row& q) {
     return aitchison(Row(p.begin() + 1, p.end()), Row(q.begin() + 1, q.end()));
@@ -165,8 +167,8 @@ TEST(Reversal, ConstructedThreeHeadCase) {
         for (double x : c) p.push_back((1 - s) * x);
         return p;
     };
-    const std::vector<Head> heads = {{make(0.1, content)}, {make(0.9, content)},
-                                     {make(0.1, mirrored)}};
+    const std::vector<Head> heads = {
+        {make(0.1, content)}, {make(0.9, content)}, {make(0.1, mirrored)}};
     const auto m = all_matrices(heads);
     const auto ptr = pointers(m);
     const std::vector<MatrixPair> pairs = {{0, 1}, {2, 3}, {4, 5}, {7, 8}};
@@ -224,8 +226,9 @@ TEST(Reversal, ExactMatchesBruteForceWithTies) {
             for (size_t q = 0; q < pairs.size(); ++q) {
                 SCOPED_TRACE(testing::Message() << "pair " << q << " heads " << heads.size()
                                                 << " threads " << threads);
-                const ReversalCounts ref = brute_force(m[static_cast<size_t>(pairs[q].first)],
-                                                       m[static_cast<size_t>(pairs[q].second)], heads);
+                const ReversalCounts ref =
+                    brute_force(m[static_cast<size_t>(pairs[q].first)],
+                                m[static_cast<size_t>(pairs[q].second)], heads);
                 EXPECT_EQ(counts[q].n_triples, ref.n_triples);
                 EXPECT_EQ(counts[q].n_tied, ref.n_tied);
                 EXPECT_EQ(counts[q].n_compared, ref.n_compared);

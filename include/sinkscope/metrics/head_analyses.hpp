@@ -42,7 +42,7 @@ enum class ReversalScope {
     Model,  // all heads of the model as one set (default)
     Layer,  // triples inside one layer, per layer and pooled over layers
 };
-std::string scope_name(ReversalScope s);  // "model", "layer"
+std::string scope_name(ReversalScope s);                      // "model", "layer"
 ReversalScope parse_reversal_scope(const std::string& text);  // throws UsageError
 
 // Every option of the head analyses; in-class defaults are the single source of defaults.
@@ -84,8 +84,8 @@ struct ReversalRow {
 // MDS and clustering of one distance matrix.
 struct Clustering {
     std::string matrix;
-    Eigen::MatrixXd mds;      // [head, 2], spec 10.h sign rule
-    std::vector<int> labels;  // [head], 0..k-1
+    Eigen::MatrixXd mds;         // [head, 2], spec 10.h sign rule
+    std::vector<int> labels;     // [head], 0..k-1
     double mean_silhouette = 0;  // under this matrix; NaN when k < 2
 };
 
@@ -112,10 +112,10 @@ struct HeadAnalysisResults {
     std::vector<std::pair<int, int>> head_labels;  // [head] -> (layer, head)
     std::vector<ReversalRow> reversal;
     int k = 0;
-    bool k_selected = false;                      // true when k came from the silhouette
+    bool k_selected = false;                           // true when k came from the silhouette
     std::vector<std::pair<int, double>> k_silhouette;  // (k, mean silhouette under dA_perp)
     std::vector<Clustering> clusterings;
-    std::vector<AriRow> ari;  // headline pairs first
+    std::vector<AriRow> ari;        // headline pairs first
     std::vector<RegimeRow> regime;  // model first, then layers
 };
 

@@ -19,9 +19,10 @@ int triple_verdict(double d_ab, double d_ac);
 
 // Counts of one comparison (two distance matrices) over a set of triples.
 struct ReversalCounts {
-    int64_t n_triples = 0;   // triples (a; {b,c}) in the population of the scope
-    int64_t n_examined = 0;  // triples looked at: n_triples when exact, the sample size when sampled
-    int64_t n_tied = 0;      // examined triples excluded because either verdict is a tie (10.f)
+    int64_t n_triples = 0;  // triples (a; {b,c}) in the population of the scope
+    int64_t n_examined =
+        0;               // triples looked at: n_triples when exact, the sample size when sampled
+    int64_t n_tied = 0;  // examined triples excluded because either verdict is a tie (10.f)
     int64_t n_compared = 0;  // n_examined - n_tied
     int64_t n_disagree = 0;  // compared triples whose two verdicts differ
 
