@@ -52,7 +52,11 @@ SingularSpectrum singular_spectrum(const Eigen::MatrixXd& a) {
     Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> solver(gram, Eigen::EigenvaluesOnly);
     SS_CHECK(solver.info() == Eigen::Success, "eigensolver failed on a Gram matrix");
     const auto& ev = solver.eigenvalues();  // ascending
-    for (Eigen::Index i = ev.size() - 1; i >= 0; --i) s.sigma2.push_back(std::max(0.0, ev[i]));
+    // Below ~1e-13 sigma_1^2 the Gram eigenvalues are rounding noise: they are set to 0, so a
+    // rank-one matrix has an all-zero bulk (KS NaN, 10.l) rather than a KS of noise.
+    const double resolution = 1e-13 * std::max(0.0, ev[ev.size() - 1]);
+    for (Eigen::Index i = ev.size() - 1; i >= 0; --i)
+        s.sigma2.push_back(ev[i] > resolution ? ev[i] : 0.0);
     double sum = 0, sum_sq = 0;
     for (double v : s.sigma2) {
         sum += v;

@@ -14,7 +14,11 @@
 namespace sinkscope::metrics {
 namespace {
 
-using SimplexTree = Gudhi::Simplex_tree<Gudhi::Simplex_tree_options_fast_persistence>;
+// GUDHI's fast-persistence options store float filtrations; attention distances need double.
+struct DoublePersistenceOptions : Gudhi::Simplex_tree_options_fast_persistence {
+    typedef double Filtration_value;
+};
+using SimplexTree = Gudhi::Simplex_tree<DoublePersistenceOptions>;
 using FieldZp = Gudhi::persistent_cohomology::Field_Zp;
 using Cohomology = Gudhi::persistent_cohomology::Persistent_cohomology<SimplexTree, FieldZp>;
 using Vertex = SimplexTree::Vertex_handle;
