@@ -25,17 +25,19 @@ constexpr const char* k_causal_compat_warning =
 
 // One head's [n, n] matrix, entries outside the visible keys 0. Principled rows are closed over
 // their visible keys (10.a); compat keeps the raw values.
-Eigen::MatrixXd head_matrix(const AttentionInput& in, int64_t l, int64_t h, bool compat) {
+// `m` is reused across layers so the per-layer matrices are not reallocated.
+void fill_head_matrix(const AttentionInput& in, int64_t l, int64_t h, bool compat,
+                      Eigen::MatrixXd& m) {
     const int64_t n = in.length;
-    Eigen::MatrixXd m = Eigen::MatrixXd::Zero(n, n);  // [query, key]
+    m.setZero(n, n);  // [query, key]
     for (int64_t i = 0; i < n; ++i) {
         const double* r = in.row(l, h, i);
         const int64_t kb = in.key_begin(i), ke = std::min(in.key_end(i), n);
         double sum = 0;
-        for (int64_t j = kb; j < ke; ++j) sum += (m(i, j) = r[j]);
-        if (!compat && sum > 0) m.row(i) /= sum;
+        for (int64_t j = kb; j < ke; ++j) sum += r[j];
+        const double scale = !compat && sum > 0 ? 1.0 / sum : 1.0;
+        for (int64_t j = kb; j < ke; ++j) m(i, j) = r[j] * scale;
     }
-    return m;
 }
 
 std::string param_of(double v) { return io::format_number(v); }
@@ -139,20 +141,19 @@ double mean_row_entropy(const Eigen::MatrixXd& a, bool compat) {
     const Eigen::Index n = a.rows();
     if (n == 0) return k_nan;
     const double floor = compat ? 100.0 * static_cast<double>(FLT_EPSILON) : 0.0;
+    // H(p / s) = ln s - (sum p ln p) / s per row, accumulated column by column (column-major).
+    Eigen::VectorXd sum = Eigen::VectorXd::Zero(n), plogp = Eigen::VectorXd::Zero(n);  // [n]
+    for (Eigen::Index j = 0; j < a.cols(); ++j)
+        for (Eigen::Index i = 0; i < n; ++i) {
+            const double p = a(i, j);
+            if (p > floor) {
+                sum[i] += p;
+                plogp[i] += p * std::log(p);
+            }
+        }
     double acc = 0;
-    for (Eigen::Index i = 0; i < n; ++i) {
-        double sum = 0;
-        for (Eigen::Index j = 0; j < a.cols(); ++j)
-            if (a(i, j) > floor) sum += a(i, j);
-        double h = 0;
-        if (sum > 0)
-            for (Eigen::Index j = 0; j < a.cols(); ++j)
-                if (a(i, j) > floor) {
-                    const double p = a(i, j) / sum;
-                    h -= p * std::log(p);
-                }
-        acc += h;
-    }
+    for (Eigen::Index i = 0; i < n; ++i)
+        if (sum[i] > 0) acc += std::log(sum[i]) - plogp[i] / sum[i];
     return acc / static_cast<double>(n);
 }
 
@@ -210,14 +211,14 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
         return std::find(s.begin(), s.end(), l) != s.end();
     };
 
+    std::vector<Eigen::MatrixXd> heads(static_cast<size_t>(n_heads));  // [H] of [n, n]
+    Eigen::MatrixXd avg(n, n);                                          // [n, n]
     for (int64_t l = 0; l < n_layers; ++l) {
         // Pass 1: the layer's head matrices and their average (B.2: most analyses use it).
-        std::vector<Eigen::MatrixXd> heads;  // [H] of [n, n]
-        heads.reserve(static_cast<size_t>(n_heads));
-        Eigen::MatrixXd avg = Eigen::MatrixXd::Zero(n, n);  // [n, n]
+        avg.setZero();
         for (int64_t h = 0; h < n_heads; ++h) {
-            heads.push_back(head_matrix(in, l, h, compat));
-            avg += heads.back();
+            fill_head_matrix(in, l, h, compat, heads[static_cast<size_t>(h)]);
+            avg += heads[static_cast<size_t>(h)];
         }
         avg /= static_cast<double>(n_heads);
         auto matrix_of = [&](int64_t h) -> const Eigen::MatrixXd& {
@@ -285,9 +286,11 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
 
         // Pass 4: sink removal KL, concentration, direct sink mass (spec 8, 10.k; B.5).
         if (c.kl && in_set(kl_set, l)) {
-            for (double t : k_sink_percentiles) {
-                const auto r = sink_kl(in, l, t, compat);
-                const auto p = param_of(t);
+            const std::vector<double> ts(k_sink_percentiles.begin(), k_sink_percentiles.end());
+            const auto all = sink_kl_all(in, l, ts, compat);
+            for (size_t k = 0; k < ts.size(); ++k) {
+                const auto& r = all[k];
+                const auto p = param_of(ts[k]);
                 put("kl", l, -1, "kl_before", p, r.kl_before);
                 put("kl", l, -1, "kl_after", p, r.kl_after);
                 put("kl", l, -1, "kl_reduction", p, r.kl_reduction);
