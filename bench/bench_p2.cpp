@@ -32,11 +32,13 @@ AttentionInput make_input(int64_t n_layers, int64_t n_heads, int64_t n) {
     return in;
 }
 
-void run(benchmark::State& state, const std::string& analyses, const std::string& compat) {
+void run(benchmark::State& state, const std::string& analyses, const std::string& compat,
+         int64_t threads = 1) {
     const auto in = make_input(state.range(0), state.range(1), state.range(2));
     P2Options options;
     options.analyses = analyses;
     options.compat = compat;
+    options.threads = threads;
     for (auto _ : state) {
         P2Accumulator acc(options);
         acc.add(in);
@@ -49,6 +51,9 @@ void run(benchmark::State& state, const std::string& analyses, const std::string
 }  // namespace
 
 static void BM_P2All(benchmark::State& s) { run(s, "graphs,topology,kl,spectra,entropy,tokens,frame", ""); }
+static void BM_P2AllTwoThreads(benchmark::State& s) {
+    run(s, "graphs,topology,kl,spectra,entropy,tokens,frame", "", 2);
+}
 static void BM_P2Graphs(benchmark::State& s) { run(s, "graphs", ""); }
 static void BM_P2Topology(benchmark::State& s) { run(s, "topology", ""); }
 static void BM_P2Kl(benchmark::State& s) { run(s, "kl", ""); }
@@ -59,6 +64,7 @@ static void BM_P2Compat(benchmark::State& s) {
 }
 
 BENCHMARK(BM_P2All)->Args({32, 32, 128})->Args({12, 12, 64})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_P2AllTwoThreads)->Args({32, 32, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_P2Graphs)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_P2Topology)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_P2Kl)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);

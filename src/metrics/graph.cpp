@@ -63,17 +63,16 @@ GraphStats graph_stats(const Eigen::MatrixXd& a, double tau, bool compat) {
     g.density = b.sum() / static_cast<double>(n * n);
 
     // Pass 2: Laplacian of W = (B + B^T)/2; self-loops cancel in L = diag(W 1) - W (10.i).
-    if (n >= 3) {
-        Eigen::MatrixXd w = 0.5 * (b + b.transpose());
-        w.diagonal().setZero();
+    Eigen::MatrixXd w = 0.5 * (b + b.transpose());  // [n, n]
+    w.diagonal().setZero();
+    if (n >= 3 && w.sum() > 0) {  // no edge: every eigenvalue is 0
         Eigen::MatrixXd lap = -w;
         lap.diagonal() = w.rowwise().sum();
         const auto ev = smallest_eigenvalues(lap, 3);
         g.lambda2 = ev[1];
         g.laplacian_gap = ev[2] - ev[1];
     } else if (n == 2) {
-        const double w01 = 0.5 * (b(0, 1) + b(1, 0));
-        g.lambda2 = 2 * w01;  // eigenvalues of [[w, -w], [-w, w]] are 0 and 2w
+        g.lambda2 = 2 * w(0, 1);  // eigenvalues of [[w, -w], [-w, w]] are 0 and 2w
         g.laplacian_gap = 0;
     }
 

@@ -95,8 +95,9 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
     // calls: fresh multi-megabyte allocations per layer cost more than the arithmetic.
     const auto n_rows = static_cast<int64_t>(rows.size());
     thread_local std::vector<double> p_buf, log_buf;
-    p_buf.assign(static_cast<size_t>(n_heads * n_rows * n), 0.0);    // [H, rows, n]
-    log_buf.assign(static_cast<size_t>(n_heads * n_rows * n), 0.0);  // [H, rows, n]
+    // Only the visible keys of each row are ever read, so the buffers need no zero fill.
+    p_buf.resize(static_cast<size_t>(n_heads * n_rows * n));    // [H, rows, n]
+    log_buf.resize(static_cast<size_t>(n_heads * n_rows * n));  // [H, rows, n]
     auto prow = [&](int64_t h, int64_t r) { return p_buf.data() + (h * n_rows + r) * n; };
     auto lrow = [&](int64_t h, int64_t r) { return log_buf.data() + (h * n_rows + r) * n; };
     std::vector<double> kl_row(static_cast<size_t>(n_rows), 0.0);  // sum over heads, per row

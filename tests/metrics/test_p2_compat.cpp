@@ -124,6 +124,27 @@ TEST(P2Compat, MergeEqualsSequentialAdd) {
     EXPECT_EQ(r1.verdict, r2.verdict);
 }
 
+// Layers analysed on several threads give exactly the single-thread results.
+TEST(P2Compat, ThreadsDoNotChangeResults) {
+    const auto in = random_causal(5, 2, 10, 4);
+    P2Options o1, o3;
+    o3.threads = 3;
+    P2Accumulator one(o1), three(o3);
+    one.add(in);
+    three.add(in);
+    const auto r1 = one.finish(), r3 = three.finish();
+    ASSERT_EQ(r1.stats.size(), r3.stats.size());
+    for (const auto& [k, s] : r1.stats) {
+        EXPECT_EQ(s.sum, r3.stats.at(k).sum) << k.table << "/" << k.metric;
+        EXPECT_EQ(s.n, r3.stats.at(k).n);
+    }
+    ASSERT_EQ(r1.diagrams.size(), r3.diagrams.size());
+    for (size_t d = 0; d < r1.diagrams.size(); ++d) {
+        EXPECT_EQ(r1.diagrams[d].layer, r3.diagrams[d].layer);
+        EXPECT_EQ(r1.diagrams[d].bars.size(), r3.diagrams[d].bars.size());
+    }
+}
+
 // Bad option values are usage errors naming the option.
 TEST(P2Compat, OptionValidation) {
     P2Options o;
@@ -134,6 +155,9 @@ TEST(P2Compat, OptionValidation) {
     EXPECT_THROW(resolve_p2_options(o), UsageError);
     o = {};
     o.symmetrize = "min";
+    EXPECT_THROW(resolve_p2_options(o), UsageError);
+    o = {};
+    o.threads = 0;
     EXPECT_THROW(resolve_p2_options(o), UsageError);
     EXPECT_NO_THROW(resolve_p2_options(P2Options{}));
 }

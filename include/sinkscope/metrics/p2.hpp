@@ -30,6 +30,7 @@ struct P2Options {
     std::string symmetrize = "max";  // --symmetrize max|mean (principled topology distance)
     std::string tokens;              // --tokens FILE: read by the CLI, strings passed to add()
     int64_t sink = 0;                // sink position of the direct sink mass (spec 0 "first")
+    int64_t threads = 1;             // --threads: layers analysed in parallel (results identical)
 };
 
 // Options after validation.
@@ -115,6 +116,7 @@ public:
 
 private:
     P2Results state_;
+    int64_t threads_ = 1;
 };
 
 // Writes graphs.csv, topology.csv, betti.csv, diagrams/*.npy, kl.csv, spectra.csv, entropy.csv,
