@@ -50,15 +50,27 @@ void run(benchmark::State& state, const std::string& analyses, const std::string
 }
 }  // namespace
 
-static void BM_P2All(benchmark::State& s) { run(s, "graphs,topology,kl,spectra,entropy,tokens,frame", ""); }
+static void BM_P2All(benchmark::State& s) {
+    run(s, "graphs,topology,kl,spectra,entropy,tokens,frame", "");
+}
 static void BM_P2AllTwoThreads(benchmark::State& s) {
     run(s, "graphs,topology,kl,spectra,entropy,tokens,frame", "", 2);
 }
-static void BM_P2Graphs(benchmark::State& s) { run(s, "graphs", ""); }
-static void BM_P2Topology(benchmark::State& s) { run(s, "topology", ""); }
-static void BM_P2Kl(benchmark::State& s) { run(s, "kl", ""); }
-static void BM_P2Spectra(benchmark::State& s) { run(s, "spectra", ""); }
-static void BM_P2Rest(benchmark::State& s) { run(s, "entropy,tokens,frame", ""); }
+static void BM_P2Graphs(benchmark::State& s) {
+    run(s, "graphs", "");
+}
+static void BM_P2Topology(benchmark::State& s) {
+    run(s, "topology", "");
+}
+static void BM_P2Kl(benchmark::State& s) {
+    run(s, "kl", "");
+}
+static void BM_P2Spectra(benchmark::State& s) {
+    run(s, "spectra", "");
+}
+static void BM_P2Rest(benchmark::State& s) {
+    run(s, "entropy,tokens,frame", "");
+}
 static void BM_P2Compat(benchmark::State& s) {
     run(s, "graphs,topology,kl,spectra,entropy,tokens,frame", "ruscio2025");
 }

@@ -41,7 +41,9 @@ void fill_head_matrix(const AttentionInput& in, int64_t l, int64_t h, bool compa
     }
 }
 
-std::string param_of(double v) { return io::format_number(v); }
+std::string param_of(double v) {
+    return io::format_number(v);
+}
 
 void validate(const AttentionInput& in, const P2Results& state,
               const std::vector<std::string>* token_strings) {
@@ -51,8 +53,7 @@ void validate(const AttentionInput& in, const P2Results& state,
                    ", ", in.n_tokens, "]");
     SS_CHECK_INPUT(in.length > 0 && in.length <= in.n_tokens, file, "length ", in.length,
                    " outside [1, ", in.n_tokens, "]");
-    const auto expect =
-        static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens);
+    const auto expect = static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens);
     SS_CHECK_INPUT(in.pattern.size() == expect, file, "holds ", in.pattern.size(),
                    " values, shape needs ", expect);
     if (state.n_inputs > 0)
@@ -88,25 +89,36 @@ P2Config resolve_p2_options(const P2Options& options) {
     std::string item;
     int n_items = 0;
     while (std::getline(ss, item, ',')) {
-        if (item == "graphs") c.graphs = true;
-        else if (item == "topology") c.topology = true;
-        else if (item == "kl") c.kl = true;
-        else if (item == "spectra") c.spectra = true;
-        else if (item == "entropy") c.entropy = true;
-        else if (item == "tokens") c.tokens = true;
-        else if (item == "frame") c.frame = true;
+        if (item == "graphs")
+            c.graphs = true;
+        else if (item == "topology")
+            c.topology = true;
+        else if (item == "kl")
+            c.kl = true;
+        else if (item == "spectra")
+            c.spectra = true;
+        else if (item == "entropy")
+            c.entropy = true;
+        else if (item == "tokens")
+            c.tokens = true;
+        else if (item == "frame")
+            c.frame = true;
         else
             throw UsageError("--analyses: unknown analysis '" + item +
                              "' (expected graphs, topology, kl, spectra, entropy, tokens, frame)");
         ++n_items;
     }
     if (n_items == 0) throw UsageError("--analyses: empty list");
-    if (options.compat == "ruscio2025") c.compat = true;
+    if (options.compat == "ruscio2025")
+        c.compat = true;
     else if (!options.compat.empty())
         throw UsageError("--compat: unknown mode '" + options.compat + "' (expected ruscio2025)");
-    if (options.symmetrize == "max") c.symmetrize = Symmetrize::Max;
-    else if (options.symmetrize == "mean") c.symmetrize = Symmetrize::Mean;
-    else throw UsageError("--symmetrize: expected max or mean, got '" + options.symmetrize + "'");
+    if (options.symmetrize == "max")
+        c.symmetrize = Symmetrize::Max;
+    else if (options.symmetrize == "mean")
+        c.symmetrize = Symmetrize::Mean;
+    else
+        throw UsageError("--symmetrize: expected max or mean, got '" + options.symmetrize + "'");
     if (options.sink < 0) throw UsageError("sink position must be >= 0");
     if (options.threads < 1) throw UsageError("--threads must be >= 1");
     c.per_head = options.per_head;
@@ -176,7 +188,9 @@ void P2Stat::merge(const P2Stat& o) {
     n_nonfinite += o.n_nonfinite;
 }
 
-double P2Stat::mean() const { return n > 0 ? sum / static_cast<double>(n) : k_nan; }
+double P2Stat::mean() const {
+    return n > 0 ? sum / static_cast<double>(n) : k_nan;
+}
 
 double P2Stat::std() const {
     if (n == 0) return k_nan;
@@ -357,9 +371,8 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
             const int64_t j = top_key(heads[static_cast<size_t>(h)]);
             const auto cls = classify_position(j, n);
             if (c.tokens && in_set(token_layers, l)) {
-                const std::string key = token_strings
-                                            ? (*token_strings)[static_cast<size_t>(j)]
-                                            : "#" + std::to_string(j);
+                const std::string key = token_strings ? (*token_strings)[static_cast<size_t>(j)]
+                                                      : "#" + std::to_string(j);
                 out.top_keys.emplace_back(h, key);
                 for (auto k : {PositionClass::First, PositionClass::Last, PositionClass::Other})
                     put("tokens", l, h, std::string("share_") + position_class_name(k), "",
@@ -514,21 +527,23 @@ void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir
         auto it = tables.find(k.table);
         if (it == tables.end())
             it = tables
-                     .emplace(k.table, io::Table({"layer", "head", "metric", "param", "convention",
-                                                  "value", "std", "n", "n_nonfinite"}))
+                     .emplace(k.table,
+                              io::Table({"model", "checkpoint", "layer", "head", "metric", "param",
+                                         "convention", "value", "std", "n", "n_nonfinite"}))
                      .first;
-        it->second.add_row({k.layer, k.head, k.metric, k.param, mode, s.mean(), s.std(), s.n,
-                            s.n_nonfinite});
+        it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric, k.param,
+                            mode, s.mean(), s.std(), s.n, s.n_nonfinite});
     }
     for (const auto& [name, table] : tables) table.write(dir, name, false);
 
     if (!results.top_keys.empty()) {
-        io::Table keys({"layer", "head", "key", "count", "share", "convention"});
+        io::Table keys(
+            {"model", "checkpoint", "layer", "head", "key", "count", "share", "convention"});
         for (const auto& [lh, counts] : results.top_keys) {
             int64_t total = 0;
             for (const auto& kv : counts) total += kv.second;
             for (const auto& [key, cnt] : counts)
-                keys.add_row({lh.first, lh.second, key, cnt,
+                keys.add_row({results.model, results.checkpoint, lh.first, lh.second, key, cnt,
                               static_cast<double>(cnt) / static_cast<double>(total), mode});
         }
         keys.write(dir, "token_keys", false);
@@ -543,10 +558,9 @@ void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir
                 flat.push_back(b.birth);
                 flat.push_back(b.death);
             }
-            const std::string name = "input" + std::to_string(d.input) + "_layer" +
-                                     std::to_string(d.layer) +
-                                     (d.head < 0 ? "_avg" : "_head" + std::to_string(d.head)) +
-                                     ".npy";
+            const std::string name =
+                "input" + std::to_string(d.input) + "_layer" + std::to_string(d.layer) +
+                (d.head < 0 ? "_avg" : "_head" + std::to_string(d.head)) + ".npy";
             io::write_npy(dir / "diagrams" / name,
                           io::make_npy_f64({static_cast<int64_t>(d.bars.size()), 3}, flat));
         }
@@ -559,7 +573,8 @@ void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir
         f["verdict"] = frame_type_name(results.verdict);
         f["share_first_mid_late"] = e.share_first_mid_late();
         const double mrc = e.mean_reference_count();
-        f["mean_reference_count"] = std::isfinite(mrc) ? nlohmann::json(mrc) : nlohmann::json("nan");
+        f["mean_reference_count"] =
+            std::isfinite(mrc) ? nlohmann::json(mrc) : nlohmann::json("nan");
         f["mid_late_first_layer"] = e.mid_late_begin();
         nlohmann::json layers = nlohmann::json::array();
         const auto modal = e.modal_classes();
@@ -572,9 +587,10 @@ void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir
                               {"modal", position_class_name(modal[k])}});
         }
         f["layers"] = layers;
-        f["rule"] = "centralized: share_first_mid_late >= 0.9 and mean_reference_count < 1.2; "
-                    "bidirectional: some layer modal first and another modal last; else "
-                    "distributed (spec 8, 10.n)";
+        f["rule"] =
+            "centralized: share_first_mid_late >= 0.9 and mean_reference_count < 1.2; "
+            "bidirectional: some layer modal first and another modal last; else "
+            "distributed (spec 8, 10.n)";
         write_file_atomic(dir / "frame.json", f.dump(2) + "\n");
     }
 }
@@ -584,21 +600,25 @@ nlohmann::json p2_conventions(const P2Results& results) {
     nlohmann::json j;
     j["mode"] = c.mode();
     std::vector<std::string> analyses;
-    for (auto [on, name] : {std::pair{c.graphs, "graphs"}, {c.topology, "topology"},
-                            {c.kl, "kl"}, {c.spectra, "spectra"}, {c.entropy, "entropy"},
-                            {c.tokens, "tokens"}, {c.frame, "frame"}})
+    for (auto [on, name] : {std::pair{c.graphs, "graphs"},
+                            {c.topology, "topology"},
+                            {c.kl, "kl"},
+                            {c.spectra, "spectra"},
+                            {c.entropy, "entropy"},
+                            {c.tokens, "tokens"},
+                            {c.frame, "frame"}})
         if (on) analyses.emplace_back(name);
     j["analyses"] = analyses;
     j["per_head"] = c.per_head;
     j["symmetrize"] = c.symmetrize == Symmetrize::Max ? "max" : "mean";
     j["sink_position"] = c.sink;
-    j["graph_thresholds"] = std::vector<double>(k_graph_thresholds.begin(),
-                                                k_graph_thresholds.end());
+    j["graph_thresholds"] =
+        std::vector<double>(k_graph_thresholds.begin(), k_graph_thresholds.end());
     j["graph_degree_self_loops"] = c.compat ? "counted (notebook)" : "ignored (10.i)";
     j["dense_eigensolver_max_nodes"] = k_dense_eigen_max_nodes;
     j["effective_density"] = {k_effective_density_lo, k_effective_density_hi};
-    j["sink_percentiles"] = std::vector<double>(k_sink_percentiles.begin(),
-                                                k_sink_percentiles.end());
+    j["sink_percentiles"] =
+        std::vector<double>(k_sink_percentiles.begin(), k_sink_percentiles.end());
     j["betti_grid"] = "101 points eps = g/100, bar alive when birth <= eps < death";
     j["long_bar_persistence"] = k_long_bar;
     j["saved_diagram_inputs"] = k_saved_diagram_inputs;
@@ -606,22 +626,29 @@ nlohmann::json p2_conventions(const P2Results& results) {
     j["spectra_per_head"] = c.per_head;
     j["input_count"] = results.n_inputs;
     if (c.compat) {
-        j["topology"] = "1 - A (fp32, head average) on linspace(0, n-1, 30) tokens, upper "
-                        "triangle edges, vertex births from the diagonal, exact zeros dropped, "
-                        "Betti = len(diagram) (n_bars_dim*)";
-        j["kl"] = "raw rows over all keys, rows linspace(0, n-1, 20) when n > 20, all heads; "
-                  "concentration: first 4 heads, percent";
-        j["spectra"] = "eigenvalues of A (causal: diagonal), gap |l1|/|l2|, eigenvalue PR, "
-                       "top-10 MP(0.99) KL";
-        j["entropy"] = "head average: entries > 100 FLT_EPSILON renormalised; per head: "
-                       "-sum A log2(A + 1e-10) over the matrix";
+        j["topology"] =
+            "1 - A (fp32, head average) on linspace(0, n-1, 30) tokens, upper "
+            "triangle edges, vertex births from the diagonal, exact zeros dropped, "
+            "Betti = len(diagram) (n_bars_dim*)";
+        j["kl"] =
+            "raw rows over all keys, rows linspace(0, n-1, 20) when n > 20, all heads; "
+            "concentration: first 4 heads, percent";
+        j["spectra"] =
+            "eigenvalues of A (causal: diagonal), gap |l1|/|l2|, eigenvalue PR, "
+            "top-10 MP(0.99) KL";
+        j["entropy"] =
+            "head average: entries > 100 FLT_EPSILON renormalised; per head: "
+            "-sum A log2(A + 1e-10) over the matrix";
     } else {
-        j["topology"] = "d = 1 - sym(A) with zero diagonal, Vietoris-Rips dim <= 1 over Z/2 "
-                        "(GUDHI, edge collapse)";
-        j["kl"] = "closed rows, visible keys, all heads and rows; rows without visible "
-                  "non-sink keys excluded";
-        j["spectra"] = "sigma^2 from the Gram matrix; bulk = sigma^2 without the largest, "
-                       "divided by its mean; KS vs MP(gamma = 1) on [0, 4]";
+        j["topology"] =
+            "d = 1 - sym(A) with zero diagonal, Vietoris-Rips dim <= 1 over Z/2 "
+            "(GUDHI, edge collapse)";
+        j["kl"] =
+            "closed rows, visible keys, all heads and rows; rows without visible "
+            "non-sink keys excluded";
+        j["spectra"] =
+            "sigma^2 from the Gram matrix; bulk = sigma^2 without the largest, "
+            "divided by its mean; KS vs MP(gamma = 1) on [0, 4]";
         j["entropy"] = "closed rows, nats, mean over rows";
     }
     j["warnings"] = results.warnings;
@@ -630,8 +657,8 @@ nlohmann::json p2_conventions(const P2Results& results) {
 
 std::string summarize_p2(const P2Results& r) {
     std::ostringstream out;
-    out << "P2 analyses (" << r.config.mode() << "): " << r.n_inputs << " input(s), "
-        << r.n_layers << " layers x " << r.n_heads << " heads\n";
+    out << "P2 analyses (" << r.config.mode() << "): " << r.n_inputs << " input(s), " << r.n_layers
+        << " layers x " << r.n_heads << " heads\n";
     auto layer_mean = [&](const std::string& table, const std::string& metric,
                           const std::string& param) {
         double acc = 0;

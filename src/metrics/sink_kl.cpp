@@ -133,7 +133,7 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
 
     // Pass 2: incoming mass over heads and all rows, shared by every percentile; and the
     // per-head mass columns the concentration needs.
-    std::vector<double> incoming(static_cast<size_t>(n), 0.0);  // [n]
+    std::vector<double> incoming(static_cast<size_t>(n), 0.0);            // [n]
     std::vector<double> head_col(static_cast<size_t>(n_heads * n), 0.0);  // [H, n]
     for (int64_t h = 0; h < n_heads; ++h)
         for (int64_t i = 0; i < n; ++i) {
@@ -209,8 +209,8 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
                     const double inv = 1.0 / s, log_s = std::log(s);
                     for (int64_t j = vb; j < ve; ++j)
                         if (!is_sink[static_cast<size_t>(j)] && p[j] > 0)
-                            acc += p[j] * inv *
-                                   (lp[j] - log_s - log_mean_cut[static_cast<size_t>(j)]);
+                            acc +=
+                                p[j] * inv * (lp[j] - log_s - log_mean_cut[static_cast<size_t>(j)]);
                 } else {
                     const double log_u = std::log(uniform);
                     for (int64_t j = kb; j < ke; ++j)

@@ -58,7 +58,8 @@ TEST(Frame, ReferenceCountRules) {
 // Every head of every layer anchored on position 0 with one reference token: centralized.
 TEST(Frame, CentralizedVerdict) {
     P2Accumulator acc(frame_only());
-    acc.add(anchored(6, 4, 12, Masking::Causal, [](int64_t) { return 0; }, 0.95));
+    acc.add(anchored(
+        6, 4, 12, Masking::Causal, [](int64_t) { return 0; }, 0.95));
     const auto r = acc.finish();
     EXPECT_EQ(r.verdict, FrameType::Centralized);
     EXPECT_DOUBLE_EQ(r.frame.share_first_mid_late(), 1.0);
@@ -87,7 +88,8 @@ TEST(Frame, DistributedVerdict) {
 // above 0.1): not centralized, and with no "last" layer not bidirectional either.
 TEST(Frame, ManyReferenceTokensAreNotCentralized) {
     P2Accumulator acc(frame_only());
-    acc.add(anchored(6, 2, 7, Masking::Bidirectional, [](int64_t) { return 0; }, 0.2));
+    acc.add(anchored(
+        6, 2, 7, Masking::Bidirectional, [](int64_t) { return 0; }, 0.2));
     const auto r = acc.finish();
     EXPECT_GE(r.frame.mean_reference_count(), 1.2);
     EXPECT_EQ(r.verdict, FrameType::Distributed);

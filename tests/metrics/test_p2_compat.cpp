@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "sinkscope/core/error.hpp"
-#include "sinkscope/io/table.hpp"
 #include "sinkscope/io/npy.hpp"
+#include "sinkscope/io/table.hpp"
 #include "sinkscope/metrics/p2.hpp"
 #include "testing.hpp"
 
@@ -30,7 +30,8 @@ AttentionInput random_causal(int64_t n_layers, int64_t n_heads, int64_t n, uint6
             for (int64_t i = 0; i < n; ++i) {
                 double* r = in.pattern.data() + in.offset(l, h, i);
                 double sum = 0;
-                for (int64_t j = 0; j <= i; ++j) sum += (r[j] = std::exp(normal(rng) + (j == 0) * 2));
+                for (int64_t j = 0; j <= i; ++j)
+                    sum += (r[j] = std::exp(normal(rng) + (j == 0) * 2));
                 for (int64_t j = 0; j <= i; ++j) r[j] /= sum;
             }
     return in;

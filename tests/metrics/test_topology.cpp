@@ -42,8 +42,10 @@ TEST(Topology, SquareHasOneLoop) {
     ASSERT_EQ(h0.size(), 4u);
     int n_inf = 0;
     for (const auto& b : h0) {
-        if (std::isinf(b.death)) ++n_inf;
-        else EXPECT_NEAR(b.death, 1.0, 1e-12);
+        if (std::isinf(b.death))
+            ++n_inf;
+        else
+            EXPECT_NEAR(b.death, 1.0, 1e-12);
     }
     EXPECT_EQ(n_inf, 1);
 }
@@ -109,8 +111,8 @@ TEST(Topology, LinspaceIndicesMatchNumpy) {
     const std::vector<int64_t> n40{0,  1,  2,  4,  5,  6,  8,  9,  10, 12, 13, 14, 16, 17, 18,
                                    20, 21, 22, 24, 25, 26, 28, 29, 30, 32, 33, 34, 36, 37, 39};
     EXPECT_EQ(linspace_indices(40, 30), n40);
-    const std::vector<int64_t> n128{0,  4,  8,  13, 17, 21,  26,  30,  35,  39,
-                                    43, 48, 52, 56, 61, 65,  70,  74,  78,  83,
+    const std::vector<int64_t> n128{0,  4,  8,  13,  17,  21,  26,  30,  35,  39,
+                                    43, 48, 52, 56,  61,  65,  70,  74,  78,  83,
                                     87, 91, 96, 100, 105, 109, 113, 118, 122, 127};
     EXPECT_EQ(linspace_indices(128, 30), n128);
     EXPECT_EQ(linspace_indices(5, 30), (std::vector<int64_t>{0, 1, 2, 3, 4}));

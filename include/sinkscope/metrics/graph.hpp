@@ -11,8 +11,7 @@
 namespace sinkscope::metrics {
 
 // The seven thresholds of laplacian.ipynb (spec 8).
-inline constexpr std::array<double, 7> k_graph_thresholds{0.001, 0.005, 0.01, 0.02,
-                                                          0.05,  0.1,   0.2};
+inline constexpr std::array<double, 7> k_graph_thresholds{0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2};
 // Up to this many nodes the Laplacian is solved densely; above it iteratively (Spectra).
 inline constexpr int64_t k_dense_eigen_max_nodes = 256;
 // A threshold is "effective" when the density averaged over inputs lies in this range (10.i).

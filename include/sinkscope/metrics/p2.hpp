@@ -35,8 +35,8 @@ struct P2Options {
 
 // Options after validation.
 struct P2Config {
-    bool graphs = true, topology = true, kl = true, spectra = true, entropy = true,
-         tokens = true, frame = true;
+    bool graphs = true, topology = true, kl = true, spectra = true, entropy = true, tokens = true,
+         frame = true;
     bool compat = false;
     bool per_head = false;
     Symmetrize symmetrize = Symmetrize::Max;
@@ -84,6 +84,8 @@ struct P2Diagram {
 };
 
 struct P2Results {
+    std::string model;  // written in the model / checkpoint columns (DESIGN.md long format)
+    std::string checkpoint;
     P2Config config;
     int64_t n_inputs = 0;
     int64_t n_layers = 0;
@@ -95,14 +97,14 @@ struct P2Results {
     std::vector<P2Diagram> diagrams;  // diagrams of the first k_saved_diagram_inputs inputs
     FrameEvidence frame;
     FrameType verdict = FrameType::Distributed;  // set by finish()
-    std::vector<std::string> warnings;  // to be printed by the CLI
+    std::vector<std::string> warnings;           // to be printed by the CLI
 };
 
 // Diagrams are kept for this many inputs so memory does not grow with N.
 inline constexpr int64_t k_saved_diagram_inputs = 8;
 
 class P2Accumulator {
-public:
+  public:
     explicit P2Accumulator(const P2Options& options = {});
     // Adds one input. `token_strings` ([T]) names the keys of token specialisation.
     // Throws InputError ("attention") on shapes or values that cannot be attention.
@@ -114,7 +116,7 @@ public:
 
     int64_t n_inputs() const { return state_.n_inputs; }
 
-private:
+  private:
     P2Results state_;
     int64_t threads_ = 1;
 };

@@ -12,7 +12,7 @@
 namespace sinkscope::metrics {
 
 inline constexpr std::array<double, 3> k_sink_percentiles{0.8, 0.9, 0.95};
-inline constexpr int64_t k_compat_kl_rows = 20;   // KL.ipynb: rows linspace(0, n-1, 20)
+inline constexpr int64_t k_compat_kl_rows = 20;    // KL.ipynb: rows linspace(0, n-1, 20)
 inline constexpr int64_t k_compat_conc_heads = 4;  // KL.ipynb: first 4 heads
 
 // numpy.percentile(values, q) with the default linear interpolation; q in [0, 100].
