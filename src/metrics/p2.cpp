@@ -256,10 +256,12 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
 
     // Pass 2: thresholded graphs (spec 8, 10.i), all layers in both modes (10.o).
     if (c.graphs) {
-        for (int64_t h : graph_heads)
-            for (double tau : k_graph_thresholds) {
-                const auto g = graph_stats(matrix_of(h), tau, compat);
-                const auto p = param_of(tau);
+        for (int64_t h : graph_heads) {
+            const std::vector<double> taus(k_graph_thresholds.begin(), k_graph_thresholds.end());
+            const auto all = graph_stats_all(matrix_of(h), taus, compat);
+            for (size_t k = 0; k < taus.size(); ++k) {
+                const auto& g = all[k];
+                const auto p = param_of(taus[k]);
                 put("graphs", l, h, "density", p, g.density);
                 put("graphs", l, h, "lambda2", p, g.lambda2);
                 put("graphs", l, h, "laplacian_gap", p, g.laplacian_gap);
@@ -270,6 +272,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                 put("graphs", l, h, "degree_variance", p, g.degree_variance);
                 put("graphs", l, h, "n_nodes", p, static_cast<double>(g.n_nodes));
             }
+        }
     }
 
     // Pass 3: persistent homology (spec 8, 10.j; compat B.3).

@@ -125,3 +125,20 @@ TEST(Graph, EmptyGraphAboveAllValues) {
     EXPECT_EQ(g.star_basic, 0.0);
     EXPECT_EQ(g.gini, 0.0);
 }
+
+// The multi-threshold path reuses spectra only for identical edge sets: it equals the
+// one-threshold computation at every threshold.
+TEST(Graph, AllThresholdsEqualSingleThreshold) {
+    Eigen::MatrixXd a(6, 6);
+    for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) a(i, j) = 0.001 * ((i * 7 + j * 3) % 11) + (j == 0 ? 0.3 : 0);
+    const std::vector<double> taus(k_graph_thresholds.begin(), k_graph_thresholds.end());
+    const auto all = graph_stats_all(a, taus, false);
+    ASSERT_EQ(all.size(), taus.size());
+    for (size_t k = 0; k < taus.size(); ++k) {
+        const auto one = graph_stats(a, taus[k], false);
+        EXPECT_EQ(all[k].lambda2, one.lambda2) << taus[k];
+        EXPECT_EQ(all[k].laplacian_gap, one.laplacian_gap) << taus[k];
+        EXPECT_EQ(all[k].density, one.density) << taus[k];
+    }
+}

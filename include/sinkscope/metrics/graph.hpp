@@ -34,6 +34,10 @@ struct GraphStats {
 // `compat` = ruscio2025 (10.i): self-loops count in the in-degrees and, for n > 50, only nodes
 // touched by an edge enter the degree statistics (laplacian.ipynb builds the graph from edges).
 GraphStats graph_stats(const Eigen::MatrixXd& a, double tau, bool compat);
+// The same at several thresholds; when two thresholds give the same edge set the Laplacian
+// spectrum is reused (identical results, fewer eigensolves).
+std::vector<GraphStats> graph_stats_all(const Eigen::MatrixXd& a, const std::vector<double>& taus,
+                                        bool compat);
 
 // The `k` smallest eigenvalues (ascending) of a symmetric positive semi-definite matrix:
 // Eigen's dense solver for n <= k_dense_eigen_max_nodes, Spectra shift-invert above.
