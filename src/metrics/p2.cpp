@@ -46,8 +46,7 @@ std::string param_of(double v) {
 }
 
 void validate(const AttentionInput& in, const P2Results& state,
-              const std::vector<std::string>* token_strings) {
-    const std::string file = "attention";
+              const std::vector<std::string>* token_strings, const std::string& file) {
     SS_CHECK_INPUT(in.n_layers > 0 && in.n_heads > 0 && in.n_tokens > 0, file,
                    "empty attention: shape [", in.n_layers, ", ", in.n_heads, ", ", in.n_tokens,
                    ", ", in.n_tokens, "]");
@@ -61,7 +60,8 @@ void validate(const AttentionInput& in, const P2Results& state,
                        "input has ", in.n_layers, " layers x ", in.n_heads,
                        " heads, earlier inputs had ", state.n_layers, " x ", state.n_heads);
     if (token_strings)
-        SS_CHECK_INPUT(static_cast<int64_t>(token_strings->size()) >= in.length, "tokens",
+        SS_CHECK_INPUT(static_cast<int64_t>(token_strings->size()) >= in.length,
+                       state.config.tokens_file.empty() ? "tokens" : state.config.tokens_file,
                        token_strings->size(), " token strings for an input of ", in.length,
                        " tokens");
     for (int64_t l = 0; l < in.n_layers; ++l)
@@ -123,6 +123,7 @@ P2Config resolve_p2_options(const P2Options& options) {
     if (options.threads < 1) throw UsageError("--threads must be >= 1");
     c.per_head = options.per_head;
     c.sink = options.sink;
+    c.tokens_file = options.tokens;
     return c;
 }
 
@@ -397,8 +398,9 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
 
 }  // namespace
 
-void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>* token_strings) {
-    validate(in, state_, token_strings);
+void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>* token_strings,
+                        const std::string& source) {
+    validate(in, state_, token_strings, source);
     const P2Config& c = state_.config;
     const int64_t n_layers = in.n_layers;
     const int64_t input_id = state_.n_inputs;

@@ -102,3 +102,10 @@ TEST(SinkKl, CausalRowWithoutNonSinkKeysIsExcluded) {
     EXPECT_EQ(c.rows_excluded, 0);
     EXPECT_EQ(c.rows_used, 8);
 }
+
+// Compat's 20-row shortcut (B.5): rows linspace(0, n-1, 20) when n > 20, all rows otherwise.
+TEST(SinkKl, CompatUsesTwentyRows) {
+    const auto in = sink_only_heads(Masking::Bidirectional, {0.9, 0.5}, 30);
+    EXPECT_EQ(sink_kl(in, 0, 0.9, true).rows_used, 20);
+    EXPECT_EQ(sink_kl(in, 0, 0.9, false).rows_used, 30);
+}

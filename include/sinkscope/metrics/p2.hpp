@@ -41,6 +41,7 @@ struct P2Config {
     bool per_head = false;
     Symmetrize symmetrize = Symmetrize::Max;
     int64_t sink = 0;
+    std::string tokens_file;  // names the token strings in errors
     const char* mode() const { return compat ? "ruscio2025" : "principled"; }
 };
 // Throws UsageError naming the bad option value.
@@ -106,9 +107,11 @@ inline constexpr int64_t k_saved_diagram_inputs = 8;
 class P2Accumulator {
   public:
     explicit P2Accumulator(const P2Options& options = {});
-    // Adds one input. `token_strings` ([T]) names the keys of token specialisation.
-    // Throws InputError ("attention") on shapes or values that cannot be attention.
-    void add(const AttentionInput& input, const std::vector<std::string>* token_strings = nullptr);
+    // Adds one input. `token_strings` ([T]) names the keys of token specialisation. Throws
+    // InputError naming `source` (the file it came from) on shapes or values that cannot be
+    // attention; nothing is accumulated then.
+    void add(const AttentionInput& input, const std::vector<std::string>* token_strings = nullptr,
+             const std::string& source = "attention");
     // Combines another shard's state (same options, same model).
     void merge(const P2Accumulator& other);
     // Derived values (effectiveness, consistency, verdict, warnings).
