@@ -10,9 +10,12 @@ namespace sinkscope::metrics {
 
 const char* position_class_name(PositionClass c) {
     switch (c) {
-        case PositionClass::First: return "first";
-        case PositionClass::Last: return "last";
-        case PositionClass::Other: return "other";
+        case PositionClass::First:
+            return "first";
+        case PositionClass::Last:
+            return "last";
+        case PositionClass::Other:
+            return "other";
     }
     return "other";
 }
@@ -25,9 +28,12 @@ PositionClass classify_position(int64_t position, int64_t length) {
 
 const char* frame_type_name(FrameType t) {
     switch (t) {
-        case FrameType::Centralized: return "centralized";
-        case FrameType::Bidirectional: return "bidirectional";
-        case FrameType::Distributed: return "distributed";
+        case FrameType::Centralized:
+            return "centralized";
+        case FrameType::Bidirectional:
+            return "bidirectional";
+        case FrameType::Distributed:
+            return "distributed";
     }
     return "distributed";
 }
@@ -51,7 +57,8 @@ int64_t reference_count(const Eigen::MatrixXd& head_average) {
     const Eigen::VectorXd c = column_means(head_average);
     int64_t count = 0;
     for (Eigen::Index j = 0; j < c.size(); ++j) count += c[j] > 0.1 ? 1 : 0;
-    if (count == 0) count = std::max<int64_t>(1, static_cast<int64_t>(0.1 * static_cast<double>(n)));
+    if (count == 0)
+        count = std::max<int64_t>(1, static_cast<int64_t>(0.1 * static_cast<double>(n)));
     const int64_t cap = std::max<int64_t>(1, static_cast<int64_t>(0.3 * static_cast<double>(n)));
     return std::min(count, cap);
 }

@@ -52,7 +52,17 @@ std::vector<double> smallest_eigenvalues(const Eigen::MatrixXd& laplacian, int k
     return out;
 }
 
-GraphStats graph_stats(const Eigen::MatrixXd& a, double tau, bool compat) {
+namespace {
+
+// Edge set fingerprint: B itself (compared exactly) and the eigenvalue pair it produced.
+struct SpectrumCache {
+    Eigen::MatrixXd b;
+    double lambda2 = 0, gap = 0;
+    bool valid = false;
+};
+
+GraphStats graph_stats_cached(const Eigen::MatrixXd& a, double tau, bool compat,
+                              SpectrumCache* cache) {
     const int64_t n = a.rows();
     SS_CHECK(a.cols() == n, "graph of a non-square matrix");
     GraphStats g;
@@ -63,18 +73,27 @@ GraphStats graph_stats(const Eigen::MatrixXd& a, double tau, bool compat) {
     g.density = b.sum() / static_cast<double>(n * n);
 
     // Pass 2: Laplacian of W = (B + B^T)/2; self-loops cancel in L = diag(W 1) - W (10.i).
-    if (n >= 3) {
-        Eigen::MatrixXd w = 0.5 * (b + b.transpose());
-        w.diagonal().setZero();
+    Eigen::MatrixXd w = 0.5 * (b + b.transpose());  // [n, n]
+    w.diagonal().setZero();
+    if (cache && cache->valid && cache->b == b) {
+        g.lambda2 = cache->lambda2;
+        g.laplacian_gap = cache->gap;
+    } else if (n >= 3 && w.sum() > 0) {  // no edge: every eigenvalue is 0
         Eigen::MatrixXd lap = -w;
         lap.diagonal() = w.rowwise().sum();
         const auto ev = smallest_eigenvalues(lap, 3);
         g.lambda2 = ev[1];
         g.laplacian_gap = ev[2] - ev[1];
     } else if (n == 2) {
-        const double w01 = 0.5 * (b(0, 1) + b(1, 0));
-        g.lambda2 = 2 * w01;  // eigenvalues of [[w, -w], [-w, w]] are 0 and 2w
+        g.lambda2 = 2 * w(0, 1);  // eigenvalues of [[w, -w], [-w, w]] are 0 and 2w
         g.laplacian_gap = 0;
+    }
+
+    if (cache) {
+        cache->b = b;
+        cache->lambda2 = g.lambda2;
+        cache->gap = g.laplacian_gap;
+        cache->valid = true;
     }
 
     // Pass 3: in-degrees. Principled ignores the diagonal (10.i); compat counts self-loops and,
@@ -107,6 +126,20 @@ GraphStats graph_stats(const Eigen::MatrixXd& a, double tau, bool compat) {
     for (double d : degrees) var += (d - mean) * (d - mean);
     g.degree_variance = var / nn;
     return g;
+}
+
+}  // namespace
+
+GraphStats graph_stats(const Eigen::MatrixXd& a, double tau, bool compat) {
+    return graph_stats_cached(a, tau, compat, nullptr);
+}
+
+std::vector<GraphStats> graph_stats_all(const Eigen::MatrixXd& a, const std::vector<double>& taus,
+                                        bool compat) {
+    SpectrumCache cache;
+    std::vector<GraphStats> out;
+    for (double tau : taus) out.push_back(graph_stats_cached(a, tau, compat, &cache));
+    return out;
 }
 
 }  // namespace sinkscope::metrics

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
@@ -25,31 +26,33 @@ constexpr const char* k_causal_compat_warning =
 
 // One head's [n, n] matrix, entries outside the visible keys 0. Principled rows are closed over
 // their visible keys (10.a); compat keeps the raw values.
-Eigen::MatrixXd head_matrix(const AttentionInput& in, int64_t l, int64_t h, bool compat) {
+// `m` is reused across layers so the per-layer matrices are not reallocated.
+void fill_head_matrix(const AttentionInput& in, int64_t l, int64_t h, bool compat,
+                      Eigen::MatrixXd& m) {
     const int64_t n = in.length;
-    Eigen::MatrixXd m = Eigen::MatrixXd::Zero(n, n);  // [query, key]
+    m.setZero(n, n);  // [query, key]
     for (int64_t i = 0; i < n; ++i) {
         const double* r = in.row(l, h, i);
         const int64_t kb = in.key_begin(i), ke = std::min(in.key_end(i), n);
         double sum = 0;
-        for (int64_t j = kb; j < ke; ++j) sum += (m(i, j) = r[j]);
-        if (!compat && sum > 0) m.row(i) /= sum;
+        for (int64_t j = kb; j < ke; ++j) sum += r[j];
+        const double scale = !compat && sum > 0 ? 1.0 / sum : 1.0;
+        for (int64_t j = kb; j < ke; ++j) m(i, j) = r[j] * scale;
     }
-    return m;
 }
 
-std::string param_of(double v) { return io::format_number(v); }
+std::string param_of(double v) {
+    return io::format_number(v);
+}
 
 void validate(const AttentionInput& in, const P2Results& state,
-              const std::vector<std::string>* token_strings) {
-    const std::string file = "attention";
+              const std::vector<std::string>* token_strings, const std::string& file) {
     SS_CHECK_INPUT(in.n_layers > 0 && in.n_heads > 0 && in.n_tokens > 0, file,
                    "empty attention: shape [", in.n_layers, ", ", in.n_heads, ", ", in.n_tokens,
                    ", ", in.n_tokens, "]");
     SS_CHECK_INPUT(in.length > 0 && in.length <= in.n_tokens, file, "length ", in.length,
                    " outside [1, ", in.n_tokens, "]");
-    const auto expect =
-        static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens);
+    const auto expect = static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens);
     SS_CHECK_INPUT(in.pattern.size() == expect, file, "holds ", in.pattern.size(),
                    " values, shape needs ", expect);
     if (state.n_inputs > 0)
@@ -57,7 +60,8 @@ void validate(const AttentionInput& in, const P2Results& state,
                        "input has ", in.n_layers, " layers x ", in.n_heads,
                        " heads, earlier inputs had ", state.n_layers, " x ", state.n_heads);
     if (token_strings)
-        SS_CHECK_INPUT(static_cast<int64_t>(token_strings->size()) >= in.length, "tokens",
+        SS_CHECK_INPUT(static_cast<int64_t>(token_strings->size()) >= in.length,
+                       state.config.tokens_file.empty() ? "tokens" : state.config.tokens_file,
                        token_strings->size(), " token strings for an input of ", in.length,
                        " tokens");
     for (int64_t l = 0; l < in.n_layers; ++l)
@@ -85,28 +89,41 @@ P2Config resolve_p2_options(const P2Options& options) {
     std::string item;
     int n_items = 0;
     while (std::getline(ss, item, ',')) {
-        if (item == "graphs") c.graphs = true;
-        else if (item == "topology") c.topology = true;
-        else if (item == "kl") c.kl = true;
-        else if (item == "spectra") c.spectra = true;
-        else if (item == "entropy") c.entropy = true;
-        else if (item == "tokens") c.tokens = true;
-        else if (item == "frame") c.frame = true;
+        if (item == "graphs")
+            c.graphs = true;
+        else if (item == "topology")
+            c.topology = true;
+        else if (item == "kl")
+            c.kl = true;
+        else if (item == "spectra")
+            c.spectra = true;
+        else if (item == "entropy")
+            c.entropy = true;
+        else if (item == "tokens")
+            c.tokens = true;
+        else if (item == "frame")
+            c.frame = true;
         else
             throw UsageError("--analyses: unknown analysis '" + item +
                              "' (expected graphs, topology, kl, spectra, entropy, tokens, frame)");
         ++n_items;
     }
     if (n_items == 0) throw UsageError("--analyses: empty list");
-    if (options.compat == "ruscio2025") c.compat = true;
+    if (options.compat == "ruscio2025")
+        c.compat = true;
     else if (!options.compat.empty())
         throw UsageError("--compat: unknown mode '" + options.compat + "' (expected ruscio2025)");
-    if (options.symmetrize == "max") c.symmetrize = Symmetrize::Max;
-    else if (options.symmetrize == "mean") c.symmetrize = Symmetrize::Mean;
-    else throw UsageError("--symmetrize: expected max or mean, got '" + options.symmetrize + "'");
+    if (options.symmetrize == "max")
+        c.symmetrize = Symmetrize::Max;
+    else if (options.symmetrize == "mean")
+        c.symmetrize = Symmetrize::Mean;
+    else
+        throw UsageError("--symmetrize: expected max or mean, got '" + options.symmetrize + "'");
     if (options.sink < 0) throw UsageError("sink position must be >= 0");
+    if (options.threads < 1) throw UsageError("--threads must be >= 1");
     c.per_head = options.per_head;
     c.sink = options.sink;
+    c.tokens_file = options.tokens;
     return c;
 }
 
@@ -139,20 +156,19 @@ double mean_row_entropy(const Eigen::MatrixXd& a, bool compat) {
     const Eigen::Index n = a.rows();
     if (n == 0) return k_nan;
     const double floor = compat ? 100.0 * static_cast<double>(FLT_EPSILON) : 0.0;
+    // H(p / s) = ln s - (sum p ln p) / s per row, accumulated column by column (column-major).
+    Eigen::VectorXd sum = Eigen::VectorXd::Zero(n), plogp = Eigen::VectorXd::Zero(n);  // [n]
+    for (Eigen::Index j = 0; j < a.cols(); ++j)
+        for (Eigen::Index i = 0; i < n; ++i) {
+            const double p = a(i, j);
+            if (p > floor) {
+                sum[i] += p;
+                plogp[i] += p * std::log(p);
+            }
+        }
     double acc = 0;
-    for (Eigen::Index i = 0; i < n; ++i) {
-        double sum = 0;
-        for (Eigen::Index j = 0; j < a.cols(); ++j)
-            if (a(i, j) > floor) sum += a(i, j);
-        double h = 0;
-        if (sum > 0)
-            for (Eigen::Index j = 0; j < a.cols(); ++j)
-                if (a(i, j) > floor) {
-                    const double p = a(i, j) / sum;
-                    h -= p * std::log(p);
-                }
-        acc += h;
-    }
+    for (Eigen::Index i = 0; i < n; ++i)
+        if (sum[i] > 0) acc += std::log(sum[i]) - plogp[i] / sum[i];
     return acc / static_cast<double>(n);
 }
 
@@ -173,7 +189,9 @@ void P2Stat::merge(const P2Stat& o) {
     n_nonfinite += o.n_nonfinite;
 }
 
-double P2Stat::mean() const { return n > 0 ? sum / static_cast<double>(n) : k_nan; }
+double P2Stat::mean() const {
+    return n > 0 ? sum / static_cast<double>(n) : k_nan;
+}
 
 double P2Stat::std() const {
     if (n == 0) return k_nan;
@@ -181,193 +199,255 @@ double P2Stat::std() const {
     return std::sqrt(std::max(0.0, sum_sq / static_cast<double>(n) - m * m));
 }
 
-P2Accumulator::P2Accumulator(const P2Options& options) {
+P2Accumulator::P2Accumulator(const P2Options& options) : threads_(options.threads) {
     state_.config = resolve_p2_options(options);
 }
 
-void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>* token_strings) {
-    validate(in, state_, token_strings);
-    const P2Config& c = state_.config;
+namespace {
+
+// What one layer of one input contributes; layers run on worker threads and their outputs are
+// applied in layer order, so results do not depend on the thread count.
+struct LayerOutput {
+    std::vector<std::pair<P2Key, double>> values;
+    std::vector<P2Diagram> diagrams;
+    std::vector<std::pair<int64_t, std::string>> top_keys;  // (head, key)
+    std::array<int64_t, 3> classes{};                       // anchors per PositionClass
+    int64_t reference_count = -1;                           // -1: not computed
+};
+
+// Per-thread scratch reused across layers.
+struct LayerScratch {
+    std::vector<Eigen::MatrixXd> heads;  // [H] of [n, n]
+    Eigen::MatrixXd avg;                 // [n, n]
+};
+
+void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64_t input_id,
+                   const std::vector<std::string>* token_strings, LayerScratch& scratch,
+                   LayerOutput& out) {
     const bool compat = c.compat;
     const int64_t n_layers = in.n_layers, n_heads = in.n_heads, n = in.length;
-    const int64_t input_id = state_.n_inputs;
-    if (state_.n_inputs == 0) {
-        state_.n_layers = n_layers;
-        state_.n_heads = n_heads;
-        state_.frame.resize(n_layers);
-    }
     const bool causal = in.masking == Masking::Causal;
-    state_.any_causal = state_.any_causal || causal;
-
-    auto put = [&](const char* table, int64_t l, int64_t h, const std::string& metric,
+    auto put = [&](const char* table, int64_t layer, int64_t h, const std::string& metric,
                    const std::string& param, double v) {
-        state_.stats[P2Key{table, l, h, metric, param}].add(v);
+        out.values.emplace_back(P2Key{table, layer, h, metric, param}, v);
     };
     const auto topo_layers = topology_layers(n_layers, compat);
     const auto token_layers = compat ? topo_layers : topology_layers(n_layers, false);
     const auto kl_set = kl_layers(n_layers, compat);
-    auto in_set = [](const std::vector<int64_t>& s, int64_t l) {
-        return std::find(s.begin(), s.end(), l) != s.end();
+    auto in_set = [](const std::vector<int64_t>& s, int64_t layer) {
+        return std::find(s.begin(), s.end(), layer) != s.end();
     };
+    auto& heads = scratch.heads;
+    auto& avg = scratch.avg;
+    heads.resize(static_cast<size_t>(n_heads));
 
-    for (int64_t l = 0; l < n_layers; ++l) {
-        // Pass 1: the layer's head matrices and their average (B.2: most analyses use it).
-        std::vector<Eigen::MatrixXd> heads;  // [H] of [n, n]
-        heads.reserve(static_cast<size_t>(n_heads));
-        Eigen::MatrixXd avg = Eigen::MatrixXd::Zero(n, n);  // [n, n]
+    // Pass 1: the layer's head matrices and their average (B.2: most analyses use it).
+    avg.setZero(n, n);
+    for (int64_t h = 0; h < n_heads; ++h) {
+        fill_head_matrix(in, l, h, compat, heads[static_cast<size_t>(h)]);
+        avg += heads[static_cast<size_t>(h)];
+    }
+    avg /= static_cast<double>(n_heads);
+    auto matrix_of = [&](int64_t h) -> const Eigen::MatrixXd& {
+        return h < 0 ? avg : heads[static_cast<size_t>(h)];
+    };
+    std::vector<int64_t> graph_heads{-1};
+    if (c.per_head)
+        for (int64_t h = 0; h < n_heads; ++h) graph_heads.push_back(h);
+
+    // Pass 2: thresholded graphs (spec 8, 10.i), all layers in both modes (10.o).
+    if (c.graphs) {
+        for (int64_t h : graph_heads) {
+            const std::vector<double> taus(k_graph_thresholds.begin(), k_graph_thresholds.end());
+            const auto all = graph_stats_all(matrix_of(h), taus, compat);
+            for (size_t k = 0; k < taus.size(); ++k) {
+                const auto& g = all[k];
+                const auto p = param_of(taus[k]);
+                put("graphs", l, h, "density", p, g.density);
+                put("graphs", l, h, "lambda2", p, g.lambda2);
+                put("graphs", l, h, "laplacian_gap", p, g.laplacian_gap);
+                put("graphs", l, h, "star_basic", p, g.star_basic);
+                put("graphs", l, h, "star_combined", p, g.star_combined);
+                put("graphs", l, h, "gini", p, g.gini);
+                put("graphs", l, h, "centralization", p, g.centralization);
+                put("graphs", l, h, "degree_variance", p, g.degree_variance);
+                put("graphs", l, h, "n_nodes", p, static_cast<double>(g.n_nodes));
+            }
+        }
+    }
+
+    // Pass 3: persistent homology (spec 8, 10.j; compat B.3).
+    if (c.topology && in_set(topo_layers, l)) {
+        for (int64_t h : graph_heads) {
+            std::vector<PersistenceBar> bars;
+            if (compat) {
+                // fp32 1 - A on the linspace-downsampled tokens, not symmetrised.
+                const auto idx = linspace_indices(n, k_compat_max_tokens);
+                const auto k = static_cast<Eigen::Index>(idx.size());
+                Eigen::MatrixXd d(k, k);  // [k, k]
+                for (Eigen::Index i = 0; i < k; ++i)
+                    for (Eigen::Index j = 0; j < k; ++j) {
+                        const float a = static_cast<float>(matrix_of(h)(idx[i], idx[j]));
+                        d(i, j) = static_cast<double>(1.0f - a);
+                    }
+                bars = ripser_sparse_persistence(d);
+            } else {
+                bars = rips_persistence(symmetric_distance(matrix_of(h), c.symmetrize));
+            }
+            const auto s = summarize_diagram(bars);
+            for (int d = 0; d < 2; ++d) {
+                const auto k = static_cast<size_t>(d);
+                const std::string sfx = "_dim" + std::to_string(d);
+                put("topology", l, h, "n_bars" + sfx, "", static_cast<double>(s.n_bars[k]));
+                put("topology", l, h, "n_essential" + sfx, "",
+                    static_cast<double>(s.n_essential[k]));
+                put("topology", l, h, "total_persistence" + sfx, "", s.total_persistence[k]);
+                put("topology", l, h, "n_long" + sfx, "", static_cast<double>(s.n_long[k]));
+                put("topology", l, h, "mean_persistence" + sfx, "", s.mean_persistence[k]);
+                put("topology", l, h, "max_persistence" + sfx, "", s.max_persistence[k]);
+                for (int g = 0; g < k_betti_grid_points; ++g)
+                    put("betti", l, h, "betti" + std::to_string(d), param_of(g / 100.0),
+                        s.betti[k][static_cast<size_t>(g)]);
+            }
+            if (input_id < k_saved_diagram_inputs)
+                out.diagrams.push_back(P2Diagram{input_id, l, h, std::move(bars)});
+        }
+    }
+
+    // Pass 4: sink removal KL, concentration, direct sink mass (spec 8, 10.k; B.5).
+    if (c.kl && in_set(kl_set, l)) {
+        const std::vector<double> ts(k_sink_percentiles.begin(), k_sink_percentiles.end());
+        const auto all = sink_kl_all(in, l, ts, compat);
+        for (size_t k = 0; k < ts.size(); ++k) {
+            const auto& r = all[k];
+            const auto p = param_of(ts[k]);
+            put("kl", l, -1, "kl_before", p, r.kl_before);
+            put("kl", l, -1, "kl_after", p, r.kl_after);
+            put("kl", l, -1, "kl_reduction", p, r.kl_reduction);
+            put("kl", l, -1, compat ? "sink_concentration_percent" : "sink_concentration", p,
+                r.concentration);
+            put("kl", l, -1, "n_sinks", p, static_cast<double>(r.n_sinks));
+            put("kl", l, -1, "rows_excluded", p, static_cast<double>(r.rows_excluded));
+        }
+        put("kl", l, -1, "direct_sink_mass", param_of(static_cast<double>(c.sink)),
+            c.sink < n ? direct_sink_mass(in, l, c.sink) : k_nan);
+    }
+
+    // Pass 5: random-matrix spectra (spec 8, 10.l; compat B.9), per head with per_head.
+    if (c.spectra) {
+        for (int64_t h : graph_heads) {
+            const auto sv = singular_spectrum(matrix_of(h));
+            put("spectra", l, h, "stable_rank", "", sv.stable_rank);
+            if (compat) {
+                const auto ev = eigen_spectrum_compat(matrix_of(h), causal);
+                put("spectra", l, h, "spectral_gap", "", ev.spectral_gap);
+                put("spectra", l, h, "eig_participation_ratio", "", ev.participation_ratio);
+                put("spectra", l, h, "mp_kl", "", ev.mp_kl);
+            } else {
+                put("spectra", l, h, "participation_ratio", "", sv.participation_ratio);
+                put("spectra", l, h, "mp_ks", "", sv.mp_ks);
+                put("spectra", l, h, "sigma1_sq", "", sv.sigma2.empty() ? k_nan : sv.sigma2[0]);
+            }
+        }
+    }
+
+    // Pass 6: attention entropy per head and of the head average (10.m; compat B.7, B.3).
+    if (c.entropy) {
+        put("entropy", l, -1, "row_entropy", "", mean_row_entropy(avg, compat));
         for (int64_t h = 0; h < n_heads; ++h) {
-            heads.push_back(head_matrix(in, l, h, compat));
-            avg += heads.back();
-        }
-        avg /= static_cast<double>(n_heads);
-        auto matrix_of = [&](int64_t h) -> const Eigen::MatrixXd& {
-            return h < 0 ? avg : heads[static_cast<size_t>(h)];
-        };
-        std::vector<int64_t> graph_heads{-1};
-        if (c.per_head)
-            for (int64_t h = 0; h < n_heads; ++h) graph_heads.push_back(h);
-
-        // Pass 2: thresholded graphs (spec 8, 10.i), all layers in both modes (10.o).
-        if (c.graphs) {
-            for (int64_t h : graph_heads)
-                for (double tau : k_graph_thresholds) {
-                    const auto g = graph_stats(matrix_of(h), tau, compat);
-                    const auto p = param_of(tau);
-                    put("graphs", l, h, "density", p, g.density);
-                    put("graphs", l, h, "lambda2", p, g.lambda2);
-                    put("graphs", l, h, "laplacian_gap", p, g.laplacian_gap);
-                    put("graphs", l, h, "star_basic", p, g.star_basic);
-                    put("graphs", l, h, "star_combined", p, g.star_combined);
-                    put("graphs", l, h, "gini", p, g.gini);
-                    put("graphs", l, h, "centralization", p, g.centralization);
-                    put("graphs", l, h, "degree_variance", p, g.degree_variance);
-                    put("graphs", l, h, "n_nodes", p, static_cast<double>(g.n_nodes));
-                }
-        }
-
-        // Pass 3: persistent homology (spec 8, 10.j; compat B.3).
-        if (c.topology && in_set(topo_layers, l)) {
-            for (int64_t h : graph_heads) {
-                std::vector<PersistenceBar> bars;
-                if (compat) {
-                    // fp32 1 - A on the linspace-downsampled tokens, not symmetrised.
-                    const auto idx = linspace_indices(n, k_compat_max_tokens);
-                    const auto k = static_cast<Eigen::Index>(idx.size());
-                    Eigen::MatrixXd d(k, k);  // [k, k]
-                    for (Eigen::Index i = 0; i < k; ++i)
-                        for (Eigen::Index j = 0; j < k; ++j) {
-                            const float a = static_cast<float>(matrix_of(h)(idx[i], idx[j]));
-                            d(i, j) = static_cast<double>(1.0f - a);
-                        }
-                    bars = ripser_sparse_persistence(d);
-                } else {
-                    bars = rips_persistence(symmetric_distance(matrix_of(h), c.symmetrize));
-                }
-                const auto s = summarize_diagram(bars);
-                for (int d = 0; d < 2; ++d) {
-                    const auto k = static_cast<size_t>(d);
-                    const std::string sfx = "_dim" + std::to_string(d);
-                    put("topology", l, h, "n_bars" + sfx, "", static_cast<double>(s.n_bars[k]));
-                    put("topology", l, h, "n_essential" + sfx, "",
-                        static_cast<double>(s.n_essential[k]));
-                    put("topology", l, h, "total_persistence" + sfx, "", s.total_persistence[k]);
-                    put("topology", l, h, "n_long" + sfx, "", static_cast<double>(s.n_long[k]));
-                    put("topology", l, h, "mean_persistence" + sfx, "", s.mean_persistence[k]);
-                    put("topology", l, h, "max_persistence" + sfx, "", s.max_persistence[k]);
-                    for (int g = 0; g < k_betti_grid_points; ++g)
-                        put("betti", l, h, "betti" + std::to_string(d), param_of(g / 100.0),
-                            s.betti[k][static_cast<size_t>(g)]);
-                }
-                if (input_id < k_saved_diagram_inputs)
-                    state_.diagrams.push_back(P2Diagram{input_id, l, h, std::move(bars)});
+            const auto& m = heads[static_cast<size_t>(h)];
+            if (compat) {
+                // topology.ipynb: -sum_ij A log2(A + 1e-10) over the whole matrix.
+                double e = 0;
+                for (Eigen::Index i = 0; i < m.rows(); ++i)
+                    for (Eigen::Index j = 0; j < m.cols(); ++j)
+                        e -= m(i, j) * std::log2(m(i, j) + 1e-10);
+                put("entropy", l, h, "matrix_entropy_bits", "", e);
+            } else {
+                put("entropy", l, h, "row_entropy", "", mean_row_entropy(m, false));
             }
         }
+    }
 
-        // Pass 4: sink removal KL, concentration, direct sink mass (spec 8, 10.k; B.5).
-        if (c.kl && in_set(kl_set, l)) {
-            for (double t : k_sink_percentiles) {
-                const auto r = sink_kl(in, l, t, compat);
-                const auto p = param_of(t);
-                put("kl", l, -1, "kl_before", p, r.kl_before);
-                put("kl", l, -1, "kl_after", p, r.kl_after);
-                put("kl", l, -1, "kl_reduction", p, r.kl_reduction);
-                put("kl", l, -1, compat ? "sink_concentration_percent" : "sink_concentration", p,
-                    r.concentration);
-                put("kl", l, -1, "n_sinks", p, static_cast<double>(r.n_sinks));
-                put("kl", l, -1, "rows_excluded", p, static_cast<double>(r.rows_excluded));
+    // Pass 7: token specialisation (10.m; compat layers of B.10) and frame evidence (10.n).
+    if (c.tokens || c.frame) {
+        for (int64_t h = 0; h < n_heads; ++h) {
+            const int64_t j = top_key(heads[static_cast<size_t>(h)]);
+            const auto cls = classify_position(j, n);
+            if (c.tokens && in_set(token_layers, l)) {
+                const std::string key = token_strings ? (*token_strings)[static_cast<size_t>(j)]
+                                                      : "#" + std::to_string(j);
+                out.top_keys.emplace_back(h, key);
+                for (auto k : {PositionClass::First, PositionClass::Last, PositionClass::Other})
+                    put("tokens", l, h, std::string("share_") + position_class_name(k), "",
+                        cls == k ? 1.0 : 0.0);
             }
-            put("kl", l, -1, "direct_sink_mass", param_of(static_cast<double>(c.sink)),
-                c.sink < n ? direct_sink_mass(in, l, c.sink) : k_nan);
+            if (c.frame) ++out.classes[static_cast<size_t>(cls)];
         }
-
-        // Pass 5: random-matrix spectra (spec 8, 10.l; compat B.9), per head with per_head.
-        if (c.spectra) {
-            for (int64_t h : graph_heads) {
-                const auto sv = singular_spectrum(matrix_of(h));
-                put("spectra", l, h, "stable_rank", "", sv.stable_rank);
-                if (compat) {
-                    const auto ev = eigen_spectrum_compat(matrix_of(h), causal);
-                    put("spectra", l, h, "spectral_gap", "", ev.spectral_gap);
-                    put("spectra", l, h, "eig_participation_ratio", "", ev.participation_ratio);
-                    put("spectra", l, h, "mp_kl", "", ev.mp_kl);
-                } else {
-                    put("spectra", l, h, "participation_ratio", "", sv.participation_ratio);
-                    put("spectra", l, h, "mp_ks", "", sv.mp_ks);
-                    put("spectra", l, h, "sigma1_sq", "", sv.sigma2.empty() ? k_nan : sv.sigma2[0]);
-                }
+        if (c.frame && l >= n_layers / 3) {  // middle and late layers (10.n)
+            // Reference count of the value-space analysis on the renormalised average (B.6).
+            Eigen::MatrixXd closed = avg;
+            for (Eigen::Index i = 0; i < closed.rows(); ++i) {
+                const double s = closed.row(i).sum();
+                if (s > 0) closed.row(i) /= s;
             }
+            out.reference_count = reference_count(closed);
         }
+    }
+}
 
-        // Pass 6: attention entropy per head and of the head average (10.m; compat B.7, B.3).
-        if (c.entropy) {
-            put("entropy", l, -1, "row_entropy", "", mean_row_entropy(avg, compat));
-            for (int64_t h = 0; h < n_heads; ++h) {
-                const auto& m = heads[static_cast<size_t>(h)];
-                if (compat) {
-                    // topology.ipynb: -sum_ij A log2(A + 1e-10) over the whole matrix.
-                    double e = 0;
-                    for (Eigen::Index i = 0; i < m.rows(); ++i)
-                        for (Eigen::Index j = 0; j < m.cols(); ++j)
-                            e -= m(i, j) * std::log2(m(i, j) + 1e-10);
-                    put("entropy", l, h, "matrix_entropy_bits", "", e);
-                } else {
-                    put("entropy", l, h, "row_entropy", "", mean_row_entropy(m, false));
-                }
-            }
+}  // namespace
+
+void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>* token_strings,
+                        const std::string& source) {
+    validate(in, state_, token_strings, source);
+    const P2Config& c = state_.config;
+    const int64_t n_layers = in.n_layers;
+    const int64_t input_id = state_.n_inputs;
+
+    // Layers are independent: spread them over the worker threads (strided for balance).
+    std::vector<LayerOutput> outputs(static_cast<size_t>(n_layers));
+    const auto n_threads = std::max<int64_t>(1, std::min<int64_t>(threads_, n_layers));
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(n_threads));
+    auto work = [&](int64_t t) {
+        try {
+            LayerScratch scratch;
+            for (int64_t l = t; l < n_layers; l += n_threads)
+                process_layer(in, l, c, input_id, token_strings, scratch,
+                              outputs[static_cast<size_t>(l)]);
+        } catch (...) {
+            errors[static_cast<size_t>(t)] = std::current_exception();
         }
+    };
+    if (n_threads == 1) {
+        work(0);
+    } else {
+        std::vector<std::thread> pool;
+        for (int64_t t = 0; t < n_threads; ++t) pool.emplace_back(work, t);
+        for (auto& th : pool) th.join();
+    }
+    for (const auto& e : errors)
+        if (e) std::rethrow_exception(e);
 
-        // Pass 7: token specialisation (10.m; compat layers of B.10) and frame evidence (10.n).
-        if (c.tokens || c.frame) {
-            for (int64_t h = 0; h < n_heads; ++h) {
-                const int64_t j = top_key(heads[static_cast<size_t>(h)]);
-                const auto cls = classify_position(j, n);
-                if (c.tokens && in_set(token_layers, l)) {
-                    const std::string key = token_strings
-                                                ? (*token_strings)[static_cast<size_t>(j)]
-                                                : "#" + std::to_string(j);
-                    ++state_.top_keys[{l, h}][key];
-                    for (auto k : {PositionClass::First, PositionClass::Last, PositionClass::Other})
-                        put("tokens", l, h, std::string("share_") + position_class_name(k), "",
-                            cls == k ? 1.0 : 0.0);
-                }
-                if (c.frame) {
-                    auto& f = state_.frame;
-                    const auto li = static_cast<size_t>(l);
-                    (cls == PositionClass::First  ? f.first[li]
-                     : cls == PositionClass::Last ? f.last[li]
-                                                  : f.other[li])++;
-                }
-            }
-            if (c.frame && l >= state_.frame.mid_late_begin()) {
-                // Reference count of the value-space analysis on the renormalised average (B.6).
-                Eigen::MatrixXd closed = avg;
-                for (Eigen::Index i = 0; i < closed.rows(); ++i) {
-                    const double s = closed.row(i).sum();
-                    if (s > 0) closed.row(i) /= s;
-                }
-                state_.frame.reference_count_sum += static_cast<double>(reference_count(closed));
-                ++state_.frame.reference_count_n;
-            }
+    // Apply in layer order.
+    if (state_.n_inputs == 0) {
+        state_.n_layers = n_layers;
+        state_.n_heads = in.n_heads;
+        state_.frame.resize(n_layers);
+    }
+    state_.any_causal = state_.any_causal || in.masking == Masking::Causal;
+    for (int64_t l = 0; l < n_layers; ++l) {
+        auto& out = outputs[static_cast<size_t>(l)];
+        for (const auto& [key, v] : out.values) state_.stats[key].add(v);
+        for (auto& d : out.diagrams) state_.diagrams.push_back(std::move(d));
+        for (const auto& [h, key] : out.top_keys) ++state_.top_keys[{l, h}][key];
+        const auto li = static_cast<size_t>(l);
+        state_.frame.first[li] += out.classes[static_cast<size_t>(PositionClass::First)];
+        state_.frame.last[li] += out.classes[static_cast<size_t>(PositionClass::Last)];
+        state_.frame.other[li] += out.classes[static_cast<size_t>(PositionClass::Other)];
+        if (out.reference_count >= 0) {
+            state_.frame.reference_count_sum += static_cast<double>(out.reference_count);
+            ++state_.frame.reference_count_n;
         }
     }
     ++state_.n_inputs;
@@ -452,21 +532,23 @@ void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir
         auto it = tables.find(k.table);
         if (it == tables.end())
             it = tables
-                     .emplace(k.table, io::Table({"layer", "head", "metric", "param", "convention",
-                                                  "value", "std", "n", "n_nonfinite"}))
+                     .emplace(k.table,
+                              io::Table({"model", "checkpoint", "layer", "head", "metric", "param",
+                                         "convention", "value", "std", "n", "n_nonfinite"}))
                      .first;
-        it->second.add_row({k.layer, k.head, k.metric, k.param, mode, s.mean(), s.std(), s.n,
-                            s.n_nonfinite});
+        it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric, k.param,
+                            mode, s.mean(), s.std(), s.n, s.n_nonfinite});
     }
     for (const auto& [name, table] : tables) table.write(dir, name, false);
 
     if (!results.top_keys.empty()) {
-        io::Table keys({"layer", "head", "key", "count", "share", "convention"});
+        io::Table keys(
+            {"model", "checkpoint", "layer", "head", "key", "count", "share", "convention"});
         for (const auto& [lh, counts] : results.top_keys) {
             int64_t total = 0;
             for (const auto& kv : counts) total += kv.second;
             for (const auto& [key, cnt] : counts)
-                keys.add_row({lh.first, lh.second, key, cnt,
+                keys.add_row({results.model, results.checkpoint, lh.first, lh.second, key, cnt,
                               static_cast<double>(cnt) / static_cast<double>(total), mode});
         }
         keys.write(dir, "token_keys", false);
@@ -481,10 +563,9 @@ void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir
                 flat.push_back(b.birth);
                 flat.push_back(b.death);
             }
-            const std::string name = "input" + std::to_string(d.input) + "_layer" +
-                                     std::to_string(d.layer) +
-                                     (d.head < 0 ? "_avg" : "_head" + std::to_string(d.head)) +
-                                     ".npy";
+            const std::string name =
+                "input" + std::to_string(d.input) + "_layer" + std::to_string(d.layer) +
+                (d.head < 0 ? "_avg" : "_head" + std::to_string(d.head)) + ".npy";
             io::write_npy(dir / "diagrams" / name,
                           io::make_npy_f64({static_cast<int64_t>(d.bars.size()), 3}, flat));
         }
@@ -497,7 +578,8 @@ void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir
         f["verdict"] = frame_type_name(results.verdict);
         f["share_first_mid_late"] = e.share_first_mid_late();
         const double mrc = e.mean_reference_count();
-        f["mean_reference_count"] = std::isfinite(mrc) ? nlohmann::json(mrc) : nlohmann::json("nan");
+        f["mean_reference_count"] =
+            std::isfinite(mrc) ? nlohmann::json(mrc) : nlohmann::json("nan");
         f["mid_late_first_layer"] = e.mid_late_begin();
         nlohmann::json layers = nlohmann::json::array();
         const auto modal = e.modal_classes();
@@ -510,9 +592,10 @@ void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir
                               {"modal", position_class_name(modal[k])}});
         }
         f["layers"] = layers;
-        f["rule"] = "centralized: share_first_mid_late >= 0.9 and mean_reference_count < 1.2; "
-                    "bidirectional: some layer modal first and another modal last; else "
-                    "distributed (spec 8, 10.n)";
+        f["rule"] =
+            "centralized: share_first_mid_late >= 0.9 and mean_reference_count < 1.2; "
+            "bidirectional: some layer modal first and another modal last; else "
+            "distributed (spec 8, 10.n)";
         write_file_atomic(dir / "frame.json", f.dump(2) + "\n");
     }
 }
@@ -522,21 +605,25 @@ nlohmann::json p2_conventions(const P2Results& results) {
     nlohmann::json j;
     j["mode"] = c.mode();
     std::vector<std::string> analyses;
-    for (auto [on, name] : {std::pair{c.graphs, "graphs"}, {c.topology, "topology"},
-                            {c.kl, "kl"}, {c.spectra, "spectra"}, {c.entropy, "entropy"},
-                            {c.tokens, "tokens"}, {c.frame, "frame"}})
+    for (auto [on, name] : {std::pair{c.graphs, "graphs"},
+                            {c.topology, "topology"},
+                            {c.kl, "kl"},
+                            {c.spectra, "spectra"},
+                            {c.entropy, "entropy"},
+                            {c.tokens, "tokens"},
+                            {c.frame, "frame"}})
         if (on) analyses.emplace_back(name);
     j["analyses"] = analyses;
     j["per_head"] = c.per_head;
     j["symmetrize"] = c.symmetrize == Symmetrize::Max ? "max" : "mean";
     j["sink_position"] = c.sink;
-    j["graph_thresholds"] = std::vector<double>(k_graph_thresholds.begin(),
-                                                k_graph_thresholds.end());
+    j["graph_thresholds"] =
+        std::vector<double>(k_graph_thresholds.begin(), k_graph_thresholds.end());
     j["graph_degree_self_loops"] = c.compat ? "counted (notebook)" : "ignored (10.i)";
     j["dense_eigensolver_max_nodes"] = k_dense_eigen_max_nodes;
     j["effective_density"] = {k_effective_density_lo, k_effective_density_hi};
-    j["sink_percentiles"] = std::vector<double>(k_sink_percentiles.begin(),
-                                                k_sink_percentiles.end());
+    j["sink_percentiles"] =
+        std::vector<double>(k_sink_percentiles.begin(), k_sink_percentiles.end());
     j["betti_grid"] = "101 points eps = g/100, bar alive when birth <= eps < death";
     j["long_bar_persistence"] = k_long_bar;
     j["saved_diagram_inputs"] = k_saved_diagram_inputs;
@@ -544,22 +631,29 @@ nlohmann::json p2_conventions(const P2Results& results) {
     j["spectra_per_head"] = c.per_head;
     j["input_count"] = results.n_inputs;
     if (c.compat) {
-        j["topology"] = "1 - A (fp32, head average) on linspace(0, n-1, 30) tokens, upper "
-                        "triangle edges, vertex births from the diagonal, exact zeros dropped, "
-                        "Betti = len(diagram) (n_bars_dim*)";
-        j["kl"] = "raw rows over all keys, rows linspace(0, n-1, 20) when n > 20, all heads; "
-                  "concentration: first 4 heads, percent";
-        j["spectra"] = "eigenvalues of A (causal: diagonal), gap |l1|/|l2|, eigenvalue PR, "
-                       "top-10 MP(0.99) KL";
-        j["entropy"] = "head average: entries > 100 FLT_EPSILON renormalised; per head: "
-                       "-sum A log2(A + 1e-10) over the matrix";
+        j["topology"] =
+            "1 - A (fp32, head average) on linspace(0, n-1, 30) tokens, upper "
+            "triangle edges, vertex births from the diagonal, exact zeros dropped, "
+            "Betti = len(diagram) (n_bars_dim*)";
+        j["kl"] =
+            "raw rows over all keys, rows linspace(0, n-1, 20) when n > 20, all heads; "
+            "concentration: first 4 heads, percent";
+        j["spectra"] =
+            "eigenvalues of A (causal: diagonal), gap |l1|/|l2|, eigenvalue PR, "
+            "top-10 MP(0.99) KL";
+        j["entropy"] =
+            "head average: entries > 100 FLT_EPSILON renormalised; per head: "
+            "-sum A log2(A + 1e-10) over the matrix";
     } else {
-        j["topology"] = "d = 1 - sym(A) with zero diagonal, Vietoris-Rips dim <= 1 over Z/2 "
-                        "(GUDHI, edge collapse)";
-        j["kl"] = "closed rows, visible keys, all heads and rows; rows without visible "
-                  "non-sink keys excluded";
-        j["spectra"] = "sigma^2 from the Gram matrix; bulk = sigma^2 without the largest, "
-                       "divided by its mean; KS vs MP(gamma = 1) on [0, 4]";
+        j["topology"] =
+            "d = 1 - sym(A) with zero diagonal, Vietoris-Rips dim <= 1 over Z/2 "
+            "(GUDHI, edge collapse)";
+        j["kl"] =
+            "closed rows, visible keys, all heads and rows; rows without visible "
+            "non-sink keys excluded";
+        j["spectra"] =
+            "sigma^2 from the Gram matrix; bulk = sigma^2 without the largest, "
+            "divided by its mean; KS vs MP(gamma = 1) on [0, 4]";
         j["entropy"] = "closed rows, nats, mean over rows";
     }
     j["warnings"] = results.warnings;
@@ -568,8 +662,8 @@ nlohmann::json p2_conventions(const P2Results& results) {
 
 std::string summarize_p2(const P2Results& r) {
     std::ostringstream out;
-    out << "P2 analyses (" << r.config.mode() << "): " << r.n_inputs << " input(s), "
-        << r.n_layers << " layers x " << r.n_heads << " heads\n";
+    out << "P2 analyses (" << r.config.mode() << "): " << r.n_inputs << " input(s), " << r.n_layers
+        << " layers x " << r.n_heads << " heads\n";
     auto layer_mean = [&](const std::string& table, const std::string& metric,
                           const std::string& param) {
         double acc = 0;

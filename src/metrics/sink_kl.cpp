@@ -13,43 +13,35 @@ namespace {
 
 constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
 
-// KL(p || q) in nats over [0, n) with 0 ln 0 = 0 and +inf where q = 0 < p.
-double kl_divergence(const double* p, const double* q, int64_t n) {
-    double kl = 0;
-    for (int64_t j = 0; j < n; ++j) {
-        if (p[j] <= 0) continue;
-        if (q[j] <= 0) return std::numeric_limits<double>::infinity();
-        kl += p[j] * std::log(p[j] / q[j]);
-    }
-    return kl;
-}
+// Read-only view of one layer's closed rows without copying them: p(h, i, j) = raw * inv_sum
+// on the visible keys, 0 elsewhere. Principled and compat both divide by the visible sum
+// (10.a closure; KL.ipynb step 1 renormalises raw rows, whose masked entries are 0).
+struct LayerView {
+    const AttentionInput& in;
+    int64_t layer;
+    int64_t n;
+    std::vector<double> inv_sum;  // [H, n]
 
-// Rows of one layer as [H][n * n] with entries outside the visible keys set to 0. Principled:
-// rows closed over their visible keys (10.a). Compat: raw rows renormalised over all n keys,
-// an all-zero row becoming uniform (KL.ipynb step 1).
-std::vector<std::vector<double>> layer_rows(const AttentionInput& in, int64_t layer, bool compat) {
-    const int64_t n = in.length;
-    std::vector<std::vector<double>> heads(static_cast<size_t>(in.n_heads),
-                                           std::vector<double>(static_cast<size_t>(n * n), 0.0));
-    for (int64_t h = 0; h < in.n_heads; ++h) {
-        auto& m = heads[static_cast<size_t>(h)];  // [n, n]
-        for (int64_t i = 0; i < n; ++i) {
-            const double* src = in.row(layer, h, i);
-            double* dst = m.data() + i * n;
-            const int64_t kb = in.key_begin(i), ke = std::min(in.key_end(i), n);
-            double sum = 0;
-            for (int64_t j = kb; j < ke; ++j) sum += (dst[j] = src[j]);
-            if (sum > 0) {
-                for (int64_t j = kb; j < ke; ++j) dst[j] /= sum;
-            } else if (compat) {
-                std::fill(dst, dst + n, 1.0 / static_cast<double>(n));
-            } else if (ke > kb) {
-                std::fill(dst + kb, dst + ke, 1.0 / static_cast<double>(ke - kb));
+    LayerView(const AttentionInput& input, int64_t l) : in(input), layer(l), n(input.length) {
+        inv_sum.assign(static_cast<size_t>(in.n_heads * n), 0.0);
+        for (int64_t h = 0; h < in.n_heads; ++h)
+            for (int64_t i = 0; i < n; ++i) {
+                const double* r = in.row(layer, h, i);
+                double sum = 0;
+                for (int64_t j = vis_begin(i); j < vis_end(i); ++j) sum += r[j];
+                if (!(sum > 0))
+                    throw InputError("attention", "row " + std::to_string(i) + " of layer " +
+                                                      std::to_string(layer) + " head " +
+                                                      std::to_string(h) +
+                                                      " has no mass on its visible keys");
+                inv_sum[static_cast<size_t>(h * n + i)] = 1.0 / sum;
             }
-        }
     }
-    return heads;
-}
+    int64_t vis_begin(int64_t i) const { return in.key_begin(i); }
+    int64_t vis_end(int64_t i) const { return std::min(in.key_end(i), n); }
+    const double* raw(int64_t h, int64_t i) const { return in.row(layer, h, i); }
+    double scale(int64_t h, int64_t i) const { return inv_sum[static_cast<size_t>(h * n + i)]; }
+};
 
 }  // namespace
 
@@ -74,107 +66,172 @@ std::vector<int64_t> sink_set(const std::vector<double>& incoming, double t) {
 }
 
 SinkKl sink_kl(const AttentionInput& in, int64_t layer, double t, bool compat) {
+    return sink_kl_all(in, layer, {t}, compat).front();
+}
+
+std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
+                                const std::vector<double>& percentiles, bool compat) {
     const int64_t n = in.length, n_heads = in.n_heads;
-    SinkKl out;
-    if (n == 0 || n_heads == 0) return out;
-    const auto heads = layer_rows(in, layer, compat);  // [H][n, n]
+    std::vector<SinkKl> results(percentiles.size());
+    if (n == 0 || n_heads == 0) return results;
+    const LayerView view(in, layer);
+    const auto nh = static_cast<double>(n_heads);
 
-    // Pass 1: incoming mass over heads and rows, and the sink set S_t.
-    std::vector<double> incoming(static_cast<size_t>(n), 0.0);  // [n]
-    for (const auto& m : heads)
-        for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < n; ++j) incoming[static_cast<size_t>(j)] += m[i * n + j];
-    const auto sinks = sink_set(incoming, t);
-    std::vector<char> is_sink(static_cast<size_t>(n), 0);
-    for (auto j : sinks) is_sink[static_cast<size_t>(j)] = 1;
-    out.n_sinks = static_cast<int64_t>(sinks.size());
-
-    // Pass 2: concentration. Compat: share of the first 4 heads' total mass on S, in percent.
-    if (compat) {
-        const int64_t n_conc = std::min(n_heads, k_compat_conc_heads);
-        double acc = 0;
-        for (int64_t h = 0; h < n_conc; ++h) {
-            const auto& m = heads[static_cast<size_t>(h)];
-            double on_s = 0, total = 0;
-            for (int64_t i = 0; i < n; ++i)
-                for (int64_t j = 0; j < n; ++j) {
-                    total += m[i * n + j];
-                    if (is_sink[static_cast<size_t>(j)]) on_s += m[i * n + j];
-                }
-            acc += total > 0 ? on_s / total : 0.0;
-        }
-        out.concentration = 100.0 * acc / static_cast<double>(n_conc);
-    } else {
-        double acc = 0;
-        int64_t cnt = 0;
-        for (const auto& m : heads)
-            for (int64_t i = 0; i < n; ++i) {
-                double on_s = 0;
-                for (auto j : sinks) on_s += m[i * n + j];
-                acc += on_s;
-                ++cnt;
-            }
-        out.concentration = acc / static_cast<double>(cnt);
-    }
-
-    // Pass 3: KL of every head to the head average, with and without S (rows renormalised;
-    // a row left with no mass becomes uniform over its non-sink keys).
+    // Rows visited and their key ranges: compat sees all n keys of the row (masked ones hold 0)
+    // and only 20 rows when n > 20 (B.5); principled all rows, visible keys.
     std::vector<int64_t> rows;
     if (compat && n > k_compat_kl_rows) {
         rows = linspace_indices(n, k_compat_kl_rows);
     } else {
         for (int64_t i = 0; i < n; ++i) rows.push_back(i);
     }
-    std::vector<double> mean(static_cast<size_t>(n)), mean_cut(static_cast<size_t>(n));
-    std::vector<std::vector<double>> cut(static_cast<size_t>(n_heads),
-                                         std::vector<double>(static_cast<size_t>(n)));
-    double sum_before = 0, sum_after = 0;
-    for (int64_t i : rows) {
-        // Compat sees all n keys of the row; principled its visible keys.
-        const int64_t kb = compat ? 0 : in.key_begin(i);
-        const int64_t ke = compat ? n : std::min(in.key_end(i), n);
-        int64_t n_free = 0;
-        for (int64_t j = kb; j < ke; ++j) n_free += is_sink[static_cast<size_t>(j)] ? 0 : 1;
-        if (n_free == 0) {
-            ++out.rows_excluded;
-            continue;
-        }
+    auto key_range = [&](int64_t i) {
+        return compat ? std::pair<int64_t, int64_t>{0, n}
+                      : std::pair<int64_t, int64_t>{view.vis_begin(i), view.vis_end(i)};
+    };
+
+    // Pass 1: p and ln p of the visited rows, and per row the KL of every head to the head
+    // average with sinks present: sum_h sum_j p (ln p - ln M). The buffers are reused across
+    // calls: fresh multi-megabyte allocations per layer cost more than the arithmetic.
+    const auto n_rows = static_cast<int64_t>(rows.size());
+    thread_local std::vector<double> p_buf, log_buf;
+    // Only the visible keys of each row are ever read, so the buffers need no zero fill.
+    p_buf.resize(static_cast<size_t>(n_heads * n_rows * n));    // [H, rows, n]
+    log_buf.resize(static_cast<size_t>(n_heads * n_rows * n));  // [H, rows, n]
+    auto prow = [&](int64_t h, int64_t r) { return p_buf.data() + (h * n_rows + r) * n; };
+    auto lrow = [&](int64_t h, int64_t r) { return log_buf.data() + (h * n_rows + r) * n; };
+    std::vector<double> kl_row(static_cast<size_t>(n_rows), 0.0);  // sum over heads, per row
+    std::vector<double> mean(static_cast<size_t>(n)), log_mean(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n_rows; ++r) {
+        const int64_t i = rows[static_cast<size_t>(r)];
+        const int64_t vb = view.vis_begin(i), ve = view.vis_end(i);
         std::fill(mean.begin(), mean.end(), 0.0);
-        std::fill(mean_cut.begin(), mean_cut.end(), 0.0);
         for (int64_t h = 0; h < n_heads; ++h) {
-            const double* p = heads[static_cast<size_t>(h)].data() + i * n;
-            auto& c = cut[static_cast<size_t>(h)];
-            double rest = 0;
-            for (int64_t j = 0; j < n; ++j) {
-                mean[static_cast<size_t>(j)] += p[j] / static_cast<double>(n_heads);
-                c[static_cast<size_t>(j)] =
-                    (j >= kb && j < ke && !is_sink[static_cast<size_t>(j)]) ? p[j] : 0.0;
-                rest += c[static_cast<size_t>(j)];
+            const double* raw = view.raw(h, i);
+            const double sc = view.scale(h, i);
+            double* p = prow(h, r);
+            double* lp = lrow(h, r);
+            for (int64_t j = vb; j < ve; ++j) {
+                p[j] = raw[j] * sc;
+                mean[static_cast<size_t>(j)] += p[j];
+                lp[j] = p[j] > 0 ? std::log(p[j]) : 0.0;
+            }
+        }
+        for (int64_t j = vb; j < ve; ++j) {
+            const double m = mean[static_cast<size_t>(j)] / nh;
+            log_mean[static_cast<size_t>(j)] = m > 0 ? std::log(m) : 0.0;
+        }
+        double acc = 0;
+        for (int64_t h = 0; h < n_heads; ++h) {
+            const double* p = prow(h, r);
+            const double* lp = lrow(h, r);
+            for (int64_t j = vb; j < ve; ++j)
+                if (p[j] > 0) acc += p[j] * (lp[j] - log_mean[static_cast<size_t>(j)]);
+        }
+        kl_row[static_cast<size_t>(r)] = acc;
+    }
+
+    // Pass 2: incoming mass over heads and all rows, shared by every percentile; and the
+    // per-head mass columns the concentration needs.
+    std::vector<double> incoming(static_cast<size_t>(n), 0.0);            // [n]
+    std::vector<double> head_col(static_cast<size_t>(n_heads * n), 0.0);  // [H, n]
+    for (int64_t h = 0; h < n_heads; ++h)
+        for (int64_t i = 0; i < n; ++i) {
+            const double* raw = view.raw(h, i);
+            const double sc = view.scale(h, i);
+            for (int64_t j = view.vis_begin(i); j < view.vis_end(i); ++j)
+                head_col[static_cast<size_t>(h * n + j)] += raw[j] * sc;
+        }
+    for (int64_t h = 0; h < n_heads; ++h)
+        for (int64_t j = 0; j < n; ++j)
+            incoming[static_cast<size_t>(j)] += head_col[static_cast<size_t>(h * n + j)];
+
+    std::vector<double> rest(static_cast<size_t>(n_heads));
+    std::vector<double> log_mean_cut(static_cast<size_t>(n));
+    std::vector<double> mean_cut(static_cast<size_t>(n));
+    for (size_t k = 0; k < percentiles.size(); ++k) {
+        SinkKl& out = results[k];
+        const auto sinks = sink_set(incoming, percentiles[k]);
+        std::vector<char> is_sink(static_cast<size_t>(n), 0);
+        for (auto j : sinks) is_sink[static_cast<size_t>(j)] = 1;
+        out.n_sinks = static_cast<int64_t>(sinks.size());
+
+        // Concentration. Each head's total mass is n (closed rows). Compat: first 4 heads'
+        // share of mass on S, in percent; principled: mean over heads and rows of mass on S.
+        const int64_t n_conc = compat ? std::min(n_heads, k_compat_conc_heads) : n_heads;
+        double on_s = 0;
+        for (int64_t h = 0; h < n_conc; ++h)
+            for (auto j : sinks) on_s += head_col[static_cast<size_t>(h * n + j)];
+        out.concentration = on_s / static_cast<double>(n_conc * n) * (compat ? 100.0 : 1.0);
+
+        // KL without S: p' = p / rest on the non-sink keys (uniform when rest = 0), so
+        // ln p' = ln p - ln rest; M' = mean_h p'.
+        double sum_before = 0, sum_after = 0;
+        for (int64_t r = 0; r < n_rows; ++r) {
+            const int64_t i = rows[static_cast<size_t>(r)];
+            const auto [kb, ke] = key_range(i);
+            const int64_t vb = view.vis_begin(i), ve = view.vis_end(i);
+            int64_t n_free = 0;
+            for (int64_t j = kb; j < ke; ++j) n_free += is_sink[static_cast<size_t>(j)] ? 0 : 1;
+            if (n_free == 0) {
+                ++out.rows_excluded;
+                continue;
+            }
+            const double uniform = 1.0 / static_cast<double>(n_free);
+            std::fill(mean_cut.begin(), mean_cut.end(), 0.0);
+            for (int64_t h = 0; h < n_heads; ++h) {
+                const double* p = prow(h, r);
+                double s = 0;
+                for (int64_t j = vb; j < ve; ++j)
+                    if (!is_sink[static_cast<size_t>(j)]) s += p[j];
+                rest[static_cast<size_t>(h)] = s;
+                if (s > 0) {
+                    const double inv = 1.0 / s;
+                    for (int64_t j = vb; j < ve; ++j)
+                        if (!is_sink[static_cast<size_t>(j)])
+                            mean_cut[static_cast<size_t>(j)] += p[j] * inv;
+                } else {
+                    for (int64_t j = kb; j < ke; ++j)
+                        if (!is_sink[static_cast<size_t>(j)])
+                            mean_cut[static_cast<size_t>(j)] += uniform;
+                }
             }
             for (int64_t j = kb; j < ke; ++j) {
-                if (is_sink[static_cast<size_t>(j)]) continue;
-                c[static_cast<size_t>(j)] =
-                    rest > 0 ? c[static_cast<size_t>(j)] / rest : 1.0 / static_cast<double>(n_free);
+                const double m = mean_cut[static_cast<size_t>(j)] / nh;
+                log_mean_cut[static_cast<size_t>(j)] = m > 0 ? std::log(m) : 0.0;
             }
-            for (int64_t j = 0; j < n; ++j)
-                mean_cut[static_cast<size_t>(j)] += c[static_cast<size_t>(j)] / n_heads;
+            double acc = 0;
+            for (int64_t h = 0; h < n_heads; ++h) {
+                const double* p = prow(h, r);
+                const double* lp = lrow(h, r);
+                const double s = rest[static_cast<size_t>(h)];
+                if (s > 0) {
+                    const double inv = 1.0 / s, log_s = std::log(s);
+                    for (int64_t j = vb; j < ve; ++j)
+                        if (!is_sink[static_cast<size_t>(j)] && p[j] > 0)
+                            acc +=
+                                p[j] * inv * (lp[j] - log_s - log_mean_cut[static_cast<size_t>(j)]);
+                } else {
+                    const double log_u = std::log(uniform);
+                    for (int64_t j = kb; j < ke; ++j)
+                        if (!is_sink[static_cast<size_t>(j)])
+                            acc += uniform * (log_u - log_mean_cut[static_cast<size_t>(j)]);
+                }
+            }
+            sum_before += kl_row[static_cast<size_t>(r)];
+            sum_after += acc;
+            ++out.rows_used;
         }
-        for (int64_t h = 0; h < n_heads; ++h) {
-            const double* p = heads[static_cast<size_t>(h)].data() + i * n;
-            sum_before += kl_divergence(p, mean.data(), n);
-            sum_after += kl_divergence(cut[static_cast<size_t>(h)].data(), mean_cut.data(), n);
+        if (out.rows_used == 0) {
+            out.kl_before = out.kl_after = out.kl_reduction = k_nan;
+            continue;
         }
-        ++out.rows_used;
+        const double denom = static_cast<double>(out.rows_used) * nh;
+        out.kl_before = sum_before / denom;
+        out.kl_after = sum_after / denom;
+        out.kl_reduction = out.kl_before - out.kl_after;
     }
-    if (out.rows_used == 0) {
-        out.kl_before = out.kl_after = out.kl_reduction = k_nan;
-        return out;
-    }
-    const double denom = static_cast<double>(out.rows_used * n_heads);
-    out.kl_before = sum_before / denom;
-    out.kl_after = sum_after / denom;
-    out.kl_reduction = out.kl_before - out.kl_after;
-    return out;
+    return results;
 }
 
 double direct_sink_mass(const AttentionInput& in, int64_t layer, int64_t sink) {

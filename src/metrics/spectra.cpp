@@ -47,12 +47,16 @@ SingularSpectrum singular_spectrum(const Eigen::MatrixXd& a) {
     if (a.size() == 0) return s;
     // sigma^2 are the eigenvalues of the Gram matrix of the smaller side; a symmetric
     // eigenvalue solve is several times faster than an SVD and exact enough for these ratios.
-    Eigen::MatrixXd gram = a.rows() <= a.cols() ? (a * a.transpose()).eval()
-                                                : (a.transpose() * a).eval();  // [k, k]
+    Eigen::MatrixXd gram =
+        a.rows() <= a.cols() ? (a * a.transpose()).eval() : (a.transpose() * a).eval();  // [k, k]
     Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> solver(gram, Eigen::EigenvaluesOnly);
     SS_CHECK(solver.info() == Eigen::Success, "eigensolver failed on a Gram matrix");
     const auto& ev = solver.eigenvalues();  // ascending
-    for (Eigen::Index i = ev.size() - 1; i >= 0; --i) s.sigma2.push_back(std::max(0.0, ev[i]));
+    // Below ~1e-13 sigma_1^2 the Gram eigenvalues are rounding noise: they are set to 0, so a
+    // rank-one matrix has an all-zero bulk (KS NaN, 10.l) rather than a KS of noise.
+    const double resolution = 1e-13 * std::max(0.0, ev[ev.size() - 1]);
+    for (Eigen::Index i = ev.size() - 1; i >= 0; --i)
+        s.sigma2.push_back(ev[i] > resolution ? ev[i] : 0.0);
     double sum = 0, sum_sq = 0;
     for (double v : s.sigma2) {
         sum += v;
@@ -93,10 +97,9 @@ double mp_kl_compat(std::vector<double> magnitudes) {
     double hsum = 0, msum = 0;
     for (int k = 0; k < n_bins; ++k) {
         const double x = lo + (k + 0.5) * width;
-        mp[static_cast<size_t>(k)] = (x >= a && x <= b)
-                                         ? std::sqrt((b - x) * (x - a)) /
-                                               (2 * std::numbers::pi * gamma * x)
-                                         : 0.0;
+        mp[static_cast<size_t>(k)] =
+            (x >= a && x <= b) ? std::sqrt((b - x) * (x - a)) / (2 * std::numbers::pi * gamma * x)
+                               : 0.0;
         hsum += hist[static_cast<size_t>(k)];
         msum += mp[static_cast<size_t>(k)];
     }

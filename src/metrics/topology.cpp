@@ -5,6 +5,8 @@
 #include <cmath>
 #include <tuple>
 
+// Attention distances form a complete graph: GUDHI's dense neighbour table is faster there.
+#define GUDHI_COLLAPSE_USE_DENSE_ARRAY
 #include <gudhi/Flag_complex_edge_collapser.h>
 #include <gudhi/Persistent_cohomology.h>
 #include <gudhi/Simplex_tree.h>
@@ -14,7 +16,11 @@
 namespace sinkscope::metrics {
 namespace {
 
-using SimplexTree = Gudhi::Simplex_tree<Gudhi::Simplex_tree_options_fast_persistence>;
+// GUDHI's fast-persistence options store float filtrations; attention distances need double.
+struct DoublePersistenceOptions : Gudhi::Simplex_tree_options_fast_persistence {
+    typedef double Filtration_value;
+};
+using SimplexTree = Gudhi::Simplex_tree<DoublePersistenceOptions>;
 using FieldZp = Gudhi::persistent_cohomology::Field_Zp;
 using Cohomology = Gudhi::persistent_cohomology::Persistent_cohomology<SimplexTree, FieldZp>;
 using Vertex = SimplexTree::Vertex_handle;

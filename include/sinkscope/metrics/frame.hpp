@@ -38,8 +38,8 @@ struct FrameEvidence {
     void resize(int64_t n_layers);
     void merge(const FrameEvidence& other);
     int64_t mid_late_begin() const { return n_layers / 3; }
-    double share_first_mid_late() const;   // pooled share of anchors at position 0
-    double mean_reference_count() const;   // over inputs x middle/late layers
+    double share_first_mid_late() const;               // pooled share of anchors at position 0
+    double mean_reference_count() const;               // over inputs x middle/late layers
     std::vector<PositionClass> modal_classes() const;  // per layer (ties: first < last < other)
 };
 

@@ -11,8 +11,7 @@
 namespace sinkscope::metrics {
 
 // The seven thresholds of laplacian.ipynb (spec 8).
-inline constexpr std::array<double, 7> k_graph_thresholds{0.001, 0.005, 0.01, 0.02,
-                                                          0.05,  0.1,   0.2};
+inline constexpr std::array<double, 7> k_graph_thresholds{0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2};
 // Up to this many nodes the Laplacian is solved densely; above it iteratively (Spectra).
 inline constexpr int64_t k_dense_eigen_max_nodes = 256;
 // A threshold is "effective" when the density averaged over inputs lies in this range (10.i).
@@ -35,6 +34,10 @@ struct GraphStats {
 // `compat` = ruscio2025 (10.i): self-loops count in the in-degrees and, for n > 50, only nodes
 // touched by an edge enter the degree statistics (laplacian.ipynb builds the graph from edges).
 GraphStats graph_stats(const Eigen::MatrixXd& a, double tau, bool compat);
+// The same at several thresholds; when two thresholds give the same edge set the Laplacian
+// spectrum is reused (identical results, fewer eigensolves).
+std::vector<GraphStats> graph_stats_all(const Eigen::MatrixXd& a, const std::vector<double>& taus,
+                                        bool compat);
 
 // The `k` smallest eigenvalues (ascending) of a symmetric positive semi-definite matrix:
 // Eigen's dense solver for n <= k_dense_eigen_max_nodes, Spectra shift-invert above.

@@ -31,16 +31,18 @@ struct P2Options {
     std::string symmetrize = "max";  // --symmetrize max|mean (principled topology distance)
     std::string tokens;              // --tokens FILE: read by the CLI, strings passed to add()
     int64_t sink = 0;                // sink position of the direct sink mass (spec 0 "first")
+    int64_t threads = 1;             // --threads: layers analysed in parallel (results identical)
 };
 
 // Options after validation.
 struct P2Config {
-    bool graphs = true, topology = true, kl = true, spectra = true, entropy = true,
-         tokens = true, frame = true;
+    bool graphs = true, topology = true, kl = true, spectra = true, entropy = true, tokens = true,
+         frame = true;
     bool compat = false;
     bool per_head = false;
     Symmetrize symmetrize = Symmetrize::Max;
     int64_t sink = 0;
+    std::string tokens_file;  // names the token strings in errors
     const char* mode() const { return compat ? "ruscio2025" : "principled"; }
 };
 // Throws UsageError naming the bad option value.
@@ -84,6 +86,8 @@ struct P2Diagram {
 };
 
 struct P2Results {
+    std::string model;  // written in the model / checkpoint columns (DESIGN.md long format)
+    std::string checkpoint;
     P2Config config;
     int64_t n_inputs = 0;
     int64_t n_layers = 0;
@@ -95,18 +99,20 @@ struct P2Results {
     std::vector<P2Diagram> diagrams;  // diagrams of the first k_saved_diagram_inputs inputs
     FrameEvidence frame;
     FrameType verdict = FrameType::Distributed;  // set by finish()
-    std::vector<std::string> warnings;  // to be printed by the CLI
+    std::vector<std::string> warnings;           // to be printed by the CLI
 };
 
 // Diagrams are kept for this many inputs so memory does not grow with N.
 inline constexpr int64_t k_saved_diagram_inputs = 8;
 
 class P2Accumulator {
-public:
+  public:
     explicit P2Accumulator(const P2Options& options = {});
-    // Adds one input. `token_strings` ([T]) names the keys of token specialisation.
-    // Throws InputError ("attention") on shapes or values that cannot be attention.
-    void add(const AttentionInput& input, const std::vector<std::string>* token_strings = nullptr);
+    // Adds one input. `token_strings` ([T]) names the keys of token specialisation. Throws
+    // InputError naming `source` (the file it came from) on shapes or values that cannot be
+    // attention; nothing is accumulated then.
+    void add(const AttentionInput& input, const std::vector<std::string>* token_strings = nullptr,
+             const std::string& source = "attention");
     // Combines another shard's state (same options, same model).
     void merge(const P2Accumulator& other);
     // Derived values (effectiveness, consistency, verdict, warnings).
@@ -117,8 +123,9 @@ public:
     void save(BinaryWriter& w) const;
     void load(BinaryReader& r);
 
-private:
+  private:
     P2Results state_;
+    int64_t threads_ = 1;
 };
 
 // Writes graphs.csv, topology.csv, betti.csv, diagrams/*.npy, kl.csv, spectra.csv, entropy.csv,

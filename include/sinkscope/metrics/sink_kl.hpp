@@ -12,7 +12,7 @@
 namespace sinkscope::metrics {
 
 inline constexpr std::array<double, 3> k_sink_percentiles{0.8, 0.9, 0.95};
-inline constexpr int64_t k_compat_kl_rows = 20;   // KL.ipynb: rows linspace(0, n-1, 20)
+inline constexpr int64_t k_compat_kl_rows = 20;    // KL.ipynb: rows linspace(0, n-1, 20)
 inline constexpr int64_t k_compat_conc_heads = 4;  // KL.ipynb: first 4 heads
 
 // numpy.percentile(values, q) with the default linear interpolation; q in [0, 100].
@@ -35,6 +35,10 @@ struct SinkKl {
 // visible keys only. Compat (B.5): raw rows over all n keys, 20 rows when n > 20, the
 // concentration over the first 4 heads as a percentage.
 SinkKl sink_kl(const AttentionInput& in, int64_t layer, double t, bool compat);
+// The same for several percentiles at once, sharing the rows, their logarithms and the KL with
+// sinks (what the P2 accumulator calls).
+std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
+                                const std::vector<double>& percentiles, bool compat);
 
 // Direct sink mass: mean of A[h, i, s] over heads and over the rows that see s (10.k);
 // NaN when no row sees s.

@@ -10,10 +10,10 @@
 namespace sinkscope::metrics {
 
 struct SingularSpectrum {
-    std::vector<double> sigma2;  // squared singular values, descending
-    double stable_rank = 0;      // sum sigma^2 / sigma_1^2
+    std::vector<double> sigma2;      // squared singular values, descending
+    double stable_rank = 0;          // sum sigma^2 / sigma_1^2
     double participation_ratio = 0;  // (sum sigma^2)^2 / sum sigma^4
-    double mp_ks = 0;            // KS of the normalised bulk vs MP(gamma = 1); NaN if degenerate
+    double mp_ks = 0;  // KS of the normalised bulk vs MP(gamma = 1); NaN if degenerate
 };
 
 // Principled spectrum of any [m, n] matrix (10.l).

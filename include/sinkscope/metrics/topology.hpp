@@ -13,8 +13,8 @@
 namespace sinkscope::metrics {
 
 inline constexpr int k_betti_grid_points = 101;     // eps = 0, 0.01, ..., 1 (10.j)
-inline constexpr double k_long_bar = 0.05;           // "bars with persistence > 0.05"
-inline constexpr int64_t k_compat_max_tokens = 30;   // topology.ipynb downsampling
+inline constexpr double k_long_bar = 0.05;          // "bars with persistence > 0.05"
+inline constexpr int64_t k_compat_max_tokens = 30;  // topology.ipynb downsampling
 
 enum class Symmetrize { Max, Mean };
 
@@ -41,12 +41,12 @@ std::vector<int64_t> linspace_indices(int64_t n, int64_t k);
 
 struct DiagramSummary {
     std::array<std::array<double, k_betti_grid_points>, 2> betti{};  // [dim][grid point]
-    std::array<int64_t, 2> n_bars{};          // len(diagram): finite + essential (compat Betti)
-    std::array<int64_t, 2> n_essential{};     // infinite bars (reported separately, 10.j)
+    std::array<int64_t, 2> n_bars{};            // len(diagram): finite + essential (compat Betti)
+    std::array<int64_t, 2> n_essential{};       // infinite bars (reported separately, 10.j)
     std::array<double, 2> total_persistence{};  // sum of death - birth over finite bars
-    std::array<int64_t, 2> n_long{};          // finite bars with persistence > k_long_bar
-    std::array<double, 2> mean_persistence{};  // over finite bars (NaN when none)
-    std::array<double, 2> max_persistence{};   // over finite bars (NaN when none)
+    std::array<int64_t, 2> n_long{};            // finite bars with persistence > k_long_bar
+    std::array<double, 2> mean_persistence{};   // over finite bars (NaN when none)
+    std::array<double, 2> max_persistence{};    // over finite bars (NaN when none)
 };
 
 // Betti curves count bars with birth <= eps < death at eps = g / 100 (10.j).

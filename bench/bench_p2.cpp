@@ -1,0 +1,87 @@
+// All spec-8 analyses on one input (principled, head-averaged graphs): target < 1 s for
+// L = 32, H = 32, T = 128 on 2 cores.
+#include <cmath>
+#include <random>
+
+#include <benchmark/benchmark.h>
+
+#include "sinkscope/metrics/p2.hpp"
+
+using namespace sinkscope::metrics;
+
+namespace {
+// Causal softmax attention with a sink on key 0, [L, H, T, T].
+AttentionInput make_input(int64_t n_layers, int64_t n_heads, int64_t n) {
+    std::mt19937_64 rng(2025);
+    std::normal_distribution<double> normal;
+    AttentionInput in;
+    in.n_layers = n_layers;
+    in.n_heads = n_heads;
+    in.n_tokens = in.length = n;
+    in.masking = Masking::Causal;
+    in.pattern.assign(static_cast<size_t>(n_layers * n_heads * n * n), 0.0);
+    for (int64_t l = 0; l < n_layers; ++l)
+        for (int64_t h = 0; h < n_heads; ++h)
+            for (int64_t i = 0; i < n; ++i) {
+                double* r = in.pattern.data() + in.offset(l, h, i);
+                double sum = 0;
+                for (int64_t j = 0; j <= i; ++j)
+                    sum += (r[j] = std::exp(1.5 * normal(rng) + (j == 0 ? 4.0 : 0.0)));
+                for (int64_t j = 0; j <= i; ++j) r[j] /= sum;
+            }
+    return in;
+}
+
+void run(benchmark::State& state, const std::string& analyses, const std::string& compat,
+         int64_t threads = 1) {
+    const auto in = make_input(state.range(0), state.range(1), state.range(2));
+    P2Options options;
+    options.analyses = analyses;
+    options.compat = compat;
+    options.threads = threads;
+    for (auto _ : state) {
+        P2Accumulator acc(options);
+        acc.add(in);
+        benchmark::DoNotOptimize(acc.finish());
+    }
+    state.counters["heads/s"] = benchmark::Counter(
+        static_cast<double>(state.range(0) * state.range(1)) * state.iterations(),
+        benchmark::Counter::kIsRate);
+}
+}  // namespace
+
+static void BM_P2All(benchmark::State& s) {
+    run(s, "graphs,topology,kl,spectra,entropy,tokens,frame", "");
+}
+static void BM_P2AllTwoThreads(benchmark::State& s) {
+    run(s, "graphs,topology,kl,spectra,entropy,tokens,frame", "", 2);
+}
+static void BM_P2Graphs(benchmark::State& s) {
+    run(s, "graphs", "");
+}
+static void BM_P2Topology(benchmark::State& s) {
+    run(s, "topology", "");
+}
+static void BM_P2Kl(benchmark::State& s) {
+    run(s, "kl", "");
+}
+static void BM_P2Spectra(benchmark::State& s) {
+    run(s, "spectra", "");
+}
+static void BM_P2Rest(benchmark::State& s) {
+    run(s, "entropy,tokens,frame", "");
+}
+static void BM_P2Compat(benchmark::State& s) {
+    run(s, "graphs,topology,kl,spectra,entropy,tokens,frame", "ruscio2025");
+}
+
+BENCHMARK(BM_P2All)->Args({32, 32, 128})->Args({12, 12, 64})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_P2AllTwoThreads)->Args({32, 32, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_P2Graphs)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_P2Topology)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_P2Kl)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_P2Spectra)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_P2Rest)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_P2Compat)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,114 @@
+// Token specialisation, reference counts and the reference-frame verdict (spec 8, 10.m, 10.n).
+#include <functional>
+
+#include <gtest/gtest.h>
+
+#include "sinkscope/metrics/frame.hpp"
+#include "sinkscope/metrics/p2.hpp"
+
+using namespace sinkscope::metrics;
+
+namespace {
+// Every head of layer l puts `mass` on key anchor(l) and spreads the rest uniformly.
+AttentionInput anchored(int64_t n_layers, int64_t n_heads, int64_t n, Masking masking,
+                        const std::function<int64_t(int64_t)>& anchor, double mass = 0.8) {
+    AttentionInput in;
+    in.n_layers = n_layers;
+    in.n_heads = n_heads;
+    in.n_tokens = in.length = n;
+    in.masking = masking;
+    in.pattern.assign(static_cast<size_t>(n_layers * n_heads * n * n), 0.0);
+    for (int64_t l = 0; l < n_layers; ++l)
+        for (int64_t h = 0; h < n_heads; ++h)
+            for (int64_t i = 0; i < n; ++i) {
+                double* r = in.pattern.data() + in.offset(l, h, i);
+                const int64_t kb = in.key_begin(i), ke = in.key_end(i);
+                const int64_t a = anchor(l);
+                const bool sees = a >= kb && a < ke;
+                const double rest = sees ? 1 - mass : 1.0;
+                for (int64_t j = kb; j < ke; ++j) r[j] = rest / static_cast<double>(ke - kb);
+                if (sees) r[a] += mass;
+            }
+    return in;
+}
+P2Options frame_only() {
+    P2Options o;
+    o.analyses = "tokens,frame";
+    return o;
+}
+}  // namespace
+
+// Position classes: 0 is first, length-1 is last, anything else other.
+TEST(Frame, PositionClasses) {
+    EXPECT_EQ(classify_position(0, 5), PositionClass::First);
+    EXPECT_EQ(classify_position(4, 5), PositionClass::Last);
+    EXPECT_EQ(classify_position(2, 5), PositionClass::Other);
+}
+
+// Reference count: keys with column mean > 0.1; else the top 10% (at least 1); cap 30% of n.
+TEST(Frame, ReferenceCountRules) {
+    Eigen::MatrixXd star = Eigen::MatrixXd::Zero(20, 20);
+    star.col(0).setOnes();
+    EXPECT_EQ(reference_count(star), 1);
+    EXPECT_EQ(reference_count(Eigen::MatrixXd::Constant(20, 20, 1.0 / 20)), 2);  // top 10%
+    EXPECT_EQ(reference_count(Eigen::MatrixXd::Constant(5, 5, 0.2)), 1);  // all > 0.1, cap int(1.5)
+    EXPECT_EQ(top_key(star), 0);
+}
+
+// Every head of every layer anchored on position 0 with one reference token: centralized.
+TEST(Frame, CentralizedVerdict) {
+    P2Accumulator acc(frame_only());
+    acc.add(anchored(
+        6, 4, 12, Masking::Causal, [](int64_t) { return 0; }, 0.95));
+    const auto r = acc.finish();
+    EXPECT_EQ(r.verdict, FrameType::Centralized);
+    EXPECT_DOUBLE_EQ(r.frame.share_first_mid_late(), 1.0);
+    EXPECT_DOUBLE_EQ(r.frame.mean_reference_count(), 1.0);
+}
+
+// Encoder anchored on the first token in early layers and on the last in late ones:
+// bidirectional (modal first in some layer, last in another, share of first < 0.9).
+TEST(Frame, BidirectionalVerdict) {
+    const int64_t n = 12;
+    P2Accumulator acc(frame_only());
+    acc.add(anchored(6, 4, n, Masking::Bidirectional,
+                     [&](int64_t l) { return l < 3 ? int64_t{0} : n - 1; }));
+    const auto r = acc.finish();
+    EXPECT_EQ(r.verdict, FrameType::Bidirectional);
+}
+
+// Anchors in the middle of the sequence: distributed.
+TEST(Frame, DistributedVerdict) {
+    P2Accumulator acc(frame_only());
+    acc.add(anchored(6, 4, 12, Masking::Bidirectional, [](int64_t l) { return 3 + l % 2; }));
+    EXPECT_EQ(acc.finish().verdict, FrameType::Distributed);
+}
+
+// Anchored on position 0 everywhere but with several reference tokens (each key's column mean
+// above 0.1): not centralized, and with no "last" layer not bidirectional either.
+TEST(Frame, ManyReferenceTokensAreNotCentralized) {
+    P2Accumulator acc(frame_only());
+    acc.add(anchored(
+        6, 2, 7, Masking::Bidirectional, [](int64_t) { return 0; }, 0.2));
+    const auto r = acc.finish();
+    EXPECT_GE(r.frame.mean_reference_count(), 1.2);
+    EXPECT_EQ(r.verdict, FrameType::Distributed);
+}
+
+// Token specialisation: with token strings the top key is named by its string, counted once
+// per input; consistency over inputs is 1 when every input agrees.
+TEST(Frame, TokenSpecialisationUsesStrings) {
+    const std::vector<std::string> tokens{"<s>", "a", "b", "c", "d", "e"};
+    P2Accumulator acc(frame_only());
+    const auto in = anchored(2, 3, 6, Masking::Causal, [](int64_t) { return 0; });
+    for (int k = 0; k < 5; ++k) acc.add(in, &tokens);
+    const auto r = acc.finish();
+    ASSERT_EQ(r.top_keys.count({1, 2}), 1u);
+    EXPECT_EQ(r.top_keys.at({1, 2}).at("<s>"), 5);
+    const auto it = r.stats.find(P2Key{"tokens", 1, 2, "consistency", "<s>"});
+    ASSERT_NE(it, r.stats.end());
+    EXPECT_DOUBLE_EQ(it->second.mean(), 1.0);
+    const auto share = r.stats.find(P2Key{"tokens", 0, -1, "heads_modal_share", "<s>"});
+    ASSERT_NE(share, r.stats.end());
+    EXPECT_DOUBLE_EQ(share->second.mean(), 1.0);
+}

@@ -1,0 +1,144 @@
+// Thresholded attention graphs on hand-built matrices with known spectra (spec 8, 10.i).
+#include <cmath>
+#include <numbers>
+
+#include <gtest/gtest.h>
+
+#include "sinkscope/metrics/graph.hpp"
+
+using namespace sinkscope::metrics;
+
+namespace {
+// Every row attends to key 0 only.
+Eigen::MatrixXd star(int n) {
+    Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n, n);
+    a.col(0).setOnes();
+    return a;
+}
+// Rows split their mass over their path neighbours, so B = 1[A > 0.1] is a symmetric path.
+Eigen::MatrixXd path(int n) {
+    Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n, n);
+    for (int i = 0; i < n; ++i) {
+        const int deg = (i > 0) + (i < n - 1);
+        if (i > 0) a(i, i - 1) = 1.0 / deg;
+        if (i < n - 1) a(i, i + 1) = 1.0 / deg;
+    }
+    return a;
+}
+// Laplacian of the unweighted path on n nodes.
+Eigen::MatrixXd path_laplacian(int n) {
+    Eigen::MatrixXd l = Eigen::MatrixXd::Zero(n, n);
+    for (int i = 0; i + 1 < n; ++i) {
+        l(i, i) += 1;
+        l(i + 1, i + 1) += 1;
+        l(i, i + 1) = l(i + 1, i) = -1;
+    }
+    return l;
+}
+}  // namespace
+
+// A perfect star ignoring self-loops (principled) has basic star-likeness 1 and Freeman
+// centralization 1; its density is 1/n because only column 0 is set.
+TEST(Graph, StarIsPerfectlyCentralized) {
+    const int n = 10;
+    const auto g = graph_stats(star(n), 0.1, false);
+    EXPECT_DOUBLE_EQ(g.star_basic, 1.0);
+    EXPECT_DOUBLE_EQ(g.centralization, 1.0);
+    EXPECT_DOUBLE_EQ(g.density, 1.0 / n);
+    // in-degrees (n-1, 0, ..., 0): Gini = 2 * n (n-1) / (n (n-1)) - (n+1)/n = (n-1)/n
+    EXPECT_NEAR(g.gini, (n - 1.0) / n, 1e-15);
+    EXPECT_NEAR(g.star_combined, 0.3 + 0.7 * (n - 1.0) / n, 1e-15);
+}
+
+// Compat counts the self-loop of key 0, so the star gives N/(N-1) (10.i).
+TEST(Graph, CompatStarCountsSelfLoop) {
+    const int n = 10;
+    const auto g = graph_stats(star(n), 0.1, true);
+    EXPECT_DOUBLE_EQ(g.star_basic, n / (n - 1.0));
+}
+
+// Uniform attention above the threshold gives K_n, whose Laplacian has lambda_2 = n and
+// lambda_3 - lambda_2 = 0 (self-loops cancel in L).
+TEST(Graph, CompleteGraphLambda2IsN) {
+    const int n = 8;
+    const Eigen::MatrixXd a = Eigen::MatrixXd::Constant(n, n, 1.0 / n);
+    const auto g = graph_stats(a, 0.001, false);
+    EXPECT_NEAR(g.lambda2, n, 1e-10);
+    EXPECT_NEAR(g.laplacian_gap, 0.0, 1e-10);
+    EXPECT_DOUBLE_EQ(g.density, 1.0);
+    EXPECT_NEAR(g.degree_variance, 0.0, 1e-15);
+    EXPECT_NEAR(g.centralization, 0.0, 1e-15);
+}
+
+// A symmetric path on n nodes has lambda_2 = 2 - 2 cos(pi / n).
+TEST(Graph, PathLambda2MatchesClosedForm) {
+    const int n = 12;
+    const auto g = graph_stats(path(n), 0.1, false);
+    EXPECT_NEAR(g.lambda2, 2 - 2 * std::cos(std::numbers::pi / n), 1e-12);
+    // lambda_3 of the path is 2 - 2 cos(2 pi / n)
+    EXPECT_NEAR(g.laplacian_gap,
+                2 * std::cos(std::numbers::pi / n) - 2 * std::cos(2 * std::numbers::pi / n), 1e-12);
+}
+
+// n > 256 goes through Spectra and still gives the path's closed-form lambda_2 and lambda_3.
+TEST(Graph, LargePathUsesIterativeSolver) {
+    const int n = 300;
+    const auto g = graph_stats(path(n), 0.1, false);
+    EXPECT_NEAR(g.lambda2, 2 - 2 * std::cos(std::numbers::pi / n), 1e-9);
+    EXPECT_NEAR(g.laplacian_gap,
+                2 * std::cos(std::numbers::pi / n) - 2 * std::cos(2 * std::numbers::pi / n), 1e-9);
+}
+
+// The iterative (Spectra) and dense branches agree on the same small Laplacian.
+TEST(Graph, IterativeAgreesWithDense) {
+    const auto lap = path_laplacian(40);
+    const auto dense = smallest_eigenvalues(lap, 3);
+    const auto iter = smallest_eigenvalues_iterative(lap, 3);
+    ASSERT_EQ(dense.size(), 3u);
+    ASSERT_EQ(iter.size(), 3u);
+    for (int k = 0; k < 3; ++k) EXPECT_NEAR(dense[k], iter[k], 1e-9) << k;
+}
+
+// A graph of two disconnected cliques has lambda_2 = 0 (algebraic connectivity > 0 iff connected).
+TEST(Graph, DisconnectedGraphHasZeroLambda2) {
+    const int n = 6;
+    Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n, n);
+    a.topLeftCorner(3, 3).setConstant(1.0 / 3);
+    a.bottomRightCorner(3, 3).setConstant(1.0 / 3);
+    EXPECT_NEAR(graph_stats(a, 0.1, false).lambda2, 0.0, 1e-12);
+}
+
+// Gini: 0 for equal or all-zero values, (N-1)/N for one non-zero value of N.
+TEST(Graph, GiniKnownValues) {
+    EXPECT_DOUBLE_EQ(gini({0, 0, 0}), 0.0);
+    EXPECT_NEAR(gini({2, 2, 2, 2}), 0.0, 1e-15);
+    EXPECT_NEAR(gini({0, 0, 0, 5}), 0.75, 1e-15);
+    // 2 * (1*1 + 2*2 + 3*3) / (3 * 6) - 4/3 = 28/18 - 24/18
+    EXPECT_NEAR(gini({3, 1, 2}), 4.0 / 18.0, 1e-15);
+}
+
+// Nothing above the threshold: empty graph, zero density, degree statistics 0.
+TEST(Graph, EmptyGraphAboveAllValues) {
+    const Eigen::MatrixXd a = Eigen::MatrixXd::Constant(5, 5, 0.2);
+    const auto g = graph_stats(a, 0.2, false);  // strict >
+    EXPECT_EQ(g.density, 0.0);
+    EXPECT_EQ(g.star_basic, 0.0);
+    EXPECT_EQ(g.gini, 0.0);
+}
+
+// The multi-threshold path reuses spectra only for identical edge sets: it equals the
+// one-threshold computation at every threshold.
+TEST(Graph, AllThresholdsEqualSingleThreshold) {
+    Eigen::MatrixXd a(6, 6);
+    for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) a(i, j) = 0.001 * ((i * 7 + j * 3) % 11) + (j == 0 ? 0.3 : 0);
+    const std::vector<double> taus(k_graph_thresholds.begin(), k_graph_thresholds.end());
+    const auto all = graph_stats_all(a, taus, false);
+    ASSERT_EQ(all.size(), taus.size());
+    for (size_t k = 0; k < taus.size(); ++k) {
+        const auto one = graph_stats(a, taus[k], false);
+        EXPECT_EQ(all[k].lambda2, one.lambda2) << taus[k];
+        EXPECT_EQ(all[k].laplacian_gap, one.laplacian_gap) << taus[k];
+        EXPECT_EQ(all[k].density, one.density) << taus[k];
+    }
+}

@@ -1,0 +1,207 @@
+// The P2 accumulator end to end: compat ruscio2025 artifacts on causal attention (PAPERS.md
+// B.3), layer subsets (10.o), mergeability, option validation, output tables.
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/io/npy.hpp"
+#include "sinkscope/io/table.hpp"
+#include "sinkscope/metrics/p2.hpp"
+#include "testing.hpp"
+
+using namespace sinkscope;
+using namespace sinkscope::metrics;
+
+namespace {
+// Random causal softmax attention with a sink on key 0, [L, H, T, T].
+AttentionInput random_causal(int64_t n_layers, int64_t n_heads, int64_t n, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal;
+    AttentionInput in;
+    in.n_layers = n_layers;
+    in.n_heads = n_heads;
+    in.n_tokens = in.length = n;
+    in.masking = Masking::Causal;
+    in.pattern.assign(static_cast<size_t>(n_layers * n_heads * n * n), 0.0);
+    for (int64_t l = 0; l < n_layers; ++l)
+        for (int64_t h = 0; h < n_heads; ++h)
+            for (int64_t i = 0; i < n; ++i) {
+                double* r = in.pattern.data() + in.offset(l, h, i);
+                double sum = 0;
+                for (int64_t j = 0; j <= i; ++j)
+                    sum += (r[j] = std::exp(normal(rng) + (j == 0) * 2));
+                for (int64_t j = 0; j <= i; ++j) r[j] /= sum;
+            }
+    return in;
+}
+double stat(const P2Results& r, const std::string& table, int64_t l, int64_t h,
+            const std::string& metric, const std::string& param = "") {
+    const auto it = r.stats.find(P2Key{table, l, h, metric, param});
+    if (it == r.stats.end()) ADD_FAILURE() << "missing " << table << "/" << metric << " " << param;
+    return it == r.stats.end() ? NAN : it->second.mean();
+}
+// Head-averaged self-attention of kept positions >= 1 (the B.3 artifact), fp64.
+double mean_self_attention(const AttentionInput& in, int64_t l, const std::vector<int64_t>& kept) {
+    double acc = 0;
+    for (size_t k = 1; k < kept.size(); ++k) {
+        double a = 0;
+        for (int64_t h = 0; h < in.n_heads; ++h) a += in.row(l, h, kept[k])[kept[k]];
+        acc += a / static_cast<double>(in.n_heads);
+    }
+    return acc / static_cast<double>(kept.size() - 1);
+}
+P2Options topology_only(const std::string& compat) {
+    P2Options o;
+    o.analyses = "topology";
+    o.compat = compat;
+    return o;
+}
+}  // namespace
+
+// Compat on causal attention reproduces the released-code artifact: Betti0 = kept tokens,
+// Betti1 = 0, dim-0 mean persistence = mean self-attention of positions >= 1, and a warning.
+TEST(P2Compat, CausalBettiCountsTokens) {
+    for (int64_t n : {12, 40}) {  // 40 > 30 exercises the linspace downsampling
+        const auto in = random_causal(5, 3, n, 99 + static_cast<uint64_t>(n));
+        P2Accumulator acc(topology_only("ruscio2025"));
+        acc.add(in);
+        const auto r = acc.finish();
+        const auto kept = linspace_indices(n, k_compat_max_tokens);
+        for (int64_t l : topology_layers(5, true)) {
+            EXPECT_EQ(stat(r, "topology", l, -1, "n_bars_dim0"), static_cast<double>(kept.size()));
+            EXPECT_EQ(stat(r, "topology", l, -1, "n_bars_dim1"), 0.0);
+            // fp32 distances as in the notebook: agreement to float precision
+            EXPECT_NEAR(stat(r, "topology", l, -1, "mean_persistence_dim0"),
+                        mean_self_attention(in, l, kept), 1e-6);
+        }
+        ASSERT_EQ(r.warnings.size(), 1u);
+        EXPECT_NE(r.warnings[0].find("only count tokens"), std::string::npos);
+    }
+}
+
+// Principled mode on the same causal input gives a Betti0 curve that changes with eps.
+TEST(P2Compat, PrincipledBettiCurveIsNotConstant) {
+    const auto in = random_causal(2, 3, 16, 5);
+    P2Accumulator acc(topology_only(""));
+    acc.add(in);
+    const auto r = acc.finish();
+    EXPECT_TRUE(r.warnings.empty());
+    std::set<double> values;
+    for (int g = 0; g <= 100; ++g)
+        values.insert(stat(r, "betti", 0, -1, "betti0", io::format_number(g / 100.0)));
+    EXPECT_GT(values.size(), 1u);
+    EXPECT_EQ(stat(r, "betti", 0, -1, "betti0", "0"), 16.0);  // all points born at 0
+}
+
+// Layer subsets of the notebooks (10.o).
+TEST(P2Compat, LayerSubsets) {
+    EXPECT_EQ(topology_layers(28, true), (std::vector<int64_t>{0, 7, 14, 21, 27}));
+    EXPECT_EQ(topology_layers(24, true), (std::vector<int64_t>{0, 6, 12, 18, 23}));
+    EXPECT_EQ(topology_layers(3, true), (std::vector<int64_t>{0, 1, 2}));
+    EXPECT_EQ(kl_layers(10, true), (std::vector<int64_t>{0, 1, 3, 5, 7, 9}));
+    EXPECT_EQ(kl_layers(6, true), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+    EXPECT_EQ(kl_layers(10, false).size(), 10u);
+}
+
+// Accumulating two inputs in one accumulator equals merging two one-input accumulators.
+TEST(P2Compat, MergeEqualsSequentialAdd) {
+    const auto a = random_causal(3, 2, 10, 1), b = random_causal(3, 2, 10, 2);
+    P2Accumulator both, first, second;
+    both.add(a);
+    both.add(b);
+    first.add(a);
+    second.add(b);
+    first.merge(second);
+    const auto r1 = both.finish(), r2 = first.finish();
+    ASSERT_EQ(r1.stats.size(), r2.stats.size());
+    for (const auto& [k, s] : r1.stats) {
+        const auto& t = r2.stats.at(k);
+        EXPECT_EQ(s.n, t.n) << k.table << "/" << k.metric;
+        EXPECT_NEAR(s.sum, t.sum, 1e-12 * (1 + std::abs(s.sum))) << k.table << "/" << k.metric;
+    }
+    EXPECT_EQ(r1.diagrams.size(), r2.diagrams.size());
+    EXPECT_EQ(r1.verdict, r2.verdict);
+}
+
+// Layers analysed on several threads give exactly the single-thread results.
+TEST(P2Compat, ThreadsDoNotChangeResults) {
+    const auto in = random_causal(5, 2, 10, 4);
+    P2Options o1, o3;
+    o3.threads = 3;
+    P2Accumulator one(o1), three(o3);
+    one.add(in);
+    three.add(in);
+    const auto r1 = one.finish(), r3 = three.finish();
+    ASSERT_EQ(r1.stats.size(), r3.stats.size());
+    for (const auto& [k, s] : r1.stats) {
+        EXPECT_EQ(s.sum, r3.stats.at(k).sum) << k.table << "/" << k.metric;
+        EXPECT_EQ(s.n, r3.stats.at(k).n);
+    }
+    ASSERT_EQ(r1.diagrams.size(), r3.diagrams.size());
+    for (size_t d = 0; d < r1.diagrams.size(); ++d) {
+        EXPECT_EQ(r1.diagrams[d].layer, r3.diagrams[d].layer);
+        EXPECT_EQ(r1.diagrams[d].bars.size(), r3.diagrams[d].bars.size());
+    }
+}
+
+// Bad option values are usage errors naming the option.
+TEST(P2Compat, OptionValidation) {
+    P2Options o;
+    o.analyses = "graphs,bogus";
+    EXPECT_THROW(resolve_p2_options(o), UsageError);
+    o = {};
+    o.compat = "ruscio2024";
+    EXPECT_THROW(resolve_p2_options(o), UsageError);
+    o = {};
+    o.symmetrize = "min";
+    EXPECT_THROW(resolve_p2_options(o), UsageError);
+    o = {};
+    o.threads = 0;
+    EXPECT_THROW(resolve_p2_options(o), UsageError);
+    EXPECT_NO_THROW(resolve_p2_options(P2Options{}));
+}
+
+// Non-probabilities and inconsistent shapes are input errors, and nothing is accumulated.
+TEST(P2Compat, BadInputIsRejected) {
+    auto in = random_causal(1, 1, 4, 3);
+    in.pattern[in.offset(0, 0, 2) + 1] = NAN;
+    P2Accumulator acc;
+    try {
+        acc.add(in, nullptr, "dump.npy");
+        ADD_FAILURE() << "NaN accepted";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.file(), "dump.npy");
+    }
+    EXPECT_EQ(acc.n_inputs(), 0);
+    auto short_in = random_causal(1, 1, 4, 3);
+    short_in.pattern.pop_back();
+    EXPECT_THROW(acc.add(short_in), InputError);
+}
+
+// Every table row records the mode that produced it; diagrams are [k, 3] arrays.
+TEST(P2Compat, OutputsRecordTheMode) {
+    testutil::ScratchDir dir;
+    P2Options o;
+    o.compat = "ruscio2025";
+    P2Accumulator acc(o);
+    acc.add(random_causal(4, 2, 8, 11));
+    const auto r = acc.finish();
+    write_p2_outputs(r, dir.path());
+    for (const char* name : {"graphs", "topology", "betti", "kl", "spectra", "entropy", "tokens"}) {
+        const auto t = io::Table::read_csv(dir / (std::string(name) + ".csv"));
+        ASSERT_FALSE(t.empty()) << name;
+        const auto& cols = t.columns();
+        const auto c = std::find(cols.begin(), cols.end(), "convention") - cols.begin();
+        for (const auto& row : t.rows())
+            EXPECT_EQ(std::get<std::string>(row[static_cast<size_t>(c)]), "ruscio2025") << name;
+    }
+    EXPECT_TRUE(std::filesystem::exists(dir / "frame.json"));
+    const auto d = io::read_npy(dir / "diagrams" / "input0_layer0_avg.npy");
+    ASSERT_EQ(d.shape.size(), 2u);
+    EXPECT_EQ(d.shape[1], 3);
+    EXPECT_EQ(d.shape[0], 8);  // compat causal: one H0 point per token, no H1
+    EXPECT_EQ(p2_conventions(r)["mode"], "ruscio2025");
+    EXPECT_NE(summarize_p2(r).find("warning"), std::string::npos);
+}

@@ -1,0 +1,111 @@
+// Sink sets, sink-removal KL and sink concentration (spec 8, 10.k; PAPERS.md B.5).
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "sinkscope/metrics/sink_kl.hpp"
+
+using namespace sinkscope::metrics;
+
+namespace {
+// One layer, heads that differ only in their sink mass s_h on key 0: every row is
+// s_h at key 0 and (1 - s_h) * content over the other visible keys.
+AttentionInput sink_only_heads(Masking masking, const std::vector<double>& sink_mass, int64_t n) {
+    AttentionInput in;
+    in.n_layers = 1;
+    in.n_heads = static_cast<int64_t>(sink_mass.size());
+    in.n_tokens = in.length = n;
+    in.masking = masking;
+    in.pattern.assign(static_cast<size_t>(in.n_heads * n * n), 0.0);
+    for (int64_t h = 0; h < in.n_heads; ++h)
+        for (int64_t i = 0; i < n; ++i) {
+            double* r = in.pattern.data() + in.offset(0, h, i);
+            const int64_t ke = in.key_end(i);
+            if (ke == 1) {
+                r[0] = 1.0;
+                continue;
+            }
+            double csum = 0;
+            for (int64_t j = 1; j < ke; ++j) csum += 1.0 + 0.3 * static_cast<double>(j % 4);
+            r[0] = sink_mass[static_cast<size_t>(h)];
+            for (int64_t j = 1; j < ke; ++j)
+                r[j] = (1.0 - r[0]) * (1.0 + 0.3 * static_cast<double>(j % 4)) / csum;
+        }
+    return in;
+}
+}  // namespace
+
+// numpy.percentile with linear interpolation (values from numpy 1.26).
+TEST(SinkKl, PercentileMatchesNumpy) {
+    const std::vector<double> v{0.3, 1.7, 0.2, 5.0, 2.2, 0.9, 4.1};
+    EXPECT_NEAR(percentile_linear(v, 80), 3.720000000000001, 1e-15);
+    EXPECT_NEAR(percentile_linear(v, 90), 4.46, 1e-15);
+    EXPECT_NEAR(percentile_linear(v, 95), 4.7299999999999995, 1e-15);
+    EXPECT_EQ(percentile_linear(v, 100), 5.0);
+    EXPECT_EQ(percentile_linear(v, 0), 0.2);
+}
+
+// S_t keeps the keys at or above the percentile: the top 1 of 7 at t = 0.9, the top 2 at 0.8.
+TEST(SinkKl, SinkSetIsTopPercentile) {
+    const std::vector<double> v{0.3, 1.7, 0.2, 5.0, 2.2, 0.9, 4.1};
+    EXPECT_EQ(sink_set(v, 0.9), (std::vector<int64_t>{3}));
+    EXPECT_EQ(sink_set(v, 0.8), (std::vector<int64_t>{3, 6}));
+    EXPECT_EQ(sink_set(v, 0.5), (std::vector<int64_t>{1, 3, 4, 6}));
+}
+
+// Heads that differ only in sink mass agree exactly once the sink is removed, so the KL
+// reduction is positive and equals the baseline KL (spec 8 sign: positive = more agreement).
+TEST(SinkKl, ReductionPositiveWhenHeadsDifferOnlyInSinkMass) {
+    for (auto masking : {Masking::Bidirectional, Masking::Causal}) {
+        const auto in = sink_only_heads(masking, {0.9, 0.5, 0.2, 0.7}, 12);
+        for (double t : k_sink_percentiles) {
+            for (bool compat : {false, true}) {
+                const auto r = sink_kl(in, 0, t, compat);
+                EXPECT_GT(r.kl_before, 1e-3) << t << compat;
+                EXPECT_NEAR(r.kl_after, 0.0, 1e-12) << t << compat;
+                EXPECT_NEAR(r.kl_reduction, r.kl_before, 1e-12);
+                EXPECT_GT(r.kl_reduction, 0.0);
+            }
+        }
+    }
+}
+
+// Identical heads: KL is 0 with and without sinks.
+TEST(SinkKl, IdenticalHeadsHaveNoReduction) {
+    const auto in = sink_only_heads(Masking::Bidirectional, {0.6, 0.6, 0.6}, 10);
+    const auto r = sink_kl(in, 0, 0.9, false);
+    EXPECT_NEAR(r.kl_before, 0.0, 1e-15);
+    EXPECT_NEAR(r.kl_reduction, 0.0, 1e-15);
+}
+
+// With S = {0}, the principled concentration is the mean sink mass over heads and rows, and the
+// direct sink mass on s = 0 is the same mean; compat reports the first 4 heads in percent.
+TEST(SinkKl, ConcentrationAndDirectSinkMass) {
+    const std::vector<double> s{0.9, 0.5, 0.2, 0.7, 0.1};
+    const auto in = sink_only_heads(Masking::Bidirectional, s, 12);
+    const auto r = sink_kl(in, 0, 0.95, false);
+    ASSERT_EQ(r.n_sinks, 1);
+    const double mean_all = (0.9 + 0.5 + 0.2 + 0.7 + 0.1) / 5;
+    EXPECT_NEAR(r.concentration, mean_all, 1e-14);
+    EXPECT_NEAR(direct_sink_mass(in, 0, 0), mean_all, 1e-14);
+    const auto c = sink_kl(in, 0, 0.95, true);
+    EXPECT_NEAR(c.concentration, 100.0 * (0.9 + 0.5 + 0.2 + 0.7) / 4, 1e-12);
+}
+
+// Causal row 0 sees only the sink: excluded and counted (10.k); compat keeps all n keys.
+TEST(SinkKl, CausalRowWithoutNonSinkKeysIsExcluded) {
+    const auto in = sink_only_heads(Masking::Causal, {0.9, 0.5}, 8);
+    const auto r = sink_kl(in, 0, 0.95, false);
+    EXPECT_EQ(r.rows_excluded, 1);
+    EXPECT_EQ(r.rows_used, 7);
+    const auto c = sink_kl(in, 0, 0.95, true);
+    EXPECT_EQ(c.rows_excluded, 0);
+    EXPECT_EQ(c.rows_used, 8);
+}
+
+// Compat's 20-row shortcut (B.5): rows linspace(0, n-1, 20) when n > 20, all rows otherwise.
+TEST(SinkKl, CompatUsesTwentyRows) {
+    const auto in = sink_only_heads(Masking::Bidirectional, {0.9, 0.5}, 30);
+    EXPECT_EQ(sink_kl(in, 0, 0.9, true).rows_used, 20);
+    EXPECT_EQ(sink_kl(in, 0, 0.9, false).rows_used, 30);
+}

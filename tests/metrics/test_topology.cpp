@@ -1,0 +1,155 @@
+// Persistent homology on configurations with known diagrams (spec 8, 10.j; PAPERS.md B.3).
+#include <cmath>
+#include <numbers>
+
+#include <gtest/gtest.h>
+
+#include "sinkscope/metrics/topology.hpp"
+
+using namespace sinkscope::metrics;
+
+namespace {
+Eigen::MatrixXd line_distances(const std::vector<double>& x) {
+    const auto n = static_cast<Eigen::Index>(x.size());
+    Eigen::MatrixXd d(n, n);
+    for (Eigen::Index i = 0; i < n; ++i)
+        for (Eigen::Index j = 0; j < n; ++j) d(i, j) = std::abs(x[i] - x[j]);
+    return d;
+}
+std::vector<PersistenceBar> of_dim(const std::vector<PersistenceBar>& bars, int dim) {
+    std::vector<PersistenceBar> out;
+    for (const auto& b : bars)
+        if (b.dim == dim) out.push_back(b);
+    return out;
+}
+}  // namespace
+
+// Four points on a unit square: the 4-cycle is born at the side 1 and filled at the diagonal
+// sqrt(2); H0 has three bars dying at 1 and one essential class.
+TEST(Topology, SquareHasOneLoop) {
+    const double s = std::sqrt(2.0);
+    Eigen::MatrixXd d(4, 4);
+    d << 0, 1, s, 1,  //
+        1, 0, 1, s,   //
+        s, 1, 0, 1,   //
+        1, s, 1, 0;
+    const auto bars = rips_persistence(d);
+    const auto h1 = of_dim(bars, 1);
+    ASSERT_EQ(h1.size(), 1u);
+    EXPECT_NEAR(h1[0].birth, 1.0, 1e-12);
+    EXPECT_NEAR(h1[0].death, s, 1e-12);
+    const auto h0 = of_dim(bars, 0);
+    ASSERT_EQ(h0.size(), 4u);
+    int n_inf = 0;
+    for (const auto& b : h0) {
+        if (std::isinf(b.death))
+            ++n_inf;
+        else
+            EXPECT_NEAR(b.death, 1.0, 1e-12);
+    }
+    EXPECT_EQ(n_inf, 1);
+}
+
+// Two clusters of three points 0.01 apart, 0.8 between them: H0 deaths are four at 0.01 and one
+// at 0.8; the summary counts one long bar and total persistence 0.84; beta_0 is 6 at eps = 0,
+// 2 at eps = 0.5 and 1 at eps = 0.9.
+TEST(Topology, TwoClustersMergeAtGap) {
+    const auto d = line_distances({0.0, 0.01, 0.02, 0.82, 0.83, 0.84});
+    const auto bars = rips_persistence(d);
+    const auto h0 = of_dim(bars, 0);
+    ASSERT_EQ(h0.size(), 6u);
+    std::vector<double> deaths;
+    for (const auto& b : h0) deaths.push_back(b.death);
+    std::sort(deaths.begin(), deaths.end());
+    for (int k = 0; k < 4; ++k) EXPECT_NEAR(deaths[k], 0.01, 1e-12);
+    EXPECT_NEAR(deaths[4], 0.8, 1e-12);
+    EXPECT_TRUE(std::isinf(deaths[5]));
+    EXPECT_TRUE(of_dim(bars, 1).empty());
+
+    const auto s = summarize_diagram(bars);
+    EXPECT_EQ(s.n_long[0], 1);
+    EXPECT_NEAR(s.total_persistence[0], 0.84, 1e-12);
+    EXPECT_EQ(s.n_essential[0], 1);
+    EXPECT_EQ(s.n_bars[0], 6);
+    EXPECT_EQ(s.betti[0][0], 6);
+    EXPECT_EQ(s.betti[0][50], 2);
+    EXPECT_EQ(s.betti[0][90], 1);
+    EXPECT_EQ(s.betti[0][100], 1);  // the essential class stays alive to the end of the grid
+}
+
+// ripser's sparse semantics on a causal-like matrix: vertex births from the diagonal, all edges
+// at 1, so every vertex but the oldest dies at 1 and persistence = 1 - birth.
+TEST(Topology, SparseVertexBirthsGiveElderRuleBars) {
+    Eigen::MatrixXd d(3, 3);
+    d << 0.0, 1.0, 1.0,  //
+        0.4, 0.7, 1.0,   //
+        0.5, 0.2, 0.6;
+    const auto bars = ripser_sparse_persistence(d);
+    const auto h0 = of_dim(bars, 0);
+    ASSERT_EQ(h0.size(), 3u);
+    EXPECT_EQ(h0[0].birth, 0.0);
+    EXPECT_TRUE(std::isinf(h0[0].death));
+    EXPECT_NEAR(h0[1].birth, 0.6, 1e-15);
+    EXPECT_NEAR(h0[1].death, 1.0, 1e-15);
+    EXPECT_NEAR(h0[2].birth, 0.7, 1e-15);
+    EXPECT_NEAR(h0[2].death, 1.0, 1e-15);
+    EXPECT_TRUE(of_dim(bars, 1).empty());
+}
+
+// An exact zero off the diagonal is no edge (scipy COO drops it): two vertices stay apart.
+TEST(Topology, SparseExactZeroIsNoEdge) {
+    Eigen::MatrixXd d(2, 2);
+    d << 0.0, 0.0,  //
+        0.0, 0.0;
+    const auto bars = ripser_sparse_persistence(d);
+    EXPECT_EQ(of_dim(bars, 0).size(), 2u);  // two essential classes
+    for (const auto& b : bars) EXPECT_TRUE(std::isinf(b.death));
+}
+
+// np.linspace(0, n-1, k, dtype=int), values from numpy.
+TEST(Topology, LinspaceIndicesMatchNumpy) {
+    const std::vector<int64_t> n40{0,  1,  2,  4,  5,  6,  8,  9,  10, 12, 13, 14, 16, 17, 18,
+                                   20, 21, 22, 24, 25, 26, 28, 29, 30, 32, 33, 34, 36, 37, 39};
+    EXPECT_EQ(linspace_indices(40, 30), n40);
+    const std::vector<int64_t> n128{0,  4,  8,  13,  17,  21,  26,  30,  35,  39,
+                                    43, 48, 52, 56,  61,  65,  70,  74,  78,  83,
+                                    87, 91, 96, 100, 105, 109, 113, 118, 122, 127};
+    EXPECT_EQ(linspace_indices(128, 30), n128);
+    EXPECT_EQ(linspace_indices(5, 30), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
+// Symmetrisation: max uses the larger direction, mean the average; the diagonal is 0.
+TEST(Topology, SymmetricDistanceConventions) {
+    Eigen::MatrixXd a(2, 2);
+    a << 0.7, 0.3,  //
+        0.9, 0.1;
+    const auto dmax = symmetric_distance(a, Symmetrize::Max);
+    const auto dmean = symmetric_distance(a, Symmetrize::Mean);
+    EXPECT_DOUBLE_EQ(dmax(0, 1), 1 - 0.9);
+    EXPECT_DOUBLE_EQ(dmax(1, 0), 1 - 0.9);
+    EXPECT_DOUBLE_EQ(dmean(0, 1), 1 - 0.6);
+    EXPECT_EQ(dmax(0, 0), 0.0);
+    EXPECT_EQ(dmean(1, 1), 0.0);
+}
+
+// Against an independent implementation: python gudhi 3.7.1 RipsComplex (no edge collapse),
+// max_dimension 2, persistence over Z/2, on d = 1 - max(A, A^T) of the 24 x 24 matrix
+// A_ij proportional to ((31 i + 17 j) mod 23 + 1)^3: 23 finite H0 bars of total persistence
+// 19.473289549915844 (max 0.8717649184079003), 30 H1 bars of total 0.9382797146642364, 5 of
+// them longer than 0.05, the longest 0.060307154581914046.
+TEST(Topology, MatchesPythonGudhiOnStructuredAttention) {
+    const int n = 24;
+    Eigen::MatrixXd a(n, n);
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) a(i, j) = std::pow(((i * 31 + j * 17) % 23 + 1), 3);
+    for (int i = 0; i < n; ++i) a.row(i) /= a.row(i).sum();
+    const auto s = summarize_diagram(rips_persistence(symmetric_distance(a, Symmetrize::Max)));
+    EXPECT_EQ(s.n_bars[0] - s.n_essential[0], 23);
+    EXPECT_EQ(s.n_essential[0], 1);
+    EXPECT_NEAR(s.total_persistence[0], 19.473289549915844, 1e-12);
+    EXPECT_NEAR(s.max_persistence[0], 0.8717649184079003, 1e-12);
+    EXPECT_EQ(s.n_bars[1], 30);
+    EXPECT_NEAR(s.total_persistence[1], 0.9382797146642364, 1e-12);
+    EXPECT_EQ(s.n_long[1], 5);
+    EXPECT_NEAR(s.max_persistence[1], 0.060307154581914046, 1e-12);
+}
