@@ -13,13 +13,20 @@ namespace sinkscope::io {
 
 const char* weight_dtype_name(WeightDType t) {
     switch (t) {
-        case WeightDType::F32: return "F32";
-        case WeightDType::F16: return "F16";
-        case WeightDType::BF16: return "BF16";
-        case WeightDType::F64: return "F64";
-        case WeightDType::I32: return "I32";
-        case WeightDType::I64: return "I64";
-        case WeightDType::Q8_0: return "Q8_0";
+        case WeightDType::F32:
+            return "F32";
+        case WeightDType::F16:
+            return "F16";
+        case WeightDType::BF16:
+            return "BF16";
+        case WeightDType::F64:
+            return "F64";
+        case WeightDType::I32:
+            return "I32";
+        case WeightDType::I64:
+            return "I64";
+        case WeightDType::Q8_0:
+            return "Q8_0";
     }
     return "?";
 }
@@ -36,11 +43,17 @@ int64_t weight_dtype_n_bytes(WeightDType t, int64_t numel) {
     int64_t elem = 0;
     switch (t) {
         case WeightDType::F16:
-        case WeightDType::BF16: elem = 2; break;
+        case WeightDType::BF16:
+            elem = 2;
+            break;
         case WeightDType::F32:
-        case WeightDType::I32: elem = 4; break;
+        case WeightDType::I32:
+            elem = 4;
+            break;
         case WeightDType::F64:
-        case WeightDType::I64: elem = 8; break;
+        case WeightDType::I64:
+            elem = 8;
+            break;
         case WeightDType::Q8_0:
             if (numel % k_q8_0_block != 0) return -1;
             return numel / k_q8_0_block * k_q8_0_block_bytes;  // <= numel * 34 / 32: no overflow
@@ -58,7 +71,9 @@ T load(const uint8_t* p) {
     return v;
 }
 
-float bf16_to_float(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+float bf16_to_float(uint16_t h) {
+    return std::bit_cast<float>(uint32_t(h) << 16);
+}
 
 // Product of the dimensions; -1 when one is negative or the product overflows int64.
 int64_t checked_numel(const std::vector<int64_t>& shape) {
@@ -98,7 +113,9 @@ void convert_to_f32(const TensorView& t, float* out) {
     SS_CHECK(t.data != nullptr, "tensor ", t.name, " has no data");
     const uint8_t* p = t.data;
     switch (t.dtype) {
-        case WeightDType::F32: std::memcpy(out, p, size_t(n) * 4); return;
+        case WeightDType::F32:
+            std::memcpy(out, p, size_t(n) * 4);
+            return;
         case WeightDType::F16:
             for (int64_t i = 0; i < n; ++i) out[i] = half_to_float(load<uint16_t>(p + 2 * i));
             return;
