@@ -17,19 +17,27 @@ namespace fs = std::filesystem;
 
 std::optional<WeightDType> weight_dtype_of(uint32_t type) {
     switch (static_cast<GgmlType>(type)) {
-        case GgmlType::F32: return WeightDType::F32;
-        case GgmlType::F16: return WeightDType::F16;
-        case GgmlType::BF16: return WeightDType::BF16;
-        case GgmlType::F64: return WeightDType::F64;
-        case GgmlType::I32: return WeightDType::I32;
-        case GgmlType::I64: return WeightDType::I64;
-        case GgmlType::Q8_0: return WeightDType::Q8_0;
-        default: return std::nullopt;
+        case GgmlType::F32:
+            return WeightDType::F32;
+        case GgmlType::F16:
+            return WeightDType::F16;
+        case GgmlType::BF16:
+            return WeightDType::BF16;
+        case GgmlType::F64:
+            return WeightDType::F64;
+        case GgmlType::I32:
+            return WeightDType::I32;
+        case GgmlType::I64:
+            return WeightDType::I64;
+        case GgmlType::Q8_0:
+            return WeightDType::Q8_0;
+        default:
+            return std::nullopt;
     }
 }
 
 class GgufStore final : public WeightStore {
-public:
+  public:
     explicit GgufStore(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) {
         const std::string path = file_->path().string();
         for (const GgufTensorInfo& t : file_->tensors()) {
@@ -63,7 +71,7 @@ public:
     }
     std::vector<fs::path> files() const override { return {file_->path()}; }
 
-private:
+  private:
     std::shared_ptr<const GgufFile> file_;
     std::vector<std::string> order_;  // file order
     std::map<std::string, const GgufTensorInfo*> index_;

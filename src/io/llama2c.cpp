@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 constexpr uint32_t k_export_magic = 0x616b3432;  // "ak42": llama2.c export.py versions 1 and 2
 
 class Llama2cStore final : public WeightStore {
-public:
+  public:
     explicit Llama2cStore(MappedFile map) : map_(std::move(map)) {}
 
     void add(const std::string& name, std::vector<int64_t> shape, uint64_t float_offset) {
@@ -44,7 +44,7 @@ public:
     }
     std::vector<fs::path> files() const override { return {map_.path()}; }
 
-private:
+  private:
     MappedFile map_;
     std::vector<std::string> order_;  // file order
     std::map<std::string, TensorView> views_;
@@ -71,7 +71,7 @@ unsigned __int128 llama2c_layout(const Llama2cHeader& hd, int64_t n_vocab, Llama
             for (int64_t l = 0; l < n_layers; ++l)
                 store->add(std::string(base) + "." + std::to_string(l), shape,
                            uint64_t(off) + uint64_t(l * n));
-        off += (unsigned __int128)(n_layers) * uint64_t(n);
+        off += (unsigned __int128)(n_layers)*uint64_t(n);
     };
     one("token_embedding_table", {n_vocab, dim});  // [vocab, dim]
     per_layer("rms_att_weight", {dim});            // [L][dim]
@@ -125,12 +125,13 @@ std::unique_ptr<WeightStore> open_llama2c(const std::filesystem::path& path,
     // the size matches the file, creates the views.
     const unsigned __int128 n_floats = llama2c_layout(hd, vocab, nullptr);
     const unsigned __int128 expected = 28 + n_floats * 4;
-    SS_CHECK_INPUT(actual == expected, file, "size ", actual, " bytes but the header (dim ",
-                   hd.dim, ", hidden_dim ", hd.hidden_dim, ", n_layers ", hd.n_layers,
-                   ", n_heads ", hd.n_heads, ", n_kv_heads ", hd.n_kv_heads, ", vocab_size ",
-                   hd.vocab_size, ", seq_len ", hd.seq_len, ") implies ",
-                   expected > std::numeric_limits<uint64_t>::max() ? std::string("more than 2^64")
-                                                                   : std::to_string(uint64_t(expected)),
+    SS_CHECK_INPUT(actual == expected, file, "size ", actual, " bytes but the header (dim ", hd.dim,
+                   ", hidden_dim ", hd.hidden_dim, ", n_layers ", hd.n_layers, ", n_heads ",
+                   hd.n_heads, ", n_kv_heads ", hd.n_kv_heads, ", vocab_size ", hd.vocab_size,
+                   ", seq_len ", hd.seq_len, ") implies ",
+                   expected > std::numeric_limits<uint64_t>::max()
+                       ? std::string("more than 2^64")
+                       : std::to_string(uint64_t(expected)),
                    actual < expected ? " (truncated)" : " (trailing bytes)");
     llama2c_layout(hd, vocab, store.get());
     if (header != nullptr) *header = hd;

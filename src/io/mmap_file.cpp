@@ -40,7 +40,9 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
     ::close(fd);  // the mapping keeps the file alive
 }
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile() {
+    release();
+}
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),

@@ -83,19 +83,26 @@ bool is_hf_member(const fs::path& file) {
 
 const char* model_format_name(ModelFormat f) {
     switch (f) {
-        case ModelFormat::HfDirectory: return "hf";
-        case ModelFormat::Gguf: return "gguf";
-        case ModelFormat::Llama2c: return "llama2c";
+        case ModelFormat::HfDirectory:
+            return "hf";
+        case ModelFormat::Gguf:
+            return "gguf";
+        case ModelFormat::Llama2c:
+            return "llama2c";
     }
     return "?";
 }
 
 const char* weights_format_name(WeightsFormat f) {
     switch (f) {
-        case WeightsFormat::Safetensors: return "safetensors";
-        case WeightsFormat::PytorchBin: return "pytorch_bin";
-        case WeightsFormat::Gguf: return "gguf";
-        case WeightsFormat::Llama2c: return "llama2c";
+        case WeightsFormat::Safetensors:
+            return "safetensors";
+        case WeightsFormat::PytorchBin:
+            return "pytorch_bin";
+        case WeightsFormat::Gguf:
+            return "gguf";
+        case WeightsFormat::Llama2c:
+            return "llama2c";
     }
     return "?";
 }
@@ -131,9 +138,12 @@ ModelFiles locate_model(const std::filesystem::path& path) {
 
 std::unique_ptr<WeightStore> open_weights(const ModelFiles& files) {
     switch (files.weights_format) {
-        case WeightsFormat::Safetensors: return open_safetensors(files.weights);
-        case WeightsFormat::Gguf: return open_gguf_weights(files.weights);
-        case WeightsFormat::Llama2c: return open_llama2c(files.weights, nullptr);
+        case WeightsFormat::Safetensors:
+            return open_safetensors(files.weights);
+        case WeightsFormat::Gguf:
+            return open_gguf_weights(files.weights);
+        case WeightsFormat::Llama2c:
+            return open_llama2c(files.weights, nullptr);
         case WeightsFormat::PytorchBin:
             throw UnsupportedError(files.weights.string(),
                                    "pytorch_model.bin weights (convert the model to safetensors)");

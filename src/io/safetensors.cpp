@@ -53,7 +53,9 @@ struct Entry {
     std::string unsupported_dtype;  // non-empty: get() throws UnsupportedError
 };
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string quoted(const std::string& s) {
+    return "'" + s + "'";
+}
 
 std::string span_string(uint64_t b, uint64_t e) {
     return "[" + std::to_string(b) + ", " + std::to_string(e) + ")";
@@ -111,8 +113,8 @@ std::map<std::string, Entry> parse_safetensors(const MappedFile& map) {
                            "shape must be a list of non-negative integers, found ", d.dump());
             const uint64_t v = d.get<uint64_t>();
             constexpr auto max = uint64_t(std::numeric_limits<int64_t>::max());
-            SS_CHECK_INPUT(v <= max && (v == 0 || uint64_t(numel) <= max / v), file, t,
-                           "shape ", info["shape"].dump(), " overflows");
+            SS_CHECK_INPUT(v <= max && (v == 0 || uint64_t(numel) <= max / v), file, t, "shape ",
+                           info["shape"].dump(), " overflows");
             shape.push_back(int64_t(v));
             numel *= int64_t(v);
         }
@@ -122,14 +124,13 @@ std::map<std::string, Entry> parse_safetensors(const MappedFile& map) {
                            offs[1].is_number_unsigned(),
                        file, t, "data_offsets must be two non-negative integers");
         const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
-        SS_CHECK_INPUT(begin <= end, file, t, "data_offsets ", offs.dump(),
-                       " end before begin");
+        SS_CHECK_INPUT(begin <= end, file, t, "data_offsets ", offs.dump(), " end before begin");
         SS_CHECK_INPUT(end <= data_size, file, t, "data_offsets ", offs.dump(),
                        " run past the data section (", data_size, " bytes; truncated?)");
         const bool fits = numel <= std::numeric_limits<int64_t>::max() / dtype->elem_bytes;
         const uint64_t need = fits ? uint64_t(numel * dtype->elem_bytes) : 0;
-        SS_CHECK_INPUT(fits && need == end - begin, file, t, "shape ", info["shape"].dump(),
-                       " of ", dtype->name, " needs ", fits ? std::to_string(need) : "too many",
+        SS_CHECK_INPUT(fits && need == end - begin, file, t, "shape ", info["shape"].dump(), " of ",
+                       dtype->name, " needs ", fits ? std::to_string(need) : "too many",
                        " bytes but data_offsets ", offs.dump(), " span ", end - begin);
 
         Entry e;
@@ -154,21 +155,19 @@ std::map<std::string, Entry> parse_safetensors(const MappedFile& map) {
         SS_CHECK_INPUT(s.begin >= pos, file, "tensor ", quoted(s.name), ": data_offsets ",
                        span_string(s.begin, s.end), " overlap tensor ", quoted(prev->name), " ",
                        span_string(prev->begin, prev->end));
-        SS_CHECK_INPUT(s.begin == pos, file, "tensor ", quoted(s.name),
-                       ": data section bytes ", span_string(pos, s.begin),
-                       " before it belong to no tensor");
+        SS_CHECK_INPUT(s.begin == pos, file, "tensor ", quoted(s.name), ": data section bytes ",
+                       span_string(pos, s.begin), " before it belong to no tensor");
         pos = s.end;
         prev = &s;
     }
     SS_CHECK_INPUT(pos == data_size, file, "data section has ", data_size - pos,
-                   " bytes after the last tensor",
-                   prev ? " " + quoted(prev->name) : std::string(), " (", data_size,
-                   " bytes, tensors cover ", pos, ")");
+                   " bytes after the last tensor", prev ? " " + quoted(prev->name) : std::string(),
+                   " (", data_size, " bytes, tensors cover ", pos, ")");
     return out;
 }
 
 class SafetensorsStore final : public WeightStore {
-public:
+  public:
     // Keeps a mapping alive for as long as the views into it.
     void keep(MappedFile map) {
         files_.push_back(map.path());
@@ -200,7 +199,7 @@ public:
     }
     void set_index(const fs::path& p) { index_ = p; }
 
-private:
+  private:
     fs::path index_;
     std::vector<MappedFile> maps_;
     std::vector<fs::path> files_;
@@ -227,9 +226,9 @@ std::unique_ptr<WeightStore> open_index(const fs::path& index_path) {
             throw InputError(file, std::string("index is not valid JSON: ") + e.what());
         }
     }
-    SS_CHECK_INPUT(index.is_object() && index.contains("weight_map") &&
-                       index["weight_map"].is_object(),
-                   file, "index has no \"weight_map\" object");
+    SS_CHECK_INPUT(
+        index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), file,
+        "index has no \"weight_map\" object");
     // shard file name -> tensors the index places there (each shard mapped once)
     std::map<std::string, std::vector<std::string>> by_shard;
     for (const auto& [name, shard] : index["weight_map"].items()) {
@@ -264,7 +263,8 @@ std::unique_ptr<WeightStore> open_index(const fs::path& index_path) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace

@@ -7,19 +7,25 @@
 #include <limits>
 
 #include "sinkscope/core/error.hpp"
-#include "sinkscope/io/npy.hpp"
 
 namespace sinkscope::io {
 
 const char* weight_dtype_name(WeightDType t) {
     switch (t) {
-        case WeightDType::F32: return "F32";
-        case WeightDType::F16: return "F16";
-        case WeightDType::BF16: return "BF16";
-        case WeightDType::F64: return "F64";
-        case WeightDType::I32: return "I32";
-        case WeightDType::I64: return "I64";
-        case WeightDType::Q8_0: return "Q8_0";
+        case WeightDType::F32:
+            return "F32";
+        case WeightDType::F16:
+            return "F16";
+        case WeightDType::BF16:
+            return "BF16";
+        case WeightDType::F64:
+            return "F64";
+        case WeightDType::I32:
+            return "I32";
+        case WeightDType::I64:
+            return "I64";
+        case WeightDType::Q8_0:
+            return "Q8_0";
     }
     return "?";
 }
@@ -36,11 +42,17 @@ int64_t weight_dtype_n_bytes(WeightDType t, int64_t numel) {
     int64_t elem = 0;
     switch (t) {
         case WeightDType::F16:
-        case WeightDType::BF16: elem = 2; break;
+        case WeightDType::BF16:
+            elem = 2;
+            break;
         case WeightDType::F32:
-        case WeightDType::I32: elem = 4; break;
+        case WeightDType::I32:
+            elem = 4;
+            break;
         case WeightDType::F64:
-        case WeightDType::I64: elem = 8; break;
+        case WeightDType::I64:
+            elem = 8;
+            break;
         case WeightDType::Q8_0:
             if (numel % k_q8_0_block != 0) return -1;
             return numel / k_q8_0_block * k_q8_0_block_bytes;  // <= numel * 34 / 32: no overflow
@@ -58,7 +70,27 @@ T load(const uint8_t* p) {
     return v;
 }
 
-float bf16_to_float(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+float bf16_to_float(uint16_t h) {
+    return std::bit_cast<float>(uint32_t(h) << 16);
+}
+
+// IEEE half -> float without a per-bit loop for subnormals (npy's half_to_float renormalises
+// bit by bit and is not inlined here): shift exponent and mantissa into place, rebias the
+// exponent, and let one float subtraction normalise subnormals.
+inline float f16_to_float(uint16_t h) {
+    constexpr uint32_t exp_mask = 0x7c00u << 13;  // half exponent field after the shift
+    uint32_t bits = uint32_t(h & 0x7fff) << 13;   // exponent + mantissa
+    const uint32_t exp = bits & exp_mask;
+    bits += (127 - 15) << 23;  // rebias
+    if (exp == exp_mask) {
+        bits += (128 - 16) << 23;  // Inf / NaN: exponent all ones
+    } else if (exp == 0) {         // zero / subnormal: m * 2^-24 = (2^-14 + m * 2^-24) - 2^-14
+        bits += 1 << 23;
+        bits = std::bit_cast<uint32_t>(std::bit_cast<float>(bits) -
+                                       std::bit_cast<float>(uint32_t(113) << 23));
+    }
+    return std::bit_cast<float>(bits | uint32_t(h & 0x8000) << 16);
+}
 
 // Product of the dimensions; -1 when one is negative or the product overflows int64.
 int64_t checked_numel(const std::vector<int64_t>& shape) {
@@ -98,9 +130,11 @@ void convert_to_f32(const TensorView& t, float* out) {
     SS_CHECK(t.data != nullptr, "tensor ", t.name, " has no data");
     const uint8_t* p = t.data;
     switch (t.dtype) {
-        case WeightDType::F32: std::memcpy(out, p, size_t(n) * 4); return;
+        case WeightDType::F32:
+            std::memcpy(out, p, size_t(n) * 4);
+            return;
         case WeightDType::F16:
-            for (int64_t i = 0; i < n; ++i) out[i] = half_to_float(load<uint16_t>(p + 2 * i));
+            for (int64_t i = 0; i < n; ++i) out[i] = f16_to_float(load<uint16_t>(p + 2 * i));
             return;
         case WeightDType::BF16:
             for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(load<uint16_t>(p + 2 * i));
@@ -112,7 +146,7 @@ void convert_to_f32(const TensorView& t, float* out) {
             // GGML block_q8_0 { ggml_half d; int8_t qs[32]; }: x[i] = d * qs[i]
             for (int64_t b = 0; b < n / k_q8_0_block; ++b) {
                 const uint8_t* blk = p + b * k_q8_0_block_bytes;
-                const float d = half_to_float(load<uint16_t>(blk));
+                const float d = f16_to_float(load<uint16_t>(blk));
                 float* o = out + b * k_q8_0_block;
                 for (int64_t i = 0; i < k_q8_0_block; ++i) o[i] = d * float(int8_t(blk[2 + i]));
             }

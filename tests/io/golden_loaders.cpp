@@ -21,7 +21,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-json read_json(const fs::path& p) { return json::parse(std::ifstream(p)); }
+json read_json(const fs::path& p) {
+    return json::parse(std::ifstream(p));
+}
 
 using Shape = std::vector<int64_t>;
 }  // namespace
@@ -95,10 +97,15 @@ TEST(LoadersGolden, Stories260KGgufEqualsLlama2c) {
         {"token_embedding_table", "token_embd.weight"},
         {"token_embedding_table", "output.weight"},
         {"rms_final_weight", "output_norm.weight"}};
-    const std::pair<const char*, const char*> per_layer[] = {
-        {"rms_att_weight", "attn_norm"}, {"wq", "attn_q"},         {"wk", "attn_k"},
-        {"wv", "attn_v"},                {"wo", "attn_output"},    {"rms_ffn_weight", "ffn_norm"},
-        {"w1", "ffn_gate"},              {"w2", "ffn_down"},       {"w3", "ffn_up"}};
+    const std::pair<const char*, const char*> per_layer[] = {{"rms_att_weight", "attn_norm"},
+                                                             {"wq", "attn_q"},
+                                                             {"wk", "attn_k"},
+                                                             {"wv", "attn_v"},
+                                                             {"wo", "attn_output"},
+                                                             {"rms_ffn_weight", "ffn_norm"},
+                                                             {"w1", "ffn_gate"},
+                                                             {"w2", "ffn_down"},
+                                                             {"w3", "ffn_up"}};
     for (int l = 0; l < h.n_layers; ++l)
         for (auto [a, b] : per_layer)
             pairs.emplace_back(std::string(a) + "." + std::to_string(l),
@@ -174,8 +181,8 @@ TEST(LoadersGolden, ZooHalfEmbeddingsMatchHiddenStates) {
         double max_abs = 0;
         for (size_t t = 0; t < ids.size(); ++t)
             for (int64_t c = 0; c < d_model; ++c)
-                max_abs = std::max(max_abs, std::abs(h0[t * d_model + c] -
-                                                     double(w[ids[t] * d_model + c])));
+                max_abs = std::max(max_abs,
+                                   std::abs(h0[t * d_model + c] - double(w[ids[t] * d_model + c])));
         EXPECT_EQ(max_abs, 0.0);
     }
 }
@@ -194,8 +201,8 @@ TEST(LoadersGolden, LocateSharedModels) {
     ModelFiles gguf = locate_model(models / "stories260K/stories260K.gguf");
     EXPECT_EQ(gguf.format, ModelFormat::Gguf);
     EXPECT_EQ(open_weights(gguf)->names().size(), 48u);
-    for (const auto& entry : fs::directory_iterator(shared / "zoo"))
-        if (entry.is_directory())
-            EXPECT_EQ(locate_model(entry.path()).format, ModelFormat::HfDirectory)
-                << entry.path();
+    for (const auto& entry : fs::directory_iterator(shared / "zoo")) {
+        if (!entry.is_directory()) continue;
+        EXPECT_EQ(locate_model(entry.path()).format, ModelFormat::HfDirectory) << entry.path();
+    }
 }

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/weights.hpp"
 #include "testing.hpp"
 
@@ -135,4 +136,24 @@ TEST(Convert, IntegerTensorsAreUnsupported) {
                   std::string::npos)
             << e.what();
     }
+}
+
+// All 65536 half bit patterns decode exactly as npy's independent half_to_float does (NaNs as
+// NaNs of the same sign), so the fast F16 path has no rounding or subnormal error.
+TEST(Convert, HalfExhaustiveAgainstNpyDecoder) {
+    std::vector<uint8_t> b;
+    for (uint32_t h = 0; h < 65536; ++h) {
+        b.push_back(uint8_t(h & 0xff));
+        b.push_back(uint8_t(h >> 8));
+    }
+    auto out = to_f32(view(WeightDType::F16, {65536}, b));
+    int n_bad = 0;
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float want = half_to_float(uint16_t(h));
+        const bool same = std::isnan(want)
+                              ? std::isnan(out[h]) && std::signbit(out[h]) == std::signbit(want)
+                              : std::memcmp(&want, &out[h], 4) == 0;
+        if (!same && n_bad++ < 5) ADD_FAILURE() << "half 0x" << std::hex << h;
+    }
+    EXPECT_EQ(n_bad, 0);
 }

@@ -95,7 +95,7 @@ std::string open_error(const fs::path& p, ErrorKind* kind) {
 std::vector<GgTensor> sample_tensors() {
     return {
         {"token_embd.weight", {3, 2}, 0, raw<float>({0, 1, 2, 3, 4, 5})},
-        {"output_norm.weight", {2}, 1, raw<uint16_t>({0x3C00, 0xC100})},   // F16 1, -2.5
+        {"output_norm.weight", {2}, 1, raw<uint16_t>({0x3C00, 0xC100})},       // F16 1, -2.5
         {"blk.0.attn_norm.weight", {2}, 30, raw<uint16_t>({0x3F80, 0x4049})},  // BF16
         {"blk.0.attn_q.weight", {32, 2}, 8, q8_block(0x3800, -16) + q8_block(0x4000, 0)},
         {"blk.0.ffn_up.weight", {32, 1}, 2, std::string(18, '\0')},  // Q4_0
@@ -146,8 +146,7 @@ TEST(GgufWeights, OtherTypesAreUnsupported) {
             ADD_FAILURE() << "no error for " << name;
         } catch (const UnsupportedError& e) {
             const std::string msg = e.what();
-            EXPECT_NE(msg.find("not supported: " + type + " in " + name), std::string::npos)
-                << msg;
+            EXPECT_NE(msg.find("not supported: " + type + " in " + name), std::string::npos) << msg;
             EXPECT_EQ(msg.rfind((dir / "m.gguf").string(), 0), 0u) << msg;
         }
     }
@@ -205,8 +204,7 @@ TEST(GgufWeights, CorruptFiles) {
          "tensor count"},
         {"metadata count", patched(16, raw<uint64_t>({uint64_t(1) << 60})), ErrorKind::Input,
          "metadata count"},
-        {"metadata count one too many", patched(16, raw<uint64_t>({2})), ErrorKind::Input,
-         "GGUF"},
+        {"metadata count one too many", patched(16, raw<uint64_t>({2})), ErrorKind::Input, "GGUF"},
         {"truncated data", good.substr(0, good.size() - 40), ErrorKind::Input, "GGUF"},
         {"truncated header", good.substr(0, 60), ErrorKind::Input, "GGUF"},
         {"too short", "GGUF", ErrorKind::Input, "GGUF"},

@@ -28,9 +28,13 @@ void write_ckpt(const fs::path& p, std::vector<int32_t> header, int64_t n_floats
 // Floats by hand: emb 40, rms_att 16, wq 128, wk 64, wv 64, wo 128, rms_ffn 16, w1 192,
 // w2 192, w3 192, rms_final 8, freq_cis 2 * 6 * 2 / 2 = 12 -> 1052; + wcls 40 -> 1092.
 constexpr int64_t k_shared_floats = 1052, k_unshared_floats = 1092;
-std::vector<int32_t> tiny_header(int32_t vocab = 5) { return {8, 12, 2, 4, 2, vocab, 6}; }
+std::vector<int32_t> tiny_header(int32_t vocab = 5) {
+    return {8, 12, 2, 4, 2, vocab, 6};
+}
 
-float first(const WeightStore& s, const std::string& name) { return to_f32(s.get(name)).front(); }
+float first(const WeightStore& s, const std::string& name) {
+    return to_f32(s.get(name)).front();
+}
 
 std::string open_error(const fs::path& p, ErrorKind* kind) {
     try {
@@ -59,21 +63,20 @@ TEST(Llama2c, SharedClassifierLayout) {
         std::vector<int64_t> shape;
         float offset;
     };
-    for (const Want& w : std::vector<Want>{
-             {"token_embedding_table", {5, 8}, 0},
-             {"rms_att_weight.0", {8}, 40},
-             {"rms_att_weight.1", {8}, 48},
-             {"wq.0", {8, 8}, 56},
-             {"wq.1", {8, 8}, 120},
-             {"wk.0", {4, 8}, 184},
-             {"wk.1", {4, 8}, 216},
-             {"wv.1", {4, 8}, 280},
-             {"wo.0", {8, 8}, 312},
-             {"rms_ffn_weight.1", {8}, 448},
-             {"w1.0", {12, 8}, 456},
-             {"w2.1", {8, 12}, 744},
-             {"w3.1", {12, 8}, 936},
-             {"rms_final_weight", {8}, 1032}}) {
+    for (const Want& w : std::vector<Want>{{"token_embedding_table", {5, 8}, 0},
+                                           {"rms_att_weight.0", {8}, 40},
+                                           {"rms_att_weight.1", {8}, 48},
+                                           {"wq.0", {8, 8}, 56},
+                                           {"wq.1", {8, 8}, 120},
+                                           {"wk.0", {4, 8}, 184},
+                                           {"wk.1", {4, 8}, 216},
+                                           {"wv.1", {4, 8}, 280},
+                                           {"wo.0", {8, 8}, 312},
+                                           {"rms_ffn_weight.1", {8}, 448},
+                                           {"w1.0", {12, 8}, 456},
+                                           {"w2.1", {8, 12}, 744},
+                                           {"w3.1", {12, 8}, 936},
+                                           {"rms_final_weight", {8}, 1032}}) {
         SCOPED_TRACE(w.name);
         TensorView v = store->get(w.name);
         EXPECT_EQ(v.shape, w.shape);
@@ -114,12 +117,21 @@ TEST(Llama2c, BadFiles) {
         {"short header", {8, 12, 2, 4}, 0, ErrorKind::Input, "too short"},
         {"zero dim", {0, 12, 2, 4, 2, 5, 6}, 0, ErrorKind::Input, "non-positive"},
         {"zero kv heads", {8, 12, 2, 4, 0, 5, 6}, 0, ErrorKind::Input, "non-positive"},
-        {"heads do not divide dim", {8, 12, 2, 3, 1, 5, 6}, 0, ErrorKind::Input,
+        {"heads do not divide dim",
+         {8, 12, 2, 3, 1, 5, 6},
+         0,
+         ErrorKind::Input,
          "not a multiple of n_heads"},
-        {"kv heads do not divide heads", {8, 12, 2, 4, 3, 5, 6}, 0, ErrorKind::Input,
+        {"kv heads do not divide heads",
+         {8, 12, 2, 4, 3, 5, 6},
+         0,
+         ErrorKind::Input,
          "not a multiple of n_kv_heads"},
-        {"huge header", {1 << 30, 1 << 30, 0x7fffffff, 1, 1, -0x7fffffff - 1, 0x7fffffff}, 4,
-         ErrorKind::Input, "implies"},
+        {"huge header",
+         {1 << 30, 1 << 30, 0x7fffffff, 1, 1, -0x7fffffff - 1, 0x7fffffff},
+         4,
+         ErrorKind::Input,
+         "implies"},
         {"export v1 magic", {0x616b3432, 1, 8, 12, 2, 4, 2}, 0, ErrorKind::Unsupported, "ak42"},
     };
     testutil::ScratchDir dir;

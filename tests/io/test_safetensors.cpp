@@ -56,14 +56,13 @@ std::string f32_header(const std::string& name, const std::string& shape, int be
 // Every readable dtype decodes to the values whose bit patterns were written by hand.
 TEST(Safetensors, ReadsEveryDtype) {
     testutil::ScratchDir dir;
-    const std::string header =
-        R"({"__metadata__":{"format":"pt"},)"
-        R"("a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
-        R"("b":{"dtype":"F16","shape":[3],"data_offsets":[16,22]},)"
-        R"("c":{"dtype":"BF16","shape":[2],"data_offsets":[22,26]},)"
-        R"("d":{"dtype":"F64","shape":[1],"data_offsets":[26,34]},)"
-        R"("e":{"dtype":"I32","shape":[1],"data_offsets":[34,38]},)"
-        R"("s":{"dtype":"F32","shape":[],"data_offsets":[38,42]}})";
+    const std::string header = R"({"__metadata__":{"format":"pt"},)"
+                               R"("a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
+                               R"("b":{"dtype":"F16","shape":[3],"data_offsets":[16,22]},)"
+                               R"("c":{"dtype":"BF16","shape":[2],"data_offsets":[22,26]},)"
+                               R"("d":{"dtype":"F64","shape":[1],"data_offsets":[26,34]},)"
+                               R"("e":{"dtype":"I32","shape":[1],"data_offsets":[34,38]},)"
+                               R"("s":{"dtype":"F32","shape":[],"data_offsets":[38,42]}})";
     const std::string data = raw<float>({1.f, 2.f, 3.f, 4.f}) +
                              raw<uint16_t>({0x3C00, 0xC000, 0x3555}) +
                              raw<uint16_t>({0x3F80, 0xC020}) + raw<double>({0.1}) +
@@ -96,8 +95,8 @@ TEST(Safetensors, ReadsEveryDtype) {
 // A directory resolves to its model.safetensors; an empty directory is an InputError.
 TEST(Safetensors, DirectoryResolvesToModelFile) {
     testutil::ScratchDir dir;
-    write(dir / "model.safetensors", st_bytes("{" + f32_header("w", "[1]", 0, 4) + "}",
-                                              raw<float>({3.f})));
+    write(dir / "model.safetensors",
+          st_bytes("{" + f32_header("w", "[1]", 0, 4) + "}", raw<float>({3.f})));
     auto store = open_safetensors(dir.path());
     EXPECT_EQ(to_f32(store->get("w")), std::vector<float>{3.f});
     testutil::ScratchDir empty;
@@ -126,8 +125,8 @@ TEST(Safetensors, UnreadableDtypeIsUnsupportedOnGet) {
 // Asking for an absent tensor names the file and the tensor.
 TEST(Safetensors, MissingTensorNamesFileAndTensor) {
     testutil::ScratchDir dir;
-    write(dir / "m.safetensors", st_bytes("{" + f32_header("w", "[1]", 0, 4) + "}",
-                                          raw<float>({3.f})));
+    write(dir / "m.safetensors",
+          st_bytes("{" + f32_header("w", "[1]", 0, 4) + "}", raw<float>({3.f})));
     auto store = open_safetensors(dir / "m.safetensors");
     try {
         store->get("lm_head.weight");
@@ -157,8 +156,8 @@ TEST(Safetensors, MalformedFilesAreInputErrors) {
         {"header not an object", st_bytes("[1,2]", ""), nullptr, "not a JSON object"},
         {"metadata not strings", st_bytes(R"({"__metadata__":{"a":1}})", ""), nullptr,
          "__metadata__"},
-        {"unknown dtype", st_bytes(R"({"w":{"dtype":"Q9","shape":[1],"data_offsets":[0,4]}})",
-                                   two_f32.substr(0, 4)),
+        {"unknown dtype",
+         st_bytes(R"({"w":{"dtype":"Q9","shape":[1],"data_offsets":[0,4]}})", two_f32.substr(0, 4)),
          "w", "unknown dtype 'Q9'"},
         {"missing dtype", st_bytes(R"({"w":{"shape":[1],"data_offsets":[0,4]}})", "abcd"), "w",
          "dtype"},
@@ -166,21 +165,21 @@ TEST(Safetensors, MalformedFilesAreInputErrors) {
          "non-negative"},
         {"missing offsets", st_bytes(R"({"w":{"dtype":"F32","shape":[1]}})", "abcd"), "w",
          "data_offsets"},
-        {"shape x dtype != span", st_bytes("{" + f32_header("w", "[3]", 0, 8) + "}", two_f32),
-         "w", "needs 12 bytes"},
+        {"shape x dtype != span", st_bytes("{" + f32_header("w", "[3]", 0, 8) + "}", two_f32), "w",
+         "needs 12 bytes"},
         {"end before begin", st_bytes("{" + f32_header("w", "[0]", 8, 0) + "}", two_f32), "w",
          "end before begin"},
-        {"offsets out of range",
-         st_bytes("{" + f32_header("w", "[4]", 0, 16) + "}", two_f32), "w", "run past"},
+        {"offsets out of range", st_bytes("{" + f32_header("w", "[4]", 0, 16) + "}", two_f32), "w",
+         "run past"},
         {"truncated data", st_bytes("{" + f32_header("w", "[2]", 0, 8) + "}", "abcd"), "w",
          "truncated"},
         {"overlap",
          st_bytes("{" + f32_header("a", "[2]", 0, 8) + "," + f32_header("b", "[2]", 4, 12) + "}",
                   two_f32 + "abcd"),
          "b", "overlap tensor 'a'"},
-        {"hole", st_bytes("{" + f32_header("a", "[1]", 0, 4) + "," + f32_header("b", "[1]", 8, 12) +
-                              "}",
-                          two_f32 + "abcd"),
+        {"hole",
+         st_bytes("{" + f32_header("a", "[1]", 0, 4) + "," + f32_header("b", "[1]", 8, 12) + "}",
+                  two_f32 + "abcd"),
          "b", "belong to no tensor"},
         {"trailing bytes", st_bytes("{" + f32_header("a", "[1]", 0, 4) + "}", two_f32), "a",
          "after the last tensor"},
@@ -194,7 +193,9 @@ TEST(Safetensors, MalformedFilesAreInputErrors) {
         const std::string msg = open_error(p, &kind);
         EXPECT_EQ(kind, ErrorKind::Input) << msg;
         EXPECT_EQ(msg.rfind(p.string() + ": ", 0), 0u) << msg;  // starts with the file
-        if (c.tensor) EXPECT_NE(msg.find(std::string("'") + c.tensor + "'"), std::string::npos) << msg;
+        if (c.tensor) {
+            EXPECT_NE(msg.find(std::string("'") + c.tensor + "'"), std::string::npos) << msg;
+        }
         EXPECT_NE(msg.find(c.phrase), std::string::npos) << msg;
         EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;  // one line
     }

@@ -17,8 +17,8 @@ const char* weights_format_name(WeightsFormat f);  // "safetensors", "pytorch_bi
 
 struct ModelFiles {
     ModelFormat format = ModelFormat::HfDirectory;
-    std::filesystem::path root;     // the HF directory, or the GGUF / llama2.c file
-    std::filesystem::path config;   // HF: config.json; empty otherwise
+    std::filesystem::path root;    // the HF directory, or the GGUF / llama2.c file
+    std::filesystem::path config;  // HF: config.json; empty otherwise
     WeightsFormat weights_format = WeightsFormat::Safetensors;
     // HF: model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json or
     // pytorch_model.bin (first found, in that order); otherwise the file itself.

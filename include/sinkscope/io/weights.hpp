@@ -50,6 +50,19 @@ public:
     virtual std::vector<std::filesystem::path> files() const = 0;
 };
 
+// Layout facts for the model runtime (pinned by tests/io/golden_loaders.cpp):
+// * stories260K.gguf (llama.cpp convert-llama2c-to-ggml) and stories260K.bin hold bit-identical
+//   tensors; wq/wk rows are NOT permuted between them. Both use RoPE on adjacent pairs
+//   (x[2i], x[2i+1]): run.c, and GGML's "norm" rope mode for arch llama.
+// * HF Llama safetensors keep q_proj/k_proj rows in rotate_half order (pairs (i, i + d_head/2));
+//   llama.cpp's HF->GGUF converter permutes them to adjacent pairs with
+//   w.reshape(n_heads, 2, d_head / 2, d_model).swapaxes(1, 2) (n_kv_heads for k_proj).
+//   So: GGUF llama and llama2.c -> adjacent-pair RoPE; HF directory -> rotate_half.
+// * stories260K.gguf also stores output.weight (a copy of token_embd.weight), and its
+//   llama.context_length is 128 whereas the .bin header says seq_len 512.
+// * tinystories656K (tie_word_embeddings true) stores only lm_head.weight, no
+//   model.embed_tokens.weight: tie in whichever direction the file needs.
+
 // model.safetensors, or model.safetensors.index.json with its shards; `path` may be the
 // directory, the .safetensors file or the index file.
 std::unique_ptr<WeightStore> open_safetensors(const std::filesystem::path& path);
