@@ -178,9 +178,16 @@ public:
             return std::string(1, static_cast<char>(v));
         }
         if (d.byte_level) return byte_level_to_bytes(p);
-        if (!d.space_marker.empty())
-            return apply_normalizer({{NormalizerStep::Kind::Replace, d.space_marker, " "}}, p);
-        return p;
+        if (d.space_marker.empty() || p.find(d.space_marker) == std::string::npos) return p;
+        std::string out;
+        size_t pos = 0;
+        for (size_t hit; (hit = p.find(d.space_marker, pos)) != std::string::npos;
+             pos = hit + d.space_marker.size()) {
+            out.append(p, pos, hit - pos);
+            out += ' ';
+        }
+        out.append(p, pos, std::string::npos);
+        return out;
     }
 
     std::string piece(int32_t id) const override {

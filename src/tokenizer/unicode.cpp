@@ -108,6 +108,10 @@ const ByteLevelTables& byte_level_tables() {
 uint32_t byte_to_unicode(uint8_t b) { return byte_level_tables().to_cp[b]; }
 
 int32_t unicode_to_byte(uint32_t cp) {
+    if (cp < 0x100) {  // printable Latin-1 maps to itself
+        const uint32_t back = byte_level_tables().to_cp[cp];
+        return back == cp ? static_cast<int32_t>(cp) : -1;
+    }
     const auto& m = byte_level_tables().to_byte;
     auto it = m.find(cp);
     return it == m.end() ? -1 : it->second;

@@ -77,7 +77,19 @@ public:
     size_t n_merges() const { return merges_.size(); }
 
 private:
+    // BPE on one chunk that no merge can cross.
+    void encode_chunk(std::string_view piece, const size_t* starts, size_t n_starts,
+                      std::vector<int32_t>& out) const;
+    bool bigram_in_vocab(uint8_t a, uint8_t b) const {
+        const size_t k = (size_t{a} << 8) | b;
+        return (bigrams_[k >> 6] >> (k & 63)) & 1;
+    }
+
     Vocab vocab_;
+    // Byte pairs that occur inside some vocabulary piece: a merge (whose result is always a
+    // piece) can never span two adjacent bytes outside this set, so long texts are cut there
+    // into independent chunks with identical results.
+    std::vector<uint64_t> bigrams_ = std::vector<uint64_t>(65536 / 64);
     BpeOptions options_;
     std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (l,r) -> (rank, id)
     std::vector<float> scores_;
