@@ -2,6 +2,7 @@
 // with HF AutoTokenizer), the llama2.c reference dumps and the zoo's golden input_ids.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -178,4 +179,36 @@ TEST(GoldenTokenizer, GgufPhi3Vectors) {
     const auto r = run_vectors(*tok, base.string() + ".inp", base.string() + ".out");
     EXPECT_EQ(r.n_cases, 46);
     EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
+}
+
+// stories260K.gguf (converted from the llama2.c checkpoint) tokenizes the prompt like
+// llama2.c's tok512.bin: BOS by default (add_bos_token absent -> true) and the same pieces.
+TEST(GoldenTokenizer, GgufStories260KMatchesLlama2c) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    auto tok = load_gguf_tokenizer(shared / "models/stories260K/stories260K.gguf");
+    const auto expected = reference_tokens(shared / "reference/llama2c_dump_stories260K_onceupon.txt");
+    EXPECT_EQ(ids_str(tok->encode_with_policy("Once upon a time", BosPolicy::ModelDefault)),
+              ids_str(expected));
+    EXPECT_EQ(tok->decode(expected), "Once upon a time");
+}
+
+// The GPT-NeoX GGUF vocabulary (no test vectors here) loads as byte-level BPE, agrees with the
+// zoo's reduced Pythia tokenizer wherever the text only needs the first 8,192 ids' merges
+// (the space-run tokens are user-defined), and round-trips text.
+TEST(GoldenTokenizer, GgufGptNeoxLoadsAndRoundTrips) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    auto tok = load_gguf_tokenizer(shared / "models/tokenizers/ggml-vocab-gpt-neox.gguf");
+    EXPECT_EQ(tok->kind(), "bpe-byte-level");
+    EXPECT_EQ(tok->vocab_size(), 50432);
+    const std::string text = "Hello world!  \xD0\xBD\xD0\xB5\xD1\x89\xD0\xBE \xF0\x9F\xA6\x99\n\tend";
+    EXPECT_EQ(tok->decode(tok->encode(text)), text);
+    auto pythia = load_hf_tokenizer(shared / "zoo/pythia/tokenizer.json");
+    int n_compared = 0;
+    for (const std::string s : {"Hello world", "the cat sat on the mat", "a b c", "and then"}) {
+        const auto full = tok->encode(s);
+        if (*std::max_element(full.begin(), full.end()) >= 8192) continue;  // beyond the zoo cut
+        EXPECT_EQ(ids_str(full), ids_str(pythia->encode(s))) << s;
+        ++n_compared;
+    }
+    EXPECT_GE(n_compared, 2);
 }
