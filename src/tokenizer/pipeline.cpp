@@ -34,6 +34,12 @@ std::string apply_normalizer(const std::vector<NormalizerStep>& steps, std::stri
             case NormalizerStep::Kind::Nfc:
                 text = nfc_normalize(text);
                 break;
+            case NormalizerStep::Kind::Lowercase:
+                text = to_lower(text);
+                break;
+            case NormalizerStep::Kind::Bert:
+                text = bert_normalize(text, s);
+                break;
             case NormalizerStep::Kind::Strip: {
                 auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
                 size_t b = 0, e = text.size();
@@ -127,9 +133,9 @@ private:
 
 class PipelineTokenizer final : public Tokenizer {
 public:
-    PipelineTokenizer(PipelineConfig config, BpeModel model)
+    PipelineTokenizer(PipelineConfig config, std::unique_ptr<PieceModel> model)
         : cfg_(std::move(config)), model_(std::move(model)) {
-        n_vocab_ = model_.vocab().size();
+        n_vocab_ = model_->vocab().size();
         for (const AddedToken& t : cfg_.added) {
             SS_CHECK(t.id >= 0, "added token without id: ", t.content);
             n_vocab_ = std::max<int64_t>(n_vocab_, int64_t{t.id} + 1);
@@ -170,8 +176,8 @@ public:
     std::string decode_token(int32_t id) const override {
         SS_CHECK(id >= 0 && id < n_vocab_, "token id out of range: ", id);
         if (auto it = added_by_id_.find(id); it != added_by_id_.end()) return it->second->content;
-        if (id >= model_.vocab().size()) return {};
-        const std::string& p = model_.vocab().piece(id);
+        if (id >= model_->vocab().size()) return {};
+        const std::string& p = model_->vocab().piece(id);
         const DecoderConfig& d = cfg_.decoder;
         if (d.byte_fallback && p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>') {
             const int v = std::stoi(p.substr(3, 2), nullptr, 16);
@@ -192,8 +198,8 @@ public:
 
     std::string piece(int32_t id) const override {
         SS_CHECK(id >= 0 && id < n_vocab_, "token id out of range: ", id);
-        if (id < model_.vocab().size() && !model_.vocab().piece(id).empty())
-            return model_.vocab().piece(id);
+        if (id < model_->vocab().size() && !model_->vocab().piece(id).empty())
+            return model_->vocab().piece(id);
         if (auto it = added_by_id_.find(id); it != added_by_id_.end()) return it->second->content;
         return {};
     }
@@ -208,8 +214,21 @@ public:
     std::vector<int32_t> template_prefix() const override { return cfg_.prefix; }
     std::vector<int32_t> template_suffix() const override { return cfg_.suffix; }
 
+    EncodedPair encode_pair(std::string_view a, std::string_view b) const override {
+        if (cfg_.pair.empty()) return Tokenizer::encode_pair(a, b);
+        EncodedPair out;
+        for (const TemplatePiece& t : cfg_.pair) {
+            const std::vector<int32_t> ids =
+                t.sequence == 0 ? t.ids : encode(t.sequence == 1 ? a : b);
+            out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+            out.type_ids.insert(out.type_ids.end(), ids.size(), t.type_id);
+        }
+        return out;
+    }
+
 protected:
     std::string decode_ids(const std::vector<int32_t>& ids) const override {
+        if (!cfg_.decoder.wordpiece_prefix.empty()) return decode_wordpiece(ids);
         std::string out = Tokenizer::decode_ids(ids);
         size_t n = 0;
         while (n < out.size() && n < static_cast<size_t>(cfg_.decoder.strip_leading_spaces) &&
@@ -224,6 +243,32 @@ protected:
     }
 
 private:
+    std::string decode_wordpiece(const std::vector<int32_t>& ids) const {
+        const std::string& prefix = cfg_.decoder.wordpiece_prefix;
+        std::string out;
+        bool first = true;
+        for (int32_t id : ids) {
+            if (is_special(id)) continue;
+            std::string t = decode_token(id);
+            if (t.compare(0, prefix.size(), prefix) == 0) {
+                t.erase(0, prefix.size());
+            } else if (!first) {
+                out += ' ';
+            }
+            out += t;
+            first = false;
+        }
+        if (!cfg_.decoder.wordpiece_cleanup) return out;
+        // HF decoders::wordpiece::cleanup.
+        static const std::pair<const char*, const char*> kCleanup[] = {
+            {" .", "."},    {" ?", "?"},   {" !", "!"},   {" ,", ","},    {" ' ", "'"},
+            {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
+        };
+        for (const auto& [from, to] : kCleanup)
+            out = apply_normalizer({{NormalizerStep::Kind::Replace, from, to}}, out);
+        return out;
+    }
+
     std::vector<std::string> pre_tokenize(std::string_view text, bool first_segment) const {
         std::vector<std::string> pieces{std::string(text)};
         for (const PreTokenizerStep& s : cfg_.pre_tokenizer) {
@@ -283,20 +328,20 @@ private:
                       std::vector<int32_t>& out) const {
         constexpr size_t kMaxCachedPiece = 64;  // long pieces are rarely repeated
         if (piece.size() > kMaxCachedPiece) {
-            model_.encode(piece, out);
+            model_->encode(piece, out);
             return;
         }
         auto it = cache.find(piece);
         if (it == cache.end()) {
             std::vector<int32_t> ids;
-            model_.encode(piece, ids);
+            model_->encode(piece, ids);
             it = cache.emplace(piece, std::move(ids)).first;
         }
         out.insert(out.end(), it->second.begin(), it->second.end());
     }
 
     PipelineConfig cfg_;
-    BpeModel model_;
+    std::unique_ptr<PieceModel> model_;
     int64_t n_vocab_ = 0;
     std::unordered_map<int32_t, const AddedToken*> added_by_id_;
     AddedMatcher raw_, normalized_;
@@ -305,8 +350,14 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_pipeline_tokenizer(PipelineConfig config, BpeModel model) {
+std::unique_ptr<Tokenizer> make_pipeline_tokenizer(PipelineConfig config,
+                                                   std::unique_ptr<PieceModel> model) {
     return std::make_unique<PipelineTokenizer>(std::move(config), std::move(model));
+}
+
+std::unique_ptr<Tokenizer> make_pipeline_tokenizer(PipelineConfig config, BpeModel model) {
+    return make_pipeline_tokenizer(std::move(config),
+                                   std::make_unique<BpeModel>(std::move(model)));
 }
 
 }  // namespace sinkscope::tokenizer

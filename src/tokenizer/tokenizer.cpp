@@ -42,6 +42,10 @@ std::vector<int32_t> Tokenizer::encode_with_policy(std::string_view text, BosPol
     return out;
 }
 
+Tokenizer::EncodedPair Tokenizer::encode_pair(std::string_view, std::string_view) const {
+    throw UnsupportedError("the " + kind() + " tokenizer has no sentence-pair template");
+}
+
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
     const int64_t n_vocab = vocab_size();
     for (int32_t id : ids)

@@ -8,6 +8,7 @@
 namespace sinkscope::tokenizer {
 
 namespace {
+#include "lowercase_table.inc"
 #include "nfc_tables.inc"
 
 bool is_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
@@ -169,8 +170,8 @@ uint8_t combining_class(const NfcTables& t, uint32_t cp) {
     return it == t.ccc.end() ? 0 : it->second;
 }
 
-// Composes one run of code points (no invalid bytes inside) and appends it as UTF-8.
-void nfc_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& out) {
+// Full canonical decomposition of a run, with canonical ordering of combining marks.
+std::vector<uint32_t> decompose_run(const NfcTables& t, const std::vector<uint32_t>& cps) {
     std::vector<uint32_t> d;  // full canonical decomposition
     d.reserve(cps.size() * 2);
     for (uint32_t cp : cps) {
@@ -202,6 +203,16 @@ void nfc_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& 
                          });
         i = j;
     }
+    return d;
+}
+
+void nfd_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& out) {
+    for (uint32_t cp : decompose_run(t, cps)) utf8_append(out, cp);
+}
+
+// Composes one run of code points (no invalid bytes inside) and appends it as UTF-8.
+void nfc_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& out) {
+    const std::vector<uint32_t> d = decompose_run(t, cps);
     // Canonical composition.
     std::vector<uint32_t> r;
     r.reserve(d.size());
@@ -241,15 +252,10 @@ void nfc_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& 
 }
 }  // namespace
 
-std::string nfc_normalize(std::string_view text) {
-    // Everything below U+0300 is already NFC and never composes with a following mark
-    // unless one follows; the quick path covers plain ASCII/Latin-1 text.
-    bool quick = true;
-    for (size_t pos = 0; pos < text.size() && quick; pos += utf8_char_len(text, pos)) {
-        const int32_t cp = utf8_decode_at(text, pos);
-        if (cp >= 0x300) quick = false;
-    }
-    if (quick) return std::string(text);
+namespace {
+// Applies `run_fn` to maximal runs of well-formed characters; invalid bytes pass through.
+template <typename RunFn>
+std::string normalize_runs(std::string_view text, RunFn run_fn) {
     const NfcTables& t = nfc_tables();
     std::string out;
     out.reserve(text.size());
@@ -257,8 +263,8 @@ std::string nfc_normalize(std::string_view text) {
     for (size_t pos = 0; pos < text.size();) {
         const size_t n = utf8_char_len(text, pos);
         const int32_t cp = utf8_decode_at(text, pos);
-        if (cp < 0) {  // invalid byte: flush and pass it through unchanged
-            nfc_run(t, run, out);
+        if (cp < 0) {
+            run_fn(t, run, out);
             run.clear();
             out += text[pos];
         } else {
@@ -266,7 +272,54 @@ std::string nfc_normalize(std::string_view text) {
         }
         pos += n;
     }
-    nfc_run(t, run, out);
+    run_fn(t, run, out);
+    return out;
+}
+
+// Below U+00C0 nothing decomposes and nothing combines unless a mark (>= U+0300) follows.
+bool below(std::string_view text, int32_t limit) {
+    for (size_t pos = 0; pos < text.size(); pos += utf8_char_len(text, pos))
+        if (utf8_decode_at(text, pos) >= limit) return false;
+    return true;
+}
+}  // namespace
+
+std::string nfc_normalize(std::string_view text) {
+    // Everything below U+0300 is already NFC (no decomposable character composes back into
+    // something else without a following mark).
+    if (below(text, 0x300)) return std::string(text);
+    return normalize_runs(text, nfc_run);
+}
+
+std::string nfd_normalize(std::string_view text) {
+    if (below(text, 0xC0)) return std::string(text);
+    return normalize_runs(text, nfd_run);
+}
+
+std::string to_lower(std::string_view text) {
+    static const std::unordered_map<uint32_t, const uint32_t*> table = [] {
+        std::unordered_map<uint32_t, const uint32_t*> m;
+        for (const auto& e : kLowercase) m[e[0]] = &e[1];
+        return m;
+    }();
+    std::string out;
+    out.reserve(text.size());
+    for (size_t pos = 0; pos < text.size();) {
+        const size_t n = utf8_char_len(text, pos);
+        const auto b = static_cast<uint8_t>(text[pos]);
+        if (b < 0x80) {
+            out += static_cast<char>(b >= 'A' && b <= 'Z' ? b + 32 : b);
+        } else {
+            const int32_t cp = utf8_decode_at(text, pos);
+            auto it = cp < 0 ? table.end() : table.find(static_cast<uint32_t>(cp));
+            if (it == table.end()) {
+                out.append(text.substr(pos, n));
+            } else {
+                for (int k = 0; k < 3 && it->second[k]; ++k) utf8_append(out, it->second[k]);
+            }
+        }
+        pos += n;
+    }
     return out;
 }
 

@@ -77,7 +77,8 @@ TEST(GoldenTokenizer, Llama2cRoundTripReferenceText) {
 // add_special_tokens=True = BosPolicy::ModelDefault) for every golden text input.
 TEST(GoldenTokenizer, ZooGoldenInputIds) {
     SINKSCOPE_REQUIRE_SHARED(shared);
-    for (const char* family : {"gpt2", "pythia", "qwen2", "mistral", "gemma", "phi", "roberta"}) {
+    for (const char* family :
+         {"gpt2", "pythia", "qwen2", "mistral", "gemma", "phi", "roberta", "bert"}) {
         SCOPED_TRACE(family);
         const fs::path dir = shared / "zoo" / family;
         auto tok = load_hf_tokenizer(dir / "tokenizer.json");
@@ -90,19 +91,24 @@ TEST(GoldenTokenizer, ZooGoldenInputIds) {
             const auto golden = io::read_npy(dir / "golden" / name / "input_ids.npy").to_i64();
             const std::vector<int32_t> expected(golden.begin(), golden.end());
             const std::string text = input.at("text").get<std::string>();
+            if (input.contains("text_pair")) {
+                const auto pair = tok->encode_pair(text, input.at("text_pair").get<std::string>());
+                EXPECT_EQ(ids_str(pair.ids), ids_str(expected));
+                const auto golden_types =
+                    io::read_npy(dir / "golden" / name / "token_type_ids.npy").to_i64();
+                EXPECT_EQ(ids_str(pair.type_ids),
+                          ids_str(std::vector<int32_t>(golden_types.begin(), golden_types.end())));
+                ++n_checked;
+                continue;
+            }
             EXPECT_EQ(ids_str(tok->encode_with_policy(text, BosPolicy::ModelDefault)),
                       ids_str(expected));
-            EXPECT_EQ(tok->decode(expected), text);
+            // WordPiece lowercases, so only the other families decode back to the text.
+            if (tok->kind() != "wordpiece") EXPECT_EQ(tok->decode(expected), text);
             ++n_checked;
         }
         EXPECT_GE(n_checked, 3);
     }
-}
-
-// BERT's WordPiece tokenizer.json is refused with a clear UnsupportedError (not a crash).
-TEST(GoldenTokenizer, WordPieceUnsupported) {
-    SINKSCOPE_REQUIRE_SHARED(shared);
-    EXPECT_THROW(load_hf_tokenizer(shared / "zoo/bert/tokenizer.json"), UnsupportedError);
 }
 
 namespace {
@@ -211,4 +217,14 @@ TEST(GoldenTokenizer, GgufGptNeoxLoadsAndRoundTrips) {
         ++n_compared;
     }
     EXPECT_GE(n_compared, 2);
+}
+
+// bert-bge vectors (WordPiece, uncased, llama.cpp's phantom-space vocabulary): every case.
+TEST(GoldenTokenizer, GgufBertBgeVectors) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const fs::path base = shared / "models/tokenizers/ggml-vocab-bert-bge.gguf";
+    auto tok = load_gguf_tokenizer(base);
+    const auto r = run_vectors(*tok, base.string() + ".inp", base.string() + ".out");
+    EXPECT_EQ(r.n_cases, 46);
+    EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
 }

@@ -33,6 +33,14 @@ private:
     std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> ids_;
 };
 
+// A subword model: one pre-token in, ids out (BPE, WordPiece).
+class PieceModel {
+public:
+    virtual ~PieceModel() = default;
+    virtual void encode(std::string_view piece, std::vector<int32_t>& out) const = 0;
+    virtual const Vocab& vocab() const = 0;
+};
+
 enum class MergeOrder {
     Ranks,   // lowest merge rank first (HF BPE, GPT-2): pairs come from an explicit merge list
     Scores,  // highest score of the merged piece first (SentencePiece BPE): any two adjacent
@@ -53,7 +61,7 @@ struct BpeOptions {
     bool merge_unknown = true;
 };
 
-class BpeModel {
+class BpeModel final : public PieceModel {
 public:
     BpeModel(Vocab vocab, BpeOptions options);
 
@@ -67,12 +75,12 @@ public:
 
     // Encodes one pre-token; appends ids. Initial symbols are its UTF-8 characters (an
     // invalid byte is a character of its own).
-    void encode(std::string_view piece, std::vector<int32_t>& out) const;
+    void encode(std::string_view piece, std::vector<int32_t>& out) const override;
     // Same with explicit initial symbols: `starts` are the byte offsets where they begin.
     void encode_symbols(std::string_view piece, const std::vector<size_t>& starts,
                         std::vector<int32_t>& out) const;
 
-    const Vocab& vocab() const { return vocab_; }
+    const Vocab& vocab() const override { return vocab_; }
     const BpeOptions& options() const { return options_; }
     size_t n_merges() const { return merges_.size(); }
 
