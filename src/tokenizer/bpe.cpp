@@ -27,12 +27,12 @@ int32_t Vocab::find(std::string_view piece) const {
     return it == ids_.end() ? -1 : it->second;
 }
 
-BpeModel::BpeModel(Vocab vocab, BpeOptions options)
-    : vocab_(std::move(vocab)), options_(options) {
+BpeModel::BpeModel(Vocab vocab, BpeOptions options) : vocab_(std::move(vocab)), options_(options) {
     for (int64_t id = 0; id < vocab_.size(); ++id) {
         const std::string& p = vocab_.piece(static_cast<int32_t>(id));
         for (size_t i = 0; i + 1 < p.size(); ++i) {
-            const size_t k = (size_t{static_cast<uint8_t>(p[i])} << 8) | static_cast<uint8_t>(p[i + 1]);
+            const size_t k =
+                (size_t{static_cast<uint8_t>(p[i])} << 8) | static_cast<uint8_t>(p[i + 1]);
             bigrams_[k >> 6] |= uint64_t{1} << (k & 63);
         }
     }
@@ -59,7 +59,9 @@ bool BpeModel::add_merge(std::string_view left, std::string_view right, int32_t 
     return true;
 }
 
-void BpeModel::set_scores(std::vector<float> scores) { scores_ = std::move(scores); }
+void BpeModel::set_scores(std::vector<float> scores) {
+    scores_ = std::move(scores);
+}
 
 void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
     encode_symbols(piece, utf8_char_starts(piece), out);
@@ -190,8 +192,9 @@ void BpeModel::encode_chunk(std::string_view piece, const size_t* starts, size_t
             for (uint32_t k = 0; k < s.len; ++k) {
                 const int32_t id = byte_ids_[static_cast<uint8_t>(piece[s.start + k])];
                 if (id < 0 && options_.unk_id < 0)
-                    throw InputError("<text>", "byte fallback token <0x.."
-                                               "> missing and no unknown token");
+                    throw InputError("<text>",
+                                     "byte fallback token <0x.."
+                                     "> missing and no unknown token");
                 out.push_back(id >= 0 ? id : options_.unk_id);
             }
             last_unk = false;

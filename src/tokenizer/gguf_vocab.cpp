@@ -12,7 +12,12 @@ namespace {
 
 // llama.cpp token types (llama_token_type).
 enum GgufTokenType : int64_t {
-    kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
+    kNormal = 1,
+    kUnknown = 2,
+    kControl = 3,
+    kUserDefined = 4,
+    kUnused = 5,
+    kByte = 6,
 };
 
 const char* const kSpaceMarker = "\xE2\x96\x81";  // '▁'
@@ -38,13 +43,13 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
     const std::string file = gguf_path.string();
     const std::string model = f.get_string("tokenizer.ggml.model");
     if (model != "llama" && model != "gpt2" && model != "bert")
-        throw UnsupportedError(file, "tokenizer.ggml.model '" + model +
-                                         "' (supported: llama, gpt2, bert)");
+        throw UnsupportedError(
+            file, "tokenizer.ggml.model '" + model + "' (supported: llama, gpt2, bert)");
 
     const std::vector<std::string> tokens = f.get_string_array("tokenizer.ggml.tokens");
     const auto n_vocab = static_cast<int64_t>(tokens.size());
-    SS_CHECK_INPUT(n_vocab > 0 && n_vocab < (int64_t{1} << 24), file,
-                   "tokenizer.ggml.tokens has ", n_vocab, " entries");
+    SS_CHECK_INPUT(n_vocab > 0 && n_vocab < (int64_t{1} << 24), file, "tokenizer.ggml.tokens has ",
+                   n_vocab, " entries");
     std::vector<int64_t> types(tokens.size(), kNormal);
     if (f.has("tokenizer.ggml.token_type")) {
         types = f.get_int_array("tokenizer.ggml.token_type");
@@ -77,7 +82,8 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
         for (int64_t i = 0; i < n_vocab; ++i) {
             const std::string& t = tokens[static_cast<size_t>(i)];
             std::string piece;
-            if (types[static_cast<size_t>(i)] == kControl || types[static_cast<size_t>(i)] == kUnknown) {
+            if (types[static_cast<size_t>(i)] == kControl ||
+                types[static_cast<size_t>(i)] == kUnknown) {
                 piece = t;
             } else if (t.compare(0, marker.size(), marker) == 0) {
                 piece = t.substr(marker.size());
@@ -126,7 +132,8 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
         bpe.set_scores(std::vector<float>(scores_d.begin(), scores_d.end()));
 
         const bool space_prefix = get_bool_or(f, "tokenizer.ggml.add_space_prefix", true);
-        if (space_prefix) cfg.normalizer.push_back({NormalizerStep::Kind::Prepend, kSpaceMarker, ""});
+        if (space_prefix)
+            cfg.normalizer.push_back({NormalizerStep::Kind::Prepend, kSpaceMarker, ""});
         cfg.normalizer.push_back({NormalizerStep::Kind::Replace, " ", kSpaceMarker});
         cfg.decoder.space_marker = kSpaceMarker;
         cfg.decoder.byte_fallback = true;
@@ -152,8 +159,8 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
         bpe.add_merge(std::string_view(m).substr(0, sp), std::string_view(m).substr(sp + 1),
                       static_cast<int32_t>(r));
     }
-    const std::string pre = f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre")
-                                                        : std::string("default");
+    const std::string pre =
+        f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : std::string("default");
     const char* pattern = nullptr;
     if (pre == "gpt-2" || pre == "default" || pre == "gpt-neox" || pre == "phi-2" ||
         pre == "roberta-bpe") {

@@ -165,7 +165,8 @@ struct Loader {
         } else if (type == "ByteLevel") {
             out.byte_level = true;
         } else if (type == "Replace") {
-            const std::string from = pattern_string(need(d, "pattern", "Replace"), "decoder Replace");
+            const std::string from =
+                pattern_string(need(d, "pattern", "Replace"), "decoder Replace");
             if (str(d, "content", "decoder Replace") != " ")
                 unsupported("decoder Replace to anything but a space");
             out.space_marker = from;
@@ -176,12 +177,14 @@ struct Loader {
             out.wordpiece_cleanup = flag(d, "cleanup", true);
         } else if (type == "Fuse") {
         } else if (type == "Strip") {
-            if (str(d, "content", "decoder Strip") != " ") unsupported("decoder Strip of non-space");
+            if (str(d, "content", "decoder Strip") != " ")
+                unsupported("decoder Strip of non-space");
             out.strip_leading_spaces = d.value("start", 0);
         } else if (type == "Metaspace") {
             out.space_marker = str(d, "replacement", "decoder Metaspace");
             std::string scheme = d.value("prepend_scheme", std::string("always"));
-            if (!d.contains("prepend_scheme") && !flag(d, "add_prefix_space", true)) scheme = "never";
+            if (!d.contains("prepend_scheme") && !flag(d, "add_prefix_space", true))
+                scheme = "never";
             if (scheme != "never") out.strip_leading_spaces = 1;
         } else {
             unsupported("decoder " + type);
@@ -359,7 +362,8 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
                 L.fail("merge entry is neither \"a b\" nor [a, b]");
             }
             if (!bpe.add_merge(left, right, rank))
-                L.fail("merge '" + left + " " + right + "' uses a piece that is not in the vocabulary");
+                L.fail("merge '" + left + " " + right +
+                       "' uses a piece that is not in the vocabulary");
             ++rank;
         }
 
@@ -394,13 +398,17 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
         const std::string cls = config.value("tokenizer_class", std::string());
         const bool rebuilds = cls.rfind("Llama", 0) == 0 || cls.rfind("CodeLlama", 0) == 0 ||
                               cls.rfind("Gemma", 0) == 0 || cls.rfind("GPTNeoX", 0) == 0;
-        if (rebuilds && config.contains("add_bos_token") && config.at("add_bos_token").is_boolean()) {
+        if (rebuilds && config.contains("add_bos_token") &&
+            config.at("add_bos_token").is_boolean()) {
             cfg.prefix.clear();
-            if (config.at("add_bos_token").get<bool>() && cfg.bos >= 0) cfg.prefix.push_back(cfg.bos);
+            if (config.at("add_bos_token").get<bool>() && cfg.bos >= 0)
+                cfg.prefix.push_back(cfg.bos);
         }
-        if (rebuilds && config.contains("add_eos_token") && config.at("add_eos_token").is_boolean()) {
+        if (rebuilds && config.contains("add_eos_token") &&
+            config.at("add_eos_token").is_boolean()) {
             cfg.suffix.clear();
-            if (config.at("add_eos_token").get<bool>() && cfg.eos >= 0) cfg.suffix.push_back(cfg.eos);
+            if (config.at("add_eos_token").get<bool>() && cfg.eos >= 0)
+                cfg.suffix.push_back(cfg.eos);
         }
         return make_pipeline_tokenizer(std::move(cfg), std::move(bpe));
     } catch (const json::exception& e) {

@@ -67,7 +67,7 @@ bool is_word_byte(char c) {
 
 // Leftmost-longest matcher over a small set of added tokens.
 class AddedMatcher {
-public:
+  public:
     void add(std::string pattern, const AddedToken* token) {
         if (pattern.empty()) return;
         first_[static_cast<uint8_t>(pattern[0])] = true;
@@ -108,7 +108,7 @@ public:
         return out;
     }
 
-private:
+  private:
     struct Match {
         const AddedToken* token = nullptr;
         size_t length = 0;
@@ -132,7 +132,7 @@ private:
 };
 
 class PipelineTokenizer final : public Tokenizer {
-public:
+  public:
     PipelineTokenizer(PipelineConfig config, std::unique_ptr<PieceModel> model)
         : cfg_(std::move(config)), model_(std::move(model)) {
         n_vocab_ = model_->vocab().size();
@@ -226,7 +226,7 @@ public:
         return out;
     }
 
-protected:
+  protected:
     std::string decode_ids(const std::vector<int32_t>& ids) const override {
         if (!cfg_.decoder.wordpiece_prefix.empty()) return decode_wordpiece(ids);
         std::string out = Tokenizer::decode_ids(ids);
@@ -242,7 +242,7 @@ protected:
         return it != added_by_id_.end() && it->second->special;
     }
 
-private:
+  private:
     std::string decode_wordpiece(const std::vector<int32_t>& ids) const {
         const std::string& prefix = cfg_.decoder.wordpiece_prefix;
         std::string out;
@@ -261,7 +261,7 @@ private:
         if (!cfg_.decoder.wordpiece_cleanup) return out;
         // HF decoders::wordpiece::cleanup.
         static const std::pair<const char*, const char*> kCleanup[] = {
-            {" .", "."},    {" ?", "?"},   {" !", "!"},   {" ,", ","},    {" ' ", "'"},
+            {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
             {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
         };
         for (const auto& [from, to] : kCleanup)
@@ -286,8 +286,8 @@ private:
                         if (s.regex) {
                             for (auto [b, e] :
                                  split_by_regex(p, *s.regex, SplitBehavior::Isolated, false))
-                                next.push_back(bytes_to_byte_level(
-                                    std::string_view(p).substr(b, e - b)));
+                                next.push_back(
+                                    bytes_to_byte_level(std::string_view(p).substr(b, e - b)));
                         } else if (!p.empty()) {
                             next.push_back(bytes_to_byte_level(p));
                         }
@@ -296,12 +296,11 @@ private:
                     case PreTokenizerStep::Kind::Metaspace: {
                         std::string q = apply_normalizer(
                             {{NormalizerStep::Kind::Replace, " ", s.replacement}}, p);
-                        const bool prepend =
-                            s.prepend == PreTokenizerStep::Prepend::Always ||
-                            (s.prepend == PreTokenizerStep::Prepend::First && first_segment &&
-                             k == 0);
-                        if (prepend && !q.empty() && q.compare(0, s.replacement.size(),
-                                                              s.replacement) != 0)
+                        const bool prepend = s.prepend == PreTokenizerStep::Prepend::Always ||
+                                             (s.prepend == PreTokenizerStep::Prepend::First &&
+                                              first_segment && k == 0);
+                        if (prepend && !q.empty() &&
+                            q.compare(0, s.replacement.size(), s.replacement) != 0)
                             q.insert(0, s.replacement);
                         if (!s.split) {
                             if (!q.empty()) next.push_back(std::move(q));
@@ -356,8 +355,7 @@ std::unique_ptr<Tokenizer> make_pipeline_tokenizer(PipelineConfig config,
 }
 
 std::unique_ptr<Tokenizer> make_pipeline_tokenizer(PipelineConfig config, BpeModel model) {
-    return make_pipeline_tokenizer(std::move(config),
-                                   std::make_unique<BpeModel>(std::move(model)));
+    return make_pipeline_tokenizer(std::move(config), std::make_unique<BpeModel>(std::move(model)));
 }
 
 }  // namespace sinkscope::tokenizer

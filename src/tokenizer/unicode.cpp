@@ -11,7 +11,9 @@ namespace {
 #include "lowercase_table.inc"
 #include "nfc_tables.inc"
 
-bool is_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
+bool is_cont(uint8_t b) {
+    return (b & 0xC0) == 0x80;
+}
 }  // namespace
 
 size_t utf8_char_len(std::string_view s, size_t pos) {
@@ -106,7 +108,9 @@ const ByteLevelTables& byte_level_tables() {
 }
 }  // namespace
 
-uint32_t byte_to_unicode(uint8_t b) { return byte_level_tables().to_cp[b]; }
+uint32_t byte_to_unicode(uint8_t b) {
+    return byte_level_tables().to_cp[b];
+}
 
 int32_t unicode_to_byte(uint32_t cp) {
     if (cp < 0x100) {  // printable Latin-1 maps to itself
@@ -197,10 +201,9 @@ std::vector<uint32_t> decompose_run(const NfcTables& t, const std::vector<uint32
         }
         size_t j = i;
         while (j < d.size() && combining_class(t, d[j]) != 0) ++j;
-        std::stable_sort(d.begin() + static_cast<long>(i), d.begin() + static_cast<long>(j),
-                         [&](uint32_t a, uint32_t b) {
-                             return combining_class(t, a) < combining_class(t, b);
-                         });
+        std::stable_sort(
+            d.begin() + static_cast<long>(i), d.begin() + static_cast<long>(j),
+            [&](uint32_t a, uint32_t b) { return combining_class(t, a) < combining_class(t, b); });
         i = j;
     }
     return d;
@@ -220,13 +223,13 @@ void nfc_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& 
     int last_cc = -1;   // combining class of the last character appended after the starter
     for (uint32_t cp : d) {
         const int cc = combining_class(t, cp);
-        if (starter >= 0 && (last_cc < cc || (last_cc == -1 && cc == 0)) ) {
+        if (starter >= 0 && (last_cc < cc || (last_cc == -1 && cc == 0))) {
             const uint32_t s = r[static_cast<size_t>(starter)];
             uint32_t composed = 0;
             if (s >= kHangulL && s < kHangulL + kHangulLCount && cp >= kHangulV &&
                 cp < kHangulV + kHangulVCount && last_cc == -1) {
-                composed = kHangulS + ((s - kHangulL) * kHangulVCount + (cp - kHangulV)) *
-                                          kHangulTCount;
+                composed =
+                    kHangulS + ((s - kHangulL) * kHangulVCount + (cp - kHangulV)) * kHangulTCount;
             } else if (s >= kHangulS && s < kHangulS + kHangulSCount &&
                        (s - kHangulS) % kHangulTCount == 0 && cp > kHangulT &&
                        cp < kHangulT + kHangulTCount && last_cc == -1) {

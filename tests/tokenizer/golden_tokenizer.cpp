@@ -48,9 +48,9 @@ TEST(GoldenTokenizer, TinyStoriesReferencePrompt) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     auto tok = load_hf_tokenizer(shared / "models/tinystories656K/tokenizer.json");
     const std::string prompt = "Once upon a time, there was a little girl";
-    const auto expected = reference_tokens(shared / "reference/llama2c_dump_tinystories656K_onceupon.txt");
-    EXPECT_EQ(ids_str(tok->encode_with_policy(prompt, BosPolicy::ModelDefault)),
-              ids_str(expected));
+    const auto expected =
+        reference_tokens(shared / "reference/llama2c_dump_tinystories656K_onceupon.txt");
+    EXPECT_EQ(ids_str(tok->encode_with_policy(prompt, BosPolicy::ModelDefault)), ids_str(expected));
     EXPECT_EQ(tok->decode(expected), prompt);
 }
 
@@ -58,7 +58,8 @@ TEST(GoldenTokenizer, TinyStoriesReferencePrompt) {
 TEST(GoldenTokenizer, Llama2cStories260K) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     auto tok = load_llama2c_tokenizer(shared / "models/stories260K/tok512.bin", 512);
-    const auto expected = reference_tokens(shared / "reference/llama2c_dump_stories260K_onceupon.txt");
+    const auto expected =
+        reference_tokens(shared / "reference/llama2c_dump_stories260K_onceupon.txt");
     EXPECT_EQ(ids_str(tok->encode_with_policy("Once upon a time", BosPolicy::ModelDefault)),
               ids_str(expected));
     EXPECT_EQ(tok->decode(expected), "Once upon a time");
@@ -69,7 +70,8 @@ TEST(GoldenTokenizer, Llama2cStories260K) {
 TEST(GoldenTokenizer, Llama2cRoundTripReferenceText) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     auto tok = load_llama2c_tokenizer(shared / "models/stories260K/tok512.bin", 512);
-    const std::string text = read_file(shared / "reference/llama2c_stories260K_greedy_onceupon.txt");
+    const std::string text =
+        read_file(shared / "reference/llama2c_stories260K_greedy_onceupon.txt");
     EXPECT_EQ(tok->decode(tok->encode_with_policy(text, BosPolicy::Always)), text);
 }
 
@@ -148,8 +150,8 @@ VectorResult run_vectors(const Tokenizer& tok, const fs::path& inp, const fs::pa
         if (got == expected) {
             ++r.n_pass;
         } else if (r.first_failure.empty()) {
-            r.first_failure = "text '" + text + "': expected" + ids_str(expected) + ", got" +
-                              ids_str(got);
+            r.first_failure =
+                "text '" + text + "': expected" + ids_str(expected) + ", got" + ids_str(got);
         }
     }
     return r;
@@ -192,7 +194,8 @@ TEST(GoldenTokenizer, GgufPhi3Vectors) {
 TEST(GoldenTokenizer, GgufStories260KMatchesLlama2c) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     auto tok = load_gguf_tokenizer(shared / "models/stories260K/stories260K.gguf");
-    const auto expected = reference_tokens(shared / "reference/llama2c_dump_stories260K_onceupon.txt");
+    const auto expected =
+        reference_tokens(shared / "reference/llama2c_dump_stories260K_onceupon.txt");
     EXPECT_EQ(ids_str(tok->encode_with_policy("Once upon a time", BosPolicy::ModelDefault)),
               ids_str(expected));
     EXPECT_EQ(tok->decode(expected), "Once upon a time");
@@ -206,7 +209,8 @@ TEST(GoldenTokenizer, GgufGptNeoxLoadsAndRoundTrips) {
     auto tok = load_gguf_tokenizer(shared / "models/tokenizers/ggml-vocab-gpt-neox.gguf");
     EXPECT_EQ(tok->kind(), "bpe-byte-level");
     EXPECT_EQ(tok->vocab_size(), 50432);
-    const std::string text = "Hello world!  \xD0\xBD\xD0\xB5\xD1\x89\xD0\xBE \xF0\x9F\xA6\x99\n\tend";
+    const std::string text =
+        "Hello world!  \xD0\xBD\xD0\xB5\xD1\x89\xD0\xBE \xF0\x9F\xA6\x99\n\tend";
     EXPECT_EQ(tok->decode(tok->encode(text)), text);
     auto pythia = load_hf_tokenizer(shared / "zoo/pythia/tokenizer.json");
     int n_compared = 0;

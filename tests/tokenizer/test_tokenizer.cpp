@@ -7,9 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/tokenizer/pipeline.hpp"
 #include "sinkscope/tokenizer/pretokenize.hpp"
 #include "sinkscope/tokenizer/tokenizer.hpp"
 #include "sinkscope/tokenizer/unicode.hpp"
+#include "sinkscope/tokenizer/wordpiece.hpp"
 #include "testing.hpp"
 
 namespace fs = std::filesystem;
@@ -19,7 +21,9 @@ using nlohmann::json;
 
 namespace {
 
-void write_text(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+void write_text(const fs::path& p, const std::string& s) {
+    std::ofstream(p, std::ios::binary) << s;
+}
 
 std::vector<std::string> pieces_of(std::string_view text,
                                    const std::vector<std::pair<size_t, size_t>>& ranges) {
@@ -28,8 +32,8 @@ std::vector<std::string> pieces_of(std::string_view text,
     return out;
 }
 
-// A byte-level BPE tokenizer.json: the 256 byte symbols (id = byte value) plus the merges given (the merged
-// pieces get the next ids in order).
+// A byte-level BPE tokenizer.json: the 256 byte symbols (id = byte value) plus the merges given
+// (the merged pieces get the next ids in order).
 fs::path write_byte_level_json(const fs::path& dir, const std::vector<std::string>& merges,
                                bool add_prefix_space = false) {
     json vocab = json::object();
@@ -41,8 +45,8 @@ fs::path write_byte_level_json(const fs::path& dir, const std::vector<std::strin
     }
     json root = {
         {"added_tokens",
-         json::array({{{"id", id}, {"content", "<|end|>"}, {"special", true},
-                       {"normalized", false}}})},
+         json::array(
+             {{{"id", id}, {"content", "<|end|>"}, {"special", true}, {"normalized", false}}})},
         {"normalizer", nullptr},
         {"pre_tokenizer",
          {{"type", "ByteLevel"}, {"add_prefix_space", add_prefix_space}, {"use_regex", true}}},
@@ -69,10 +73,9 @@ fs::path write_spm_json(const fs::path& dir, const std::vector<std::string>& pie
     for (const std::string& p : pieces) vocab[p] = id++;
     const std::string sp = "\xE2\x96\x81";
     json root = {
-        {"added_tokens",
-         json::array({{{"id", 0}, {"content", "<unk>"}, {"special", true}},
-                      {{"id", 1}, {"content", "<s>"}, {"special", true}},
-                      {{"id", 2}, {"content", "</s>"}, {"special", true}}})},
+        {"added_tokens", json::array({{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+                                      {{"id", 1}, {"content", "<s>"}, {"special", true}},
+                                      {{"id", 2}, {"content", "</s>"}, {"special", true}}})},
         {"normalizer",
          {{"type", "Sequence"},
           {"normalizers",
@@ -92,8 +95,12 @@ fs::path write_spm_json(const fs::path& dir, const std::vector<std::string>& pie
                         {{"type", "Fuse"}},
                         {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
         {"model",
-         {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"byte_fallback", true},
-          {"unk_token", "<unk>"}, {"fuse_unk", true}}},
+         {{"type", "BPE"},
+          {"vocab", vocab},
+          {"merges", merges},
+          {"byte_fallback", true},
+          {"unk_token", "<unk>"},
+          {"fuse_unk", true}}},
     };
     const fs::path p = dir / "tokenizer.json";
     write_text(p, root.dump());
@@ -104,8 +111,8 @@ fs::path write_spm_json(const fs::path& dir, const std::vector<std::string>& pie
 fs::path write_llama2c_bin(const fs::path& dir,
                            const std::vector<std::pair<std::string, float>>& entries,
                            int64_t& n_vocab) {
-    std::vector<std::pair<std::string, float>> all = {{"<unk>", 0}, {"\n<s>\n", 0},
-                                                      {"\n</s>\n", 0}};
+    std::vector<std::pair<std::string, float>> all = {
+        {"<unk>", 0}, {"\n<s>\n", 0}, {"\n</s>\n", 0}};
     for (int b = 0; b < 256; ++b) {
         char name[8];
         std::snprintf(name, sizeof name, "<0x%02X>", b);
@@ -167,12 +174,14 @@ TEST(Unicode, ByteLevelAlphabet) {
 
 // NFC examples from UAX #15: composition, canonical reordering, Hangul, singletons.
 TEST(Unicode, NfcComposition) {
-    EXPECT_EQ(nfc_normalize("e\xCC\x81"), "\xC3\xA9");                  // e + U+0301 -> é
+    EXPECT_EQ(nfc_normalize("e\xCC\x81"), "\xC3\xA9");                         // e + U+0301 -> é
     EXPECT_EQ(nfc_normalize("\xE1\xB8\x8B\xCC\xA3"), "\xE1\xB8\x8D\xCC\x87");  // ḋ + dot below
-    EXPECT_EQ(nfc_normalize("\xE1\x84\x80\xE1\x85\xA1"), "\xEA\xB0\x80");     // ᄀ + ᅡ -> 가
+    EXPECT_EQ(nfc_normalize("\xE1\x84\x80\xE1\x85\xA1"), "\xEA\xB0\x80");      // ᄀ + ᅡ -> 가
     EXPECT_EQ(nfc_normalize("\xE2\x84\xA6"), "\xCE\xA9");  // OHM SIGN -> GREEK OMEGA
     EXPECT_EQ(nfc_normalize("plain ascii"), "plain ascii");
-    EXPECT_EQ(nfc_normalize("\xFF" "e\xCC\x81"), "\xFF\xC3\xA9");  // invalid byte kept
+    EXPECT_EQ(nfc_normalize("\xFF"
+                            "e\xCC\x81"),
+              "\xFF\xC3\xA9");  // invalid byte kept
 }
 
 // HF's documented SplitDelimiterBehavior examples on "the-final--countdown" split at '-'.
@@ -184,9 +193,8 @@ TEST(PreTokenize, SplitBehaviors) {
               (V{"the", "final", "countdown"}));
     EXPECT_EQ(pieces_of(text, split_by_regex(text, dash, SplitBehavior::Isolated, false)),
               (V{"the", "-", "final", "-", "-", "countdown"}));
-    EXPECT_EQ(
-        pieces_of(text, split_by_regex(text, dash, SplitBehavior::MergedWithPrevious, false)),
-        (V{"the-", "final-", "-", "countdown"}));
+    EXPECT_EQ(pieces_of(text, split_by_regex(text, dash, SplitBehavior::MergedWithPrevious, false)),
+              (V{"the-", "final-", "-", "countdown"}));
     EXPECT_EQ(pieces_of(text, split_by_regex(text, dash, SplitBehavior::MergedWithNext, false)),
               (V{"the", "-final", "-", "-countdown"}));
     EXPECT_EQ(pieces_of(text, split_by_regex(text, dash, SplitBehavior::Contiguous, false)),
@@ -199,8 +207,8 @@ TEST(PreTokenize, Gpt2Pattern) {
     const Regex re(kGpt2Pattern);
     const std::string text = "Hello world's  123 \xC3\xA9t\xC3\xA9!!";
     EXPECT_EQ(pieces_of(text, re.find_all(text)),
-              (std::vector<std::string>{"Hello", " world", "'s", " ", " 123",
-                                        " \xC3\xA9t\xC3\xA9", "!!"}));
+              (std::vector<std::string>{"Hello", " world", "'s", " ", " 123", " \xC3\xA9t\xC3\xA9",
+                                        "!!"}));
     EXPECT_THROW(Regex("(unclosed"), UnsupportedError);
 }
 
@@ -245,8 +253,8 @@ TEST(HfBpe, AddPrefixSpace) {
 TEST(HfBpe, SentencePieceByteFallback) {
     testutil::ScratchDir dir;
     const std::string sp = "\xE2\x96\x81";
-    auto tok = load_hf_tokenizer(write_spm_json(dir.path(), {sp, "h", "i", sp + "h", sp + "hi"},
-                                                {sp + " h", sp + "h i"}));
+    auto tok = load_hf_tokenizer(
+        write_spm_json(dir.path(), {sp, "h", "i", sp + "h", sp + "hi"}, {sp + " h", sp + "h i"}));
     const int32_t sp_hi = 259 + 4;
     EXPECT_EQ(tok->encode("hi"), (std::vector<int32_t>{sp_hi}));
     // 'é' (C3 A9) is not in the vocabulary: two byte tokens.
@@ -266,8 +274,8 @@ TEST(Llama2c, ScoreOrderAndByteFallback) {
     testutil::ScratchDir dir;
     int64_t n_vocab = 0;
     const fs::path bin = write_llama2c_bin(
-        dir.path(), {{" ", 0.f}, {"a", 0.f}, {"b", 0.f}, {"c", 0.f}, {"ab", 1.f}, {"bc", 2.f},
-                     {" a", 0.5f}},
+        dir.path(),
+        {{" ", 0.f}, {"a", 0.f}, {"b", 0.f}, {"c", 0.f}, {"ab", 1.f}, {"bc", 2.f}, {" a", 0.5f}},
         n_vocab);
     auto tok = load_llama2c_tokenizer(bin, n_vocab);
     const int32_t base = 259, space_a = base + 6, bc = base + 5, space = base;
@@ -277,7 +285,10 @@ TEST(Llama2c, ScoreOrderAndByteFallback) {
     EXPECT_EQ(tok->encode_with_policy("abc", BosPolicy::ModelDefault),
               (std::vector<int32_t>{1, space_a, bc}));
     EXPECT_EQ(tok->decode({1, space_a, bc}), "abc");
-    EXPECT_EQ(tok->decode(tok->encode("a\xC3\xA9" "c")), "a\xC3\xA9" "c");
+    EXPECT_EQ(tok->decode(tok->encode("a\xC3\xA9"
+                                      "c")),
+              "a\xC3\xA9"
+              "c");
     EXPECT_THROW(tok->decode({static_cast<int32_t>(n_vocab)}), UsageError);
 }
 
@@ -321,4 +332,68 @@ TEST(BosPolicy, Names) {
     for (BosPolicy p : {BosPolicy::ModelDefault, BosPolicy::Always, BosPolicy::Never})
         EXPECT_EQ(parse_bos_policy(bos_policy_name(p)), p);
     EXPECT_THROW(parse_bos_policy("sometimes"), UsageError);
+}
+
+// NFD decomposes and orders marks; lowercase uses the full Unicode mapping (Cyrillic, Greek,
+// the two-code-point İ -> i + U+0307).
+TEST(Unicode, NfdAndLowercase) {
+    EXPECT_EQ(nfd_normalize("\xC3\xA9"), "e\xCC\x81");
+    EXPECT_EQ(nfd_normalize("\xEA\xB0\x80"), "\xE1\x84\x80\xE1\x85\xA1");
+    EXPECT_EQ(nfd_normalize("ascii"), "ascii");
+    EXPECT_EQ(to_lower("ABC \xD0\x91\xCE\xA3"), "abc \xD0\xB1\xCF\x83");
+    EXPECT_EQ(to_lower("\xC4\xB0"), "i\xCC\x87");
+    EXPECT_EQ(to_lower("\xFF"), "\xFF");
+}
+
+// BertNormalizer: controls dropped, whitespace -> ' ', CJK spaced out, accents stripped,
+// lowercased (the BERT paper's uncased preprocessing).
+TEST(WordPiece, BertNormalizer) {
+    NormalizerStep all{NormalizerStep::Kind::Bert, "", ""};
+    EXPECT_EQ(bert_normalize("H\xC3\xA9llo\tW\x01orld\xE2\x80\x8D", all), "hello world");
+    EXPECT_EQ(bert_normalize("a\xE4\xB8\xAD" "b", all), "a \xE4\xB8\xAD b");
+    NormalizerStep keep = all;
+    keep.strip_accents = false;
+    keep.lowercase = false;
+    EXPECT_EQ(bert_normalize("\xC3\x89t\xC3\xA9", keep), "\xC3\x89t\xC3\xA9");
+}
+
+// WordPiece is greedy longest-match-first with "##" continuations; a word it cannot cover,
+// or one longer than the limit, is a single [UNK].
+TEST(WordPiece, GreedyLongestMatch) {
+    Vocab v;
+    const std::vector<std::string> pieces = {"[UNK]", "un",  "##aff", "##able",
+                                             "unaff", "##a", "##ble", "x"};
+    for (size_t i = 0; i < pieces.size(); ++i) v.set(static_cast<int32_t>(i), pieces[i]);
+    WordPieceModel wp(v, 0, "##", 8);
+    std::vector<int32_t> out;
+    wp.encode("unaffable", out);  // 9 chars > 8: unk
+    EXPECT_EQ(out, (std::vector<int32_t>{0}));
+    WordPieceModel wide(v, 0, "##", 100);
+    out.clear();
+    wide.encode("unaffable", out);  // "unaff" (longest) then "##able"
+    EXPECT_EQ(out, (std::vector<int32_t>{4, 3}));
+    out.clear();
+    wide.encode("unx", out);  // "un" then "##x" missing: whole word unk
+    EXPECT_EQ(out, (std::vector<int32_t>{0}));
+}
+
+// A long SentencePiece text (cut into chunks internally) gives the same ids as its words
+// encoded one by one: 150 x "hi" then an unknown character as bytes.
+TEST(HfBpe, LongTextChunksAgree) {
+    testutil::ScratchDir dir;
+    const std::string sp = "\xE2\x96\x81";
+    auto tok = load_hf_tokenizer(
+        write_spm_json(dir.path(), {sp, "h", "i", sp + "h", sp + "hi"}, {sp + " h", sp + "h i"}));
+    const int32_t sp_id = 259, sp_hi = 259 + 4;
+    std::string text;
+    std::vector<int32_t> expected;
+    for (int k = 0; k < 150; ++k) {
+        text += k ? " hi" : "hi";
+        expected.push_back(sp_hi);
+    }
+    text += " \xC3\xA9";
+    expected.insert(expected.end(), {sp_id, 3 + 0xC3, 3 + 0xA9});
+    ASSERT_GT(text.size(), 256u);
+    EXPECT_EQ(tok->encode(text), expected);
+    EXPECT_EQ(tok->decode(tok->encode(text)), text);
 }

@@ -16,11 +16,11 @@ namespace sinkscope::tokenizer {
 struct AddedToken {
     std::string content;
     int32_t id = -1;
-    bool special = true;      // skipped by decode()
-    bool normalized = false;  // matched in the normalized text instead of the raw text
-    bool lstrip = false;      // swallows whitespace on its left
-    bool rstrip = false;      // swallows whitespace on its right
-    bool single_word = false; // only matches when not inside a word
+    bool special = true;       // skipped by decode()
+    bool normalized = false;   // matched in the normalized text instead of the raw text
+    bool lstrip = false;       // swallows whitespace on its left
+    bool rstrip = false;       // swallows whitespace on its right
+    bool single_word = false;  // only matches when not inside a word
 };
 
 struct NormalizerStep {
@@ -35,19 +35,19 @@ struct PreTokenizerStep {
     std::shared_ptr<Regex> regex;  // Split, ByteLevel with use_regex
     SplitBehavior behavior = SplitBehavior::Isolated;
     bool invert = false;
-    bool add_prefix_space = false;     // ByteLevel
+    bool add_prefix_space = false;             // ByteLevel
     std::string replacement = "\xE2\x96\x81";  // Metaspace ('▁')
     enum class Prepend { Always, First, Never } prepend = Prepend::Always;
     bool split = true;  // Metaspace: cut before every replacement character
 };
 
 struct DecoderConfig {
-    bool byte_level = false;       // pieces are in GPT-2's byte alphabet
-    std::string space_marker;      // replaced by ' ' (SentencePiece '▁'); empty: none
-    bool byte_fallback = false;    // <0xXX> pieces are raw bytes
-    int strip_leading_spaces = 0;  // removed from the start of the decoded text
-    std::string wordpiece_prefix;  // WordPiece: "##" pieces glue to the previous one, others
-                                   // are joined with spaces
+    bool byte_level = false;         // pieces are in GPT-2's byte alphabet
+    std::string space_marker;        // replaced by ' ' (SentencePiece '▁'); empty: none
+    bool byte_fallback = false;      // <0xXX> pieces are raw bytes
+    int strip_leading_spaces = 0;    // removed from the start of the decoded text
+    std::string wordpiece_prefix;    // WordPiece: "##" pieces glue to the previous one, others
+                                     // are joined with spaces
     bool wordpiece_cleanup = false;  // " ." -> ".", " n't" -> "n't", ... (HF cleanup)
 };
 
@@ -59,7 +59,7 @@ struct TemplatePiece {
 };
 
 struct PipelineConfig {
-    std::string kind;  // reported by Tokenizer::kind()
+    std::string kind;    // reported by Tokenizer::kind()
     std::string origin;  // file the tokenizer came from (error messages)
     std::vector<AddedToken> added;
     std::vector<NormalizerStep> normalizer;

@@ -21,7 +21,7 @@ const char* bos_policy_name(BosPolicy p);
 BosPolicy parse_bos_policy(const std::string& s);  // "default" | "always" | "never"
 
 class Tokenizer {
-public:
+  public:
     virtual ~Tokenizer() = default;
     // Text -> ids, without any special tokens.
     virtual std::vector<int32_t> encode(std::string_view text) const = 0;
@@ -58,7 +58,7 @@ public:
     // decode(encode_with_policy(x, any)) == x for text the vocabulary covers.
     std::string decode(const std::vector<int32_t>& ids) const;
 
-protected:
+  protected:
     // decode() without argument checks; the default concatenates decode_token of each
     // non-special id.
     virtual std::string decode_ids(const std::vector<int32_t>& ids) const;
