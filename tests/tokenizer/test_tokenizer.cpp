@@ -350,7 +350,10 @@ TEST(Unicode, NfdAndLowercase) {
 TEST(WordPiece, BertNormalizer) {
     NormalizerStep all{NormalizerStep::Kind::Bert, "", ""};
     EXPECT_EQ(bert_normalize("H\xC3\xA9llo\tW\x01orld\xE2\x80\x8D", all), "hello world");
-    EXPECT_EQ(bert_normalize("a\xE4\xB8\xAD" "b", all), "a \xE4\xB8\xAD b");
+    EXPECT_EQ(bert_normalize("a\xE4\xB8\xAD"
+                             "b",
+                             all),
+              "a \xE4\xB8\xAD b");
     NormalizerStep keep = all;
     keep.strip_accents = false;
     keep.lowercase = false;
@@ -396,4 +399,109 @@ TEST(HfBpe, LongTextChunksAgree) {
     ASSERT_GT(text.size(), 256u);
     EXPECT_EQ(tok->encode(text), expected);
     EXPECT_EQ(tok->decode(tok->encode(text)), text);
+}
+
+namespace {
+// A vocabulary-only GGUF v3 file: string keys and string/int32/float32 arrays.
+class GgufBuilder {
+  public:
+    void str(const std::string& key, const std::string& value) {
+        header(key, 8);
+        put_str(value);
+        ++n_kv_;
+    }
+    void strings(const std::string& key, const std::vector<std::string>& values) {
+        header(key, 9);
+        put_u32(8);
+        put_u64(values.size());
+        for (const auto& v : values) put_str(v);
+        ++n_kv_;
+    }
+    void floats(const std::string& key, const std::vector<float>& values) {
+        header(key, 9);
+        put_u32(6);
+        put_u64(values.size());
+        for (float v : values) body_.append(reinterpret_cast<const char*>(&v), 4);
+        ++n_kv_;
+    }
+    std::string bytes() const {
+        std::string out = "GGUF";
+        const uint32_t version = 3;
+        const uint64_t n_tensors = 0;
+        out.append(reinterpret_cast<const char*>(&version), 4);
+        out.append(reinterpret_cast<const char*>(&n_tensors), 8);
+        out.append(reinterpret_cast<const char*>(&n_kv_), 8);
+        return out + body_;
+    }
+
+  private:
+    void put_u32(uint32_t v) { body_.append(reinterpret_cast<const char*>(&v), 4); }
+    void put_u64(uint64_t v) { body_.append(reinterpret_cast<const char*>(&v), 8); }
+    void put_str(const std::string& s) {
+        put_u64(s.size());
+        body_ += s;
+    }
+    void header(const std::string& key, uint32_t type) {
+        put_str(key);
+        put_u32(type);
+    }
+    std::string body_;
+    uint64_t n_kv_ = 0;
+};
+}  // namespace
+
+// A GGUF `llama` vocabulary: scores order merges ("bc" 2 beats "ab" 1), the '▁' dummy
+// prefix, <0xXX> byte fallback, BOS by default; decode drops the dummy space.
+TEST(GgufVocab, LlamaScoresAndByteFallback) {
+    testutil::ScratchDir dir;
+    const std::string sp = "\xE2\x96\x81";
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<float> scores = {0, 0, 0};
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        tokens.push_back(name);
+        scores.push_back(0);
+    }
+    for (const auto& [piece, score] : std::vector<std::pair<std::string, float>>{
+             {sp, -1}, {"a", -1}, {"b", -1}, {"c", -1}, {"ab", 1}, {"bc", 2}, {sp + "a", 0.5f}}) {
+        tokens.push_back(piece);
+        scores.push_back(score);
+    }
+    GgufBuilder g;
+    g.str("tokenizer.ggml.model", "llama");
+    g.strings("tokenizer.ggml.tokens", tokens);
+    g.floats("tokenizer.ggml.scores", scores);
+    write_text(dir / "v.gguf", g.bytes());
+    auto tok = load_gguf_tokenizer(dir / "v.gguf");
+    const int32_t base = 259;
+    EXPECT_EQ(tok->encode("abc"), (std::vector<int32_t>{base + 6, base + 5}));  // ▁a, bc
+    EXPECT_EQ(tok->encode("\xC3\xA9"), (std::vector<int32_t>{base, 3 + 0xC3, 3 + 0xA9}));
+    EXPECT_EQ(tok->decode(tok->encode_with_policy("abc \xC3\xA9", BosPolicy::ModelDefault)),
+              "abc \xC3\xA9");
+}
+
+// GGUF vocabularies of an unsupported kind are UnsupportedErrors; a GGUF whose token list
+// and scores disagree, or a truncated file, is an InputError naming the file.
+TEST(GgufVocab, BadFiles) {
+    testutil::ScratchDir dir;
+    GgufBuilder unigram;
+    unigram.str("tokenizer.ggml.model", "t5");
+    write_text(dir / "t5.gguf", unigram.bytes());
+    EXPECT_THROW(load_gguf_tokenizer(dir / "t5.gguf"), UnsupportedError);
+
+    GgufBuilder mismatch;
+    mismatch.str("tokenizer.ggml.model", "llama");
+    mismatch.strings("tokenizer.ggml.tokens", {"a", "b"});
+    mismatch.floats("tokenizer.ggml.scores", {0});
+    write_text(dir / "mismatch.gguf", mismatch.bytes());
+    try {
+        load_gguf_tokenizer(dir / "mismatch.gguf");
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("mismatch.gguf"), std::string::npos);
+    }
+    const std::string whole = mismatch.bytes();
+    write_text(dir / "cut.gguf", whole.substr(0, whole.size() - 3));
+    EXPECT_THROW(load_gguf_tokenizer(dir / "cut.gguf"), InputError);
 }
