@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -231,4 +232,22 @@ TEST(GoldenTokenizer, GgufBertBgeVectors) {
     const auto r = run_vectors(*tok, base.string() + ".inp", base.string() + ".out");
     EXPECT_EQ(r.n_cases, 46);
     EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
+}
+
+// Encoding is linear-time in practice: about 1 MB of story text through the GPT-2 GGUF
+// vocabulary stays far below a quadratic blow-up (bound 5 s; typically ~0.2 s).
+TEST(GoldenTokenizer, EncodesOneMegabyteQuickly) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    auto tok = load_gguf_tokenizer(shared / "models/tokenizers/ggml-vocab-gpt-2.gguf");
+    const std::string story =
+        read_file(shared / "reference/llama2c_stories260K_greedy_onceupon.txt");
+    std::string text;
+    for (int k = 0; text.size() < 1000000; ++k) text += story + std::to_string(k) + "\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto ids = tok->encode(text);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("encoded %zu bytes into %zu tokens in %.3f s\n", text.size(), ids.size(), seconds);
+    EXPECT_LT(seconds, 5.0);
+    EXPECT_EQ(tok->decode(ids), text);
 }

@@ -505,3 +505,64 @@ TEST(GgufVocab, BadFiles) {
     write_text(dir / "cut.gguf", whole.substr(0, whole.size() - 3));
     EXPECT_THROW(load_gguf_tokenizer(dir / "cut.gguf"), InputError);
 }
+
+// Llama-3 style: Split(regex) then ByteLevel without regex, and ignore_merges keeps a
+// pre-token that is itself in the vocabulary whole even when no merge path builds it.
+TEST(HfBpe, SplitThenByteLevelWithIgnoreMerges) {
+    testutil::ScratchDir dir;
+    json vocab = json::object();
+    for (int b = 0; b < 256; ++b) vocab[bytes_to_byte_level(std::string(1, char(b)))] = b;
+    vocab["abc"] = 256;  // reachable by no merge
+    vocab
+        ["\xC4\xA0"
+         "a"] = 257;
+    json root = {
+        {"added_tokens", json::array()},
+        {"pre_tokenizer",
+         {{"type", "Sequence"},
+          {"pretokenizers",
+           json::array(
+               {{{"type", "Split"},
+                 {"pattern", {{"Regex", kLlama3Pattern}}},
+                 {"behavior", "Isolated"},
+                 {"invert", false}},
+                {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
+        {"decoder", {{"type", "ByteLevel"}}},
+        {"model",
+         {{"type", "BPE"},
+          {"vocab", vocab},
+          {"merges", json::array({json::array({"\xC4\xA0", "a"})})},
+          {"ignore_merges", true}}},
+    };
+    write_text(dir / "tokenizer.json", root.dump());
+    auto tok = load_hf_tokenizer(dir / "tokenizer.json");
+    // "abc" whole; " a" by its merge; "12345" -> digits in groups of three: "123", "45".
+    EXPECT_EQ(tok->encode("abc a12345"), (std::vector<int32_t>{256, 257, '1', '2', '3', '4', '5'}));
+    EXPECT_EQ(tok->decode(tok->encode("abc a12345")), "abc a12345");
+}
+
+// Metaspace pre-tokenizer (older Llama/T5 tokenizer.json): spaces become '▁', one is
+// prepended, and words split before each '▁'; the Metaspace decoder undoes both.
+TEST(HfBpe, MetaspacePreTokenizer) {
+    testutil::ScratchDir dir;
+    const std::string sp = "\xE2\x96\x81";
+    json vocab = {{"<unk>", 0}, {sp, 1}, {"h", 2}, {"i", 3}, {sp + "h", 4}, {sp + "hi", 5}};
+    json root = {
+        {"pre_tokenizer",
+         {{"type", "Metaspace"},
+          {"replacement", sp},
+          {"prepend_scheme", "always"},
+          {"split", true}}},
+        {"decoder", {{"type", "Metaspace"}, {"replacement", sp}, {"prepend_scheme", "always"}}},
+        {"model",
+         {{"type", "BPE"},
+          {"vocab", vocab},
+          {"merges", {sp + " h", sp + "h i"}},
+          {"unk_token", "<unk>"}}},
+    };
+    write_text(dir / "tokenizer.json", root.dump());
+    auto tok = load_hf_tokenizer(dir / "tokenizer.json");
+    EXPECT_EQ(tok->encode("hi hi"), (std::vector<int32_t>{5, 5}));
+    EXPECT_EQ(tok->encode("hix"), (std::vector<int32_t>{5, 0}));  // 'x' unknown, no fallback
+    EXPECT_EQ(tok->decode({5, 5}), "hi hi");
+}
