@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <unordered_map>
 
 #include "sinkscope/core/error.hpp"
@@ -146,8 +147,6 @@ class PipelineTokenizer final : public Tokenizer {
                 raw_.add(t.content, &t);
             }
         }
-        for (const PreTokenizerStep& s : cfg_.pre_tokenizer)
-            if (s.kind == PreTokenizerStep::Kind::ByteLevel) byte_level_ = true;
     }
 
     std::vector<int32_t> encode(std::string_view text) const override {
@@ -344,7 +343,6 @@ class PipelineTokenizer final : public Tokenizer {
     int64_t n_vocab_ = 0;
     std::unordered_map<int32_t, const AddedToken*> added_by_id_;
     AddedMatcher raw_, normalized_;
-    bool byte_level_ = false;
 };
 
 }  // namespace
