@@ -281,7 +281,11 @@ class PipelineTokenizer final : public Tokenizer {
                             next.push_back(p.substr(b, e - b));
                         break;
                     case PreTokenizerStep::Kind::ByteLevel: {
-                        if (s.add_prefix_space && !p.empty() && p[0] != ' ') p.insert(0, " ");
+                        if (s.add_prefix_space && !p.empty() && p[0] != ' ') {
+                            std::string spaced(1, ' ');
+                            spaced.append(p);
+                            p.swap(spaced);
+                        }
                         if (s.regex) {
                             for (auto [b, e] :
                                  split_by_regex(p, *s.regex, SplitBehavior::Isolated, false))

@@ -79,7 +79,12 @@ std::string bert_normalize(std::string_view text, const NormalizerStep& o) {
         static const Regex cjk(
             R"([\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F})"
             R"(\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}])");
-        s = replace_matches(s, cjk, [](std::string_view m) { return " " + std::string(m) + " "; });
+        s = replace_matches(s, cjk, [](std::string_view m) {
+            std::string spaced(1, ' ');
+            spaced.append(m);
+            spaced.push_back(' ');
+            return spaced;
+        });
     }
     if (o.strip_accents) {
         static const Regex mark(R"(\p{Mn})");

@@ -229,7 +229,7 @@ TEST(HfBpe, MergeRankOrder) {
 TEST(HfBpe, ByteLevelRoundTrip) {
     testutil::ScratchDir dir;
     auto tok = load_hf_tokenizer(write_byte_level_json(dir.path(), {"a b", "\xC4\xA0 ab"}));
-    for (const std::string text :
+    for (const std::string& text :
          {std::string("ab ab  ab\n\t"), std::string("\xF0\x9F\xA6\x99 llama"),
           std::string("bad \xFF\xFE bytes \xE2\x96"), std::string("\0nul", 4)}) {
         EXPECT_EQ(tok->decode(tok->encode(text)), text);
