@@ -253,3 +253,19 @@ TEST(GoldenTokenizer, EncodesOneMegabyteQuickly) {
     EXPECT_LT(seconds, 5.0);
     EXPECT_EQ(tok->decode(ids), text);
 }
+
+// The zoo's tokenizer.json files with full vocabularies (GPT-2 byte-level BPE, BERT uncased
+// WordPiece) pass the same llama.cpp vectors through the Hugging Face loader.
+TEST(GoldenTokenizer, HfJsonFullVocabulariesPassVectors) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const std::pair<const char*, const char*> cases[] = {{"gpt2", "ggml-vocab-gpt-2.gguf"},
+                                                         {"bert", "ggml-vocab-bert-bge.gguf"}};
+    for (const auto& [family, vocab] : cases) {
+        SCOPED_TRACE(family);
+        auto tok = load_hf_tokenizer(shared / "zoo" / family / "tokenizer.json");
+        const std::string base = (shared / "models/tokenizers" / vocab).string();
+        const auto r = run_vectors(*tok, base + ".inp", base + ".out");
+        EXPECT_EQ(r.n_cases, 46);
+        EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
+    }
+}
