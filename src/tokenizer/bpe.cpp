@@ -27,8 +27,15 @@ int32_t Vocab::find(std::string_view piece) const {
     return it == ids_.end() ? -1 : it->second;
 }
 
-BpeModel::BpeModel(Vocab vocab, BpeOptions options)
-    : vocab_(std::move(vocab)), options_(options) {
+BpeModel::BpeModel(Vocab vocab, BpeOptions options) : vocab_(std::move(vocab)), options_(options) {
+    for (int64_t id = 0; id < vocab_.size(); ++id) {
+        const std::string& p = vocab_.piece(static_cast<int32_t>(id));
+        for (size_t i = 0; i + 1 < p.size(); ++i) {
+            const size_t k =
+                (size_t{static_cast<uint8_t>(p[i])} << 8) | static_cast<uint8_t>(p[i + 1]);
+            bigrams_[k >> 6] |= uint64_t{1} << (k & 63);
+        }
+    }
     for (int b = 0; b < 256; ++b) {
         char name[8];
         std::snprintf(name, sizeof name, "<0x%02X>", b);
@@ -52,7 +59,9 @@ bool BpeModel::add_merge(std::string_view left, std::string_view right, int32_t 
     return true;
 }
 
-void BpeModel::set_scores(std::vector<float> scores) { scores_ = std::move(scores); }
+void BpeModel::set_scores(std::vector<float> scores) {
+    scores_ = std::move(scores);
+}
 
 void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
     encode_symbols(piece, utf8_char_starts(piece), out);
@@ -87,7 +96,42 @@ void BpeModel::encode_symbols(std::string_view piece, const std::vector<size_t>&
             return;
         }
     }
-    const auto n = static_cast<int32_t>(starts.size());
+    constexpr size_t kLongPiece = 256, kMaxCachedChunk = 64;
+    if (piece.size() <= kLongPiece) {
+        encode_chunk(piece, starts.data(), starts.size(), out);
+        return;
+    }
+    // Long text (SentencePiece input has no pre-tokenizer): cut where no merge can reach
+    // across and encode the chunks independently, caching repeated short ones.
+    std::unordered_map<std::string_view, std::vector<int32_t>> cache;
+    std::vector<size_t> local;
+    size_t first = 0;  // index in `starts` of the chunk's first symbol
+    for (size_t i = 1; i <= starts.size(); ++i) {
+        if (i < starts.size() && bigram_in_vocab(static_cast<uint8_t>(piece[starts[i] - 1]),
+                                                 static_cast<uint8_t>(piece[starts[i]])))
+            continue;
+        const size_t b = starts[first], e = i < starts.size() ? starts[i] : piece.size();
+        const std::string_view chunk = piece.substr(b, e - b);
+        local.clear();
+        for (size_t k = first; k < i; ++k) local.push_back(starts[k] - b);
+        if (chunk.size() <= kMaxCachedChunk) {
+            auto it = cache.find(chunk);
+            if (it == cache.end()) {
+                std::vector<int32_t> ids;
+                encode_chunk(chunk, local.data(), local.size(), ids);
+                it = cache.emplace(chunk, std::move(ids)).first;
+            }
+            out.insert(out.end(), it->second.begin(), it->second.end());
+        } else {
+            encode_chunk(chunk, local.data(), local.size(), out);
+        }
+        first = i;
+    }
+}
+
+void BpeModel::encode_chunk(std::string_view piece, const size_t* starts, size_t n_starts,
+                            std::vector<int32_t>& out) const {
+    const auto n = static_cast<int32_t>(n_starts);
     std::vector<Symbol> sym(static_cast<size_t>(n));  // [n_symbols] linked list in text order
     for (int32_t i = 0; i < n; ++i) {
         const size_t b = starts[static_cast<size_t>(i)];
@@ -148,8 +192,9 @@ void BpeModel::encode_symbols(std::string_view piece, const std::vector<size_t>&
             for (uint32_t k = 0; k < s.len; ++k) {
                 const int32_t id = byte_ids_[static_cast<uint8_t>(piece[s.start + k])];
                 if (id < 0 && options_.unk_id < 0)
-                    throw InputError("<text>", "byte fallback token <0x.."
-                                               "> missing and no unknown token");
+                    throw InputError("<text>",
+                                     "byte fallback token <0x.."
+                                     "> missing and no unknown token");
                 out.push_back(id >= 0 ? id : options_.unk_id);
             }
             last_unk = false;

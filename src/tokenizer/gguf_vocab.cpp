@@ -4,6 +4,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/gguf.hpp"
 #include "sinkscope/tokenizer/pipeline.hpp"
+#include "sinkscope/tokenizer/wordpiece.hpp"
 
 namespace sinkscope::tokenizer {
 
@@ -11,7 +12,12 @@ namespace {
 
 // llama.cpp token types (llama_token_type).
 enum GgufTokenType : int64_t {
-    kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
+    kNormal = 1,
+    kUnknown = 2,
+    kControl = 3,
+    kUserDefined = 4,
+    kUnused = 5,
+    kByte = 6,
 };
 
 const char* const kSpaceMarker = "\xE2\x96\x81";  // '▁'
@@ -36,14 +42,14 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
     const io::GgufFile f(gguf_path);
     const std::string file = gguf_path.string();
     const std::string model = f.get_string("tokenizer.ggml.model");
-    if (model != "llama" && model != "gpt2")
-        throw UnsupportedError(file, "tokenizer.ggml.model '" + model +
-                                         "' (supported: llama, gpt2)");
+    if (model != "llama" && model != "gpt2" && model != "bert")
+        throw UnsupportedError(
+            file, "tokenizer.ggml.model '" + model + "' (supported: llama, gpt2, bert)");
 
     const std::vector<std::string> tokens = f.get_string_array("tokenizer.ggml.tokens");
     const auto n_vocab = static_cast<int64_t>(tokens.size());
-    SS_CHECK_INPUT(n_vocab > 0 && n_vocab < (int64_t{1} << 24), file,
-                   "tokenizer.ggml.tokens has ", n_vocab, " entries");
+    SS_CHECK_INPUT(n_vocab > 0 && n_vocab < (int64_t{1} << 24), file, "tokenizer.ggml.tokens has ",
+                   n_vocab, " entries");
     std::vector<int64_t> types(tokens.size(), kNormal);
     if (f.has("tokenizer.ggml.token_type")) {
         types = f.get_int_array("tokenizer.ggml.token_type");
@@ -68,6 +74,48 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
         cfg.added.push_back(std::move(a));
     }
 
+    if (model == "bert") {
+        // llama.cpp's converter stores word-initial pieces as "▁piece" and continuations
+        // ("##piece" in BERT's vocab.txt) as "piece"; undo that for WordPiece.
+        Vocab vocab;
+        const std::string marker = kSpaceMarker;
+        for (int64_t i = 0; i < n_vocab; ++i) {
+            const std::string& t = tokens[static_cast<size_t>(i)];
+            std::string piece;
+            if (types[static_cast<size_t>(i)] == kControl ||
+                types[static_cast<size_t>(i)] == kUnknown) {
+                piece = t;
+            } else if (t.compare(0, marker.size(), marker) == 0) {
+                piece = t.substr(marker.size());
+            } else {
+                piece = "##" + t;
+            }
+            vocab.set(static_cast<int32_t>(i), std::move(piece));
+        }
+        NormalizerStep bert{NormalizerStep::Kind::Bert, "", ""};
+        cfg.normalizer.push_back(bert);
+        PreTokenizerStep ws;
+        ws.kind = PreTokenizerStep::Kind::Split;
+        ws.regex = std::make_shared<Regex>(R"(\s+)");
+        ws.behavior = SplitBehavior::Removed;
+        PreTokenizerStep punct;
+        punct.kind = PreTokenizerStep::Kind::Split;
+        punct.regex = std::make_shared<Regex>(kBertPunctuationPattern);
+        cfg.pre_tokenizer = {ws, punct};
+        cfg.decoder.wordpiece_prefix = "##";
+        cfg.decoder.wordpiece_cleanup = true;
+        const int32_t cls = token_id_or_none(f, "tokenizer.ggml.cls_token_id", n_vocab);
+        const int32_t sep = token_id_or_none(f, "tokenizer.ggml.seperator_token_id", n_vocab);
+        if (cls >= 0) cfg.prefix.push_back(cls);
+        if (sep >= 0) cfg.suffix.push_back(sep);
+        if (cfg.bos < 0) cfg.bos = cls;
+        if (cfg.eos < 0) cfg.eos = sep;
+        cfg.kind = "wordpiece";
+        const int32_t unk = token_id_or_none(f, "tokenizer.ggml.unknown_token_id", n_vocab);
+        return make_pipeline_tokenizer(std::move(cfg),
+                                       std::make_unique<WordPieceModel>(std::move(vocab), unk));
+    }
+
     Vocab vocab;
     for (int64_t i = 0; i < n_vocab; ++i)
         vocab.set(static_cast<int32_t>(i), tokens[static_cast<size_t>(i)], /*prefer_last=*/true);
@@ -84,7 +132,8 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
         bpe.set_scores(std::vector<float>(scores_d.begin(), scores_d.end()));
 
         const bool space_prefix = get_bool_or(f, "tokenizer.ggml.add_space_prefix", true);
-        if (space_prefix) cfg.normalizer.push_back({NormalizerStep::Kind::Prepend, kSpaceMarker, ""});
+        if (space_prefix)
+            cfg.normalizer.push_back({NormalizerStep::Kind::Prepend, kSpaceMarker, ""});
         cfg.normalizer.push_back({NormalizerStep::Kind::Replace, " ", kSpaceMarker});
         cfg.decoder.space_marker = kSpaceMarker;
         cfg.decoder.byte_fallback = true;
@@ -110,8 +159,8 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
         bpe.add_merge(std::string_view(m).substr(0, sp), std::string_view(m).substr(sp + 1),
                       static_cast<int32_t>(r));
     }
-    const std::string pre = f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre")
-                                                        : std::string("default");
+    const std::string pre =
+        f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : std::string("default");
     const char* pattern = nullptr;
     if (pre == "gpt-2" || pre == "default" || pre == "gpt-neox" || pre == "phi-2" ||
         pre == "roberta-bpe") {

@@ -5,6 +5,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/tokenizer/pipeline.hpp"
+#include "sinkscope/tokenizer/wordpiece.hpp"
 
 namespace sinkscope::tokenizer {
 
@@ -62,6 +63,15 @@ struct Loader {
                            str(n, "content", "Replace")});
         } else if (type == "NFC") {
             out.push_back({NormalizerStep::Kind::Nfc, "", ""});
+        } else if (type == "Lowercase") {
+            out.push_back({NormalizerStep::Kind::Lowercase, "", ""});
+        } else if (type == "BertNormalizer") {
+            NormalizerStep b{NormalizerStep::Kind::Bert, "", ""};
+            b.clean_text = flag(n, "clean_text", true);
+            b.handle_chinese_chars = flag(n, "handle_chinese_chars", true);
+            b.lowercase = flag(n, "lowercase", true);
+            b.strip_accents = flag(n, "strip_accents", b.lowercase);  // null: follows lowercase
+            out.push_back(b);
         } else if (type == "Strip") {
             std::string sides;
             if (flag(n, "strip_left", true)) sides += 'l';
@@ -118,6 +128,17 @@ struct Loader {
             s.regex = std::make_shared<Regex>(flag(p, "individual_digits", false) ? R"(\p{N})"
                                                                                   : R"(\p{N}+)");
             out.push_back(std::move(s));
+        } else if (type == "BertPreTokenizer") {
+            PreTokenizerStep ws;
+            ws.kind = PreTokenizerStep::Kind::Split;
+            ws.regex = std::make_shared<Regex>(R"(\s+)");
+            ws.behavior = SplitBehavior::Removed;
+            out.push_back(std::move(ws));
+            PreTokenizerStep punct;
+            punct.kind = PreTokenizerStep::Kind::Split;
+            punct.regex = std::make_shared<Regex>(kBertPunctuationPattern);
+            punct.behavior = SplitBehavior::Isolated;
+            out.push_back(std::move(punct));
         } else if (type == "WhitespaceSplit") {
             PreTokenizerStep s;
             s.kind = PreTokenizerStep::Kind::Split;
@@ -144,20 +165,26 @@ struct Loader {
         } else if (type == "ByteLevel") {
             out.byte_level = true;
         } else if (type == "Replace") {
-            const std::string from = pattern_string(need(d, "pattern", "Replace"), "decoder Replace");
+            const std::string from =
+                pattern_string(need(d, "pattern", "Replace"), "decoder Replace");
             if (str(d, "content", "decoder Replace") != " ")
                 unsupported("decoder Replace to anything but a space");
             out.space_marker = from;
         } else if (type == "ByteFallback") {
             out.byte_fallback = true;
+        } else if (type == "WordPiece") {
+            out.wordpiece_prefix = d.value("prefix", std::string("##"));
+            out.wordpiece_cleanup = flag(d, "cleanup", true);
         } else if (type == "Fuse") {
         } else if (type == "Strip") {
-            if (str(d, "content", "decoder Strip") != " ") unsupported("decoder Strip of non-space");
+            if (str(d, "content", "decoder Strip") != " ")
+                unsupported("decoder Strip of non-space");
             out.strip_leading_spaces = d.value("start", 0);
         } else if (type == "Metaspace") {
             out.space_marker = str(d, "replacement", "decoder Metaspace");
             std::string scheme = d.value("prepend_scheme", std::string("always"));
-            if (!d.contains("prepend_scheme") && !flag(d, "add_prefix_space", true)) scheme = "never";
+            if (!d.contains("prepend_scheme") && !flag(d, "add_prefix_space", true))
+                scheme = "never";
             if (scheme != "never") out.strip_leading_spaces = 1;
         } else {
             unsupported("decoder " + type);
@@ -199,11 +226,40 @@ struct Loader {
                 auto& dst = seen_sequence ? cfg.suffix : cfg.prefix;
                 dst.insert(dst.end(), ids.begin(), ids.end());
             }
+            cfg.pair.clear();
+            for (const json& item : p.value("pair", json::array())) {
+                TemplatePiece t;
+                if (item.contains("Sequence")) {
+                    const std::string which = str(item.at("Sequence"), "id", "Sequence");
+                    t.sequence = which == "A" ? 1 : 2;
+                    t.type_id = item.at("Sequence").value("type_id", 0);
+                } else if (item.contains("SpecialToken")) {
+                    const std::string name = str(item.at("SpecialToken"), "id", "SpecialToken");
+                    const json& specials = p.value("special_tokens", json::object());
+                    if (specials.contains(name) && specials.at(name).contains("ids")) {
+                        t.ids = specials.at(name).at("ids").get<std::vector<int32_t>>();
+                    } else {
+                        t.ids = {token_id(vocab, added, name)};
+                    }
+                    t.type_id = item.at("SpecialToken").value("type_id", 0);
+                } else {
+                    fail("TemplateProcessing: unknown pair item");
+                }
+                cfg.pair.push_back(std::move(t));
+            }
         } else if (type == "RobertaProcessing" || type == "BertProcessing") {
             const json& cls = need(p, "cls", type);
             const json& sep = need(p, "sep", type);
-            cfg.prefix.push_back(cls.at(1).get<int32_t>());
-            cfg.suffix.push_back(sep.at(1).get<int32_t>());
+            const int32_t cls_id = cls.at(1).get<int32_t>(), sep_id = sep.at(1).get<int32_t>();
+            cfg.prefix.push_back(cls_id);
+            cfg.suffix.push_back(sep_id);
+            // Roberta: <s> A </s></s> B </s>, all type 0; Bert: [CLS] A [SEP] B [SEP], B type 1.
+            const bool roberta = type == "RobertaProcessing";
+            const int32_t b_type = roberta ? 0 : 1;
+            cfg.pair = {{0, {cls_id}, 0}, {1, {}, 0}, {0, {sep_id}, 0}};
+            if (roberta) cfg.pair.push_back({0, {sep_id}, 0});
+            cfg.pair.push_back({2, {}, b_type});
+            cfg.pair.push_back({0, {sep_id}, b_type});
         } else if (type == "ByteLevel") {
             // offsets only
         } else {
@@ -232,9 +288,9 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
     try {
         const json& model = L.need(root, "model", "tokenizer.json");
         const std::string type = model.value("type", std::string("BPE"));
-        if (type != "BPE") L.unsupported("tokenizer model type " + type);
+        if (type != "BPE" && type != "WordPiece") L.unsupported("tokenizer model type " + type);
         for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
-            if (model.contains(key) && model.at(key).is_string() &&
+            if (type == "BPE" && model.contains(key) && model.at(key).is_string() &&
                 !model.at(key).get<std::string>().empty())
                 L.unsupported(std::string("BPE with ") + key);
         if (model.contains("dropout") && model.at("dropout").is_number() &&
@@ -264,6 +320,23 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
             cfg.added.push_back(std::move(a));
         }
 
+        if (type == "WordPiece") {
+            const std::string unk = model.value("unk_token", std::string("[UNK]"));
+            const int32_t unk_id = vocab.find(unk);
+            const std::string prefix = model.value("continuing_subword_prefix", std::string("##"));
+            const auto max_chars = model.value("max_input_chars_per_word", size_t{100});
+            L.normalizer(root.value("normalizer", json()), cfg.normalizer);
+            L.pre_tokenizer(root.value("pre_tokenizer", json()), cfg.pre_tokenizer);
+            L.decoder(root.value("decoder", json()), cfg.decoder);
+            L.post_processor(root.value("post_processor", json()), vocab_json, cfg.added, cfg);
+            if (cfg.decoder.wordpiece_prefix.empty()) cfg.decoder.wordpiece_prefix = prefix;
+            if (!cfg.prefix.empty()) cfg.bos = cfg.prefix.front();
+            if (!cfg.suffix.empty()) cfg.eos = cfg.suffix.back();
+            cfg.kind = "wordpiece";
+            return make_pipeline_tokenizer(
+                std::move(cfg),
+                std::make_unique<WordPieceModel>(std::move(vocab), unk_id, prefix, max_chars));
+        }
         BpeOptions opt;
         opt.order = MergeOrder::Ranks;
         opt.byte_fallback = Loader::flag(model, "byte_fallback", false);
@@ -289,7 +362,8 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
                 L.fail("merge entry is neither \"a b\" nor [a, b]");
             }
             if (!bpe.add_merge(left, right, rank))
-                L.fail("merge '" + left + " " + right + "' uses a piece that is not in the vocabulary");
+                L.fail("merge '" + left + " " + right +
+                       "' uses a piece that is not in the vocabulary");
             ++rank;
         }
 
@@ -324,13 +398,17 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
         const std::string cls = config.value("tokenizer_class", std::string());
         const bool rebuilds = cls.rfind("Llama", 0) == 0 || cls.rfind("CodeLlama", 0) == 0 ||
                               cls.rfind("Gemma", 0) == 0 || cls.rfind("GPTNeoX", 0) == 0;
-        if (rebuilds && config.contains("add_bos_token") && config.at("add_bos_token").is_boolean()) {
+        if (rebuilds && config.contains("add_bos_token") &&
+            config.at("add_bos_token").is_boolean()) {
             cfg.prefix.clear();
-            if (config.at("add_bos_token").get<bool>() && cfg.bos >= 0) cfg.prefix.push_back(cfg.bos);
+            if (config.at("add_bos_token").get<bool>() && cfg.bos >= 0)
+                cfg.prefix.push_back(cfg.bos);
         }
-        if (rebuilds && config.contains("add_eos_token") && config.at("add_eos_token").is_boolean()) {
+        if (rebuilds && config.contains("add_eos_token") &&
+            config.at("add_eos_token").is_boolean()) {
             cfg.suffix.clear();
-            if (config.at("add_eos_token").get<bool>() && cfg.eos >= 0) cfg.suffix.push_back(cfg.eos);
+            if (config.at("add_eos_token").get<bool>() && cfg.eos >= 0)
+                cfg.suffix.push_back(cfg.eos);
         }
         return make_pipeline_tokenizer(std::move(cfg), std::move(bpe));
     } catch (const json::exception& e) {

@@ -16,7 +16,7 @@ constexpr int32_t kLlama2cBos = 1;  // run.c: BOS = 1, EOS = 2
 constexpr int32_t kLlama2cEos = 2;
 
 class Llama2cTokenizer final : public Tokenizer {
-public:
+  public:
     explicit Llama2cTokenizer(BpeModel model) : model_(std::move(model)) {}
 
     std::vector<int32_t> encode(std::string_view text) const override {
@@ -57,7 +57,7 @@ public:
     bool adds_bos_by_default() const override { return true; }  // run.c generate: bos=1
     std::string kind() const override { return "llama2c"; }
 
-protected:
+  protected:
     // run.c strips the leading space of the piece after BOS; the dummy prefix is always the
     // first piece's space, so the first decoded piece loses it with or without BOS.
     std::string decode_ids(const std::vector<int32_t>& ids) const override {
@@ -73,7 +73,7 @@ protected:
         return out;
     }
 
-private:
+  private:
     BpeModel model_;
 };
 
@@ -103,8 +103,8 @@ std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::filesystem::path& p
         int32_t len = 0;
         take(&scores[static_cast<size_t>(i)], 4, "score", i);
         take(&len, 4, "length", i);
-        SS_CHECK_INPUT(len >= 0 && len <= max_token_length, file, "token ", i, " has length ",
-                       len, " (max_token_length ", max_token_length, ")");
+        SS_CHECK_INPUT(len >= 0 && len <= max_token_length, file, "token ", i, " has length ", len,
+                       " (max_token_length ", max_token_length, ")");
         std::string piece(static_cast<size_t>(len), '\0');
         take(piece.data(), piece.size(), "bytes", i);
         // run.c compares pieces as C strings: a NUL ends the piece.
@@ -119,7 +119,8 @@ std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::filesystem::path& p
     BpeModel model(std::move(vocab), opt);
     model.set_scores(std::move(scores));
     std::array<int32_t, 256> byte_ids{};
-    for (int b = 0; b < 256; ++b) byte_ids[static_cast<size_t>(b)] = b + 3 < vocab_size ? b + 3 : -1;
+    for (int b = 0; b < 256; ++b)
+        byte_ids[static_cast<size_t>(b)] = b + 3 < vocab_size ? b + 3 : -1;
     model.set_byte_tokens(byte_ids);
     return std::make_unique<Llama2cTokenizer>(std::move(model));
 }

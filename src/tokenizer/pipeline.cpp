@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <unordered_map>
 
 #include "sinkscope/core/error.hpp"
@@ -34,6 +35,12 @@ std::string apply_normalizer(const std::vector<NormalizerStep>& steps, std::stri
             case NormalizerStep::Kind::Nfc:
                 text = nfc_normalize(text);
                 break;
+            case NormalizerStep::Kind::Lowercase:
+                text = to_lower(text);
+                break;
+            case NormalizerStep::Kind::Bert:
+                text = bert_normalize(text, s);
+                break;
             case NormalizerStep::Kind::Strip: {
                 auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
                 size_t b = 0, e = text.size();
@@ -61,7 +68,7 @@ bool is_word_byte(char c) {
 
 // Leftmost-longest matcher over a small set of added tokens.
 class AddedMatcher {
-public:
+  public:
     void add(std::string pattern, const AddedToken* token) {
         if (pattern.empty()) return;
         first_[static_cast<uint8_t>(pattern[0])] = true;
@@ -102,7 +109,7 @@ public:
         return out;
     }
 
-private:
+  private:
     struct Match {
         const AddedToken* token = nullptr;
         size_t length = 0;
@@ -126,10 +133,10 @@ private:
 };
 
 class PipelineTokenizer final : public Tokenizer {
-public:
-    PipelineTokenizer(PipelineConfig config, BpeModel model)
+  public:
+    PipelineTokenizer(PipelineConfig config, std::unique_ptr<PieceModel> model)
         : cfg_(std::move(config)), model_(std::move(model)) {
-        n_vocab_ = model_.vocab().size();
+        n_vocab_ = model_->vocab().size();
         for (const AddedToken& t : cfg_.added) {
             SS_CHECK(t.id >= 0, "added token without id: ", t.content);
             n_vocab_ = std::max<int64_t>(n_vocab_, int64_t{t.id} + 1);
@@ -140,8 +147,6 @@ public:
                 raw_.add(t.content, &t);
             }
         }
-        for (const PreTokenizerStep& s : cfg_.pre_tokenizer)
-            if (s.kind == PreTokenizerStep::Kind::ByteLevel) byte_level_ = true;
     }
 
     std::vector<int32_t> encode(std::string_view text) const override {
@@ -170,23 +175,30 @@ public:
     std::string decode_token(int32_t id) const override {
         SS_CHECK(id >= 0 && id < n_vocab_, "token id out of range: ", id);
         if (auto it = added_by_id_.find(id); it != added_by_id_.end()) return it->second->content;
-        if (id >= model_.vocab().size()) return {};
-        const std::string& p = model_.vocab().piece(id);
+        if (id >= model_->vocab().size()) return {};
+        const std::string& p = model_->vocab().piece(id);
         const DecoderConfig& d = cfg_.decoder;
         if (d.byte_fallback && p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>') {
             const int v = std::stoi(p.substr(3, 2), nullptr, 16);
             return std::string(1, static_cast<char>(v));
         }
         if (d.byte_level) return byte_level_to_bytes(p);
-        if (!d.space_marker.empty())
-            return apply_normalizer({{NormalizerStep::Kind::Replace, d.space_marker, " "}}, p);
-        return p;
+        if (d.space_marker.empty() || p.find(d.space_marker) == std::string::npos) return p;
+        std::string out;
+        size_t pos = 0;
+        for (size_t hit; (hit = p.find(d.space_marker, pos)) != std::string::npos;
+             pos = hit + d.space_marker.size()) {
+            out.append(p, pos, hit - pos);
+            out += ' ';
+        }
+        out.append(p, pos, std::string::npos);
+        return out;
     }
 
     std::string piece(int32_t id) const override {
         SS_CHECK(id >= 0 && id < n_vocab_, "token id out of range: ", id);
-        if (id < model_.vocab().size() && !model_.vocab().piece(id).empty())
-            return model_.vocab().piece(id);
+        if (id < model_->vocab().size() && !model_->vocab().piece(id).empty())
+            return model_->vocab().piece(id);
         if (auto it = added_by_id_.find(id); it != added_by_id_.end()) return it->second->content;
         return {};
     }
@@ -201,8 +213,21 @@ public:
     std::vector<int32_t> template_prefix() const override { return cfg_.prefix; }
     std::vector<int32_t> template_suffix() const override { return cfg_.suffix; }
 
-protected:
+    EncodedPair encode_pair(std::string_view a, std::string_view b) const override {
+        if (cfg_.pair.empty()) return Tokenizer::encode_pair(a, b);
+        EncodedPair out;
+        for (const TemplatePiece& t : cfg_.pair) {
+            const std::vector<int32_t> ids =
+                t.sequence == 0 ? t.ids : encode(t.sequence == 1 ? a : b);
+            out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+            out.type_ids.insert(out.type_ids.end(), ids.size(), t.type_id);
+        }
+        return out;
+    }
+
+  protected:
     std::string decode_ids(const std::vector<int32_t>& ids) const override {
+        if (!cfg_.decoder.wordpiece_prefix.empty()) return decode_wordpiece(ids);
         std::string out = Tokenizer::decode_ids(ids);
         size_t n = 0;
         while (n < out.size() && n < static_cast<size_t>(cfg_.decoder.strip_leading_spaces) &&
@@ -216,7 +241,33 @@ protected:
         return it != added_by_id_.end() && it->second->special;
     }
 
-private:
+  private:
+    std::string decode_wordpiece(const std::vector<int32_t>& ids) const {
+        const std::string& prefix = cfg_.decoder.wordpiece_prefix;
+        std::string out;
+        bool first = true;
+        for (int32_t id : ids) {
+            if (is_special(id)) continue;
+            std::string t = decode_token(id);
+            if (t.compare(0, prefix.size(), prefix) == 0) {
+                t.erase(0, prefix.size());
+            } else if (!first) {
+                out += ' ';
+            }
+            out += t;
+            first = false;
+        }
+        if (!cfg_.decoder.wordpiece_cleanup) return out;
+        // HF decoders::wordpiece::cleanup.
+        static const std::pair<const char*, const char*> kCleanup[] = {
+            {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+            {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
+        };
+        for (const auto& [from, to] : kCleanup)
+            out = apply_normalizer({{NormalizerStep::Kind::Replace, from, to}}, out);
+        return out;
+    }
+
     std::vector<std::string> pre_tokenize(std::string_view text, bool first_segment) const {
         std::vector<std::string> pieces{std::string(text)};
         for (const PreTokenizerStep& s : cfg_.pre_tokenizer) {
@@ -230,12 +281,16 @@ private:
                             next.push_back(p.substr(b, e - b));
                         break;
                     case PreTokenizerStep::Kind::ByteLevel: {
-                        if (s.add_prefix_space && !p.empty() && p[0] != ' ') p.insert(0, " ");
+                        if (s.add_prefix_space && !p.empty() && p[0] != ' ') {
+                            std::string spaced(1, ' ');
+                            spaced.append(p);
+                            p.swap(spaced);
+                        }
                         if (s.regex) {
                             for (auto [b, e] :
                                  split_by_regex(p, *s.regex, SplitBehavior::Isolated, false))
-                                next.push_back(bytes_to_byte_level(
-                                    std::string_view(p).substr(b, e - b)));
+                                next.push_back(
+                                    bytes_to_byte_level(std::string_view(p).substr(b, e - b)));
                         } else if (!p.empty()) {
                             next.push_back(bytes_to_byte_level(p));
                         }
@@ -244,12 +299,11 @@ private:
                     case PreTokenizerStep::Kind::Metaspace: {
                         std::string q = apply_normalizer(
                             {{NormalizerStep::Kind::Replace, " ", s.replacement}}, p);
-                        const bool prepend =
-                            s.prepend == PreTokenizerStep::Prepend::Always ||
-                            (s.prepend == PreTokenizerStep::Prepend::First && first_segment &&
-                             k == 0);
-                        if (prepend && !q.empty() && q.compare(0, s.replacement.size(),
-                                                              s.replacement) != 0)
+                        const bool prepend = s.prepend == PreTokenizerStep::Prepend::Always ||
+                                             (s.prepend == PreTokenizerStep::Prepend::First &&
+                                              first_segment && k == 0);
+                        if (prepend && !q.empty() &&
+                            q.compare(0, s.replacement.size(), s.replacement) != 0)
                             q.insert(0, s.replacement);
                         if (!s.split) {
                             if (!q.empty()) next.push_back(std::move(q));
@@ -276,30 +330,34 @@ private:
                       std::vector<int32_t>& out) const {
         constexpr size_t kMaxCachedPiece = 64;  // long pieces are rarely repeated
         if (piece.size() > kMaxCachedPiece) {
-            model_.encode(piece, out);
+            model_->encode(piece, out);
             return;
         }
         auto it = cache.find(piece);
         if (it == cache.end()) {
             std::vector<int32_t> ids;
-            model_.encode(piece, ids);
+            model_->encode(piece, ids);
             it = cache.emplace(piece, std::move(ids)).first;
         }
         out.insert(out.end(), it->second.begin(), it->second.end());
     }
 
     PipelineConfig cfg_;
-    BpeModel model_;
+    std::unique_ptr<PieceModel> model_;
     int64_t n_vocab_ = 0;
     std::unordered_map<int32_t, const AddedToken*> added_by_id_;
     AddedMatcher raw_, normalized_;
-    bool byte_level_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_pipeline_tokenizer(PipelineConfig config, BpeModel model) {
+std::unique_ptr<Tokenizer> make_pipeline_tokenizer(PipelineConfig config,
+                                                   std::unique_ptr<PieceModel> model) {
     return std::make_unique<PipelineTokenizer>(std::move(config), std::move(model));
+}
+
+std::unique_ptr<Tokenizer> make_pipeline_tokenizer(PipelineConfig config, BpeModel model) {
+    return make_pipeline_tokenizer(std::move(config), std::make_unique<BpeModel>(std::move(model)));
 }
 
 }  // namespace sinkscope::tokenizer

@@ -16,15 +16,17 @@ const char* const kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 namespace {
-pcre2_code* as_code(void* p) { return static_cast<pcre2_code*>(p); }
+pcre2_code* as_code(void* p) {
+    return static_cast<pcre2_code*>(p);
+}
 }  // namespace
 
 Regex::Regex(const std::string& pattern) : pattern_(pattern) {
     int err = 0;
     PCRE2_SIZE err_offset = 0;
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err,
-                                     &err_offset, nullptr);
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_offset, nullptr);
     if (!code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
@@ -36,7 +38,9 @@ Regex::Regex(const std::string& pattern) : pattern_(pattern) {
     code_ = code;
 }
 
-Regex::~Regex() { pcre2_code_free(as_code(code_)); }
+Regex::~Regex() {
+    pcre2_code_free(as_code(code_));
+}
 
 std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) const {
     std::vector<std::pair<size_t, size_t>> out;
@@ -51,8 +55,8 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
             pcre2_match_data_free(md);
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            throw InternalError(detail::concat("pre-tokenizer regex match failed: ",
-                                               reinterpret_cast<char*>(msg)));
+            throw InternalError(
+                detail::concat("pre-tokenizer regex match failed: ", reinterpret_cast<char*>(msg)));
         }
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
         const size_t b = ov[0], e = ov[1];

@@ -7,9 +7,12 @@ namespace sinkscope::tokenizer {
 
 const char* bos_policy_name(BosPolicy p) {
     switch (p) {
-        case BosPolicy::ModelDefault: return "default";
-        case BosPolicy::Always: return "always";
-        case BosPolicy::Never: return "never";
+        case BosPolicy::ModelDefault:
+            return "default";
+        case BosPolicy::Always:
+            return "always";
+        case BosPolicy::Never:
+            return "never";
     }
     return "?";
 }
@@ -42,12 +45,16 @@ std::vector<int32_t> Tokenizer::encode_with_policy(std::string_view text, BosPol
     return out;
 }
 
+Tokenizer::EncodedPair Tokenizer::encode_pair(std::string_view, std::string_view) const {
+    throw UnsupportedError("the " + kind() + " tokenizer has no sentence-pair template");
+}
+
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
     const int64_t n_vocab = vocab_size();
     for (int32_t id : ids)
         if (id < 0 || id >= n_vocab)
-            throw UsageError(detail::concat("token id ", id, " is outside the vocabulary (size ",
-                                            n_vocab, ")"));
+            throw UsageError(
+                detail::concat("token id ", id, " is outside the vocabulary (size ", n_vocab, ")"));
     return decode_ids(ids);
 }
 

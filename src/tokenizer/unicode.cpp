@@ -8,9 +8,12 @@
 namespace sinkscope::tokenizer {
 
 namespace {
+#include "lowercase_table.inc"
 #include "nfc_tables.inc"
 
-bool is_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
+bool is_cont(uint8_t b) {
+    return (b & 0xC0) == 0x80;
+}
 }  // namespace
 
 size_t utf8_char_len(std::string_view s, size_t pos) {
@@ -105,9 +108,15 @@ const ByteLevelTables& byte_level_tables() {
 }
 }  // namespace
 
-uint32_t byte_to_unicode(uint8_t b) { return byte_level_tables().to_cp[b]; }
+uint32_t byte_to_unicode(uint8_t b) {
+    return byte_level_tables().to_cp[b];
+}
 
 int32_t unicode_to_byte(uint32_t cp) {
+    if (cp < 0x100) {  // printable Latin-1 maps to itself
+        const uint32_t back = byte_level_tables().to_cp[cp];
+        return back == cp ? static_cast<int32_t>(cp) : -1;
+    }
     const auto& m = byte_level_tables().to_byte;
     auto it = m.find(cp);
     return it == m.end() ? -1 : it->second;
@@ -165,8 +174,8 @@ uint8_t combining_class(const NfcTables& t, uint32_t cp) {
     return it == t.ccc.end() ? 0 : it->second;
 }
 
-// Composes one run of code points (no invalid bytes inside) and appends it as UTF-8.
-void nfc_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& out) {
+// Full canonical decomposition of a run, with canonical ordering of combining marks.
+std::vector<uint32_t> decompose_run(const NfcTables& t, const std::vector<uint32_t>& cps) {
     std::vector<uint32_t> d;  // full canonical decomposition
     d.reserve(cps.size() * 2);
     for (uint32_t cp : cps) {
@@ -192,12 +201,21 @@ void nfc_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& 
         }
         size_t j = i;
         while (j < d.size() && combining_class(t, d[j]) != 0) ++j;
-        std::stable_sort(d.begin() + static_cast<long>(i), d.begin() + static_cast<long>(j),
-                         [&](uint32_t a, uint32_t b) {
-                             return combining_class(t, a) < combining_class(t, b);
-                         });
+        std::stable_sort(
+            d.begin() + static_cast<long>(i), d.begin() + static_cast<long>(j),
+            [&](uint32_t a, uint32_t b) { return combining_class(t, a) < combining_class(t, b); });
         i = j;
     }
+    return d;
+}
+
+void nfd_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& out) {
+    for (uint32_t cp : decompose_run(t, cps)) utf8_append(out, cp);
+}
+
+// Composes one run of code points (no invalid bytes inside) and appends it as UTF-8.
+void nfc_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& out) {
+    const std::vector<uint32_t> d = decompose_run(t, cps);
     // Canonical composition.
     std::vector<uint32_t> r;
     r.reserve(d.size());
@@ -205,13 +223,13 @@ void nfc_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& 
     int last_cc = -1;   // combining class of the last character appended after the starter
     for (uint32_t cp : d) {
         const int cc = combining_class(t, cp);
-        if (starter >= 0 && (last_cc < cc || (last_cc == -1 && cc == 0)) ) {
+        if (starter >= 0 && (last_cc < cc || (last_cc == -1 && cc == 0))) {
             const uint32_t s = r[static_cast<size_t>(starter)];
             uint32_t composed = 0;
             if (s >= kHangulL && s < kHangulL + kHangulLCount && cp >= kHangulV &&
                 cp < kHangulV + kHangulVCount && last_cc == -1) {
-                composed = kHangulS + ((s - kHangulL) * kHangulVCount + (cp - kHangulV)) *
-                                          kHangulTCount;
+                composed =
+                    kHangulS + ((s - kHangulL) * kHangulVCount + (cp - kHangulV)) * kHangulTCount;
             } else if (s >= kHangulS && s < kHangulS + kHangulSCount &&
                        (s - kHangulS) % kHangulTCount == 0 && cp > kHangulT &&
                        cp < kHangulT + kHangulTCount && last_cc == -1) {
@@ -237,15 +255,10 @@ void nfc_run(const NfcTables& t, const std::vector<uint32_t>& cps, std::string& 
 }
 }  // namespace
 
-std::string nfc_normalize(std::string_view text) {
-    // Everything below U+0300 is already NFC and never composes with a following mark
-    // unless one follows; the quick path covers plain ASCII/Latin-1 text.
-    bool quick = true;
-    for (size_t pos = 0; pos < text.size() && quick; pos += utf8_char_len(text, pos)) {
-        const int32_t cp = utf8_decode_at(text, pos);
-        if (cp >= 0x300) quick = false;
-    }
-    if (quick) return std::string(text);
+namespace {
+// Applies `run_fn` to maximal runs of well-formed characters; invalid bytes pass through.
+template <typename RunFn>
+std::string normalize_runs(std::string_view text, RunFn run_fn) {
     const NfcTables& t = nfc_tables();
     std::string out;
     out.reserve(text.size());
@@ -253,8 +266,8 @@ std::string nfc_normalize(std::string_view text) {
     for (size_t pos = 0; pos < text.size();) {
         const size_t n = utf8_char_len(text, pos);
         const int32_t cp = utf8_decode_at(text, pos);
-        if (cp < 0) {  // invalid byte: flush and pass it through unchanged
-            nfc_run(t, run, out);
+        if (cp < 0) {
+            run_fn(t, run, out);
             run.clear();
             out += text[pos];
         } else {
@@ -262,7 +275,54 @@ std::string nfc_normalize(std::string_view text) {
         }
         pos += n;
     }
-    nfc_run(t, run, out);
+    run_fn(t, run, out);
+    return out;
+}
+
+// Below U+00C0 nothing decomposes and nothing combines unless a mark (>= U+0300) follows.
+bool below(std::string_view text, int32_t limit) {
+    for (size_t pos = 0; pos < text.size(); pos += utf8_char_len(text, pos))
+        if (utf8_decode_at(text, pos) >= limit) return false;
+    return true;
+}
+}  // namespace
+
+std::string nfc_normalize(std::string_view text) {
+    // Everything below U+0300 is already NFC (no decomposable character composes back into
+    // something else without a following mark).
+    if (below(text, 0x300)) return std::string(text);
+    return normalize_runs(text, nfc_run);
+}
+
+std::string nfd_normalize(std::string_view text) {
+    if (below(text, 0xC0)) return std::string(text);
+    return normalize_runs(text, nfd_run);
+}
+
+std::string to_lower(std::string_view text) {
+    static const std::unordered_map<uint32_t, const uint32_t*> table = [] {
+        std::unordered_map<uint32_t, const uint32_t*> m;
+        for (const auto& e : kLowercase) m[e[0]] = &e[1];
+        return m;
+    }();
+    std::string out;
+    out.reserve(text.size());
+    for (size_t pos = 0; pos < text.size();) {
+        const size_t n = utf8_char_len(text, pos);
+        const auto b = static_cast<uint8_t>(text[pos]);
+        if (b < 0x80) {
+            out += static_cast<char>(b >= 'A' && b <= 'Z' ? b + 32 : b);
+        } else {
+            const int32_t cp = utf8_decode_at(text, pos);
+            auto it = cp < 0 ? table.end() : table.find(static_cast<uint32_t>(cp));
+            if (it == table.end()) {
+                out.append(text.substr(pos, n));
+            } else {
+                for (int k = 0; k < 3 && it->second[k]; ++k) utf8_append(out, it->second[k]);
+            }
+        }
+        pos += n;
+    }
     return out;
 }
 

@@ -20,7 +20,7 @@ struct StringHash {
 
 // id <-> piece. Pieces are stored as the vocabulary spells them (byte-level alphabet, '▁').
 class Vocab {
-public:
+  public:
     // Sets piece `id` (grows the table). When two ids share a piece, lookup returns the one
     // given by `prefer_last` (llama.cpp keeps the last, HF vocabularies are unique).
     void set(int32_t id, std::string piece, bool prefer_last = false);
@@ -28,9 +28,17 @@ public:
     const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
     int64_t size() const { return static_cast<int64_t>(pieces_.size()); }
 
-private:
+  private:
     std::vector<std::string> pieces_;
     std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> ids_;
+};
+
+// A subword model: one pre-token in, ids out (BPE, WordPiece).
+class PieceModel {
+  public:
+    virtual ~PieceModel() = default;
+    virtual void encode(std::string_view piece, std::vector<int32_t>& out) const = 0;
+    virtual const Vocab& vocab() const = 0;
 };
 
 enum class MergeOrder {
@@ -53,8 +61,8 @@ struct BpeOptions {
     bool merge_unknown = true;
 };
 
-class BpeModel {
-public:
+class BpeModel final : public PieceModel {
+  public:
     BpeModel(Vocab vocab, BpeOptions options);
 
     // Ranks order: registers merge `left right` with the given rank. Returns false when a
@@ -67,17 +75,29 @@ public:
 
     // Encodes one pre-token; appends ids. Initial symbols are its UTF-8 characters (an
     // invalid byte is a character of its own).
-    void encode(std::string_view piece, std::vector<int32_t>& out) const;
+    void encode(std::string_view piece, std::vector<int32_t>& out) const override;
     // Same with explicit initial symbols: `starts` are the byte offsets where they begin.
     void encode_symbols(std::string_view piece, const std::vector<size_t>& starts,
                         std::vector<int32_t>& out) const;
 
-    const Vocab& vocab() const { return vocab_; }
+    const Vocab& vocab() const override { return vocab_; }
     const BpeOptions& options() const { return options_; }
     size_t n_merges() const { return merges_.size(); }
 
-private:
+  private:
+    // BPE on one chunk that no merge can cross.
+    void encode_chunk(std::string_view piece, const size_t* starts, size_t n_starts,
+                      std::vector<int32_t>& out) const;
+    bool bigram_in_vocab(uint8_t a, uint8_t b) const {
+        const size_t k = (size_t{a} << 8) | b;
+        return (bigrams_[k >> 6] >> (k & 63)) & 1;
+    }
+
     Vocab vocab_;
+    // Byte pairs that occur inside some vocabulary piece: a merge (whose result is always a
+    // piece) can never span two adjacent bytes outside this set, so long texts are cut there
+    // into independent chunks with identical results.
+    std::vector<uint64_t> bigrams_ = std::vector<uint64_t>(65536 / 64);
     BpeOptions options_;
     std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (l,r) -> (rank, id)
     std::vector<float> scores_;

@@ -17,7 +17,7 @@ extern const char* const kQwen2Pattern;   // Qwen2 (single digits)
 // A compiled PCRE2 pattern (JIT when available). Invalid UTF-8 in the subject is allowed:
 // such bytes never match and end up in the gaps between matches.
 class Regex {
-public:
+  public:
     explicit Regex(const std::string& pattern);  // throws UnsupportedError if it does not compile
     ~Regex();
     Regex(const Regex&) = delete;
@@ -26,7 +26,7 @@ public:
     std::vector<std::pair<size_t, size_t>> find_all(std::string_view text) const;
     const std::string& pattern() const { return pattern_; }
 
-private:
+  private:
     std::string pattern_;
     void* code_ = nullptr;  // pcre2_code_8*
 };

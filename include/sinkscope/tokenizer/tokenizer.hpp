@@ -21,7 +21,7 @@ const char* bos_policy_name(BosPolicy p);
 BosPolicy parse_bos_policy(const std::string& s);  // "default" | "always" | "never"
 
 class Tokenizer {
-public:
+  public:
     virtual ~Tokenizer() = default;
     // Text -> ids, without any special tokens.
     virtual std::vector<int32_t> encode(std::string_view text) const = 0;
@@ -44,12 +44,21 @@ public:
     // model's template; Always = the same, with BOS prepended when the template has no
     // prefix; Never = the text's ids only (no special tokens at all).
     std::vector<int32_t> encode_with_policy(std::string_view text, BosPolicy policy) const;
+    // A sentence pair joined by the model's template (HF tokenizer(a, b) with special
+    // tokens): ids and token_type_ids. Throws UnsupportedError when the model has no pair
+    // template.
+    struct EncodedPair {
+        std::vector<int32_t> ids;
+        std::vector<int32_t> type_ids;
+    };
+    virtual EncodedPair encode_pair(std::string_view a, std::string_view b) const;
+
     // Ids -> text. Special tokens (BOS, EOS, added special tokens) are skipped, and the
     // dummy-prefix space a SentencePiece tokenizer added is removed, so that
     // decode(encode_with_policy(x, any)) == x for text the vocabulary covers.
     std::string decode(const std::vector<int32_t>& ids) const;
 
-protected:
+  protected:
     // decode() without argument checks; the default concatenates decode_token of each
     // non-special id.
     virtual std::string decode_ids(const std::vector<int32_t>& ids) const;

@@ -35,5 +35,9 @@ std::string byte_level_to_bytes(std::string_view text);
 
 // Canonical composition (Unicode NFC) of well-formed text; invalid bytes pass through.
 std::string nfc_normalize(std::string_view text);
+// Canonical decomposition (Unicode NFD); invalid bytes pass through.
+std::string nfd_normalize(std::string_view text);
+// Full Unicode lowercase mapping per character (as Rust char::to_lowercase / Python lower).
+std::string to_lower(std::string_view text);
 
 }  // namespace sinkscope::tokenizer
