@@ -29,14 +29,18 @@ TEST(CliModel, InspectStories260K) {
     EXPECT_NE(r.out.find("blocks.0.attn.hook_pattern"), std::string::npos);
 }
 
-// generate reproduces llama2.c's greedy stories260K output byte for byte (run.c stops at BOS).
+// generate's text is llama2.c's greedy stories260K output (its first 40 tokens here; the full
+// length is pinned by golden_model GreedyTextByteForByte).
 TEST(CliModel, GenerateMatchesLlama2c) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     const auto r = run_cli({"generate", "--model", (shared / "models/stories260K/stories260K.bin").string(),
-                            "--prompt", "Once upon a time", "--max-new", "252", "--stop", "bos",
+                            "--prompt", "Once upon a time", "--max-new", "40", "--stop", "bos",
                             "--bos", "always"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(r.out, read_file(shared / "reference/llama2c_stories260K_greedy_onceupon.txt"));
+    const std::string want = read_file(shared / "reference/llama2c_stories260K_greedy_onceupon.txt");
+    ASSERT_GT(r.out.size(), 100u);
+    ASSERT_EQ(r.out.back(), '\n');
+    EXPECT_EQ(want.substr(0, r.out.size() - 1), r.out.substr(0, r.out.size() - 1));
 }
 
 // dump writes attention (N, L, H, T, T) whose first sample equals llama2.c's attention dump.
