@@ -325,6 +325,28 @@ TEST(LlamaErrors, MissingTensorIsInputError) {
     EXPECT_THROW(build_model(c, source_of(s)), InputError);
 }
 
+// An integer tensor where a weight belongs is one InputError naming the file and the tensor.
+TEST(LlamaErrors, IntegerDtypeWeightNamesTensor) {
+    struct IntStore : MemoryWeightStore {
+        io::TensorView get(const std::string& name) const override {
+            io::TensorView v = MemoryWeightStore::get(name);
+            if (name == "model.norm.weight") v.dtype = io::WeightDType::I32;
+            return v;
+        }
+    };
+    const ModelConfig c = testutil::tiny_config("llama");
+    IntStore s;
+    static_cast<MemoryWeightStore&>(s) = testutil::random_hf_weights(c);
+    try {
+        build_model(c, source_of(s));
+        FAIL() << "no error";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("memory.safetensors: tensor model.norm.weight"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 // Token ids outside the vocabulary are refused before any indexing.
 TEST(LlamaErrors, TokenOutOfVocabulary) {
     const ModelConfig c = testutil::tiny_config("llama");
