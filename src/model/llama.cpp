@@ -89,7 +89,13 @@ LlamaFamily::LlamaFamily(const ModelConfig& config, const WeightSource& src,
         w = host.to(device_, dtype_).contiguous();
     };
 
-    embed_ = to_device(read(TensorRole::TokenEmbed, -1, {c_.d_vocab, D}));
+    // Tied HF checkpoints may store only lm_head.weight (transformers then fills both).
+    const std::string embed_name = name(TensorRole::TokenEmbed);
+    const bool embed_from_output = c_.tied_embeddings && !src.store->has(embed_name) &&
+                                   !name(TensorRole::Output).empty() &&
+                                   src.store->has(name(TensorRole::Output));
+    embed_ = to_device(read(embed_from_output ? TensorRole::Output : TensorRole::TokenEmbed, -1,
+                            {c_.d_vocab, D}));
     norm(TensorRole::OutputNorm, -1, out_norm_, out_norm_f32_);
     // HF: config.json decides; GGUF omits output.weight and llama2.c omits wcls when tied.
     const std::string out_name = name(TensorRole::Output);

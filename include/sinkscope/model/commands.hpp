@@ -1,0 +1,55 @@
+// Library side of the model subcommands (inspect, generate, perplexity, dump): each CLI file
+// binds one of these option structs and calls one function.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sinkscope::model {
+
+// Options every model subcommand shares.
+struct ModelCliOptions {
+    std::string model;              // HF directory, .gguf or llama2.c .bin
+    std::string device = "cpu";     // cpu | cuda
+    std::string dtype = "float32";  // float32 | bfloat16 | float16
+    std::string tokenizer;          // tokenizer file overriding the one beside the weights
+    std::string bos = "default";    // default | always | never
+};
+
+struct InspectOptions {
+    ModelCliOptions m;
+    bool all_hooks = false;  // list every hook instead of layer 0's
+};
+// Human-readable description: architecture, dims, dtype, tokenizer, BOS policy, hooks, params.
+std::string inspect_model(const InspectOptions& o);
+
+struct GenerateOptions {
+    ModelCliOptions m;
+    std::string prompt;
+    int64_t max_new = 64;
+    std::string stop = "eos";  // eos | bos | none: token that ends generation (not printed)
+};
+// Greedy continuation; returns the decoded prompt + continuation followed by a newline.
+std::string generate_text(const GenerateOptions& o);
+
+struct PerplexityOptions {
+    ModelCliOptions m;
+    std::string data;  // plain text (one sample per line), JSONL, CSV or .npy ids
+    int64_t max_samples = 0;
+};
+// "perplexity P\nmean_nll X\ntokens N\nsamples S\n".
+std::string perplexity_report(const PerplexityOptions& o);
+
+struct DumpOptions {
+    ModelCliOptions m;
+    std::string data;
+    std::string hooks = "blocks.*.attn.hook_pattern";  // comma-separated globs / re:regex
+    std::string out;
+    int64_t max_samples = 0;
+};
+// Writes <out>/<hook>.npy (N, ...) f32 per hook, attention.npy (N, L, H, T, T) when every
+// layer's hook_pattern is selected (attn_scores.npy likewise), tokens.npy, lengths.npy and
+// run.json; staged, so a failure leaves no output. Returns the output directory.
+std::string dump_hooks(const DumpOptions& o);
+
+}  // namespace sinkscope::model

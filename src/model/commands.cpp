@@ -1,0 +1,215 @@
+// inspect / generate / perplexity / dump: the library functions behind the model subcommands.
+#include "sinkscope/model/commands.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include <ATen/ATen.h>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/dataset.hpp"
+#include "sinkscope/io/npy.hpp"
+#include "sinkscope/io/run_record.hpp"
+#include "sinkscope/model/model.hpp"
+
+namespace sinkscope::model {
+
+namespace {
+
+LoadOptions load_options(const ModelCliOptions& m) {
+    LoadOptions o;
+    o.runtime.device = parse_device(m.device);
+    o.runtime.dtype = parse_compute_dtype(m.dtype);
+    o.tokenizer = m.tokenizer;
+    return o;
+}
+
+std::vector<std::vector<int32_t>> load_samples(const Model& model, const std::string& data,
+                                               int64_t max_samples, tokenizer::BosPolicy bos) {
+    io::DatasetOptions dopt;
+    dopt.max_samples = max_samples;
+    const std::vector<io::Sample> samples = io::load_dataset(data, dopt);
+    if (samples.empty()) throw InputError(data, "no samples");
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& s : samples) {
+        if (!s.ids.empty()) {
+            std::vector<int32_t> ids;
+            for (int64_t id : s.ids) {
+                SS_CHECK_INPUT(id >= 0 && id < model.config().d_vocab, data, "token id ", id,
+                               " is outside the vocabulary [0, ", model.config().d_vocab, ")");
+                ids.push_back(static_cast<int32_t>(id));
+            }
+            out.push_back(std::move(ids));
+        } else {
+            out.push_back(model.encode(s.text, bos));
+        }
+        if (out.back().empty()) throw InputError(data, "a sample encodes to no tokens");
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string inspect_model(const InspectOptions& o) {
+    const Model m = load_model(o.m.model, load_options(o.m));
+    const ModelConfig& c = m.config();
+    std::ostringstream s;
+    s << "model         " << m.path.string() << "\n"
+      << "format        " << weight_format_name(m.format) << "\n"
+      << "architecture  " << c.architecture << "\n"
+      << "n_layers      " << c.n_layers << "\n"
+      << "n_heads       " << c.n_heads << "\n"
+      << "n_kv_heads    " << c.n_kv_heads << "\n"
+      << "d_model       " << c.d_model << "\n"
+      << "d_head        " << c.d_head << "\n"
+      << "d_mlp         " << c.d_mlp << "\n"
+      << "d_vocab       " << c.d_vocab << "\n"
+      << "n_ctx         " << c.n_ctx << "\n"
+      << "rope_theta    " << c.rope_theta << "\n"
+      << "norm_eps      " << c.norm_eps << "\n"
+      << "activation    " << activation_name(c.act) << "\n"
+      << "window        " << c.window << "\n"
+      << "tied_embed    " << (c.tied_embeddings ? "yes" : "no") << "\n"
+      << "device        " << device_name(m.runtime().device) << "\n"
+      << "dtype         " << compute_dtype_name(m.runtime().dtype) << "\n"
+      << "parameters    " << m.n_params() << "\n";
+    if (const auto* t = m.tokenizer()) {
+        s << "tokenizer     " << t->kind() << " (vocab " << t->vocab_size() << ", bos "
+          << t->bos_id() << ", eos " << t->eos_id() << ")\n"
+          << "bos_policy    default = " << (t->adds_bos_by_default() ? "prepend BOS" : "no BOS")
+          << " (--bos default|always|never)\n";
+    } else {
+        s << "tokenizer     none (give token ids)\n";
+    }
+    ModelConfig first_layer = c;  // without --all-hooks: hook_embed and layer 0's hooks
+    first_layer.n_layers = 1;
+    const auto hooks = list_hooks(o.all_hooks ? c : first_layer);
+    s << "hooks         " << list_hooks(c).size() << (o.all_hooks ? "" : " (layer 0 shown)")
+      << "\n";
+    for (const auto& h : hooks) s << "  " << h << "\n";
+    return s.str();
+}
+
+std::string generate_text(const GenerateOptions& o) {
+    if (o.max_new < 0) throw UsageError("--max-new must be >= 0");
+    const Model m = load_model(o.m.model, load_options(o.m));
+    if (!m.tokenizer()) throw UnsupportedError(o.m.model, "generate needs a tokenizer");
+    const auto prompt = m.encode(o.prompt, tokenizer::parse_bos_policy(o.m.bos));
+    if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
+    int32_t stop = -1;
+    if (o.stop == "eos") stop = m.tokenizer()->eos_id();
+    else if (o.stop == "bos") stop = m.tokenizer()->bos_id();
+    else if (o.stop != "none") throw UsageError("--stop must be eos, bos or none");
+    const auto out = generate_greedy(m, prompt, o.max_new, stop);
+    return m.tokenizer()->decode(out) + "\n";
+}
+
+std::string perplexity_report(const PerplexityOptions& o) {
+    const Model m = load_model(o.m.model, load_options(o.m));
+    const auto samples =
+        load_samples(m, o.data, o.max_samples, tokenizer::parse_bos_policy(o.m.bos));
+    const PerplexityResult r = compute_perplexity(m, samples);
+    std::ostringstream s;
+    s.precision(10);
+    s << "perplexity " << r.perplexity << "\nmean_nll " << r.mean_nll << "\ntokens " << r.n_tokens
+      << "\nsamples " << samples.size() << "\n";
+    return s.str();
+}
+
+std::string dump_hooks(const DumpOptions& o) {
+    if (o.out.empty()) throw UsageError("--out is required");
+    const Model m = load_model(o.m.model, load_options(o.m));
+    const ModelConfig& c = m.config();
+    const auto bos = tokenizer::parse_bos_policy(o.m.bos);
+    const auto samples = load_samples(m, o.data, o.max_samples, bos);
+    const CaptureSpec spec = CaptureSpec::parse(o.hooks);
+    std::vector<std::string> selected;
+    for (const auto& h : list_hooks(c))
+        if (spec.wants(h)) selected.push_back(h);
+    if (selected.empty()) throw UsageError("--hooks '" + o.hooks + "' selects no hook of this model");
+
+    // Which hooks are [H, T, T] per sample (positions on dims 1 and 2) vs [T, ...] (dim 0).
+    auto is_attention = [&](const std::string& h, HookPoint* p) {
+        for (HookPoint q : {HookPoint::Pattern, HookPoint::AttnScores})
+            for (int64_t l = 0; l < c.n_layers; ++l)
+                if (h == hook_name(q, l)) {
+                    if (p) *p = q;
+                    return true;
+                }
+        return false;
+    };
+    int64_t t_max = 0;
+    for (const auto& s : samples) t_max = std::max<int64_t>(t_max, static_cast<int64_t>(s.size()));
+
+    std::map<std::string, std::vector<at::Tensor>> per_hook;  // name -> N host f32 tensors, padded
+    for (const auto& ids : samples) {
+        const ForwardResult r = m.forward(ids, spec);
+        const int64_t pad = t_max - static_cast<int64_t>(ids.size());
+        for (const auto& [name, t] : r.captured) {
+            HookPoint p{};
+            at::Tensor x = t[0].to(at::kCPU, at::kFloat);  // drop batch
+            if (is_attention(name, &p)) {
+                // [H, T, T]: pad keys and queries; scores pad -inf (masked), pattern pad 0
+                const double fill = p == HookPoint::AttnScores ? -INFINITY : 0.0;
+                x = at::constant_pad_nd(x, {0, pad, 0, pad}, fill);
+            } else {
+                std::vector<int64_t> pads(static_cast<size_t>(2 * x.dim()), 0);
+                pads.back() = pad;  // last pair pads dim 0 (positions)
+                x = at::constant_pad_nd(x, pads, 0.0);
+            }
+            per_hook[name].push_back(x.contiguous());
+        }
+    }
+
+    OutputDir dir(o.out);
+    auto write = [&](const std::string& file, const at::Tensor& t) {  // t: host f32 contiguous
+        std::vector<float> v(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+        io::write_npy(dir.file(file), io::make_npy_f32(t.sizes().vec(), v));
+    };
+    nlohmann::json files = nlohmann::json::object();
+    for (HookPoint p : {HookPoint::Pattern, HookPoint::AttnScores}) {
+        bool every_layer = true;
+        for (int64_t l = 0; l < c.n_layers; ++l) every_layer = every_layer && per_hook.count(hook_name(p, l));
+        if (!every_layer) continue;
+        std::vector<at::Tensor> layers;  // each [N, H, T, T]
+        for (int64_t l = 0; l < c.n_layers; ++l) {
+            layers.push_back(at::stack(per_hook.at(hook_name(p, l))));
+            per_hook.erase(hook_name(p, l));
+        }
+        const std::string file = p == HookPoint::Pattern ? "attention.npy" : "attn_scores.npy";
+        write(file, at::stack(layers, 1).contiguous());  // [N, L, H, T, T]
+        files[file] = hook_glob(p);
+    }
+    for (const auto& [name, list] : per_hook) {
+        write(name + ".npy", at::stack(list).contiguous());
+        files[name + ".npy"] = name;
+    }
+    std::vector<int64_t> tokens(static_cast<size_t>(samples.size() * t_max), -1), lengths;
+    for (size_t i = 0; i < samples.size(); ++i) {
+        std::copy(samples[i].begin(), samples[i].end(), tokens.begin() + i * t_max);
+        lengths.push_back(static_cast<int64_t>(samples[i].size()));
+    }
+    io::write_npy(dir.file("tokens.npy"),
+                  io::make_npy_i64({static_cast<int64_t>(samples.size()), t_max}, tokens));
+    io::write_npy(dir.file("lengths.npy"),
+                  io::make_npy_i64({static_cast<int64_t>(samples.size())}, lengths));
+
+    io::RunRecord rec("dump");
+    rec.set_model_files(o.m.model, m.files);
+    rec.set("architecture", c.architecture);
+    rec.set("device", device_name(m.runtime().device));
+    rec.set("dtype", compute_dtype_name(m.runtime().dtype));
+    rec.set("bos_policy", tokenizer::bos_policy_name(bos));
+    rec.set("data", o.data);
+    rec.set("n_samples", samples.size());
+    rec.set("hooks", o.hooks);
+    rec.set("files", files);
+    rec.set("padding", "positions beyond lengths[n]: pattern and other hooks 0, scores -inf, "
+                       "tokens -1");
+    rec.write(dir.staging());
+    dir.commit();
+    return dir.final_path().string();
+}
+
+}  // namespace sinkscope::model
