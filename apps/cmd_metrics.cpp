@@ -1,6 +1,7 @@
 // `sinkscope metrics`: binds the options of metrics::MetricsCommandOptions and runs the command.
 #include <iostream>
 
+#include "analysis_options.hpp"
 #include "command.hpp"
 #include "sinkscope/metrics/command.hpp"
 
@@ -10,8 +11,8 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
     auto opts = std::make_shared<sinkscope::metrics::MetricsCommandOptions>();
     CLI::App* cmd = app.add_subcommand(
         "metrics",
-        "Compositional (Aitchison) metrics of spec/METRICS.md sections 1-2 on an attention dump: "
-        "per-head means, head distance matrices, content/sink dispersion");
+        "Every analysis of spec/METRICS.md on an attention dump from any framework: compositional "
+        "metrics (sections 1-4, 7) and the reference-frame analyses of section 8");
     auto* attention = cmd->add_option("--attention", opts->attention,
                                       "Attention probabilities .npy shaped (N, L, H, T, T) or "
                                       "(L, H, T, T), dtype f2/f4/f8")
@@ -64,14 +65,14 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
                     "Head pairs compared: model (all heads, one sink per input) or layer (pairs "
                     "within a layer, per-layer sinks; other pairs NaN)")
         ->capture_default_str();
-    // Later issues wire further analyses in here (reversal, clustering, P2 analyses).
-    cmd->add_option("--analyses", opts->analyses,
-                    "Comma-separated analyses to run; available now: compositional")
-        ->delimiter(',')
-        ->capture_default_str();
-    cmd->add_option("--threads", opts->threads,
-                    "Threads for the pairwise loops (0 = all cores; results do not depend on it)")
-        ->capture_default_str();
+    sinkscope::cli::add_shared_analysis_flags(
+        cmd, {&opts->analyses, &opts->head, &opts->compat, &opts->per_head, &opts->symmetrize},
+        "Comma-separated analyses (default all): compositional, heads (reversal, clustering, "
+        "regime), graphs, topology, kl, spectra, entropy, tokens, frame");
+    cmd->add_option("--tokens", opts->tokens,
+                    "JSONL, one array of token strings per input, naming keys in token "
+                    "specialisation")
+        ->check(CLI::ExistingFile);
     cmd->add_option("--out", opts->out, "Output directory (written whole or not at all)")
         ->required();
     cmd->callback([opts] {

@@ -224,6 +224,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
         out.keep_on_failure();  // from now on an interruption leaves something to resume
     };
     if (n_done > 0) out.keep_on_failure();
+    pipeline.open_sinks_file(out.file("sinks.csv"));
 
     // ---- stream the inputs ------------------------------------------------------------------------
     Progress bar("analyze", int64_t(ids.size()), progress);

@@ -75,7 +75,9 @@ void HeadAccumulator::load(BinaryReader& r) {
 void P2Accumulator::save(BinaryWriter& w) const {
     const P2Results& s = state_;
     w.tag("p2_accumulator");
-    w.put(s.config);
+    // The accumulator is rebuilt from the same options before load(); these guard against a
+    // state written under other section 8 semantics.
+    w.put(s.config.compat), w.put(s.config.per_head), w.put(s.config.symmetrize);
     w.put(s.n_inputs), w.put(s.n_layers), w.put(s.n_heads), w.put(s.any_causal);
     w.put<uint64_t>(s.stats.size());
     for (const auto& [k, v] : s.stats) {
@@ -103,8 +105,11 @@ void P2Accumulator::save(BinaryWriter& w) const {
 void P2Accumulator::load(BinaryReader& r) {
     r.expect_tag("p2_accumulator");
     P2Results s;
-    s.config = r.get<P2Config>();
-    if (s.config.compat != state_.config.compat || s.config.per_head != state_.config.per_head)
+    s.config = state_.config;
+    const bool compat = r.get<bool>(), per_head = r.get<bool>();
+    const auto symmetrize = r.get<Symmetrize>();
+    if (compat != s.config.compat || per_head != s.config.per_head ||
+        symmetrize != s.config.symmetrize)
         r.fail("P2 state was written with other options");
     s.n_inputs = r.get<int64_t>(), s.n_layers = r.get<int64_t>(), s.n_heads = r.get<int64_t>();
     s.any_causal = r.get<bool>();

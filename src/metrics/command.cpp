@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <ostream>
+#include <sstream>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
@@ -16,14 +17,9 @@
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/metrics/attention_file.hpp"
 #include "sinkscope/metrics/head.hpp"
+#include "sinkscope/metrics/pipeline.hpp"
 
 namespace sinkscope::metrics {
-
-const std::vector<std::string>& known_analyses() {
-    // Other analyses (reversal, clustering, P2 ...) register here when they land.
-    static const std::vector<std::string> names = {"compositional"};
-    return names;
-}
 
 namespace {
 
@@ -50,10 +46,7 @@ void check_options(const MetricsCommandOptions& o) {
                                    : "give --attention FILE.npy (or --example)");
     if (o.example && (!o.scores.empty() || !o.lengths.empty() || !o.token_ids.empty()))
         throw UsageError("--example generates its own input: drop --scores/--lengths/--token-ids");
-    for (const auto& a : o.analyses)
-        if (std::find(known_analyses().begin(), known_analyses().end(), a) ==
-            known_analyses().end())
-            throw UsageError("--analyses: unknown analysis '" + a + "' (available: compositional)");
+    select_analyses(o.analyses, false);  // throws UsageError on unknown names
     if (o.masking != "auto" && o.masking != "causal" && o.masking != "bidirectional")
         throw UsageError("masking must be auto, causal or bidirectional");
     if (o.min_parts < 2) throw UsageError("--min-parts must be >= 2 (spec 10.p)");
@@ -131,68 +124,55 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
         throw UsageError("--sink " + std::to_string(resolved_policy.position) + " is beyond the " +
                          std::to_string(file.n_tokens()) + " key positions of the inputs");
 
-    // Pass 2: stream the inputs through the accumulators.
-    HeadAccumulator acc(file.n_layers(), file.n_heads(), head_options);
-    // sinks.csv is streamed (layer -1 = the model-wide sink) so memory stays independent of N.
-    std::ofstream sinks(out.file("sinks.csv"));
-    sinks << "input,layer,sink_position\n";
-    nlohmann::json sink_json = nlohmann::json::array();
+    // Token strings for token specialisation (section 8): one JSON array per input.
+    std::vector<std::vector<std::string>> token_strings;
+    if (!o.tokens.empty()) {
+        const std::string text = read_file(o.tokens);
+        size_t pos = 0, line = 0;
+        while (pos < text.size()) {
+            size_t end = text.find('\n', pos);
+            if (end == std::string::npos) end = text.size();
+            ++line;
+            std::string l = text.substr(pos, end - pos);
+            pos = end + 1;
+            if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
+            try {
+                token_strings.push_back(nlohmann::json::parse(l).get<std::vector<std::string>>());
+            } catch (const std::exception&) {
+                throw InputError(o.tokens.string(), "line " + std::to_string(line) +
+                                                        " is not a JSON array of strings");
+            }
+        }
+        if (int64_t(token_strings.size()) != file.n_inputs())
+            throw InputError(o.tokens.string(), "has " + std::to_string(token_strings.size()) +
+                                                    " lines of tokens for " +
+                                                    std::to_string(file.n_inputs()) + " inputs");
+    }
+
+    // Pass 2: stream the inputs through the shared pipeline (the same code as `analyze`).
+    PipelineOptions popts;
+    popts.analyses = o.analyses;
+    popts.head = head_options;
+    popts.head_analyses = o.head;
+    popts.p2.compat = o.compat;
+    popts.p2.per_head = o.per_head;
+    popts.p2.symmetrize = o.symmetrize;
+    if (resolved_policy.kind == SinkPolicy::Kind::Position) popts.p2.sink = resolved_policy.position;
+    MetricsPipeline pipeline(file.n_layers(), file.n_heads(), popts, false);
+    pipeline.open_sinks_file(out.file("sinks.csv"));
     AttentionInput x;
     Progress progress("metrics", file.n_inputs());
     for (int64_t n = 0; n < file.n_inputs(); ++n) {
         file.load(n, x);
-        SinkPositions s = acc.add(x, n);
+        pipeline.add(x, token_strings.empty() ? nullptr : &token_strings[size_t(n)]);
         progress.update(n + 1, (n + 1) * file.n_tokens());
-        sinks << n << ",-1," << s.model << "\n";
-        for (int64_t l = 0; l < file.n_layers(); ++l)
-            sinks << n << "," << l << "," << s.per_layer[l] << "\n";
-        if (file.n_inputs() <= 1000)
-            sink_json.push_back({{"model", s.model}, {"per_layer", s.per_layer}});
     }
     progress.finish();
-    const HeadResults r = acc.finish();
 
-    // Pass 3: tables.
+    // Pass 3: tables, summaries and the run.json fields of every analysis.
     const std::string model = o.example ? "example" : o.attention.stem().string();
-    io::Table heads = io::make_long_table();
-    for (size_t k = 0; k < r.heads.size(); ++k) {
-        const auto& m = r.means[k];
-        const int64_t l = r.heads[k].layer, h = r.heads[k].head;
-        io::add_long_row(heads, model, "", l, h, "sink_mass", "", m.sink_mass);
-        io::add_long_row(heads, model, "", l, h, "sink_balance", "", m.sink_balance);
-        io::add_long_row(heads, model, "", l, h, "entropy", "", m.entropy);
-        io::add_long_row(heads, model, "", l, h, "binary_sink_entropy", "", m.binary_sink_entropy);
-        io::add_long_row(heads, model, "", l, h, "content_entropy", "", m.content_entropy);
-        io::add_long_row(heads, model, "", l, h, "n_rows", "", double(m.n_rows));
-    }
-    heads.write(out.staging(), "heads");
-
-    std::filesystem::create_directories(out.file("distances"));
-    io::Table dist({"distance", "layer_a", "head_a", "layer_b", "head_b", "value"});
-    for (const char* name : kDistanceNames) {
-        const Eigen::MatrixXd& m = r.distances.at(name);
-        const int64_t n = m.rows();
-        std::vector<double> values(static_cast<size_t>(n * n));
-        for (int64_t a = 0; a < n; ++a)
-            for (int64_t b = 0; b < n; ++b) values[size_t(a * n + b)] = m(a, b);
-        io::write_npy(out.file("distances") / (std::string(name) + ".npy"),
-                      io::make_npy_f64({n, n}, values));
-        for (int64_t a = 0; a < n; ++a)
-            for (int64_t b = a + 1; b < n; ++b)
-                if (!std::isnan(m(a, b)))
-                    dist.add_row({std::string(name), r.heads[a].layer, r.heads[a].head,
-                                  r.heads[b].layer, r.heads[b].head, m(a, b)});
-    }
-    dist.write(out.staging(), "distances", false);
-
-    io::Table disp({"scope", "layer", "c_perp", "v_b", "rho", "n_rows"});
-    for (const auto& d : r.layers)
-        disp.add_row({std::string("layer"), d.layer, d.c_perp, d.v_b, d.rho, d.n_rows});
-    disp.add_row({std::string("model"), int64_t(-1), r.model.c_perp, r.model.v_b, r.model.rho,
-                  r.model.n_rows});
-    disp.write(out.staging(), "dispersion");
-    sinks.close();
-    if (!sinks) throw IoError(out.file("sinks.csv").string(), "write failed");
+    std::ostringstream summary;
+    pipeline.write(out.staging(), model, record.json(), summary);
 
     // run.json (spec 9 fields that apply).
     nlohmann::json inputs = nlohmann::json::array();
@@ -201,6 +181,7 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     if (!o.scores.empty()) inputs.push_back(file_record(o.scores, "scores"));
     if (!o.lengths.empty()) inputs.push_back(file_record(o.lengths, "lengths"));
     if (!o.token_ids.empty()) inputs.push_back(file_record(o.token_ids, "token_ids"));
+    if (!o.tokens.empty()) inputs.push_back(file_record(o.tokens, "tokens"));
     record.set("subcommand", "metrics");
     record.set("inputs", inputs);
     record.set("attention_dtype", io::dtype_descr(file.attention().dtype()));
@@ -216,26 +197,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
                                                    : "scores (fp64 log-softmax, spec 10.b)");
     record.set("sink_policy", {{"requested", to_string(head_options.sink)},
                                {"resolved", to_string(resolved_policy)},
-                               {"positions_file", "sinks.csv"},
-                               {"positions", sink_json}});
-    record.set("zero_policy", to_string(head_options.zeros));
-    record.set("min_parts", o.min_parts);
-    record.set("scope", to_string(head_options.scope));
-    record.set("analyses", o.analyses);
+                               {"positions_file", "sinks.csv"}});
     record.set("threads", head_options.n_threads);
-    record.set("aggregation", {{"aitchison", "root mean square over rows"},
-                               {"classical", "arithmetic mean over rows"},
-                               {"js_units", "nats"},
-                               {"dispersion_variance", "population (ddof 0)"}});
-    const auto& c = r.counts;
-    record.set("counts", {{"n_inputs", c.n_inputs},
-                          {"rows_total", c.rows_total},
-                          {"rows_used", c.rows_used},
-                          {"rows_excluded", c.rows_excluded},
-                          {"sink_not_visible", c.sink_not_visible},
-                          {"rows_used_model", c.rows_used_model},
-                          {"sink_not_visible_model", c.sink_not_visible_model}});
-    record.set("model_rho", io::json_number(r.model.rho));
     record.write(out.staging());
     out.commit();
 
@@ -249,23 +212,9 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
                   file.masking() == Masking::Causal ? "causal" : "bidirectional",
                   file.masking_detected() ? ", detected" : "", to_string(resolved_policy).c_str(),
                   to_string(head_options.zeros).c_str());
-    log << line;
-    std::snprintf(line, sizeof line,
-                  "rows: %lld total, %lld used, %lld excluded (D < %lld), %lld sink not visible\n",
-                  (long long)c.rows_total, (long long)c.rows_used, (long long)c.rows_excluded,
-                  (long long)o.min_parts, (long long)c.sink_not_visible);
-    log << line;
-    for (const auto& d : r.layers) {
-        std::snprintf(line, sizeof line, "  layer %-3lld C_perp %-10.4g V_b %-10.4g rho %.3f\n",
-                      (long long)d.layer, d.c_perp, d.v_b, d.rho);
-        log << line;
-    }
-    std::snprintf(line, sizeof line, "  model     C_perp %-10.4g V_b %-10.4g rho %.3f\n",
-                  r.model.c_perp, r.model.v_b, r.model.rho);
-    log << line;
-    log << "wrote " << o.out.string()
-        << ": heads.csv, distances.csv, distances/*.npy, dispersion.csv, sinks.csv, run.json"
-        << (o.example ? ", attention.npy" : "") << "\n";
+    log << line << summary.str();
+    log << "wrote " << o.out.string() << (o.example ? " (with the example as attention.npy)" : "")
+        << "\n";
 }
 
 }  // namespace sinkscope::metrics

@@ -72,22 +72,45 @@ MetricsPipeline::MetricsPipeline(int64_t n_layers, int64_t n_heads, const Pipeli
 
 MetricsPipeline::~MetricsPipeline() = default;
 
+void MetricsPipeline::open_sinks_file(const std::filesystem::path& path) {
+    sinks_path_ = path;
+    if (sinks_bytes_ > 0 && std::filesystem::exists(path) &&
+        std::filesystem::file_size(path) >= sinks_bytes_) {
+        std::filesystem::resize_file(path, sinks_bytes_);
+        sinks_.open(path, std::ios::binary | std::ios::app);
+    } else {
+        if (sinks_bytes_ > 0)
+            throw InputError(path.string(), "shorter than the saved state says: cannot resume");
+        sinks_.open(path, std::ios::binary | std::ios::trunc);
+        sinks_ << "input,layer,sink_position\n";
+    }
+    if (!sinks_) throw IoError(path.string(), "cannot open for writing");
+}
+
 void MetricsPipeline::add(const AttentionInput& input, const std::vector<std::string>* tokens) {
     SS_CHECK(input.n_layers == n_layers_ && input.n_heads == n_heads_, "input of ", input.n_layers,
              "x", input.n_heads, " heads in a pipeline for ", n_layers_, "x", n_heads_);
     if (head_) {
         SinkPositions s = head_->add(input, n_inputs_);
-        sinks_.push_back(s.model);
-        sinks_.insert(sinks_.end(), s.per_layer.begin(), s.per_layer.end());
+        if (sinks_.is_open()) {
+            sinks_ << n_inputs_ << ",-1," << s.model << "\n";
+            for (int64_t l = 0; l < n_layers_; ++l)
+                sinks_ << n_inputs_ << "," << l << "," << s.per_layer[l] << "\n";
+        }
     }
     if (p2_) p2_->add(input, tokens);
     ++n_inputs_;
 }
 
-void MetricsPipeline::save(BinaryWriter& w) const {
+void MetricsPipeline::save(BinaryWriter& w) {
+    if (sinks_.is_open()) {
+        sinks_.flush();
+        if (!sinks_) throw IoError(sinks_path_.string(), "write failed");
+        sinks_bytes_ = std::filesystem::file_size(sinks_path_);
+    }
     w.tag("pipeline");
     w.put(n_inputs_);
-    w.put_vector(sinks_);
+    w.put(sinks_bytes_);
     w.put<bool>(head_ != nullptr);
     if (head_) head_->save(w);
     w.put<bool>(p2_ != nullptr);
@@ -97,7 +120,7 @@ void MetricsPipeline::save(BinaryWriter& w) const {
 void MetricsPipeline::load(BinaryReader& r) {
     r.expect_tag("pipeline");
     n_inputs_ = r.get<int64_t>();
-    sinks_ = r.get_vector<int64_t>();
+    sinks_bytes_ = r.get<uint64_t>();
     if (r.get<bool>() != (head_ != nullptr)) r.fail("state was written with other analyses");
     if (head_) head_->load(r);
     if (r.get<bool>() != (p2_ != nullptr)) r.fail("state was written with other analyses");
@@ -162,7 +185,11 @@ nlohmann::json head_results_record(const HeadResults& r) {
 }
 
 void MetricsPipeline::write(const std::filesystem::path& dir, const std::string& model_name,
-                            nlohmann::json& record, std::ostream& log) const {
+                            nlohmann::json& record, std::ostream& log) {
+    if (sinks_.is_open()) {
+        sinks_.close();
+        if (!sinks_) throw IoError(sinks_path_.string(), "write failed");
+    }
     record["analyses"] = {{"compositional", selection_.compositional},
                           {"heads", selection_.heads},
                           {"p2", selection_.p2 ? selection_.p2_list : ""},
@@ -174,14 +201,6 @@ void MetricsPipeline::write(const std::filesystem::path& dir, const std::string&
         record["min_parts"] = options_.head.min_parts;
         record["zero_policy"] = to_string(options_.head.zeros);
         record["scope"] = to_string(options_.head.scope);
-        io::Table sinks({"input", "layer", "sink_position"});
-        const int64_t stride = n_layers_ + 1;
-        for (size_t k = 0; k + stride <= sinks_.size(); k += stride) {
-            const int64_t n = int64_t(k) / stride;
-            sinks.add_row({n, int64_t(-1), sinks_[k]});
-            for (int64_t l = 0; l < n_layers_; ++l) sinks.add_row({n, l, sinks_[k + 1 + l]});
-        }
-        sinks.write(dir, "sinks", false);
         log << "compositional (spec 1-2): model rho " << r.model.rho << "; rows used "
             << r.counts.rows_used << ", excluded " << r.counts.rows_excluded
             << ", sink not visible " << r.counts.sink_not_visible << "\n";

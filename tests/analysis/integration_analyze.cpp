@@ -157,3 +157,59 @@ TEST(Analyze, BadInputLeavesNothing) {
         EXPECT_FALSE(fs::exists(tmp / "out.partial")) << c.needle;
     }
 }
+
+namespace {
+// Numeric CSV comparison ignoring the `model` column (the two commands name their source
+// differently): same rows, same text cells, numbers within `tol` relative.
+void expect_same_table(const fs::path& a, const fs::path& b, double tol) {
+    io::Table ta = io::Table::read_csv(a), tb = io::Table::read_csv(b);
+    ASSERT_EQ(ta.columns(), tb.columns()) << a.filename();
+    ASSERT_EQ(ta.size(), tb.size()) << a.filename();
+    double worst = 0;
+    for (size_t r = 0; r < ta.size(); ++r)
+        for (size_t c = 0; c < ta.columns().size(); ++c) {
+            if (ta.columns()[c] == "model") continue;
+            const auto &x = ta.rows()[r][c], &y = tb.rows()[r][c];
+            if (auto dx = std::get_if<double>(&x)) {
+                auto dy = std::get_if<double>(&y);
+                ASSERT_NE(dy, nullptr) << a.filename() << " row " << r;
+                if (std::isnan(*dx) && std::isnan(*dy)) continue;
+                double e = std::abs(*dx - *dy) / std::max({1e-12, std::abs(*dx), std::abs(*dy)});
+                worst = std::max(worst, e);
+            } else {
+                EXPECT_EQ(x, y) << a.filename() << " row " << r << " column " << ta.columns()[c];
+            }
+        }
+    EXPECT_LE(worst, tol) << a.filename();
+}
+}  // namespace
+
+// One code path for the math: `dump` + `metrics` on the dumped attention, scores and lengths
+// give the same tables as `analyze` on the same prompts.
+TEST(Analyze, SameNumbersAsDumpPlusMetrics) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const std::string model = (shared / "models/tinystories656K").string();
+    std::ofstream(tmp / "p.txt") << "Once upon a time there was a cat.\n"
+                                    "The little girl ran to the park with her dog.\n"
+                                    "He was sad.\n"
+                                    "Tom and Sue built a big castle of sand by the sea.\n";
+    const std::string analyses = "compositional,heads,graphs,kl,spectra,entropy,frame";
+    auto a = run_cli({"analyze", "--model", model, "--data", (tmp / "p.txt").string(),
+                      "--analyses", analyses, "--out", (tmp / "a").string(), "--quiet",
+                      "--no-report"});
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    auto d = run_cli({"dump", "--model", model, "--data", (tmp / "p.txt").string(), "--hooks",
+                      "blocks.*.attn.hook_pattern,blocks.*.attn.hook_attn_scores", "--out",
+                      (tmp / "d").string()});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    auto m = run_cli({"metrics", "--attention", (tmp / "d/attention.npy").string(), "--scores",
+                      (tmp / "d/attn_scores.npy").string(), "--lengths",
+                      (tmp / "d/lengths.npy").string(), "--causal", "--analyses", analyses,
+                      "--out", (tmp / "m").string()});
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    for (const char* t : {"heads.csv", "dispersion.csv", "distances.csv", "sinks.csv",
+                          "reversal.csv", "ari.csv", "graphs.csv", "kl.csv", "spectra.csv",
+                          "entropy.csv"})
+        expect_same_table(tmp / "a" / t, tmp / "m" / t, 1e-12);
+}

@@ -65,7 +65,11 @@ TEST(MetricsCli, ExampleWritesEveryTable) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("rho"), std::string::npos);
     for (const char* f : {"heads.csv", "heads.jsonl", "distances.csv", "dispersion.csv",
-                          "dispersion.jsonl", "sinks.csv", "run.json", "attention.npy"})
+                          "dispersion.jsonl", "sinks.csv", "run.json", "attention.npy",
+                          // head analyses (spec 3, 4, 7) and section 8, run by default
+                          "reversal.csv", "clusters.csv", "ari.csv", "regime.csv", "graphs.csv",
+                          "topology.csv", "betti.csv", "kl.csv", "spectra.csv", "entropy.csv",
+                          "tokens.csv", "frame.json"})
         EXPECT_TRUE(fs::exists(out / f)) << f;
     for (const char* name : {"dA", "dA_perp", "sink_term", "cosine_keep", "cosine_drop", "js_keep",
                              "js_drop", "euclidean_keep", "euclidean_drop"}) {
@@ -199,7 +203,7 @@ TEST(MetricsCli, DetectsBidirectional) {
 TEST(MetricsCli, UsageErrors) {
     testutil::ScratchDir dir;
     auto r = testutil::run_cli(
-        {"metrics", "--example", "--analyses", "reversal", "--out", (dir / "o").string()});
+        {"metrics", "--example", "--analyses", "nonsense", "--out", (dir / "o").string()});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_FALSE(fs::exists(dir / "o"));
     r = testutil::run_cli(

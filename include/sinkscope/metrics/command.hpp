@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sinkscope/io/npy.hpp"
+#include "sinkscope/metrics/head_analyses.hpp"
 
 namespace sinkscope::metrics {
 
@@ -24,15 +25,20 @@ struct MetricsCommandOptions {
     std::string zeros = "error";      // error | replace:DELTA
     int64_t min_parts = 3;
     std::string scope = "model";  // model | layer
-    std::vector<std::string> analyses = {"compositional"};
+    // Empty or "all": every analysis on attention (compositional, heads and the section 8
+    // analyses); see pipeline_analysis_names().
+    std::vector<std::string> analyses;
+    HeadAnalysisOptions head;          // --k --triples --seed --regime-lo --regime-hi
+    std::string compat;                // section 8: "" (principled) or "ruscio2025"
+    bool per_head = false;             // section 8 per head as well as head-averaged
+    std::string symmetrize = "max";    // persistent-homology distance
+    std::filesystem::path tokens;      // JSONL: one array of token strings per input
     int threads = 0;            // threads for the pairwise loops, 0 = all cores
     bool example = false;       // generate the example tensor instead of --attention
     std::filesystem::path out;  // output directory (written whole or not at all)
     std::string command_line;   // for run.json
 };
 
-// Analyses `--analyses` accepts today. Later issues add theirs here (and in command.cpp).
-const std::vector<std::string>& known_analyses();
 
 // Runs the command: reads and validates, streams inputs through the head accumulators, writes
 // heads.csv/.jsonl, distances/<name>.npy, distances.csv, dispersion.csv/.jsonl, sinks.csv and

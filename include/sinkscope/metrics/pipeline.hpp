@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -46,18 +47,23 @@ public:
                     bool allow_value);
     ~MetricsPipeline();
 
+    // sinks.csv is streamed to `path` (input, layer, sink_position; layer -1 = the model-wide
+    // sink) so memory stays independent of the number of inputs. After load() the file is cut
+    // back to what the saved state had written.
+    void open_sinks_file(const std::filesystem::path& path);
+
     // One input; `tokens` ([T] strings) names keys in token specialisation (may be null).
     void add(const AttentionInput& input, const std::vector<std::string>* tokens = nullptr);
     int64_t n_inputs() const { return n_inputs_; }
     const PipelineSelection& selection() const { return selection_; }
 
-    void save(BinaryWriter& w) const;
+    void save(BinaryWriter& w);  // flushes sinks.csv so the saved size is on disk
     void load(BinaryReader& r);
 
     // Finishes every accumulator and writes its tables under `dir`; adds the fields of spec 9
     // that belong to these analyses to `record` and prints the human summaries on `log`.
     void write(const std::filesystem::path& dir, const std::string& model_name,
-               nlohmann::json& record, std::ostream& log) const;
+               nlohmann::json& record, std::ostream& log);
 
 private:
     int64_t n_layers_, n_heads_;
@@ -66,7 +72,9 @@ private:
     std::unique_ptr<HeadAccumulator> head_;
     std::unique_ptr<P2Accumulator> p2_;
     int64_t n_inputs_ = 0;
-    std::vector<int64_t> sinks_;  // per input: model sink then one per layer
+    std::filesystem::path sinks_path_;
+    std::ofstream sinks_;
+    uint64_t sinks_bytes_ = 0;  // bytes of sinks.csv covered by the loaded state
 };
 
 // Tables of the compositional results: heads.csv/.jsonl (long format), distances/<name>.npy,
