@@ -2,6 +2,7 @@
 // scores) for every layer and head, with the visibility rule of spec section 0.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <vector>
