@@ -9,7 +9,7 @@ namespace {
 json base(const json& rows) {
     return {{"$schema", "https://vega.github.io/schema/vega-lite/v6.json"},
             {"data", {{"values", rows}}},
-            {"width", "container"},
+            {"width", 640},
             {"config", {{"view", {{"stroke", nullptr}}}, {"axis", {{"labelFontSize", 11}}}}}};
 }
 }  // namespace
