@@ -34,6 +34,7 @@ json line_spec(const json& rows, const std::string& x, const std::string& y,
     s["mark"] = {{"type", "line"}, {"point", true}, {"tooltip", true}};
     json xenc = {{"field", x}, {"type", "quantitative"}, {"title", x}};
     if (log_x) xenc["scale"] = {{"type", "log"}};
+    if (x == "layer") xenc["axis"] = {{"tickMinStep", 1}, {"format", "d"}};
     s["encoding"] = {{"x", xenc}, {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}}}};
     if (!series.empty()) s["encoding"]["color"] = {{"field", series}, {"type", "nominal"}};
     return s;
@@ -59,6 +60,7 @@ json facet_line_spec(const json& rows, const std::string& x, const std::string& 
     s.erase("width");
     json xenc = {{"field", x}, {"type", "quantitative"}, {"title", x}};
     if (log_x) xenc["scale"] = {{"type", "log"}};
+    if (x == "layer") xenc["axis"] = {{"tickMinStep", 1}, {"format", "d"}};
     json enc = {{"x", xenc},
                 {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}}},
                 {"tooltip", json::array({{{"field", x}}, {{"field", y}}, {{"field", series}}})}};
