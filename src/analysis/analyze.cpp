@@ -197,6 +197,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     const fs::path state_path = out.file(kStateFile);
     int64_t n_done = 0;
     if (fs::exists(state_path)) {
+        out.keep_on_failure();  // never discard an interrupted run's state by accident
         if (!o.resume)
             throw UsageError(out.staging().string() +
                              " holds an interrupted run: pass --resume to continue it, or delete it");
@@ -211,6 +212,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
         pipeline.load(r);
         value.load(r);
         log << "resuming at input " << n_done << " of " << ids.size() << "\n";
+        log.flush();
     }
     auto save_state = [&](int64_t done) {
         BinaryWriter w;
