@@ -273,7 +273,8 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     if (!o.data.empty()) rec["data"]["sha256"] = sha256_file(o.data);
     rec["sink_policy"] = {{"requested", o.sink},
                           {"resolved", metrics::to_string(metrics::resolve_auto(popts.head.sink, masking))},
-                          {"positions_file", "sinks.csv"}};
+                          {"positions_file", "sinks.csv"},
+                          {"positions", pipeline.sink_positions()}};
     rec["compat"] = o.compat.empty() ? "none (principled)" : o.compat;
     rec["value_space"] = {{"variants", {"hidden (residual stream entering the layer)", "value (V projections, GQA-expanded)"}},
                           {"reference_threshold", vopts.reference_threshold},

@@ -197,7 +197,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
                                                    : "scores (fp64 log-softmax, spec 10.b)");
     record.set("sink_policy", {{"requested", to_string(head_options.sink)},
                                {"resolved", to_string(resolved_policy)},
-                               {"positions_file", "sinks.csv"}});
+                               {"positions_file", "sinks.csv"},
+                               {"positions", pipeline.sink_positions()}});
     record.set("threads", head_options.n_threads);
     record.write(out.staging());
     out.commit();

@@ -97,6 +97,8 @@ void MetricsPipeline::add(const AttentionInput& input, const std::vector<std::st
             for (int64_t l = 0; l < n_layers_; ++l)
                 sinks_ << n_inputs_ << "," << l << "," << s.per_layer[l] << "\n";
         }
+        if (positions_.size() < kMaxRecordedSinks)
+            positions_.push_back({{"model", s.model}, {"per_layer", s.per_layer}});
     }
     if (p2_) p2_->add(input, tokens);
     ++n_inputs_;
@@ -111,6 +113,7 @@ void MetricsPipeline::save(BinaryWriter& w) {
     w.tag("pipeline");
     w.put(n_inputs_);
     w.put(sinks_bytes_);
+    w.put_string(positions_.dump());
     w.put<bool>(head_ != nullptr);
     if (head_) head_->save(w);
     w.put<bool>(p2_ != nullptr);
@@ -121,6 +124,7 @@ void MetricsPipeline::load(BinaryReader& r) {
     r.expect_tag("pipeline");
     n_inputs_ = r.get<int64_t>();
     sinks_bytes_ = r.get<uint64_t>();
+    positions_ = nlohmann::json::parse(r.get_string());
     if (r.get<bool>() != (head_ != nullptr)) r.fail("state was written with other analyses");
     if (head_) head_->load(r);
     if (r.get<bool>() != (p2_ != nullptr)) r.fail("state was written with other analyses");

@@ -55,6 +55,10 @@ public:
     // One input; `tokens` ([T] strings) names keys in token specialisation (may be null).
     void add(const AttentionInput& input, const std::vector<std::string>* tokens = nullptr);
     int64_t n_inputs() const { return n_inputs_; }
+    // Resolved sink positions of the first kMaxRecordedSinks inputs, for run.json (spec 9);
+    // sinks.csv has all of them.
+    static constexpr size_t kMaxRecordedSinks = 1000;
+    const nlohmann::json& sink_positions() const { return positions_; }
     const PipelineSelection& selection() const { return selection_; }
 
     void save(BinaryWriter& w);  // flushes sinks.csv so the saved size is on disk
@@ -75,6 +79,7 @@ private:
     std::filesystem::path sinks_path_;
     std::ofstream sinks_;
     uint64_t sinks_bytes_ = 0;  // bytes of sinks.csv covered by the loaded state
+    nlohmann::json positions_ = nlohmann::json::array();
 };
 
 // Tables of the compositional results: heads.csv/.jsonl (long format), distances/<name>.npy,
