@@ -236,21 +236,17 @@ TEST(GoldenTokenizer, GgufBertBgeVectors) {
     EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
 }
 
-// Encoding is linear-time in practice: about 1 MB of story text through the GPT-2 GGUF
-// vocabulary stays far below a quadratic blow-up (bound 5 s; typically ~0.2 s).
-TEST(GoldenTokenizer, EncodesOneMegabyteQuickly) {
+// A megabyte of text round-trips exactly through the GPT-2 vocabulary (its speed is measured
+// by bench/bench_tokenizer.cpp, not here).
+TEST(GoldenTokenizer, EncodesOneMegabyteRoundTrip) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     auto tok = load_gguf_tokenizer(shared / "models/tokenizers/ggml-vocab-gpt-2.gguf");
     const std::string story =
         read_file(shared / "reference/llama2c_stories260K_greedy_onceupon.txt");
     std::string text;
     for (int k = 0; text.size() < 1000000; ++k) text += story + std::to_string(k) + "\n";
-    const auto t0 = std::chrono::steady_clock::now();
     const auto ids = tok->encode(text);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("encoded %zu bytes into %zu tokens in %.3f s\n", text.size(), ids.size(), seconds);
-    EXPECT_LT(seconds, 5.0);
+    EXPECT_GT(ids.size(), text.size() / 8);
     EXPECT_EQ(tok->decode(ids), text);
 }
 
