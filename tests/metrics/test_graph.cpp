@@ -142,3 +142,20 @@ TEST(Graph, AllThresholdsEqualSingleThreshold) {
         EXPECT_EQ(all[k].density, one.density) << taus[k];
     }
 }
+
+// Compat with n > 50 keeps only nodes touched by an edge (laplacian.ipynb builds the graph from
+// its edge list); principled keeps every node. Rows 0..29 attend to key 0, rows 30..59 are
+// uniform below tau, so 30 nodes are isolated: compat d* = 30 (self-loop) over N = 30,
+// principled d* = 29 over N = 60.
+TEST(Graph, CompatDropsIsolatedNodesAboveFifty) {
+    const int n = 60;
+    Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n, n);
+    for (int i = 0; i < 30; ++i) a(i, 0) = 1.0;
+    for (int i = 30; i < n; ++i) a.row(i).setConstant(1.0 / n);
+    const auto compat = graph_stats(a, 0.02, true);
+    EXPECT_EQ(compat.n_nodes, 30);
+    EXPECT_DOUBLE_EQ(compat.star_basic, 30.0 / 29.0);
+    const auto principled = graph_stats(a, 0.02, false);
+    EXPECT_EQ(principled.n_nodes, 60);
+    EXPECT_DOUBLE_EQ(principled.star_basic, 29.0 / 59.0);
+}

@@ -205,3 +205,27 @@ TEST(P2Compat, OutputsRecordTheMode) {
     EXPECT_EQ(p2_conventions(r)["mode"], "ruscio2025");
     EXPECT_NE(summarize_p2(r).find("warning"), std::string::npos);
 }
+
+// Principled outputs with per_head: head rows in every per-head table, one diagram per
+// (layer, head) plus the average, one graphs.csv row per value, and the mode in conventions.
+TEST(P2Compat, PrincipledPerHeadOutputs) {
+    testutil::ScratchDir dir;
+    P2Options o;
+    o.per_head = true;
+    P2Accumulator acc(o);
+    acc.add(random_causal(2, 2, 6, 21));
+    const auto r = acc.finish();
+    write_p2_outputs(r, dir.path());
+    for (const char* f :
+         {"input0_layer0_avg.npy", "input0_layer1_head0.npy", "input0_layer1_head1.npy"})
+        EXPECT_TRUE(std::filesystem::exists(dir / "diagrams" / f)) << f;
+    EXPECT_EQ(r.stats.count(P2Key{"graphs", 1, 1, "lambda2", "0.01"}), 1u);
+    EXPECT_EQ(r.stats.count(P2Key{"spectra", 0, 1, "mp_ks", ""}), 1u);
+    EXPECT_EQ(r.stats.count(P2Key{"betti", 0, 0, "betti1", "0.5"}), 1u);
+    EXPECT_EQ(p2_conventions(r)["mode"], "principled");
+    const auto t = io::Table::read_csv(dir / "graphs.csv");
+    // one row per (layer, head or average, threshold, metric): 2 x 3 x 7 x 9, plus per-layer
+    // effectiveness of the average (2 x 7) and the effectiveness score per threshold (7)
+    EXPECT_EQ(t.size(), 2u * 3 * 7 * 9 + 2 * 7 + 7);
+    EXPECT_TRUE(std::filesystem::exists(dir / "frame.json"));
+}

@@ -35,7 +35,7 @@ AttentionInput sink_only_heads(Masking masking, const std::vector<double>& sink_
 }
 }  // namespace
 
-// numpy.percentile with linear interpolation (values from numpy 1.26).
+// numpy.percentile with linear interpolation (values from numpy 1.24.2).
 TEST(SinkKl, PercentileMatchesNumpy) {
     const std::vector<double> v{0.3, 1.7, 0.2, 5.0, 2.2, 0.9, 4.1};
     EXPECT_NEAR(percentile_linear(v, 80), 3.720000000000001, 1e-15);
