@@ -56,7 +56,7 @@ Model load_llama2c(const fs::path& file, const LoadOptions& opt) {
         fs::path tok = opt.tokenizer;
         const fs::path dir = file.parent_path();
         if (tok.empty()) {
-            for (const fs::path cand : {dir / ("tok" + std::to_string(config.d_vocab) + ".bin"),
+            for (const fs::path& cand : {dir / ("tok" + std::to_string(config.d_vocab) + ".bin"),
                                         dir / "tokenizer.bin"})
                 if (fs::exists(cand)) {
                     tok = cand;

@@ -98,6 +98,8 @@ Model build_model(const ModelConfig& config, const WeightSource& weights,
     validate_config(config, weights.origin);
     if (runtime.device == DeviceKind::Cuda && !at::hasCUDA())
         throw UnsupportedError("--device cuda: this build of libtorch has no usable CUDA device");
+    if (runtime.n_threads < 0) throw UsageError("--threads must be >= 0");
+    if (runtime.n_threads > 0) at::set_num_threads(runtime.n_threads);
     const ArchitectureInfo& arch = find_architecture(config.architecture);
     return Model(config, arch.build(config, weights, runtime), runtime);
 }
