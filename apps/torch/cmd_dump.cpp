@@ -21,6 +21,8 @@ Registrar reg("dump", 83, [](CLI::App& app) {
     sub->add_option("--device", o->m.device, "cpu | cuda")->capture_default_str();
     sub->add_option("--dtype", o->m.dtype, "float32 | bfloat16 | float16")->capture_default_str();
     sub->add_option("--tokenizer", o->m.tokenizer, "Tokenizer file (llama2.c tok*.bin)");
+    sub->add_option("--threads", o->m.threads, "Torch threads (0 = libtorch default)")
+        ->capture_default_str();
     sub->callback([o] { std::printf("wrote %s\n", model::dump_hooks(*o).c_str()); });
 });
 

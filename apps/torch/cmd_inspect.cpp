@@ -14,6 +14,8 @@ Registrar reg("inspect", 80, [](CLI::App& app) {
     sub->add_option("--device", o->m.device, "cpu | cuda")->capture_default_str();
     sub->add_option("--dtype", o->m.dtype, "float32 | bfloat16 | float16")->capture_default_str();
     sub->add_option("--tokenizer", o->m.tokenizer, "Tokenizer file (llama2.c tok*.bin)");
+    sub->add_option("--threads", o->m.threads, "Torch threads (0 = libtorch default)")
+        ->capture_default_str();
     sub->add_flag("--all-hooks", o->all_hooks, "List the hooks of every layer");
     sub->callback([o] { std::fputs(model::inspect_model(*o).c_str(), stdout); });
 });

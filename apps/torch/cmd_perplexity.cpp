@@ -18,6 +18,8 @@ Registrar reg("perplexity", 82, [](CLI::App& app) {
     sub->add_option("--device", o->m.device, "cpu | cuda")->capture_default_str();
     sub->add_option("--dtype", o->m.dtype, "float32 | bfloat16 | float16")->capture_default_str();
     sub->add_option("--tokenizer", o->m.tokenizer, "Tokenizer file (llama2.c tok*.bin)");
+    sub->add_option("--threads", o->m.threads, "Torch threads (0 = libtorch default)")
+        ->capture_default_str();
     sub->callback([o] { std::fputs(model::perplexity_report(*o).c_str(), stdout); });
 });
 

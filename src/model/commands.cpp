@@ -21,6 +21,7 @@ LoadOptions load_options(const ModelCliOptions& m) {
     LoadOptions o;
     o.runtime.device = parse_device(m.device);
     o.runtime.dtype = parse_compute_dtype(m.dtype);
+    o.runtime.n_threads = m.threads;
     o.tokenizer = m.tokenizer;
     return o;
 }
@@ -201,6 +202,7 @@ std::string dump_hooks(const DumpOptions& o) {
     rec.set("device", device_name(m.runtime().device));
     rec.set("dtype", compute_dtype_name(m.runtime().dtype));
     rec.set("bos_policy", tokenizer::bos_policy_name(bos));
+    rec.set("threads", o.m.threads);
     rec.set("data", o.data);
     rec.set("n_samples", samples.size());
     rec.set("hooks", o.hooks);

@@ -1,9 +1,11 @@
-// load_model: recognises the checkpoint format, reads the config, opens the weights and the
-// tokenizer beside them, and builds the registered family on the requested device and dtype.
+// load_model: io::locate_model classifies the path (HF directory, GGUF, llama2.c) and finds the
+// files; this reads the config, opens the weights and tokenizer, and builds the registered family
+// on the requested device and dtype.
 #include <memory>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/gguf.hpp"
+#include "sinkscope/io/model_files.hpp"
 #include "sinkscope/io/weights.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
@@ -14,78 +16,50 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Model load_hf(const fs::path& dir, const LoadOptions& opt) {
-    const ModelConfig config = config_from_hf_dir(dir);
-    const std::unique_ptr<io::WeightStore> store = io::open_safetensors(dir);
-    Model m = build_model(config, WeightSource{store.get(), WeightFormat::HuggingFace, dir.string()},
-                          opt.runtime);
-    m.files = store->files();
-    m.format = WeightFormat::HuggingFace;
-    const fs::path tok = opt.tokenizer.empty() ? dir / "tokenizer.json" : opt.tokenizer;
-    if (opt.load_tokenizer && fs::exists(tok)) m.set_tokenizer(tokenizer::load_hf_tokenizer(tok));
-    return m;
-}
-
-Model load_gguf(const fs::path& file, const LoadOptions& opt) {
-    const auto gguf = std::make_shared<const io::GgufFile>(file);
-    const ModelConfig config = config_from_gguf(*gguf);
-    const std::unique_ptr<io::WeightStore> store = io::open_gguf_weights(gguf);
-    Model m = build_model(config, WeightSource{store.get(), WeightFormat::Gguf, file.string()},
-                          opt.runtime);
-    m.files = {file};
-    m.format = WeightFormat::Gguf;
-    if (opt.load_tokenizer) {
-        if (!opt.tokenizer.empty())
-            m.set_tokenizer(tokenizer::load_llama2c_tokenizer(opt.tokenizer, config.d_vocab));
-        else if (gguf->has("tokenizer.ggml.model"))
-            m.set_tokenizer(tokenizer::load_gguf_tokenizer(file));
+// The tokenizer: options.tokenizer overrides what locate_model found beside the weights.
+std::unique_ptr<tokenizer::Tokenizer> open_tokenizer(const io::ModelFiles& files,
+                                                     const LoadOptions& opt, int64_t d_vocab) {
+    const fs::path tok = opt.tokenizer.empty() ? files.tokenizer : opt.tokenizer;
+    if (!opt.load_tokenizer || tok.empty()) return nullptr;
+    if (tok.extension() == ".json") return tokenizer::load_hf_tokenizer(tok);
+    if (tok.extension() == ".gguf") {
+        const io::GgufFile g(tok);
+        if (!g.has("tokenizer.ggml.model")) return nullptr;  // weights without a vocabulary
+        return tokenizer::load_gguf_tokenizer(tok);
     }
-    return m;
-}
-
-Model load_llama2c(const fs::path& file, const LoadOptions& opt) {
-    io::Llama2cHeader header{};
-    const std::unique_ptr<io::WeightStore> store = io::open_llama2c(file, &header);
-    const ModelConfig config = config_from_llama2c(header);
-    Model m = build_model(config, WeightSource{store.get(), WeightFormat::Llama2c, file.string()},
-                          opt.runtime);
-    m.files = {file};
-    m.format = WeightFormat::Llama2c;
-    if (opt.load_tokenizer) {
-        // run.c's default is tokenizer.bin; tinyllamas ship tok<vocab>.bin beside the model.
-        fs::path tok = opt.tokenizer;
-        const fs::path dir = file.parent_path();
-        if (tok.empty()) {
-            for (const fs::path cand : {dir / ("tok" + std::to_string(config.d_vocab) + ".bin"),
-                                        dir / "tokenizer.bin"})
-                if (fs::exists(cand)) {
-                    tok = cand;
-                    break;
-                }
-        }
-        if (!tok.empty()) m.set_tokenizer(tokenizer::load_llama2c_tokenizer(tok, config.d_vocab));
-    }
-    return m;
+    if (tok.extension() == ".bin") return tokenizer::load_llama2c_tokenizer(tok, d_vocab);
+    return nullptr;  // e.g. a SentencePiece tokenizer.model: no reader yet; ids only
 }
 
 }  // namespace
 
 Model load_model(const fs::path& path, const LoadOptions& options) {
-    if (!fs::exists(path)) throw IoError(path.string(), "no such file or directory");
-    Model m = [&] {
-        if (fs::is_directory(path)) {
-            if (!fs::exists(path / "config.json"))
-                throw InputError(path.string(), "directory without config.json (not a Hugging Face model)");
-            return load_hf(path, options);
+    const io::ModelFiles files = io::locate_model(path);
+    ModelConfig config;  // first, so an unknown architecture is reported before weight problems
+    WeightFormat format = WeightFormat::HuggingFace;
+    switch (files.format) {
+        case io::ModelFormat::HfDirectory:
+            config = config_from_hf_dir(files.root);
+            break;
+        case io::ModelFormat::Gguf:
+            config = config_from_gguf(io::GgufFile(files.root));
+            format = WeightFormat::Gguf;
+            break;
+        case io::ModelFormat::Llama2c: {
+            io::Llama2cHeader header{};
+            io::open_llama2c(files.root, &header);  // header only; the store is already open
+            config = config_from_llama2c(header);
+            format = WeightFormat::Llama2c;
+            break;
         }
-        if (path.extension() == ".gguf") return load_gguf(path, options);
-        if (path.extension() == ".bin") return load_llama2c(path, options);
-        if (path.filename() == "config.json") return load_hf(path.parent_path(), options);
-        throw UnsupportedError(path.string(),
-                               "model format (expected a Hugging Face directory, .gguf or a "
-                               "llama2.c .bin checkpoint)");
-    }();
+    }
+    const std::unique_ptr<io::WeightStore> store = io::open_weights(files);
+    Model m = build_model(config, WeightSource{store.get(), format, files.root.string()},
+                          options.runtime);
+    m.files = store->files();
+    m.format = format;
     m.path = path;
+    m.set_tokenizer(open_tokenizer(files, options, config.d_vocab));
     return m;
 }
 

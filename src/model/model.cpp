@@ -74,7 +74,11 @@ int64_t Model::n_params() const { return net_->n_params(); }
 
 ForwardResult Model::forward(const at::Tensor& ids, const CaptureSpec& capture,
                              const HeadMask* mask) const {
-    return net_->forward(ids, capture, mask);
+    try {
+        return net_->forward(ids, capture, mask);
+    } catch (const c10::Error& e) {  // one line, without libtorch's backtrace
+        throw InternalError(std::string("libtorch: ") + e.what_without_backtrace());
+    }
 }
 
 ForwardResult Model::forward(const std::vector<int32_t>& ids, const CaptureSpec& capture,
@@ -84,7 +88,7 @@ ForwardResult Model::forward(const std::vector<int32_t>& ids, const CaptureSpec&
     const at::Tensor t =  // [1, pos] on the model's device
         at::tensor(wide, at::TensorOptions().dtype(at::kLong)).view({1, -1}).to(
             detail::device_of(runtime_));
-    return net_->forward(t, capture, mask);
+    return forward(t, capture, mask);
 }
 
 std::vector<int32_t> Model::encode(const std::string& text, tokenizer::BosPolicy bos) const {
@@ -98,6 +102,19 @@ Model build_model(const ModelConfig& config, const WeightSource& weights,
     validate_config(config, weights.origin);
     if (runtime.device == DeviceKind::Cuda && !at::hasCUDA())
         throw UnsupportedError("--device cuda: this build of libtorch has no usable CUDA device");
+    if (runtime.device == DeviceKind::Cpu && runtime.dtype == ComputeDType::Float16) {
+        // Older libtorch CPU builds have no float16 matmul; probe instead of guessing by version.
+        try {
+            const at::Tensor probe = at::ones({2, 2}, at::TensorOptions().dtype(at::kHalf));
+            (void)at::mm(probe, probe);
+        } catch (const c10::Error&) {
+            throw UnsupportedError(
+                "--dtype float16 on --device cpu: this libtorch has no CPU float16 matmul "
+                "(use bfloat16 or cuda)");
+        }
+    }
+    if (runtime.n_threads < 0) throw UsageError("--threads must be >= 0");
+    if (runtime.n_threads > 0) at::set_num_threads(runtime.n_threads);
     const ArchitectureInfo& arch = find_architecture(config.architecture);
     return Model(config, arch.build(config, weights, runtime), runtime);
 }

@@ -99,13 +99,13 @@ TEST(CliModel, PerplexityIsExpMeanNll) {
     EXPECT_LT(ppl, 100.0);  // a trained TinyStories model on TinyStories text
 }
 
-// Missing model: exit 5 (I/O), one line on stderr, no output folder.
+// Missing model: exit 3 (input), one line on stderr naming it, no output folder.
 TEST(CliModel, MissingModelIsOneLineError) {
     testutil::ScratchDir tmp;
     write_text(tmp / "data.txt", "hello\n");
     const auto r = run_cli({"dump", "--model", (tmp / "nope.gguf").string(), "--data",
                             (tmp / "data.txt").string(), "--out", (tmp / "out").string()});
-    EXPECT_EQ(r.exit_code, 5);
+    EXPECT_EQ(r.exit_code, 3);
     EXPECT_EQ(count_lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find("nope.gguf"), std::string::npos);
     EXPECT_FALSE(fs::exists(tmp / "out"));
@@ -116,6 +116,7 @@ TEST(CliModel, UnknownModelType) {
     testutil::ScratchDir tmp;
     fs::create_directories(tmp / "m");
     write_text(tmp / "m/config.json", R"({"model_type": "bert", "hidden_size": 8})");
+    write_text(tmp / "m/model.safetensors", "");  // never read: the config is refused first
     write_text(tmp / "data.txt", "hello\n");
     const auto r = run_cli({"dump", "--model", (tmp / "m").string(), "--data",
                             (tmp / "data.txt").string(), "--out", (tmp / "out").string()});

@@ -14,6 +14,7 @@ struct ModelCliOptions {
     std::string dtype = "float32";  // float32 | bfloat16 | float16
     std::string tokenizer;          // tokenizer file overriding the one beside the weights
     std::string bos = "default";    // default | always | never
+    int threads = 0;                // torch intra-op threads; 0 = libtorch's default
 };
 
 struct InspectOptions {

@@ -35,6 +35,7 @@ ComputeDType parse_compute_dtype(const std::string& s);  // "float32" | "bfloat1
 struct RuntimeOptions {
     DeviceKind device = DeviceKind::Cpu;
     ComputeDType dtype = ComputeDType::Float32;
+    int n_threads = 0;  // torch intra-op threads (process-wide); 0 = leave libtorch's default
 };
 
 struct LoadOptions {
