@@ -3,6 +3,7 @@
 
 #include "analysis_options.hpp"
 #include "command.hpp"
+#include "model_options.hpp"
 #include "sinkscope/analysis/analyze.hpp"
 
 namespace {
@@ -13,9 +14,7 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
         "analyze",
         "Run a checkpoint over a prompt set and compute every analysis (spec sections 1-4, 7, 8): "
         "tables, run.json and an interactive report.html");
-    cmd->add_option("--model", o->model, "Hugging Face directory, .gguf file or llama2.c .bin")
-        ->required()
-        ->check(CLI::ExistingPath);
+    sinkscope::cli::add_model_options(cmd, o->m);
     cmd->add_option("--data", o->data,
                     "Prompts: .txt (one per line), .jsonl (text or ids), .csv (--text-column), "
                     ".npy token ids; default: the built-in set of 211 English sentences")
@@ -36,10 +35,6 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
     cmd->add_option("--min-parts", o->min_parts, "Rows with fewer visible keys are excluded")
         ->capture_default_str();
     cmd->add_option("--scope", o->scope, "Head pairs compared: model or layer")->capture_default_str();
-    cmd->add_option("--bos", o->bos, "BOS policy: default (the model's tokenizer config), always, never")
-        ->capture_default_str();
-    cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
-    cmd->add_option("--dtype", o->dtype, "float32, bfloat16 or float16")->capture_default_str();
     cmd->add_flag("--resume", o->resume,
                   "Continue an interrupted run of the same command from its last saved state");
     cmd->add_option("--checkpoint-every", o->checkpoint_every,

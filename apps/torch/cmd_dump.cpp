@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "command.hpp"
+#include "model_options.hpp"
 #include "sinkscope/model/commands.hpp"
 
 namespace sinkscope::cli {
@@ -10,19 +11,13 @@ namespace {
 Registrar reg("dump", 83, [](CLI::App& app) {
     auto o = std::make_shared<model::DumpOptions>();
     auto* sub = app.add_subcommand("dump", "Write captured hooks (attention, q/k/v, ...) as .npy");
-    sub->add_option("--model", o->m.model, "HF directory, .gguf or llama2.c .bin")->required();
+    add_model_options(sub, o->m);
     sub->add_option("--data", o->data, "Text (one sample per line), JSONL, CSV or .npy ids")
         ->required();
     sub->add_option("--hooks", o->hooks, "Comma-separated hook globs, or re:REGEX")
         ->capture_default_str();
     sub->add_option("--out", o->out, "Output directory")->required();
     sub->add_option("--max-samples", o->max_samples, "0 = all")->capture_default_str();
-    sub->add_option("--bos", o->m.bos, "BOS policy: default | always | never")->capture_default_str();
-    sub->add_option("--device", o->m.device, "cpu | cuda")->capture_default_str();
-    sub->add_option("--dtype", o->m.dtype, "float32 | bfloat16 | float16")->capture_default_str();
-    sub->add_option("--tokenizer", o->m.tokenizer, "Tokenizer file (llama2.c tok*.bin)");
-    sub->add_option("--threads", o->m.threads, "Torch threads (0 = libtorch default)")
-        ->capture_default_str();
     sub->callback([o] { std::printf("wrote %s\n", model::dump_hooks(*o).c_str()); });
 });
 

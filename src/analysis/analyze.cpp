@@ -40,15 +40,16 @@ nlohmann::json fingerprint(const AnalyzeOptions& o, const std::vector<std::vecto
         h.update(s.data(), s.size() * sizeof(int32_t));
     }
     std::vector<std::string> analyses = o.analyses;
-    return {{"model", fs::absolute(o.model).string()},
+    return {{"model", fs::absolute(o.m.model).string()},
             {"inputs_sha256", h.hex_digest()},
             {"analyses", analyses},
             {"compat", o.compat},
             {"sink", o.sink},
             {"min_parts", o.min_parts},
             {"scope", o.scope},
-            {"device", o.device},
-            {"dtype", o.dtype},
+            {"device", o.m.device},
+            {"dtype", o.m.dtype},
+            {"bos", o.m.bos},
             {"per_head", o.per_head},
             {"symmetrize", o.symmetrize}};
 }
@@ -136,17 +137,14 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     if (!o.compat.empty() && o.compat != "ruscio2025")
         throw UsageError("--compat: unknown mode '" + o.compat + "' (known: ruscio2025)");
     const auto progress = progress_mode(o.progress);
-    const auto bos = tokenizer::parse_bos_policy(o.bos);
+    const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     metrics::PipelineSelection selection = metrics::select_analyses(o.analyses, true);
 
     io::RunRecord record(o.command_line);
     const auto t0 = std::chrono::steady_clock::now();
 
     // ---- model and data ---------------------------------------------------------------------
-    model::LoadOptions load;
-    load.runtime.device = model::parse_device(o.device);
-    load.runtime.dtype = model::parse_compute_dtype(o.dtype);
-    model::Model m = model::load_model(o.model, load);
+    model::Model m = model::load_model(o.m.model, model::load_options(o.m));
     const auto& cfg = m.config();
     std::vector<io::Sample> samples =
         o.data.empty() ? io::builtin_prompts(o.samples)
@@ -182,7 +180,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
                                                   : -1;
     popts.head.min_parts = o.min_parts;
     popts.head.scope = metrics::parse_scope(o.scope);
-    popts.head.origin = o.model.string();
+    popts.head.origin = o.m.model;
     popts.head_analyses = o.head;
     popts.p2.compat = o.compat;
     popts.p2.per_head = o.per_head;
@@ -253,19 +251,20 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     bar.finish();
 
     // ---- outputs ------------------------------------------------------------------------------
-    const std::string model_name = fs::absolute(o.model).filename().string();
+    const std::string model_name = fs::absolute(o.m.model).filename().string();
     nlohmann::json& rec = record.json();
     pipeline.write(out.staging(), model_name, rec, log);
     if (selection.value) write_value_space(value, model_name, out.staging());
-    record.set_model_files(o.model.string(), m.files);
+    record.set_model_files(o.m.model, m.files);
     rec["model"]["architecture"] = cfg.architecture;
     rec["model"]["format"] = model::weight_format_name(m.format);
     rec["model"]["dims"] = {{"n_layers", cfg.n_layers}, {"n_heads", cfg.n_heads},
                             {"n_kv_heads", cfg.n_kv_heads}, {"d_model", cfg.d_model},
                             {"d_head", cfg.d_head}, {"d_vocab", cfg.d_vocab}};
     rec["subcommand"] = "analyze";
-    rec["device"] = o.device;
-    rec["dtype"] = o.dtype;
+    rec["device"] = o.m.device;
+    rec["dtype"] = o.m.dtype;
+    rec["threads"] = o.m.threads;
     rec["tokenizer"] = m.tokenizer() ? m.tokenizer()->kind() : "none (token ids given)";
     rec["bos_policy"] = tokenizer::bos_policy_name(bos);
     rec["data"] = {{"source", data_name}, {"n_samples", ids.size()}, {"n_tokens", tokens},

@@ -2,10 +2,6 @@
 // memory-mapped; every count, length and offset is checked against the file size first.
 #include "sinkscope/io/gguf.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -150,24 +146,12 @@ int64_t GgufTensorInfo::numel() const {
 
 GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
     const std::string file = path.string();
-    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw IoError(file, "cannot open: " + std::string(std::strerror(errno)));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        ::close(fd);
-        throw IoError(file, "cannot stat");
-    }
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ < 24) {
-        ::close(fd);
-        throw InputError(file, "not a GGUF file: only " + std::to_string(size_) + " bytes");
-    }
-    void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (m == MAP_FAILED) throw IoError(file, "cannot memory-map");
-    map_ = static_cast<const uint8_t*>(m);
+    file_ = MappedFile(path);
+    map_ = file_.data();
+    size_ = file_.size();
+    if (size_ < 24) throw InputError(file, "not a GGUF file: only " + std::to_string(size_) + " bytes");
 
-    try {
+    {
         Cursor c{map_, size_, 0, file};
         if (std::memcmp(map_, "GGUF", 4) != 0) throw InputError(file, "not a GGUF file (bad magic)");
         c.pos = 4;
@@ -246,16 +230,10 @@ GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
             if (order[i - 1]->offset + order[i - 1]->n_bytes > order[i]->offset)
                 throw InputError(file, "corrupt GGUF: tensors " + order[i - 1]->name + " and " +
                                            order[i]->name + " overlap");
-    } catch (...) {
-        ::munmap(const_cast<uint8_t*>(map_), size_);
-        map_ = nullptr;
-        throw;
     }
 }
 
-GgufFile::~GgufFile() {
-    if (map_) ::munmap(const_cast<uint8_t*>(map_), size_);
-}
+GgufFile::~GgufFile() = default;
 
 namespace {
 [[noreturn]] void bad_key(const std::filesystem::path& p, const std::string& key, const char* want) {

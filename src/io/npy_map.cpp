@@ -1,10 +1,6 @@
 // Memory-mapped .npy reading (POSIX mmap); element access widens to fp64 / int64.
 #include "sinkscope/io/npy_map.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -13,37 +9,12 @@
 
 namespace sinkscope::io {
 
-NpyMap::NpyMap(const std::filesystem::path& path) : origin_(path.string()) {
-    int fd = ::open(origin_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw IoError(origin_, std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw IoError(origin_, "not a regular file");
-    }
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ > 0) {
-        void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            int err = errno;
-            ::close(fd);
-            throw IoError(origin_, std::string("cannot map: ") + std::strerror(err));
-        }
-        base_ = static_cast<const uint8_t*>(p);
-    }
-    ::close(fd);
-    try {
-        static const uint8_t kEmpty[1] = {0};
-        header_ = parse_npy_header(base_ ? base_ : kEmpty, size_, origin_);
-    } catch (...) {
-        if (base_) ::munmap(const_cast<uint8_t*>(base_), size_);
-        throw;
-    }
+NpyMap::NpyMap(const std::filesystem::path& path) : origin_(path.string()), file_(path) {
+    static const uint8_t kEmpty[1] = {0};
+    header_ = parse_npy_header(file_.data() ? file_.data() : kEmpty, file_.size(), origin_);
 }
 
-NpyMap::~NpyMap() {
-    if (base_) ::munmap(const_cast<uint8_t*>(base_), size_);
-}
+NpyMap::~NpyMap() = default;
 
 int64_t NpyMap::numel() const {
     int64_t n = 1;

@@ -15,8 +15,6 @@
 
 namespace sinkscope::model {
 
-namespace {
-
 LoadOptions load_options(const ModelCliOptions& m) {
     LoadOptions o;
     o.runtime.device = parse_device(m.device);
@@ -25,6 +23,8 @@ LoadOptions load_options(const ModelCliOptions& m) {
     o.tokenizer = m.tokenizer;
     return o;
 }
+
+namespace {
 
 std::vector<std::vector<int32_t>> load_samples(const Model& model, const std::string& data,
                                                int64_t max_samples, tokenizer::BosPolicy bos) {

@@ -11,12 +11,13 @@
 #include <vector>
 
 #include "sinkscope/metrics/pipeline.hpp"
+#include "sinkscope/model/commands.hpp"
 #include "sinkscope/metrics/value_space.hpp"
 
 namespace sinkscope::analysis {
 
 struct AnalyzeOptions {
-    std::filesystem::path model;        // HF directory, .gguf or llama2.c .bin
+    model::ModelCliOptions m;           // --model --bos --device --dtype --tokenizer --threads
     std::filesystem::path data;         // empty: the built-in prompt set
     std::string text_column = "text";   // CSV column
     std::filesystem::path out = "runs/analyze";
@@ -27,9 +28,6 @@ struct AnalyzeOptions {
     std::string sink = "auto";          // auto | first | bos | argmax | position
     int64_t min_parts = 3;
     std::string scope = "model";        // model | layer
-    std::string bos = "default";        // default | always | never
-    std::string device = "cpu";
-    std::string dtype = "float32";
     bool per_head = false;
     std::string symmetrize = "max";
     metrics::HeadAnalysisOptions head;  // --k --triples --seed --regime-lo --regime-hi

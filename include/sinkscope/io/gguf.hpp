@@ -10,6 +10,8 @@
 #include <variant>
 #include <vector>
 
+#include "sinkscope/io/mmap_file.hpp"
+
 namespace sinkscope::io {
 
 // GGML tensor types that sinkscope reads (numbering from the GGUF specification).
@@ -65,7 +67,8 @@ public:
 
 private:
     std::filesystem::path path_;
-    const uint8_t* map_ = nullptr;
+    MappedFile file_;
+    const uint8_t* map_ = nullptr;  // file_.data()
     size_t size_ = 0;
     uint32_t version_ = 0;
     uint64_t data_offset_ = 0;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sinkscope/io/mmap_file.hpp"
 #include "sinkscope/io/npy.hpp"
 
 namespace sinkscope::io {
@@ -24,7 +25,7 @@ class NpyMap {
     DType dtype() const { return header_.dtype; }
     const std::vector<int64_t>& shape() const { return header_.shape; }
     int64_t numel() const;
-    const uint8_t* data() const { return base_ + header_.data_offset; }
+    const uint8_t* data() const { return file_.data() + header_.data_offset; }
 
     // Widens elements [first, first + count) to fp64 into `out` (exact for every dtype).
     void read_f64(int64_t first, int64_t count, double* out) const;
@@ -33,8 +34,7 @@ class NpyMap {
 
   private:
     std::string origin_;
-    const uint8_t* base_ = nullptr;
-    size_t size_ = 0;
+    MappedFile file_;
     NpyHeader header_;
 };
 

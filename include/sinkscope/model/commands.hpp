@@ -17,6 +17,10 @@ struct ModelCliOptions {
     int threads = 0;                // torch intra-op threads; 0 = libtorch's default
 };
 
+struct LoadOptions;
+// Device, dtype, threads and tokenizer of ModelCliOptions as load_model options.
+LoadOptions load_options(const ModelCliOptions& m);
+
 struct InspectOptions {
     ModelCliOptions m;
     bool all_hooks = false;  // list every hook instead of layer 0's
