@@ -31,6 +31,7 @@ constexpr std::array<HookRow, kNumHookPoints> kHooks{{
     {HookPoint::Z, "blocks.{L}.attn.", "hook_z"},
     {HookPoint::ResidMid, "blocks.{L}.", "hook_resid_mid"},
     {HookPoint::ResidPost, "blocks.{L}.", "hook_resid_post"},
+    {HookPoint::FinalNorm, "", "ln_final.hook_normalized"},
 }};
 
 const HookRow& row(HookPoint p) {
@@ -77,6 +78,8 @@ std::vector<std::string> list_hooks(const ModelConfig& config) {
     for (int64_t l = 0; l < config.n_layers; ++l)
         for (const auto& r : kHooks)
             if (is_layer_hook(r.point)) out.push_back(hook_name(r.point, l));
+    // Post-LN encoders (BERT, RoBERTa) have no final norm.
+    if (config.causal || config.is_vision()) out.push_back(hook_name(HookPoint::FinalNorm));
     return out;
 }
 

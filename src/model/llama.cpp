@@ -12,7 +12,6 @@
 // which makes hook_q/hook_k identical across formats and q.k unchanged (a permutation applied to
 // both q and k leaves their dot product unchanged), so attention is the same either way.
 #include <cmath>
-#include <limits>
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -21,6 +20,8 @@
 #include "sinkscope/io/weights.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
+#include "config_json.hpp"
+#include "family_common.hpp"
 #include "tensor_load.hpp"
 
 namespace sinkscope::model {
@@ -41,7 +42,7 @@ struct LayerWeights {
 class LlamaFamily final : public Transformer {
 public:
     LlamaFamily(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt);
-    ForwardResult forward(const at::Tensor& ids, const CaptureSpec& capture,
+    ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
 
@@ -138,113 +139,97 @@ at::Tensor LlamaFamily::rms_norm(const at::Tensor& x, const at::Tensor& w,
     return w * xf.to(dtype_);
 }
 
-ForwardResult LlamaFamily::forward(const at::Tensor& ids_in, const CaptureSpec& capture,
+ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& capture,
                                    const HeadMask* mask) const {
     c10::InferenceMode guard;
-    SS_CHECK(ids_in.dim() == 2, "token ids must be [batch, pos], got rank ", ids_in.dim());
-    const at::Tensor ids = ids_in.to(device_, at::kLong);  // [batch, pos]
+    const at::Tensor ids = detail::checked_ids(input, c_.d_vocab, device_);  // [batch, pos]
     const int64_t B = ids.size(0), T = ids.size(1);
     const int64_t H = c_.n_heads, Hkv = c_.n_kv_heads, dh = c_.d_head;
-    SS_CHECK(T > 0, "empty input");
-    const int64_t id_min = ids.min().item<int64_t>(), id_max = ids.max().item<int64_t>();
-    if (id_min < 0 || id_max >= c_.d_vocab)
-        throw UsageError("token id " + std::to_string(id_min < 0 ? id_min : id_max) +
-                         " is outside the vocabulary [0, " + std::to_string(c_.d_vocab) + ")");
-    if (mask) {
-        SS_CHECK(mask->n_layers == c_.n_layers && mask->n_heads == H, "head mask shape");
-        if (mask->kind == HeadMask::Kind::Mean)
-            SS_CHECK(mask->z_mean.defined() &&
-                         mask->z_mean.sizes() == at::IntArrayRef({c_.n_layers, H, dh}),
-                     "mean ablation needs z_mean [n_layers, n_heads, d_head]");
-    }
+    detail::check_head_mask(mask, c_);
+    SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
 
     ForwardResult result;
-    auto keep = [&](HookPoint p, int64_t layer, const at::Tensor& t) {
-        if (capture.empty()) return;
-        std::string n = hook_name(p, layer);
-        if (capture.wants(n)) result.captured.emplace(std::move(n), t);
-    };
-
-    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device_);
+    detail::HookRecorder hooks(capture, result);
     // Pass 1: embedding (Gemma scales by sqrt(d_model) rounded to the compute dtype, as HF).
     at::Tensor x = at::embedding(embed_, ids);  // [batch, pos, d_model]
     if (c_.embed_scale)
         x = x * at::scalar_tensor(std::sqrt(static_cast<double>(c_.d_model)),
                                   at::TensorOptions().dtype(dtype_).device(device_));
-    keep(HookPoint::Embed, -1, x);
+    hooks.keep(HookPoint::Embed, -1, x);
 
-    // Pass 2: RoPE tables, HF LlamaRotaryEmbedding: inv_freq_i = theta^(-2i/d_head) in f32.
-    const at::Tensor inv_freq =
-        1.0 / at::pow(c_.rope_theta, at::arange(0, dh, 2, f32.dtype(at::kLong)).to(at::kFloat) / dh);
-    const at::Tensor freqs = at::outer(at::arange(T, f32), inv_freq);  // [pos, d_head/2]
-    const at::Tensor emb = at::cat({freqs, freqs}, -1);                 // [pos, d_head]
-    const at::Tensor cos = emb.cos().to(dtype_).view({1, T, 1, dh});
-    const at::Tensor sin = emb.sin().to(dtype_).view({1, T, 1, dh});
-    auto rope = [&](const at::Tensor& t) {  // [batch, pos, heads, d_head]
-        const at::Tensor rot = at::cat({-t.narrow(-1, dh / 2, dh / 2), t.narrow(-1, 0, dh / 2)}, -1);
-        return t * cos + rot * sin;
-    };
-
-    // Causal (and sliding-window) mask, spec section 0: row i sees j <= i and j > i - window.
-    const at::Tensor qpos = at::arange(T, f32.dtype(at::kLong)).unsqueeze(1);
-    const at::Tensor kpos = at::arange(T, f32.dtype(at::kLong)).unsqueeze(0);
-    at::Tensor hidden = kpos > qpos;  // [query, key] bool, true = masked
-    if (c_.window > 0) hidden = hidden.logical_or(kpos <= qpos - c_.window);
+    // Pass 2: RoPE tables (HF LlamaRotaryEmbedding) and the causal / sliding-window mask of
+    // spec section 0: row i sees j <= i and j > i - window.
+    const detail::RopeTables rope = detail::rope_tables(T, dh, c_.rope_theta, dtype_, device_);
+    const at::Tensor hidden = detail::causal_mask(T, c_.window, device_);  // [query, key]
     const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-    const int64_t group = H / Hkv;
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         const LayerWeights& w = layers_[static_cast<size_t>(l)];
-        keep(HookPoint::ResidPre, l, x);
+        hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 3: attention.
         const at::Tensor h = rms_norm(x, w.attn_norm, w.attn_norm_f32);  // [batch, pos, d_model]
         const at::Tensor q = at::linear(h, w.wq, w.bq).view({B, T, H, dh});
         const at::Tensor k = at::linear(h, w.wk, w.bk).view({B, T, Hkv, dh});
         const at::Tensor v = at::linear(h, w.wv, w.bv).view({B, T, Hkv, dh});
-        keep(HookPoint::Q, l, q);
-        keep(HookPoint::K, l, k);
-        keep(HookPoint::V, l, v);
-        const at::Tensor rq = rope(q), rk = rope(k);
-        keep(HookPoint::RotQ, l, rq);
-        keep(HookPoint::RotK, l, rk);
-        at::Tensor kh = rk.transpose(1, 2);  // [batch, n_kv_heads, key, d_head]
-        at::Tensor vh = v.transpose(1, 2);
-        if (group > 1) {  // query head i reads kv head i / group (HF repeat_kv)
-            kh = kh.repeat_interleave(group, 1);
-            vh = vh.repeat_interleave(group, 1);
-        }
-        // [batch, n_heads, query, key] after scale and mask; masked = -inf
-        at::Tensor scores = at::matmul(rq.transpose(1, 2), kh.transpose(-2, -1)) * scale;
-        scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
-        keep(HookPoint::AttnScores, l, scores);
-        // [batch, n_heads, query, key]; softmax in f32, masked entries exactly 0
-        const at::Tensor pattern = at::softmax(scores, -1, at::kFloat).to(dtype_);
-        keep(HookPoint::Pattern, l, pattern);
-        at::Tensor z = at::matmul(pattern, vh).transpose(1, 2).contiguous();  // [b, pos, H, d_head]
-        if (mask && mask->any_in_layer(l)) {
-            for (int64_t head = 0; head < H; ++head) {
-                if (!mask->is_ablated(l, head)) continue;
-                at::Tensor zh = z.select(2, head);  // [batch, pos, d_head] view
-                if (mask->kind == HeadMask::Kind::Zero) zh.zero_();
-                else zh.copy_(mask->z_mean[l][head].to(device_, dtype_).view({1, 1, dh}).expand_as(zh));
-            }
-        }
-        keep(HookPoint::Z, l, z);
+        hooks.keep(HookPoint::Q, l, q);
+        hooks.keep(HookPoint::K, l, k);
+        hooks.keep(HookPoint::V, l, v);
+        const at::Tensor rq = rope.apply(q), rk = rope.apply(k);
+        hooks.keep(HookPoint::RotQ, l, rq);
+        hooks.keep(HookPoint::RotK, l, rk);
+        const at::Tensor z = detail::attend(rq, rk, v, hidden, scale, l, mask, dtype_, hooks);
         x = x + at::linear(z.view({B, T, H * dh}), w.wo);
-        keep(HookPoint::ResidMid, l, x);
+        hooks.keep(HookPoint::ResidMid, l, x);
         // Pass 4: gated MLP, down(act(gate(x)) * up(x)).
         const at::Tensor h2 = rms_norm(x, w.ffn_norm, w.ffn_norm_f32);
         at::Tensor gate = at::linear(h2, w.w_gate);  // [batch, pos, d_mlp]
         gate = c_.act == Activation::Silu ? at::silu(gate) : at::gelu(gate, "tanh");
         x = x + at::linear(gate * at::linear(h2, w.w_up), w.w_down);
-        keep(HookPoint::ResidPost, l, x);
+        hooks.keep(HookPoint::ResidPost, l, x);
     }
     // Pass 5: final norm and unembedding; logits handed out in f32.
-    result.logits = at::linear(rms_norm(x, out_norm_, out_norm_f32_), w_out_).to(at::kFloat);
+    const at::Tensor x_final = rms_norm(x, out_norm_, out_norm_f32_);  // [batch, pos, d_model]
+    hooks.keep(HookPoint::FinalNorm, -1, x_final);
+    result.logits = at::linear(x_final, w_out_).to(at::kFloat);
     return result;
 }
 
 }  // namespace
+
+void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
+    const ArchitectureInfo& arch = find_architecture(c.architecture);
+    c.d_model = json_int(j, "hidden_size", origin);
+    c.n_layers = json_int(j, "num_hidden_layers", origin);
+    c.n_heads = json_int(j, "num_attention_heads", origin);
+    c.n_kv_heads = json_int_or(j, "num_key_value_heads", c.n_heads, origin);
+    c.d_head = json_int_or(j, "head_dim", c.n_heads > 0 ? c.d_model / c.n_heads : 0, origin);
+    c.d_mlp = json_int(j, "intermediate_size", origin);
+    c.d_vocab = json_int(j, "vocab_size", origin);
+    c.n_ctx = json_int_or(j, "max_position_embeddings", 0, origin);
+    c.rope_theta = json_float_or(j, "rope_theta", 10000.0, origin);
+    c.norm_eps = json_float_or(j, "rms_norm_eps", 1e-6, origin);
+    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
+    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
+    // Gemma ties embeddings by default; the others do not (transformers' config defaults).
+    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", arch.embed_scale, origin);
+    c.qkv_bias = arch.qkv_bias;
+    c.norm_add_one = arch.norm_add_one_hf;
+    c.embed_scale = arch.embed_scale;
+    c.act = arch.default_act;
+    if (arch.default_act == Activation::Silu) {
+        const std::string act = j.value("hidden_act", std::string("silu"));
+        if (act != "silu") throw UnsupportedError(origin, "hidden_act '" + act + "'");
+    }
+    if (arch.has_sliding_window) {
+        const bool use = j.value("use_sliding_window", std::string(arch.name) != "qwen2");
+        c.window = use ? json_int_or(j, "sliding_window", 0, origin) : 0;
+    }
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+        throw UnsupportedError(origin, "rope_scaling (only plain RoPE is implemented)");
+    if (j.value("attention_bias", false) && !arch.qkv_bias)
+        throw UnsupportedError(origin, "attention_bias=true (output projection bias)");
+    if (j.value("mlp_bias", false)) throw UnsupportedError(origin, "mlp_bias=true");
+}
 
 std::unique_ptr<Transformer> build_llama_family(const ModelConfig& config, const WeightSource& src,
                                                 const RuntimeOptions& runtime) {

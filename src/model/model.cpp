@@ -72,10 +72,21 @@ void Model::set_tokenizer(std::unique_ptr<tokenizer::Tokenizer> t) { tokenizer_ 
 
 int64_t Model::n_params() const { return net_->n_params(); }
 
+int64_t ModelInput::batch_size() const {
+    return ids.defined() ? ids.size(0) : pixel_values.defined() ? pixel_values.size(0) : 0;
+}
+
 ForwardResult Model::forward(const at::Tensor& ids, const CaptureSpec& capture,
                              const HeadMask* mask) const {
+    ModelInput input;
+    input.ids = ids;
+    return forward(input, capture, mask);
+}
+
+ForwardResult Model::forward(const ModelInput& input, const CaptureSpec& capture,
+                             const HeadMask* mask) const {
     try {
-        return net_->forward(ids, capture, mask);
+        return net_->forward(input, capture, mask);
     } catch (const c10::Error& e) {  // one line, without libtorch's backtrace
         throw InternalError(std::string("libtorch: ") + e.what_without_backtrace());
     }
@@ -125,8 +136,9 @@ metrics::AttentionInput to_attention_input(const ForwardResult& result, const Mo
     metrics::AttentionInput in;
     in.n_layers = config.n_layers;
     in.n_heads = config.n_heads;
-    in.masking = metrics::Masking::Causal;
-    in.window = config.window;
+    // Encoders attend both ways (spec section 0: their sink default is argmax).
+    in.masking = config.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
+    in.window = config.causal ? config.window : 0;
     bool all_scores = true;
     for (int64_t l = 0; l < config.n_layers; ++l) {
         const auto it = result.captured.find(hook_name(HookPoint::Pattern, l));

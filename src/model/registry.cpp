@@ -10,51 +10,88 @@ namespace sinkscope::model {
 
 namespace {
 
-// Order of TensorRole: TokenEmbed, OutputNorm, Output, AttnNorm, AttnQ, AttnK, AttnV, AttnO,
-// AttnQBias, AttnKBias, AttnVBias, FfnNorm, FfnGate, FfnUp, FfnDown.
-const TensorNames kHfLlamaNames{{
-    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
-    "model.layers.{L}.input_layernorm.weight", "model.layers.{L}.self_attn.q_proj.weight",
-    "model.layers.{L}.self_attn.k_proj.weight", "model.layers.{L}.self_attn.v_proj.weight",
-    "model.layers.{L}.self_attn.o_proj.weight", "model.layers.{L}.self_attn.q_proj.bias",
-    "model.layers.{L}.self_attn.k_proj.bias", "model.layers.{L}.self_attn.v_proj.bias",
-    "model.layers.{L}.post_attention_layernorm.weight", "model.layers.{L}.mlp.gate_proj.weight",
-    "model.layers.{L}.mlp.up_proj.weight", "model.layers.{L}.mlp.down_proj.weight",
-}};
+using R = TensorRole;
+
+const TensorNames kHfLlamaNames = make_tensor_names({
+    {R::TokenEmbed, "model.embed_tokens.weight"},
+    {R::OutputNorm, "model.norm.weight"},
+    {R::Output, "lm_head.weight"},
+    {R::AttnNorm, "model.layers.{L}.input_layernorm.weight"},
+    {R::AttnQ, "model.layers.{L}.self_attn.q_proj.weight"},
+    {R::AttnK, "model.layers.{L}.self_attn.k_proj.weight"},
+    {R::AttnV, "model.layers.{L}.self_attn.v_proj.weight"},
+    {R::AttnO, "model.layers.{L}.self_attn.o_proj.weight"},
+    {R::AttnQBias, "model.layers.{L}.self_attn.q_proj.bias"},
+    {R::AttnKBias, "model.layers.{L}.self_attn.k_proj.bias"},
+    {R::AttnVBias, "model.layers.{L}.self_attn.v_proj.bias"},
+    {R::FfnNorm, "model.layers.{L}.post_attention_layernorm.weight"},
+    {R::FfnGate, "model.layers.{L}.mlp.gate_proj.weight"},
+    {R::FfnUp, "model.layers.{L}.mlp.up_proj.weight"},
+    {R::FfnDown, "model.layers.{L}.mlp.down_proj.weight"},
+});
 
 // llama.cpp names (src/llama-arch.cpp LLM_TENSOR_NAMES).
-const TensorNames kGgufLlamaNames{{
-    "token_embd.weight", "output_norm.weight", "output.weight",
-    "blk.{L}.attn_norm.weight", "blk.{L}.attn_q.weight", "blk.{L}.attn_k.weight",
-    "blk.{L}.attn_v.weight", "blk.{L}.attn_output.weight", "blk.{L}.attn_q.bias",
-    "blk.{L}.attn_k.bias", "blk.{L}.attn_v.bias", "blk.{L}.ffn_norm.weight",
-    "blk.{L}.ffn_gate.weight", "blk.{L}.ffn_up.weight", "blk.{L}.ffn_down.weight",
-}};
+const TensorNames kGgufLlamaNames = make_tensor_names({
+    {R::TokenEmbed, "token_embd.weight"},
+    {R::OutputNorm, "output_norm.weight"},
+    {R::Output, "output.weight"},
+    {R::AttnNorm, "blk.{L}.attn_norm.weight"},
+    {R::AttnQ, "blk.{L}.attn_q.weight"},
+    {R::AttnK, "blk.{L}.attn_k.weight"},
+    {R::AttnV, "blk.{L}.attn_v.weight"},
+    {R::AttnO, "blk.{L}.attn_output.weight"},
+    {R::AttnQBias, "blk.{L}.attn_q.bias"},
+    {R::AttnKBias, "blk.{L}.attn_k.bias"},
+    {R::AttnVBias, "blk.{L}.attn_v.bias"},
+    {R::FfnNorm, "blk.{L}.ffn_norm.weight"},
+    {R::FfnGate, "blk.{L}.ffn_gate.weight"},
+    {R::FfnUp, "blk.{L}.ffn_up.weight"},
+    {R::FfnDown, "blk.{L}.ffn_down.weight"},
+});
 
 // Names given by io::open_llama2c to the run.c checkpoint layout.
-const TensorNames kLlama2cNames{{
-    "token_embedding_table", "rms_final_weight", "wcls",
-    "rms_att_weight.{L}", "wq.{L}", "wk.{L}", "wv.{L}", "wo.{L}", nullptr, nullptr, nullptr,
-    "rms_ffn_weight.{L}", "w1.{L}", "w3.{L}", "w2.{L}",
-}};
+const TensorNames kLlama2cNames = make_tensor_names({
+    {R::TokenEmbed, "token_embedding_table"},
+    {R::OutputNorm, "rms_final_weight"},
+    {R::Output, "wcls"},
+    {R::AttnNorm, "rms_att_weight.{L}"},
+    {R::AttnQ, "wq.{L}"},
+    {R::AttnK, "wk.{L}"},
+    {R::AttnV, "wv.{L}"},
+    {R::AttnO, "wo.{L}"},
+    {R::FfnNorm, "rms_ffn_weight.{L}"},
+    {R::FfnGate, "w1.{L}"},
+    {R::FfnUp, "w3.{L}"},
+    {R::FfnDown, "w2.{L}"},
+});
 
 const std::vector<ArchitectureInfo>& table() {
-    // name, HF model_type, GGUF arch, builder, names (HF, GGUF, llama2.c), GGUF Q/K interleaved,
-    // activation, qkv bias, HF norm (1 + w), embedding scale, sliding window.
+    // name, HF model_type, GGUF arch, builder, config.json reader, names (HF, GGUF, llama2.c),
+    // GGUF Q/K interleaved, activation, qkv bias, HF norm (1 + w), embedding scale, sliding window.
     static const std::vector<ArchitectureInfo> rows{
-        {"llama", {"llama"}, "llama", build_llama_family, &kHfLlamaNames, &kGgufLlamaNames,
+        {"llama", {"llama"}, "llama", build_llama_family, read_llama_hf_config,
+         &kHfLlamaNames, &kGgufLlamaNames,
          &kLlama2cNames, true, Activation::Silu, false, false, false, false},
-        {"mistral", {"mistral"}, nullptr, build_llama_family, &kHfLlamaNames, &kGgufLlamaNames,
+        {"mistral", {"mistral"}, nullptr, build_llama_family, read_llama_hf_config,
+         &kHfLlamaNames, &kGgufLlamaNames,
          nullptr, true, Activation::Silu, false, false, false, true},
-        {"qwen2", {"qwen2"}, "qwen2", build_llama_family, &kHfLlamaNames, &kGgufLlamaNames,
+        {"qwen2", {"qwen2"}, "qwen2", build_llama_family, read_llama_hf_config,
+         &kHfLlamaNames, &kGgufLlamaNames,
          nullptr, false, Activation::Silu, true, false, false, true},
-        {"gemma", {"gemma"}, "gemma", build_llama_family, &kHfLlamaNames, &kGgufLlamaNames,
+        {"gemma", {"gemma"}, "gemma", build_llama_family, read_llama_hf_config,
+         &kHfLlamaNames, &kGgufLlamaNames,
          nullptr, false, Activation::GeluTanh, false, true, true, false},
     };
     return rows;
 }
 
 }  // namespace
+
+TensorNames make_tensor_names(std::initializer_list<std::pair<TensorRole, const char*>> entries) {
+    TensorNames names;
+    for (const auto& [role, pattern] : entries) names.by_role[static_cast<size_t>(role)] = pattern;
+    return names;
+}
 
 const std::vector<ArchitectureInfo>& architectures() { return table(); }
 

@@ -21,15 +21,18 @@ TEST(Hooks, TransformerLensNames) {
     EXPECT_EQ(hook_glob(HookPoint::Pattern), "blocks.*.attn.hook_pattern");
 }
 
-// list_hooks has hook_embed plus 11 hooks per layer, all distinct.
+// list_hooks has hook_embed, 11 hooks per layer and the final norm (decoders), all distinct;
+// post-LN encoders have no final norm.
 TEST(Hooks, ListCoversEveryLayer) {
     ModelConfig c;
     c.n_layers = 3;
     const auto hooks = list_hooks(c);
-    EXPECT_EQ(hooks.size(), 1u + 3u * 11u);
+    EXPECT_EQ(hooks.size(), 1u + 3u * 11u + 1u);
     EXPECT_EQ(std::set<std::string>(hooks.begin(), hooks.end()).size(), hooks.size());
     EXPECT_EQ(hooks.front(), "hook_embed");
-    EXPECT_EQ(hooks.back(), "blocks.2.hook_resid_post");
+    EXPECT_EQ(hooks.back(), "ln_final.hook_normalized");
+    c.causal = false;
+    EXPECT_EQ(list_hooks(c).back(), "blocks.2.hook_resid_post");
 }
 
 // Globs match whole names ('*' any run, '?' one char, '.' literal); "re:" switches to regex.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -16,8 +17,14 @@ class GgufFile;
 
 namespace sinkscope::model {
 
-enum class Activation { Silu, GeluTanh };
+// GeluTanh is HF's gelu_new / gelu_pytorch_tanh (the same function); Gelu is the exact erf form.
+enum class Activation { Silu, GeluTanh, Gelu };
 const char* activation_name(Activation a);
+// HF hidden_act strings -> Activation; UnsupportedError naming `origin` otherwise.
+Activation parse_hf_activation(const std::string& hidden_act, const std::string& origin);
+
+enum class NormKind { RmsNorm, LayerNorm };
+enum class PositionKind { Rotary, Learned };
 
 // Where the weights come from: decides tensor names and the Q/K row layout (spec of RoPE
 // conventions in registry.hpp).
@@ -25,7 +32,7 @@ enum class WeightFormat { HuggingFace, Gguf, Llama2c };
 const char* weight_format_name(WeightFormat f);
 
 struct ModelConfig {
-    std::string architecture;  // registry name: "llama", "mistral", "qwen2", "gemma"
+    std::string architecture;  // registry name (src/model/registry.cpp)
     int64_t n_layers = 0;
     int64_t n_heads = 0;
     int64_t n_kv_heads = 0;  // GQA: n_heads is a multiple of n_kv_heads
@@ -42,10 +49,27 @@ struct ModelConfig {
     bool qkv_bias = false;
     bool norm_add_one = false;   // Gemma RMSNorm scale (1 + w) as stored by HF
     bool embed_scale = false;    // Gemma: embeddings times sqrt(d_model)
+    // Family shape (defaults: a Llama decoder). Encoders set causal = false; their attention is
+    // bidirectional and the sink policy default is argmax (spec section 0).
+    bool causal = true;
+    NormKind norm = NormKind::RmsNorm;
+    PositionKind positions = PositionKind::Rotary;
+    int64_t rotary_dim = 0;          // dims of each head that RoPE rotates (0 = d_head); NeoX, Phi
+    bool parallel_residual = false;  // x + attn(ln1(x)) + mlp(ln2(x)) (NeoX, Phi)
+    int64_t pos_offset = 0;          // RoBERTa: position ids start at padding_idx + 1
+    int64_t n_token_types = 0;       // BERT token_type_ids vocabulary (0 = none)
+    // Vision (ViT): d_vocab is the number of labels; tokens are CLS + patches.
+    int64_t image_size = 0;
+    int64_t patch_size = 0;
+    int64_t n_channels = 0;
+    std::vector<std::string> labels;  // id2label, index = class id
     int64_t bos_token_id = -1;
     int64_t eos_token_id = -1;
 
-    int64_t n_params() const;  // weights the forward uses (tied embedding counted once)
+    // Llama-family estimate of the weights the forward uses (tied embedding counted once); other
+    // families report the exact count through Model::n_params().
+    int64_t n_params() const;
+    bool is_vision() const { return image_size > 0; }
 };
 
 // Validates dims (positive, divisible, ...); throws InputError naming `origin`.

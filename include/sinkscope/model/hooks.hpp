@@ -24,8 +24,9 @@ enum class HookPoint {
     AttnScores,  // blocks.L.attn.hook_attn_scores  [batch, n_heads, query, key], masked = -inf
     Pattern,     // blocks.L.attn.hook_pattern      [batch, n_heads, query, key], rows sum to 1
     Z,           // blocks.L.attn.hook_z            [batch, pos, n_heads, d_head] (after masks)
+    FinalNorm,   // ln_final.hook_normalized        [batch, pos, d_model] (models with a final norm)
 };
-constexpr int kNumHookPoints = 12;
+constexpr int kNumHookPoints = 13;
 
 // "hook_embed", "blocks.3.hook_resid_pre", "blocks.3.attn.hook_pattern", ...
 std::string hook_name(HookPoint point, int64_t layer = -1);

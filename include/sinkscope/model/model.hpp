@@ -63,6 +63,17 @@ struct HeadMask {
     bool any_in_layer(int64_t layer) const;
 };
 
+// What one forward pass reads. Text models need ids; encoders may add token types and a padding
+// mask; vision models read pixel_values instead of ids.
+struct ModelInput {
+    at::Tensor ids;             // [batch, pos] int64 on any device (text models)
+    at::Tensor token_type_ids;  // [batch, pos] int64, or undefined = all 0 (BERT segment ids)
+    at::Tensor attention_mask;  // [batch, pos] 1 = real token, 0 = padding; undefined = all real
+    at::Tensor pixel_values;    // [batch, channels, height, width] f32, normalised (ViT)
+
+    int64_t batch_size() const;
+};
+
 struct ForwardResult {
     at::Tensor logits;  // [batch, pos, d_vocab] f32 on the model's device
     std::map<std::string, at::Tensor> captured;  // hook name -> tensor (shapes in hooks.hpp)
@@ -72,8 +83,8 @@ struct ForwardResult {
 class Transformer {
 public:
     virtual ~Transformer() = default;
-    // ids: [batch, pos] int64 on any device. mask may be null.
-    virtual ForwardResult forward(const at::Tensor& ids, const CaptureSpec& capture,
+    // input.ids: [batch, pos] int64 on any device (or pixel_values for vision). mask may be null.
+    virtual ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                                   const HeadMask* mask) const = 0;
     virtual int64_t n_params() const = 0;
 };
@@ -98,6 +109,8 @@ public:
     ForwardResult forward(const std::vector<int32_t>& ids, const CaptureSpec& capture = {},
                           const HeadMask* mask = nullptr) const;
     ForwardResult forward(const at::Tensor& ids, const CaptureSpec& capture = {},
+                          const HeadMask* mask = nullptr) const;
+    ForwardResult forward(const ModelInput& input, const CaptureSpec& capture = {},
                           const HeadMask* mask = nullptr) const;
     int64_t n_params() const;
 

@@ -4,10 +4,14 @@
 #pragma once
 
 #include <array>
+#include <initializer_list>
+#include <utility>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "sinkscope/model/config.hpp"
 
@@ -20,18 +24,35 @@ namespace sinkscope::model {
 class Transformer;
 struct RuntimeOptions;
 
-// Tensor roles of a decoder block and the model ends.
+// Tensor roles of every family (a family uses the subset it needs; absent roles map to nullptr).
+// Weight and bias of one layer are separate roles.
 enum class TensorRole {
+    // Model ends (decoders: TokenEmbed .. OutputBias; encoders and ViT add the rest).
     TokenEmbed, OutputNorm, Output,
+    // Llama-family block.
     AttnNorm, AttnQ, AttnK, AttnV, AttnO, AttnQBias, AttnKBias, AttnVBias,
     FfnNorm, FfnGate, FfnUp, FfnDown,
+    // Learned positions, token types, embedding LayerNorm (GPT-2, BERT, RoBERTa, ViT).
+    PosEmbed, TypeEmbed, EmbedNorm, EmbedNormBias,
+    // LayerNorm biases and linear biases (GPT-2, NeoX, Phi, BERT, ViT).
+    OutputNormBias, OutputBias, AttnNormBias, AttnOBias, FfnNormBias, FfnUpBias, FfnDownBias,
+    // Fused q/k/v projection (GPT-2 c_attn, NeoX query_key_value).
+    AttnQKV, AttnQKVBias,
+    // Post-LN encoders: LayerNorm after attention / after the MLP (BERT attention.output.LayerNorm,
+    // output.LayerNorm) are AttnNorm / FfnNorm; the MLM head transform is below.
+    HeadDense, HeadDenseBias, HeadNorm, HeadNormBias,
+    // ViT: patch projection (Conv2d weight [d_model, channels, patch, patch]) and the CLS token.
+    PatchEmbed, PatchEmbedBias, ClsToken,
+    Count_,
 };
-constexpr int kNumTensorRoles = 15;
+constexpr int kNumTensorRoles = static_cast<int>(TensorRole::Count_);
 
 // Tensor names of one naming scheme; "{L}" stands for the layer index. nullptr: role absent.
 struct TensorNames {
-    std::array<const char*, kNumTensorRoles> by_role;
+    std::array<const char*, kNumTensorRoles> by_role{};
 };
+// Builds a TensorNames from (role, pattern) pairs; every other role is absent.
+TensorNames make_tensor_names(std::initializer_list<std::pair<TensorRole, const char*>> entries);
 
 // Weights as read from disk, with what the family needs to interpret them.
 struct WeightSource {
@@ -39,6 +60,11 @@ struct WeightSource {
     WeightFormat format = WeightFormat::HuggingFace;
     std::string origin;  // file or directory, for error messages
 };
+
+// Reads the family's config.json keys into c (c.architecture is already set); throws InputError
+// / UnsupportedError naming `origin`. Defined in the family's file.
+using HfConfigReader = void (*)(const nlohmann::json& j, const std::string& origin,
+                                ModelConfig& c);
 
 using FamilyBuilder = std::unique_ptr<Transformer> (*)(const ModelConfig&, const WeightSource&,
                                                         const RuntimeOptions&);
@@ -48,6 +74,7 @@ struct ArchitectureInfo {
     std::vector<std::string> hf_model_types;  // config.json "model_type" values
     const char* gguf_arch;                  // general.architecture (nullptr: not from GGUF)
     FamilyBuilder build;
+    HfConfigReader read_hf_config;
     const TensorNames* hf_names;
     const TensorNames* gguf_names;
     const TensorNames* llama2c_names;       // nullptr: no llama2.c export
@@ -75,8 +102,9 @@ const ArchitectureInfo& llama2c_architecture();
 std::string tensor_name(const ArchitectureInfo& arch, WeightFormat format, TensorRole role,
                         int64_t layer = -1);
 
-// Family builders (one file each).
+// Family builders and config readers (one file each: src/model/<family>.cpp).
 std::unique_ptr<Transformer> build_llama_family(const ModelConfig&, const WeightSource&,
                                                 const RuntimeOptions&);
+void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
 
 }  // namespace sinkscope::model

@@ -1,0 +1,114 @@
+// The shared pieces of the family files (family_common.hpp).
+#include "family_common.hpp"
+
+#include <limits>
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "sinkscope/core/error.hpp"
+
+namespace sinkscope::model::detail {
+
+void HookRecorder::keep(HookPoint point, int64_t layer, const at::Tensor& t) {
+    if (capture_.empty()) return;
+    std::string n = hook_name(point, layer);
+    if (capture_.wants(n)) result_.captured.emplace(std::move(n), t);
+}
+
+bool HookRecorder::wants(HookPoint point, int64_t layer) const {
+    return !capture_.empty() && capture_.wants(hook_name(point, layer));
+}
+
+at::Tensor checked_ids(const ModelInput& input, int64_t d_vocab, const at::Device& device) {
+    SS_CHECK(input.ids.defined(), "a text model needs token ids");
+    SS_CHECK(input.ids.dim() == 2, "token ids must be [batch, pos], got rank ", input.ids.dim());
+    const at::Tensor ids = input.ids.to(device, at::kLong);  // [batch, pos]
+    if (ids.size(1) == 0) throw UsageError("empty token sequence");
+    const int64_t id_min = ids.min().item<int64_t>(), id_max = ids.max().item<int64_t>();
+    if (id_min < 0 || id_max >= d_vocab)
+        throw UsageError("token id " + std::to_string(id_min < 0 ? id_min : id_max) +
+                         " is outside the vocabulary [0, " + std::to_string(d_vocab) + ")");
+    return ids;
+}
+
+void check_head_mask(const HeadMask* mask, const ModelConfig& c) {
+    if (!mask) return;
+    SS_CHECK(mask->n_layers == c.n_layers && mask->n_heads == c.n_heads, "head mask shape");
+    if (mask->kind == HeadMask::Kind::Mean)
+        SS_CHECK(mask->z_mean.defined() &&
+                     mask->z_mean.sizes() == at::IntArrayRef({c.n_layers, c.n_heads, c.d_head}),
+                 "mean ablation needs z_mean [n_layers, n_heads, d_head]");
+}
+
+at::Tensor causal_mask(int64_t n_tokens, int64_t window, const at::Device& device) {
+    const auto opt = at::TensorOptions().dtype(at::kLong).device(device);
+    const at::Tensor qpos = at::arange(n_tokens, opt).unsqueeze(1);
+    const at::Tensor kpos = at::arange(n_tokens, opt).unsqueeze(0);
+    at::Tensor hidden = kpos > qpos;  // [query, key]
+    if (window > 0) hidden = hidden.logical_or(kpos <= qpos - window);
+    return hidden;
+}
+
+at::Tensor padding_mask(const ModelInput& input, const at::Device& device) {
+    if (!input.attention_mask.defined()) return {};
+    SS_CHECK(input.attention_mask.dim() == 2, "attention_mask must be [batch, pos]");
+    return input.attention_mask.to(device).eq(0).view(
+        {input.attention_mask.size(0), 1, 1, input.attention_mask.size(1)});
+}
+
+RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, double theta, at::ScalarType dtype,
+                       const at::Device& device) {
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+    const at::Tensor inv_freq =
+        1.0 / at::pow(theta, at::arange(0, rot_dim, 2, f32.dtype(at::kLong)).to(at::kFloat) /
+                                 static_cast<double>(rot_dim));
+    const at::Tensor freqs = at::outer(at::arange(n_tokens, f32), inv_freq);  // [pos, rot/2]
+    const at::Tensor emb = at::cat({freqs, freqs}, -1);                        // [pos, rot]
+    RopeTables r;
+    r.rot_dim = rot_dim;
+    r.cos = emb.cos().to(dtype).view({1, n_tokens, 1, rot_dim});
+    r.sin = emb.sin().to(dtype).view({1, n_tokens, 1, rot_dim});
+    return r;
+}
+
+at::Tensor RopeTables::apply(const at::Tensor& t) const {
+    const int64_t d_head = t.size(-1), half = rot_dim / 2;
+    const at::Tensor x = rot_dim == d_head ? t : t.narrow(-1, 0, rot_dim);
+    const at::Tensor rot = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+    const at::Tensor out = x * cos + rot * sin;
+    if (rot_dim == d_head) return out;
+    return at::cat({out, t.narrow(-1, rot_dim, d_head - rot_dim)}, -1);
+}
+
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  const at::Tensor& hidden, double scale, int64_t layer, const HeadMask* mask,
+                  at::ScalarType dtype, HookRecorder& hooks) {
+    const int64_t H = q.size(2), Hkv = k.size(2), dh = q.size(3);
+    at::Tensor kh = k.transpose(1, 2);  // [batch, n_kv_heads, key, d_head]
+    at::Tensor vh = v.transpose(1, 2);
+    if (H != Hkv) {  // query head i reads kv head i / group (HF repeat_kv)
+        kh = kh.repeat_interleave(H / Hkv, 1);
+        vh = vh.repeat_interleave(H / Hkv, 1);
+    }
+    // [batch, n_heads, query, key] after scale and mask; masked = -inf
+    at::Tensor scores = at::matmul(q.transpose(1, 2), kh.transpose(-2, -1)) * scale;
+    if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
+    hooks.keep(HookPoint::AttnScores, layer, scores);
+    // [batch, n_heads, query, key]; softmax in f32, masked entries exactly 0
+    const at::Tensor pattern = at::softmax(scores, -1, at::kFloat).to(dtype);
+    hooks.keep(HookPoint::Pattern, layer, pattern);
+    at::Tensor z = at::matmul(pattern, vh).transpose(1, 2).contiguous();  // [b, pos, H, d_head]
+    if (mask && mask->any_in_layer(layer)) {
+        for (int64_t head = 0; head < H; ++head) {
+            if (!mask->is_ablated(layer, head)) continue;
+            at::Tensor zh = z.select(2, head);  // [batch, pos, d_head] view
+            if (mask->kind == HeadMask::Kind::Zero) zh.zero_();
+            else zh.copy_(mask->z_mean[layer][head].to(z.device(), dtype).view({1, 1, dh}).expand_as(zh));
+        }
+    }
+    hooks.keep(HookPoint::Z, layer, z);
+    return z;
+}
+
+}  // namespace sinkscope::model::detail
