@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/io/torch_pickle.hpp"
 
 namespace sinkscope::io {
 
@@ -145,8 +146,7 @@ std::unique_ptr<WeightStore> open_weights(const ModelFiles& files) {
         case WeightsFormat::Llama2c:
             return open_llama2c(files.weights, nullptr);
         case WeightsFormat::PytorchBin:
-            throw UnsupportedError(files.weights.string(),
-                                   "pytorch_model.bin weights (convert the model to safetensors)");
+            return open_pytorch_bin(files.weights);
     }
     throw InternalError("open_weights: unknown weights format");
 }

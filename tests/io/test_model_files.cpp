@@ -57,15 +57,26 @@ TEST(ModelFiles, HfDirectory) {
     EXPECT_STREQ(model_format_name(m.format), "hf");
 }
 
-// pytorch_model.bin is located but opening it is UnsupportedError (it needs torch's pickle).
-TEST(ModelFiles, PytorchBinIsLocatedButUnsupported) {
+// pytorch_model.bin is located when no safetensors is present; a truncated one is an
+// InputError naming the file (valid ones are read in test_torch_pickle.cpp).
+TEST(ModelFiles, PytorchBinIsLocated) {
     testutil::ScratchDir dir;
     write(dir / "config.json", "{}");
     write(dir / "pytorch_model.bin", "PK\x03\x04");
     ModelFiles m = locate_model(dir.path());
     EXPECT_EQ(m.weights_format, WeightsFormat::PytorchBin);
+    EXPECT_EQ(m.weights, dir / "pytorch_model.bin");
     EXPECT_TRUE(m.tokenizer.empty());
-    EXPECT_THROW(open_weights(m), UnsupportedError);
+    try {
+        open_weights(m);
+        ADD_FAILURE() << "a 4-byte pytorch_model.bin was accepted";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.file(), (dir / "pytorch_model.bin").string());
+    }
+    write(dir / "pytorch_model.bin.index.json", "{}");
+    EXPECT_EQ(locate_model(dir.path()).weights, dir / "pytorch_model.bin.index.json");
+    write(dir / "model.safetensors", "x");
+    EXPECT_EQ(locate_model(dir.path()).weights_format, WeightsFormat::Safetensors);
 }
 
 // GGUF is recognised by its magic, whatever the extension; a directory with one .gguf and no

@@ -35,7 +35,7 @@ struct ModelFiles {
 // a directory without config.json that holds exactly one .gguf resolves to that file.
 ModelFiles locate_model(const std::filesystem::path& path);
 
-// The weights of located model files. PytorchBin throws UnsupportedError (pickle needs torch).
+// The weights of located model files (PytorchBin: io/torch_pickle.hpp open_pytorch_bin).
 std::unique_ptr<WeightStore> open_weights(const ModelFiles& files);
 
 }  // namespace sinkscope::io
