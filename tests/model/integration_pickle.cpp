@@ -1,0 +1,101 @@
+// sinkscope inspect / dump on pytorch_model.bin directories: the same report and the same
+// attention as the safetensors original, and a malicious pickle refused in one line (exit 3)
+// with nothing run and no output folder.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "bin_twin.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/npy.hpp"
+#include "testing.hpp"
+#include "torch_bin_writer.hpp"
+
+using namespace sinkscope;
+using testutil::run_cli;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_text(const fs::path& p, const std::string& s) {
+    std::ofstream(p, std::ios::binary) << s;
+}
+int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+// inspect's report without its first line ("model <path>").
+std::string without_model_line(const std::string& out) {
+    std::istringstream in(out);
+    std::string line, rest;
+    while (std::getline(in, line))
+        if (line.rfind("model ", 0) != 0) rest += line + "\n";
+    return rest;
+}
+
+}  // namespace
+
+// inspect on a pytorch_model.bin twin of zoo/qwen2 prints exactly what it prints for the
+// safetensors directory (architecture, dims, parameter count, tokenizer, hooks).
+TEST(CliPickle, InspectBinDirectory) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    testutil::write_bin_twin(shared / "zoo/qwen2", tmp / "qwen2");
+    const auto bin = run_cli({"inspect", "--model", (tmp / "qwen2").string()});
+    const auto st = run_cli({"inspect", "--model", (shared / "zoo/qwen2").string()});
+    ASSERT_EQ(bin.exit_code, 0) << bin.err;
+    ASSERT_EQ(st.exit_code, 0) << st.err;
+    EXPECT_NE(bin.out.find("architecture  qwen2"), std::string::npos) << bin.out;
+    EXPECT_NE(bin.out.find("parameters    621120"), std::string::npos) << bin.out;
+    EXPECT_EQ(without_model_line(bin.out), without_model_line(st.out));
+}
+
+// dump on the .bin twin writes the same attention (N, L, H, T, T) as on the safetensors model.
+TEST(CliPickle, DumpBinEqualsSafetensors) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    testutil::write_bin_twin(shared / "zoo/qwen2", tmp / "qwen2");
+    write_text(tmp / "data.txt", "The quick brown fox\nA robot walked into a bar\n");
+    std::vector<io::NpyArray> att;
+    for (const fs::path& model : {tmp / "qwen2", shared / "zoo/qwen2"}) {
+        const fs::path out = tmp / ("out" + std::to_string(att.size()));
+        const auto r = run_cli({"dump", "--model", model.string(), "--data",
+                                (tmp / "data.txt").string(), "--hooks",
+                                "blocks.*.attn.hook_pattern", "--out", out.string()});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        att.push_back(io::read_npy(out / "attention.npy"));
+    }
+    ASSERT_EQ(att[0].shape.size(), 5u);
+    EXPECT_EQ(att[0].shape, att[1].shape);
+    EXPECT_EQ(att[0].to_f64(), att[1].to_f64());
+}
+
+// A pytorch_model.bin whose pickle calls os.system: inspect and dump exit 3 with one line naming
+// the file and the refused global; the command never runs and dump leaves no output folder.
+TEST(CliPickle, MaliciousPickleIsRefused) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    fs::create_directories(tmp / "evil");
+    fs::copy_file(shared / "zoo/qwen2/config.json", tmp / "evil/config.json");
+    const fs::path marker = tmp / "pwned";
+    testutil::Pickle p;
+    p.op(0x80).op(2).global("os", "system").str("touch " + marker.string()).op(0x85).op('R');
+    p.op('.');
+    const fs::path bin = tmp / "evil/pytorch_model.bin";
+    write_text(bin, testutil::make_zip({{"archive/data.pkl", p.b}}));
+    write_text(tmp / "data.txt", "hello\n");
+    const auto inspect = run_cli({"inspect", "--model", (tmp / "evil").string()});
+    const auto dump = run_cli({"dump", "--model", (tmp / "evil").string(), "--data",
+                               (tmp / "data.txt").string(), "--out", (tmp / "out").string()});
+    for (const auto& r : {inspect, dump}) {
+        EXPECT_EQ(r.exit_code, 3) << r.err;
+        EXPECT_EQ(count_lines(r.err), 1) << r.err;
+        EXPECT_NE(r.err.find(bin.string() +
+                             ": pickle references 'os.system', refused (only tensors are read)"),
+                  std::string::npos)
+            << r.err;
+        EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+    EXPECT_FALSE(fs::exists(marker));
+    EXPECT_FALSE(fs::exists(tmp / "out"));
+}
