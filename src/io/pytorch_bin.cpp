@@ -31,18 +31,18 @@ struct StorageDType {
 };
 
 constexpr StorageDType k_storage_dtypes[] = {
-    {"FloatStorage", 4, WeightDType::F32},    {"HalfStorage", 2, WeightDType::F16},
+    {"FloatStorage", 4, WeightDType::F32},     {"HalfStorage", 2, WeightDType::F16},
     {"BFloat16Storage", 2, WeightDType::BF16}, {"DoubleStorage", 8, WeightDType::F64},
-    {"LongStorage", 8, WeightDType::I64},     {"IntStorage", 4, WeightDType::I32},
-    {"ShortStorage", 2, std::nullopt},        {"CharStorage", 1, std::nullopt},
-    {"ByteStorage", 1, std::nullopt},         {"BoolStorage", 1, std::nullopt},
-    {"ComplexFloatStorage", 8, std::nullopt}, {"ComplexDoubleStorage", 16, std::nullopt},
+    {"LongStorage", 8, WeightDType::I64},      {"IntStorage", 4, WeightDType::I32},
+    {"ShortStorage", 2, std::nullopt},         {"CharStorage", 1, std::nullopt},
+    {"ByteStorage", 1, std::nullopt},          {"BoolStorage", 1, std::nullopt},
+    {"ComplexFloatStorage", 8, std::nullopt},  {"ComplexDoubleStorage", 16, std::nullopt},
 };
 
 // torch/serialization.py MAGIC_NUMBER 0x1950a86a20f9469cfc6c pickled with protocol 2: the first
 // bytes of the legacy (pre-1.6) torch.save format.
-constexpr uint8_t k_legacy_magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
-                                      0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+constexpr uint8_t k_legacy_magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c,
+                                      0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 
 std::string quoted(const std::string& s) {
     return "'" + s + "'";
@@ -89,8 +89,7 @@ Entry tensor_view(const ZipArchive& zip, const std::string& prefix, const Pickle
         ok = ok && numel <= max && last <= max;
     }
     SS_CHECK_INPUT(ok, file, what, "shape ", list_string(t.shape), ", stride ",
-                   list_string(t.stride), " and offset ", t.offset,
-                   " are negative or overflow");
+                   list_string(t.stride), " and offset ", t.offset, " are negative or overflow");
     const bool inside = numel == 0 ? t.offset <= t.storage_numel : last < t.storage_numel;
     SS_CHECK_INPUT(inside, file, what, "shape ", list_string(t.shape), ", stride ",
                    list_string(t.stride), " and offset ", t.offset, " reach element ",
@@ -123,7 +122,7 @@ Entry tensor_view(const ZipArchive& zip, const std::string& prefix, const Pickle
 }
 
 class PytorchBinStore final : public WeightStore {
-  public:
+public:
     explicit PytorchBinStore(fs::path description) : description_(std::move(description)) {}
 
     // Opens one .bin and adds the tensors `only` names (all of them when `only` is null).
@@ -145,7 +144,7 @@ class PytorchBinStore final : public WeightStore {
         return out;
     }
 
-  private:
+private:
     fs::path description_;
     std::vector<std::unique_ptr<ZipArchive>> archives_;  // the mappings the views point into
     std::map<std::string, Entry> entries_;
@@ -254,7 +253,8 @@ std::unique_ptr<WeightStore> open_pytorch_bin(const std::filesystem::path& path)
     if (fs::is_directory(path)) {
         if (fs::exists(path / "pytorch_model.bin.index.json"))
             return open_index(path / "pytorch_model.bin.index.json");
-        if (fs::exists(path / "pytorch_model.bin")) return open_pytorch_bin(path / "pytorch_model.bin");
+        if (fs::exists(path / "pytorch_model.bin"))
+            return open_pytorch_bin(path / "pytorch_model.bin");
         throw InputError(path.string(),
                          "directory has no pytorch_model.bin or pytorch_model.bin.index.json");
     }

@@ -27,8 +27,8 @@ namespace {
 // Callables and types a state-dict pickle may name (module, name, what it is).
 enum class Global {
     OrderedDict,
-    RebuildTensor,    // torch._utils._rebuild_tensor (storage, offset, size, stride)
-    RebuildTensorV2,  // ... + requires_grad, backward_hooks[, metadata]
+    RebuildTensor,              // torch._utils._rebuild_tensor (storage, offset, size, stride)
+    RebuildTensorV2,            // ... + requires_grad, backward_hooks[, metadata]
     RebuildParameter,           // (tensor, requires_grad, backward_hooks)
     RebuildParameterWithState,  // (tensor, requires_grad, backward_hooks, state)
     RestoreTypeTag,             // torch.jit._pickle.restore_type_tag(value, type_str) -> value
@@ -52,26 +52,37 @@ constexpr GlobalName k_globals[] = {
 
 // torch.<T>Storage names (torch/storage.py _LegacyStorage subclasses).
 constexpr const char* k_storage_types[] = {
-    "FloatStorage", "HalfStorage",  "BFloat16Storage", "DoubleStorage",
-    "LongStorage",  "IntStorage",   "ShortStorage",    "CharStorage",
-    "ByteStorage",  "BoolStorage",  "ComplexFloatStorage", "ComplexDoubleStorage",
+    "FloatStorage", "HalfStorage", "BFloat16Storage",     "DoubleStorage",
+    "LongStorage",  "IntStorage",  "ShortStorage",        "CharStorage",
+    "ByteStorage",  "BoolStorage", "ComplexFloatStorage", "ComplexDoubleStorage",
 };
 
 enum class Kind { None, Bool, Int, Float, Str, Tuple, List, Dict, Global, Storage, Tensor };
 
 const char* kind_name(Kind k) {
     switch (k) {
-        case Kind::None: return "None";
-        case Kind::Bool: return "bool";
-        case Kind::Int: return "int";
-        case Kind::Float: return "float";
-        case Kind::Str: return "str";
-        case Kind::Tuple: return "tuple";
-        case Kind::List: return "list";
-        case Kind::Dict: return "dict";
-        case Kind::Global: return "global";
-        case Kind::Storage: return "storage";
-        case Kind::Tensor: return "tensor";
+        case Kind::None:
+            return "None";
+        case Kind::Bool:
+            return "bool";
+        case Kind::Int:
+            return "int";
+        case Kind::Float:
+            return "float";
+        case Kind::Str:
+            return "str";
+        case Kind::Tuple:
+            return "tuple";
+        case Kind::List:
+            return "list";
+        case Kind::Dict:
+            return "dict";
+        case Kind::Global:
+            return "global";
+        case Kind::Storage:
+            return "storage";
+        case Kind::Tensor:
+            return "tensor";
     }
     return "?";
 }
@@ -83,41 +94,51 @@ using Ref = std::shared_ptr<Obj>;
 // SETITEMS mutates it in place, as in Python).
 struct Obj {
     Kind kind = Kind::None;
-    int64_t i = 0;       // Int, Bool
-    double f = 0;        // Float
-    std::string s;       // Str; Global: dotted name; Storage: storage type
-    std::vector<Ref> items;                   // Tuple, List
-    std::vector<std::pair<Ref, Ref>> dict;    // Dict, in insertion order
-    Global global = Global::OrderedDict;      // Global
-    PickledTensor tensor;                     // Storage (type, key, numel), Tensor
+    int64_t i = 0;                          // Int, Bool
+    double f = 0;                           // Float
+    std::string s;                          // Str; Global: dotted name; Storage: storage type
+    std::vector<Ref> items;                 // Tuple, List
+    std::vector<std::pair<Ref, Ref>> dict;  // Dict, in insertion order
+    Global global = Global::OrderedDict;    // Global
+    PickledTensor tensor;                   // Storage (type, key, numel), Tensor
 };
 
-Ref make(Kind k) {
-    auto o = std::make_shared<Obj>();
-    o->kind = k;
-    return o;
-}
-
 class Machine {
-  public:
+public:
     Machine(const uint8_t* data, size_t size, const std::string& file)
         : d_(data), size_(size), file_(file) {}
+    // A hostile pickle can put a container inside itself (memo + SETITEM); emptying every
+    // container breaks such shared_ptr cycles so nothing leaks.
+    ~Machine() {
+        for (const Ref& o : arena_) {
+            o->items.clear();
+            o->dict.clear();
+        }
+    }
+    Machine(const Machine&) = delete;
+    Machine& operator=(const Machine&) = delete;
 
     Ref run() {
         for (;;) {
             const size_t at = pos_;
             const uint8_t op = u8();
             if (op == '.') {  // STOP
-                SS_CHECK_INPUT(marks_.empty() && stack_.size() == 1, file_,
-                               "pickle: STOP with ", stack_.size(), " values on the stack and ",
-                               marks_.size(), " open marks (malformed data.pkl)");
+                SS_CHECK_INPUT(marks_.empty() && stack_.size() == 1, file_, "pickle: STOP with ",
+                               stack_.size(), " values on the stack and ", marks_.size(),
+                               " open marks (malformed data.pkl)");
                 return stack_.back();
             }
             step(op, at);
         }
     }
 
-  private:
+private:
+    Ref make(Kind k) {
+        arena_.push_back(std::make_shared<Obj>());
+        arena_.back()->kind = k;
+        return arena_.back();
+    }
+
     [[noreturn]] void fail(const std::string& what) const {
         throw InputError(file_, "pickle: " + what + " (malformed data.pkl)");
     }
@@ -208,17 +229,13 @@ class Machine {
                     g->global = Global::StorageType;
                     return g;
                 }
-        throw InputError(file_, "pickle references '" + g->s +
-                                    "', refused (only tensors are read)");
+        throw InputError(file_,
+                         "pickle references '" + g->s + "', refused (only tensors are read)");
     }
 
-    static int64_t as_int(const Ref& r, bool* ok) {
-        *ok = *ok && r->kind == Kind::Int;
-        return r->i;
-    }
     std::vector<int64_t> int_tuple(const Ref& r, const char* what) {
-        if (r->kind != Kind::Tuple) fail(std::string(what) + " is a " + kind_name(r->kind) +
-                                         ", expected a tuple of ints");
+        if (r->kind != Kind::Tuple)
+            fail(std::string(what) + " is a " + kind_name(r->kind) + ", expected a tuple of ints");
         std::vector<int64_t> out;
         for (const Ref& x : r->items) {
             if (x->kind != Kind::Int) fail(std::string(what) + " holds a " + kind_name(x->kind));
@@ -251,8 +268,9 @@ class Machine {
                 t->tensor.shape = int_tuple(a[2], "tensor size");
                 t->tensor.stride = int_tuple(a[3], "tensor stride");
                 want(t->tensor.shape.size() == t->tensor.stride.size());
-                if (v2) want(a[4]->kind == Kind::Bool && a[5]->kind == Kind::Dict &&
-                             a[5]->dict.empty());  // backward hooks would be code
+                if (v2)
+                    want(a[4]->kind == Kind::Bool && a[5]->kind == Kind::Dict &&
+                         a[5]->dict.empty());  // backward hooks would be code
                 return t;
             }
             case Global::RebuildParameter:
@@ -278,8 +296,7 @@ class Machine {
                         a[0]->s == "storage" && a[1]->kind == Kind::Global &&
                         a[1]->global == Global::StorageType && a[2]->kind == Kind::Str &&
                         a[3]->kind == Kind::Str && a[4]->kind == Kind::Int && a[4]->i >= 0;
-        if (!ok)
-            fail("persistent id is not ('storage', torch.<T>Storage, key, location, numel)");
+        if (!ok) fail("persistent id is not ('storage', torch.<T>Storage, key, location, numel)");
         Ref s = make(Kind::Storage);
         s->tensor.storage_type = a[1]->s.substr(a[1]->s.rfind('.') + 1);
         s->tensor.storage_key = a[2]->s;
@@ -312,7 +329,7 @@ class Machine {
             case 'N':  // NONE
                 push(make(Kind::None));
                 return;
-            case 0x88:  // NEWTRUE
+            case 0x88:    // NEWTRUE
             case 0x89: {  // NEWFALSE
                 Ref b = make(Kind::Bool);
                 b->i = op == 0x88;
@@ -362,8 +379,8 @@ class Machine {
             case 't':  // TUPLE
                 push(tuple(pop_mark()));
                 return;
-            case 0x85:  // TUPLE1
-            case 0x86:  // TUPLE2
+            case 0x85:    // TUPLE1
+            case 0x86:    // TUPLE2
             case 0x87: {  // TUPLE3
                 std::vector<Ref> items(size_t(op - 0x84));
                 for (size_t k = items.size(); k-- > 0;) items[k] = pop();
@@ -482,13 +499,15 @@ class Machine {
     std::vector<Ref> stack_;
     std::vector<size_t> marks_;
     std::unordered_map<uint32_t, Ref> memo_;
+    std::vector<Ref> arena_;  // every object made, for the destructor
 };
 
 }  // namespace
 
 std::vector<PickledTensor> unpickle_state_dict(const uint8_t* data, size_t size,
                                                const std::string& file) {
-    const Ref result = Machine(data, size, file).run();
+    Machine machine(data, size, file);
+    const Ref result = machine.run();
     SS_CHECK_INPUT(result->kind == Kind::Dict, file, "pickle holds a value of type ",
                    kind_name(result->kind), ", expected a state dict {name: tensor}");
     std::vector<PickledTensor> out;
@@ -498,8 +517,7 @@ std::vector<PickledTensor> unpickle_state_dict(const uint8_t* data, size_t size,
                        kind_name(k->kind), ")");
         SS_CHECK_INPUT(v->kind == Kind::Tensor, file, "state dict entry '", k->s,
                        "' is not a tensor (found ", kind_name(v->kind), ")");
-        SS_CHECK_INPUT(seen.insert(k->s).second, file, "state dict key '", k->s,
-                       "' appears twice");
+        SS_CHECK_INPUT(seen.insert(k->s).second, file, "state dict key '", k->s, "' appears twice");
         out.push_back(v->tensor);
         out.back().name = k->s;
     }

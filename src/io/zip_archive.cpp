@@ -44,7 +44,7 @@ struct Directory {
     uint64_t n_entries = 0;
     uint64_t offset = 0;  // of the central directory
     uint64_t size = 0;
-    uint64_t end = 0;     // where the records after the central directory begin
+    uint64_t end = 0;  // where the records after the central directory begin
 };
 
 // The end of central directory record (and its zip64 counterpart when present).
@@ -53,7 +53,8 @@ Directory read_directory(const uint8_t* d, uint64_t size, const std::string& fil
                    " bytes is shorter than an end-of-central-directory record (truncated?)");
     // Scan back for the record whose comment length reaches exactly the end of the file.
     uint64_t eocd = UINT64_MAX;
-    const uint64_t lowest = size - k_eocd_size > k_max_comment ? size - k_eocd_size - k_max_comment : 0;
+    const uint64_t lowest =
+        size - k_eocd_size > k_max_comment ? size - k_eocd_size - k_max_comment : 0;
     for (uint64_t pos = size - k_eocd_size + 1; pos-- > lowest;) {
         if (le<uint32_t>(d + pos) == k_eocd_sig &&
             pos + k_eocd_size + le<uint16_t>(d + pos + 20) == size) {
@@ -70,8 +71,8 @@ Directory read_directory(const uint8_t* d, uint64_t size, const std::string& fil
     dir.size = le<uint32_t>(e + 12);
     dir.offset = le<uint32_t>(e + 16);
     dir.end = eocd;
-    const bool has_loc = eocd >= k_zip64_loc_size &&
-                         le<uint32_t>(d + eocd - k_zip64_loc_size) == k_zip64_loc_sig;
+    const bool has_loc =
+        eocd >= k_zip64_loc_size && le<uint32_t>(d + eocd - k_zip64_loc_size) == k_zip64_loc_sig;
     if (has_loc) {
         const uint8_t* loc = d + eocd - k_zip64_loc_size;
         const uint64_t z = le<uint64_t>(loc + 8);
@@ -90,9 +91,9 @@ Directory read_directory(const uint8_t* d, uint64_t size, const std::string& fil
     } else {
         SS_CHECK_INPUT(disk == 0 && cd_disk == 0, file,
                        "multi-disk zip archives are not supported");
-        SS_CHECK_INPUT(dir.n_entries != 0xFFFF && dir.size != 0xFFFFFFFF &&
-                           dir.offset != 0xFFFFFFFF,
-                       file, "zip64 archive without its zip64 end-of-central-directory locator");
+        SS_CHECK_INPUT(
+            dir.n_entries != 0xFFFF && dir.size != 0xFFFFFFFF && dir.offset != 0xFFFFFFFF, file,
+            "zip64 archive without its zip64 end-of-central-directory locator");
     }
     SS_CHECK_INPUT(fits(dir.offset, dir.size, dir.end), file, "central directory [", dir.offset,
                    ", +", dir.size, ") runs past its end record at offset ", dir.end,
@@ -163,10 +164,10 @@ ZipArchive::ZipArchive(const std::filesystem::path& path) : map_(path) {
                           &local, file, e.name);
 
         // The local header repeats the name; its own sizes may be zero (data descriptor).
-        SS_CHECK_INPUT(fits(local, k_local_size, dir.offset) &&
-                           le<uint32_t>(d + local) == k_local_sig,
-                       file, "entry '", e.name, "': local header at offset ", local,
-                       " is missing or out of bounds (corrupt archive)");
+        SS_CHECK_INPUT(
+            fits(local, k_local_size, dir.offset) && le<uint32_t>(d + local) == k_local_sig, file,
+            "entry '", e.name, "': local header at offset ", local,
+            " is missing or out of bounds (corrupt archive)");
         const uint16_t lname = le<uint16_t>(d + local + 26), lextra = le<uint16_t>(d + local + 28);
         SS_CHECK_INPUT(lname == name_len && fits(local + k_local_size, lname, dir.offset) &&
                            std::memcmp(d + local + k_local_size, e.name.data(), lname) == 0,
@@ -177,8 +178,8 @@ ZipArchive::ZipArchive(const std::filesystem::path& path) : map_(path) {
                        "': data [", e.data_offset, ", +", e.compressed_size,
                        ") runs past the end of the entries (truncated or corrupt archive)");
         SS_CHECK_INPUT(e.method != 0 || e.compressed_size == e.size, file, "entry '", e.name,
-                       "': stored entry with compressed size ", e.compressed_size,
-                       " != size ", e.size);
+                       "': stored entry with compressed size ", e.compressed_size, " != size ",
+                       e.size);
         entries_.push_back(std::move(e));
         SS_CHECK_INPUT(seen.insert(entries_.back().name).second, file, "entry '",
                        entries_.back().name, "' appears twice");

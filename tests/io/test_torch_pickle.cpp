@@ -145,8 +145,8 @@ TEST(TorchPickle, EveryTruncationIsAnInputError) {
 // A hand-built archive (any top folder name, zip64 or not) reads back exactly.
 TEST(TorchPickle, HandBuiltArchiveAndZip64) {
     testutil::ScratchDir dir;
-    const std::string pkl = state_dict_pickle(
-        {{"w", "FloatStorage", "0", 6, 0, {2, 3}, {3, 1}}, {"v", "FloatStorage", "0", 6, 4, {2}, {1}}});
+    const std::string pkl = state_dict_pickle({{"w", "FloatStorage", "0", 6, 0, {2, 3}, {3, 1}},
+                                               {"v", "FloatStorage", "0", 6, 4, {2}, {1}}});
     for (bool zip64 : {false, true}) {
         SCOPED_TRACE(zip64);
         write(dir / "m.bin", make_zip({{"my model/data.pkl", pkl},
@@ -184,8 +184,10 @@ TEST(TorchPickle, RefusesNonTensorGlobals) {
     const std::string od = "ccollections\nOrderedDict\n)R";
     nested.replace(nested.rfind(od), od.size(), "cposix\nsystem\n" + Pickle().str(cmd).b + "\x85R");
     const std::vector<std::pair<std::string, std::string>> cases = {
-        {os_system.b, "os.system"},     {eval.b, "builtins.eval"},
-        {getattr.b, "__builtin__.getattr"}, {stack_global.b, "os.system"},
+        {os_system.b, "os.system"},
+        {eval.b, "builtins.eval"},
+        {getattr.b, "__builtin__.getattr"},
+        {stack_global.b, "os.system"},
         {nested, "posix.system"}};
     for (const auto& [bytes, global] : cases) {
         SCOPED_TRACE(global);

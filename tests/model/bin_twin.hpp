@@ -20,13 +20,26 @@ namespace sinkscope::testutil {
 inline at::Tensor tensor_of(const io::TensorView& v) {
     at::ScalarType t = at::kFloat;
     switch (v.dtype) {
-        case io::WeightDType::F32: t = at::kFloat; break;
-        case io::WeightDType::F16: t = at::kHalf; break;
-        case io::WeightDType::BF16: t = at::kBFloat16; break;
-        case io::WeightDType::F64: t = at::kDouble; break;
-        case io::WeightDType::I32: t = at::kInt; break;
-        case io::WeightDType::I64: t = at::kLong; break;
-        case io::WeightDType::Q8_0: throw UnsupportedError("Q8_0 has no torch dtype");
+        case io::WeightDType::F32:
+            t = at::kFloat;
+            break;
+        case io::WeightDType::F16:
+            t = at::kHalf;
+            break;
+        case io::WeightDType::BF16:
+            t = at::kBFloat16;
+            break;
+        case io::WeightDType::F64:
+            t = at::kDouble;
+            break;
+        case io::WeightDType::I32:
+            t = at::kInt;
+            break;
+        case io::WeightDType::I64:
+            t = at::kLong;
+            break;
+        case io::WeightDType::Q8_0:
+            throw UnsupportedError("Q8_0 has no torch dtype");
     }
     at::Tensor out = at::empty(v.shape, at::TensorOptions().dtype(t));  // shape of the view
     std::memcpy(out.data_ptr(), v.data, v.n_bytes);

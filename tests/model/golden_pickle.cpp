@@ -26,7 +26,8 @@ namespace {
 ModelInput golden_input(const fs::path& dir) {
     ModelInput input;
     if (fs::exists(dir / "pixel_values.npy")) {
-        input.pixel_values = testutil::zoo_tensor(dir / "pixel_values.npy").to(at::kFloat).unsqueeze(0);
+        input.pixel_values =
+            testutil::zoo_tensor(dir / "pixel_values.npy").to(at::kFloat).unsqueeze(0);
         return input;
     }
     const std::vector<int32_t> ids = testutil::zoo_ids(dir);

@@ -22,7 +22,9 @@ namespace {
 void write_text(const fs::path& p, const std::string& s) {
     std::ofstream(p, std::ios::binary) << s;
 }
-int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+int count_lines(const std::string& s) {
+    return int(std::count(s.begin(), s.end(), '\n'));
+}
 
 // inspect's report without its first line ("model <path>").
 std::string without_model_line(const std::string& out) {
@@ -59,9 +61,9 @@ TEST(CliPickle, DumpBinEqualsSafetensors) {
     std::vector<io::NpyArray> att;
     for (const fs::path& model : {tmp / "qwen2", shared / "zoo/qwen2"}) {
         const fs::path out = tmp / ("out" + std::to_string(att.size()));
-        const auto r = run_cli({"dump", "--model", model.string(), "--data",
-                                (tmp / "data.txt").string(), "--hooks",
-                                "blocks.*.attn.hook_pattern", "--out", out.string()});
+        const auto r =
+            run_cli({"dump", "--model", model.string(), "--data", (tmp / "data.txt").string(),
+                     "--hooks", "blocks.*.attn.hook_pattern", "--out", out.string()});
         ASSERT_EQ(r.exit_code, 0) << r.err;
         att.push_back(io::read_npy(out / "attention.npy"));
     }

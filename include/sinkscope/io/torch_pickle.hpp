@@ -17,11 +17,11 @@ namespace sinkscope::io {
 // One entry of a pickled state dict: a strided view of a storage. The storage's bytes live in
 // the zip entry <archive>/data/<storage_key>.
 struct PickledTensor {
-    std::string name;          // state-dict key ("gpt_neox.layers.0.attention.dense.weight")
-    std::string storage_type;  // pickled global name: "FloatStorage", "HalfStorage", ...
-    std::string storage_key;   // persistent id key ("0", "1", ...)
-    int64_t storage_numel = 0; // elements of the whole storage (from the persistent id)
-    int64_t offset = 0;        // storage offset, in elements
+    std::string name;           // state-dict key ("gpt_neox.layers.0.attention.dense.weight")
+    std::string storage_type;   // pickled global name: "FloatStorage", "HalfStorage", ...
+    std::string storage_key;    // persistent id key ("0", "1", ...)
+    int64_t storage_numel = 0;  // elements of the whole storage (from the persistent id)
+    int64_t offset = 0;         // storage offset, in elements
     std::vector<int64_t> shape;
     std::vector<int64_t> stride;  // in elements
 };

@@ -14,16 +14,16 @@
 namespace sinkscope::io {
 
 struct ZipEntry {
-    std::string name;             // as stored, '/'-separated ("archive/data/0")
-    uint16_t method = 0;          // 0 = stored, 8 = deflate (not readable here)
-    uint16_t flags = 0;           // general purpose bits; bit 0 = encrypted
-    uint64_t data_offset = 0;     // first byte of the entry's (possibly compressed) data
+    std::string name;          // as stored, '/'-separated ("archive/data/0")
+    uint16_t method = 0;       // 0 = stored, 8 = deflate (not readable here)
+    uint16_t flags = 0;        // general purpose bits; bit 0 = encrypted
+    uint64_t data_offset = 0;  // first byte of the entry's (possibly compressed) data
     uint64_t compressed_size = 0;
-    uint64_t size = 0;            // uncompressed size
+    uint64_t size = 0;  // uncompressed size
 };
 
 class ZipArchive {
-  public:
+public:
     // Maps `path` and reads its central directory. Every offset and length (end of central
     // directory, zip64 records, central entries, local headers, entry data) is checked against
     // the file size; a malformed archive throws InputError naming the file.
@@ -37,7 +37,7 @@ class ZipArchive {
     // A compressed or encrypted entry throws UnsupportedError naming the file and entry.
     const uint8_t* data(const ZipEntry& e) const;
 
-  private:
+private:
     MappedFile map_;
     std::vector<ZipEntry> entries_;
 };
