@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <set>
 
 #include "sinkscope/core/error.hpp"
 
@@ -139,7 +137,6 @@ ZipArchive::ZipArchive(const std::filesystem::path& path) : map_(path) {
     const uint64_t size = map_.size();
     const Directory dir = read_directory(d, size, file);
 
-    std::set<std::string> seen;
     entries_.reserve(size_t(dir.n_entries));
     uint64_t pos = dir.offset;
     const uint64_t cd_end = dir.offset + dir.size;
@@ -180,17 +177,16 @@ ZipArchive::ZipArchive(const std::filesystem::path& path) : map_(path) {
         SS_CHECK_INPUT(e.method != 0 || e.compressed_size == e.size, file, "entry '", e.name,
                        "': stored entry with compressed size ", e.compressed_size, " != size ",
                        e.size);
+        SS_CHECK_INPUT(by_name_.emplace(e.name, entries_.size()).second, file, "entry '", e.name,
+                       "' appears twice");
         entries_.push_back(std::move(e));
-        SS_CHECK_INPUT(seen.insert(entries_.back().name).second, file, "entry '",
-                       entries_.back().name, "' appears twice");
         pos += rec_len;
     }
 }
 
 const ZipEntry* ZipArchive::find(std::string_view name) const {
-    for (const ZipEntry& e : entries_)
-        if (e.name == name) return &e;
-    return nullptr;
+    auto it = by_name_.find(std::string(name));
+    return it == by_name_.end() ? nullptr : &entries_[it->second];
 }
 
 const uint8_t* ZipArchive::data(const ZipEntry& e) const {
@@ -201,15 +197,6 @@ const uint8_t* ZipArchive::data(const ZipEntry& e) const {
                                    std::to_string(e.method) +
                                    "); only stored entries are read, as torch.save writes them");
     return map_.data() + e.data_offset;
-}
-
-bool is_zip_file(const std::filesystem::path& path) {
-    std::ifstream f(path, std::ios::binary);
-    char head[4] = {};
-    if (!f.read(head, 4)) return false;
-    uint32_t sig = 0;
-    std::memcpy(&sig, head, 4);
-    return sig == k_local_sig || sig == k_eocd_sig;
 }
 
 }  // namespace sinkscope::io

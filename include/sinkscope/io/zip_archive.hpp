@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sinkscope/io/mmap_file.hpp"
@@ -40,9 +41,7 @@ public:
 private:
     MappedFile map_;
     std::vector<ZipEntry> entries_;
+    std::unordered_map<std::string, size_t> by_name_;  // name -> index in entries_
 };
-
-// True when the first bytes of `path` are a zip local-file or end-of-central-directory signature.
-bool is_zip_file(const std::filesystem::path& path);
 
 }  // namespace sinkscope::io
