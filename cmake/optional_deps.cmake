@@ -19,3 +19,12 @@ function(sinkscope_link_pcre2 target)
   pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
   target_link_libraries(${target} PUBLIC PkgConfig::PCRE2)
 endfunction()
+
+# libsentencepiece (libsentencepiece-dev): .model tokenizers; its trainer only for the tests.
+find_library(SENTENCEPIECE_LIBRARY sentencepiece REQUIRED)
+find_library(SENTENCEPIECE_TRAIN_LIBRARY sentencepiece_train REQUIRED)
+find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h REQUIRED)
+function(sinkscope_link_sentencepiece target)
+  target_include_directories(${target} SYSTEM PRIVATE ${SENTENCEPIECE_INCLUDE_DIR})
+  target_link_libraries(${target} PRIVATE ${SENTENCEPIECE_LIBRARY})
+endfunction()
