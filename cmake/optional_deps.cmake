@@ -20,11 +20,9 @@ function(sinkscope_link_pcre2 target)
   target_link_libraries(${target} PUBLIC PkgConfig::PCRE2)
 endfunction()
 
-# libsentencepiece (libsentencepiece-dev): .model tokenizers; its trainer only for the tests.
+# libsentencepiece (libsentencepiece-dev): the reference implementation in the torch-free
+# tokenizer tests only. The library reads .model files itself: libsentencepiece.so bundles its
+# own protobuf, whose symbols clash with libtorch's libprotobuf (a crash at load time).
 find_library(SENTENCEPIECE_LIBRARY sentencepiece REQUIRED)
 find_library(SENTENCEPIECE_TRAIN_LIBRARY sentencepiece_train REQUIRED)
 find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h REQUIRED)
-function(sinkscope_link_sentencepiece target)
-  target_include_directories(${target} SYSTEM PRIVATE ${SENTENCEPIECE_INCLUDE_DIR})
-  target_link_libraries(${target} PRIVATE ${SENTENCEPIECE_LIBRARY})
-endfunction()

@@ -129,4 +129,54 @@ std::string PrecompiledCharsMap::normalize(std::string_view text) const {
     return out;
 }
 
+std::string PrecompiledCharsMap::normalize_spm(std::string_view text,
+                                              const SpmWhitespace& ws) const {
+    static const std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+    static const std::string_view kSpace = "\xE2\x96\x81";        // '▁'
+    // NormalizePrefix: (normalized piece, input bytes consumed).
+    auto prefix = [&](std::string_view in) -> std::pair<std::string_view, size_t> {
+        const auto [rule, len] = longest_match(in);
+        if (len > 0) return {rule, len};
+        if (utf8_decode_at(in, 0) < 0) return {kReplacement, 1};
+        const size_t n = utf8_char_len(in, 0);
+        return {in.substr(0, n), n};
+    };
+    std::string out;
+    out.reserve(text.size() + 8);
+    if (ws.remove_extra_whitespaces) {
+        while (!text.empty()) {
+            const auto [piece, n] = prefix(text);
+            if (piece != " ") break;
+            text.remove_prefix(n);
+        }
+    }
+    if (text.empty()) return out;
+    if (ws.add_dummy_prefix) out.append(ws.escape_whitespaces ? kSpace : " ");
+    bool prev_space = ws.remove_extra_whitespaces;
+    while (!text.empty()) {
+        auto [piece, n] = prefix(text);
+        if (prev_space)
+            while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+        if (!piece.empty()) {
+            for (char c : piece) {
+                if (c == ' ' && ws.escape_whitespaces) {
+                    out.append(kSpace);
+                } else {
+                    out.push_back(c);
+                }
+            }
+            prev_space = piece.back() == ' ';
+        }
+        text.remove_prefix(n);
+        if (!ws.remove_extra_whitespaces) prev_space = false;
+    }
+    if (ws.remove_extra_whitespaces) {
+        const std::string_view space = ws.escape_whitespaces ? kSpace : " ";
+        while (out.size() >= space.size() &&
+               std::string_view(out).substr(out.size() - space.size()) == space)
+            out.resize(out.size() - space.size());
+    }
+    return out;
+}
+
 }  // namespace sinkscope::tokenizer

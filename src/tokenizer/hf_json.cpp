@@ -361,17 +361,13 @@ void apply_tokenizer_config(const fs::path& tokenizer_json, const Vocab& vocab,
     const std::string cls = config.value("tokenizer_class", std::string());
     const bool rebuilds = cls.rfind("Llama", 0) == 0 || cls.rfind("CodeLlama", 0) == 0 ||
                           cls.rfind("Gemma", 0) == 0 || cls.rfind("GPTNeoX", 0) == 0;
-    if (rebuilds && config.contains("add_bos_token") &&
-        config.at("add_bos_token").is_boolean()) {
+    if (rebuilds && config.contains("add_bos_token") && config.at("add_bos_token").is_boolean()) {
         cfg.prefix.clear();
-        if (config.at("add_bos_token").get<bool>() && cfg.bos >= 0)
-            cfg.prefix.push_back(cfg.bos);
+        if (config.at("add_bos_token").get<bool>() && cfg.bos >= 0) cfg.prefix.push_back(cfg.bos);
     }
-    if (rebuilds && config.contains("add_eos_token") &&
-        config.at("add_eos_token").is_boolean()) {
+    if (rebuilds && config.contains("add_eos_token") && config.at("add_eos_token").is_boolean()) {
         cfg.suffix.clear();
-        if (config.at("add_eos_token").get<bool>() && cfg.eos >= 0)
-            cfg.suffix.push_back(cfg.eos);
+        if (config.at("add_eos_token").get<bool>() && cfg.eos >= 0) cfg.suffix.push_back(cfg.eos);
     }
 }
 

@@ -57,6 +57,11 @@ std::string apply_normalizer(const std::vector<NormalizerStep>& steps, std::stri
             case NormalizerStep::Kind::Precompiled:
                 if (s.charsmap) text = s.charsmap->normalize(text);
                 break;
+            case NormalizerStep::Kind::SentencePiece: {
+                static const PrecompiledCharsMap kNoRules("", "");
+                text = (s.charsmap ? *s.charsmap : kNoRules).normalize_spm(text, s.spm);
+                break;
+            }
             case NormalizerStep::Kind::Strip: {
                 auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
                 size_t b = 0, e = text.size();

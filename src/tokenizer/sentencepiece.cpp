@@ -1,13 +1,19 @@
-// SentencePiece .model tokenizers: libsentencepiece does normalization and segmentation; this
-// maps its ids to the model's (identity or fairseq) and reads the few ModelProto fields we need.
+// SentencePiece .model tokenizers read natively (protobuf wire format) into the pipeline:
+// sentencepiece's normalizer (precompiled rules + whitespace options), then Unigram Viterbi with
+// its f32 arithmetic or score-ordered BPE over the whole text; optional fairseq id map (XLM-R).
+// libsentencepiece is not linked: its bundled protobuf clashes with libtorch's at load time;
+// the tests use it as the reference.
 #include "sinkscope/tokenizer/sentencepiece.hpp"
 
-#include <sentencepiece_processor.h>
-
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/tokenizer/pipeline.hpp"
+#include "sinkscope/tokenizer/unigram.hpp"
 
 namespace sinkscope::tokenizer {
 
@@ -20,14 +26,15 @@ const char* const kSpaceMarker = "\xE2\x96\x81";  // '▁'
 
 // ---- protobuf wire format (https://protobuf.dev/programming-guides/encoding/) -------------
 class WireReader {
-  public:
+public:
     WireReader(std::string_view data, const std::string& origin) : data_(data), origin_(origin) {}
     bool done() const { return pos_ >= data_.size(); }
 
     uint64_t varint() {
         uint64_t v = 0;
         for (int shift = 0; shift < 64; shift += 7) {
-            SS_CHECK_INPUT(pos_ < data_.size(), origin_, "truncated protobuf varint at byte ", pos_);
+            SS_CHECK_INPUT(pos_ < data_.size(), origin_, "truncated protobuf varint at byte ",
+                           pos_);
             const auto b = static_cast<uint8_t>(data_[pos_++]);
             v |= uint64_t{b & 0x7Fu} << shift;
             if (!(b & 0x80)) return v;
@@ -46,6 +53,11 @@ class WireReader {
         const std::string_view out = data_.substr(pos_, n);
         pos_ += n;
         return out;
+    }
+    std::string_view fixed32() {
+        SS_CHECK_INPUT(4 <= data_.size() - pos_, origin_, "truncated protobuf fixed32");
+        pos_ += 4;
+        return data_.substr(pos_ - 4, 4);
     }
     void skip(uint32_t wire_type) {
         switch (wire_type) {
@@ -67,7 +79,7 @@ class WireReader {
         }
     }
 
-  private:
+private:
     void advance(size_t n) {
         SS_CHECK_INPUT(n <= data_.size() - pos_, origin_, "truncated protobuf field");
         pos_ += n;
@@ -92,131 +104,137 @@ bool flag_or(const json& obj, const char* key, bool fallback) {
     return obj.contains(key) && obj.at(key).is_boolean() ? obj.at(key).get<bool>() : fallback;
 }
 
-class SentencePieceTokenizer final : public Tokenizer {
-  public:
-    SentencePieceTokenizer(const fs::path& file, SpmIdMap map) : map_(map) {
-        const std::string origin = file.string();
-        const std::string serialized = read_file(file);
-        info_ = read_spm_model_info(serialized, origin);
-        const auto status = sp_.LoadFromSerializedProto(serialized);
-        if (!status.ok())
-            throw InputError(origin, std::string("not a SentencePiece model: ") + status.message());
-        n_pieces_ = sp_.GetPieceSize();
-        SS_CHECK_INPUT(n_pieces_ > 0, origin, "SentencePiece model without pieces");
-        if (map_ == SpmIdMap::Fairseq) {
-            SS_CHECK_INPUT(sp_.unk_id() >= 0, origin, "fairseq id map needs an <unk> piece");
-            prefix_ = {kFairseqBos};
-            suffix_ = {kFairseqEos};
-            return;
+// ModelProto.SentencePiece.Type
+enum SpmType : uint64_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5,
+                          kByte = 6 };
+
+struct SpmPiece {
+    std::string text;
+    float score = 0;
+    uint64_t type = kNormal;
+};
+
+struct SpmModel {
+    SpmModelInfo info;
+    std::vector<SpmPiece> pieces;
+    std::string bos_piece = "<s>", eos_piece = "</s>";
+};
+
+float read_f32_le(std::string_view b) {
+    const uint32_t u = uint32_t(uint8_t(b[0])) | (uint32_t(uint8_t(b[1])) << 8) |
+                       (uint32_t(uint8_t(b[2])) << 16) | (uint32_t(uint8_t(b[3])) << 24);
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+// The pieces and the TrainerSpec piece names (sentencepiece_model.proto: ModelProto 1 pieces
+// {1 piece, 2 score, 3 type}; TrainerSpec 46 bos_piece, 47 eos_piece).
+SpmModel read_spm_model(std::string_view serialized, const std::string& origin) {
+    SpmModel m;
+    m.info = read_spm_model_info(serialized, origin);
+    m.pieces.reserve(static_cast<size_t>(m.info.n_pieces));
+    WireReader model(serialized, origin);
+    while (!model.done()) {
+        const auto [field, wire] = model.key();
+        if (field == 1 && wire == 2) {
+            WireReader piece(model.bytes(), origin);
+            SpmPiece p;
+            while (!piece.done()) {
+                const auto [f, w] = piece.key();
+                if (f == 1 && w == 2) {
+                    p.text = std::string(piece.bytes());
+                } else if (f == 2 && w == 5) {
+                    p.score = read_f32_le(piece.fixed32());
+                } else if (f == 3 && w == 0) {
+                    p.type = piece.varint();
+                } else {
+                    piece.skip(w);
+                }
+            }
+            SS_CHECK_INPUT(p.type >= kNormal && p.type <= kByte, origin, "piece ",
+                           m.pieces.size(), " has unknown type ", p.type);
+            m.pieces.push_back(std::move(p));
+        } else if (field == 2 && wire == 2) {
+            WireReader trainer(model.bytes(), origin);
+            while (!trainer.done()) {
+                const auto [f, w] = trainer.key();
+                if ((f == 46 || f == 47) && w == 2) {
+                    (f == 46 ? m.bos_piece : m.eos_piece) = std::string(trainer.bytes());
+                } else {
+                    trainer.skip(w);
+                }
+            }
+        } else {
+            model.skip(wire);
         }
-        const json config = read_json_beside(file, "tokenizer_config.json");
-        if (sp_.bos_id() >= 0 && flag_or(config, "add_bos_token", true))
-            prefix_.push_back(sp_.bos_id());
-        if (sp_.eos_id() >= 0 && flag_or(config, "add_eos_token", false))
-            suffix_.push_back(sp_.eos_id());
     }
+    return m;
+}
+
+// sentencepiece ids -> fairseq dictionary ids (HF XLMRobertaTokenizer) around a tokenizer.
+class FairseqIdTokenizer final : public Tokenizer {
+  public:
+    FairseqIdTokenizer(std::unique_ptr<Tokenizer> inner, int32_t inner_unk)
+        : inner_(std::move(inner)), inner_unk_(inner_unk), n_inner_(inner_->vocab_size()) {}
 
     std::vector<int32_t> encode(std::string_view text) const override {
-        std::vector<int> ids;
-        const auto status = sp_.Encode(text, &ids);
-        if (!status.ok())
-            throw InternalError(std::string("sentencepiece Encode failed: ") + status.message());
-        std::vector<int32_t> out(ids.size());
-        for (size_t i = 0; i < ids.size(); ++i) out[i] = to_model_id(ids[i]);
-        return out;
+        std::vector<int32_t> ids = inner_->encode(text);
+        // HF XLMRobertaTokenizer._convert_token_to_id: unknown -> <unk>, others shifted.
+        for (int32_t& id : ids) id = id == inner_unk_ ? kUnk : id + kOffset;
+        return ids;
     }
-
     std::string decode_token(int32_t id) const override {
         check_id(id);
-        const int spm = to_spm_id(id);
-        if (spm < 0) return fairseq_piece(id);
-        if (sp_.IsByte(spm)) {
-            const std::string& p = sp_.IdToPiece(spm);  // "<0xXX>"
-            return std::string(1, static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16)));
-        }
-        std::string out = sp_.IdToPiece(spm);
-        for (size_t hit; (hit = out.find(kSpaceMarker)) != std::string::npos;)
-            out.replace(hit, 3, " ");
-        return out;
+        return is_fairseq_only(id) ? fairseq_piece(id) : inner_->decode_token(id - kOffset);
     }
-
     std::string piece(int32_t id) const override {
         check_id(id);
-        const int spm = to_spm_id(id);
-        return spm < 0 ? fairseq_piece(id) : sp_.IdToPiece(spm);
+        return is_fairseq_only(id) ? fairseq_piece(id) : inner_->piece(id - kOffset);
     }
-
-    int64_t vocab_size() const override {
-        return map_ == SpmIdMap::Fairseq ? n_pieces_ + 2 : n_pieces_;
-    }
-    int32_t bos_id() const override {
-        return map_ == SpmIdMap::Fairseq ? kFairseqBos : sp_.bos_id();
-    }
-    int32_t eos_id() const override {
-        return map_ == SpmIdMap::Fairseq ? kFairseqEos : sp_.eos_id();
-    }
-    bool adds_bos_by_default() const override {
-        return !prefix_.empty() && prefix_.front() == bos_id();
-    }
-    std::string kind() const override {
-        return "spm-" + info_.model_type + (map_ == SpmIdMap::Fairseq ? "-fairseq" : "");
-    }
-    std::vector<int32_t> template_prefix() const override { return prefix_; }
-    std::vector<int32_t> template_suffix() const override { return suffix_; }
+    int64_t vocab_size() const override { return n_inner_ + 2; }
+    int32_t bos_id() const override { return kBos; }
+    int32_t eos_id() const override { return kEos; }
+    bool adds_bos_by_default() const override { return true; }
+    std::string kind() const override { return inner_->kind() + "-fairseq"; }
+    std::vector<int32_t> template_prefix() const override { return {kBos}; }
+    std::vector<int32_t> template_suffix() const override { return {kEos}; }
 
     EncodedPair encode_pair(std::string_view a, std::string_view b) const override {
-        if (map_ != SpmIdMap::Fairseq) return Tokenizer::encode_pair(a, b);
         // HF XLMRobertaTokenizer.build_inputs_with_special_tokens: <s> A </s></s> B </s>, all
         // token type 0.
         EncodedPair out;
-        out.ids = {kFairseqBos};
+        out.ids = {kBos};
         const auto ea = encode(a), eb = encode(b);
         out.ids.insert(out.ids.end(), ea.begin(), ea.end());
-        out.ids.push_back(kFairseqEos);
-        out.ids.push_back(kFairseqEos);
+        out.ids.insert(out.ids.end(), {kEos, kEos});
         out.ids.insert(out.ids.end(), eb.begin(), eb.end());
-        out.ids.push_back(kFairseqEos);
+        out.ids.push_back(kEos);
         out.type_ids.assign(out.ids.size(), 0);
         return out;
     }
 
   protected:
     std::string decode_ids(const std::vector<int32_t>& ids) const override {
-        std::string out = Tokenizer::decode_ids(ids);
-        // The dummy-prefix space sentencepiece put before the text.
-        if (info_.add_dummy_prefix && !out.empty() && out[0] == ' ') out.erase(0, 1);
-        return out;
+        std::vector<int32_t> inner;
+        for (int32_t id : ids)
+            if (!is_special(id)) inner.push_back(id - kOffset);
+        return inner_->decode(inner);
     }
-    bool is_special(int32_t id) const override {
-        const int spm = to_spm_id(id);
-        if (spm < 0) return true;  // the fairseq specials and <mask>
-        return sp_.IsControl(spm);
-    }
+    bool is_special(int32_t id) const override { return is_fairseq_only(id); }
 
   private:
-    static constexpr int32_t kFairseqBos = 0, kFairseqPad = 1, kFairseqEos = 2, kFairseqUnk = 3;
-    static constexpr int32_t kFairseqOffset = 1;
-
-    int32_t to_model_id(int spm) const {
-        if (map_ == SpmIdMap::Identity) return spm;
-        // HF XLMRobertaTokenizer._convert_token_to_id: unknown -> <unk>, others shifted.
-        return spm == sp_.unk_id() ? kFairseqUnk : spm + kFairseqOffset;
-    }
-    // -1 for the fairseq-only ids (<s> <pad> </s> <unk> <mask>).
-    int to_spm_id(int32_t id) const {
-        if (map_ == SpmIdMap::Identity) return id;
-        if (id <= kFairseqUnk || id == n_pieces_ + kFairseqOffset) return -1;
-        return id - kFairseqOffset;
-    }
-    std::string fairseq_piece(int32_t id) const {
+    static constexpr int32_t kBos = 0, kPad = 1, kEos = 2, kUnk = 3, kOffset = 1;
+    bool is_fairseq_only(int32_t id) const { return id <= kUnk || id == n_inner_ + kOffset; }
+    static std::string fairseq_piece(int32_t id) {
         switch (id) {
-            case kFairseqBos:
+            case kBos:
                 return "<s>";
-            case kFairseqPad:
+            case kPad:
                 return "<pad>";
-            case kFairseqEos:
+            case kEos:
                 return "</s>";
-            case kFairseqUnk:
+            case kUnk:
                 return "<unk>";
             default:
                 return "<mask>";
@@ -226,11 +244,9 @@ class SentencePieceTokenizer final : public Tokenizer {
         SS_CHECK(id >= 0 && id < vocab_size(), "token id out of range: ", id);
     }
 
-    sentencepiece::SentencePieceProcessor sp_;
-    SpmIdMap map_;
-    SpmModelInfo info_;
-    int64_t n_pieces_ = 0;
-    std::vector<int32_t> prefix_, suffix_;
+    std::unique_ptr<Tokenizer> inner_;
+    int32_t inner_unk_;
+    int64_t n_inner_;
 };
 
 }  // namespace
@@ -250,7 +266,79 @@ SpmIdMap spm_id_map_for(const fs::path& model_file) {
 
 std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const fs::path& model_file,
                                                         SpmIdMap id_map) {
-    return std::make_unique<SentencePieceTokenizer>(model_file, id_map);
+    const std::string origin = model_file.string();
+    const SpmModel m = read_spm_model(read_file(model_file), origin);
+    const auto n = static_cast<int32_t>(m.pieces.size());
+
+    PipelineConfig cfg;
+    cfg.origin = origin;
+    NormalizerStep norm{NormalizerStep::Kind::SentencePiece, "", ""};
+    norm.charsmap = std::make_shared<const PrecompiledCharsMap>(m.info.precompiled_charsmap, origin);
+    norm.spm.add_dummy_prefix = m.info.add_dummy_prefix;
+    norm.spm.remove_extra_whitespaces = m.info.remove_extra_whitespaces;
+    norm.spm.escape_whitespaces = m.info.escape_whitespaces;
+    cfg.normalizer.push_back(norm);
+    // No pre-tokenizer: sentencepiece segments the whole normalized text at once.
+    cfg.decoder.space_marker = kSpaceMarker;
+    cfg.decoder.byte_fallback = true;
+    cfg.decoder.strip_leading_spaces = m.info.add_dummy_prefix ? 1 : 0;
+
+    int32_t unk = -1;
+    bool has_bytes = false;
+    double min_normal = std::numeric_limits<double>::infinity();
+    std::vector<std::pair<std::string, double>> pieces;
+    std::vector<bool> in_trie;
+    pieces.reserve(m.pieces.size());
+    for (int32_t id = 0; id < n; ++id) {
+        const SpmPiece& p = m.pieces[static_cast<size_t>(id)];
+        pieces.emplace_back(p.text, p.score);
+        in_trie.push_back(p.type == kNormal || p.type == kUserDefined);
+        if (p.type == kUnknown && unk < 0) unk = id;
+        if (p.type == kByte) has_bytes = true;
+        if (p.type == kNormal) min_normal = std::min(min_normal, double{p.score});
+        if (p.type == kControl && p.text == m.bos_piece) cfg.bos = id;
+        if (p.type == kControl && p.text == m.eos_piece) cfg.eos = id;
+        // User-defined symbols are never split: matched whole in the raw text (sentencepiece
+        // matches them in its normalizer).
+        if (p.type == kUserDefined) cfg.added.push_back({p.text, id, false, false});
+    }
+    SS_CHECK_INPUT(unk >= 0, origin, "SentencePiece model without an <unk> piece");
+
+    const json config = read_json_beside(model_file, "tokenizer_config.json");
+    if (cfg.bos >= 0 && flag_or(config, "add_bos_token", true)) cfg.prefix.push_back(cfg.bos);
+    if (cfg.eos >= 0 && flag_or(config, "add_eos_token", false)) cfg.suffix.push_back(cfg.eos);
+
+    std::unique_ptr<Tokenizer> tok;
+    if (m.info.model_type == "unigram") {
+        UnigramOptions o;
+        o.unk_id = unk;
+        o.byte_fallback = has_bytes;
+        o.sums = PathScore::Float;  // sentencepiece's own arithmetic
+        o.in_trie = std::move(in_trie);
+        if (std::isfinite(min_normal)) o.min_score = min_normal;
+        cfg.kind = "spm-unigram";
+        tok = make_pipeline_tokenizer(std::move(cfg), std::make_unique<UnigramModel>(pieces, o));
+    } else if (m.info.model_type == "bpe") {
+        Vocab vocab;
+        std::vector<float> scores;
+        for (int32_t id = 0; id < n; ++id) {
+            vocab.set(id, pieces[static_cast<size_t>(id)].first, /*prefer_last=*/true);
+            scores.push_back(m.pieces[static_cast<size_t>(id)].score);
+        }
+        BpeOptions opt;
+        opt.order = MergeOrder::Scores;
+        opt.byte_fallback = has_bytes;
+        opt.unk_id = unk;
+        BpeModel bpe(std::move(vocab), opt);
+        bpe.set_scores(std::move(scores));
+        cfg.kind = "spm-bpe";
+        tok = make_pipeline_tokenizer(std::move(cfg), std::move(bpe));
+    } else {
+        throw UnsupportedError(origin, "SentencePiece model_type " + m.info.model_type +
+                                           " (supported: unigram, bpe)");
+    }
+    if (id_map == SpmIdMap::Identity) return tok;
+    return std::make_unique<FairseqIdTokenizer>(std::move(tok), unk);
 }
 
 std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const fs::path& model_file) {
@@ -293,8 +381,9 @@ SpmModelInfo read_spm_model_info(std::string_view serialized, const std::string&
                     info.precompiled_charsmap = std::string(norm.bytes());
                 } else if (f >= 3 && f <= 5 && w == 0) {
                     const bool v = norm.varint() != 0;
-                    (f == 3 ? info.add_dummy_prefix
-                            : f == 4 ? info.remove_extra_whitespaces : info.escape_whitespaces) = v;
+                    (f == 3   ? info.add_dummy_prefix
+                     : f == 4 ? info.remove_extra_whitespaces
+                              : info.escape_whitespaces) = v;
                 } else {
                     norm.skip(w);
                 }

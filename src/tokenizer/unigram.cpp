@@ -2,6 +2,7 @@
 // unigram_model.cc EncodeOptimized; HF tokenizers models/unigram encode_optimized + tokenize).
 #include "sinkscope/tokenizer/unigram.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -18,9 +19,15 @@ constexpr double kUnkPenalty = 10.0;
 
 UnigramModel::UnigramModel(const std::vector<std::pair<std::string, double>>& pieces,
                            int32_t unk_id, bool byte_fallback, PathScore sums)
-    : unk_id_(unk_id), byte_fallback_(byte_fallback), sums_(sums) {
-    SS_CHECK(unk_id < static_cast<int64_t>(pieces.size()), "unk_id ", unk_id,
+    : UnigramModel(pieces, UnigramOptions{unk_id, byte_fallback, sums, {}}) {}
+
+UnigramModel::UnigramModel(const std::vector<std::pair<std::string, double>>& pieces,
+                           const UnigramOptions& o)
+    : unk_id_(o.unk_id), byte_fallback_(o.byte_fallback), sums_(o.sums) {
+    SS_CHECK(o.unk_id < static_cast<int64_t>(pieces.size()), "unk_id ", o.unk_id,
              " outside a vocabulary of ", pieces.size());
+    SS_CHECK(o.in_trie.empty() || o.in_trie.size() == pieces.size(), "in_trie has ",
+             o.in_trie.size(), " entries for ", pieces.size(), " pieces");
     double min_score = std::numeric_limits<double>::infinity();
     scores_.reserve(pieces.size());
     for (size_t id = 0; id < pieces.size(); ++id) {
@@ -29,7 +36,7 @@ UnigramModel::UnigramModel(const std::vector<std::pair<std::string, double>>& pi
         vocab_.set(static_cast<int32_t>(id), piece, /*prefer_last=*/true);
         scores_.push_back(score);
         min_score = std::min(min_score, score);
-        if (piece.empty()) continue;
+        if (piece.empty() || (!o.in_trie.empty() && !o.in_trie[id])) continue;
         int32_t node = 0;
         for (char c : piece) {
             const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(c);
@@ -39,6 +46,7 @@ UnigramModel::UnigramModel(const std::vector<std::pair<std::string, double>>& pi
         }
         node_piece_[static_cast<size_t>(node)] = static_cast<int32_t>(id);
     }
+    if (!std::isnan(o.min_score)) min_score = o.min_score;
     unk_score_ = (pieces.empty() ? 0.0 : min_score) - kUnkPenalty;
     for (int b = 0; b < 256; ++b) {
         char name[8];
@@ -87,7 +95,8 @@ void UnigramModel::viterbi(std::string_view text,
         }
         if (!has_single_char_piece) {
             if (unk_id_ < 0)
-                throw InputError("<text>", "character '" + std::string(text.substr(start, char_len)) +
+                throw InputError("<text>", "character '" +
+                                               std::string(text.substr(start, char_len)) +
                                                "' is not covered by the Unigram vocabulary and "
                                                "there is no unknown token");
             offer(start + char_len, unk_id_, static_cast<Score>(base + unk_score));

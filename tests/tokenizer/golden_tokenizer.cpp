@@ -298,8 +298,10 @@ TEST(GoldenTokenizer, GgufGptNeoxMatchesPythiaGoldenIds) {
         size_t k = 0;  // next golden token
         for (auto [b, e] : split_by_regex(text, gpt2, SplitBehavior::Isolated, false)) {
             std::vector<int32_t> group;
-            while (k < ends.size() && ends[k] <= e) group.push_back(static_cast<int32_t>(golden[k++]));
-            ASSERT_TRUE(!group.empty() && (k == 0 || ends[k - 1] == e)) << "token crosses byte " << e;
+            while (k < ends.size() && ends[k] <= e)
+                group.push_back(static_cast<int32_t>(golden[k++]));
+            ASSERT_TRUE(!group.empty() && (k == 0 || ends[k - 1] == e))
+                << "token crosses byte " << e;
             ++n_words;
             const auto ids = tok->encode(text.substr(b, e - b));
             if (*std::max_element(ids.begin(), ids.end()) >= 8192) continue;

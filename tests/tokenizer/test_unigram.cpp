@@ -3,12 +3,12 @@
 // a .model file (libsentencepiece wrapper, identity and fairseq id maps).
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "sinkscope/core/error.hpp"
@@ -104,7 +104,7 @@ std::vector<std::string> probe_texts() {
         "  leading spaces and   inner   runs",
         "tabs\tand\nnewlines\tinside",
         "0123456789 9876543210 42 007",
-        "\xE2\x98\x83",                                  // ☃ (not in the corpus)
+        "\xE2\x98\x83",                                 // ☃ (not in the corpus)
         "snow\xE2\x98\x83\xE2\x98\x83\xE2\x98\x83man",  // a run of unknowns
         "x\xE2\x98\x83y\xF0\x9F\xA6\x99z",              // ☃ and 🦙 split by known letters
         "\xF0\x9F\xA6\x99 llama at the start",
@@ -125,14 +125,16 @@ struct Trained {
     sentencepiece::SentencePieceProcessor sp;
 };
 
-const Trained& trained(const std::string& normalization, bool byte_fallback) {
-    static std::map<std::pair<std::string, bool>, std::unique_ptr<Trained>> cache;
-    auto& slot = cache[{normalization, byte_fallback}];
+const Trained& trained(const std::string& normalization, bool byte_fallback,
+                       const std::string& model_type = "unigram") {
+    static std::map<std::string, std::unique_ptr<Trained>> cache;
+    auto& slot = cache[normalization + (byte_fallback ? "+bytes " : " ") + model_type];
     if (!slot) {
         slot = std::make_unique<Trained>();
         testutil::SpmTrainOptions o;
         o.normalization = normalization;
         o.byte_fallback = byte_fallback;
+        o.model_type = model_type;
         slot->serialized = testutil::train_unigram(corpus(), o);
         if (!slot->sp.LoadFromSerializedProto(slot->serialized).ok())
             throw std::runtime_error("trained model does not load");
@@ -261,7 +263,10 @@ TEST(Unigram, ByteFallbackAndMissingUnk) {
     }
     const UnigramModel m(pieces, 0, true);
     std::vector<int32_t> ids;
-    m.encode("a\xC3\xA9" "b", ids);  // a é b
+    m.encode(
+        "a\xC3\xA9"
+        "b",
+        ids);  // a é b
     EXPECT_EQ(ids_str(ids), ids_str(std::vector<int32_t>{1, 3 + 0xC3, 3 + 0xA9, 2}));
     const UnigramModel no_unk({{"a", -1}}, -1, false);
     ids.clear();
@@ -272,7 +277,11 @@ TEST(Unigram, ByteFallbackAndMissingUnk) {
 // nothing.
 TEST(PrecompiledCharsMap, MalformedBlobs) {
     EXPECT_THROW(PrecompiledCharsMap("\x01\x00", "x.json"), InputError);
-    EXPECT_THROW(PrecompiledCharsMap(std::string("\xFF\x00\x00\x00" "abcd", 8), "x.json"), InputError);
+    EXPECT_THROW(PrecompiledCharsMap(std::string("\xFF\x00\x00\x00"
+                                                 "abcd",
+                                                 8),
+                                     "x.json"),
+                 InputError);
     EXPECT_EQ(PrecompiledCharsMap("", "x.json").normalize("ＡＢ"), "ＡＢ");
 }
 
@@ -298,14 +307,16 @@ TEST(Unigram, SentencePieceArithmeticIsExact) {
 TEST(Unigram, HfJsonMatchesSentencePieceIdentity) {
     const Trained& t = trained("identity", false);
     testutil::ScratchDir dir;
-    auto tok = hf_from(dir, testutil::unigram_tokenizer_json(t.serialized, testutil::JsonLayout::Spm));
+    auto tok =
+        hf_from(dir, testutil::unigram_tokenizer_json(t.serialized, testutil::JsonLayout::Spm));
     EXPECT_EQ(tok->kind(), "unigram");
     EXPECT_EQ(tok->vocab_size(), t.sp.GetPieceSize());
     EXPECT_GE(tok->vocab_size(), 300);
     // Identity keeps '\t'/'\n' as characters; HF's Strip would remove them at the end, spm not,
     // so the probes have no trailing tab or newline (a known HF/spm difference, not ours).
     const auto texts = probe_texts();
-    const auto a = compare(texts, *tok, [&](const std::string& s) { return t.sp.EncodeAsIds(s); }, &t.sp);
+    const auto a = compare(
+        texts, *tok, [&](const std::string& s) { return t.sp.EncodeAsIds(s); }, &t.sp);
     EXPECT_GE(a.n, 150);
     EXPECT_EQ(a.n_same + a.n_float_ties, a.n) << a.first_failure;
     EXPECT_LE(a.n_float_ties, a.n / 20);
@@ -319,9 +330,11 @@ TEST(Unigram, HfJsonMatchesSentencePieceIdentity) {
 TEST(Unigram, HfJsonMatchesSentencePieceByteFallback) {
     const Trained& t = trained("identity", true);
     testutil::ScratchDir dir;
-    auto tok = hf_from(dir, testutil::unigram_tokenizer_json(t.serialized, testutil::JsonLayout::Spm));
+    auto tok =
+        hf_from(dir, testutil::unigram_tokenizer_json(t.serialized, testutil::JsonLayout::Spm));
     const auto texts = probe_texts();
-    const auto a = compare(texts, *tok, [&](const std::string& s) { return t.sp.EncodeAsIds(s); }, &t.sp);
+    const auto a = compare(
+        texts, *tok, [&](const std::string& s) { return t.sp.EncodeAsIds(s); }, &t.sp);
     EXPECT_EQ(a.n_same + a.n_float_ties, a.n) << a.first_failure;
     EXPECT_LE(a.n_float_ties, a.n / 20);
     const std::string llama = "ends with \xF0\x9F\xA6\x99";
@@ -340,21 +353,25 @@ TEST(Unigram, HfJsonMatchesSentencePieceNmtNfkc) {
     EXPECT_EQ(info.normalizer_name, "nmt_nfkc");
     ASSERT_GT(info.precompiled_charsmap.size(), 1000u);
     testutil::ScratchDir dir;
-    auto tok = hf_from(dir, testutil::unigram_tokenizer_json(t.serialized, testutil::JsonLayout::Spm));
+    auto tok =
+        hf_from(dir, testutil::unigram_tokenizer_json(t.serialized, testutil::JsonLayout::Spm));
     auto texts = probe_texts();
     const std::vector<std::string> nfkc = {
         "\xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3\xEF\xBC\x91\xEF\xBC\x92",  // ＡＢＣ１２
-        "\xEF\xAC\x81nal \xEF\xAC\x82ow",                                 // ﬁnal ﬂow
-        "\xE2\x91\xA0 \xE2\x85\xAB x\xC2\xB2",                            // ① Ⅻ x²
-        "Cafe\xCC\x81 cre\xCC\x80me",                                     // decomposed accents
-        "no\xC2\xA0" "break\xE2\x80\x83" "em space",                      // NBSP, EM SPACE
+        "\xEF\xAC\x81nal \xEF\xAC\x82ow",                                // ﬁnal ﬂow
+        "\xE2\x91\xA0 \xE2\x85\xAB x\xC2\xB2",                           // ① Ⅻ x²
+        "Cafe\xCC\x81 cre\xCC\x80me",                                    // decomposed accents
+        "no\xC2\xA0"
+        "break\xE2\x80\x83"
+        "em space",  // NBSP, EM SPACE
         "tab\tin the middle\nand newline",
-        "\xEF\xBD\xB6\xEF\xBE\x80\xEF\xBD\xB6\xEF\xBE\x85",               // ｶﾀｶﾅ (halfwidth)
-        "trade\xE2\x84\xA2 and ellipsis\xE2\x80\xA6 done",                // ™ …
+        "\xEF\xBD\xB6\xEF\xBE\x80\xEF\xBD\xB6\xEF\xBE\x85",  // ｶﾀｶﾅ (halfwidth)
+        "trade\xE2\x84\xA2 and ellipsis\xE2\x80\xA6 done",   // ™ …
         "  spaced   out  ",
     };
     texts.insert(texts.end(), nfkc.begin(), nfkc.end());
-    const auto a = compare(texts, *tok, [&](const std::string& s) { return t.sp.EncodeAsIds(s); }, &t.sp);
+    const auto a = compare(
+        texts, *tok, [&](const std::string& s) { return t.sp.EncodeAsIds(s); }, &t.sp);
     EXPECT_EQ(a.n_same + a.n_float_ties, a.n) << a.first_failure;
     EXPECT_LE(a.n_float_ties, a.n / 20);
 }
@@ -370,8 +387,10 @@ TEST(SentencePieceModel, IdentityMapMatchesProcessor) {
     EXPECT_EQ(tok->kind(), "spm-unigram");
     EXPECT_EQ(tok->vocab_size(), t.sp.GetPieceSize());
     EXPECT_EQ(tok->bos_id(), t.sp.bos_id());
-    for (int id = 0; id < t.sp.GetPieceSize(); id += 37) EXPECT_EQ(tok->piece(id), t.sp.IdToPiece(id));
-    const auto a = compare(probe_texts(), *tok, [&](const std::string& s) { return t.sp.EncodeAsIds(s); });
+    for (int id = 0; id < t.sp.GetPieceSize(); id += 37)
+        EXPECT_EQ(tok->piece(id), t.sp.IdToPiece(id));
+    const auto a =
+        compare(probe_texts(), *tok, [&](const std::string& s) { return t.sp.EncodeAsIds(s); });
     EXPECT_EQ(a.n_same, a.n) << a.first_failure;
     const std::string text = "The quick brown fox \xF0\x9F\xA6\x99";
     const auto ids = tok->encode_with_policy(text, BosPolicy::ModelDefault);
@@ -383,6 +402,23 @@ TEST(SentencePieceModel, IdentityMapMatchesProcessor) {
     auto no_bos = load_sentencepiece_tokenizer(dir / "tokenizer.model");
     EXPECT_EQ(ids_str(no_bos->encode_with_policy(text, BosPolicy::ModelDefault)),
               ids_str(no_bos->encode(text)));
+}
+
+// A SentencePiece BPE .model (Llama's tokenizer.model kind) through the native loader: score
+// ordered merges over the whole normalized text, byte fallback, BOS by default; the same ids
+// as libsentencepiece on every probe text.
+TEST(SentencePieceModel, BpeModelMatchesProcessor) {
+    const Trained& t = trained("identity", true, "bpe");
+    testutil::ScratchDir dir;
+    testutil::write_file(dir / "tokenizer.model", t.serialized);
+    auto tok = load_sentencepiece_tokenizer(dir / "tokenizer.model");
+    EXPECT_EQ(tok->kind(), "spm-bpe");
+    EXPECT_EQ(tok->vocab_size(), t.sp.GetPieceSize());
+    const auto a =
+        compare(probe_texts(), *tok, [&](const std::string& s) { return t.sp.EncodeAsIds(s); });
+    EXPECT_EQ(a.n_same, a.n) << a.first_failure;
+    const std::string text = "Gradient descent \xF0\x9F\xA6\x99 updates";
+    EXPECT_EQ(tok->decode(tok->encode_with_policy(text, BosPolicy::ModelDefault)), text);
 }
 
 // The fairseq map (XLMRobertaTokenizer): <s>=0 <pad>=1 </s>=2 <unk>=3, piece k -> k + 1,
@@ -455,7 +491,8 @@ TEST(SentencePieceModel, XlmrTokenizerJsonAgreesWithFairseqModel) {
     }
     EXPECT_GE(n, 150);
     EXPECT_GE(n_same, n * 19 / 20);
-    const auto a = hf->encode_pair("first text", "second one"), b = spm->encode_pair("first text", "second one");
+    const auto a = hf->encode_pair("first text", "second one"),
+               b = spm->encode_pair("first text", "second one");
     EXPECT_EQ(ids_str(a.ids), ids_str(b.ids));
     EXPECT_EQ(ids_str(a.type_ids), ids_str(b.type_ids));
     // "<mask>" in the text is the special token in the HF pipeline (added token).

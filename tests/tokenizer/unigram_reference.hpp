@@ -18,14 +18,14 @@
 namespace sinkscope::testutil {
 
 class VectorSentences final : public sentencepiece::SentenceIterator {
-  public:
+public:
     explicit VectorSentences(const std::vector<std::string>& lines) : lines_(lines) {}
     bool done() const override { return i_ >= lines_.size(); }
     void Next() override { ++i_; }
     const std::string& value() const override { return lines_[i_]; }
     sentencepiece::util::Status status() const override { return {}; }
 
-  private:
+private:
     const std::vector<std::string>& lines_;
     size_t i_ = 0;
 };
@@ -34,6 +34,7 @@ struct SpmTrainOptions {
     std::string normalization = "identity";  // or nmt_nfkc
     bool byte_fallback = false;
     int vocab_size = 400;  // plus 256 with byte_fallback (the byte pieces are required)
+    std::string model_type = "unigram";
 };
 
 // Serialized ModelProto of a Unigram model trained on `lines` (deterministic: one thread).
@@ -41,7 +42,7 @@ inline std::string train_unigram(const std::vector<std::string>& lines, const Sp
     VectorSentences it(lines);
     std::string serialized;
     const std::unordered_map<std::string, std::string> args = {
-        {"model_type", "unigram"},
+        {"model_type", o.model_type},
         {"vocab_size", std::to_string(o.vocab_size + (o.byte_fallback ? 256 : 0))},
         {"hard_vocab_limit", "false"},
         {"character_coverage", "1.0"},
@@ -72,7 +73,8 @@ inline std::string base64(std::string_view bytes) {
         out += kAlphabet[(v >> 12) & 63];
         out += "==";
     } else if (i + 2 == bytes.size()) {
-        const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8);
+        const uint32_t v =
+            (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8);
         out += kAlphabet[(v >> 18) & 63];
         out += kAlphabet[(v >> 12) & 63];
         out += kAlphabet[(v >> 6) & 63];
@@ -137,7 +139,9 @@ inline nlohmann::json unigram_tokenizer_json(const std::string& serialized, Json
                             {"split", true}};
     json post = nullptr;
     if (layout == JsonLayout::Fairseq) {
-        auto special = [](const char* id) { return json{{"SpecialToken", {{"id", id}, {"type_id", 0}}}}; };
+        auto special = [](const char* id) {
+            return json{{"SpecialToken", {{"id", id}, {"type_id", 0}}}};
+        };
         auto seq = [](const char* id) { return json{{"Sequence", {{"id", id}, {"type_id", 0}}}}; };
         post = {{"type", "TemplateProcessing"},
                 {"single", {special("<s>"), seq("A"), special("</s>")}},

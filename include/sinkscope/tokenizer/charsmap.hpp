@@ -11,8 +11,15 @@
 
 namespace sinkscope::tokenizer {
 
+// The whitespace options of a sentencepiece NormalizerSpec.
+struct SpmWhitespace {
+    bool add_dummy_prefix = true;          // "▁" before the text
+    bool remove_extra_whitespaces = true;  // drop leading/trailing spaces, collapse runs
+    bool escape_whitespaces = true;        // ' ' -> '▁'
+};
+
 class PrecompiledCharsMap {
-  public:
+public:
     // `blob` = <uint32 LE trie size><trie units (uint32 LE)><replacement strings>
     // (sentencepiece normalizer.cc DecodePrecompiledCharsMap). Throws InputError(origin, ...)
     // when the blob is malformed. An empty blob is an empty map (nothing is rewritten).
@@ -30,9 +37,13 @@ class PrecompiledCharsMap {
     // character is replaced by its own rule or kept. Invalid UTF-8 bytes pass through.
     std::string normalize(std::string_view text) const;
 
+    // sentencepiece Normalizer::Normalize: the longest rule at each position (a character
+    // without one is kept; an invalid UTF-8 byte becomes U+FFFD), then the whitespace options.
+    std::string normalize_spm(std::string_view text, const SpmWhitespace& ws) const;
+
     bool empty() const { return units_.empty(); }
 
-  private:
+private:
     // Values of every key that prefixes `key`, shortest first, with their lengths.
     template <typename F>
     void prefixes(std::string_view key, F&& on_match) const;

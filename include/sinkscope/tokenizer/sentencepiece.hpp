@@ -1,5 +1,6 @@
 // SentencePiece .model files (tokenizer.model for Llama/Mistral, sentencepiece.bpe.model for
-// XLM-R) through libsentencepiece, with the id layout the Hugging Face tokenizer class uses.
+// XLM-R), read natively with sentencepiece's semantics (tested against libsentencepiece), with
+// the id layout the Hugging Face tokenizer class uses.
 #pragma once
 
 #include <filesystem>
@@ -25,9 +26,11 @@ const char* spm_id_map_name(SpmIdMap m);
 // Identity otherwise.
 SpmIdMap spm_id_map_for(const std::filesystem::path& model_file);
 
-// Loads a SentencePiece model. Identity: BOS is prepended by default unless
-// tokenizer_config.json says add_bos_token = false, EOS appended when add_eos_token = true.
-// Throws InputError naming the file when it is not a SentencePiece model.
+// Loads a SentencePiece model (model_type unigram or bpe). Identity: BOS is prepended by
+// default unless tokenizer_config.json says add_bos_token = false, EOS appended when
+// add_eos_token = true. Control pieces are never matched in text (sentencepiece semantics);
+// user-defined pieces are matched whole before normalization. Throws InputError naming the
+// file when it is not a SentencePiece model.
 std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::filesystem::path& model_file,
                                                         SpmIdMap id_map);
 // Same, with spm_id_map_for(model_file).

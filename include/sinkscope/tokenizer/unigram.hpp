@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,8 +22,22 @@ enum class PathScore {
     Float,   // sentencepiece EncodeOptimized: f32 path scores, piece candidates summed in f64
 };
 
+struct UnigramOptions {
+    int32_t unk_id = -1;  // < 0: no unknown token (uncovered text is an error)
+    bool byte_fallback = false;
+    PathScore sums = PathScore::Double;
+    // Per id: whether the piece may match text (empty: all, as HF). sentencepiece leaves
+    // control, unknown and byte pieces out.
+    std::vector<bool> in_trie;
+    // The lowest piece score, for the unknown penalty; NaN: over all pieces (HF). sentencepiece
+    // takes it over normal pieces only.
+    double min_score = std::numeric_limits<double>::quiet_NaN();
+};
+
 class UnigramModel final : public PieceModel {
-  public:
+public:
+    UnigramModel(const std::vector<std::pair<std::string, double>>& pieces,
+                 const UnigramOptions& options);
     // `pieces[id]` = (piece, score). `unk_id` < 0: no unknown token (text outside the vocabulary
     // is then an error). With `byte_fallback`, an unknown run becomes its UTF-8 bytes as
     // "<0xXX>" pieces when all of them exist (HF Unigram::tokenize).
@@ -42,7 +57,7 @@ class UnigramModel final : public PieceModel {
     // Score of an unknown character: the lowest piece score minus 10 (kUnkPenalty).
     double unk_score() const { return unk_score_; }
 
-  private:
+private:
     // Pass 1 of encode: for each end offset, (piece id, start offset) of the best path's last
     // piece; `Score` is the accumulator type (PathScore).
     template <typename Score>
