@@ -130,7 +130,7 @@ std::string PrecompiledCharsMap::normalize(std::string_view text) const {
 }
 
 std::string PrecompiledCharsMap::normalize_spm(std::string_view text,
-                                              const SpmWhitespace& ws) const {
+                                               const SpmWhitespace& ws) const {
     static const std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
     static const std::string_view kSpace = "\xE2\x96\x81";        // '▁'
     // NormalizePrefix: (normalized piece, input bytes consumed).

@@ -105,8 +105,14 @@ bool flag_or(const json& obj, const char* key, bool fallback) {
 }
 
 // ModelProto.SentencePiece.Type
-enum SpmType : uint64_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5,
-                          kByte = 6 };
+enum SpmType : uint64_t {
+    kNormal = 1,
+    kUnknown = 2,
+    kControl = 3,
+    kUserDefined = 4,
+    kUnused = 5,
+    kByte = 6
+};
 
 struct SpmPiece {
     std::string text;
@@ -152,8 +158,8 @@ SpmModel read_spm_model(std::string_view serialized, const std::string& origin) 
                     piece.skip(w);
                 }
             }
-            SS_CHECK_INPUT(p.type >= kNormal && p.type <= kByte, origin, "piece ",
-                           m.pieces.size(), " has unknown type ", p.type);
+            SS_CHECK_INPUT(p.type >= kNormal && p.type <= kByte, origin, "piece ", m.pieces.size(),
+                           " has unknown type ", p.type);
             m.pieces.push_back(std::move(p));
         } else if (field == 2 && wire == 2) {
             WireReader trainer(model.bytes(), origin);
@@ -174,7 +180,7 @@ SpmModel read_spm_model(std::string_view serialized, const std::string& origin) 
 
 // sentencepiece ids -> fairseq dictionary ids (HF XLMRobertaTokenizer) around a tokenizer.
 class FairseqIdTokenizer final : public Tokenizer {
-  public:
+public:
     FairseqIdTokenizer(std::unique_ptr<Tokenizer> inner, int32_t inner_unk)
         : inner_(std::move(inner)), inner_unk_(inner_unk), n_inner_(inner_->vocab_size()) {}
 
@@ -214,7 +220,7 @@ class FairseqIdTokenizer final : public Tokenizer {
         return out;
     }
 
-  protected:
+protected:
     std::string decode_ids(const std::vector<int32_t>& ids) const override {
         std::vector<int32_t> inner;
         for (int32_t id : ids)
@@ -223,7 +229,7 @@ class FairseqIdTokenizer final : public Tokenizer {
     }
     bool is_special(int32_t id) const override { return is_fairseq_only(id); }
 
-  private:
+private:
     static constexpr int32_t kBos = 0, kPad = 1, kEos = 2, kUnk = 3, kOffset = 1;
     bool is_fairseq_only(int32_t id) const { return id <= kUnk || id == n_inner_ + kOffset; }
     static std::string fairseq_piece(int32_t id) {
@@ -273,7 +279,8 @@ std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const fs::path& model_fi
     PipelineConfig cfg;
     cfg.origin = origin;
     NormalizerStep norm{NormalizerStep::Kind::SentencePiece, "", ""};
-    norm.charsmap = std::make_shared<const PrecompiledCharsMap>(m.info.precompiled_charsmap, origin);
+    norm.charsmap =
+        std::make_shared<const PrecompiledCharsMap>(m.info.precompiled_charsmap, origin);
     norm.spm.add_dummy_prefix = m.info.add_dummy_prefix;
     norm.spm.remove_extra_whitespaces = m.info.remove_extra_whitespaces;
     norm.spm.escape_whitespaces = m.info.escape_whitespaces;
@@ -334,8 +341,8 @@ std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const fs::path& model_fi
         cfg.kind = "spm-bpe";
         tok = make_pipeline_tokenizer(std::move(cfg), std::move(bpe));
     } else {
-        throw UnsupportedError(origin, "SentencePiece model_type " + m.info.model_type +
-                                           " (supported: unigram, bpe)");
+        throw UnsupportedError(
+            origin, "SentencePiece model_type " + m.info.model_type + " (supported: unigram, bpe)");
     }
     if (id_map == SpmIdMap::Identity) return tok;
     return std::make_unique<FairseqIdTokenizer>(std::move(tok), unk);

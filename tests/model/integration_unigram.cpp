@@ -63,10 +63,16 @@ void make_model_dir(const fs::path& shared, const fs::path& dir, const std::stri
     fs::create_directories(dir);
     for (const char* f : {"config.json", "model.safetensors"})
         fs::create_symlink(shared / "models/tinystories656K" / f, dir / f);
-    std::vector<std::tuple<std::string, float, int>> pieces = {
-        {"<unk>", 0, 2}, {"<s>", 0, 3}, {"</s>", 0, 3}, {"\xE2\x96\x81Once", -2, 1},
-        {"\xE2\x96\x81upon", -2, 1}, {"\xE2\x96\x81" "a", -2, 1}, {"\xE2\x96\x81time", -2, 1},
-        {"\xE2\x96\x81", -3, 1}};
+    std::vector<std::tuple<std::string, float, int>> pieces = {{"<unk>", 0, 2},
+                                                               {"<s>", 0, 3},
+                                                               {"</s>", 0, 3},
+                                                               {"\xE2\x96\x81Once", -2, 1},
+                                                               {"\xE2\x96\x81upon", -2, 1},
+                                                               {"\xE2\x96\x81"
+                                                                "a",
+                                                                -2, 1},
+                                                               {"\xE2\x96\x81time", -2, 1},
+                                                               {"\xE2\x96\x81", -3, 1}};
     for (char c = 'a'; c <= 'z'; ++c) pieces.emplace_back(std::string(1, c), -5.0f, 1);
     std::ofstream(dir / name, std::ios::binary) << unigram_model_proto(pieces);
 }
@@ -94,9 +100,9 @@ TEST(CliUnigram, DumpWithSentencePieceModel) {
     make_model_dir(shared, tmp / "m", "sentencepiece.bpe.model");
     std::ofstream(tmp / "data.txt") << "Once upon a time\n";
     const auto out = tmp / "out";
-    const auto r = run_cli({"dump", "--model", (tmp / "m").string(), "--data",
-                            (tmp / "data.txt").string(), "--hooks", "blocks.*.attn.hook_pattern",
-                            "--out", out.string()});
+    const auto r =
+        run_cli({"dump", "--model", (tmp / "m").string(), "--data", (tmp / "data.txt").string(),
+                 "--hooks", "blocks.*.attn.hook_pattern", "--out", out.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(io::read_npy(out / "lengths.npy").to_i64(), (std::vector<int64_t>{5}));
     const io::NpyArray a = io::read_npy(out / "attention.npy");

@@ -501,9 +501,12 @@ TEST(SentencePieceModel, XlmrTokenizerJsonAgreesWithFairseqModel) {
               masked.end());
 }
 
-// A file that is not a SentencePiece model is one InputError naming it.
+// A file that is not a SentencePiece model, or a truncated one, is one InputError naming it.
 TEST(SentencePieceModel, BadFile) {
     testutil::ScratchDir dir;
+    const std::string& good = trained("identity", false).serialized;
+    testutil::write_file(dir / "cut.model", good.substr(0, good.size() / 2));
+    EXPECT_THROW(load_sentencepiece_tokenizer(dir / "cut.model", SpmIdMap::Identity), InputError);
     testutil::write_file(dir / "tokenizer.model", "this is not a protobuf at all, just text");
     try {
         load_sentencepiece_tokenizer(dir / "tokenizer.model", SpmIdMap::Identity);

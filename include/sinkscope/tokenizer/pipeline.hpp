@@ -25,7 +25,16 @@ struct AddedToken {
 };
 
 struct NormalizerStep {
-    enum class Kind { Prepend, Replace, Nfc, Strip, Lowercase, Bert, Precompiled, SentencePiece } kind;
+    enum class Kind {
+        Prepend,
+        Replace,
+        Nfc,
+        Strip,
+        Lowercase,
+        Bert,
+        Precompiled,
+        SentencePiece
+    } kind;
     std::string a, b;  // Prepend: a; Replace: a -> b; Strip: a = "l", "r" or "lr"
     // Bert (HF BertNormalizer): which of its passes run, in this order.
     bool clean_text = true, handle_chinese_chars = true, strip_accents = true, lowercase = true;
