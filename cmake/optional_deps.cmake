@@ -19,3 +19,10 @@ function(sinkscope_link_pcre2 target)
   pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
   target_link_libraries(${target} PUBLIC PkgConfig::PCRE2)
 endfunction()
+
+# libsentencepiece (libsentencepiece-dev): the reference implementation in the torch-free
+# tokenizer tests only. The library reads .model files itself: libsentencepiece.so bundles its
+# own protobuf, whose symbols clash with libtorch's libprotobuf (a crash at load time).
+find_library(SENTENCEPIECE_LIBRARY sentencepiece REQUIRED)
+find_library(SENTENCEPIECE_TRAIN_LIBRARY sentencepiece_train REQUIRED)
+find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h REQUIRED)

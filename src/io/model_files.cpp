@@ -49,7 +49,8 @@ ModelFiles hf_directory(const fs::path& dir) {
     SS_CHECK_INPUT(!m.weights.empty(), dir.string(),
                    "has config.json but no model.safetensors, model.safetensors.index.json or "
                    "pytorch_model.bin");
-    m.tokenizer = first_existing(dir, {"tokenizer.json", "tokenizer.model"});
+    m.tokenizer =
+        first_existing(dir, {"tokenizer.json", "tokenizer.model", "sentencepiece.bpe.model"});
     return m;
 }
 

@@ -9,6 +9,7 @@
 #include "sinkscope/io/weights.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
+#include "sinkscope/tokenizer/sentencepiece.hpp"
 
 namespace sinkscope::model {
 
@@ -28,7 +29,9 @@ std::unique_ptr<tokenizer::Tokenizer> open_tokenizer(const io::ModelFiles& files
         return tokenizer::load_gguf_tokenizer(tok);
     }
     if (tok.extension() == ".bin") return tokenizer::load_llama2c_tokenizer(tok, d_vocab);
-    return nullptr;  // e.g. a SentencePiece tokenizer.model: no reader yet; ids only
+    // tokenizer.model / sentencepiece.bpe.model; XLM-R's gets the fairseq id layout.
+    if (tok.extension() == ".model") return tokenizer::load_sentencepiece_tokenizer(tok);
+    return nullptr;  // an unknown tokenizer format: ids only
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
-// Hugging Face tokenizer.json (BPE: byte-level and SentencePiece-style with byte fallback)
-// loaded into the generic pipeline; tokenizer_config.json beside it can switch BOS/EOS.
+// Hugging Face tokenizer.json (BPE: byte-level and SentencePiece-style with byte fallback;
+// WordPiece; Unigram) loaded into the generic pipeline; tokenizer_config.json beside it can
+// switch BOS/EOS.
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/tokenizer/pipeline.hpp"
+#include "sinkscope/tokenizer/unigram.hpp"
 #include "sinkscope/tokenizer/wordpiece.hpp"
 
 namespace sinkscope::tokenizer {
@@ -13,6 +15,35 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+
+// RFC 4648 base64 (HF stores the Precompiled charsmap this way); nullopt when malformed.
+std::optional<std::string> decode_base64(std::string_view in) {
+    auto sextet = [](char c) -> int {
+        if (c >= 'A' && c <= 'Z') return c - 'A';
+        if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+        if (c >= '0' && c <= '9') return c - '0' + 52;
+        if (c == '+' || c == '-') return 62;
+        if (c == '/' || c == '_') return 63;
+        return -1;
+    };
+    while (!in.empty() && in.back() == '=') in.remove_suffix(1);
+    if (in.size() % 4 == 1) return std::nullopt;
+    std::string out;
+    out.reserve(in.size() * 3 / 4);
+    uint32_t acc = 0;
+    int n_bits = 0;
+    for (char c : in) {
+        const int v = sextet(c);
+        if (v < 0) return std::nullopt;
+        acc = (acc << 6) | static_cast<uint32_t>(v);
+        n_bits += 6;
+        if (n_bits >= 8) {
+            n_bits -= 8;
+            out.push_back(static_cast<char>((acc >> n_bits) & 0xFF));
+        }
+    }
+    return out;
+}
 
 struct Loader {
     std::string file;
@@ -58,9 +89,24 @@ struct Loader {
         } else if (type == "Prepend") {
             out.push_back({NormalizerStep::Kind::Prepend, str(n, "prepend", "Prepend"), ""});
         } else if (type == "Replace") {
-            out.push_back({NormalizerStep::Kind::Replace,
-                           pattern_string(need(n, "pattern", "Replace"), "normalizer Replace"),
-                           str(n, "content", "Replace")});
+            const json& pattern = need(n, "pattern", "Replace");
+            NormalizerStep r{NormalizerStep::Kind::Replace, "", str(n, "content", "Replace")};
+            if (pattern.contains("Regex")) {
+                r.regex = std::make_shared<Regex>(pattern_regex(pattern, "normalizer Replace"));
+            } else {
+                r.a = pattern_string(pattern, "normalizer Replace");
+            }
+            out.push_back(std::move(r));
+        } else if (type == "Precompiled") {
+            // SentencePiece normalization rules (e.g. nmt_nfkc), base64; null or "" = none.
+            const json& blob = n.value("precompiled_charsmap", json());
+            if (blob.is_null()) return;
+            if (!blob.is_string()) fail("Precompiled: precompiled_charsmap is not a string");
+            const auto bytes = decode_base64(blob.get<std::string>());
+            if (!bytes) fail("Precompiled: precompiled_charsmap is not valid base64");
+            NormalizerStep p{NormalizerStep::Kind::Precompiled, "", ""};
+            p.charsmap = std::make_shared<const PrecompiledCharsMap>(*bytes, file);
+            out.push_back(std::move(p));
         } else if (type == "NFC") {
             out.push_back({NormalizerStep::Kind::Nfc, "", ""});
         } else if (type == "Lowercase") {
@@ -157,6 +203,20 @@ struct Loader {
         }
     }
 
+    void added_tokens(const json& root, PipelineConfig& cfg) const {
+        for (const json& t : root.value("added_tokens", json::array())) {
+            AddedToken a;
+            a.content = str(t, "content", "added_tokens");
+            a.id = t.at("id").get<int32_t>();
+            a.special = flag(t, "special", false);
+            a.normalized = flag(t, "normalized", !a.special);
+            a.lstrip = flag(t, "lstrip", false);
+            a.rstrip = flag(t, "rstrip", false);
+            a.single_word = flag(t, "single_word", false);
+            cfg.added.push_back(std::move(a));
+        }
+    }
+
     void decoder(const json& d, DecoderConfig& out) const {
         if (d.is_null()) return;
         const std::string type = str(d, "type", "decoder");
@@ -191,16 +251,16 @@ struct Loader {
         }
     }
 
-    int32_t token_id(const json& model_vocab, const std::vector<AddedToken>& added,
+    int32_t token_id(const Vocab& model_vocab, const std::vector<AddedToken>& added,
                      const std::string& content) const {
         for (const AddedToken& t : added)
             if (t.content == content) return t.id;
-        if (model_vocab.contains(content)) return model_vocab.at(content).get<int32_t>();
+        if (const int32_t id = model_vocab.find(content); id >= 0) return id;
         fail("special token '" + content + "' is not in the vocabulary");
     }
 
     // Post-processor -> template around a single sequence.
-    void post_processor(const json& p, const json& vocab, const std::vector<AddedToken>& added,
+    void post_processor(const json& p, const Vocab& vocab, const std::vector<AddedToken>& added,
                         PipelineConfig& cfg) const {
         if (p.is_null()) return;
         const std::string type = str(p, "type", "post_processor");
@@ -275,6 +335,84 @@ std::string token_name(const json& v) {
     return {};
 }
 
+// tokenizer_config.json beside tokenizer.json: BOS/EOS names, and add_bos_token /
+// add_eos_token for the tokenizer classes whose fast versions rebuild the post-processor.
+void apply_tokenizer_config(const fs::path& tokenizer_json, const Vocab& vocab,
+                            PipelineConfig& cfg) {
+    const fs::path config_path = tokenizer_json.parent_path() / "tokenizer_config.json";
+    json config = json::object();
+    if (fs::exists(config_path)) {
+        try {
+            config = json::parse(read_file(config_path));
+        } catch (const json::exception& e) {
+            throw InputError(config_path.string(), std::string("not valid JSON: ") + e.what());
+        }
+    }
+    auto lookup = [&](const std::string& name) -> int32_t {
+        if (name.empty()) return -1;
+        for (const AddedToken& t : cfg.added)
+            if (t.content == name) return t.id;
+        return vocab.find(name);
+    };
+    cfg.bos = lookup(token_name(config.value("bos_token", json())));
+    cfg.eos = lookup(token_name(config.value("eos_token", json())));
+    if (cfg.bos < 0 && !cfg.prefix.empty()) cfg.bos = cfg.prefix.front();
+    if (cfg.eos < 0 && !cfg.suffix.empty()) cfg.eos = cfg.suffix.back();
+    const std::string cls = config.value("tokenizer_class", std::string());
+    const bool rebuilds = cls.rfind("Llama", 0) == 0 || cls.rfind("CodeLlama", 0) == 0 ||
+                          cls.rfind("Gemma", 0) == 0 || cls.rfind("GPTNeoX", 0) == 0;
+    if (rebuilds && config.contains("add_bos_token") && config.at("add_bos_token").is_boolean()) {
+        cfg.prefix.clear();
+        if (config.at("add_bos_token").get<bool>() && cfg.bos >= 0) cfg.prefix.push_back(cfg.bos);
+    }
+    if (rebuilds && config.contains("add_eos_token") && config.at("add_eos_token").is_boolean()) {
+        cfg.suffix.clear();
+        if (config.at("add_eos_token").get<bool>() && cfg.eos >= 0) cfg.suffix.push_back(cfg.eos);
+    }
+}
+
+// "model": {"type": "Unigram", "vocab": [[piece, score], ...], "unk_id", "byte_fallback"}
+// (XLM-R, T5, ...): the vocabulary is a list, ids are positions.
+std::unique_ptr<Tokenizer> load_unigram(const Loader& L, const json& root,
+                                        const fs::path& tokenizer_json) {
+    const json& model = L.need(root, "model", "tokenizer.json");
+    const json& vocab_json = L.need(model, "vocab", "model");
+    if (!vocab_json.is_array()) L.fail("Unigram model.vocab is not a list of [piece, score]");
+    if (vocab_json.size() > (size_t{1} << 24))
+        L.fail("Unigram model.vocab has " + std::to_string(vocab_json.size()) + " entries");
+    std::vector<std::pair<std::string, double>> pieces;
+    pieces.reserve(vocab_json.size());
+    for (const json& entry : vocab_json) {
+        if (!entry.is_array() || entry.size() != 2 || !entry.at(0).is_string() ||
+            !entry.at(1).is_number())
+            L.fail("Unigram model.vocab entry " + std::to_string(pieces.size()) +
+                   " is not [piece, score]");
+        pieces.emplace_back(entry.at(0).get<std::string>(), entry.at(1).get<double>());
+    }
+    int32_t unk_id = -1;
+    if (model.contains("unk_id") && !model.at("unk_id").is_null()) {
+        const json& u = model.at("unk_id");
+        if (!u.is_number_integer() || u.get<int64_t>() < 0 ||
+            u.get<int64_t>() >= static_cast<int64_t>(pieces.size()))
+            L.fail("Unigram unk_id " + u.dump() + " is not an id of its vocabulary of " +
+                   std::to_string(pieces.size()));
+        unk_id = u.get<int32_t>();
+    }
+    auto unigram =
+        std::make_unique<UnigramModel>(pieces, unk_id, Loader::flag(model, "byte_fallback", false));
+
+    PipelineConfig cfg;
+    cfg.origin = L.file;
+    L.added_tokens(root, cfg);
+    L.normalizer(root.value("normalizer", json()), cfg.normalizer);
+    L.pre_tokenizer(root.value("pre_tokenizer", json()), cfg.pre_tokenizer);
+    L.decoder(root.value("decoder", json()), cfg.decoder);
+    L.post_processor(root.value("post_processor", json()), unigram->vocab(), cfg.added, cfg);
+    cfg.kind = "unigram";
+    apply_tokenizer_config(tokenizer_json, unigram->vocab(), cfg);
+    return make_pipeline_tokenizer(std::move(cfg), std::move(unigram));
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
@@ -288,7 +426,8 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
     try {
         const json& model = L.need(root, "model", "tokenizer.json");
         const std::string type = model.value("type", std::string("BPE"));
-        if (type != "BPE" && type != "WordPiece") L.unsupported("tokenizer model type " + type);
+        if (type != "BPE" && type != "WordPiece" && type != "Unigram")
+            L.unsupported("tokenizer model type " + type);
         for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
             if (type == "BPE" && model.contains(key) && model.at(key).is_string() &&
                 !model.at(key).get<std::string>().empty())
@@ -296,6 +435,8 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
         if (model.contains("dropout") && model.at("dropout").is_number() &&
             model.at("dropout").get<double>() > 0)
             L.unsupported("BPE dropout");
+
+        if (type == "Unigram") return load_unigram(L, root, tokenizer_json);
 
         const json& vocab_json = L.need(model, "vocab", "model");
         if (!vocab_json.is_object()) L.fail("model.vocab is not an object");
@@ -308,17 +449,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
 
         PipelineConfig cfg;
         cfg.origin = L.file;
-        for (const json& t : root.value("added_tokens", json::array())) {
-            AddedToken a;
-            a.content = L.str(t, "content", "added_tokens");
-            a.id = t.at("id").get<int32_t>();
-            a.special = Loader::flag(t, "special", false);
-            a.normalized = Loader::flag(t, "normalized", !a.special);
-            a.lstrip = Loader::flag(t, "lstrip", false);
-            a.rstrip = Loader::flag(t, "rstrip", false);
-            a.single_word = Loader::flag(t, "single_word", false);
-            cfg.added.push_back(std::move(a));
-        }
+        L.added_tokens(root, cfg);
 
         if (type == "WordPiece") {
             const std::string unk = model.value("unk_token", std::string("[UNK]"));
@@ -328,7 +459,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
             L.normalizer(root.value("normalizer", json()), cfg.normalizer);
             L.pre_tokenizer(root.value("pre_tokenizer", json()), cfg.pre_tokenizer);
             L.decoder(root.value("decoder", json()), cfg.decoder);
-            L.post_processor(root.value("post_processor", json()), vocab_json, cfg.added, cfg);
+            L.post_processor(root.value("post_processor", json()), vocab, cfg.added, cfg);
             if (cfg.decoder.wordpiece_prefix.empty()) cfg.decoder.wordpiece_prefix = prefix;
             if (!cfg.prefix.empty()) cfg.bos = cfg.prefix.front();
             if (!cfg.suffix.empty()) cfg.eos = cfg.suffix.back();
@@ -370,46 +501,11 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
         L.normalizer(root.value("normalizer", json()), cfg.normalizer);
         L.pre_tokenizer(root.value("pre_tokenizer", json()), cfg.pre_tokenizer);
         L.decoder(root.value("decoder", json()), cfg.decoder);
-        L.post_processor(root.value("post_processor", json()), vocab_json, cfg.added, cfg);
+        L.post_processor(root.value("post_processor", json()), bpe.vocab(), cfg.added, cfg);
         const bool byte_level = cfg.decoder.byte_level;
         cfg.kind = byte_level ? "bpe-byte-level" : (opt.byte_fallback ? "spm-bpe" : "bpe");
 
-        // tokenizer_config.json: BOS/EOS names, and add_bos_token/add_eos_token for the
-        // tokenizer classes whose fast versions rebuild the post-processor from them.
-        const fs::path config_path = tokenizer_json.parent_path() / "tokenizer_config.json";
-        json config = json::object();
-        if (fs::exists(config_path)) {
-            try {
-                config = json::parse(read_file(config_path));
-            } catch (const json::exception& e) {
-                throw InputError(config_path.string(), std::string("not valid JSON: ") + e.what());
-            }
-        }
-        auto lookup = [&](const std::string& name) -> int32_t {
-            if (name.empty()) return -1;
-            for (const AddedToken& t : cfg.added)
-                if (t.content == name) return t.id;
-            return bpe.vocab().find(name);
-        };
-        cfg.bos = lookup(token_name(config.value("bos_token", json())));
-        cfg.eos = lookup(token_name(config.value("eos_token", json())));
-        if (cfg.bos < 0 && !cfg.prefix.empty()) cfg.bos = cfg.prefix.front();
-        if (cfg.eos < 0 && !cfg.suffix.empty()) cfg.eos = cfg.suffix.back();
-        const std::string cls = config.value("tokenizer_class", std::string());
-        const bool rebuilds = cls.rfind("Llama", 0) == 0 || cls.rfind("CodeLlama", 0) == 0 ||
-                              cls.rfind("Gemma", 0) == 0 || cls.rfind("GPTNeoX", 0) == 0;
-        if (rebuilds && config.contains("add_bos_token") &&
-            config.at("add_bos_token").is_boolean()) {
-            cfg.prefix.clear();
-            if (config.at("add_bos_token").get<bool>() && cfg.bos >= 0)
-                cfg.prefix.push_back(cfg.bos);
-        }
-        if (rebuilds && config.contains("add_eos_token") &&
-            config.at("add_eos_token").is_boolean()) {
-            cfg.suffix.clear();
-            if (config.at("add_eos_token").get<bool>() && cfg.eos >= 0)
-                cfg.suffix.push_back(cfg.eos);
-        }
+        apply_tokenizer_config(tokenizer_json, bpe.vocab(), cfg);
         return make_pipeline_tokenizer(std::move(cfg), std::move(bpe));
     } catch (const json::exception& e) {
         L.fail(std::string("unexpected structure: ") + e.what());

@@ -19,6 +19,19 @@ std::string apply_normalizer(const std::vector<NormalizerStep>& steps, std::stri
                 if (!text.empty()) text = s.a + text;
                 break;
             case NormalizerStep::Kind::Replace: {
+                if (s.regex) {
+                    std::string out;
+                    out.reserve(text.size());
+                    size_t prev = 0;
+                    for (auto [b, e] : s.regex->find_all(text)) {
+                        out.append(text, prev, b - prev);
+                        out += s.b;
+                        prev = e;
+                    }
+                    out.append(text, prev, std::string::npos);
+                    text = std::move(out);
+                    break;
+                }
                 if (s.a.empty()) break;
                 std::string out;
                 out.reserve(text.size());
@@ -41,6 +54,14 @@ std::string apply_normalizer(const std::vector<NormalizerStep>& steps, std::stri
             case NormalizerStep::Kind::Bert:
                 text = bert_normalize(text, s);
                 break;
+            case NormalizerStep::Kind::Precompiled:
+                if (s.charsmap) text = s.charsmap->normalize(text);
+                break;
+            case NormalizerStep::Kind::SentencePiece: {
+                static const PrecompiledCharsMap kNoRules("", "");
+                text = (s.charsmap ? *s.charsmap : kNoRules).normalize_spm(text, s.spm);
+                break;
+            }
             case NormalizerStep::Kind::Strip: {
                 auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
                 size_t b = 0, e = text.size();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/npy.hpp"
+#include "sinkscope/tokenizer/pretokenize.hpp"
 #include "sinkscope/tokenizer/tokenizer.hpp"
 #include "testing.hpp"
 
@@ -263,4 +265,52 @@ TEST(GoldenTokenizer, HfJsonFullVocabulariesPassVectors) {
         EXPECT_EQ(r.n_cases, 46);
         EXPECT_EQ(r.n_pass, r.n_cases) << r.first_failure;
     }
+}
+
+// The GPT-NeoX GGUF vocabulary (llama.cpp ships no test vectors for it) agrees with the zoo's
+// Pythia golden input_ids (HF GPTNeoXTokenizerFast) word by word: the zoo vocabulary is the
+// first 8,192 ids of the same one, and since a BPE merge's result id grows with its rank, a
+// pre-token whose full-vocabulary ids are all below 8,192 used only merges the zoo kept, so its
+// golden ids must be identical. Golden tokens are aligned to pre-tokens by their bytes.
+TEST(GoldenTokenizer, GgufGptNeoxMatchesPythiaGoldenIds) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    auto tok = load_gguf_tokenizer(shared / "models/tokenizers/ggml-vocab-gpt-neox.gguf");
+    const fs::path dir = shared / "zoo/pythia";
+    const auto manifest = nlohmann::json::parse(read_file(dir / "golden/manifest.json"));
+    const Regex gpt2(kGpt2Pattern);
+    int n_words = 0, n_compared = 0, n_inputs = 0;
+    for (const auto& input : manifest.at("inputs")) {
+        if (input.value("kind", "") != "text" || !input.contains("text")) continue;
+        ++n_inputs;
+        const std::string name = input.at("name").get<std::string>();
+        SCOPED_TRACE(name);
+        const std::string text = input.at("text").get<std::string>();
+        const auto golden = io::read_npy(dir / "golden" / name / "input_ids.npy").to_i64();
+        // Byte offset where each golden token ends (all golden ids are below 8,192 here).
+        std::vector<size_t> ends;
+        size_t pos = 0;
+        for (int64_t id : golden) {
+            ASSERT_LT(id, 8192);
+            pos += tok->decode_token(static_cast<int32_t>(id)).size();
+            ends.push_back(pos);
+        }
+        ASSERT_EQ(pos, text.size());
+        size_t k = 0;  // next golden token
+        for (auto [b, e] : split_by_regex(text, gpt2, SplitBehavior::Isolated, false)) {
+            std::vector<int32_t> group;
+            while (k < ends.size() && ends[k] <= e)
+                group.push_back(static_cast<int32_t>(golden[k++]));
+            ASSERT_TRUE(!group.empty() && (k == 0 || ends[k - 1] == e))
+                << "token crosses byte " << e;
+            ++n_words;
+            const auto ids = tok->encode(text.substr(b, e - b));
+            if (*std::max_element(ids.begin(), ids.end()) >= 8192) continue;
+            EXPECT_EQ(ids_str(ids), ids_str(group)) << "'" << text.substr(b, e - b) << "'";
+            ++n_compared;
+        }
+    }
+    std::printf("gpt-neox GGUF vs zoo pythia golden ids: %d of %d pre-tokens compared (%d texts)\n",
+                n_compared, n_words, n_inputs);
+    EXPECT_GE(n_inputs, 3);
+    EXPECT_GE(n_compared, n_words / 2);
 }

@@ -322,8 +322,8 @@ TEST(HfBpe, BadFiles) {
     write_text(dir / "merge.json",
                R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a zz"]}})");
     EXPECT_THROW(load_hf_tokenizer(dir / "merge.json"), InputError);
-    write_text(dir / "uni.json", R"({"model": {"type": "Unigram", "vocab": []}})");
-    EXPECT_THROW(load_hf_tokenizer(dir / "uni.json"), UnsupportedError);
+    write_text(dir / "wl.json", R"({"model": {"type": "WordLevel", "vocab": {}}})");
+    EXPECT_THROW(load_hf_tokenizer(dir / "wl.json"), UnsupportedError);
     EXPECT_THROW(load_hf_tokenizer(dir / "missing.json"), IoError);
 }
 

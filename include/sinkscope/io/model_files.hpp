@@ -23,8 +23,9 @@ struct ModelFiles {
     // HF: model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json or
     // pytorch_model.bin (first found, in that order); otherwise the file itself.
     std::filesystem::path weights;
-    // HF: tokenizer.json, else tokenizer.model (SentencePiece); llama2.c: tok<vocab>.bin, else
-    // tokenizer.bin, beside the checkpoint; GGUF: the file itself (vocabulary in its metadata).
+    // HF: tokenizer.json, else tokenizer.model or sentencepiece.bpe.model (SentencePiece, XLM-R);
+    // llama2.c: tok<vocab>.bin, else tokenizer.bin, beside the checkpoint; GGUF: the file itself
+    // (vocabulary in its metadata).
     // Empty when none was found (the caller decides whether that is an error).
     std::filesystem::path tokenizer;
 };

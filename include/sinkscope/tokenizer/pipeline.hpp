@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sinkscope/tokenizer/bpe.hpp"
+#include "sinkscope/tokenizer/charsmap.hpp"
 #include "sinkscope/tokenizer/pretokenize.hpp"
 #include "sinkscope/tokenizer/tokenizer.hpp"
 
@@ -24,10 +25,24 @@ struct AddedToken {
 };
 
 struct NormalizerStep {
-    enum class Kind { Prepend, Replace, Nfc, Strip, Lowercase, Bert } kind;
+    enum class Kind {
+        Prepend,
+        Replace,
+        Nfc,
+        Strip,
+        Lowercase,
+        Bert,
+        Precompiled,
+        SentencePiece
+    } kind;
     std::string a, b;  // Prepend: a; Replace: a -> b; Strip: a = "l", "r" or "lr"
     // Bert (HF BertNormalizer): which of its passes run, in this order.
     bool clean_text = true, handle_chinese_chars = true, strip_accents = true, lowercase = true;
+    std::shared_ptr<Regex> regex = nullptr;  // Replace with a Regex pattern: matches -> b
+    // Precompiled (HF, grapheme-wise) and SentencePiece (sentencepiece's own normalizer: the
+    // rules, then the whitespace options `spm`).
+    std::shared_ptr<const PrecompiledCharsMap> charsmap = nullptr;
+    SpmWhitespace spm = {};
 };
 
 struct PreTokenizerStep {
