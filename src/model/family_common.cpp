@@ -122,7 +122,15 @@ WeightLoader::WeightLoader(const ModelConfig& c, const WeightSource& src, const 
       device_(device_of(rt)) {}
 
 std::string WeightLoader::name(TensorRole role, int64_t layer) const {
-    return tensor_name(arch_, src_.format, role, layer);
+    const std::string n = tensor_name(arch_, src_.format, role, layer);
+    // HF checkpoints saved from the base model (GPT2Model, e.g. openai-community/gpt2: "wte.weight"
+    // instead of "transformer.wte.weight") lack the head model's prefix; transformers loads them
+    // by stripping base_model_prefix, and so does this: the registry name without its first
+    // component, used only when the full name is absent and the short one present.
+    if (n.empty() || src_.format != WeightFormat::HuggingFace || src_.store->has(n)) return n;
+    const auto dot = n.find('.');
+    if (dot != std::string::npos && src_.store->has(n.substr(dot + 1))) return n.substr(dot + 1);
+    return n;
 }
 
 bool WeightLoader::has(TensorRole role, int64_t layer) const {

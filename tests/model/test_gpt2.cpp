@@ -167,3 +167,19 @@ TEST(Gpt2, ConfigJson) {
         }
     }
 }
+
+// A checkpoint saved from the base model (openai-community/gpt2: "wte.weight", "h.0.ln_1.weight"
+// without "transformer.") loads like the GPT2LMHeadModel layout and gives the same logits.
+TEST(Gpt2, BaseModelNamesWithoutPrefixLoad) {
+    const ModelConfig c = tiny_gpt2();
+    const MemoryWeightStore s = random_gpt2(c, 9);
+    MemoryWeightStore bare;
+    const std::string prefix = "transformer.";
+    for (const auto& [name, e] : s.tensors) {
+        ASSERT_EQ(name.rfind(prefix, 0), 0u) << name;
+        bare.tensors[name.substr(prefix.size())] = e;
+    }
+    const ForwardResult a = build_model(c, source_of(s)).forward(kIds);
+    const ForwardResult b = build_model(c, source_of(bare)).forward(kIds);
+    EXPECT_TRUE(at::equal(a.logits, b.logits));
+}
