@@ -11,11 +11,11 @@
 #include <c10/core/InferenceMode.h>
 #include <nlohmann/json.hpp>
 
+#include "config_json.hpp"
+#include "family_common.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
-#include "config_json.hpp"
-#include "family_common.hpp"
 #include "tensor_load.hpp"
 
 namespace sinkscope::model {
@@ -48,7 +48,7 @@ private:
     at::Tensor wte_;  // [d_vocab, d_model]
     at::Tensor wpe_;  // [n_ctx, d_model]
     LayerNorm ln_f_;
-    Linear out_;      // [d_vocab, d_model]; wte_ when tied
+    Linear out_;  // [d_vocab, d_model]; wte_ when tied
     std::vector<Gpt2Layer> layers_;
     int64_t n_params_ = 0;
 };
@@ -67,8 +67,7 @@ Linear conv1d_linear(WeightLoader& ld, TensorRole w_role, TensorRole b_role, int
     return Linear{ld.to_device(w), ld.to_device(b)};
 }
 
-Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src,
-                       const RuntimeOptions& rt)
+Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt)
     : c_(config), dtype_(detail::scalar_type(rt.dtype)), device_(detail::device_of(rt)) {
     using R = TensorRole;
     WeightLoader ld(c_, src, rt);

@@ -18,11 +18,11 @@
 #include <c10/core/InferenceMode.h>
 #include <nlohmann/json.hpp>
 
+#include "config_json.hpp"
+#include "family_common.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
-#include "config_json.hpp"
-#include "family_common.hpp"
 #include "tensor_load.hpp"
 
 namespace sinkscope::model {
@@ -54,7 +54,7 @@ private:
     at::Device device_;
     at::Tensor embed_in_;  // [d_vocab, d_model]
     LayerNorm final_layer_norm_;
-    Linear embed_out_;     // [d_vocab, d_model], no bias; embed_in_ when tied
+    Linear embed_out_;  // [d_vocab, d_model], no bias; embed_in_ when tied
     std::vector<NeoxLayer> layers_;
     int64_t n_params_ = 0;
 };
@@ -131,8 +131,7 @@ ForwardResult GptNeoxFamily::forward(const ModelInput& input, const CaptureSpec&
 
 }  // namespace
 
-void read_gpt_neox_hf_config(const nlohmann::json& j, const std::string& origin,
-                             ModelConfig& c) {
+void read_gpt_neox_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
     c.d_model = json_int(j, "hidden_size", origin);
     c.n_layers = json_int(j, "num_hidden_layers", origin);
     c.n_heads = json_int(j, "num_attention_heads", origin);

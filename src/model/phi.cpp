@@ -12,11 +12,11 @@
 #include <c10/core/InferenceMode.h>
 #include <nlohmann/json.hpp>
 
+#include "config_json.hpp"
+#include "family_common.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
-#include "config_json.hpp"
-#include "family_common.hpp"
 #include "tensor_load.hpp"
 
 namespace sinkscope::model {
@@ -48,7 +48,7 @@ private:
     at::Device device_;
     at::Tensor embed_;  // [d_vocab, d_model]
     LayerNorm final_layernorm_;
-    Linear lm_head_;    // [d_vocab, d_model] (embed_ when tied) + bias [d_vocab]
+    Linear lm_head_;  // [d_vocab, d_model] (embed_ when tied) + bias [d_vocab]
     std::vector<PhiLayer> layers_;
     int64_t n_params_ = 0;
 };

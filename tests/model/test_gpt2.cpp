@@ -110,7 +110,8 @@ TEST(Gpt2, BlockMatchesConv1dDefinition) {
             << parts[p];
     EXPECT_TRUE(at::equal(hook("blocks.0.attn.hook_rot_q"), hook("blocks.0.attn.hook_q")));
     const at::Tensor z = hook("blocks.0.attn.hook_z").reshape({T, D});
-    const at::Tensor mid = x + at::matmul(z, W("h.0.attn.c_proj.weight")) + W("h.0.attn.c_proj.bias");
+    const at::Tensor mid =
+        x + at::matmul(z, W("h.0.attn.c_proj.weight")) + W("h.0.attn.c_proj.bias");
     EXPECT_TRUE(at::allclose(hook("blocks.0.hook_resid_mid"), mid, 1e-5, 1e-5));
     const at::Tensor h2 = at::layer_norm(mid, {D}, W("h.0.ln_2.weight"), W("h.0.ln_2.bias"), 1e-5);
     const at::Tensor a = at::matmul(h2, W("h.0.mlp.c_fc.weight")) + W("h.0.mlp.c_fc.bias");
@@ -145,8 +146,9 @@ TEST(Gpt2, InputLongerThanPositionsIsRefused) {
 // config.json: n_inner null -> 4 n_embd, gelu_new, tied; attention variants not implemented
 // are refused with UnsupportedError naming the key.
 TEST(Gpt2, ConfigJson) {
-    nlohmann::json j = {{"model_type", "gpt2"}, {"n_embd", 32},   {"n_layer", 2},
-                        {"n_head", 4},          {"n_inner", nullptr}, {"n_positions", 128},
+    nlohmann::json j = {{"model_type", "gpt2"}, {"n_embd", 32},
+                        {"n_layer", 2},         {"n_head", 4},
+                        {"n_inner", nullptr},   {"n_positions", 128},
                         {"vocab_size", 100},    {"activation_function", "gelu_new"}};
     const ModelConfig c = config_from_hf_json(j, "config.json");
     EXPECT_EQ(c.architecture, "gpt2");

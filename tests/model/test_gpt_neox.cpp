@@ -97,9 +97,8 @@ TEST(GptNeox, AttentionInvariants) {
 TEST(GptNeox, ZeroAblatingLayerRemovesAttention) {
     const ModelConfig c = tiny_neox(true);
     const MemoryWeightStore s = random_neox(c, 3);
-    testutil::expect_zero_ablation_removes_layer(
-        c, s, "gpt_neox.layers.1.attention.dense.weight",
-        "gpt_neox.layers.1.attention.dense.bias", 1, kIds);
+    testutil::expect_zero_ablation_removes_layer(c, s, "gpt_neox.layers.1.attention.dense.weight",
+                                                 "gpt_neox.layers.1.attention.dense.bias", 1, kIds);
 }
 
 // query_key_value rows are per head [q_h; k_h; v_h] (row h*3*d_head + p*d_head + i); RoPE
@@ -113,10 +112,10 @@ TEST(GptNeox, FusedQkvLayoutAndPartialRotary) {
     const int64_t T = static_cast<int64_t>(kIds.size()), D = c.d_model, dh = c.d_head;
     auto hook = [&](const std::string& n) { return r.captured.at(n)[0].to(at::kDouble); };
     const auto pre = "gpt_neox.layers.0.";
-    const at::Tensor h = at::layer_norm(
-        hook("blocks.0.hook_resid_pre"), {D},
-        stored(s, std::string(pre) + "input_layernorm.weight").to(at::kDouble),
-        stored(s, std::string(pre) + "input_layernorm.bias").to(at::kDouble), 1e-5);
+    const at::Tensor h =
+        at::layer_norm(hook("blocks.0.hook_resid_pre"), {D},
+                       stored(s, std::string(pre) + "input_layernorm.weight").to(at::kDouble),
+                       stored(s, std::string(pre) + "input_layernorm.bias").to(at::kDouble), 1e-5);
     const at::Tensor w = stored(s, std::string(pre) + "attention.query_key_value.weight");
     const at::Tensor b = stored(s, std::string(pre) + "attention.query_key_value.bias");
     const char* parts[] = {"q", "k", "v"};
@@ -138,7 +137,8 @@ TEST(GptNeox, FusedQkvLayoutAndPartialRotary) {
         for (int64_t head = 0; head < c.n_heads; ++head)
             for (int64_t i = 0; i < half; ++i) {
                 const double ang = t * std::pow(c.rope_theta, -2.0 * i / rot);
-                const double a = q[t][head][i].item<double>(), bb = q[t][head][i + half].item<double>();
+                const double a = q[t][head][i].item<double>(),
+                             bb = q[t][head][i + half].item<double>();
                 worst = std::max(worst, std::abs(rq[t][head][i].item<double>() -
                                                  (a * std::cos(ang) - bb * std::sin(ang))));
                 worst = std::max(worst, std::abs(rq[t][head][i + half].item<double>() -
@@ -156,7 +156,8 @@ TEST(GptNeox, ParallelAndSequentialResidual) {
         const ForwardResult r =
             build_model(c, source_of(s)).forward(kIds, CaptureSpec({"blocks.0.hook_resid_*"}));
         auto hook = [&](const std::string& n) { return r.captured.at(n)[0].to(at::kDouble); };
-        const at::Tensor pre = hook("blocks.0.hook_resid_pre"), mid = hook("blocks.0.hook_resid_mid");
+        const at::Tensor pre = hook("blocks.0.hook_resid_pre"),
+                         mid = hook("blocks.0.hook_resid_mid");
         const at::Tensor want = mid + mlp0(s, parallel ? pre : mid);
         EXPECT_TRUE(at::allclose(hook("blocks.0.hook_resid_post"), want, 1e-4, 1e-4)) << parallel;
     }
@@ -174,11 +175,10 @@ TEST(GptNeox, ParameterCountIsExact) {
 // config.json: rotary_pct -> rotary_dim = int(d_head * pct), rotary_emb_base, parallel residual
 // by default, exact gelu, untied; rope_scaling is refused.
 TEST(GptNeox, ConfigJson) {
-    nlohmann::json j = {{"model_type", "gpt_neox"}, {"hidden_size", 64},
-                        {"num_hidden_layers", 2},   {"num_attention_heads", 4},
-                        {"intermediate_size", 256}, {"vocab_size", 100},
-                        {"rotary_pct", 0.25},       {"rotary_emb_base", 500},
-                        {"hidden_act", "gelu"}};
+    nlohmann::json j = {
+        {"model_type", "gpt_neox"}, {"hidden_size", 64},        {"num_hidden_layers", 2},
+        {"num_attention_heads", 4}, {"intermediate_size", 256}, {"vocab_size", 100},
+        {"rotary_pct", 0.25},       {"rotary_emb_base", 500},   {"hidden_act", "gelu"}};
     const ModelConfig c = config_from_hf_json(j, "config.json");
     EXPECT_EQ(c.architecture, "gpt_neox");
     EXPECT_EQ(c.rotary_dim, 4);

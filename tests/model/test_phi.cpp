@@ -102,22 +102,24 @@ TEST(Phi, SharedLayerNormBlockAndLmHeadBias) {
     auto W = [&](const std::string& n) { return stored(s, n).to(at::kDouble); };
     auto hook = [&](const std::string& n) { return r.captured.at(n)[0].to(at::kDouble); };
     const std::string L = "model.layers.0.";
-    const at::Tensor ln = at::layer_norm(hook("blocks.0.hook_resid_pre"), {D},
-                                         W(L + "input_layernorm.weight"),
-                                         W(L + "input_layernorm.bias"), 1e-5);
-    const at::Tensor q = at::linear(ln, W(L + "self_attn.q_proj.weight"), W(L + "self_attn.q_proj.bias"));
+    const at::Tensor ln =
+        at::layer_norm(hook("blocks.0.hook_resid_pre"), {D}, W(L + "input_layernorm.weight"),
+                       W(L + "input_layernorm.bias"), 1e-5);
+    const at::Tensor q =
+        at::linear(ln, W(L + "self_attn.q_proj.weight"), W(L + "self_attn.q_proj.bias"));
     EXPECT_TRUE(at::allclose(hook("blocks.0.attn.hook_q"), q.view({T, 4, 10}), 1e-5, 1e-5));
     EXPECT_EQ(hook("blocks.0.attn.hook_k").sizes(), at::IntArrayRef({T, 2, 10}));
     const at::Tensor rq = hook("blocks.0.attn.hook_rot_q"), q_hook = hook("blocks.0.attn.hook_q");
     EXPECT_TRUE(at::equal(rq.narrow(2, 4, 6), q_hook.narrow(2, 4, 6)));
     EXPECT_FALSE(at::allclose(rq.narrow(2, 0, 4), q_hook.narrow(2, 0, 4)));  // rotated (t > 0)
     const at::Tensor a = at::linear(ln, W(L + "mlp.fc1.weight"), W(L + "mlp.fc1.bias"));
-    const at::Tensor g = 0.5 * a * (1 + at::tanh(std::sqrt(2.0 / M_PI) * (a + 0.044715 * a.pow(3))));
+    const at::Tensor g =
+        0.5 * a * (1 + at::tanh(std::sqrt(2.0 / M_PI) * (a + 0.044715 * a.pow(3))));
     const at::Tensor post = hook("blocks.0.hook_resid_mid") +
                             at::linear(g, W(L + "mlp.fc2.weight"), W(L + "mlp.fc2.bias"));
     EXPECT_TRUE(at::allclose(hook("blocks.0.hook_resid_post"), post, 1e-4, 1e-4));
-    const at::Tensor logits = at::linear(hook("ln_final.hook_normalized"), W("lm_head.weight"),
-                                         W("lm_head.bias"));
+    const at::Tensor logits =
+        at::linear(hook("ln_final.hook_normalized"), W("lm_head.weight"), W("lm_head.bias"));
     EXPECT_TRUE(at::allclose(r.logits[0].to(at::kDouble), logits, 1e-4, 1e-4));
 }
 
@@ -133,9 +135,9 @@ TEST(Phi, ParameterCountIsExact) {
 // config.json: partial_rotary_factor -> rotary_dim = int(d_head * factor), gelu_new, untied;
 // qk_layernorm=true is refused naming the key.
 TEST(Phi, ConfigJson) {
-    nlohmann::json j = {{"model_type", "phi"},      {"hidden_size", 80},
-                        {"num_hidden_layers", 2},   {"num_attention_heads", 4},
-                        {"intermediate_size", 320}, {"vocab_size", 100},
+    nlohmann::json j = {{"model_type", "phi"},          {"hidden_size", 80},
+                        {"num_hidden_layers", 2},       {"num_attention_heads", 4},
+                        {"intermediate_size", 320},     {"vocab_size", 100},
                         {"partial_rotary_factor", 0.4}, {"hidden_act", "gelu_new"}};
     const ModelConfig c = config_from_hf_json(j, "config.json");
     EXPECT_EQ(c.architecture, "phi");
