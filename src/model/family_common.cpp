@@ -7,6 +7,8 @@
 #include <ATen/ATen.h>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/io/weights.hpp"
+#include "tensor_load.hpp"
 
 namespace sinkscope::model::detail {
 
@@ -109,6 +111,91 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     }
     hooks.keep(HookPoint::Z, layer, z);
     return z;
+}
+
+// ---- Building blocks of the LayerNorm families ----
+
+WeightLoader::WeightLoader(const ModelConfig& c, const WeightSource& src, const RuntimeOptions& rt)
+    : arch_(find_architecture(c.architecture)),
+      src_(src),
+      dtype_(scalar_type(rt.dtype)),
+      device_(device_of(rt)) {}
+
+std::string WeightLoader::name(TensorRole role, int64_t layer) const {
+    const std::string n = tensor_name(arch_, src_.format, role, layer);
+    // HF checkpoints saved from the base model (GPT2Model, e.g. openai-community/gpt2: "wte.weight"
+    // instead of "transformer.wte.weight") lack the head model's prefix; transformers loads them
+    // by stripping base_model_prefix, and so does this: the registry name without its first
+    // component, used only when the full name is absent and the short one present.
+    if (n.empty() || src_.format != WeightFormat::HuggingFace || src_.store->has(n)) return n;
+    const auto dot = n.find('.');
+    if (dot != std::string::npos && src_.store->has(n.substr(dot + 1))) return n.substr(dot + 1);
+    return n;
+}
+
+bool WeightLoader::has(TensorRole role, int64_t layer) const {
+    const std::string n = name(role, layer);
+    return !n.empty() && src_.store->has(n);
+}
+
+at::Tensor WeightLoader::host(TensorRole role, int64_t layer,
+                              const std::vector<int64_t>& shape) const {
+    const std::string n = name(role, layer);
+    SS_CHECK(!n.empty(), "architecture ", arch_.name, " names no tensor for role ",
+             static_cast<int>(role), " in ", weight_format_name(src_.format));
+    return read_f32(src_, n, shape);
+}
+
+at::Tensor WeightLoader::to_device(const at::Tensor& host_f32) {
+    n_params_ += host_f32.numel();
+    return host_f32.to(device_, dtype_).contiguous();
+}
+
+at::Tensor Linear::operator()(const at::Tensor& x) const { return at::linear(x, w, b); }
+
+Linear load_linear(WeightLoader& ld, TensorRole w_role, std::optional<TensorRole> b_role,
+                   int64_t layer, int64_t n_out, int64_t n_in) {
+    Linear lin;
+    lin.w = ld.get(w_role, layer, {n_out, n_in});
+    if (b_role) lin.b = ld.get(*b_role, layer, {n_out});
+    return lin;
+}
+
+at::Tensor LayerNorm::operator()(const at::Tensor& x) const {
+    return at::layer_norm(x, {w.size(0)}, w, b, eps);
+}
+
+LayerNorm load_layer_norm(WeightLoader& ld, TensorRole w_role, TensorRole b_role, int64_t layer,
+                          int64_t d, double eps) {
+    return LayerNorm{ld.get(w_role, layer, {d}), ld.get(b_role, layer, {d}), eps};
+}
+
+at::Tensor activate(const at::Tensor& x, Activation act) {
+    switch (act) {
+        case Activation::Silu: return at::silu(x);
+        case Activation::GeluTanh: return at::gelu(x, "tanh");
+        case Activation::Gelu: return at::gelu(x);
+    }
+    throw InternalError("unknown activation");
+}
+
+at::Tensor self_attention(const at::Tensor& h, const AttentionWeights& w, const ModelConfig& c,
+                          const RopeTables* rope, const at::Tensor& hidden, double scale,
+                          int64_t layer, const HeadMask* mask, at::ScalarType dtype,
+                          HookRecorder& hooks) {
+    const int64_t B = h.size(0), T = h.size(1), dh = c.d_head;
+    const at::Tensor q = w.q(h).view({B, T, c.n_heads, dh});  // [batch, pos, n_heads, d_head]
+    const at::Tensor k = w.k(h).view({B, T, c.n_kv_heads, dh});  // [batch, pos, n_kv, d_head]
+    const at::Tensor v = w.v(h).view({B, T, c.n_kv_heads, dh});
+    hooks.keep(HookPoint::Q, layer, q);
+    hooks.keep(HookPoint::K, layer, k);
+    hooks.keep(HookPoint::V, layer, v);
+    const at::Tensor rq = rope ? rope->apply(q) : q;
+    const at::Tensor rk = rope ? rope->apply(k) : k;
+    hooks.keep(HookPoint::RotQ, layer, rq);
+    hooks.keep(HookPoint::RotK, layer, rk);
+    const at::Tensor z = attend(rq, rk, v, hidden, scale, layer, mask, dtype, hooks);
+    return w.o(z.view({B, T, c.n_heads * dh}));  // [batch, pos, d_model]
 }
 
 }  // namespace sinkscope::model::detail

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
 #include "sinkscope/model/model.hpp"
+#include "sinkscope/model/registry.hpp"
 
 namespace sinkscope::model::detail {
 
@@ -55,5 +59,79 @@ RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, double theta, at::Scal
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& hidden, double scale, int64_t layer, const HeadMask* mask,
                   at::ScalarType dtype, HookRecorder& hooks);
+
+// ---- Building blocks of the LayerNorm families (GPT-2, GPT-NeoX, Phi; usable by encoders) ----
+
+// Reads a family's tensors by role (registry tensor names of src.format), checks their shapes,
+// moves them to the compute device and dtype, and counts the parameters it hands out.
+class WeightLoader {
+public:
+    WeightLoader(const ModelConfig& c, const WeightSource& src, const RuntimeOptions& rt);
+    // Registry name of `role` ("" when the format has no such role).
+    std::string name(TensorRole role, int64_t layer = -1) const;
+    // True when the role has a name and the store holds it.
+    bool has(TensorRole role, int64_t layer = -1) const;
+    // Host f32 copy of `role`, shape-checked (for layout changes before to_device; not counted).
+    at::Tensor host(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) const;
+    // Host f32 -> device, compute dtype, contiguous; counted in n_params().
+    at::Tensor to_device(const at::Tensor& host_f32);
+    at::Tensor get(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) {
+        return to_device(host(role, layer, shape));
+    }
+    int64_t n_params() const { return n_params_; }
+    at::ScalarType dtype() const { return dtype_; }
+    const at::Device& device() const { return device_; }
+
+private:
+    const ArchitectureInfo& arch_;
+    const WeightSource& src_;
+    at::ScalarType dtype_;
+    at::Device device_;
+    int64_t n_params_ = 0;
+};
+
+// y = x W^T + b. w: [out, in], b: [out] or undefined (no bias).
+struct Linear {
+    at::Tensor w, b;
+    at::Tensor operator()(const at::Tensor& x) const;
+};
+// Linear weights of roles (w_role, b_role) of `layer`; no b_role: no bias.
+Linear load_linear(WeightLoader& ld, TensorRole w_role, std::optional<TensorRole> b_role,
+                   int64_t layer, int64_t n_out, int64_t n_in);
+
+// LayerNorm with weight and bias, both [d_model] (HF nn.LayerNorm, in the compute dtype).
+struct LayerNorm {
+    at::Tensor w, b;
+    double eps = 1e-5;
+    at::Tensor operator()(const at::Tensor& x) const;  // x: [..., d_model]
+};
+LayerNorm load_layer_norm(WeightLoader& ld, TensorRole w_role, TensorRole b_role, int64_t layer,
+                          int64_t d, double eps);
+
+// Elementwise activation of an MLP (Silu, GeluTanh = HF gelu_new, Gelu = exact erf).
+at::Tensor activate(const at::Tensor& x, Activation act);
+
+// Two-layer MLP: down(act(up(x))) (GPT-2 c_fc/c_proj, NeoX dense_h_to_4h/4h_to_h, Phi fc1/fc2).
+struct Mlp {
+    Linear up;    // [d_mlp, d_model]
+    Linear down;  // [d_model, d_mlp]
+    Activation act = Activation::Gelu;
+    at::Tensor operator()(const at::Tensor& x) const { return down(activate(up(x), act)); }
+};
+
+// Separate q/k/v/output projections of one attention layer (fused layouts are split on load).
+struct AttentionWeights {
+    Linear q;     // [n_heads * d_head, d_model]
+    Linear k, v;  // [n_kv_heads * d_head, d_model]
+    Linear o;     // [d_model, n_heads * d_head]
+};
+
+// One attention sub-block on normalised input h [batch, pos, d_model]: projections, hook_q/k/v,
+// RoPE on the first rope->rot_dim dims (rope null: no rotation, hook_rot_q/k = hook_q/k), attend()
+// with scale `scale` and mask `hidden`, output projection. Returns [batch, pos, d_model].
+at::Tensor self_attention(const at::Tensor& h, const AttentionWeights& w, const ModelConfig& c,
+                          const RopeTables* rope, const at::Tensor& hidden, double scale,
+                          int64_t layer, const HeadMask* mask, at::ScalarType dtype,
+                          HookRecorder& hooks);
 
 }  // namespace sinkscope::model::detail

@@ -65,6 +65,70 @@ const TensorNames kLlama2cNames = make_tensor_names({
     {R::FfnDown, "w2.{L}"},
 });
 
+// HF GPT2LMHeadModel (Conv1D weights stored [in, out]; lm_head.weight only when untied).
+const TensorNames kHfGpt2Names = make_tensor_names({
+    {R::TokenEmbed, "transformer.wte.weight"},
+    {R::PosEmbed, "transformer.wpe.weight"},
+    {R::OutputNorm, "transformer.ln_f.weight"},
+    {R::OutputNormBias, "transformer.ln_f.bias"},
+    {R::Output, "lm_head.weight"},
+    {R::AttnNorm, "transformer.h.{L}.ln_1.weight"},
+    {R::AttnNormBias, "transformer.h.{L}.ln_1.bias"},
+    {R::AttnQKV, "transformer.h.{L}.attn.c_attn.weight"},
+    {R::AttnQKVBias, "transformer.h.{L}.attn.c_attn.bias"},
+    {R::AttnO, "transformer.h.{L}.attn.c_proj.weight"},
+    {R::AttnOBias, "transformer.h.{L}.attn.c_proj.bias"},
+    {R::FfnNorm, "transformer.h.{L}.ln_2.weight"},
+    {R::FfnNormBias, "transformer.h.{L}.ln_2.bias"},
+    {R::FfnUp, "transformer.h.{L}.mlp.c_fc.weight"},
+    {R::FfnUpBias, "transformer.h.{L}.mlp.c_fc.bias"},
+    {R::FfnDown, "transformer.h.{L}.mlp.c_proj.weight"},
+    {R::FfnDownBias, "transformer.h.{L}.mlp.c_proj.bias"},
+});
+
+// HF GPTNeoXForCausalLM (query_key_value rows interleaved per head: src/model/gpt_neox.cpp).
+const TensorNames kHfGptNeoxNames = make_tensor_names({
+    {R::TokenEmbed, "gpt_neox.embed_in.weight"},
+    {R::OutputNorm, "gpt_neox.final_layer_norm.weight"},
+    {R::OutputNormBias, "gpt_neox.final_layer_norm.bias"},
+    {R::Output, "embed_out.weight"},
+    {R::AttnNorm, "gpt_neox.layers.{L}.input_layernorm.weight"},
+    {R::AttnNormBias, "gpt_neox.layers.{L}.input_layernorm.bias"},
+    {R::AttnQKV, "gpt_neox.layers.{L}.attention.query_key_value.weight"},
+    {R::AttnQKVBias, "gpt_neox.layers.{L}.attention.query_key_value.bias"},
+    {R::AttnO, "gpt_neox.layers.{L}.attention.dense.weight"},
+    {R::AttnOBias, "gpt_neox.layers.{L}.attention.dense.bias"},
+    {R::FfnNorm, "gpt_neox.layers.{L}.post_attention_layernorm.weight"},
+    {R::FfnNormBias, "gpt_neox.layers.{L}.post_attention_layernorm.bias"},
+    {R::FfnUp, "gpt_neox.layers.{L}.mlp.dense_h_to_4h.weight"},
+    {R::FfnUpBias, "gpt_neox.layers.{L}.mlp.dense_h_to_4h.bias"},
+    {R::FfnDown, "gpt_neox.layers.{L}.mlp.dense_4h_to_h.weight"},
+    {R::FfnDownBias, "gpt_neox.layers.{L}.mlp.dense_4h_to_h.bias"},
+});
+
+// HF PhiForCausalLM (phi-2 layout: separate q/k/v/dense with biases, lm_head with bias).
+const TensorNames kHfPhiNames = make_tensor_names({
+    {R::TokenEmbed, "model.embed_tokens.weight"},
+    {R::OutputNorm, "model.final_layernorm.weight"},
+    {R::OutputNormBias, "model.final_layernorm.bias"},
+    {R::Output, "lm_head.weight"},
+    {R::OutputBias, "lm_head.bias"},
+    {R::AttnNorm, "model.layers.{L}.input_layernorm.weight"},
+    {R::AttnNormBias, "model.layers.{L}.input_layernorm.bias"},
+    {R::AttnQ, "model.layers.{L}.self_attn.q_proj.weight"},
+    {R::AttnK, "model.layers.{L}.self_attn.k_proj.weight"},
+    {R::AttnV, "model.layers.{L}.self_attn.v_proj.weight"},
+    {R::AttnQBias, "model.layers.{L}.self_attn.q_proj.bias"},
+    {R::AttnKBias, "model.layers.{L}.self_attn.k_proj.bias"},
+    {R::AttnVBias, "model.layers.{L}.self_attn.v_proj.bias"},
+    {R::AttnO, "model.layers.{L}.self_attn.dense.weight"},
+    {R::AttnOBias, "model.layers.{L}.self_attn.dense.bias"},
+    {R::FfnUp, "model.layers.{L}.mlp.fc1.weight"},
+    {R::FfnUpBias, "model.layers.{L}.mlp.fc1.bias"},
+    {R::FfnDown, "model.layers.{L}.mlp.fc2.weight"},
+    {R::FfnDownBias, "model.layers.{L}.mlp.fc2.bias"},
+});
+
 const std::vector<ArchitectureInfo>& table() {
     // name, HF model_type, GGUF arch, builder, config.json reader, names (HF, GGUF, llama2.c),
     // GGUF Q/K interleaved, activation, qkv bias, HF norm (1 + w), embedding scale, sliding window.
@@ -81,6 +145,12 @@ const std::vector<ArchitectureInfo>& table() {
         {"gemma", {"gemma"}, "gemma", build_llama_family, read_llama_hf_config,
          &kHfLlamaNames, &kGgufLlamaNames,
          nullptr, false, Activation::GeluTanh, false, true, true, false},
+        {"gpt2", {"gpt2"}, nullptr, build_gpt2_family, read_gpt2_hf_config,
+         &kHfGpt2Names, nullptr, nullptr, false, Activation::GeluTanh, true, false, false, false},
+        {"gpt_neox", {"gpt_neox"}, nullptr, build_gpt_neox_family, read_gpt_neox_hf_config,
+         &kHfGptNeoxNames, nullptr, nullptr, false, Activation::Gelu, true, false, false, false},
+        {"phi", {"phi"}, nullptr, build_phi_family, read_phi_hf_config,
+         &kHfPhiNames, nullptr, nullptr, false, Activation::GeluTanh, true, false, false, false},
     };
     return rows;
 }

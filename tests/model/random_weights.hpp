@@ -104,4 +104,27 @@ inline MemoryWeightStore random_hf_weights(const model::ModelConfig& c, unsigned
     return s;
 }
 
+// Adds seeded random tensors by role with HF names: std 0.5 (attention far from uniform), or
+// 1 + 0.2 N(0, 1) for norm weights. For families whose tensor shapes differ from the Llama ones.
+class RandomFiller {
+public:
+    RandomFiller(MemoryWeightStore& store, const std::string& arch, unsigned seed)
+        : store_(store), arch_(model::find_architecture(arch)), rng_(seed) {}
+    void add(model::TensorRole role, int64_t layer, std::vector<int64_t> shape,
+             bool norm = false) {
+        int64_t n = 1;
+        for (auto d : shape) n *= d;
+        MemoryWeightStore::Entry e{shape, std::vector<float>(static_cast<size_t>(n))};
+        for (auto& v : e.values) v = norm ? 1.0f + 0.2f * normal_(rng_) : normal_(rng_);
+        store_.tensors[model::tensor_name(arch_, model::WeightFormat::HuggingFace, role, layer)] =
+            e;
+    }
+
+private:
+    MemoryWeightStore& store_;
+    const model::ArchitectureInfo& arch_;
+    std::mt19937 rng_;
+    std::normal_distribution<float> normal_{0.0f, 0.5f};
+};
+
 }  // namespace sinkscope::testutil

@@ -106,5 +106,14 @@ std::string tensor_name(const ArchitectureInfo& arch, WeightFormat format, Tenso
 std::unique_ptr<Transformer> build_llama_family(const ModelConfig&, const WeightSource&,
                                                 const RuntimeOptions&);
 void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
+std::unique_ptr<Transformer> build_gpt2_family(const ModelConfig&, const WeightSource&,
+                                               const RuntimeOptions&);
+void read_gpt2_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
+std::unique_ptr<Transformer> build_gpt_neox_family(const ModelConfig&, const WeightSource&,
+                                                   const RuntimeOptions&);
+void read_gpt_neox_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
+std::unique_ptr<Transformer> build_phi_family(const ModelConfig&, const WeightSource&,
+                                              const RuntimeOptions&);
+void read_phi_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
 
 }  // namespace sinkscope::model

@@ -1,0 +1,171 @@
+// The GPT-2 family (HF GPT2LMHeadModel): learned positions, pre-LN LayerNorm with bias, fused
+// c_attn, gelu_new MLP, final ln_f, lm_head tied to wte. Eager attention as in llama.cpp.
+//
+// Weight layout: GPT-2's Conv1D stores weights [in, out] (y = x W + b), so every projection is
+// transposed on load to the [out, in] layout of at::linear; c_attn's output columns are
+// [q | k | v], each d_model wide (head h = columns h*d_head .. (h+1)*d_head - 1 of its part).
+// No RoPE: hook_rot_q / hook_rot_k are hook_q / hook_k.
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <nlohmann/json.hpp>
+
+#include "config_json.hpp"
+#include "family_common.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/model/model.hpp"
+#include "sinkscope/model/registry.hpp"
+#include "tensor_load.hpp"
+
+namespace sinkscope::model {
+
+namespace {
+
+using detail::AttentionWeights;
+using detail::LayerNorm;
+using detail::Linear;
+using detail::Mlp;
+using detail::WeightLoader;
+
+struct Gpt2Layer {
+    LayerNorm ln_1, ln_2;   // [d_model]
+    AttentionWeights attn;  // split from c_attn, transposed
+    Mlp mlp;                // c_fc [d_mlp, d_model], c_proj [d_model, d_mlp] after transposing
+};
+
+class Gpt2Family final : public Transformer {
+public:
+    Gpt2Family(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt);
+    ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
+                          const HeadMask* mask) const override;
+    int64_t n_params() const override { return n_params_; }
+
+private:
+    ModelConfig c_;
+    at::ScalarType dtype_;
+    at::Device device_;
+    at::Tensor wte_;  // [d_vocab, d_model]
+    at::Tensor wpe_;  // [n_ctx, d_model]
+    LayerNorm ln_f_;
+    Linear out_;  // [d_vocab, d_model]; wte_ when tied
+    std::vector<Gpt2Layer> layers_;
+    int64_t n_params_ = 0;
+};
+
+// A Conv1D stored [n_in, n_out] (+ bias [n_out]) as host f32 [n_out, n_in] and [n_out].
+std::pair<at::Tensor, at::Tensor> read_conv1d(const WeightLoader& ld, TensorRole w_role,
+                                              TensorRole b_role, int64_t layer, int64_t n_in,
+                                              int64_t n_out) {
+    return {ld.host(w_role, layer, {n_in, n_out}).t().contiguous(),
+            ld.host(b_role, layer, {n_out})};
+}
+
+Linear conv1d_linear(WeightLoader& ld, TensorRole w_role, TensorRole b_role, int64_t layer,
+                     int64_t n_in, int64_t n_out) {
+    const auto [w, b] = read_conv1d(ld, w_role, b_role, layer, n_in, n_out);
+    return Linear{ld.to_device(w), ld.to_device(b)};
+}
+
+Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt)
+    : c_(config), dtype_(detail::scalar_type(rt.dtype)), device_(detail::device_of(rt)) {
+    using R = TensorRole;
+    WeightLoader ld(c_, src, rt);
+    const int64_t D = c_.d_model, F = c_.d_mlp;
+    wte_ = ld.get(R::TokenEmbed, -1, {c_.d_vocab, D});
+    wpe_ = ld.get(R::PosEmbed, -1, {c_.n_ctx, D});
+    ln_f_ = detail::load_layer_norm(ld, R::OutputNorm, R::OutputNormBias, -1, D, c_.norm_eps);
+    out_.w = c_.tied_embeddings ? wte_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        Gpt2Layer w;
+        w.ln_1 = detail::load_layer_norm(ld, R::AttnNorm, R::AttnNormBias, l, D, c_.norm_eps);
+        // c_attn: [D, 3D] -> [3D, D]; rows [q; k; v]
+        const auto [qkv_w, qkv_b] = read_conv1d(ld, R::AttnQKV, R::AttnQKVBias, l, D, 3 * D);
+        Linear* parts[] = {&w.attn.q, &w.attn.k, &w.attn.v};
+        for (int64_t p = 0; p < 3; ++p) {
+            parts[p]->w = ld.to_device(qkv_w.narrow(0, p * D, D));
+            parts[p]->b = ld.to_device(qkv_b.narrow(0, p * D, D));
+        }
+        w.attn.o = conv1d_linear(ld, R::AttnO, R::AttnOBias, l, D, D);
+        w.ln_2 = detail::load_layer_norm(ld, R::FfnNorm, R::FfnNormBias, l, D, c_.norm_eps);
+        w.mlp.up = conv1d_linear(ld, R::FfnUp, R::FfnUpBias, l, D, F);
+        w.mlp.down = conv1d_linear(ld, R::FfnDown, R::FfnDownBias, l, F, D);
+        w.mlp.act = c_.act;
+        layers_.push_back(std::move(w));
+    }
+    n_params_ = ld.n_params();
+}
+
+ForwardResult Gpt2Family::forward(const ModelInput& input, const CaptureSpec& capture,
+                                  const HeadMask* mask) const {
+    c10::InferenceMode guard;
+    const at::Tensor ids = detail::checked_ids(input, c_.d_vocab, device_);  // [batch, pos]
+    const int64_t T = ids.size(1);
+    detail::check_head_mask(mask, c_);
+    SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
+    if (T > c_.n_ctx)
+        throw UsageError("GPT-2 has " + std::to_string(c_.n_ctx) +
+                         " learned positions; the input has " + std::to_string(T) + " tokens");
+
+    ForwardResult result;
+    detail::HookRecorder hooks(capture, result);
+    // Pass 1: token + learned position embeddings (positions 0..T-1).
+    at::Tensor x = at::embedding(wte_, ids) + wpe_.narrow(0, 0, T);  // [batch, pos, d_model]
+    hooks.keep(HookPoint::Embed, -1, x);
+    const at::Tensor hidden = detail::causal_mask(T, 0, device_);  // [query, key]
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
+
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const Gpt2Layer& w = layers_[static_cast<size_t>(l)];
+        hooks.keep(HookPoint::ResidPre, l, x);
+        // Pass 2: x + attn(ln_1(x)), then x + mlp(ln_2(x)) (sequential pre-LN residual).
+        x = x + detail::self_attention(w.ln_1(x), w.attn, c_, nullptr, hidden, scale, l, mask,
+                                       dtype_, hooks);
+        hooks.keep(HookPoint::ResidMid, l, x);
+        x = x + w.mlp(w.ln_2(x));
+        hooks.keep(HookPoint::ResidPost, l, x);
+    }
+    // Pass 3: ln_f and the (tied) unembedding; logits in f32.
+    const at::Tensor x_final = ln_f_(x);  // [batch, pos, d_model]
+    hooks.keep(HookPoint::FinalNorm, -1, x_final);
+    result.logits = out_(x_final).to(at::kFloat);
+    return result;
+}
+
+}  // namespace
+
+void read_gpt2_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
+    c.d_model = json_int(j, "n_embd", origin);
+    c.n_layers = json_int(j, "n_layer", origin);
+    c.n_heads = json_int(j, "n_head", origin);
+    c.n_kv_heads = c.n_heads;
+    c.d_head = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
+    SS_CHECK_INPUT(c.d_head * c.n_heads == c.d_model, origin, "n_embd (", c.d_model,
+                   ") is not a multiple of n_head (", c.n_heads, ")");
+    c.d_mlp = json_int_or(j, "n_inner", 4 * c.d_model, origin);  // null -> 4 * n_embd
+    c.d_vocab = json_int(j, "vocab_size", origin);
+    c.n_ctx = json_int(j, "n_positions", origin);
+    c.norm_eps = json_float_or(j, "layer_norm_epsilon", 1e-5, origin);
+    c.act = parse_hf_activation(j.value("activation_function", std::string("gelu_new")), origin);
+    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", true, origin);
+    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
+    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
+    c.qkv_bias = true;
+    c.norm = NormKind::LayerNorm;
+    c.positions = PositionKind::Learned;
+    c.rotary_dim = 0;
+    c.rope_theta = 0;  // no RoPE
+    if (!json_bool_or(j, "scale_attn_weights", true, origin))
+        throw UnsupportedError(origin, "scale_attn_weights=false (unscaled attention)");
+    if (json_bool_or(j, "scale_attn_by_inverse_layer_idx", false, origin))
+        throw UnsupportedError(origin, "scale_attn_by_inverse_layer_idx=true");
+    if (json_bool_or(j, "reorder_and_upcast_attn", false, origin))
+        throw UnsupportedError(origin, "reorder_and_upcast_attn=true");
+}
+
+std::unique_ptr<Transformer> build_gpt2_family(const ModelConfig& config, const WeightSource& src,
+                                               const RuntimeOptions& runtime) {
+    return std::make_unique<Gpt2Family>(config, src, runtime);
+}
+
+}  // namespace sinkscope::model

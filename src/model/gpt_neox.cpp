@@ -1,0 +1,174 @@
+// The GPT-NeoX family (HF GPTNeoXForCausalLM: Pythia, GPT-NeoX-20B): fused per-head q/k/v,
+// partial rotary embedding, parallel residual, LayerNorm with bias, exact-erf GELU, untied
+// embed_out. Eager attention with every hook of hooks.hpp.
+//
+// query_key_value layout: its 3 * d_model output rows are grouped per head, then per part:
+//     row h * 3 * d_head + p * d_head + i,   p = 0 (q), 1 (k), 2 (v)
+// (HF views the projection as [batch, pos, n_heads, 3 * d_head] and splits the last dim). The
+// loader splits it into separate q/k/v projections whose rows are h * d_head + i.
+// Partial rotary: only the first rotary_dim = int(d_head * rotary_pct) dims of each head are
+// rotated (rotate_half within those dims); the rest pass through.
+//
+// hook_resid_mid with the parallel residual x + attn(ln1(x)) + mlp(ln2(x)) is defined as
+// x + attn(ln1(x)) (the MLP reads x, not resid_mid); with use_parallel_residual=false it is the
+// usual sequential residual stream after attention.
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <nlohmann/json.hpp>
+
+#include "config_json.hpp"
+#include "family_common.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/model/model.hpp"
+#include "sinkscope/model/registry.hpp"
+#include "tensor_load.hpp"
+
+namespace sinkscope::model {
+
+namespace {
+
+using detail::AttentionWeights;
+using detail::LayerNorm;
+using detail::Linear;
+using detail::Mlp;
+using detail::WeightLoader;
+
+struct NeoxLayer {
+    LayerNorm input_layernorm, post_attention_layernorm;  // [d_model]
+    AttentionWeights attn;  // q/k/v split from query_key_value; o = attention.dense
+    Mlp mlp;                // dense_h_to_4h [d_mlp, d_model], dense_4h_to_h [d_model, d_mlp]
+};
+
+class GptNeoxFamily final : public Transformer {
+public:
+    GptNeoxFamily(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt);
+    ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
+                          const HeadMask* mask) const override;
+    int64_t n_params() const override { return n_params_; }
+
+private:
+    ModelConfig c_;
+    at::ScalarType dtype_;
+    at::Device device_;
+    at::Tensor embed_in_;  // [d_vocab, d_model]
+    LayerNorm final_layer_norm_;
+    Linear embed_out_;  // [d_vocab, d_model], no bias; embed_in_ when tied
+    std::vector<NeoxLayer> layers_;
+    int64_t n_params_ = 0;
+};
+
+GptNeoxFamily::GptNeoxFamily(const ModelConfig& config, const WeightSource& src,
+                             const RuntimeOptions& rt)
+    : c_(config), dtype_(detail::scalar_type(rt.dtype)), device_(detail::device_of(rt)) {
+    using R = TensorRole;
+    WeightLoader ld(c_, src, rt);
+    const int64_t D = c_.d_model, F = c_.d_mlp, H = c_.n_heads, dh = c_.d_head;
+    embed_in_ = ld.get(R::TokenEmbed, -1, {c_.d_vocab, D});
+    final_layer_norm_ =
+        detail::load_layer_norm(ld, R::OutputNorm, R::OutputNormBias, -1, D, c_.norm_eps);
+    embed_out_.w = c_.tied_embeddings ? embed_in_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        NeoxLayer w;
+        w.input_layernorm =
+            detail::load_layer_norm(ld, R::AttnNorm, R::AttnNormBias, l, D, c_.norm_eps);
+        // [H * 3 * dh, D] -> [H, 3, dh, D]; part p of every head -> [H * dh, D]
+        const at::Tensor qkv_w = ld.host(R::AttnQKV, l, {3 * H * dh, D}).view({H, 3, dh, D});
+        const at::Tensor qkv_b = ld.host(R::AttnQKVBias, l, {3 * H * dh}).view({H, 3, dh});
+        Linear* parts[] = {&w.attn.q, &w.attn.k, &w.attn.v};
+        for (int64_t p = 0; p < 3; ++p) {
+            parts[p]->w = ld.to_device(qkv_w.select(1, p).reshape({H * dh, D}));
+            parts[p]->b = ld.to_device(qkv_b.select(1, p).reshape({H * dh}));
+        }
+        w.attn.o = detail::load_linear(ld, R::AttnO, R::AttnOBias, l, D, H * dh);
+        w.post_attention_layernorm =
+            detail::load_layer_norm(ld, R::FfnNorm, R::FfnNormBias, l, D, c_.norm_eps);
+        w.mlp.up = detail::load_linear(ld, R::FfnUp, R::FfnUpBias, l, F, D);
+        w.mlp.down = detail::load_linear(ld, R::FfnDown, R::FfnDownBias, l, D, F);
+        w.mlp.act = c_.act;
+        layers_.push_back(std::move(w));
+    }
+    n_params_ = ld.n_params();
+}
+
+ForwardResult GptNeoxFamily::forward(const ModelInput& input, const CaptureSpec& capture,
+                                     const HeadMask* mask) const {
+    c10::InferenceMode guard;
+    const at::Tensor ids = detail::checked_ids(input, c_.d_vocab, device_);  // [batch, pos]
+    const int64_t T = ids.size(1);
+    detail::check_head_mask(mask, c_);
+    SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
+
+    ForwardResult result;
+    detail::HookRecorder hooks(capture, result);
+    // Pass 1: token embedding (no position embedding: RoPE).
+    at::Tensor x = at::embedding(embed_in_, ids);  // [batch, pos, d_model]
+    hooks.keep(HookPoint::Embed, -1, x);
+    const detail::RopeTables rope =
+        detail::rope_tables(T, c_.rotary_dim, c_.rope_theta, dtype_, device_);
+    const at::Tensor hidden = detail::causal_mask(T, 0, device_);  // [query, key]
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
+
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const NeoxLayer& w = layers_[static_cast<size_t>(l)];
+        hooks.keep(HookPoint::ResidPre, l, x);
+        // Pass 2: attention on input_layernorm(x) with partial RoPE.
+        const at::Tensor attn = detail::self_attention(w.input_layernorm(x), w.attn, c_, &rope,
+                                                       hidden, scale, l, mask, dtype_, hooks);
+        // Pass 3: MLP on post_attention_layernorm of x (parallel) or of x + attn (sequential).
+        const at::Tensor mid = x + attn;  // [batch, pos, d_model]
+        hooks.keep(HookPoint::ResidMid, l, mid);
+        x = mid + w.mlp(w.post_attention_layernorm(c_.parallel_residual ? x : mid));
+        hooks.keep(HookPoint::ResidPost, l, x);
+    }
+    // Pass 4: final_layer_norm and embed_out; logits in f32.
+    const at::Tensor x_final = final_layer_norm_(x);  // [batch, pos, d_model]
+    hooks.keep(HookPoint::FinalNorm, -1, x_final);
+    result.logits = embed_out_(x_final).to(at::kFloat);
+    return result;
+}
+
+}  // namespace
+
+void read_gpt_neox_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
+    c.d_model = json_int(j, "hidden_size", origin);
+    c.n_layers = json_int(j, "num_hidden_layers", origin);
+    c.n_heads = json_int(j, "num_attention_heads", origin);
+    c.n_kv_heads = c.n_heads;
+    c.d_head = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
+    SS_CHECK_INPUT(c.d_head * c.n_heads == c.d_model, origin, "hidden_size (", c.d_model,
+                   ") is not a multiple of num_attention_heads (", c.n_heads, ")");
+    c.d_mlp = json_int(j, "intermediate_size", origin);
+    c.d_vocab = json_int(j, "vocab_size", origin);
+    c.n_ctx = json_int_or(j, "max_position_embeddings", 0, origin);
+    c.norm_eps = json_float_or(j, "layer_norm_eps", 1e-5, origin);
+    c.act = parse_hf_activation(j.value("hidden_act", std::string("gelu")), origin);
+    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", false, origin);
+    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
+    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
+    c.parallel_residual = json_bool_or(j, "use_parallel_residual", true, origin);
+    // rotary_pct / rotary_emb_base are GPT-NeoX's names; newer configs repeat them as
+    // partial_rotary_factor / rope_theta (transformers' GPTNeoXConfig maps one onto the other).
+    const double pct = json_float_or(
+        j, "rotary_pct", json_float_or(j, "partial_rotary_factor", 0.25, origin), origin);
+    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.d_head) * pct);  // int() as HF
+    c.rope_theta = json_float_or(j, "rotary_emb_base",
+                                 json_float_or(j, "rope_theta", 10000.0, origin), origin);
+    SS_CHECK_INPUT(c.rotary_dim > 0, origin, "rotary_pct ", pct, " leaves no rotary dims");
+    c.qkv_bias = true;
+    c.norm = NormKind::LayerNorm;
+    c.positions = PositionKind::Rotary;
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+        throw UnsupportedError(origin, "rope_scaling (only plain RoPE is implemented)");
+    if (!json_bool_or(j, "attention_bias", true, origin))
+        throw UnsupportedError(origin, "attention_bias=false (GPT-NeoX without q/k/v/dense bias)");
+}
+
+std::unique_ptr<Transformer> build_gpt_neox_family(const ModelConfig& config,
+                                                   const WeightSource& src,
+                                                   const RuntimeOptions& runtime) {
+    return std::make_unique<GptNeoxFamily>(config, src, runtime);
+}
+
+}  // namespace sinkscope::model

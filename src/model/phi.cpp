@@ -1,0 +1,157 @@
+// The Phi family (HF PhiForCausalLM, phi-1 / phi-1.5 / phi-2): separate q/k/v/dense projections
+// with biases, partial rotary embedding, ONE input_layernorm feeding attention and MLP in
+// parallel, fc1/fc2 MLP with gelu_new, final_layernorm, lm_head with bias (untied by default).
+//
+// Partial rotary: the first rotary_dim = int(d_head * partial_rotary_factor) dims of each head
+// are rotated (rotate_half within them); the rest pass through.
+// Residual: x + attn(ln(x)) + mlp(ln(x)) with the same ln(x); hook_resid_mid is defined as
+// x + attn(ln(x)) (the MLP reads ln(x), not resid_mid).
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <nlohmann/json.hpp>
+
+#include "config_json.hpp"
+#include "family_common.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/model/model.hpp"
+#include "sinkscope/model/registry.hpp"
+#include "tensor_load.hpp"
+
+namespace sinkscope::model {
+
+namespace {
+
+using detail::AttentionWeights;
+using detail::LayerNorm;
+using detail::Linear;
+using detail::Mlp;
+using detail::WeightLoader;
+
+struct PhiLayer {
+    LayerNorm input_layernorm;  // [d_model], shared by attention and MLP
+    AttentionWeights attn;      // q [H*dh, D], k/v [Hkv*dh, D], dense [D, H*dh], all with bias
+    Mlp mlp;                    // fc1 [d_mlp, d_model], fc2 [d_model, d_mlp]
+};
+
+class PhiFamily final : public Transformer {
+public:
+    PhiFamily(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt);
+    ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
+                          const HeadMask* mask) const override;
+    int64_t n_params() const override { return n_params_; }
+
+private:
+    ModelConfig c_;
+    at::ScalarType dtype_;
+    at::Device device_;
+    at::Tensor embed_;  // [d_vocab, d_model]
+    LayerNorm final_layernorm_;
+    Linear lm_head_;  // [d_vocab, d_model] (embed_ when tied) + bias [d_vocab]
+    std::vector<PhiLayer> layers_;
+    int64_t n_params_ = 0;
+};
+
+PhiFamily::PhiFamily(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt)
+    : c_(config), dtype_(detail::scalar_type(rt.dtype)), device_(detail::device_of(rt)) {
+    using R = TensorRole;
+    WeightLoader ld(c_, src, rt);
+    const int64_t D = c_.d_model, F = c_.d_mlp, qd = c_.n_heads * c_.d_head,
+                  kd = c_.n_kv_heads * c_.d_head;
+    embed_ = ld.get(R::TokenEmbed, -1, {c_.d_vocab, D});
+    final_layernorm_ =
+        detail::load_layer_norm(ld, R::OutputNorm, R::OutputNormBias, -1, D, c_.norm_eps);
+    lm_head_.w = c_.tied_embeddings ? embed_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    lm_head_.b = ld.get(R::OutputBias, -1, {c_.d_vocab});  // tying shares the weight only
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        PhiLayer w;
+        w.input_layernorm =
+            detail::load_layer_norm(ld, R::AttnNorm, R::AttnNormBias, l, D, c_.norm_eps);
+        w.attn.q = detail::load_linear(ld, R::AttnQ, R::AttnQBias, l, qd, D);
+        w.attn.k = detail::load_linear(ld, R::AttnK, R::AttnKBias, l, kd, D);
+        w.attn.v = detail::load_linear(ld, R::AttnV, R::AttnVBias, l, kd, D);
+        w.attn.o = detail::load_linear(ld, R::AttnO, R::AttnOBias, l, D, qd);
+        w.mlp.up = detail::load_linear(ld, R::FfnUp, R::FfnUpBias, l, F, D);
+        w.mlp.down = detail::load_linear(ld, R::FfnDown, R::FfnDownBias, l, D, F);
+        w.mlp.act = c_.act;
+        layers_.push_back(std::move(w));
+    }
+    n_params_ = ld.n_params();
+}
+
+ForwardResult PhiFamily::forward(const ModelInput& input, const CaptureSpec& capture,
+                                 const HeadMask* mask) const {
+    c10::InferenceMode guard;
+    const at::Tensor ids = detail::checked_ids(input, c_.d_vocab, device_);  // [batch, pos]
+    const int64_t T = ids.size(1);
+    detail::check_head_mask(mask, c_);
+    SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
+
+    ForwardResult result;
+    detail::HookRecorder hooks(capture, result);
+    // Pass 1: token embedding (positions come from RoPE).
+    at::Tensor x = at::embedding(embed_, ids);  // [batch, pos, d_model]
+    hooks.keep(HookPoint::Embed, -1, x);
+    const detail::RopeTables rope =
+        detail::rope_tables(T, c_.rotary_dim, c_.rope_theta, dtype_, device_);
+    const at::Tensor hidden = detail::causal_mask(T, 0, device_);  // [query, key]
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
+
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const PhiLayer& w = layers_[static_cast<size_t>(l)];
+        hooks.keep(HookPoint::ResidPre, l, x);
+        // Pass 2: one LayerNorm; attention (partial RoPE) and MLP both read it.
+        const at::Tensor h = w.input_layernorm(x);  // [batch, pos, d_model]
+        const at::Tensor mid =
+            x + detail::self_attention(h, w.attn, c_, &rope, hidden, scale, l, mask, dtype_, hooks);
+        hooks.keep(HookPoint::ResidMid, l, mid);
+        x = mid + w.mlp(h);
+        hooks.keep(HookPoint::ResidPost, l, x);
+    }
+    // Pass 3: final_layernorm and lm_head (with bias); logits in f32.
+    const at::Tensor x_final = final_layernorm_(x);  // [batch, pos, d_model]
+    hooks.keep(HookPoint::FinalNorm, -1, x_final);
+    result.logits = lm_head_(x_final).to(at::kFloat);
+    return result;
+}
+
+}  // namespace
+
+void read_phi_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
+    c.d_model = json_int(j, "hidden_size", origin);
+    c.n_layers = json_int(j, "num_hidden_layers", origin);
+    c.n_heads = json_int(j, "num_attention_heads", origin);
+    c.n_kv_heads = json_int_or(j, "num_key_value_heads", c.n_heads, origin);
+    c.d_head = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
+    SS_CHECK_INPUT(c.d_head * c.n_heads == c.d_model, origin, "hidden_size (", c.d_model,
+                   ") is not a multiple of num_attention_heads (", c.n_heads, ")");
+    c.d_mlp = json_int(j, "intermediate_size", origin);
+    c.d_vocab = json_int(j, "vocab_size", origin);
+    c.n_ctx = json_int_or(j, "max_position_embeddings", 2048, origin);
+    c.norm_eps = json_float_or(j, "layer_norm_eps", 1e-5, origin);
+    c.act = parse_hf_activation(j.value("hidden_act", std::string("gelu_new")), origin);
+    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", false, origin);
+    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
+    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
+    const double factor = json_float_or(j, "partial_rotary_factor", 0.5, origin);
+    c.rotary_dim = static_cast<int64_t>(factor * static_cast<double>(c.d_head));  // int() as HF
+    SS_CHECK_INPUT(c.rotary_dim > 0, origin, "partial_rotary_factor ", factor,
+                   " leaves no rotary dims");
+    c.rope_theta = json_float_or(j, "rope_theta", 10000.0, origin);
+    c.qkv_bias = true;
+    c.norm = NormKind::LayerNorm;
+    c.positions = PositionKind::Rotary;
+    c.parallel_residual = true;
+    if (json_bool_or(j, "qk_layernorm", false, origin))
+        throw UnsupportedError(origin, "qk_layernorm=true");
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+        throw UnsupportedError(origin, "rope_scaling (only plain RoPE is implemented)");
+}
+
+std::unique_ptr<Transformer> build_phi_family(const ModelConfig& config, const WeightSource& src,
+                                              const RuntimeOptions& runtime) {
+    return std::make_unique<PhiFamily>(config, src, runtime);
+}
+
+}  // namespace sinkscope::model

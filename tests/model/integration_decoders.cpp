@@ -1,0 +1,79 @@
+// sinkscope inspect / dump end to end on the decoder zoo models (GPT-2, GPT-NeoX, Phi): the
+// exact parameter count, and dumped attention equal to the zoo's golden attention.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/npy.hpp"
+#include "testing.hpp"
+
+using namespace sinkscope;
+using testutil::run_cli;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ZooDecoder {
+    const char* dir;
+    const char* architecture;
+    const char* n_params;  // zoo README "params" column
+};
+
+class CliDecoders : public ::testing::TestWithParam<ZooDecoder> {};
+
+// inspect names the architecture and prints the exact parameter count of the zoo README.
+TEST_P(CliDecoders, InspectPrintsArchitectureAndExactParams) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const auto r = run_cli({"inspect", "--model", (shared / "zoo" / GetParam().dir).string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(std::string("architecture  ") + GetParam().architecture + "\n"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find(std::string("parameters    ") + GetParam().n_params + "\n"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("blocks.0.attn.hook_pattern"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("ln_final.hook_normalized"), std::string::npos) << r.out;
+}
+
+// dump of the golden `fox` text writes attention (1, L, H, T, T) equal to the golden
+// attentions.npy within 1e-5, and the golden token ids.
+TEST_P(CliDecoders, DumpAttentionMatchesGolden) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const fs::path model = shared / "zoo" / GetParam().dir;
+    const auto manifest = nlohmann::json::parse(read_file(model / "golden/manifest.json"));
+    std::string text;
+    for (const auto& in : manifest.at("inputs"))
+        if (in.at("name") == "fox") text = in.at("text").get<std::string>();
+    ASSERT_FALSE(text.empty());
+    testutil::ScratchDir tmp;
+    std::ofstream(tmp / "data.txt") << text << "\n";
+    const fs::path out = tmp / "out";
+    const auto r = run_cli({"dump", "--model", model.string(), "--data", (tmp / "data.txt").string(),
+                            "--hooks", "blocks.*.attn.hook_pattern", "--out", out.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const io::NpyArray got = io::read_npy(out / "attention.npy");
+    const io::NpyArray want = io::read_npy(model / "golden/fox/attentions.npy");
+    std::vector<int64_t> shape{1};
+    shape.insert(shape.end(), want.shape.begin(), want.shape.end());
+    ASSERT_EQ(got.shape, shape);
+    const auto g = got.to_f64(), w = want.to_f64();
+    double worst = 0;
+    for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i]));
+    EXPECT_LE(worst, 1e-5);
+    EXPECT_EQ(io::read_npy(out / "tokens.npy").to_i64(),
+              io::read_npy(model / "golden/fox/input_ids.npy").to_i64());
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, CliDecoders,
+                         ::testing::Values(ZooDecoder{"gpt2", "gpt2", "1637792"},
+                                           ZooDecoder{"pythia", "gpt_neox", "1156864"},
+                                           ZooDecoder{"phi", "phi", "1484736"}),
+                         [](const auto& info) { return std::string(info.param.dir); });
+
+}  // namespace

@@ -1,0 +1,187 @@
+// GPT-2 family on random weights: attention invariants, head ablation, the block recomputed from
+// the stored Conv1D weights ([in, out]), config.json reading and refusals.
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "decoder_invariants.hpp"
+#include "random_weights.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/model/model.hpp"
+#include "sinkscope/model/registry.hpp"
+
+using namespace sinkscope;
+using namespace sinkscope::model;
+using testutil::MemoryWeightStore;
+using testutil::source_of;
+using testutil::stored;
+
+namespace {
+
+ModelConfig tiny_gpt2() {
+    ModelConfig c;
+    c.architecture = "gpt2";
+    c.n_layers = 2;
+    c.n_heads = 4;
+    c.n_kv_heads = 4;
+    c.d_model = 16;
+    c.d_head = 4;
+    c.d_mlp = 24;
+    c.d_vocab = 40;
+    c.n_ctx = 12;
+    c.act = Activation::GeluTanh;
+    c.tied_embeddings = true;
+    c.qkv_bias = true;
+    c.norm = NormKind::LayerNorm;
+    c.positions = PositionKind::Learned;
+    return c;
+}
+
+// HF GPT2LMHeadModel tensors (Conv1D [in, out]); lm_head tied, so not stored.
+MemoryWeightStore random_gpt2(const ModelConfig& c, unsigned seed) {
+    using R = TensorRole;
+    MemoryWeightStore s;
+    testutil::RandomFiller f(s, c.architecture, seed);
+    const int64_t D = c.d_model, F = c.d_mlp;
+    f.add(R::TokenEmbed, -1, {c.d_vocab, D});
+    f.add(R::PosEmbed, -1, {c.n_ctx, D});
+    f.add(R::OutputNorm, -1, {D}, true);
+    f.add(R::OutputNormBias, -1, {D});
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+        f.add(R::AttnNorm, l, {D}, true);
+        f.add(R::AttnNormBias, l, {D});
+        f.add(R::AttnQKV, l, {D, 3 * D});
+        f.add(R::AttnQKVBias, l, {3 * D});
+        f.add(R::AttnO, l, {D, D});
+        f.add(R::AttnOBias, l, {D});
+        f.add(R::FfnNorm, l, {D}, true);
+        f.add(R::FfnNormBias, l, {D});
+        f.add(R::FfnUp, l, {D, F});
+        f.add(R::FfnUpBias, l, {F});
+        f.add(R::FfnDown, l, {F, D});
+        f.add(R::FfnDownBias, l, {D});
+    }
+    return s;
+}
+
+const std::vector<int32_t> kIds{1, 5, 9, 2, 33, 17, 4, 8};
+
+}  // namespace
+
+// Finite logits, rows summing to 1 over j <= i, masked entries exactly 0, scores = log p + c.
+TEST(Gpt2, AttentionInvariants) {
+    const ModelConfig c = tiny_gpt2();
+    const MemoryWeightStore s = random_gpt2(c, 11);
+    testutil::expect_attention_invariants(build_model(c, source_of(s)), kIds);
+}
+
+// Zero-ablating all heads of layer 1 equals zeroing its c_proj weight (bias kept).
+TEST(Gpt2, ZeroAblatingLayerRemovesAttention) {
+    const ModelConfig c = tiny_gpt2();
+    const MemoryWeightStore s = random_gpt2(c, 3);
+    testutil::expect_zero_ablation_removes_layer(c, s, "transformer.h.1.attn.c_proj.weight",
+                                                 "transformer.h.1.attn.c_proj.bias", 1, kIds);
+}
+
+// Layer 0 recomputed in f64 from the stored Conv1D weights (y = x W + b, c_attn columns
+// [q | k | v]) and the HF block definition: embed = wte[ids] + wpe[pos], q/k/v, no RoPE
+// (rot_q = q), resid_mid = x + attn, resid_post = mid + c_proj(gelu_new(c_fc(ln_2(mid)))).
+TEST(Gpt2, BlockMatchesConv1dDefinition) {
+    const ModelConfig c = tiny_gpt2();
+    const MemoryWeightStore s = random_gpt2(c, 5);
+    const Model m = build_model(c, source_of(s));
+    const ForwardResult r = m.forward(kIds, CaptureSpec::all());
+    const int64_t T = static_cast<int64_t>(kIds.size()), D = c.d_model;
+    auto W = [&](const std::string& n) { return stored(s, "transformer." + n).to(at::kDouble); };
+    auto hook = [&](const std::string& n) { return r.captured.at(n)[0].to(at::kDouble); };
+    std::vector<int64_t> wide(kIds.begin(), kIds.end());
+    const at::Tensor embed = W("wte.weight").index_select(0, at::tensor(wide)) +
+                             W("wpe.weight").narrow(0, 0, T);  // [pos, d_model]
+    EXPECT_TRUE(at::allclose(hook("hook_embed"), embed, 1e-6, 1e-6));
+    const at::Tensor x = hook("blocks.0.hook_resid_pre");
+    const at::Tensor h = at::layer_norm(x, {D}, W("h.0.ln_1.weight"), W("h.0.ln_1.bias"), 1e-5);
+    const at::Tensor qkv = at::matmul(h, W("h.0.attn.c_attn.weight")) + W("h.0.attn.c_attn.bias");
+    const char* parts[] = {"q", "k", "v"};
+    for (int64_t p = 0; p < 3; ++p)
+        EXPECT_TRUE(at::allclose(hook(std::string("blocks.0.attn.hook_") + parts[p]),
+                                 qkv.narrow(1, p * D, D).reshape({T, 4, 4}), 1e-5, 1e-5))
+            << parts[p];
+    EXPECT_TRUE(at::equal(hook("blocks.0.attn.hook_rot_q"), hook("blocks.0.attn.hook_q")));
+    const at::Tensor z = hook("blocks.0.attn.hook_z").reshape({T, D});
+    const at::Tensor mid =
+        x + at::matmul(z, W("h.0.attn.c_proj.weight")) + W("h.0.attn.c_proj.bias");
+    EXPECT_TRUE(at::allclose(hook("blocks.0.hook_resid_mid"), mid, 1e-5, 1e-5));
+    const at::Tensor h2 = at::layer_norm(mid, {D}, W("h.0.ln_2.weight"), W("h.0.ln_2.bias"), 1e-5);
+    const at::Tensor a = at::matmul(h2, W("h.0.mlp.c_fc.weight")) + W("h.0.mlp.c_fc.bias");
+    const at::Tensor gelu_new =
+        0.5 * a * (1 + at::tanh(std::sqrt(2.0 / M_PI) * (a + 0.044715 * a.pow(3))));
+    const at::Tensor post =
+        mid + at::matmul(gelu_new, W("h.0.mlp.c_proj.weight")) + W("h.0.mlp.c_proj.bias");
+    EXPECT_TRUE(at::allclose(hook("blocks.0.hook_resid_post"), post, 1e-4, 1e-4));
+    // logits = ln_f(x) wte^T (tied)
+    const at::Tensor logits = at::matmul(hook("ln_final.hook_normalized"), W("wte.weight").t());
+    EXPECT_TRUE(at::allclose(r.logits[0].to(at::kDouble), logits, 1e-4, 1e-4));
+}
+
+// The exact parameter count: every stored tensor once (the tied lm_head is not stored).
+TEST(Gpt2, ParameterCountIsExact) {
+    const ModelConfig c = tiny_gpt2();
+    const MemoryWeightStore s = random_gpt2(c, 1);
+    int64_t n = 0;
+    for (const auto& [name, e] : s.tensors) n += static_cast<int64_t>(e.values.size());
+    EXPECT_EQ(build_model(c, source_of(s)).n_params(), n);
+}
+
+// More tokens than learned positions is a usage error, not an out-of-range read.
+TEST(Gpt2, InputLongerThanPositionsIsRefused) {
+    const ModelConfig c = tiny_gpt2();
+    const MemoryWeightStore s = random_gpt2(c, 1);
+    const Model m = build_model(c, source_of(s));
+    EXPECT_THROW(m.forward(std::vector<int32_t>(13, 1)), UsageError);
+    EXPECT_NO_THROW(m.forward(std::vector<int32_t>(12, 1)));
+}
+
+// config.json: n_inner null -> 4 n_embd, gelu_new, tied; attention variants not implemented
+// are refused with UnsupportedError naming the key.
+TEST(Gpt2, ConfigJson) {
+    nlohmann::json j = {{"model_type", "gpt2"}, {"n_embd", 32},
+                        {"n_layer", 2},         {"n_head", 4},
+                        {"n_inner", nullptr},   {"n_positions", 128},
+                        {"vocab_size", 100},    {"activation_function", "gelu_new"}};
+    const ModelConfig c = config_from_hf_json(j, "config.json");
+    EXPECT_EQ(c.architecture, "gpt2");
+    EXPECT_EQ(c.d_mlp, 128);
+    EXPECT_EQ(c.d_head, 8);
+    EXPECT_EQ(c.n_ctx, 128);
+    EXPECT_EQ(c.act, Activation::GeluTanh);
+    EXPECT_TRUE(c.tied_embeddings);
+    EXPECT_EQ(c.positions, PositionKind::Learned);
+    for (const char* key : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"}) {
+        nlohmann::json bad = j;
+        bad[key] = true;
+        try {
+            config_from_hf_json(bad, "config.json");
+            FAIL() << key;
+        } catch (const UnsupportedError& e) {
+            EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+        }
+    }
+}
+
+// A checkpoint saved from the base model (openai-community/gpt2: "wte.weight", "h.0.ln_1.weight"
+// without "transformer.") loads like the GPT2LMHeadModel layout and gives the same logits.
+TEST(Gpt2, BaseModelNamesWithoutPrefixLoad) {
+    const ModelConfig c = tiny_gpt2();
+    const MemoryWeightStore s = random_gpt2(c, 9);
+    MemoryWeightStore bare;
+    const std::string prefix = "transformer.";
+    for (const auto& [name, e] : s.tensors) {
+        ASSERT_EQ(name.rfind(prefix, 0), 0u) << name;
+        bare.tensors[name.substr(prefix.size())] = e;
+    }
+    const ForwardResult a = build_model(c, source_of(s)).forward(kIds);
+    const ForwardResult b = build_model(c, source_of(bare)).forward(kIds);
+    EXPECT_TRUE(at::equal(a.logits, b.logits));
+}
