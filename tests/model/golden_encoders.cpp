@@ -50,8 +50,8 @@ TEST(ZooEncoders, BertPairTemplateGivesGoldenIdsAndTypes) {
 
 // A right-padded batch of the `fox` and `robot` inputs (pad id [PAD] = 0 for BERT, <pad> = 1 for
 // RoBERTa, attention_mask 0 there) gives for the real tokens the golden attention and logits of
-// each input alone, the same values as the unpadded forward (1e-5), and pattern exactly 0 on every
-// padded key.
+// each input alone, the same values as the unpadded forward (attention 1e-5 absolute, logits 1e-5
+// relative), and pattern exactly 0 on every padded key.
 TEST(ZooEncoders, PaddedBatchReproducesGoldens) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     for (const auto& [name, pad] : {std::pair<const char*, int32_t>{"bert", 0}, {"roberta", 1}}) {
@@ -91,8 +91,10 @@ TEST(ZooEncoders, PaddedBatchReproducesGoldens) {
         testutil::expect_close("fox logits (padded)", r.logits[0].narrow(0, 0, Tf),
                                testutil::zoo_tensor(dir / "golden/fox/logits.npy"),
                                testutil::kZooLogitTol);
-        testutil::expect_close("fox logits padded vs alone", r.logits[0].narrow(0, 0, Tf),
-                               alone.logits[0], 1e-5);
+        // |logits| reach ~23 here: 1e-5 relative (batched matmuls round differently in f32).
+        EXPECT_TRUE(at::allclose(r.logits[0].narrow(0, 0, Tf), alone.logits[0], 1e-5, 1e-5))
+            << "fox logits padded vs alone: max |diff| "
+            << (r.logits[0].narrow(0, 0, Tf) - alone.logits[0]).abs().max().item<double>();
         testutil::expect_close("robot logits (batched)", r.logits[1],
                                testutil::zoo_tensor(dir / "golden/robot/logits.npy"),
                                testutil::kZooLogitTol);

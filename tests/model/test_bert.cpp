@@ -82,9 +82,11 @@ MemoryWeightStore random_encoder_weights(const ModelConfig& c, unsigned seed = 7
     for (int ri = 0; ri < kNumTensorRoles; ++ri) {
         const auto role = static_cast<TensorRole>(ri);
         if (role == TensorRole::Output) continue;  // tied
-        for (int64_t l = -1; l < c.n_layers; ++l) {
+        const bool per_layer = tensor_name(arch, WeightFormat::HuggingFace, role, 0) !=
+                               tensor_name(arch, WeightFormat::HuggingFace, role, 1);
+        for (int64_t l = per_layer ? 0 : -1; l < (per_layer ? c.n_layers : 0); ++l) {
             const std::string n = tensor_name(arch, WeightFormat::HuggingFace, role, l);
-            if (n.empty() || s.tensors.count(n)) continue;  // absent role / model-level role
+            if (n.empty()) continue;  // role absent from the encoder layout
             const auto shape = role_shape(c, role);
             int64_t numel = 1;
             for (auto d : shape) numel *= d;
