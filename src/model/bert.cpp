@@ -15,12 +15,12 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "config_json.hpp"
+#include "family_common.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/weights.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
-#include "config_json.hpp"
-#include "family_common.hpp"
 #include "tensor_load.hpp"
 
 namespace sinkscope::model {
@@ -42,10 +42,10 @@ struct LayerNormWeights {
 };
 
 struct LayerWeights {
-    at::Tensor wq, wk, wv;  // [n_heads * d_head, d_model]
-    at::Tensor bq, bk, bv;  // [n_heads * d_head]
-    at::Tensor wo;          // [d_model, n_heads * d_head] attention.output.dense
-    at::Tensor bo;          // [d_model]
+    at::Tensor wq, wk, wv;       // [n_heads * d_head, d_model]
+    at::Tensor bq, bk, bv;       // [n_heads * d_head]
+    at::Tensor wo;               // [d_model, n_heads * d_head] attention.output.dense
+    at::Tensor bo;               // [d_model]
     LayerNormWeights attn_norm;  // attention.output.LayerNorm
     at::Tensor w_up, b_up;       // [d_mlp, d_model], [d_mlp] intermediate.dense
     at::Tensor w_down, b_down;   // [d_model, d_mlp], [d_model] output.dense
@@ -76,22 +76,24 @@ private:
     EncoderVariant variant_;
     at::ScalarType dtype_;
     at::Device device_;
-    int64_t n_positions_ = 0;             // rows of the position table (n_ctx + pos_offset)
-    at::Tensor word_;                     // [d_vocab, d_model]
-    at::Tensor pos_;                      // [n_positions, d_model]
-    at::Tensor type_;                     // [n_token_types, d_model]
+    int64_t n_positions_ = 0;  // rows of the position table (n_ctx + pos_offset)
+    at::Tensor word_;          // [d_vocab, d_model]
+    at::Tensor pos_;           // [n_positions, d_model]
+    at::Tensor type_;          // [n_token_types, d_model]
     LayerNormWeights embed_norm_;
     std::vector<LayerWeights> layers_;
     at::Tensor head_dense_, head_dense_b_;  // [d_model, d_model], [d_model] MLM transform
     LayerNormWeights head_norm_;
-    at::Tensor w_out_;                    // [d_vocab, d_model] (aliases word_ when tied)
-    at::Tensor b_out_;                    // [d_vocab]
+    at::Tensor w_out_;  // [d_vocab, d_model] (aliases word_ when tied)
+    at::Tensor b_out_;  // [d_vocab]
     int64_t n_params_ = 0;
 };
 
-BertFamily::BertFamily(const ModelConfig& config, const WeightSource& src,
-                       const RuntimeOptions& rt, EncoderVariant variant)
-    : c_(config), variant_(variant), dtype_(detail::scalar_type(rt.dtype)),
+BertFamily::BertFamily(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt,
+                       EncoderVariant variant)
+    : c_(config),
+      variant_(variant),
+      dtype_(detail::scalar_type(rt.dtype)),
       device_(detail::device_of(rt)) {
     const ArchitectureInfo& arch = find_architecture(c_.architecture);
     const int64_t D = c_.d_model, HD = c_.n_heads * c_.d_head, F = c_.d_mlp;
@@ -225,8 +227,8 @@ void read_encoder_hf_config(const nlohmann::json& j, const std::string& origin, 
     c.n_layers = json_int(j, "num_hidden_layers", origin);
     c.n_heads = json_int(j, "num_attention_heads", origin);
     c.n_kv_heads = c.n_heads;
-    SS_CHECK_INPUT(c.n_heads > 0 && c.d_model % c.n_heads == 0, origin, "hidden_size ",
-                   c.d_model, " is not a multiple of num_attention_heads ", c.n_heads);
+    SS_CHECK_INPUT(c.n_heads > 0 && c.d_model % c.n_heads == 0, origin, "hidden_size ", c.d_model,
+                   " is not a multiple of num_attention_heads ", c.n_heads);
     c.d_head = c.d_model / c.n_heads;
     c.d_mlp = json_int(j, "intermediate_size", origin);
     c.d_vocab = json_int(j, "vocab_size", origin);

@@ -17,12 +17,15 @@ namespace fs = std::filesystem;
 // bidirectional attention and no ln_final hook (post-LN encoders have no final norm).
 TEST(CliEncoders, InspectShowsExactParametersAndBidirectional) {
     SINKSCOPE_REQUIRE_SHARED(shared);
-    for (const auto& [name, params] : {std::pair<const char*, const char*>{"bert", "1579338"},
-                                       {"roberta", "670149"}}) {
-        const auto r = run_cli({"inspect", "--model", (shared / "zoo" / name).string(), "--all-hooks"});
+    for (const auto& [name, params] :
+         {std::pair<const char*, const char*>{"bert", "1579338"}, {"roberta", "670149"}}) {
+        const auto r =
+            run_cli({"inspect", "--model", (shared / "zoo" / name).string(), "--all-hooks"});
         ASSERT_EQ(r.exit_code, 0) << r.err;
-        EXPECT_NE(r.out.find(std::string("architecture  ") + name + "\n"), std::string::npos) << r.out;
-        EXPECT_NE(r.out.find(std::string("parameters    ") + params + "\n"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(std::string("architecture  ") + name + "\n"), std::string::npos)
+            << r.out;
+        EXPECT_NE(r.out.find(std::string("parameters    ") + params + "\n"), std::string::npos)
+            << r.out;
         EXPECT_NE(r.out.find("attention     bidirectional\n"), std::string::npos) << r.out;
         EXPECT_NE(r.out.find("blocks.1.attn.hook_pattern"), std::string::npos) << r.out;
         EXPECT_EQ(r.out.find("ln_final"), std::string::npos) << r.out;
@@ -47,7 +50,8 @@ TEST(CliEncoders, DumpBertPatternEqualsGolden) {
     EXPECT_EQ(a.shape[1], 2);
     EXPECT_EQ(a.shape[2], 4);
     const int64_t T = a.shape[3];
-    const io::NpyArray g = io::read_npy(shared / "zoo/bert/golden/fox/attentions.npy");  // [L,H,t,t]
+    const io::NpyArray g =
+        io::read_npy(shared / "zoo/bert/golden/fox/attentions.npy");  // [L,H,t,t]
     const int64_t t = g.shape[2];
     ASSERT_EQ(T, t);  // the fox sentence is the longer sample
     const auto v = a.to_f64();

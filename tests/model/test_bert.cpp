@@ -51,19 +51,35 @@ constexpr int64_t kRobertaPad = 1;
 std::vector<int64_t> role_shape(const ModelConfig& c, TensorRole r) {
     const int64_t D = c.d_model, HD = c.n_heads * c.d_head, F = c.d_mlp;
     switch (r) {
-        case TensorRole::TokenEmbed: case TensorRole::Output: return {c.d_vocab, D};
-        case TensorRole::OutputBias: return {c.d_vocab};
-        case TensorRole::PosEmbed: return {c.n_ctx + c.pos_offset, D};
-        case TensorRole::TypeEmbed: return {c.n_token_types, D};
-        case TensorRole::AttnQ: case TensorRole::AttnK: case TensorRole::AttnV: return {HD, D};
-        case TensorRole::AttnQBias: case TensorRole::AttnKBias: case TensorRole::AttnVBias:
+        case TensorRole::TokenEmbed:
+        case TensorRole::Output:
+            return {c.d_vocab, D};
+        case TensorRole::OutputBias:
+            return {c.d_vocab};
+        case TensorRole::PosEmbed:
+            return {c.n_ctx + c.pos_offset, D};
+        case TensorRole::TypeEmbed:
+            return {c.n_token_types, D};
+        case TensorRole::AttnQ:
+        case TensorRole::AttnK:
+        case TensorRole::AttnV:
+            return {HD, D};
+        case TensorRole::AttnQBias:
+        case TensorRole::AttnKBias:
+        case TensorRole::AttnVBias:
             return {HD};
-        case TensorRole::AttnO: return {D, HD};
-        case TensorRole::FfnUp: return {F, D};
-        case TensorRole::FfnUpBias: return {F};
-        case TensorRole::FfnDown: return {D, F};
-        case TensorRole::HeadDense: return {D, D};
-        default: return {D};  // LayerNorm weights and biases, D-sized biases
+        case TensorRole::AttnO:
+            return {D, HD};
+        case TensorRole::FfnUp:
+            return {F, D};
+        case TensorRole::FfnUpBias:
+            return {F};
+        case TensorRole::FfnDown:
+            return {D, F};
+        case TensorRole::HeadDense:
+            return {D, D};
+        default:
+            return {D};  // LayerNorm weights and biases, D-sized biases
     }
 }
 
@@ -91,7 +107,8 @@ MemoryWeightStore random_encoder_weights(const ModelConfig& c, unsigned seed = 7
             int64_t numel = 1;
             for (auto d : shape) numel *= d;
             MemoryWeightStore::Entry e{shape, std::vector<float>(static_cast<size_t>(numel))};
-            for (auto& v : e.values) v = is_norm_weight(role) ? 1.0f + 0.2f * normal(rng) : normal(rng);
+            for (auto& v : e.values)
+                v = is_norm_weight(role) ? 1.0f + 0.2f * normal(rng) : normal(rng);
             s.tensors[n] = e;
         }
     }
@@ -116,8 +133,7 @@ Reference naive_forward(const ModelConfig& c, const MemoryWeightStore& s,
     auto W = [&](TensorRole r, int64_t l = -1) -> const std::vector<float>& {
         return s.tensors.at(tensor_name(arch, WeightFormat::HuggingFace, r, l)).values;
     };
-    const int64_t T = static_cast<int64_t>(ids.size()), D = c.d_model, H = c.n_heads,
-                  dh = c.d_head;
+    const int64_t T = static_cast<int64_t>(ids.size()), D = c.d_model, H = c.n_heads, dh = c.d_head;
     using Vec = std::vector<double>;
     auto affine = [](const std::vector<float>& w, const std::vector<float>& b, const Vec& x) {
         Vec y(b.begin(), b.end());
@@ -143,8 +159,8 @@ Reference naive_forward(const ModelConfig& c, const MemoryWeightStore& s,
     int64_t n_real = 0;
     for (int64_t t = 0; t < T; ++t) {
         // RoBERTa: padding_idx + 1 + number of non-pad tokens so far; BERT: t.
-        const int64_t pos = roberta ? (ids[t] == kRobertaPad ? kRobertaPad : kRobertaPad + ++n_real)
-                                    : t;
+        const int64_t pos =
+            roberta ? (ids[t] == kRobertaPad ? kRobertaPad : kRobertaPad + ++n_real) : t;
         for (int64_t d = 0; d < D; ++d)
             x[t][d] = double(W(TensorRole::TokenEmbed)[ids[t] * D + d]) +
                       W(TensorRole::TypeEmbed)[types[t] * D + d] +
@@ -290,11 +306,11 @@ TEST_P(Encoders, ZeroAblatingLayerRemovesAttention) {
         return at::tensor(std::vector<float>(v.begin(), v.end()));
     };
     const at::Tensor pre = r.captured.at(hook_name(HookPoint::ResidPre, 1));  // [1, pos, d_model]
-    const at::Tensor expected = at::layer_norm(pre + vec(TensorRole::AttnOBias), {c.d_model},
-                                               vec(TensorRole::AttnNorm),
-                                               vec(TensorRole::AttnNormBias), c.norm_eps);
-    EXPECT_TRUE(at::allclose(r.captured.at(hook_name(HookPoint::ResidMid, 1)), expected, 1e-5,
-                             1e-5));
+    const at::Tensor expected =
+        at::layer_norm(pre + vec(TensorRole::AttnOBias), {c.d_model}, vec(TensorRole::AttnNorm),
+                       vec(TensorRole::AttnNormBias), c.norm_eps);
+    EXPECT_TRUE(
+        at::allclose(r.captured.at(hook_name(HookPoint::ResidMid, 1)), expected, 1e-5, 1e-5));
 }
 
 // A right-padded batch of two sequences of different lengths gives, for the real tokens, the same
@@ -312,7 +328,7 @@ TEST_P(Encoders, PaddedBatchEqualsSingleSequences) {
     b_padded.resize(static_cast<size_t>(T), pad);
     std::fill_n(mask_b.begin(), Tb, 1);
     ModelInput batch;
-    batch.ids = at::cat({row_of(a), row_of(b_padded)});                  // [2, T]
+    batch.ids = at::cat({row_of(a), row_of(b_padded)});  // [2, T]
     batch.attention_mask = at::cat({at::ones({1, T}, at::kLong), row_of(mask_b)});
     const ForwardResult rb = m.forward(batch, CaptureSpec::attention());
     const ForwardResult ra1 = m.forward(a, CaptureSpec::attention());
@@ -322,9 +338,17 @@ TEST_P(Encoders, PaddedBatchEqualsSingleSequences) {
     for (int64_t l = 0; l < c.n_layers; ++l) {
         const at::Tensor p = rb.captured.at(hook_name(HookPoint::Pattern, l));  // [2, H, T, T]
         const at::Tensor z = rb.captured.at(hook_name(HookPoint::AttnScores, l));
-        EXPECT_LT((p[0] - ra1.captured.at(hook_name(HookPoint::Pattern, l))[0]).abs().max().item<double>(), 1e-5);
+        EXPECT_LT((p[0] - ra1.captured.at(hook_name(HookPoint::Pattern, l))[0])
+                      .abs()
+                      .max()
+                      .item<double>(),
+                  1e-5);
         const at::Tensor real = p[1].narrow(1, 0, Tb).narrow(2, 0, Tb);  // [H, Tb, Tb]
-        EXPECT_LT((real - rb1.captured.at(hook_name(HookPoint::Pattern, l))[0]).abs().max().item<double>(), 1e-5);
+        EXPECT_LT((real - rb1.captured.at(hook_name(HookPoint::Pattern, l))[0])
+                      .abs()
+                      .max()
+                      .item<double>(),
+                  1e-5);
         // every query row, padded queries included, puts exactly 0 on padded keys
         const at::Tensor padded_keys = p[1].narrow(2, Tb, T - Tb);
         EXPECT_TRUE(at::equal(padded_keys, at::zeros_like(padded_keys))) << "layer " << l;
@@ -353,7 +377,8 @@ TEST(BertHooks, EveryHookWithEmbeddingLayerNormBetweenEmbedAndResidPre) {
                                          vec("bert.embeddings.LayerNorm.weight"),
                                          vec("bert.embeddings.LayerNorm.bias"), c.norm_eps);
     EXPECT_TRUE(at::allclose(ln, r.captured.at("blocks.0.hook_resid_pre"), 1e-6, 1e-6));
-    EXPECT_FALSE(at::allclose(r.captured.at("hook_embed"), r.captured.at("blocks.0.hook_resid_pre")));
+    EXPECT_FALSE(
+        at::allclose(r.captured.at("hook_embed"), r.captured.at("blocks.0.hook_resid_pre")));
     EXPECT_TRUE(at::equal(r.captured.at("blocks.1.attn.hook_rot_q"),
                           r.captured.at("blocks.1.attn.hook_q")));
     EXPECT_TRUE(at::equal(r.captured.at("blocks.1.attn.hook_rot_k"),
@@ -423,11 +448,11 @@ TEST(BertErrors, MissingTensorNamesIt) {
 // config.json: BERT positions start at 0, RoBERTa's at pad_token_id + 1 (n_ctx = the rest of the
 // table); xlm-roberta is the roberta row; relative position embeddings are refused.
 TEST(BertConfig, ReadsEncoderConfigJson) {
-    nlohmann::json j = {{"model_type", "bert"},        {"hidden_size", 48},
-                        {"num_hidden_layers", 2},       {"num_attention_heads", 4},
-                        {"intermediate_size", 192},     {"vocab_size", 100},
+    nlohmann::json j = {{"model_type", "bert"},           {"hidden_size", 48},
+                        {"num_hidden_layers", 2},         {"num_attention_heads", 4},
+                        {"intermediate_size", 192},       {"vocab_size", 100},
                         {"max_position_embeddings", 512}, {"hidden_act", "gelu"},
-                        {"type_vocab_size", 2},         {"pad_token_id", 0}};
+                        {"type_vocab_size", 2},           {"pad_token_id", 0}};
     const ModelConfig b = config_from_hf_json(j, "config.json");
     EXPECT_EQ(b.architecture, "bert");
     EXPECT_FALSE(b.causal);
