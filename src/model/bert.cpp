@@ -108,8 +108,18 @@ BertFamily::BertFamily(const ModelConfig& config, const WeightSource& src, const
         n_params_ += host.numel();
         return host.to(device_, dtype_).contiguous();
     };
+    // Checkpoints converted from the original TF BERT (bert-base-uncased among them) name the
+    // LayerNorm parameters gamma / beta; transformers renames them on load, so does this.
+    auto load_norm = [&](TensorRole role, int64_t layer, const char* legacy_suffix) {
+        const std::string n = name(role, layer);
+        const std::string legacy = n.substr(0, n.rfind('.') + 1) + legacy_suffix;
+        const bool use_legacy = !src.store->has(n) && src.store->has(legacy);
+        const at::Tensor host = detail::read_f32(src, use_legacy ? legacy : n, {D});
+        n_params_ += host.numel();
+        return host.to(device_, dtype_).contiguous();
+    };
     auto norm = [&](TensorRole w, TensorRole b, int64_t layer) {
-        return LayerNormWeights{load(w, layer, {D}), load(b, layer, {D})};
+        return LayerNormWeights{load_norm(w, layer, "gamma"), load_norm(b, layer, "beta")};
     };
 
     word_ = load(TensorRole::TokenEmbed, -1, {c_.d_vocab, D});

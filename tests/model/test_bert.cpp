@@ -472,3 +472,25 @@ TEST(BertConfig, ReadsEncoderConfigJson) {
     j["position_embedding_type"] = "relative_key";
     EXPECT_THROW(config_from_hf_json(j, "config.json"), UnsupportedError);
 }
+
+// LayerNorm parameters stored under the legacy TF names gamma / beta (bert-base-uncased) load as
+// weight / bias: same logits as the modern names.
+TEST(BertLayout, LegacyLayerNormGammaBeta) {
+    const ModelConfig c = tiny_encoder("bert");
+    const MemoryWeightStore s = random_encoder_weights(c);
+    MemoryWeightStore legacy;
+    int n_renamed = 0;
+    for (const auto& [n, e] : s.tensors) {
+        std::string k = n;
+        if (k.find("LayerNorm.weight") != std::string::npos)
+            k.replace(k.rfind("weight"), 6, "gamma"), ++n_renamed;
+        else if (k.find("LayerNorm.bias") != std::string::npos)
+            k.replace(k.rfind("bias"), 4, "beta"), ++n_renamed;
+        legacy.tensors[k] = e;
+    }
+    EXPECT_EQ(n_renamed, 2 * (2 + 2 * static_cast<int>(c.n_layers)));  // embed, head, 2 per layer
+    const Model a = build_model(c, source_of(s));
+    const Model b = build_model(c, source_of(legacy));
+    EXPECT_TRUE(at::equal(a.forward(kIds).logits, b.forward(kIds).logits));
+    EXPECT_EQ(a.n_params(), b.n_params());
+}
