@@ -71,6 +71,7 @@ std::string inspect_model(const InspectOptions& o) {
       << "norm_eps      " << c.norm_eps << "\n"
       << "activation    " << activation_name(c.act) << "\n"
       << "window        " << c.window << "\n"
+      << "attention     " << (c.causal ? "causal" : "bidirectional") << "\n"
       << "tied_embed    " << (c.tied_embeddings ? "yes" : "no") << "\n"
       << "device        " << device_name(m.runtime().device) << "\n"
       << "dtype         " << compute_dtype_name(m.runtime().dtype) << "\n"

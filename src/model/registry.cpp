@@ -127,6 +127,69 @@ const TensorNames kHfPhiNames = make_tensor_names({
     {R::FfnUpBias, "model.layers.{L}.mlp.fc1.bias"},
     {R::FfnDown, "model.layers.{L}.mlp.fc2.weight"},
     {R::FfnDownBias, "model.layers.{L}.mlp.fc2.bias"},
+// Hugging Face BertForMaskedLM (transformers modeling_bert.py). Post-LN: AttnNorm is
+// attention.output.LayerNorm (after attention), FfnNorm is output.LayerNorm (after the MLP).
+// Output (the MLM decoder) is tied to the word embeddings and save_pretrained does not store it;
+// OutputBias is the head's own bias (cls.predictions.decoder.bias aliases it).
+const TensorNames kHfBertNames = make_tensor_names({
+    {R::TokenEmbed, "bert.embeddings.word_embeddings.weight"},
+    {R::PosEmbed, "bert.embeddings.position_embeddings.weight"},
+    {R::TypeEmbed, "bert.embeddings.token_type_embeddings.weight"},
+    {R::EmbedNorm, "bert.embeddings.LayerNorm.weight"},
+    {R::EmbedNormBias, "bert.embeddings.LayerNorm.bias"},
+    {R::AttnQ, "bert.encoder.layer.{L}.attention.self.query.weight"},
+    {R::AttnQBias, "bert.encoder.layer.{L}.attention.self.query.bias"},
+    {R::AttnK, "bert.encoder.layer.{L}.attention.self.key.weight"},
+    {R::AttnKBias, "bert.encoder.layer.{L}.attention.self.key.bias"},
+    {R::AttnV, "bert.encoder.layer.{L}.attention.self.value.weight"},
+    {R::AttnVBias, "bert.encoder.layer.{L}.attention.self.value.bias"},
+    {R::AttnO, "bert.encoder.layer.{L}.attention.output.dense.weight"},
+    {R::AttnOBias, "bert.encoder.layer.{L}.attention.output.dense.bias"},
+    {R::AttnNorm, "bert.encoder.layer.{L}.attention.output.LayerNorm.weight"},
+    {R::AttnNormBias, "bert.encoder.layer.{L}.attention.output.LayerNorm.bias"},
+    {R::FfnUp, "bert.encoder.layer.{L}.intermediate.dense.weight"},
+    {R::FfnUpBias, "bert.encoder.layer.{L}.intermediate.dense.bias"},
+    {R::FfnDown, "bert.encoder.layer.{L}.output.dense.weight"},
+    {R::FfnDownBias, "bert.encoder.layer.{L}.output.dense.bias"},
+    {R::FfnNorm, "bert.encoder.layer.{L}.output.LayerNorm.weight"},
+    {R::FfnNormBias, "bert.encoder.layer.{L}.output.LayerNorm.bias"},
+    {R::HeadDense, "cls.predictions.transform.dense.weight"},
+    {R::HeadDenseBias, "cls.predictions.transform.dense.bias"},
+    {R::HeadNorm, "cls.predictions.transform.LayerNorm.weight"},
+    {R::HeadNormBias, "cls.predictions.transform.LayerNorm.bias"},
+    {R::Output, "cls.predictions.decoder.weight"},
+    {R::OutputBias, "cls.predictions.bias"},
+});
+
+// RobertaForMaskedLM and XLMRobertaForMaskedLM: BERT's layout under "roberta." with lm_head.
+const TensorNames kHfRobertaNames = make_tensor_names({
+    {R::TokenEmbed, "roberta.embeddings.word_embeddings.weight"},
+    {R::PosEmbed, "roberta.embeddings.position_embeddings.weight"},
+    {R::TypeEmbed, "roberta.embeddings.token_type_embeddings.weight"},
+    {R::EmbedNorm, "roberta.embeddings.LayerNorm.weight"},
+    {R::EmbedNormBias, "roberta.embeddings.LayerNorm.bias"},
+    {R::AttnQ, "roberta.encoder.layer.{L}.attention.self.query.weight"},
+    {R::AttnQBias, "roberta.encoder.layer.{L}.attention.self.query.bias"},
+    {R::AttnK, "roberta.encoder.layer.{L}.attention.self.key.weight"},
+    {R::AttnKBias, "roberta.encoder.layer.{L}.attention.self.key.bias"},
+    {R::AttnV, "roberta.encoder.layer.{L}.attention.self.value.weight"},
+    {R::AttnVBias, "roberta.encoder.layer.{L}.attention.self.value.bias"},
+    {R::AttnO, "roberta.encoder.layer.{L}.attention.output.dense.weight"},
+    {R::AttnOBias, "roberta.encoder.layer.{L}.attention.output.dense.bias"},
+    {R::AttnNorm, "roberta.encoder.layer.{L}.attention.output.LayerNorm.weight"},
+    {R::AttnNormBias, "roberta.encoder.layer.{L}.attention.output.LayerNorm.bias"},
+    {R::FfnUp, "roberta.encoder.layer.{L}.intermediate.dense.weight"},
+    {R::FfnUpBias, "roberta.encoder.layer.{L}.intermediate.dense.bias"},
+    {R::FfnDown, "roberta.encoder.layer.{L}.output.dense.weight"},
+    {R::FfnDownBias, "roberta.encoder.layer.{L}.output.dense.bias"},
+    {R::FfnNorm, "roberta.encoder.layer.{L}.output.LayerNorm.weight"},
+    {R::FfnNormBias, "roberta.encoder.layer.{L}.output.LayerNorm.bias"},
+    {R::HeadDense, "lm_head.dense.weight"},
+    {R::HeadDenseBias, "lm_head.dense.bias"},
+    {R::HeadNorm, "lm_head.layer_norm.weight"},
+    {R::HeadNormBias, "lm_head.layer_norm.bias"},
+    {R::Output, "lm_head.decoder.weight"},
+    {R::OutputBias, "lm_head.bias"},
 });
 
 const std::vector<ArchitectureInfo>& table() {
@@ -151,6 +214,13 @@ const std::vector<ArchitectureInfo>& table() {
          &kHfGptNeoxNames, nullptr, nullptr, false, Activation::Gelu, true, false, false, false},
         {"phi", {"phi"}, nullptr, build_phi_family, read_phi_hf_config,
          &kHfPhiNames, nullptr, nullptr, false, Activation::GeluTanh, true, false, false, false},
+        // Encoders (src/model/bert.cpp): HF weights only.
+        {"bert", {"bert"}, nullptr, build_bert_family, read_bert_hf_config,
+         &kHfBertNames, nullptr,
+         nullptr, false, Activation::Gelu, true, false, false, false},
+        {"roberta", {"roberta", "xlm-roberta"}, nullptr, build_roberta_family,
+         read_roberta_hf_config, &kHfRobertaNames, nullptr,
+         nullptr, false, Activation::Gelu, true, false, false, false},
     };
     return rows;
 }

@@ -94,6 +94,8 @@ TEST_P(ZooGolden, MatchesGoldenOutputs) {
 
 INSTANTIATE_TEST_SUITE_P(Llama, ZooGolden, ::testing::Values("qwen2", "mistral", "gemma"),
                          [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Encoders, ZooGolden, ::testing::Values("bert", "roberta"),
+                         [](const auto& info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Decoders, ZooGolden, ::testing::Values("gpt2", "pythia", "phi"),
                          [](const auto& info) { return std::string(info.param); });

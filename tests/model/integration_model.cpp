@@ -115,7 +115,7 @@ TEST(CliModel, MissingModelIsOneLineError) {
 TEST(CliModel, UnknownModelType) {
     testutil::ScratchDir tmp;
     fs::create_directories(tmp / "m");
-    write_text(tmp / "m/config.json", R"({"model_type": "bert", "hidden_size": 8})");
+    write_text(tmp / "m/config.json", R"({"model_type": "t5", "hidden_size": 8})");
     write_text(tmp / "m/model.safetensors", "");  // never read: the config is refused first
     write_text(tmp / "data.txt", "hello\n");
     const auto r = run_cli({"dump", "--model", (tmp / "m").string(), "--data",
@@ -123,7 +123,7 @@ TEST(CliModel, UnknownModelType) {
     EXPECT_EQ(r.exit_code, 4);
     EXPECT_EQ(count_lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find("config.json"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("bert"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("t5"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(tmp / "out"));
 }
 

@@ -59,11 +59,11 @@ TEST(Config, ArchitectureSpecifics) {
 // Unknown model_type is UnsupportedError naming the file and the type; bad dims InputError.
 TEST(Config, BadConfigs) {
     try {
-        config_from_hf_json(base("bert"), "dir/config.json");
+        config_from_hf_json(base("t5"), "dir/config.json");
         FAIL();
     } catch (const UnsupportedError& e) {
         EXPECT_NE(std::string(e.what()).find("dir/config.json"), std::string::npos);
-        EXPECT_NE(std::string(e.what()).find("bert"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("t5"), std::string::npos);
     }
     auto j = base("llama");
     j["num_key_value_heads"] = 3;

@@ -115,5 +115,12 @@ void read_gpt_neox_hf_config(const nlohmann::json& j, const std::string& origin,
 std::unique_ptr<Transformer> build_phi_family(const ModelConfig&, const WeightSource&,
                                               const RuntimeOptions&);
 void read_phi_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
+// BERT and RoBERTa / XLM-R (src/model/bert.cpp): one family, two variants.
+std::unique_ptr<Transformer> build_bert_family(const ModelConfig&, const WeightSource&,
+                                               const RuntimeOptions&);
+std::unique_ptr<Transformer> build_roberta_family(const ModelConfig&, const WeightSource&,
+                                                  const RuntimeOptions&);
+void read_bert_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
+void read_roberta_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
 
 }  // namespace sinkscope::model
