@@ -49,6 +49,7 @@ ModelFiles hf_directory(const fs::path& dir) {
                    "has config.json but no model.safetensors, model.safetensors.index.json or "
                    "pytorch_model.bin");
     m.tokenizer = first_existing(dir, {"tokenizer.json", "tokenizer.model"});
+    m.preprocessor = first_existing(dir, {"preprocessor_config.json"});
     return m;
 }
 

@@ -65,6 +65,34 @@ const TensorNames kLlama2cNames = make_tensor_names({
     {R::FfnDown, "w2.{L}"},
 });
 
+// HF ViTForImageClassification (modeling_vit.py module names).
+const TensorNames kHfVitNames = make_tensor_names({
+    {R::PatchEmbed, "vit.embeddings.patch_embeddings.projection.weight"},
+    {R::PatchEmbedBias, "vit.embeddings.patch_embeddings.projection.bias"},
+    {R::ClsToken, "vit.embeddings.cls_token"},
+    {R::PosEmbed, "vit.embeddings.position_embeddings"},
+    {R::AttnNorm, "vit.encoder.layer.{L}.layernorm_before.weight"},
+    {R::AttnNormBias, "vit.encoder.layer.{L}.layernorm_before.bias"},
+    {R::AttnQ, "vit.encoder.layer.{L}.attention.attention.query.weight"},
+    {R::AttnK, "vit.encoder.layer.{L}.attention.attention.key.weight"},
+    {R::AttnV, "vit.encoder.layer.{L}.attention.attention.value.weight"},
+    {R::AttnQBias, "vit.encoder.layer.{L}.attention.attention.query.bias"},
+    {R::AttnKBias, "vit.encoder.layer.{L}.attention.attention.key.bias"},
+    {R::AttnVBias, "vit.encoder.layer.{L}.attention.attention.value.bias"},
+    {R::AttnO, "vit.encoder.layer.{L}.attention.output.dense.weight"},
+    {R::AttnOBias, "vit.encoder.layer.{L}.attention.output.dense.bias"},
+    {R::FfnNorm, "vit.encoder.layer.{L}.layernorm_after.weight"},
+    {R::FfnNormBias, "vit.encoder.layer.{L}.layernorm_after.bias"},
+    {R::FfnUp, "vit.encoder.layer.{L}.intermediate.dense.weight"},
+    {R::FfnUpBias, "vit.encoder.layer.{L}.intermediate.dense.bias"},
+    {R::FfnDown, "vit.encoder.layer.{L}.output.dense.weight"},
+    {R::FfnDownBias, "vit.encoder.layer.{L}.output.dense.bias"},
+    {R::OutputNorm, "vit.layernorm.weight"},
+    {R::OutputNormBias, "vit.layernorm.bias"},
+    {R::Output, "classifier.weight"},
+    {R::OutputBias, "classifier.bias"},
+});
+
 const std::vector<ArchitectureInfo>& table() {
     // name, HF model_type, GGUF arch, builder, config.json reader, names (HF, GGUF, llama2.c),
     // GGUF Q/K interleaved, activation, qkv bias, HF norm (1 + w), embedding scale, sliding window.
@@ -81,6 +109,8 @@ const std::vector<ArchitectureInfo>& table() {
         {"gemma", {"gemma"}, "gemma", build_llama_family, read_llama_hf_config,
          &kHfLlamaNames, &kGgufLlamaNames,
          nullptr, false, Activation::GeluTanh, false, true, true, false},
+        {"vit", {"vit"}, nullptr, build_vit_family, read_vit_hf_config, &kHfVitNames, nullptr,
+         nullptr, false, Activation::Gelu, true, false, false, false},
     };
     return rows;
 }

@@ -94,5 +94,7 @@ TEST_P(ZooGolden, MatchesGoldenOutputs) {
 
 INSTANTIATE_TEST_SUITE_P(Llama, ZooGolden, ::testing::Values("qwen2", "mistral", "gemma"),
                          [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Vision, ZooGolden, ::testing::Values("vit"),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

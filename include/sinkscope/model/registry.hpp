@@ -106,5 +106,8 @@ std::string tensor_name(const ArchitectureInfo& arch, WeightFormat format, Tenso
 std::unique_ptr<Transformer> build_llama_family(const ModelConfig&, const WeightSource&,
                                                 const RuntimeOptions&);
 void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
+std::unique_ptr<Transformer> build_vit_family(const ModelConfig&, const WeightSource&,
+                                              const RuntimeOptions&);
+void read_vit_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
 
 }  // namespace sinkscope::model
