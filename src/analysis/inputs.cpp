@@ -28,8 +28,9 @@ AnalysisInputs load_analysis_inputs(const model::Model& m, const AnalyzeOptions&
     in.data_name = o.data.empty() ? "built-in prompts" : o.data.string();
     if (cfg.is_vision()) {
         if (o.data.empty())
-            throw UsageError("--data: a vision model needs images (a .png, a directory of .png "
-                             "files or a .npy image stack)");
+            throw UsageError(
+                "--data: a vision model needs images (a .png, a directory of .png "
+                "files or a .npy image stack)");
         in.kind = "images";
         in.images = io::ImageSet::open(o.data, o.samples);
         in.image_tokens = cfg.n_ctx;
@@ -40,22 +41,25 @@ AnalysisInputs load_analysis_inputs(const model::Model& m, const AnalyzeOptions&
         }
         in.images_sha256 = h.hex_digest();
         for (size_t k = 0; k < in.images->size(); ++k) {
-            (void)m.image_processor()->preprocess(in.images->get(k), cfg.n_channels, cfg.image_size);
+            (void)m.image_processor()->preprocess(in.images->get(k), cfg.n_channels,
+                                                  cfg.image_size);
             in.ids.emplace_back();
         }
         return in;
     }
     std::vector<io::Sample> samples =
-        o.data.empty() ? io::builtin_prompts(o.samples)
-                       : io::load_dataset(o.data, {.text_column = o.text_column, .max_samples = o.samples});
+        o.data.empty()
+            ? io::builtin_prompts(o.samples)
+            : io::load_dataset(o.data, {.text_column = o.text_column, .max_samples = o.samples});
     if (samples.empty()) throw InputError(in.data_name, "no samples");
     for (size_t k = 0; k < samples.size(); ++k) {
         std::vector<int32_t> x;
         if (!samples[k].ids.empty()) {
             for (int64_t id : samples[k].ids) {
                 if (id >= cfg.d_vocab)
-                    throw InputError(in.data_name, "sample " + std::to_string(k) + " has token id " +
-                                                       std::to_string(id) + " >= vocabulary size " +
+                    throw InputError(in.data_name, "sample " + std::to_string(k) +
+                                                       " has token id " + std::to_string(id) +
+                                                       " >= vocabulary size " +
                                                        std::to_string(cfg.d_vocab));
                 x.push_back(int32_t(id));
             }
@@ -63,7 +67,8 @@ AnalysisInputs load_analysis_inputs(const model::Model& m, const AnalyzeOptions&
             x = m.encode(samples[k].text, bos);
         }
         if (int64_t(x.size()) > o.max_tokens) x.resize(size_t(o.max_tokens)), ++in.n_truncated;
-        if (x.empty()) throw InputError(in.data_name, "sample " + std::to_string(k) + " has no tokens");
+        if (x.empty())
+            throw InputError(in.data_name, "sample " + std::to_string(k) + " has no tokens");
         in.ids.push_back(std::move(x));
     }
     return in;

@@ -35,7 +35,7 @@ struct PngRead {
     char message[256] = {0};
     uint32_t width = 0, height = 0;
     int channels = 0;
-    std::vector<uint8_t> pixels;        // [height, width, channels] after the transforms
+    std::vector<uint8_t> pixels;  // [height, width, channels] after the transforms
     std::vector<png_bytep> rows;
 };
 
@@ -134,7 +134,9 @@ Coeffs bilinear_coeffs(int64_t in_size, int64_t out_size) {
     return c;
 }
 
-float clamp_level(double v) { return float(std::clamp(std::round(v), 0.0, 255.0)); }
+float clamp_level(double v) {
+    return float(std::clamp(std::round(v), 0.0, 255.0));
+}
 
 // gray (1), gray+alpha (2), RGB (3), RGBA (4) -> RGB as PIL's convert("RGB"): gray replicated,
 // alpha dropped.
@@ -246,7 +248,8 @@ std::vector<Image> read_npy_images(const fs::path& path) {
     }
     SS_CHECK_INPUT(c > 0 && h > 0 && w > 0 && n > 0, file,
                    "images must be shaped [C, H, W], [H, W, C] or [N, C, H, W] with C in "
-                   "{1, 3, 4}, found rank ", s.size());
+                   "{1, 3, 4}, found rank ",
+                   s.size());
     const std::vector<double> v = a.to_f64();
     std::vector<Image> out;
     for (int64_t k = 0; k < n; ++k) {
@@ -261,11 +264,12 @@ std::vector<Image> read_npy_images(const fs::path& path) {
         for (int64_t ch = 0; ch < c; ++ch)
             for (int64_t y = 0; y < h; ++y)
                 for (int64_t x = 0; x < w; ++x) {
-                    const double p = channels_last ? src[(y * w + x) * c + ch]
-                                                   : src[(ch * h + y) * w + x];
+                    const double p =
+                        channels_last ? src[(y * w + x) * c + ch] : src[(ch * h + y) * w + x];
                     SS_CHECK_INPUT(std::isfinite(p) && p >= 0.0 && p <= 1.0, img.source,
                                    "pixel values must be in [0, 1] (an image, not normalised "
-                                   "pixel_values), found ", p);
+                                   "pixel_values), found ",
+                                   p);
                     img.data[size_t((ch * h + y) * w + x)] = float(p);
                 }
         out.push_back(std::move(img));
@@ -279,7 +283,8 @@ ImageSet ImageSet::open(const fs::path& path, int64_t max_samples) {
     ImageSet set;
     if (fs::is_directory(path)) {
         for (const auto& e : fs::directory_iterator(path))
-            if (e.is_regular_file() && lower_ext(e.path()) == ".png") set.files_.push_back(e.path());
+            if (e.is_regular_file() && lower_ext(e.path()) == ".png")
+                set.files_.push_back(e.path());
         std::sort(set.files_.begin(), set.files_.end());
         SS_CHECK_INPUT(!set.files_.empty(), p, "directory holds no .png image");
         if (max_samples > 0 && int64_t(set.files_.size()) > max_samples)
@@ -298,8 +303,9 @@ ImageSet ImageSet::open(const fs::path& path, int64_t max_samples) {
             set.stack_.resize(size_t(max_samples));
         set.n_ = set.stack_.size();
     } else {
-        throw InputError(p, "images must be a .png file, a directory of .png files or a .npy "
-                            "float image / stack");
+        throw InputError(p,
+                         "images must be a .png file, a directory of .png files or a .npy "
+                         "float image / stack");
     }
     return set;
 }
@@ -347,7 +353,8 @@ ImageProcessor ImageProcessor::from_file(const fs::path& path) {
         p.resample = j["resample"].get<int>();
     }
     if (j.contains("rescale_factor") && !j["rescale_factor"].is_null()) {
-        SS_CHECK_INPUT(j["rescale_factor"].is_number(), file, "key 'rescale_factor' is not a number");
+        SS_CHECK_INPUT(j["rescale_factor"].is_number(), file,
+                       "key 'rescale_factor' is not a number");
         p.rescale_factor = j["rescale_factor"].get<double>();
     }
     p.image_mean = json_numbers(j, "image_mean", file);

@@ -8,11 +8,11 @@
 #include <c10/core/InferenceMode.h>
 #include <nlohmann/json.hpp>
 
+#include "config_json.hpp"
+#include "family_common.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
-#include "config_json.hpp"
-#include "family_common.hpp"
 #include "tensor_load.hpp"
 
 namespace sinkscope::model {
@@ -106,9 +106,12 @@ VitFamily::VitFamily(const ModelConfig& config, const WeightSource& src, const R
 
 at::Tensor VitFamily::activation(const at::Tensor& x) const {
     switch (c_.act) {
-        case Activation::Gelu: return at::gelu(x);
-        case Activation::GeluTanh: return at::gelu(x, "tanh");
-        case Activation::Silu: return at::silu(x);
+        case Activation::Gelu:
+            return at::gelu(x);
+        case Activation::GeluTanh:
+            return at::gelu(x, "tanh");
+        case Activation::Silu:
+            return at::silu(x);
     }
     throw InternalError("unknown activation");
 }
@@ -117,7 +120,8 @@ ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& cap
                                  const HeadMask* mask) const {
     c10::InferenceMode guard;
     const at::Tensor& px_in = input.pixel_values;
-    if (!px_in.defined()) throw UsageError("a vision model (ViT) reads pixel_values, not token ids");
+    if (!px_in.defined())
+        throw UsageError("a vision model (ViT) reads pixel_values, not token ids");
     if (px_in.dim() != 4 || px_in.size(1) != c_.n_channels || px_in.size(2) != c_.image_size ||
         px_in.size(3) != c_.image_size) {
         std::string got;
@@ -136,7 +140,9 @@ ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& cap
     // Pass 1: patch embedding (Conv2d, stride P) -> [batch, n_patches, d_model] row-major, CLS
     // first, plus learned positions (HF ViTEmbeddings; = hidden_states[0]).
     const at::Tensor patches =  // [batch, n_patches, d_model]
-        at::conv2d(px, patch_w_, patch_b_, {c_.patch_size, c_.patch_size}).flatten(2).transpose(1, 2);
+        at::conv2d(px, patch_w_, patch_b_, {c_.patch_size, c_.patch_size})
+            .flatten(2)
+            .transpose(1, 2);
     at::Tensor x = at::cat({cls_.expand({B, 1, c_.d_model}), patches}, 1) + pos_;  // [b, T, D]
     hooks.keep(HookPoint::Embed, -1, x);
     const int64_t T = x.size(1);
@@ -186,10 +192,9 @@ std::vector<std::string> read_labels(const nlohmann::json& j, const std::string&
                 id = std::stoll(key, &used);
             } catch (const std::exception&) {
             }
-            SS_CHECK_INPUT(used == key.size() && id >= 0 && id < int64_t(m.size()) &&
-                               !seen[size_t(id)],
-                           origin, "id2label keys must be the ids 0..", m.size() - 1,
-                           ", found '", key, "'");
+            SS_CHECK_INPUT(
+                used == key.size() && id >= 0 && id < int64_t(m.size()) && !seen[size_t(id)],
+                origin, "id2label keys must be the ids 0..", m.size() - 1, ", found '", key, "'");
             SS_CHECK_INPUT(value.is_string(), origin, "id2label['", key, "'] is not a string");
             seen[size_t(id)] = true;
             labels[size_t(id)] = value.get<std::string>();
@@ -212,15 +217,15 @@ void read_vit_hf_config(const nlohmann::json& j, const std::string& origin, Mode
     c.n_layers = json_int(j, "num_hidden_layers", origin);
     c.n_heads = json_int(j, "num_attention_heads", origin);
     c.n_kv_heads = c.n_heads;
-    SS_CHECK_INPUT(c.n_heads > 0 && c.d_model % c.n_heads == 0, origin, "hidden_size (",
-                   c.d_model, ") is not a multiple of num_attention_heads (", c.n_heads, ")");
+    SS_CHECK_INPUT(c.n_heads > 0 && c.d_model % c.n_heads == 0, origin, "hidden_size (", c.d_model,
+                   ") is not a multiple of num_attention_heads (", c.n_heads, ")");
     c.d_head = c.d_model / c.n_heads;
     c.d_mlp = json_int(j, "intermediate_size", origin);
     c.norm_eps = json_float_or(j, "layer_norm_eps", 1e-12, origin);
     c.act = parse_hf_activation(j.value("hidden_act", std::string("gelu")), origin);
     c.qkv_bias = json_bool_or(j, "qkv_bias", true, origin);
-    SS_CHECK_INPUT(c.image_size > 0 && c.patch_size > 0 && c.image_size % c.patch_size == 0,
-                   origin, "image_size (", c.image_size, ") is not a multiple of patch_size (",
+    SS_CHECK_INPUT(c.image_size > 0 && c.patch_size > 0 && c.image_size % c.patch_size == 0, origin,
+                   "image_size (", c.image_size, ") is not a multiple of patch_size (",
                    c.patch_size, ")");
     SS_CHECK_INPUT(c.n_channels > 0, origin, "num_channels must be positive");
     c.labels = read_labels(j, origin);

@@ -1,6 +1,8 @@
 // Images for vision models: PNG decoding (against PNGs written by a minimal encoder here, not by
 // the code under test), .npy images, image sets, PIL-compatible bilinear resize and the
 // ViTImageProcessor preprocessing against the zoo's golden pixel_values.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -19,7 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// ---- a minimal PNG encoder: stored (uncompressed) deflate blocks, one IDAT, filter 0 -------------
+// ---- a minimal PNG encoder: stored (uncompressed) deflate blocks, one IDAT, filter 0
+// -------------
 uint32_t crc32(const std::string& s) {
     uint32_t c = 0xffffffffu;
     for (unsigned char b : s) {
@@ -98,8 +101,9 @@ void expect_input_error(F&& f, const fs::path& file) {
 // An 8-bit RGB PNG decodes to its exact levels, channels first.
 TEST(Png, Rgb8Levels) {
     testutil::ScratchDir tmp;
-    write_bytes(tmp / "a.png", encode_png(2, 2, 8, 2, {bytes({1, 2, 3, 4, 5, 6}),
-                                                       bytes({250, 251, 252, 0, 128, 255})}));
+    write_bytes(
+        tmp / "a.png",
+        encode_png(2, 2, 8, 2, {bytes({1, 2, 3, 4, 5, 6}), bytes({250, 251, 252, 0, 128, 255})}));
     const Image img = read_png(tmp / "a.png");
     ASSERT_EQ(img.channels, 3);
     ASSERT_EQ(img.height, 2);
@@ -156,11 +160,12 @@ TEST(Png, WriteReadRoundTrip) {
 // Truncated, corrupted (bad CRC), empty and non-PNG files are one InputError naming the file.
 TEST(Png, BadFilesNameTheFile) {
     testutil::ScratchDir tmp;
-    const std::string good = encode_png(4, 4, 8, 2, std::vector<std::string>(4, std::string(12, 'x')));
+    const std::string good =
+        encode_png(4, 4, 8, 2, std::vector<std::string>(4, std::string(12, 'x')));
     write_bytes(tmp / "trunc.png", good.substr(0, good.size() - 30));
     expect_input_error([&] { read_png(tmp / "trunc.png"); }, tmp / "trunc.png");
     std::string bad_crc = good;
-    bad_crc[40] ^= 0x55;  // inside IDAT's data
+    bad_crc[50] ^= 0x55;  // inside IDAT's data (IDAT data starts at byte 41)
     write_bytes(tmp / "crc.png", bad_crc);
     expect_input_error([&] { read_png(tmp / "crc.png"); }, tmp / "crc.png");
     write_bytes(tmp / "empty.png", "");
@@ -270,7 +275,8 @@ TEST(ImageProcessorTest, ZooVitGoldenPixelValues) {
         SCOPED_TRACE(name);
         const auto images = read_npy_images(vit / "golden" / name / "image.npy");
         ASSERT_EQ(images.size(), 1u);
-        const std::vector<double> want = read_npy(vit / "golden" / name / "pixel_values.npy").to_f64();
+        const std::vector<double> want =
+            read_npy(vit / "golden" / name / "pixel_values.npy").to_f64();
         Image levels = images[0];
         for (float& v : levels.data) v = std::round(v * 255.0f);
         levels.range = Image::Range::Levels;
@@ -280,7 +286,8 @@ TEST(ImageProcessorTest, ZooVitGoldenPixelValues) {
         ASSERT_EQ(from_png.size(), want.size());
         double worst = 0;
         for (size_t i = 0; i < want.size(); ++i)
-            worst = std::max({worst, std::fabs(from_png[i] - want[i]), std::fabs(from_npy[i] - want[i])});
+            worst = std::max(
+                {worst, std::fabs(from_png[i] - want[i]), std::fabs(from_npy[i] - want[i])});
         EXPECT_LE(worst, 1e-6);
         // 64x64 nearest-neighbour upscale: resized back to 32x32 it stays close (bilinear mixes
         // neighbouring levels, so not exact) and has the model's shape.

@@ -1,6 +1,7 @@
 // The zoo ViT end to end from image files: a PNG of each golden image (8-bit levels) goes through
 // the model's own image processor (preprocessor_config.json) to the golden pixel_values, and the
 // predicted label is the manifest's predicted_label.
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -39,9 +40,11 @@ TEST(ZooVit, PngToPredictedLabel) {
         io::write_png(tmp / "x.png", img);
         const ModelInput input = image_input(m, io::read_png(tmp / "x.png"));
         testutil::expect_close("pixel_values", input.pixel_values[0],
-                               testutil::zoo_tensor(vit / "golden" / name / "pixel_values.npy"), 1e-6);
+                               testutil::zoo_tensor(vit / "golden" / name / "pixel_values.npy"),
+                               1e-6);
         const ForwardResult r = m.forward(input);
-        testutil::expect_close("logits", r.logits, testutil::zoo_tensor(vit / "golden" / name / "logits.npy"),
+        testutil::expect_close("logits", r.logits,
+                               testutil::zoo_tensor(vit / "golden" / name / "logits.npy"),
                                testutil::kZooLogitTol);
         const int64_t label = r.logits[0].argmax().item<int64_t>();
         EXPECT_EQ(m.config().labels.at(size_t(label)), in.at("predicted_label").get<std::string>());

@@ -1,6 +1,7 @@
 // sinkscope inspect / dump / analyze on the zoo ViT with images as data: PNGs made from the golden
 // image.npy (8-bit levels) and .npy stacks give the golden attention; bad images are one-line
 // errors with no output.
+#include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -21,7 +22,9 @@ namespace {
 
 const char* const kInputs[] = {"img0", "img1", "img2"};
 
-int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+int count_lines(const std::string& s) {
+    return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
 
 // Writes <dir>/<input>.png for each golden image: round(image.npy * 255) as 8-bit RGB.
 void write_golden_pngs(const fs::path& vit, const fs::path& dir) {
@@ -66,8 +69,9 @@ TEST(CliVit, DumpImagesMatchesGolden) {
     const fs::path vit = shared / "zoo/vit";
     testutil::ScratchDir tmp;
     write_golden_pngs(vit, tmp / "pngs");
-    const auto r = run_cli({"dump", "--model", vit.string(), "--data", (tmp / "pngs").string(),
-                            "--hooks", "blocks.*.attn.hook_pattern", "--out", (tmp / "out").string()});
+    const auto r =
+        run_cli({"dump", "--model", vit.string(), "--data", (tmp / "pngs").string(), "--hooks",
+                 "blocks.*.attn.hook_pattern", "--out", (tmp / "out").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const io::NpyArray a = io::read_npy(tmp / "out/attention.npy");
     EXPECT_EQ(a.shape, (std::vector<int64_t>{3, 3, 4, 17, 17}));
@@ -82,8 +86,8 @@ TEST(CliVit, DumpImagesMatchesGolden) {
         stack.insert(stack.end(), v.begin(), v.end());
     }
     io::write_npy(tmp / "stack.npy", io::make_npy_f32({3, 3, 32, 32}, stack));
-    const auto r2 = run_cli({"dump", "--model", vit.string(), "--data", (tmp / "stack.npy").string(),
-                             "--out", (tmp / "out2").string()});
+    const auto r2 = run_cli({"dump", "--model", vit.string(), "--data",
+                             (tmp / "stack.npy").string(), "--out", (tmp / "out2").string()});
     ASSERT_EQ(r2.exit_code, 0) << r2.err;
     const io::NpyArray b = io::read_npy(tmp / "out2/attention.npy");
     for (int64_t n = 0; n < 3; ++n)
@@ -93,7 +97,8 @@ TEST(CliVit, DumpImagesMatchesGolden) {
                              (tmp / "pngs/img1.png").string(), "--out", (tmp / "out3").string()});
     ASSERT_EQ(r3.exit_code, 0) << r3.err;
     EXPECT_LE(attention_diff(io::read_npy(tmp / "out3/attention.npy"), 0,
-                             vit / "golden/img1/attentions.npy"), 1e-5);
+                             vit / "golden/img1/attentions.npy"),
+              1e-5);
 }
 
 // analyze on a directory of PNGs completes with images as data: sink policy auto resolves to
@@ -104,8 +109,8 @@ TEST(CliVit, AnalyzeImages) {
     testutil::ScratchDir tmp;
     write_golden_pngs(vit, tmp / "pngs");
     const auto r = run_cli({"analyze", "--model", vit.string(), "--data", (tmp / "pngs").string(),
-                            "--out", (tmp / "run").string(), "--quiet", "--no-report",
-                            "--analyses", "compositional,heads,entropy"});
+                            "--out", (tmp / "run").string(), "--quiet", "--no-report", "--analyses",
+                            "compositional,heads,entropy"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto run = nlohmann::json::parse(read_file(tmp / "run/run.json"));
     EXPECT_EQ(run["sink_policy"]["resolved"], "argmax") << run["sink_policy"];

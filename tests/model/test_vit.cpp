@@ -67,10 +67,12 @@ MemoryWeightStore random_vit_weights(const ModelConfig& c, unsigned seed = 5) {
     for (int64_t l = 0; l < c.n_layers; ++l) {
         add(TensorRole::AttnNorm, l, {D}, true);
         add(TensorRole::AttnNormBias, l, {D});
-        for (TensorRole r : {TensorRole::AttnQ, TensorRole::AttnK, TensorRole::AttnV, TensorRole::AttnO})
+        for (TensorRole r :
+             {TensorRole::AttnQ, TensorRole::AttnK, TensorRole::AttnV, TensorRole::AttnO})
             add(r, l, {D, D});
-        for (TensorRole r : {TensorRole::AttnQBias, TensorRole::AttnKBias, TensorRole::AttnVBias,
-                             TensorRole::AttnOBias, TensorRole::FfnNormBias, TensorRole::FfnDownBias})
+        for (TensorRole r :
+             {TensorRole::AttnQBias, TensorRole::AttnKBias, TensorRole::AttnVBias,
+              TensorRole::AttnOBias, TensorRole::FfnNormBias, TensorRole::FfnDownBias})
             add(r, l, {D});
         add(TensorRole::FfnNorm, l, {D}, true);
         add(TensorRole::FfnUp, l, {c.d_mlp, D});
@@ -141,8 +143,9 @@ Reference naive_forward(const ModelConfig& c, const MemoryWeightStore& s, const 
                 for (int64_t ch = 0; ch < C; ++ch)
                     for (int64_t u = 0; u < P; ++u)
                         for (int64_t v = 0; v < P; ++v)
-                            acc += double(W(TensorRole::PatchEmbed)[((d * C + ch) * P + u) * P + v]) *
-                                   p[(ch * I + py * P + u) * I + pxi * P + v];
+                            acc +=
+                                double(W(TensorRole::PatchEmbed)[((d * C + ch) * P + u) * P + v]) *
+                                p[(ch * I + py * P + u) * I + pxi * P + v];
                 x[1 + py * S + pxi][d] = acc;
             }
     for (int64_t t = 0; t < T; ++t)
@@ -255,7 +258,8 @@ TEST(Vit, ZeroAblatingLayerRemovesAttention) {
     const MemoryWeightStore s = random_vit_weights(c, 3);
     MemoryWeightStore cut = s;
     const auto& arch = find_architecture("vit");
-    for (auto& v : cut.tensors.at(tensor_name(arch, WeightFormat::HuggingFace, TensorRole::AttnO, 1)).values)
+    for (auto& v :
+         cut.tensors.at(tensor_name(arch, WeightFormat::HuggingFace, TensorRole::AttnO, 1)).values)
         v = 0.0f;
     const Model m = build_model(c, source_of(s));
     const Model m_cut = build_model(c, source_of(cut));
@@ -265,7 +269,8 @@ TEST(Vit, ZeroAblatingLayerRemovesAttention) {
     const ForwardResult r = m.forward(in, CaptureSpec({"blocks.1.hook_resid_*"}), &mask);
     const ForwardResult r_cut = m_cut.forward(in);
     const ForwardResult r_full = m.forward(in);
-    const auto& bias = s.tensors.at(tensor_name(arch, WeightFormat::HuggingFace, TensorRole::AttnOBias, 1));
+    const auto& bias =
+        s.tensors.at(tensor_name(arch, WeightFormat::HuggingFace, TensorRole::AttnOBias, 1));
     const at::Tensor b = at::tensor(bias.values);
     EXPECT_TRUE(at::allclose(r.captured.at(hook_name(HookPoint::ResidMid, 1)),
                              r.captured.at(hook_name(HookPoint::ResidPre, 1)) + b, 1e-6, 1e-6));
@@ -284,7 +289,8 @@ TEST(Vit, HooksAndShapes) {
     EXPECT_EQ(r.captured.at("blocks.1.attn.hook_pattern").sizes(), at::IntArrayRef({1, 4, 5, 5}));
     EXPECT_EQ(r.captured.at("blocks.0.attn.hook_k").sizes(), at::IntArrayRef({1, 5, 4, 4}));
     EXPECT_EQ(r.captured.at("ln_final.hook_normalized").sizes(), at::IntArrayRef({1, 5, 16}));
-    EXPECT_TRUE(at::equal(r.captured.at("blocks.0.attn.hook_rot_q"), r.captured.at("blocks.0.attn.hook_q")));
+    EXPECT_TRUE(at::equal(r.captured.at("blocks.0.attn.hook_rot_q"),
+                          r.captured.at("blocks.0.attn.hook_q")));
     EXPECT_EQ(m.n_params(), static_cast<int64_t>([&] {
                   size_t n = 0;
                   for (const auto& [k, e] : s.tensors) n += e.values.size();
@@ -300,8 +306,8 @@ TEST(Vit, BatchRowsAreIndependent) {
     const at::Tensor px = random_pixels(2, 17);
     const ForwardResult both = m.forward(pixels_input(px));
     for (int64_t b = 0; b < 2; ++b)
-        EXPECT_TRUE(at::allclose(both.logits[b], m.forward(pixels_input(px.narrow(0, b, 1))).logits[0],
-                                 1e-5, 1e-5));
+        EXPECT_TRUE(at::allclose(
+            both.logits[b], m.forward(pixels_input(px.narrow(0, b, 1))).logits[0], 1e-5, 1e-5));
 }
 
 // Token ids, a wrong image size and a wrong channel count are refused with a UsageError.
@@ -332,11 +338,16 @@ TEST(Vit, ShapeMismatchNamesTensor) {
 // config.json: id2label gives the labels (d_vocab = their number), T = 1 + (image/patch)^2,
 // bidirectional, exact GELU; malformed id2label keys are an InputError naming the file.
 TEST(VitConfig, ReadsHfConfig) {
-    nlohmann::json j = {{"model_type", "vit"},        {"image_size", 32},
-                        {"patch_size", 8},            {"num_channels", 3},
-                        {"hidden_size", 64},          {"num_hidden_layers", 3},
-                        {"num_attention_heads", 4},   {"intermediate_size", 128},
-                        {"layer_norm_eps", 1e-12},    {"hidden_act", "gelu"},
+    nlohmann::json j = {{"model_type", "vit"},
+                        {"image_size", 32},
+                        {"patch_size", 8},
+                        {"num_channels", 3},
+                        {"hidden_size", 64},
+                        {"num_hidden_layers", 3},
+                        {"num_attention_heads", 4},
+                        {"intermediate_size", 128},
+                        {"layer_norm_eps", 1e-12},
+                        {"hidden_act", "gelu"},
                         {"id2label", {{"1", "dog"}, {"0", "cat"}}}};
     const ModelConfig c = config_from_hf_json(j, "config.json");
     EXPECT_EQ(c.architecture, "vit");

@@ -24,7 +24,9 @@ struct Image {
     Range range = Range::Levels;
     std::string source;  // file (and index within a stack) for error messages
 
-    float at(int64_t c, int64_t y, int64_t x) const { return data[size_t((c * height + y) * width + x)]; }
+    float at(int64_t c, int64_t y, int64_t x) const {
+        return data[size_t((c * height + y) * width + x)];
+    }
 };
 
 // PNG: 8-bit (or 16-bit, reduced to its high byte) gray, gray+alpha, RGB, RGBA or palette
@@ -62,14 +64,14 @@ private:
 // model directory without the file: no resize, no rescale, no normalisation; the image must then
 // already have the model's size and channels.
 struct ImageProcessor {
-    bool do_convert_rgb = true;   // gray / gray+alpha / RGBA -> RGB when the model wants 3 channels
+    bool do_convert_rgb = true;  // gray / gray+alpha / RGBA -> RGB when the model wants 3 channels
     bool do_resize = false;
     int64_t height = 0, width = 0;  // size {"height", "width"}
     int resample = 2;               // PIL code; only 2 (bilinear) is implemented
     bool do_rescale = false;
     double rescale_factor = 1.0 / 255.0;
     bool do_normalize = false;
-    std::vector<double> image_mean, image_std;  // one per channel (or one for all)
+    std::vector<double> image_mean, image_std;       // one per channel (or one for all)
     std::string origin = "default image processor";  // the config file, for messages
 
     // Reads preprocessor_config.json; InputError / UnsupportedError naming it.
