@@ -9,6 +9,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-pthread          # model runtime; OpenBLAS makes libtorch's BLAS fast
   libeigen3-dev libgudhi-dev libboost-dev libspectra-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libsentencepiece-dev
+  libpng-dev                                 # PNG images for vision models (ViT)
   libgtest-dev libbenchmark-dev
   pybind11-dev python3-dev python3-numpy python3-pytest
   chromium                                   # headless check that report.html renders

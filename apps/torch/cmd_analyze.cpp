@@ -17,8 +17,9 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
     sinkscope::cli::add_model_options(cmd, o->m);
     cmd->add_option("--data", o->data,
                     "Prompts: .txt (one per line), .jsonl (text or ids), .csv (--text-column), "
-                    ".npy token ids; default: the built-in set of 211 English sentences")
-        ->check(CLI::ExistingFile);
+                    ".npy token ids; default: the built-in set of 211 English sentences. Vision "
+                    "models: a .png, a directory of .png files or a .npy image stack")
+        ->check(CLI::ExistingPath);
     cmd->add_option("--text-column", o->text_column, "CSV column holding the text")->capture_default_str();
     cmd->add_option("--out", o->out, "Output directory (written whole at the end)")->capture_default_str();
     cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")

@@ -2,6 +2,7 @@
 // one input's attention/hidden states/values -> streaming accumulators -> tables, run.json,
 // report.html. State is saved atomically every K inputs; --resume continues from it.
 #include "sinkscope/analysis/analyze.hpp"
+#include "sinkscope/analysis/inputs.hpp"
 
 #include <signal.h>
 
@@ -32,9 +33,10 @@ constexpr const char* kStateFile = "state.bin";
 constexpr uint32_t kStateVersion = 1;
 
 // What a run depends on: a resumed run must have exactly these.
-nlohmann::json fingerprint(const AnalyzeOptions& o, const std::vector<std::vector<int32_t>>& ids) {
+nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs) {
     Sha256 h;
-    for (const auto& s : ids) {
+    h.update(inputs.images_sha256.data(), inputs.images_sha256.size());  // images: their files
+    for (const auto& s : inputs.ids) {
         uint64_t n = s.size();
         h.update(&n, sizeof n);
         h.update(s.data(), s.size() * sizeof(int32_t));
@@ -66,7 +68,9 @@ struct Captured {
     std::vector<std::vector<double>> values;  // [L] x [H, T, d_head], GQA-expanded
 };
 
-Captured capture_input(const model::Model& m, const std::vector<int32_t>& ids, bool want_value) {
+Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
+                       bool want_value) {
+    const std::vector<int32_t>& ids = inputs.ids[n];  // images: empty
     using model::HookPoint;
     const auto& cfg = m.config();
     std::vector<std::string> patterns = {model::hook_glob(HookPoint::Pattern),
@@ -76,11 +80,11 @@ Captured capture_input(const model::Model& m, const std::vector<int32_t>& ids, b
         patterns.push_back(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1));
         patterns.push_back(model::hook_glob(HookPoint::V));
     }
-    model::ForwardResult r = m.forward(ids, model::CaptureSpec(patterns));
+    model::ForwardResult r = m.forward(inputs.model_input(m, n), model::CaptureSpec(patterns));
     Captured c;
     c.attention = model::to_attention_input(r, cfg, ids);
     if (want_value) {
-        const int64_t T = int64_t(ids.size());
+        const int64_t T = inputs.n_tokens(n);
         for (int64_t l = 0; l < cfg.n_layers; ++l)
             c.hidden.push_back(to_host(r.captured.at(model::hook_name(HookPoint::ResidPre, l))));
         c.hidden.push_back(to_host(r.captured.at(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1))));
@@ -146,30 +150,10 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     // ---- model and data ---------------------------------------------------------------------
     model::Model m = model::load_model(o.m.model, model::load_options(o.m));
     const auto& cfg = m.config();
-    std::vector<io::Sample> samples =
-        o.data.empty() ? io::builtin_prompts(o.samples)
-                       : io::load_dataset(o.data, {.text_column = o.text_column, .max_samples = o.samples});
-    const std::string data_name = o.data.empty() ? "built-in prompts" : o.data.string();
-    if (samples.empty()) throw InputError(data_name, "no samples");
-    std::vector<std::vector<int32_t>> ids;
-    int64_t n_truncated = 0;
-    for (size_t k = 0; k < samples.size(); ++k) {
-        std::vector<int32_t> x;
-        if (!samples[k].ids.empty()) {
-            for (int64_t id : samples[k].ids) {
-                if (id >= cfg.d_vocab)
-                    throw InputError(data_name, "sample " + std::to_string(k) + " has token id " +
-                                                    std::to_string(id) + " >= vocabulary size " +
-                                                    std::to_string(cfg.d_vocab));
-                x.push_back(int32_t(id));
-            }
-        } else {
-            x = m.encode(samples[k].text, bos);
-        }
-        if (int64_t(x.size()) > o.max_tokens) x.resize(size_t(o.max_tokens)), ++n_truncated;
-        if (x.empty()) throw InputError(data_name, "sample " + std::to_string(k) + " has no tokens");
-        ids.push_back(std::move(x));
-    }
+    const AnalysisInputs inputs = load_analysis_inputs(m, o, bos);  // text ids or images
+    const std::vector<std::vector<int32_t>>& ids = inputs.ids;
+    const std::string& data_name = inputs.data_name;
+    const int64_t n_truncated = inputs.n_truncated;
 
     // ---- accumulators, resumable staging ---------------------------------------------------------
     metrics::PipelineOptions popts;
@@ -190,7 +174,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     vopts.compat = !o.compat.empty();
     metrics::ValueSpaceAccumulator value(cfg.n_layers, vopts);
 
-    const nlohmann::json print = fingerprint(o, ids);
+    const nlohmann::json print = fingerprint(o, inputs);
     OutputDir out = OutputDir::resumable(o.out);
     const fs::path state_path = out.file(kStateFile);
     int64_t n_done = 0;
@@ -229,18 +213,18 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     // ---- stream the inputs ------------------------------------------------------------------------
     Progress bar("analyze", int64_t(ids.size()), progress);
     int64_t tokens = 0;
-    for (int64_t n = 0; n < n_done; ++n) tokens += int64_t(ids[n].size());
+    for (int64_t n = 0; n < n_done; ++n) tokens += inputs.n_tokens(size_t(n));
     std::vector<std::string> pieces;
     metrics::Masking masking = metrics::Masking::Causal;
     for (int64_t n = n_done; n < int64_t(ids.size()); ++n) {
-        Captured c = capture_input(m, ids[n], selection.value);
+        Captured c = capture_input(m, inputs, size_t(n), selection.value);
         masking = c.attention.masking;
         pieces.clear();
         if (m.tokenizer())
             for (int32_t id : ids[n]) pieces.push_back(m.tokenizer()->piece(id));
         pipeline.add(c.attention, m.tokenizer() ? &pieces : nullptr);
         if (selection.value) value.add(c.attention, c.hidden, cfg.d_model, c.values, cfg.d_head);
-        tokens += int64_t(ids[n].size());
+        tokens += inputs.n_tokens(size_t(n));
         bar.update(n + 1, tokens);
         if ((n + 1) % o.checkpoint_every == 0 && n + 1 < int64_t(ids.size())) save_state(n + 1);
         if (o.debug_kill_after > 0 && n + 1 == o.debug_kill_after) {
@@ -265,11 +249,15 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     rec["device"] = o.m.device;
     rec["dtype"] = o.m.dtype;
     rec["threads"] = o.m.threads;
-    rec["tokenizer"] = m.tokenizer() ? m.tokenizer()->kind() : "none (token ids given)";
+    rec["tokenizer"] = m.tokenizer()     ? m.tokenizer()->kind()
+                       : cfg.is_vision() ? "none (images)"
+                                         : "none (token ids given)";
     rec["bos_policy"] = tokenizer::bos_policy_name(bos);
     rec["data"] = {{"source", data_name}, {"n_samples", ids.size()}, {"n_tokens", tokens},
                    {"max_tokens", o.max_tokens}, {"n_truncated", n_truncated}};
-    if (!o.data.empty()) rec["data"]["sha256"] = sha256_file(o.data);
+    rec["data"]["kind"] = inputs.kind;
+    if (inputs.images) rec["data"]["images_sha256"] = inputs.images_sha256;
+    else if (!o.data.empty()) rec["data"]["sha256"] = sha256_file(o.data);
     rec["sink_policy"] = {{"requested", o.sink},
                           {"resolved", metrics::to_string(metrics::resolve_auto(popts.head.sink, masking))},
                           {"positions_file", "sinks.csv"},

@@ -51,6 +51,7 @@ ModelFiles hf_directory(const fs::path& dir) {
                    "pytorch_model.bin");
     m.tokenizer =
         first_existing(dir, {"tokenizer.json", "tokenizer.model", "sentencepiece.bpe.model"});
+    m.preprocessor = first_existing(dir, {"preprocessor_config.json"});
     return m;
 }
 

@@ -9,6 +9,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/dataset.hpp"
+#include "sinkscope/io/image.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/model/model.hpp"
@@ -76,7 +77,30 @@ std::string inspect_model(const InspectOptions& o) {
       << "device        " << device_name(m.runtime().device) << "\n"
       << "dtype         " << compute_dtype_name(m.runtime().dtype) << "\n"
       << "parameters    " << m.n_params() << "\n";
-    if (const auto* t = m.tokenizer()) {
+    s << "attention     " << (c.causal ? "causal" : "bidirectional") << "\n";
+    if (c.is_vision()) {
+        const io::ImageProcessor& p = *m.image_processor();
+        s << "image_size    " << c.image_size << "\n"
+          << "patch_size    " << c.patch_size << "\n"
+          << "n_channels    " << c.n_channels << "\n"
+          << "n_tokens      " << c.n_ctx << " (CLS + " << c.n_ctx - 1 << " patches)\n"
+          << "labels        " << c.labels.size() << ":";
+        for (const auto& l : c.labels) s << " " << l;
+        s << "\nimage_proc    " << p.origin << ":";
+        if (p.do_resize) s << " resize " << p.height << "x" << p.width << " (bilinear),";
+        if (p.do_rescale) s << " rescale " << p.rescale_factor << ",";
+        if (p.do_normalize) {
+            s << " normalize mean";
+            for (double v : p.image_mean) s << " " << v;
+            s << " std";
+            for (double v : p.image_std) s << " " << v;
+        }
+        if (!p.do_resize && !p.do_rescale && !p.do_normalize) s << " none";
+        s << "\n";
+    }
+    if (c.is_vision()) {
+        s << "tokenizer     none (images)\n";
+    } else if (const auto* t = m.tokenizer()) {
         s << "tokenizer     " << t->kind() << " (vocab " << t->vocab_size() << ", bos "
           << t->bos_id() << ", eos " << t->eos_id() << ")\n"
           << "bos_policy    default = " << (t->adds_bos_by_default() ? "prepend BOS" : "no BOS")
@@ -124,7 +148,26 @@ std::string dump_hooks(const DumpOptions& o) {
     const Model m = load_model(o.m.model, load_options(o.m));
     const ModelConfig& c = m.config();
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
-    const auto samples = load_samples(m, o.data, o.max_samples, bos);
+    // Text models: token ids per sample; vision models: one image per sample (T = 1 + patches).
+    std::vector<std::vector<int32_t>> samples;
+    std::vector<ModelInput> inputs;
+    std::vector<int64_t> lengths;
+    if (c.is_vision()) {
+        const io::ImageSet images = io::ImageSet::open(o.data, o.max_samples);
+        for (size_t k = 0; k < images.size(); ++k) {
+            inputs.push_back(image_input(m, images.get(k)));
+            lengths.push_back(c.n_ctx);
+        }
+    } else {
+        samples = load_samples(m, o.data, o.max_samples, bos);
+        for (const auto& ids : samples) {
+            std::vector<int64_t> wide(ids.begin(), ids.end());
+            ModelInput in;
+            in.ids = at::tensor(wide, at::TensorOptions().dtype(at::kLong)).view({1, -1});
+            inputs.push_back(std::move(in));
+            lengths.push_back(static_cast<int64_t>(ids.size()));
+        }
+    }
     const CaptureSpec spec = CaptureSpec::parse(o.hooks);
     std::vector<std::string> selected;
     for (const auto& h : list_hooks(c))
@@ -142,12 +185,12 @@ std::string dump_hooks(const DumpOptions& o) {
         return false;
     };
     int64_t t_max = 0;
-    for (const auto& s : samples) t_max = std::max<int64_t>(t_max, static_cast<int64_t>(s.size()));
+    for (int64_t len : lengths) t_max = std::max(t_max, len);
 
     std::map<std::string, std::vector<at::Tensor>> per_hook;  // name -> N host f32 tensors, padded
-    for (const auto& ids : samples) {
-        const ForwardResult r = m.forward(ids, spec);
-        const int64_t pad = t_max - static_cast<int64_t>(ids.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const ForwardResult r = m.forward(inputs[i], spec);
+        const int64_t pad = t_max - lengths[i];
         for (const auto& [name, t] : r.captured) {
             HookPoint p{};
             at::Tensor x = t[0].to(at::kCPU, at::kFloat);  // drop batch
@@ -187,15 +230,14 @@ std::string dump_hooks(const DumpOptions& o) {
         write(name + ".npy", at::stack(list).contiguous());
         files[name + ".npy"] = name;
     }
-    std::vector<int64_t> tokens(static_cast<size_t>(samples.size() * t_max), -1), lengths;
-    for (size_t i = 0; i < samples.size(); ++i) {
-        std::copy(samples[i].begin(), samples[i].end(), tokens.begin() + i * t_max);
-        lengths.push_back(static_cast<int64_t>(samples[i].size()));
+    const auto n_inputs = static_cast<int64_t>(inputs.size());
+    if (!c.is_vision()) {  // images have no token ids
+        std::vector<int64_t> tokens(static_cast<size_t>(n_inputs * t_max), -1);
+        for (size_t i = 0; i < samples.size(); ++i)
+            std::copy(samples[i].begin(), samples[i].end(), tokens.begin() + i * t_max);
+        io::write_npy(dir.file("tokens.npy"), io::make_npy_i64({n_inputs, t_max}, tokens));
     }
-    io::write_npy(dir.file("tokens.npy"),
-                  io::make_npy_i64({static_cast<int64_t>(samples.size()), t_max}, tokens));
-    io::write_npy(dir.file("lengths.npy"),
-                  io::make_npy_i64({static_cast<int64_t>(samples.size())}, lengths));
+    io::write_npy(dir.file("lengths.npy"), io::make_npy_i64({n_inputs}, lengths));
 
     io::RunRecord rec("dump");
     rec.set_model_files(o.m.model, m.files);
@@ -205,7 +247,11 @@ std::string dump_hooks(const DumpOptions& o) {
     rec.set("bos_policy", tokenizer::bos_policy_name(bos));
     rec.set("threads", o.m.threads);
     rec.set("data", o.data);
-    rec.set("n_samples", samples.size());
+    rec.set("n_samples", inputs.size());
+    if (c.is_vision()) {
+        rec.set("data_kind", "images");
+        rec.set("image_processor", m.image_processor()->origin);
+    }
     rec.set("hooks", o.hooks);
     rec.set("files", files);
     rec.set("padding", "positions beyond lengths[n]: pattern and other hooks 0, scores -inf, "

@@ -62,7 +62,10 @@ Model load_model(const fs::path& path, const LoadOptions& options) {
     m.files = store->files();
     m.format = format;
     m.path = path;
-    m.set_tokenizer(open_tokenizer(files, options, config.d_vocab));
+    // Vision models have no tokenizer; they read images through their image processor.
+    if (!config.is_vision()) m.set_tokenizer(open_tokenizer(files, options, config.d_vocab));
+    else if (!files.preprocessor.empty())
+        m.set_image_processor(io::ImageProcessor::from_file(files.preprocessor));
     return m;
 }
 

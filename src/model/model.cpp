@@ -130,6 +130,18 @@ Model build_model(const ModelConfig& config, const WeightSource& weights,
     return Model(config, arch.build(config, weights, runtime), runtime);
 }
 
+ModelInput image_input(const Model& model, const io::Image& image) {
+    const ModelConfig& c = model.config();
+    const io::ImageProcessor* proc = model.image_processor();
+    if (!proc) throw UnsupportedError(model.path.string(), "images as input of a text model");
+    std::vector<float> px = proc->preprocess(image, c.n_channels, c.image_size);  // [C, H, W]
+    ModelInput input;
+    input.pixel_values = at::from_blob(px.data(), {1, c.n_channels, c.image_size, c.image_size},
+                                       at::TensorOptions().dtype(at::kFloat))
+                             .to(detail::device_of(model.runtime()), at::kFloat, false, true);
+    return input;
+}
+
 metrics::AttentionInput to_attention_input(const ForwardResult& result, const ModelConfig& config,
                                            const std::vector<int32_t>& token_ids,
                                            int64_t batch_index) {

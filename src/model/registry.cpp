@@ -190,6 +190,32 @@ const TensorNames kHfRobertaNames = make_tensor_names({
     {R::HeadNormBias, "lm_head.layer_norm.bias"},
     {R::Output, "lm_head.decoder.weight"},
     {R::OutputBias, "lm_head.bias"},
+// HF ViTForImageClassification (modeling_vit.py module names).
+const TensorNames kHfVitNames = make_tensor_names({
+    {R::PatchEmbed, "vit.embeddings.patch_embeddings.projection.weight"},
+    {R::PatchEmbedBias, "vit.embeddings.patch_embeddings.projection.bias"},
+    {R::ClsToken, "vit.embeddings.cls_token"},
+    {R::PosEmbed, "vit.embeddings.position_embeddings"},
+    {R::AttnNorm, "vit.encoder.layer.{L}.layernorm_before.weight"},
+    {R::AttnNormBias, "vit.encoder.layer.{L}.layernorm_before.bias"},
+    {R::AttnQ, "vit.encoder.layer.{L}.attention.attention.query.weight"},
+    {R::AttnK, "vit.encoder.layer.{L}.attention.attention.key.weight"},
+    {R::AttnV, "vit.encoder.layer.{L}.attention.attention.value.weight"},
+    {R::AttnQBias, "vit.encoder.layer.{L}.attention.attention.query.bias"},
+    {R::AttnKBias, "vit.encoder.layer.{L}.attention.attention.key.bias"},
+    {R::AttnVBias, "vit.encoder.layer.{L}.attention.attention.value.bias"},
+    {R::AttnO, "vit.encoder.layer.{L}.attention.output.dense.weight"},
+    {R::AttnOBias, "vit.encoder.layer.{L}.attention.output.dense.bias"},
+    {R::FfnNorm, "vit.encoder.layer.{L}.layernorm_after.weight"},
+    {R::FfnNormBias, "vit.encoder.layer.{L}.layernorm_after.bias"},
+    {R::FfnUp, "vit.encoder.layer.{L}.intermediate.dense.weight"},
+    {R::FfnUpBias, "vit.encoder.layer.{L}.intermediate.dense.bias"},
+    {R::FfnDown, "vit.encoder.layer.{L}.output.dense.weight"},
+    {R::FfnDownBias, "vit.encoder.layer.{L}.output.dense.bias"},
+    {R::OutputNorm, "vit.layernorm.weight"},
+    {R::OutputNormBias, "vit.layernorm.bias"},
+    {R::Output, "classifier.weight"},
+    {R::OutputBias, "classifier.bias"},
 });
 
 const std::vector<ArchitectureInfo>& table() {
@@ -220,6 +246,7 @@ const std::vector<ArchitectureInfo>& table() {
          nullptr, false, Activation::Gelu, true, false, false, false},
         {"roberta", {"roberta", "xlm-roberta"}, nullptr, build_roberta_family,
          read_roberta_hf_config, &kHfRobertaNames, nullptr,
+        {"vit", {"vit"}, nullptr, build_vit_family, read_vit_hf_config, &kHfVitNames, nullptr,
          nullptr, false, Activation::Gelu, true, false, false, false},
     };
     return rows;

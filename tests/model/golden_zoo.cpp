@@ -100,4 +100,7 @@ INSTANTIATE_TEST_SUITE_P(Encoders, ZooGolden, ::testing::Values("bert", "roberta
 INSTANTIATE_TEST_SUITE_P(Decoders, ZooGolden, ::testing::Values("gpt2", "pythia", "phi"),
                          [](const auto& info) { return std::string(info.param); });
 
+INSTANTIATE_TEST_SUITE_P(Vision, ZooGolden, ::testing::Values("vit"),
+                         [](const auto& info) { return std::string(info.param); });
+
 }  // namespace

@@ -28,6 +28,8 @@ struct ModelFiles {
     // (vocabulary in its metadata).
     // Empty when none was found (the caller decides whether that is an error).
     std::filesystem::path tokenizer;
+    // HF: preprocessor_config.json (image models) when present; empty otherwise.
+    std::filesystem::path preprocessor;
 };
 
 // Throws InputError naming `path` when it is none of the three (or does not exist); a .bin

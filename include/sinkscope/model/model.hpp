@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "sinkscope/io/image.hpp"
 #include "sinkscope/metrics/attention.hpp"
 #include "sinkscope/model/config.hpp"
 #include "sinkscope/model/hooks.hpp"
@@ -75,7 +76,7 @@ struct ModelInput {
 };
 
 struct ForwardResult {
-    at::Tensor logits;  // [batch, pos, d_vocab] f32 on the model's device
+    at::Tensor logits;  // [batch, pos, d_vocab] f32 on the model's device (ViT: [batch, n_labels])
     std::map<std::string, at::Tensor> captured;  // hook name -> tensor (shapes in hooks.hpp)
 };
 
@@ -100,6 +101,12 @@ public:
     const RuntimeOptions& runtime() const { return runtime_; }
     const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
     void set_tokenizer(std::unique_ptr<tokenizer::Tokenizer> t);
+    // Vision models: the image preprocessing (preprocessor_config.json beside the weights, else
+    // io::ImageProcessor's defaults); null for text models.
+    const io::ImageProcessor* image_processor() const {
+        return config_.is_vision() ? &image_processor_ : nullptr;
+    }
+    void set_image_processor(io::ImageProcessor p) { image_processor_ = std::move(p); }
     // Weight files (for sha256 in run.json) and the path the model was loaded from.
     std::vector<std::filesystem::path> files;
     std::filesystem::path path;
@@ -122,6 +129,7 @@ private:
     std::unique_ptr<Transformer> net_;
     RuntimeOptions runtime_;
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+    io::ImageProcessor image_processor_;
 };
 
 // Loads an HF directory (config.json + safetensors), a .gguf file or a llama2.c .bin checkpoint
@@ -130,6 +138,11 @@ Model load_model(const std::filesystem::path& path, const LoadOptions& options =
 // Builds a model from weights already opened (tests, random weights, converters).
 Model build_model(const ModelConfig& config, const WeightSource& weights,
                   const RuntimeOptions& runtime = {});
+
+// One image as a vision model's input: the model's image processor applied, pixel_values
+// [1, channels, image_size, image_size] f32 on the model's device. UnsupportedError for a text
+// model; InputError naming the image when its size or channels do not fit.
+ModelInput image_input(const Model& model, const io::Image& image);
 
 // Attention of sequence `batch_index` of a forward pass as the metrics see it (spec section 0):
 // pattern from every layer's hook_pattern, scores from hook_attn_scores when all were captured.

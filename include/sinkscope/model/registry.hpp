@@ -122,5 +122,8 @@ std::unique_ptr<Transformer> build_roberta_family(const ModelConfig&, const Weig
                                                   const RuntimeOptions&);
 void read_bert_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
 void read_roberta_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
+std::unique_ptr<Transformer> build_vit_family(const ModelConfig&, const WeightSource&,
+                                              const RuntimeOptions&);
+void read_vit_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
 
 }  // namespace sinkscope::model
