@@ -14,6 +14,7 @@ struct SharedAnalysisFlags {
     std::string* compat;
     bool* per_head;
     std::string* symmetrize;
+    int64_t* topology_max_tokens;
 };
 
 inline void add_shared_analysis_flags(CLI::App* cmd, const SharedAnalysisFlags& f,
@@ -41,6 +42,10 @@ inline void add_shared_analysis_flags(CLI::App* cmd, const SharedAnalysisFlags& 
                   "Graphs, topology and spectra per head as well as on the head average");
     cmd->add_option("--symmetrize", *f.symmetrize,
                     "Persistent-homology distance 1 - max(A_ij, A_ji) (max) or 1 - mean (mean)")
+        ->capture_default_str();
+    cmd->add_option("--topology-max-tokens", *f.topology_max_tokens,
+                    "Principled persistent homology of longer inputs runs on this many evenly "
+                    "picked tokens (the Rips complex grows as n^3); 0 = all tokens")
         ->capture_default_str();
 }
 

@@ -66,7 +66,9 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
                     "within a layer, per-layer sinks; other pairs NaN)")
         ->capture_default_str();
     sinkscope::cli::add_shared_analysis_flags(
-        cmd, {&opts->analyses, &opts->head, &opts->compat, &opts->per_head, &opts->symmetrize},
+        cmd,
+        {&opts->analyses, &opts->head, &opts->compat, &opts->per_head, &opts->symmetrize,
+         &opts->topology_max_tokens},
         "Comma-separated analyses (default all): compositional, heads (reversal, clustering, "
         "regime), graphs, topology, kl, spectra, entropy, tokens, frame");
     cmd->add_option("--tokens", opts->tokens,

@@ -26,7 +26,9 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--samples", o->samples, "Use the first N samples (0: all)")->capture_default_str();
     sinkscope::cli::add_shared_analysis_flags(
-        cmd, {&o->analyses, &o->head, &o->compat, &o->per_head, &o->symmetrize},
+        cmd,
+        {&o->analyses, &o->head, &o->compat, &o->per_head, &o->symmetrize,
+         &o->topology_max_tokens},
         "Comma-separated analyses (default all): compositional, heads, graphs, topology, kl, "
         "spectra, entropy, tokens, frame, value");
     cmd->add_option("--sink", o->sink,
@@ -38,6 +40,10 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
     cmd->add_option("--scope", o->scope, "Head pairs compared: model or layer")->capture_default_str();
     cmd->add_flag("--resume", o->resume,
                   "Continue an interrupted run of the same command from its last saved state");
+    cmd->add_option("--attention-memory-mb", o->attention_memory_mb,
+                    "Store one input's fp64 attention up to this size; longer inputs have their "
+                    "rows recomputed in blocks from the captured rotated queries and keys")
+        ->capture_default_str();
     cmd->add_option("--checkpoint-every", o->checkpoint_every,
                     "Save the accumulator state every K inputs")
         ->capture_default_str();

@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include "sinkscope/analysis/lazy_attention.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/progress.hpp"
@@ -53,7 +54,9 @@ nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs
             {"dtype", o.m.dtype},
             {"bos", o.m.bos},
             {"per_head", o.per_head},
-            {"symmetrize", o.symmetrize}};
+            {"symmetrize", o.symmetrize},
+            {"topology_max_tokens", o.topology_max_tokens},
+            {"attention_memory_mb", o.attention_memory_mb}};
 }
 
 // Host fp64 copy of a captured tensor of batch element 0.
@@ -63,18 +66,31 @@ std::vector<double> to_host(const at::Tensor& t) {
 }
 
 struct Captured {
+    std::unique_ptr<LazyAttention> lazy;  // long inputs: rows recomputed on demand
     metrics::AttentionInput attention;
     std::vector<std::vector<double>> hidden;  // [L + 1] x [T, d_model]
     std::vector<std::vector<double>> values;  // [L] x [H, T, d_head], GQA-expanded
 };
 
+// Whether one input's [L, H, T, T] pattern and scores (fp64) exceed the budget, so its rows are
+// recomputed from rotated q and k instead of stored.
+bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb) {
+    const double bytes = 2.0 * 8.0 * double(cfg.n_layers * cfg.n_heads) * double(n_tokens) *
+                         double(n_tokens);
+    return bytes > double(budget_mb) * 1024.0 * 1024.0;
+}
+
 Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
-                       bool want_value) {
+                       bool want_value, bool lazy) {
     const std::vector<int32_t>& ids = inputs.ids[n];  // images: empty
     using model::HookPoint;
     const auto& cfg = m.config();
-    std::vector<std::string> patterns = {model::hook_glob(HookPoint::Pattern),
-                                         model::hook_glob(HookPoint::AttnScores)};
+    std::vector<std::string> patterns;
+    if (lazy) {
+        patterns = {model::hook_glob(HookPoint::RotQ), model::hook_glob(HookPoint::RotK)};
+    } else {
+        patterns = {model::hook_glob(HookPoint::Pattern), model::hook_glob(HookPoint::AttnScores)};
+    }
     if (want_value) {
         patterns.push_back(model::hook_glob(HookPoint::ResidPre));
         patterns.push_back(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1));
@@ -82,7 +98,12 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
     }
     model::ForwardResult r = m.forward(inputs.model_input(m, n), model::CaptureSpec(patterns));
     Captured c;
-    c.attention = model::to_attention_input(r, cfg, ids);
+    if (lazy) {
+        c.lazy = std::make_unique<LazyAttention>(r, cfg);
+        c.attention = c.lazy->input(ids);
+    } else {
+        c.attention = model::to_attention_input(r, cfg, ids);
+    }
     if (want_value) {
         const int64_t T = inputs.n_tokens(n);
         for (int64_t l = 0; l < cfg.n_layers; ++l)
@@ -99,6 +120,7 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
                         out[size_t((h * T + t) * cfg.d_head + k)] =
                             v[size_t((t * cfg.n_kv_heads + h / group) * cfg.d_head + k)];
             c.values.push_back(std::move(out));
+            r.captured.erase(model::hook_name(HookPoint::V, l));  // keep peak memory down
         }
     }
     return c;
@@ -136,6 +158,7 @@ void write_value_space(const metrics::ValueSpaceAccumulator& acc, const std::str
 void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     // ---- options --------------------------------------------------------------------------
     if (o.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
+    if (o.attention_memory_mb < 0) throw UsageError("--attention-memory-mb must be >= 0");
     if (o.samples < 0) throw UsageError("--samples must be >= 0");
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
     if (!o.compat.empty() && o.compat != "ruscio2025")
@@ -169,6 +192,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     popts.p2.compat = o.compat;
     popts.p2.per_head = o.per_head;
     popts.p2.symmetrize = o.symmetrize;
+    popts.p2.topology_max_tokens = o.topology_max_tokens;
     metrics::MetricsPipeline pipeline(cfg.n_layers, cfg.n_heads, popts, true);
     metrics::ValueSpaceOptions vopts;
     vopts.compat = !o.compat.empty();
@@ -217,13 +241,19 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     std::vector<std::string> pieces;
     metrics::Masking masking = metrics::Masking::Causal;
     for (int64_t n = n_done; n < int64_t(ids.size()); ++n) {
-        Captured c = capture_input(m, inputs, size_t(n), selection.value);
+        const bool lazy =
+            use_lazy_attention(cfg, inputs.n_tokens(size_t(n)), o.attention_memory_mb);
+        Captured c = capture_input(m, inputs, size_t(n), selection.value, lazy);
         masking = c.attention.masking;
         pieces.clear();
         if (m.tokenizer())
             for (int32_t id : ids[n]) pieces.push_back(m.tokenizer()->piece(id));
-        pipeline.add(c.attention, m.tokenizer() ? &pieces : nullptr);
+        // Value space first, so its hidden states and values are freed before the pipeline's
+        // per-layer matrices are allocated (peak memory of long inputs).
         if (selection.value) value.add(c.attention, c.hidden, cfg.d_model, c.values, cfg.d_head);
+        c.hidden = {};
+        c.values = {};
+        pipeline.add(c.attention, m.tokenizer() ? &pieces : nullptr);
         tokens += inputs.n_tokens(size_t(n));
         bar.update(n + 1, tokens);
         if ((n + 1) % o.checkpoint_every == 0 && n + 1 < int64_t(ids.size())) save_state(n + 1);
@@ -267,6 +297,15 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
                           {"reference_threshold", vopts.reference_threshold},
                           {"fallback_fraction", vopts.fallback_fraction},
                           {"cap_fraction", vopts.cap_fraction}};
+    int64_t n_recomputed = 0;
+    for (size_t k = 0; k < inputs.size(); ++k)
+        n_recomputed += use_lazy_attention(cfg, inputs.n_tokens(k), o.attention_memory_mb) ? 1 : 0;
+    rec["attention_storage"] = {
+        {"memory_mb", o.attention_memory_mb},
+        {"rule", "inputs whose fp64 pattern + scores [L, H, T, T] exceed memory_mb have their rows "
+                 "recomputed in blocks of " + std::to_string(LazyAttention::kRowsPerBlock) +
+                 " from hook_rot_q/hook_rot_k (float32 scores and softmax, as the forward)"},
+        {"recomputed_inputs", n_recomputed}};
     rec["resumed"] = n_done > 0;
     rec["checkpoint_every"] = o.checkpoint_every;
     fs::remove(state_path);

@@ -208,10 +208,11 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
                    x.n_layers, " layers x ", x.n_heads, " heads, expected ", n_layers_, " x ",
                    n_heads_);
     const int64_t t = x.n_tokens, n_h = n_heads_, n = n_layers_ * n_heads_;
-    SS_CHECK(x.pattern.size() == size_t(n * t * t), "attention buffer of ", x.pattern.size(),
-             " values for shape [", n_layers_, ", ", n_h, ", ", t, ", ", t, "]");
-    SS_CHECK(!x.has_scores() || x.scores.size() == x.pattern.size(), "scores buffer size ",
-             x.scores.size(), " differs from the attention's ", x.pattern.size());
+    SS_CHECK(!x.stored() || x.pattern.size() == size_t(n * t * t), "attention buffer of ",
+             x.pattern.size(), " values for shape [", n_layers_, ", ", n_h, ", ", t, ", ", t, "]");
+    SS_CHECK(!x.stored() || !x.has_scores() || x.scores.size() == x.pattern.size(),
+             "scores buffer size ", x.scores.size(), " differs from the attention's ",
+             x.pattern.size());
     SS_CHECK(x.length >= 0 && x.length <= t, "input length ", x.length, " outside [0, ", t, "]");
 
     const SinkPositions sinks = resolve_sinks(x, options_.sink);

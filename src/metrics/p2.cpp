@@ -53,7 +53,7 @@ void validate(const AttentionInput& in, const P2Results& state,
     SS_CHECK_INPUT(in.length > 0 && in.length <= in.n_tokens, file, "length ", in.length,
                    " outside [1, ", in.n_tokens, "]");
     const auto expect = static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens);
-    SS_CHECK_INPUT(in.pattern.size() == expect, file, "holds ", in.pattern.size(),
+    SS_CHECK_INPUT(!in.stored() || in.pattern.size() == expect, file, "holds ", in.pattern.size(),
                    " values, shape needs ", expect);
     if (state.n_inputs > 0)
         SS_CHECK_INPUT(in.n_layers == state.n_layers && in.n_heads == state.n_heads, file,
@@ -121,8 +121,11 @@ P2Config resolve_p2_options(const P2Options& options) {
         throw UsageError("--symmetrize: expected max or mean, got '" + options.symmetrize + "'");
     if (options.sink < 0) throw UsageError("sink position must be >= 0");
     if (options.threads < 1) throw UsageError("--threads must be >= 1");
+    if (options.topology_max_tokens < 0 || options.topology_max_tokens == 1)
+        throw UsageError("--topology-max-tokens must be 0 (never subsample) or >= 2");
     c.per_head = options.per_head;
     c.sink = options.sink;
+    c.topology_max_tokens = options.topology_max_tokens;
     c.tokens_file = options.tokens;
     return c;
 }
@@ -215,10 +218,11 @@ struct LayerOutput {
     int64_t reference_count = -1;                           // -1: not computed
 };
 
-// Per-thread scratch reused across layers.
+// Per-thread scratch reused across layers: one head's matrix at a time and the layer average, so
+// a layer of a long input needs two [n, n] matrices whatever the number of heads.
 struct LayerScratch {
-    std::vector<Eigen::MatrixXd> heads;  // [H] of [n, n]
-    Eigen::MatrixXd avg;                 // [n, n]
+    Eigen::MatrixXd head;  // [n, n]
+    Eigen::MatrixXd avg;   // [n, n]
 };
 
 void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64_t input_id,
@@ -237,29 +241,15 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
     auto in_set = [](const std::vector<int64_t>& s, int64_t layer) {
         return std::find(s.begin(), s.end(), layer) != s.end();
     };
-    auto& heads = scratch.heads;
     auto& avg = scratch.avg;
-    heads.resize(static_cast<size_t>(n_heads));
+    std::vector<P2Diagram> head_diagrams;  // per-head diagrams, saved after the average's
 
-    // Pass 1: the layer's head matrices and their average (B.2: most analyses use it).
-    avg.setZero(n, n);
-    for (int64_t h = 0; h < n_heads; ++h) {
-        fill_head_matrix(in, l, h, compat, heads[static_cast<size_t>(h)]);
-        avg += heads[static_cast<size_t>(h)];
-    }
-    avg /= static_cast<double>(n_heads);
-    auto matrix_of = [&](int64_t h) -> const Eigen::MatrixXd& {
-        return h < 0 ? avg : heads[static_cast<size_t>(h)];
-    };
-    std::vector<int64_t> graph_heads{-1};
-    if (c.per_head)
-        for (int64_t h = 0; h < n_heads; ++h) graph_heads.push_back(h);
-
-    // Pass 2: thresholded graphs (spec 8, 10.i), all layers in both modes (10.o).
-    if (c.graphs) {
-        for (int64_t h : graph_heads) {
+    // Graphs, persistent homology and spectra of one matrix (the average, h = -1, or a head).
+    auto matrix_analyses = [&](int64_t h, const Eigen::MatrixXd& m) {
+        // Thresholded graphs (spec 8, 10.i), all layers in both modes (10.o).
+        if (c.graphs) {
             const std::vector<double> taus(k_graph_thresholds.begin(), k_graph_thresholds.end());
-            const auto all = graph_stats_all(matrix_of(h), taus, compat);
+            const auto all = graph_stats_all(m, taus, compat);
             for (size_t k = 0; k < taus.size(); ++k) {
                 const auto& g = all[k];
                 const auto p = param_of(taus[k]);
@@ -274,11 +264,8 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                 put("graphs", l, h, "n_nodes", p, static_cast<double>(g.n_nodes));
             }
         }
-    }
-
-    // Pass 3: persistent homology (spec 8, 10.j; compat B.3).
-    if (c.topology && in_set(topo_layers, l)) {
-        for (int64_t h : graph_heads) {
+        // Persistent homology (spec 8, 10.j; compat B.3).
+        if (c.topology && in_set(topo_layers, l)) {
             std::vector<PersistenceBar> bars;
             if (compat) {
                 // fp32 1 - A on the linspace-downsampled tokens, not symmetrised.
@@ -287,12 +274,21 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                 Eigen::MatrixXd d(k, k);  // [k, k]
                 for (Eigen::Index i = 0; i < k; ++i)
                     for (Eigen::Index j = 0; j < k; ++j) {
-                        const float a = static_cast<float>(matrix_of(h)(idx[i], idx[j]));
+                        const float a = static_cast<float>(m(idx[i], idx[j]));
                         d(i, j) = static_cast<double>(1.0f - a);
                     }
                 bars = ripser_sparse_persistence(d);
+            } else if (c.topology_max_tokens > 0 && n > c.topology_max_tokens) {
+                // Long input: the distances among evenly picked tokens (--topology-max-tokens).
+                const auto idx = linspace_indices(n, c.topology_max_tokens);
+                const auto k = static_cast<Eigen::Index>(idx.size());
+                const Eigen::MatrixXd full = symmetric_distance(m, c.symmetrize);
+                Eigen::MatrixXd d(k, k);  // [k, k]
+                for (Eigen::Index i = 0; i < k; ++i)
+                    for (Eigen::Index j = 0; j < k; ++j) d(i, j) = full(idx[i], idx[j]);
+                bars = rips_persistence(d);
             } else {
-                bars = rips_persistence(symmetric_distance(matrix_of(h), c.symmetrize));
+                bars = rips_persistence(symmetric_distance(m, c.symmetrize));
             }
             const auto s = summarize_diagram(bars);
             for (int d = 0; d < 2; ++d) {
@@ -310,9 +306,55 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                         s.betti[k][static_cast<size_t>(g)]);
             }
             if (input_id < k_saved_diagram_inputs)
-                out.diagrams.push_back(P2Diagram{input_id, l, h, std::move(bars)});
+                (h < 0 ? out.diagrams : head_diagrams)
+                    .push_back(P2Diagram{input_id, l, h, std::move(bars)});
         }
+        // Random-matrix spectra (spec 8, 10.l; compat B.9), per head with per_head.
+        if (c.spectra) {
+            const auto sv = singular_spectrum(m);
+            put("spectra", l, h, "stable_rank", "", sv.stable_rank);
+            if (compat) {
+                const auto ev = eigen_spectrum_compat(m, causal);
+                put("spectra", l, h, "spectral_gap", "", ev.spectral_gap);
+                put("spectra", l, h, "eig_participation_ratio", "", ev.participation_ratio);
+                put("spectra", l, h, "mp_kl", "", ev.mp_kl);
+            } else {
+                put("spectra", l, h, "participation_ratio", "", sv.participation_ratio);
+                put("spectra", l, h, "mp_ks", "", sv.mp_ks);
+                put("spectra", l, h, "sigma1_sq", "", sv.sigma2.empty() ? k_nan : sv.sigma2[0]);
+            }
+        }
+    };
+
+    // Pass 1: the head matrices one at a time, their average (B.2: most analyses use it), and
+    // what each head contributes alone: per-head matrix analyses (--per-head), attention
+    // entropy (10.m; compat B.7, B.3), top key for token specialisation and frame (10.m, 10.n).
+    avg.setZero(n, n);
+    std::vector<int64_t> top(static_cast<size_t>(n_heads));
+    for (int64_t h = 0; h < n_heads; ++h) {
+        Eigen::MatrixXd& m = scratch.head;
+        fill_head_matrix(in, l, h, compat, m);
+        avg += m;
+        if (c.per_head) matrix_analyses(h, m);
+        if (c.entropy) {
+            if (compat) {
+                // topology.ipynb: -sum_ij A log2(A + 1e-10) over the whole matrix.
+                double e = 0;
+                for (Eigen::Index i = 0; i < m.rows(); ++i)
+                    for (Eigen::Index j = 0; j < m.cols(); ++j)
+                        e -= m(i, j) * std::log2(m(i, j) + 1e-10);
+                put("entropy", l, h, "matrix_entropy_bits", "", e);
+            } else {
+                put("entropy", l, h, "row_entropy", "", mean_row_entropy(m, false));
+            }
+        }
+        if (c.tokens || c.frame) top[static_cast<size_t>(h)] = top_key(m);
     }
+    avg /= static_cast<double>(n_heads);
+
+    // Passes 2-3, 5: graphs, persistent homology and spectra of the average.
+    matrix_analyses(-1, avg);
+    for (auto& d : head_diagrams) out.diagrams.push_back(std::move(d));
 
     // Pass 4: sink removal KL, concentration, direct sink mass (spec 8, 10.k; B.5).
     if (c.kl && in_set(kl_set, l)) {
@@ -333,46 +375,13 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
             c.sink < n ? direct_sink_mass(in, l, c.sink) : k_nan);
     }
 
-    // Pass 5: random-matrix spectra (spec 8, 10.l; compat B.9), per head with per_head.
-    if (c.spectra) {
-        for (int64_t h : graph_heads) {
-            const auto sv = singular_spectrum(matrix_of(h));
-            put("spectra", l, h, "stable_rank", "", sv.stable_rank);
-            if (compat) {
-                const auto ev = eigen_spectrum_compat(matrix_of(h), causal);
-                put("spectra", l, h, "spectral_gap", "", ev.spectral_gap);
-                put("spectra", l, h, "eig_participation_ratio", "", ev.participation_ratio);
-                put("spectra", l, h, "mp_kl", "", ev.mp_kl);
-            } else {
-                put("spectra", l, h, "participation_ratio", "", sv.participation_ratio);
-                put("spectra", l, h, "mp_ks", "", sv.mp_ks);
-                put("spectra", l, h, "sigma1_sq", "", sv.sigma2.empty() ? k_nan : sv.sigma2[0]);
-            }
-        }
-    }
-
-    // Pass 6: attention entropy per head and of the head average (10.m; compat B.7, B.3).
-    if (c.entropy) {
-        put("entropy", l, -1, "row_entropy", "", mean_row_entropy(avg, compat));
-        for (int64_t h = 0; h < n_heads; ++h) {
-            const auto& m = heads[static_cast<size_t>(h)];
-            if (compat) {
-                // topology.ipynb: -sum_ij A log2(A + 1e-10) over the whole matrix.
-                double e = 0;
-                for (Eigen::Index i = 0; i < m.rows(); ++i)
-                    for (Eigen::Index j = 0; j < m.cols(); ++j)
-                        e -= m(i, j) * std::log2(m(i, j) + 1e-10);
-                put("entropy", l, h, "matrix_entropy_bits", "", e);
-            } else {
-                put("entropy", l, h, "row_entropy", "", mean_row_entropy(m, false));
-            }
-        }
-    }
+    // Pass 6: entropy of the head average (10.m).
+    if (c.entropy) put("entropy", l, -1, "row_entropy", "", mean_row_entropy(avg, compat));
 
     // Pass 7: token specialisation (10.m; compat layers of B.10) and frame evidence (10.n).
     if (c.tokens || c.frame) {
         for (int64_t h = 0; h < n_heads; ++h) {
-            const int64_t j = top_key(heads[static_cast<size_t>(h)]);
+            const int64_t j = top[static_cast<size_t>(h)];
             const auto cls = classify_position(j, n);
             if (c.tokens && in_set(token_layers, l)) {
                 const std::string key = token_strings ? (*token_strings)[static_cast<size_t>(j)]
@@ -616,6 +625,7 @@ nlohmann::json p2_conventions(const P2Results& results) {
     j["analyses"] = analyses;
     j["per_head"] = c.per_head;
     j["symmetrize"] = c.symmetrize == Symmetrize::Max ? "max" : "mean";
+    j["topology_max_tokens"] = c.topology_max_tokens;
     j["sink_position"] = c.sink;
     j["graph_thresholds"] =
         std::vector<double>(k_graph_thresholds.begin(), k_graph_thresholds.end());

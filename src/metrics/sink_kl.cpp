@@ -90,48 +90,7 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
                       : std::pair<int64_t, int64_t>{view.vis_begin(i), view.vis_end(i)};
     };
 
-    // Pass 1: p and ln p of the visited rows, and per row the KL of every head to the head
-    // average with sinks present: sum_h sum_j p (ln p - ln M). The buffers are reused across
-    // calls: fresh multi-megabyte allocations per layer cost more than the arithmetic.
-    const auto n_rows = static_cast<int64_t>(rows.size());
-    thread_local std::vector<double> p_buf, log_buf;
-    // Only the visible keys of each row are ever read, so the buffers need no zero fill.
-    p_buf.resize(static_cast<size_t>(n_heads * n_rows * n));    // [H, rows, n]
-    log_buf.resize(static_cast<size_t>(n_heads * n_rows * n));  // [H, rows, n]
-    auto prow = [&](int64_t h, int64_t r) { return p_buf.data() + (h * n_rows + r) * n; };
-    auto lrow = [&](int64_t h, int64_t r) { return log_buf.data() + (h * n_rows + r) * n; };
-    std::vector<double> kl_row(static_cast<size_t>(n_rows), 0.0);  // sum over heads, per row
-    std::vector<double> mean(static_cast<size_t>(n)), log_mean(static_cast<size_t>(n));
-    for (int64_t r = 0; r < n_rows; ++r) {
-        const int64_t i = rows[static_cast<size_t>(r)];
-        const int64_t vb = view.vis_begin(i), ve = view.vis_end(i);
-        std::fill(mean.begin(), mean.end(), 0.0);
-        for (int64_t h = 0; h < n_heads; ++h) {
-            const double* raw = view.raw(h, i);
-            const double sc = view.scale(h, i);
-            double* p = prow(h, r);
-            double* lp = lrow(h, r);
-            for (int64_t j = vb; j < ve; ++j) {
-                p[j] = raw[j] * sc;
-                mean[static_cast<size_t>(j)] += p[j];
-                lp[j] = p[j] > 0 ? std::log(p[j]) : 0.0;
-            }
-        }
-        for (int64_t j = vb; j < ve; ++j) {
-            const double m = mean[static_cast<size_t>(j)] / nh;
-            log_mean[static_cast<size_t>(j)] = m > 0 ? std::log(m) : 0.0;
-        }
-        double acc = 0;
-        for (int64_t h = 0; h < n_heads; ++h) {
-            const double* p = prow(h, r);
-            const double* lp = lrow(h, r);
-            for (int64_t j = vb; j < ve; ++j)
-                if (p[j] > 0) acc += p[j] * (lp[j] - log_mean[static_cast<size_t>(j)]);
-        }
-        kl_row[static_cast<size_t>(r)] = acc;
-    }
-
-    // Pass 2: incoming mass over heads and all rows, shared by every percentile; and the
+    // Pass 1: incoming mass over heads and all rows, shared by every percentile; and the
     // per-head mass columns the concentration needs.
     std::vector<double> incoming(static_cast<size_t>(n), 0.0);            // [n]
     std::vector<double> head_col(static_cast<size_t>(n_heads * n), 0.0);  // [H, n]
@@ -146,33 +105,71 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
         for (int64_t j = 0; j < n; ++j)
             incoming[static_cast<size_t>(j)] += head_col[static_cast<size_t>(h * n + j)];
 
-    std::vector<double> rest(static_cast<size_t>(n_heads));
-    std::vector<double> log_mean_cut(static_cast<size_t>(n));
-    std::vector<double> mean_cut(static_cast<size_t>(n));
-    for (size_t k = 0; k < percentiles.size(); ++k) {
+    // Sink sets and concentration per percentile. Each head's total mass is n (closed rows).
+    // Compat: first 4 heads' share of mass on S, in percent; principled: mean over heads and
+    // rows of mass on S.
+    const size_t n_pct = percentiles.size();
+    std::vector<std::vector<char>> is_sink(n_pct, std::vector<char>(static_cast<size_t>(n), 0));
+    for (size_t k = 0; k < n_pct; ++k) {
         SinkKl& out = results[k];
         const auto sinks = sink_set(incoming, percentiles[k]);
-        std::vector<char> is_sink(static_cast<size_t>(n), 0);
-        for (auto j : sinks) is_sink[static_cast<size_t>(j)] = 1;
+        for (auto j : sinks) is_sink[k][static_cast<size_t>(j)] = 1;
         out.n_sinks = static_cast<int64_t>(sinks.size());
-
-        // Concentration. Each head's total mass is n (closed rows). Compat: first 4 heads'
-        // share of mass on S, in percent; principled: mean over heads and rows of mass on S.
         const int64_t n_conc = compat ? std::min(n_heads, k_compat_conc_heads) : n_heads;
         double on_s = 0;
         for (int64_t h = 0; h < n_conc; ++h)
             for (auto j : sinks) on_s += head_col[static_cast<size_t>(h * n + j)];
         out.concentration = on_s / static_cast<double>(n_conc * n) * (compat ? 100.0 : 1.0);
+    }
 
-        // KL without S: p' = p / rest on the non-sink keys (uniform when rest = 0), so
-        // ln p' = ln p - ln rest; M' = mean_h p'.
-        double sum_before = 0, sum_after = 0;
-        for (int64_t r = 0; r < n_rows; ++r) {
-            const int64_t i = rows[static_cast<size_t>(r)];
-            const auto [kb, ke] = key_range(i);
-            const int64_t vb = view.vis_begin(i), ve = view.vis_end(i);
+    // Pass 2, row by row (memory O(H n), so long inputs fit): p and ln p of the row for every
+    // head; the KL of every head to the head average with sinks present,
+    // sum_h sum_j p (ln p - ln M); and for every percentile the KL without S: p' = p / rest on
+    // the non-sink keys (uniform when rest = 0), so ln p' = ln p - ln rest; M' = mean_h p'.
+    // The buffers are reused across calls: fresh allocations per layer cost more than the
+    // arithmetic. Only the visible keys of each row are read, so they need no zero fill.
+    thread_local std::vector<double> p_buf, log_buf;
+    p_buf.resize(static_cast<size_t>(n_heads * n));    // [H, n]
+    log_buf.resize(static_cast<size_t>(n_heads * n));  // [H, n]
+    auto prow = [&](int64_t h) { return p_buf.data() + h * n; };
+    auto lrow = [&](int64_t h) { return log_buf.data() + h * n; };
+    std::vector<double> mean(static_cast<size_t>(n)), log_mean(static_cast<size_t>(n));
+    std::vector<double> rest(static_cast<size_t>(n_heads));
+    std::vector<double> log_mean_cut(static_cast<size_t>(n));
+    std::vector<double> mean_cut(static_cast<size_t>(n));
+    std::vector<double> sum_before(n_pct, 0.0), sum_after(n_pct, 0.0);
+    for (const int64_t i : rows) {
+        const int64_t vb = view.vis_begin(i), ve = view.vis_end(i);
+        std::fill(mean.begin(), mean.end(), 0.0);
+        for (int64_t h = 0; h < n_heads; ++h) {
+            const double* raw = view.raw(h, i);
+            const double sc = view.scale(h, i);
+            double* p = prow(h);
+            double* lp = lrow(h);
+            for (int64_t j = vb; j < ve; ++j) {
+                p[j] = raw[j] * sc;
+                mean[static_cast<size_t>(j)] += p[j];
+                lp[j] = p[j] > 0 ? std::log(p[j]) : 0.0;
+            }
+        }
+        for (int64_t j = vb; j < ve; ++j) {
+            const double m = mean[static_cast<size_t>(j)] / nh;
+            log_mean[static_cast<size_t>(j)] = m > 0 ? std::log(m) : 0.0;
+        }
+        double kl_row = 0;
+        for (int64_t h = 0; h < n_heads; ++h) {
+            const double* p = prow(h);
+            const double* lp = lrow(h);
+            for (int64_t j = vb; j < ve; ++j)
+                if (p[j] > 0) kl_row += p[j] * (lp[j] - log_mean[static_cast<size_t>(j)]);
+        }
+
+        const auto [kb, ke] = key_range(i);
+        for (size_t k = 0; k < n_pct; ++k) {
+            SinkKl& out = results[k];
+            const std::vector<char>& cut = is_sink[k];
             int64_t n_free = 0;
-            for (int64_t j = kb; j < ke; ++j) n_free += is_sink[static_cast<size_t>(j)] ? 0 : 1;
+            for (int64_t j = kb; j < ke; ++j) n_free += cut[static_cast<size_t>(j)] ? 0 : 1;
             if (n_free == 0) {
                 ++out.rows_excluded;
                 continue;
@@ -180,20 +177,19 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
             const double uniform = 1.0 / static_cast<double>(n_free);
             std::fill(mean_cut.begin(), mean_cut.end(), 0.0);
             for (int64_t h = 0; h < n_heads; ++h) {
-                const double* p = prow(h, r);
+                const double* p = prow(h);
                 double s = 0;
                 for (int64_t j = vb; j < ve; ++j)
-                    if (!is_sink[static_cast<size_t>(j)]) s += p[j];
+                    if (!cut[static_cast<size_t>(j)]) s += p[j];
                 rest[static_cast<size_t>(h)] = s;
                 if (s > 0) {
                     const double inv = 1.0 / s;
                     for (int64_t j = vb; j < ve; ++j)
-                        if (!is_sink[static_cast<size_t>(j)])
+                        if (!cut[static_cast<size_t>(j)])
                             mean_cut[static_cast<size_t>(j)] += p[j] * inv;
                 } else {
                     for (int64_t j = kb; j < ke; ++j)
-                        if (!is_sink[static_cast<size_t>(j)])
-                            mean_cut[static_cast<size_t>(j)] += uniform;
+                        if (!cut[static_cast<size_t>(j)]) mean_cut[static_cast<size_t>(j)] += uniform;
                 }
             }
             for (int64_t j = kb; j < ke; ++j) {
@@ -202,33 +198,36 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
             }
             double acc = 0;
             for (int64_t h = 0; h < n_heads; ++h) {
-                const double* p = prow(h, r);
-                const double* lp = lrow(h, r);
+                const double* p = prow(h);
+                const double* lp = lrow(h);
                 const double s = rest[static_cast<size_t>(h)];
                 if (s > 0) {
                     const double inv = 1.0 / s, log_s = std::log(s);
                     for (int64_t j = vb; j < ve; ++j)
-                        if (!is_sink[static_cast<size_t>(j)] && p[j] > 0)
+                        if (!cut[static_cast<size_t>(j)] && p[j] > 0)
                             acc +=
                                 p[j] * inv * (lp[j] - log_s - log_mean_cut[static_cast<size_t>(j)]);
                 } else {
                     const double log_u = std::log(uniform);
                     for (int64_t j = kb; j < ke; ++j)
-                        if (!is_sink[static_cast<size_t>(j)])
+                        if (!cut[static_cast<size_t>(j)])
                             acc += uniform * (log_u - log_mean_cut[static_cast<size_t>(j)]);
                 }
             }
-            sum_before += kl_row[static_cast<size_t>(r)];
-            sum_after += acc;
+            sum_before[k] += kl_row;
+            sum_after[k] += acc;
             ++out.rows_used;
         }
+    }
+    for (size_t k = 0; k < n_pct; ++k) {
+        SinkKl& out = results[k];
         if (out.rows_used == 0) {
             out.kl_before = out.kl_after = out.kl_reduction = k_nan;
             continue;
         }
         const double denom = static_cast<double>(out.rows_used) * nh;
-        out.kl_before = sum_before / denom;
-        out.kl_after = sum_after / denom;
+        out.kl_before = sum_before[k] / denom;
+        out.kl_after = sum_after[k] / denom;
         out.kl_reduction = out.kl_before - out.kl_after;
     }
     return results;

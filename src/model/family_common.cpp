@@ -1,7 +1,9 @@
 // The shared pieces of the family files (family_common.hpp).
 #include "family_common.hpp"
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -93,14 +95,35 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
         kh = kh.repeat_interleave(H / Hkv, 1);
         vh = vh.repeat_interleave(H / Hkv, 1);
     }
-    // [batch, n_heads, query, key] after scale and mask; masked = -inf
-    at::Tensor scores = at::matmul(q.transpose(1, 2), kh.transpose(-2, -1)) * scale;
-    if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
-    hooks.keep(HookPoint::AttnScores, layer, scores);
-    // [batch, n_heads, query, key]; softmax in f32, masked entries exactly 0
-    const at::Tensor pattern = at::softmax(scores, -1, at::kFloat).to(dtype);
-    hooks.keep(HookPoint::Pattern, layer, pattern);
-    at::Tensor z = at::matmul(pattern, vh).transpose(1, 2).contiguous();  // [b, pos, H, d_head]
+    at::Tensor z;  // [batch, pos, n_heads, d_head]
+    const int64_t T = q.size(1);
+    if (!hooks.wants(HookPoint::AttnScores, layer) && !hooks.wants(HookPoint::Pattern, layer) &&
+        T > kQueryBlock) {
+        // Nothing to keep: query blocks bound the [batch, H, block, key] temporaries, so a long
+        // input needs O(T) memory per layer instead of O(T^2).
+        std::vector<at::Tensor> parts;
+        for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
+            const int64_t n = std::min(kQueryBlock, T - i0);
+            at::Tensor scores =  // [batch, n_heads, n, key]
+                at::matmul(q.narrow(1, i0, n).transpose(1, 2), kh.transpose(-2, -1)) * scale;
+            if (hidden.defined())
+                scores.masked_fill_(hidden.dim() >= 2 && hidden.size(-2) == T
+                                        ? hidden.narrow(-2, i0, n)
+                                        : hidden,
+                                    -std::numeric_limits<double>::infinity());
+            parts.push_back(at::matmul(at::softmax(scores, -1, at::kFloat).to(dtype), vh));
+        }
+        z = at::cat(parts, 2).transpose(1, 2).contiguous();
+    } else {
+        // [batch, n_heads, query, key] after scale and mask; masked = -inf
+        at::Tensor scores = at::matmul(q.transpose(1, 2), kh.transpose(-2, -1)) * scale;
+        if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
+        hooks.keep(HookPoint::AttnScores, layer, scores);
+        // [batch, n_heads, query, key]; softmax in f32, masked entries exactly 0
+        const at::Tensor pattern = at::softmax(scores, -1, at::kFloat).to(dtype);
+        hooks.keep(HookPoint::Pattern, layer, pattern);
+        z = at::matmul(pattern, vh).transpose(1, 2).contiguous();
+    }
     if (mask && mask->any_in_layer(layer)) {
         for (int64_t head = 0; head < H; ++head) {
             if (!mask->is_ablated(layer, head)) continue;

@@ -51,11 +51,16 @@ struct RopeTables {
 RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, double theta, at::ScalarType dtype,
                        const at::Device& device);
 
+// Query rows per block when attention runs without keeping scores or pattern.
+constexpr int64_t kQueryBlock = 256;
+
 // Eager attention of one layer (spec section 0). q: [batch, pos, n_heads, d_head] (after RoPE),
 // k, v: [batch, pos, n_kv_heads, d_head] (query head h reads kv head h / (n_heads/n_kv_heads)).
 // `hidden` is a bool mask broadcastable to [batch, n_heads, query, key], true = masked (undefined:
 // nothing masked). Records hook_attn_scores (scaled, masked = -inf), hook_pattern (softmax in f32,
 // then `dtype`) and hook_z (after the head mask); returns z [batch, pos, n_heads, d_head].
+// When neither scores nor pattern is captured, inputs longer than kQueryBlock are processed in
+// query blocks (same values up to float rounding, O(T) instead of O(T^2) temporaries).
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& hidden, double scale, int64_t layer, const HeadMask* mask,
                   at::ScalarType dtype, HookRecorder& hooks);

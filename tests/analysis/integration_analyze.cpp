@@ -160,8 +160,9 @@ TEST(Analyze, BadInputLeavesNothing) {
 
 namespace {
 // Numeric CSV comparison ignoring the `model` column (the two commands name their source
-// differently): same rows, same text cells, numbers within `tol` relative.
-void expect_same_table(const fs::path& a, const fs::path& b, double tol) {
+// differently): same rows, same text cells, numbers within `tol` relative to
+// max(|x|, |y|, floor).
+void expect_same_table(const fs::path& a, const fs::path& b, double tol, double floor = 1e-12) {
     io::Table ta = io::Table::read_csv(a), tb = io::Table::read_csv(b);
     ASSERT_EQ(ta.columns(), tb.columns()) << a.filename();
     ASSERT_EQ(ta.size(), tb.size()) << a.filename();
@@ -174,7 +175,7 @@ void expect_same_table(const fs::path& a, const fs::path& b, double tol) {
                 auto dy = std::get_if<double>(&y);
                 ASSERT_NE(dy, nullptr) << a.filename() << " row " << r;
                 if (std::isnan(*dx) && std::isnan(*dy)) continue;
-                double e = std::abs(*dx - *dy) / std::max({1e-12, std::abs(*dx), std::abs(*dy)});
+                double e = std::abs(*dx - *dy) / std::max({floor, std::abs(*dx), std::abs(*dy)});
                 worst = std::max(worst, e);
             } else {
                 EXPECT_EQ(x, y) << a.filename() << " row " << r << " column " << ta.columns()[c];
@@ -212,4 +213,35 @@ TEST(Analyze, SameNumbersAsDumpPlusMetrics) {
                           "reversal.csv", "ari.csv", "graphs.csv", "kl.csv", "spectra.csv",
                           "entropy.csv"})
         expect_same_table(tmp / "a" / t, tmp / "m" / t, 1e-12);
+}
+
+// Long-input mode: with --attention-memory-mb 0 every input's rows are recomputed block by
+// block from the captured rotated q and k instead of stored; the continuous results equal the
+// stored-attention run up to float32 rounding (1e-6 relative, absolute below 1), and run.json
+// says so.
+TEST(Analyze, RecomputedRowsMatchStoredAttention) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const std::string model = (shared / "models/tinystories656K").string();
+    std::ofstream(tmp / "p.txt") << "Once upon a time there was a cat who liked to sleep.\n"
+                                    "The little girl ran to the park with her dog and a ball.\n"
+                                    "He was sad because the rain did not stop all day long.\n";
+    const std::string analyses = "compositional,kl,spectra,entropy,value";
+    std::vector<std::string> base = {"analyze", "--model", model, "--data",
+                                     (tmp / "p.txt").string(), "--analyses", analyses, "--quiet",
+                                     "--no-report"};
+    auto stored = base, lazy = base;
+    stored.insert(stored.end(), {"--out", (tmp / "stored").string()});
+    lazy.insert(lazy.end(), {"--out", (tmp / "lazy").string(), "--attention-memory-mb", "0"});
+    auto a = run_cli(stored);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    auto b = run_cli(lazy);
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    for (const char* t : {"heads.csv", "dispersion.csv", "distances.csv", "sinks.csv", "kl.csv",
+                          "spectra.csv", "entropy.csv", "value_space.csv"})
+        expect_same_table(tmp / "stored" / t, tmp / "lazy" / t, 1e-6, 1.0);
+    const std::string rec = slurp(tmp / "lazy" / "run.json");
+    EXPECT_NE(rec.find("\"recomputed_inputs\": 3"), std::string::npos) << rec;
+    EXPECT_NE(slurp(tmp / "stored" / "run.json").find("\"recomputed_inputs\": 0"),
+              std::string::npos);
 }

@@ -30,6 +30,11 @@ struct AnalyzeOptions {
     std::string scope = "model";        // model | layer
     bool per_head = false;
     std::string symmetrize = "max";
+    int64_t topology_max_tokens = 256;  // see metrics::P2Options
+    // One input's fp64 attention (pattern and scores, [L, H, T, T] each) is stored when it fits
+    // in this many MiB; longer inputs have their rows recomputed block by block from the
+    // captured rotated queries and keys (equal up to float32 rounding).
+    int64_t attention_memory_mb = 1024;
     metrics::HeadAnalysisOptions head;  // --k --triples --seed --regime-lo --regime-hi
     bool resume = false;
     int64_t checkpoint_every = 25;      // inputs between saved states

@@ -32,6 +32,7 @@ struct MetricsCommandOptions {
     std::string compat;                // section 8: "" (principled) or "ruscio2025"
     bool per_head = false;             // section 8 per head as well as head-averaged
     std::string symmetrize = "max";    // persistent-homology distance
+    int64_t topology_max_tokens = 256;  // see P2Options
     std::filesystem::path tokens;      // JSONL: one array of token strings per input
     int threads = 0;            // threads for the pairwise loops, 0 = all cores
     bool example = false;       // generate the example tensor instead of --attention

@@ -32,6 +32,10 @@ struct P2Options {
     std::string tokens;              // --tokens FILE: read by the CLI, strings passed to add()
     int64_t sink = 0;                // sink position of the direct sink mass (spec 0 "first")
     int64_t threads = 1;             // --threads: layers analysed in parallel (results identical)
+    // --topology-max-tokens: principled persistent homology of inputs longer than this runs on
+    // this many tokens picked evenly (numpy linspace, as compat's B.3 downsampling); the Rips
+    // complex of n points needs O(n^3) triangles. 0 = never subsample.
+    int64_t topology_max_tokens = 256;
 };
 
 // Options after validation.
@@ -42,6 +46,7 @@ struct P2Config {
     bool per_head = false;
     Symmetrize symmetrize = Symmetrize::Max;
     int64_t sink = 0;
+    int64_t topology_max_tokens = 256;
     std::string tokens_file;  // names the token strings in errors
     const char* mode() const { return compat ? "ruscio2025" : "principled"; }
 };

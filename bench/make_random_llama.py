@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""Writes a random-weight Llama checkpoint as a Hugging Face directory (config.json +
+model.safetensors, float32) and a .npy of random token ids, for the analyze memory benchmark.
+
+usage: make_random_llama.py OUT_DIR [--tokens T] [--d-model 768] [--layers 12] [--heads 12]
+                            [--d-mlp 2560] [--vocab 32000] [--seed 0]
+Default: 124M parameters (tied embeddings), about 500 MB on disk.
+"""
+import argparse
+import json
+import os
+import struct
+
+import numpy as np
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--d-model", type=int, default=768)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--d-mlp", type=int, default=2560)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    rng = np.random.default_rng(a.seed)
+    D, F, V = a.d_model, a.d_mlp, a.vocab
+    shapes = {"model.embed_tokens.weight": (V, D), "model.norm.weight": (D,)}
+    for l in range(a.layers):
+        p = f"model.layers.{l}."
+        shapes[p + "input_layernorm.weight"] = (D,)
+        shapes[p + "post_attention_layernorm.weight"] = (D,)
+        for n in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            shapes[p + f"self_attn.{n}.weight"] = (D, D)
+        shapes[p + "mlp.gate_proj.weight"] = (F, D)
+        shapes[p + "mlp.up_proj.weight"] = (F, D)
+        shapes[p + "mlp.down_proj.weight"] = (D, F)
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        n = int(np.prod(shape)) * 4
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    os.makedirs(a.out, exist_ok=True)
+    n_params = 0
+    with open(os.path.join(a.out, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for name, shape in shapes.items():
+            if name.endswith("norm.weight"):
+                w = np.ones(shape, np.float32)
+            else:
+                w = (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float32)
+            n_params += w.size
+            f.write(w.tobytes())
+    config = {"model_type": "llama", "hidden_size": D, "num_hidden_layers": a.layers,
+              "num_attention_heads": a.heads, "num_key_value_heads": a.heads,
+              "intermediate_size": F, "vocab_size": V, "max_position_embeddings": a.tokens,
+              "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+              "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2}
+    with open(os.path.join(a.out, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+    ids = rng.integers(3, V, size=(1, a.tokens), dtype=np.int64)
+    ids[0, 0] = 1  # BOS
+    np.save(os.path.join(a.out, f"ids_{a.tokens}.npy"), ids)
+    print(f"{a.out}: {n_params / 1e6:.1f}M parameters, {offset / 2**20:.0f} MiB of weights")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+// LazyAttention: row blocks of one head recomputed from rotated q and k, kept in a FIFO cache.
+#include "sinkscope/analysis/lazy_attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/model/hooks.hpp"
+
+namespace sinkscope::analysis {
+
+LazyAttention::LazyAttention(model::ForwardResult& result, const model::ModelConfig& config)
+    : config_(config) {
+    using model::HookPoint;
+    for (int64_t l = 0; l < config.n_layers; ++l) {
+        auto q = result.captured.find(model::hook_name(HookPoint::RotQ, l));
+        auto k = result.captured.find(model::hook_name(HookPoint::RotK, l));
+        SS_CHECK(q != result.captured.end() && k != result.captured.end(),
+                 "LazyAttention needs hook_rot_q and hook_rot_k of layer ", l);
+        q_.push_back(q->second[0].to(at::kFloat).contiguous());  // [T, H, d_head]
+        k_.push_back(k->second[0].to(at::kFloat).contiguous());  // [T, H_kv, d_head]
+        result.captured.erase(q);
+        result.captured.erase(k);
+    }
+    n_tokens_ = q_.front().size(0);
+    n_blocks_ = (n_tokens_ + kRowsPerBlock - 1) / kRowsPerBlock;
+    scale_ = 1.0 / std::sqrt(static_cast<double>(config.d_head));
+    // Every head's block of the current rows stays cached while the next rows start (the head
+    // metrics read row i of every head before row i + 1).
+    n_slots_ = std::max<int64_t>(64, 2 * config.n_layers * config.n_heads);
+    slots_.resize(static_cast<size_t>(n_slots_));
+    slot_of_.assign(static_cast<size_t>(config.n_layers * config.n_heads * n_blocks_), -1);
+}
+
+metrics::AttentionInput LazyAttention::input(const std::vector<int32_t>& token_ids) const {
+    metrics::AttentionInput in;
+    in.n_layers = config_.n_layers;
+    in.n_heads = config_.n_heads;
+    in.n_tokens = n_tokens_;
+    in.length = n_tokens_;
+    in.masking = config_.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
+    in.window = config_.causal ? config_.window : 0;
+    in.token_ids.assign(token_ids.begin(), token_ids.end());
+    in.source = this;
+    return in;
+}
+
+const LazyAttention::Slot& LazyAttention::fetch(int64_t l, int64_t h, int64_t i) const {
+    const int64_t block = i / kRowsPerBlock;
+    const int64_t key = (l * config_.n_heads + h) * n_blocks_ + block;
+    const int32_t found = slot_of_[static_cast<size_t>(key)];
+    if (found >= 0) return slots_[static_cast<size_t>(found)];
+
+    Slot& s = slots_[static_cast<size_t>(next_)];
+    if (s.key >= 0) slot_of_[static_cast<size_t>(s.key)] = -1;
+    s.key = key;
+    slot_of_[static_cast<size_t>(key)] = static_cast<int32_t>(next_);
+    next_ = (next_ + 1) % n_slots_;
+    ++n_computed_;
+
+    c10::InferenceMode guard;
+    const int64_t T = n_tokens_, i0 = block * kRowsPerBlock;
+    const int64_t n = std::min(kRowsPerBlock, T - i0);
+    const int64_t kv = h / (config_.n_heads / config_.n_kv_heads);
+    const at::Tensor q = q_[static_cast<size_t>(l)].narrow(0, i0, n).select(1, h);  // [n, d_head]
+    const at::Tensor k = k_[static_cast<size_t>(l)].select(1, kv);                  // [T, d_head]
+    at::Tensor scores = at::matmul(q, k.transpose(0, 1)) * scale_;                  // [n, T] f32
+    // Spec section 0 visibility: causal rows see j <= i (and j > i - window).
+    const auto opt = at::TensorOptions().dtype(at::kLong).device(scores.device());
+    if (config_.causal) {
+        const at::Tensor qpos = at::arange(i0, i0 + n, opt).unsqueeze(1);
+        const at::Tensor kpos = at::arange(T, opt).unsqueeze(0);
+        at::Tensor hidden = kpos > qpos;  // [n, T]
+        if (config_.window > 0) hidden = hidden.logical_or(kpos <= qpos - config_.window);
+        scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
+    }
+    const at::Tensor pattern = at::softmax(scores, -1, at::kFloat);  // [n, T]
+    const at::Tensor p64 = pattern.to(at::kCPU, at::kDouble).contiguous();
+    const at::Tensor s64 = scores.to(at::kCPU, at::kDouble).contiguous();
+    s.pattern.resize(static_cast<size_t>(kRowsPerBlock * T));
+    s.scores.resize(static_cast<size_t>(kRowsPerBlock * T));
+    std::copy_n(p64.data_ptr<double>(), n * T, s.pattern.data());
+    std::copy_n(s64.data_ptr<double>(), n * T, s.scores.data());
+    return s;
+}
+
+const double* LazyAttention::row(int64_t l, int64_t h, int64_t i) const {
+    return fetch(l, h, i).pattern.data() + (i % kRowsPerBlock) * n_tokens_;
+}
+
+const double* LazyAttention::score_row(int64_t l, int64_t h, int64_t i) const {
+    return fetch(l, h, i).scores.data() + (i % kRowsPerBlock) * n_tokens_;
+}
+
+}  // namespace sinkscope::analysis
