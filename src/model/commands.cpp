@@ -53,6 +53,14 @@ std::vector<std::vector<int32_t>> load_samples(const Model& model, const std::st
 
 }  // namespace
 
+namespace {
+std::string format_double(double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+}
+}  // namespace
+
 std::string inspect_model(const InspectOptions& o) {
     const Model m = load_model(o.m.model, load_options(o.m));
     const ModelConfig& c = m.config();
@@ -68,8 +76,15 @@ std::string inspect_model(const InspectOptions& o) {
       << "d_mlp         " << c.d_mlp << "\n"
       << "d_vocab       " << c.d_vocab << "\n"
       << "n_ctx         " << c.n_ctx << "\n"
-      << "rope_theta    " << c.rope_theta << "\n"
-      << "norm_eps      " << c.norm_eps << "\n"
+      << "positions     "
+      << (c.positions == PositionKind::Learned
+              ? std::string("learned")
+              : "rotary (theta " + format_double(c.rope_theta) + ", " +
+                    std::to_string(c.rotary_dim > 0 ? c.rotary_dim : c.d_head) + " of " +
+                    std::to_string(c.d_head) + " dims)")
+      << "\n"
+      << "norm          " << (c.norm == NormKind::LayerNorm ? "layernorm" : "rmsnorm") << " (eps "
+      << c.norm_eps << ")" << (c.parallel_residual ? ", parallel residual" : "") << "\n"
       << "activation    " << activation_name(c.act) << "\n"
       << "window        " << c.window << "\n"
       << "attention     " << (c.causal ? "causal" : "bidirectional") << "\n"
@@ -77,7 +92,6 @@ std::string inspect_model(const InspectOptions& o) {
       << "device        " << device_name(m.runtime().device) << "\n"
       << "dtype         " << compute_dtype_name(m.runtime().dtype) << "\n"
       << "parameters    " << m.n_params() << "\n";
-    s << "attention     " << (c.causal ? "causal" : "bidirectional") << "\n";
     if (c.is_vision()) {
         const io::ImageProcessor& p = *m.image_processor();
         s << "image_size    " << c.image_size << "\n"

@@ -127,6 +127,8 @@ const TensorNames kHfPhiNames = make_tensor_names({
     {R::FfnUpBias, "model.layers.{L}.mlp.fc1.bias"},
     {R::FfnDown, "model.layers.{L}.mlp.fc2.weight"},
     {R::FfnDownBias, "model.layers.{L}.mlp.fc2.bias"},
+});
+
 // Hugging Face BertForMaskedLM (transformers modeling_bert.py). Post-LN: AttnNorm is
 // attention.output.LayerNorm (after attention), FfnNorm is output.LayerNorm (after the MLP).
 // Output (the MLM decoder) is tied to the word embeddings and save_pretrained does not store it;
@@ -190,6 +192,8 @@ const TensorNames kHfRobertaNames = make_tensor_names({
     {R::HeadNormBias, "lm_head.layer_norm.bias"},
     {R::Output, "lm_head.decoder.weight"},
     {R::OutputBias, "lm_head.bias"},
+});
+
 // HF ViTForImageClassification (modeling_vit.py module names).
 const TensorNames kHfVitNames = make_tensor_names({
     {R::PatchEmbed, "vit.embeddings.patch_embeddings.projection.weight"},
@@ -246,6 +250,8 @@ const std::vector<ArchitectureInfo>& table() {
          nullptr, false, Activation::Gelu, true, false, false, false},
         {"roberta", {"roberta", "xlm-roberta"}, nullptr, build_roberta_family,
          read_roberta_hf_config, &kHfRobertaNames, nullptr,
+         nullptr, false, Activation::Gelu, true, false, false, false},
+        // Vision (src/model/vit.cpp): HF weights only.
         {"vit", {"vit"}, nullptr, build_vit_family, read_vit_hf_config, &kHfVitNames, nullptr,
          nullptr, false, Activation::Gelu, true, false, false, false},
     };
