@@ -16,8 +16,12 @@
 #include "sinkscope/io/mmap_file.hpp"
 #include "sinkscope/io/torch_pickle.hpp"
 #include "sinkscope/io/zip_archive.hpp"
+#include "shard_index.hpp"
 
 namespace sinkscope::io {
+
+using detail::ends_with;
+using detail::quoted;
 
 namespace {
 
@@ -43,10 +47,6 @@ constexpr StorageDType k_storage_dtypes[] = {
 // bytes of the legacy (pre-1.6) torch.save format.
 constexpr uint8_t k_legacy_magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c,
                                       0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
-
-std::string quoted(const std::string& s) {
-    return "'" + s + "'";
-}
 
 std::string list_string(const std::vector<int64_t>& v) {
     std::string s = "[";
@@ -201,37 +201,9 @@ std::vector<std::string> PytorchBinStore::add_file(const fs::path& path,
 }
 
 std::unique_ptr<WeightStore> open_index(const fs::path& index_path) {
-    const std::string file = index_path.string();
-    json index;
-    {
-        MappedFile map(index_path);
-        const char* p = reinterpret_cast<const char*>(map.data());
-        try {
-            index = json::parse(p, p + map.size());
-        } catch (const json::exception& e) {
-            throw InputError(file, std::string("index is not valid JSON: ") + e.what());
-        }
-    }
-    SS_CHECK_INPUT(
-        index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), file,
-        "index has no \"weight_map\" object");
-    std::map<std::string, std::set<std::string>> by_shard;  // shard -> tensors placed there
-    for (const auto& [name, shard] : index["weight_map"].items()) {
-        SS_CHECK_INPUT(shard.is_string(), file, "tensor ", quoted(name),
-                       ": weight_map value is not a file name");
-        const std::string s = shard.get<std::string>();
-        SS_CHECK_INPUT(!s.empty() && fs::path(s).is_relative(), file, "tensor ", quoted(name),
-                       ": shard ", quoted(s), " is not a relative file name");
-        by_shard[s].insert(name);
-    }
-    SS_CHECK_INPUT(!by_shard.empty(), file, "weight_map is empty");
-
     auto store = std::make_unique<PytorchBinStore>(index_path);
-    for (const auto& [shard, tensors] : by_shard) {
-        const fs::path shard_path = index_path.parent_path() / shard;
-        SS_CHECK_INPUT(fs::is_regular_file(shard_path), file, "shard ", quoted(shard),
-                       " (for tensor ", quoted(*tensors.begin()), ") not found at ",
-                       shard_path.string());
+    for (const auto& [shard_path, listed] : detail::read_shard_index(index_path)) {
+        const std::set<std::string> tensors(listed.begin(), listed.end());
         const std::vector<std::string> added = store->add_file(shard_path, &tensors);
         const std::set<std::string> found(added.begin(), added.end());
         for (const std::string& name : tensors)
@@ -240,11 +212,6 @@ std::unique_ptr<WeightStore> open_index(const fs::path& index_path) {
                            " is missing from this shard");
     }
     return store;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() &&
-           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace

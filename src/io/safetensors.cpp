@@ -15,8 +15,12 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/mmap_file.hpp"
 #include "sinkscope/io/weights.hpp"
+#include "shard_index.hpp"
 
 namespace sinkscope::io {
+
+using detail::ends_with;
+using detail::quoted;
 
 namespace {
 
@@ -52,10 +56,6 @@ struct Entry {
     TensorView view;
     std::string unsupported_dtype;  // non-empty: get() throws UnsupportedError
 };
-
-std::string quoted(const std::string& s) {
-    return "'" + s + "'";
-}
 
 std::string span_string(uint64_t b, uint64_t e) {
     return "[" + std::to_string(b) + ", " + std::to_string(e) + ")";
@@ -215,39 +215,10 @@ std::unique_ptr<WeightStore> open_single(const fs::path& path) {
 }
 
 std::unique_ptr<WeightStore> open_index(const fs::path& index_path) {
-    const std::string file = index_path.string();
-    json index;
-    {
-        MappedFile map(index_path);
-        const char* p = reinterpret_cast<const char*>(map.data());
-        try {
-            index = json::parse(p, p + map.size());
-        } catch (const json::exception& e) {
-            throw InputError(file, std::string("index is not valid JSON: ") + e.what());
-        }
-    }
-    SS_CHECK_INPUT(
-        index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), file,
-        "index has no \"weight_map\" object");
-    // shard file name -> tensors the index places there (each shard mapped once)
-    std::map<std::string, std::vector<std::string>> by_shard;
-    for (const auto& [name, shard] : index["weight_map"].items()) {
-        SS_CHECK_INPUT(shard.is_string(), file, "tensor ", quoted(name),
-                       ": weight_map value is not a file name");
-        const std::string s = shard.get<std::string>();
-        SS_CHECK_INPUT(!s.empty() && fs::path(s).is_relative(), file, "tensor ", quoted(name),
-                       ": shard ", quoted(s), " is not a relative file name");
-        by_shard[s].push_back(name);
-    }
-    SS_CHECK_INPUT(!by_shard.empty(), file, "weight_map is empty");
-
     auto store = std::make_unique<SafetensorsStore>();
     store->set_index(index_path);
-    for (const auto& [shard, tensors] : by_shard) {
-        const fs::path shard_path = index_path.parent_path() / shard;
-        SS_CHECK_INPUT(fs::is_regular_file(shard_path), file, "shard ", quoted(shard),
-                       " (for tensor ", quoted(tensors.front()), ") not found at ",
-                       shard_path.string());
+    // Each shard is mapped once and keeps only what the index places there.
+    for (const auto& [shard_path, tensors] : detail::read_shard_index(index_path)) {
         MappedFile map(shard_path);
         auto entries = parse_safetensors(map);
         for (const std::string& name : tensors) {
@@ -260,11 +231,6 @@ std::unique_ptr<WeightStore> open_index(const fs::path& index_path) {
         store->keep(std::move(map));
     }
     return store;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() &&
-           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
