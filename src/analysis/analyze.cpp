@@ -4,6 +4,7 @@
 #include "sinkscope/analysis/analyze.hpp"
 #include "sinkscope/analysis/inputs.hpp"
 
+#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -164,6 +165,11 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     if (!o.compat.empty() && o.compat != "ruscio2025")
         throw UsageError("--compat: unknown mode '" + o.compat + "' (known: ruscio2025)");
     const auto progress = progress_mode(o.progress);
+    // Buffers of long inputs (hidden states, values, row blocks: tens of MB each) come and go
+    // once per input. glibc raises its mmap threshold after the first such free and then keeps
+    // freed buffers in the heap, so peak RSS would carry every phase's buffers; a fixed
+    // threshold returns them to the system when freed.
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     metrics::PipelineSelection selection = metrics::select_analyses(o.analyses, true);
 
