@@ -2,6 +2,7 @@
 #include "family_common.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 #include <string>
@@ -74,6 +75,23 @@ RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, double theta, at::Scal
     r.cos = emb.cos().to(dtype).view({1, n_tokens, 1, rot_dim});
     r.sin = emb.sin().to(dtype).view({1, n_tokens, 1, rot_dim});
     return r;
+}
+
+DecoderFrame::DecoderFrame(const ModelInput& input, const CaptureSpec& capture,
+                           const HeadMask* mask, const ModelConfig& c, int64_t rot_dim,
+                           at::ScalarType dtype, const at::Device& device)
+    : ids(checked_ids(input, c.d_vocab, device)), n_tokens(ids.size(1)), hooks(capture, result) {
+    check_head_mask(mask, c);
+    SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
+    if (rot_dim > 0) rope = rope_tables(n_tokens, rot_dim, c.rope_theta, dtype, device);
+    hidden = causal_mask(n_tokens, c.window, device);
+    scale = 1.0 / std::sqrt(static_cast<double>(c.d_head));
+}
+
+ForwardResult DecoderFrame::finish(const at::Tensor& x_final, const at::Tensor& logits) {
+    hooks.keep(HookPoint::FinalNorm, -1, x_final);
+    result.logits = logits.to(at::kFloat);
+    return std::move(result);
 }
 
 at::Tensor RopeTables::apply(const at::Tensor& t) const {

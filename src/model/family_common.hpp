@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/InferenceMode.h>
 
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
@@ -64,6 +65,34 @@ constexpr int64_t kQueryBlock = 256;
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& hidden, double scale, int64_t layer, const HeadMask* mask,
                   at::ScalarType dtype, HookRecorder& hooks);
+
+// The frame every causal decoder's forward shares (spec section 0): inference mode, checked
+// token ids, the head-mask check, no padding masks, the hook recorder, the causal (sliding-window
+// when c.window > 0) mask, the 1/sqrt(d_head) scale and, when rot_dim > 0, RoPE tables of the
+// first rot_dim dims of a head. The family runs its embedding and layers between construction and
+// finish(). Not copyable: `hooks` writes into `result`.
+struct DecoderFrame {
+    DecoderFrame(const ModelInput& input, const CaptureSpec& capture, const HeadMask* mask,
+                 const ModelConfig& c, int64_t rot_dim, at::ScalarType dtype,
+                 const at::Device& device);
+    DecoderFrame(const DecoderFrame&) = delete;
+    DecoderFrame& operator=(const DecoderFrame&) = delete;
+
+    // Records x_final [batch, pos, d_model] as hook_ln_final.hook_normalized and the logits
+    // [batch, pos, d_vocab] in f32; hands the result out.
+    ForwardResult finish(const at::Tensor& x_final, const at::Tensor& logits);
+    // The RoPE tables, or null when the family has learned positions (rot_dim 0).
+    const RopeTables* rope_or_null() const { return rope.rot_dim > 0 ? &rope : nullptr; }
+
+    c10::InferenceMode guard;
+    at::Tensor ids;  // [batch, pos] int64 on the device
+    int64_t n_tokens = 0;
+    ForwardResult result;
+    HookRecorder hooks;  // bound to `capture` (outlives the frame) and `result`
+    RopeTables rope;     // rot_dim 0: none
+    at::Tensor hidden;   // [query, key] bool, true = masked
+    double scale = 1.0;  // 1 / sqrt(d_head)
+};
 
 // ---- Building blocks of the LayerNorm families (GPT-2, GPT-NeoX, Phi; usable by encoders) ----
 

@@ -5,10 +5,8 @@
 // transposed on load to the [out, in] layout of at::linear; c_attn's output columns are
 // [q | k | v], each d_model wide (head h = columns h*d_head .. (h+1)*d_head - 1 of its part).
 // No RoPE: hook_rot_q / hook_rot_k are hook_q / hook_k.
-#include <cmath>
 
 #include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
 #include <nlohmann/json.hpp>
 
 #include "config_json.hpp"
@@ -98,38 +96,28 @@ Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src, const
 
 ForwardResult Gpt2Family::forward(const ModelInput& input, const CaptureSpec& capture,
                                   const HeadMask* mask) const {
-    c10::InferenceMode guard;
-    const at::Tensor ids = detail::checked_ids(input, c_.d_vocab, device_);  // [batch, pos]
-    const int64_t T = ids.size(1);
-    detail::check_head_mask(mask, c_);
-    SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
+    detail::DecoderFrame f(input, capture, mask, c_, /*rot_dim=*/0, dtype_, device_);
+    const int64_t T = f.n_tokens;
     if (T > c_.n_ctx)
         throw UsageError("GPT-2 has " + std::to_string(c_.n_ctx) +
                          " learned positions; the input has " + std::to_string(T) + " tokens");
-
-    ForwardResult result;
-    detail::HookRecorder hooks(capture, result);
     // Pass 1: token + learned position embeddings (positions 0..T-1).
-    at::Tensor x = at::embedding(wte_, ids) + wpe_.narrow(0, 0, T);  // [batch, pos, d_model]
-    hooks.keep(HookPoint::Embed, -1, x);
-    const at::Tensor hidden = detail::causal_mask(T, 0, device_);  // [query, key]
-    const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
+    at::Tensor x = at::embedding(wte_, f.ids) + wpe_.narrow(0, 0, T);  // [batch, pos, d_model]
+    f.hooks.keep(HookPoint::Embed, -1, x);
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         const Gpt2Layer& w = layers_[static_cast<size_t>(l)];
-        hooks.keep(HookPoint::ResidPre, l, x);
+        f.hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: x + attn(ln_1(x)), then x + mlp(ln_2(x)) (sequential pre-LN residual).
-        x = x + detail::self_attention(w.ln_1(x), w.attn, c_, nullptr, hidden, scale, l, mask,
-                                       dtype_, hooks);
-        hooks.keep(HookPoint::ResidMid, l, x);
+        x = x + detail::self_attention(w.ln_1(x), w.attn, c_, nullptr, f.hidden, f.scale, l, mask,
+                                       dtype_, f.hooks);
+        f.hooks.keep(HookPoint::ResidMid, l, x);
         x = x + w.mlp(w.ln_2(x));
-        hooks.keep(HookPoint::ResidPost, l, x);
+        f.hooks.keep(HookPoint::ResidPost, l, x);
     }
     // Pass 3: ln_f and the (tied) unembedding; logits in f32.
     const at::Tensor x_final = ln_f_(x);  // [batch, pos, d_model]
-    hooks.keep(HookPoint::FinalNorm, -1, x_final);
-    result.logits = out_(x_final).to(at::kFloat);
-    return result;
+    return f.finish(x_final, out_(x_final));
 }
 
 }  // namespace

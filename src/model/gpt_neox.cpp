@@ -12,10 +12,8 @@
 // hook_resid_mid with the parallel residual x + attn(ln1(x)) + mlp(ln2(x)) is defined as
 // x + attn(ln1(x)) (the MLP reads x, not resid_mid); with use_parallel_residual=false it is the
 // usual sequential residual stream after attention.
-#include <cmath>
 
 #include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
 #include <nlohmann/json.hpp>
 
 #include "config_json.hpp"
@@ -94,39 +92,27 @@ GptNeoxFamily::GptNeoxFamily(const ModelConfig& config, const WeightSource& src,
 
 ForwardResult GptNeoxFamily::forward(const ModelInput& input, const CaptureSpec& capture,
                                      const HeadMask* mask) const {
-    c10::InferenceMode guard;
-    const at::Tensor ids = detail::checked_ids(input, c_.d_vocab, device_);  // [batch, pos]
-    const int64_t T = ids.size(1);
-    detail::check_head_mask(mask, c_);
-    SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
-
-    ForwardResult result;
-    detail::HookRecorder hooks(capture, result);
+    detail::DecoderFrame f(input, capture, mask, c_, c_.rotary_dim, dtype_, device_);
     // Pass 1: token embedding (no position embedding: RoPE).
-    at::Tensor x = at::embedding(embed_in_, ids);  // [batch, pos, d_model]
-    hooks.keep(HookPoint::Embed, -1, x);
-    const detail::RopeTables rope =
-        detail::rope_tables(T, c_.rotary_dim, c_.rope_theta, dtype_, device_);
-    const at::Tensor hidden = detail::causal_mask(T, 0, device_);  // [query, key]
-    const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
+    at::Tensor x = at::embedding(embed_in_, f.ids);  // [batch, pos, d_model]
+    f.hooks.keep(HookPoint::Embed, -1, x);
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         const NeoxLayer& w = layers_[static_cast<size_t>(l)];
-        hooks.keep(HookPoint::ResidPre, l, x);
+        f.hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: attention on input_layernorm(x) with partial RoPE.
-        const at::Tensor attn = detail::self_attention(w.input_layernorm(x), w.attn, c_, &rope,
-                                                       hidden, scale, l, mask, dtype_, hooks);
+        const at::Tensor attn =
+            detail::self_attention(w.input_layernorm(x), w.attn, c_, f.rope_or_null(), f.hidden,
+                                   f.scale, l, mask, dtype_, f.hooks);
         // Pass 3: MLP on post_attention_layernorm of x (parallel) or of x + attn (sequential).
         const at::Tensor mid = x + attn;  // [batch, pos, d_model]
-        hooks.keep(HookPoint::ResidMid, l, mid);
+        f.hooks.keep(HookPoint::ResidMid, l, mid);
         x = mid + w.mlp(w.post_attention_layernorm(c_.parallel_residual ? x : mid));
-        hooks.keep(HookPoint::ResidPost, l, x);
+        f.hooks.keep(HookPoint::ResidPost, l, x);
     }
     // Pass 4: final_layer_norm and embed_out; logits in f32.
     const at::Tensor x_final = final_layer_norm_(x);  // [batch, pos, d_model]
-    hooks.keep(HookPoint::FinalNorm, -1, x_final);
-    result.logits = embed_out_(x_final).to(at::kFloat);
-    return result;
+    return f.finish(x_final, embed_out_(x_final));
 }
 
 }  // namespace

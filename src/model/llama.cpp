@@ -14,7 +14,6 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/weights.hpp"
@@ -141,32 +140,23 @@ at::Tensor LlamaFamily::rms_norm(const at::Tensor& x, const at::Tensor& w,
 
 ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& capture,
                                    const HeadMask* mask) const {
-    c10::InferenceMode guard;
-    const at::Tensor ids = detail::checked_ids(input, c_.d_vocab, device_);  // [batch, pos]
-    const int64_t B = ids.size(0), T = ids.size(1);
     const int64_t H = c_.n_heads, Hkv = c_.n_kv_heads, dh = c_.d_head;
-    detail::check_head_mask(mask, c_);
-    SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
-
-    ForwardResult result;
-    detail::HookRecorder hooks(capture, result);
+    // RoPE over the whole head (HF LlamaRotaryEmbedding) and the causal / sliding-window mask of
+    // spec section 0: row i sees j <= i and j > i - window.
+    detail::DecoderFrame f(input, capture, mask, c_, /*rot_dim=*/dh, dtype_, device_);
+    const int64_t B = f.ids.size(0), T = f.n_tokens;
+    auto& hooks = f.hooks;
     // Pass 1: embedding (Gemma scales by sqrt(d_model) rounded to the compute dtype, as HF).
-    at::Tensor x = at::embedding(embed_, ids);  // [batch, pos, d_model]
+    at::Tensor x = at::embedding(embed_, f.ids);  // [batch, pos, d_model]
     if (c_.embed_scale)
         x = x * at::scalar_tensor(std::sqrt(static_cast<double>(c_.d_model)),
                                   at::TensorOptions().dtype(dtype_).device(device_));
     hooks.keep(HookPoint::Embed, -1, x);
 
-    // Pass 2: RoPE tables (HF LlamaRotaryEmbedding) and the causal / sliding-window mask of
-    // spec section 0: row i sees j <= i and j > i - window.
-    const detail::RopeTables rope = detail::rope_tables(T, dh, c_.rope_theta, dtype_, device_);
-    const at::Tensor hidden = detail::causal_mask(T, c_.window, device_);  // [query, key]
-    const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         const LayerWeights& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
-        // Pass 3: attention.
+        // Pass 2: attention.
         const at::Tensor h = rms_norm(x, w.attn_norm, w.attn_norm_f32);  // [batch, pos, d_model]
         const at::Tensor q = at::linear(h, w.wq, w.bq).view({B, T, H, dh});
         const at::Tensor k = at::linear(h, w.wk, w.bk).view({B, T, Hkv, dh});
@@ -174,24 +164,22 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
         hooks.keep(HookPoint::Q, l, q);
         hooks.keep(HookPoint::K, l, k);
         hooks.keep(HookPoint::V, l, v);
-        const at::Tensor rq = rope.apply(q), rk = rope.apply(k);
+        const at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
         hooks.keep(HookPoint::RotQ, l, rq);
         hooks.keep(HookPoint::RotK, l, rk);
-        const at::Tensor z = detail::attend(rq, rk, v, hidden, scale, l, mask, dtype_, hooks);
+        const at::Tensor z = detail::attend(rq, rk, v, f.hidden, f.scale, l, mask, dtype_, hooks);
         x = x + at::linear(z.view({B, T, H * dh}), w.wo);
         hooks.keep(HookPoint::ResidMid, l, x);
-        // Pass 4: gated MLP, down(act(gate(x)) * up(x)).
+        // Pass 3: gated MLP, down(act(gate(x)) * up(x)).
         const at::Tensor h2 = rms_norm(x, w.ffn_norm, w.ffn_norm_f32);
         at::Tensor gate = at::linear(h2, w.w_gate);  // [batch, pos, d_mlp]
         gate = c_.act == Activation::Silu ? at::silu(gate) : at::gelu(gate, "tanh");
         x = x + at::linear(gate * at::linear(h2, w.w_up), w.w_down);
         hooks.keep(HookPoint::ResidPost, l, x);
     }
-    // Pass 5: final norm and unembedding; logits handed out in f32.
+    // Pass 4: final norm and unembedding; logits handed out in f32.
     const at::Tensor x_final = rms_norm(x, out_norm_, out_norm_f32_);  // [batch, pos, d_model]
-    hooks.keep(HookPoint::FinalNorm, -1, x_final);
-    result.logits = at::linear(x_final, w_out_).to(at::kFloat);
-    return result;
+    return f.finish(x_final, at::linear(x_final, w_out_));
 }
 
 }  // namespace

@@ -6,10 +6,8 @@
 // are rotated (rotate_half within them); the rest pass through.
 // Residual: x + attn(ln(x)) + mlp(ln(x)) with the same ln(x); hook_resid_mid is defined as
 // x + attn(ln(x)) (the MLP reads ln(x), not resid_mid).
-#include <cmath>
 
 #include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
 #include <nlohmann/json.hpp>
 
 #include "config_json.hpp"
@@ -82,38 +80,25 @@ PhiFamily::PhiFamily(const ModelConfig& config, const WeightSource& src, const R
 
 ForwardResult PhiFamily::forward(const ModelInput& input, const CaptureSpec& capture,
                                  const HeadMask* mask) const {
-    c10::InferenceMode guard;
-    const at::Tensor ids = detail::checked_ids(input, c_.d_vocab, device_);  // [batch, pos]
-    const int64_t T = ids.size(1);
-    detail::check_head_mask(mask, c_);
-    SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
-
-    ForwardResult result;
-    detail::HookRecorder hooks(capture, result);
+    detail::DecoderFrame f(input, capture, mask, c_, c_.rotary_dim, dtype_, device_);
     // Pass 1: token embedding (positions come from RoPE).
-    at::Tensor x = at::embedding(embed_, ids);  // [batch, pos, d_model]
-    hooks.keep(HookPoint::Embed, -1, x);
-    const detail::RopeTables rope =
-        detail::rope_tables(T, c_.rotary_dim, c_.rope_theta, dtype_, device_);
-    const at::Tensor hidden = detail::causal_mask(T, 0, device_);  // [query, key]
-    const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
+    at::Tensor x = at::embedding(embed_, f.ids);  // [batch, pos, d_model]
+    f.hooks.keep(HookPoint::Embed, -1, x);
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         const PhiLayer& w = layers_[static_cast<size_t>(l)];
-        hooks.keep(HookPoint::ResidPre, l, x);
+        f.hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: one LayerNorm; attention (partial RoPE) and MLP both read it.
         const at::Tensor h = w.input_layernorm(x);  // [batch, pos, d_model]
-        const at::Tensor mid =
-            x + detail::self_attention(h, w.attn, c_, &rope, hidden, scale, l, mask, dtype_, hooks);
-        hooks.keep(HookPoint::ResidMid, l, mid);
+        const at::Tensor mid = x + detail::self_attention(h, w.attn, c_, f.rope_or_null(), f.hidden,
+                                                          f.scale, l, mask, dtype_, f.hooks);
+        f.hooks.keep(HookPoint::ResidMid, l, mid);
         x = mid + w.mlp(h);
-        hooks.keep(HookPoint::ResidPost, l, x);
+        f.hooks.keep(HookPoint::ResidPost, l, x);
     }
     // Pass 3: final_layernorm and lm_head (with bias); logits in f32.
     const at::Tensor x_final = final_layernorm_(x);  // [batch, pos, d_model]
-    hooks.keep(HookPoint::FinalNorm, -1, x_final);
-    result.logits = lm_head_(x_final).to(at::kFloat);
-    return result;
+    return f.finish(x_final, lm_head_(x_final));
 }
 
 }  // namespace
