@@ -242,6 +242,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
 
     // ---- stream the inputs ------------------------------------------------------------------------
     Progress bar("analyze", int64_t(ids.size()), progress);
+    pipeline.set_progress(bar.stage_reporter());
     int64_t tokens = 0;
     for (int64_t n = 0; n < n_done; ++n) tokens += inputs.n_tokens(size_t(n));
     std::vector<std::string> pieces;
@@ -249,6 +250,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     for (int64_t n = n_done; n < int64_t(ids.size()); ++n) {
         const bool lazy =
             use_lazy_attention(cfg, inputs.n_tokens(size_t(n)), o.attention_memory_mb);
+        bar.stage("forward", 0, 1);
         Captured c = capture_input(m, inputs, size_t(n), selection.value, lazy);
         masking = c.attention.masking;
         pieces.clear();
@@ -256,7 +258,10 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
             for (int32_t id : ids[n]) pieces.push_back(m.tokenizer()->piece(id));
         // Value space first, so its hidden states and values are freed before the pipeline's
         // per-layer matrices are allocated (peak memory of long inputs).
-        if (selection.value) value.add(c.attention, c.hidden, cfg.d_model, c.values, cfg.d_head);
+        if (selection.value) {
+            bar.stage("value space", 0, 1);
+            value.add(c.attention, c.hidden, cfg.d_model, c.values, cfg.d_head);
+        }
         c.hidden = {};
         c.values = {};
         pipeline.add(c.attention, m.tokenizer() ? &pieces : nullptr);

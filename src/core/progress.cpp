@@ -32,18 +32,46 @@ std::string format_duration(double seconds) {
 }
 
 void Progress::update(int64_t done, int64_t tokens) {
+    std::lock_guard<std::mutex> lock(mutex_);
     done_ = done;
     tokens_ = tokens;
+    stage_.clear();
     if (!enabled_) return;
     auto now = std::chrono::steady_clock::now();
     if (now - last_draw_ < std::chrono::milliseconds(200) && done != total_) return;
+    draw(now);
+}
+
+void Progress::stage(const char* name, int64_t done, int64_t total) {
+    if (!enabled_) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const double pct = total > 0 ? 100.0 * double(done) / double(total) : 0.0;
+    char buf[96];
+    if (total > 1) std::snprintf(buf, sizeof buf, "%s %.0f%%", name, pct);
+    else std::snprintf(buf, sizeof buf, "%s", name);  // a step without parts (forward)
+    stage_ = buf;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_draw_ < std::chrono::milliseconds(200) && done != total) return;
+    draw(now);
+}
+
+StageProgress Progress::stage_reporter() {
+    if (!enabled_) return {};
+    return [this](const char* name, int64_t done, int64_t total) { stage(name, done, total); };
+}
+
+void Progress::draw(std::chrono::steady_clock::time_point now) {
     last_draw_ = now;
     double elapsed = std::chrono::duration<double>(now - start_).count();
-    double tps = elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0;
+    double tps = elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0.0;
     std::string eta = "?";
-    if (total_ > 0 && done > 0) eta = format_duration(elapsed * double(total_ - done) / double(done));
+    if (total_ > 0 && done_ > 0)
+        eta = format_duration(elapsed * double(total_ - done_) / double(done_));
     std::fprintf(stderr, "\r\033[K%s: %lld/%lld samples, %.0f tokens/s, ETA %s", label_.c_str(),
-                 static_cast<long long>(done), static_cast<long long>(total_), tps, eta.c_str());
+                 static_cast<long long>(done_), static_cast<long long>(total_), tps, eta.c_str());
+    if (!stage_.empty())
+        std::fprintf(stderr, " | sample %lld: %s, %s elapsed", static_cast<long long>(done_ + 1),
+                     stage_.c_str(), format_duration(elapsed).c_str());
     std::fflush(stderr);
 }
 

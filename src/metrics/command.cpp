@@ -163,6 +163,7 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     pipeline.open_sinks_file(out.file("sinks.csv"));
     AttentionInput x;
     Progress progress("metrics", file.n_inputs());
+    pipeline.set_progress(progress.stage_reporter());
     for (int64_t n = 0; n < file.n_inputs(); ++n) {
         file.load(n, x);
         pipeline.add(x, token_strings.empty() ? nullptr : &token_strings[size_t(n)]);

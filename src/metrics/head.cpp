@@ -270,8 +270,16 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
         g.n_rows += 1;
     };
 
+    // Progress in visible keys (a row's cost grows with its length).
+    int64_t keys_total = 0, keys_done = 0;
+    if (progress_)
+        for (int64_t i = 0; i < x.length; ++i) keys_total += x.key_end(i) - x.key_begin(i);
     for (int64_t i = 0; i < x.length; ++i) {
         const int64_t kb = x.key_begin(i), ke = x.key_end(i), d = ke - kb;
+        if (progress_) {
+            if (i % 64 == 0) progress_("head metrics", keys_done, keys_total);
+            keys_done += d;
+        }
         counts_.rows_total += n;
         if (d < options_.min_parts) {
             counts_.rows_excluded += n;
@@ -325,6 +333,7 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
         }
     }
     for (size_t g = 0; g < groups_.size(); ++g) HeadKernel::flush(groups_[g], chunks[g]);
+    if (progress_) progress_("head metrics", keys_total, keys_total);
     counts_.n_inputs += 1;
     return sinks;
 }

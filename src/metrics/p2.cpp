@@ -2,6 +2,7 @@
 #include "sinkscope/metrics/p2.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <set>
@@ -418,12 +419,16 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
     std::vector<LayerOutput> outputs(static_cast<size_t>(n_layers));
     const auto n_threads = std::max<int64_t>(1, std::min<int64_t>(threads_, n_layers));
     std::vector<std::exception_ptr> errors(static_cast<size_t>(n_threads));
+    std::atomic<int64_t> layers_done{0};
+    if (progress_) progress_("section 8", 0, n_layers);
     auto work = [&](int64_t t) {
         try {
             LayerScratch scratch;
-            for (int64_t l = t; l < n_layers; l += n_threads)
+            for (int64_t l = t; l < n_layers; l += n_threads) {
                 process_layer(in, l, c, input_id, token_strings, scratch,
                               outputs[static_cast<size_t>(l)]);
+                if (progress_) progress_("section 8", ++layers_done, n_layers);
+            }
         } catch (...) {
             errors[static_cast<size_t>(t)] = std::current_exception();
         }

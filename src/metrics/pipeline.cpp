@@ -87,6 +87,11 @@ void MetricsPipeline::open_sinks_file(const std::filesystem::path& path) {
     if (!sinks_) throw IoError(path.string(), "cannot open for writing");
 }
 
+void MetricsPipeline::set_progress(const StageProgress& fn) {
+    if (head_) head_->set_progress(fn);
+    if (p2_) p2_->set_progress(fn);
+}
+
 void MetricsPipeline::add(const AttentionInput& input, const std::vector<std::string>* tokens) {
     SS_CHECK(input.n_layers == n_layers_ && input.n_heads == n_heads_, "input of ", input.n_layers,
              "x", input.n_heads, " heads in a pipeline for ", n_layers_, "x", n_heads_);

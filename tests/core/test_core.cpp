@@ -74,3 +74,20 @@ TEST(Progress, FormatDuration) {
     EXPECT_EQ(format_duration(185), "3m05s");
     EXPECT_EQ(format_duration(3720), "1h02m");
 }
+
+// The progress line shows the stage inside the current sample, and drops it after the sample.
+TEST(Progress, StageInsideSample) {
+    Progress p("analyze", 2, Progress::Mode::Always);
+    testing::internal::CaptureStderr();
+    p.stage("head metrics", 50, 100);  // first draw: not throttled
+    p.stage("head metrics", 100, 100);
+    p.update(2, 300);  // last sample: drawn, stage cleared
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("0/2 samples"), std::string::npos) << err;
+    EXPECT_NE(err.find("sample 1: head metrics 50%"), std::string::npos) << err;
+    EXPECT_NE(err.find("sample 1: head metrics 100%"), std::string::npos) << err;
+    const std::string last = err.substr(err.rfind('\r'));
+    EXPECT_NE(last.find("2/2 samples"), std::string::npos) << last;
+    EXPECT_EQ(last.find("head metrics"), std::string::npos) << last;
+    EXPECT_FALSE(Progress("x", 1, Progress::Mode::Never).stage_reporter());
+}

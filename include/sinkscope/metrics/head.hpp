@@ -21,6 +21,7 @@
 
 #include <Eigen/Core>
 
+#include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/serialize.hpp"
 #include "sinkscope/metrics/attention.hpp"
 #include "sinkscope/metrics/row.hpp"
@@ -116,8 +117,11 @@ class HeadAccumulator {
 
     const HeadOptions& options() const { return options_; }
     const RowCounts& counts() const { return counts_; }
+    // Reports add()'s progress through an input as stage "head metrics", in visible keys.
+    void set_progress(StageProgress fn) { progress_ = std::move(fn); }
 
   private:
+    StageProgress progress_;
     // Pairwise sums of one group of heads that are compared with each other: all heads
     // (Scope::Model) or one layer (Scope::Layer). Lower triangles are used.
     struct PairGroup {

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/serialize.hpp"
 #include "sinkscope/metrics/attention.hpp"
 #include "sinkscope/metrics/frame.hpp"
@@ -127,8 +128,11 @@ class P2Accumulator {
     // Exact state for resumable runs (src/metrics/accumulator_state.cpp).
     void save(BinaryWriter& w) const;
     void load(BinaryReader& r);
+    // Reports add()'s progress through an input as stage "section 8", in layers finished.
+    void set_progress(StageProgress fn) { progress_ = std::move(fn); }
 
   private:
+    StageProgress progress_;
     P2Results state_;
     int64_t threads_ = 1;
 };

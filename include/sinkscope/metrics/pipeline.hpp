@@ -61,6 +61,9 @@ public:
     const nlohmann::json& sink_positions() const { return positions_; }
     const PipelineSelection& selection() const { return selection_; }
 
+    // Progress inside add() (head metrics by keys, section 8 by layers); empty = none.
+    void set_progress(const StageProgress& fn);
+
     void save(BinaryWriter& w);  // flushes sinks.csv so the saved size is on disk
     void load(BinaryReader& r);
 
