@@ -98,6 +98,7 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
         patterns.push_back(model::hook_glob(HookPoint::V));
     }
     model::ForwardResult r = m.forward(inputs.model_input(m, n), model::CaptureSpec(patterns));
+    r.logits.reset();  // not analysed here; [T, d_vocab] is the largest tensor of a long input
     Captured c;
     if (lazy) {
         c.lazy = std::make_unique<LazyAttention>(r, cfg);
@@ -107,13 +108,19 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
     }
     if (want_value) {
         const int64_t T = inputs.n_tokens(n);
+        // Each captured tensor is dropped once copied (peak memory of long inputs).
+        auto take = [&r](const std::string& name) {
+            std::vector<double> host = to_host(r.captured.at(name));
+            r.captured.erase(name);
+            return host;
+        };
         for (int64_t l = 0; l < cfg.n_layers; ++l)
-            c.hidden.push_back(to_host(r.captured.at(model::hook_name(HookPoint::ResidPre, l))));
-        c.hidden.push_back(to_host(r.captured.at(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1))));
+            c.hidden.push_back(take(model::hook_name(HookPoint::ResidPre, l)));
+        c.hidden.push_back(take(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1)));
         const int64_t group = cfg.n_heads / cfg.n_kv_heads;
         for (int64_t l = 0; l < cfg.n_layers; ++l) {
             // hook_v: [batch, pos, n_kv_heads, d_head] -> [H, T, d_head] with head h reading kv h/group
-            std::vector<double> v = to_host(r.captured.at(model::hook_name(HookPoint::V, l)));
+            const std::vector<double> v = take(model::hook_name(HookPoint::V, l));
             std::vector<double> out(static_cast<size_t>(cfg.n_heads * T * cfg.d_head));
             for (int64_t h = 0; h < cfg.n_heads; ++h)
                 for (int64_t t = 0; t < T; ++t)
@@ -121,7 +128,6 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
                         out[size_t((h * T + t) * cfg.d_head + k)] =
                             v[size_t((t * cfg.n_kv_heads + h / group) * cfg.d_head + k)];
             c.values.push_back(std::move(out));
-            r.captured.erase(model::hook_name(HookPoint::V, l));  // keep peak memory down
         }
     }
     return c;
