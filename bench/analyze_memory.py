@@ -64,8 +64,10 @@ def main():
     ap.add_argument("--budget-gb", type=float, default=2.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep")
-    ap.add_argument("extra", nargs="*", help="after --: more analyze options")
-    a = ap.parse_args()
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    a.extra = extra
     work = tempfile.mkdtemp(prefix="sinkscope-bench-")
     try:
         vocab = vocab_size(a.model)
