@@ -37,19 +37,14 @@ struct EncoderVariant {
     bool head_exact_gelu = false;
 };
 
-struct LayerNormWeights {
-    at::Tensor w, b;  // [d_model] (compute dtype)
-};
+using detail::LayerNorm;
+using detail::Linear;
 
 struct LayerWeights {
-    at::Tensor wq, wk, wv;       // [n_heads * d_head, d_model]
-    at::Tensor bq, bk, bv;       // [n_heads * d_head]
-    at::Tensor wo;               // [d_model, n_heads * d_head] attention.output.dense
-    at::Tensor bo;               // [d_model]
-    LayerNormWeights attn_norm;  // attention.output.LayerNorm
-    at::Tensor w_up, b_up;       // [d_mlp, d_model], [d_mlp] intermediate.dense
-    at::Tensor w_down, b_down;   // [d_model, d_mlp], [d_model] output.dense
-    LayerNormWeights ffn_norm;   // output.LayerNorm
+    detail::AttentionWeights attn;  // query/key/value [H * d_head, d_model], output.dense
+    LayerNorm attn_norm;            // attention.output.LayerNorm
+    detail::Mlp mlp;                // intermediate.dense [d_mlp, d_model], output.dense
+    LayerNorm ffn_norm;             // output.LayerNorm
 };
 
 class BertFamily final : public Transformer {
@@ -61,14 +56,6 @@ public:
     int64_t n_params() const override { return n_params_; }
 
 private:
-    at::Tensor layer_norm(const at::Tensor& x, const LayerNormWeights& n) const {
-        return at::layer_norm(x, {c_.d_model}, n.w, n.b, c_.norm_eps);
-    }
-    at::Tensor activation(const at::Tensor& x, Activation a) const {
-        if (a == Activation::Gelu) return at::gelu(x);
-        if (a == Activation::GeluTanh) return at::gelu(x, "tanh");
-        return at::silu(x);
-    }
     // [batch, pos] int64 position ids (see EncoderVariant).
     at::Tensor position_ids(const at::Tensor& ids) const;
 
@@ -80,12 +67,11 @@ private:
     at::Tensor word_;          // [d_vocab, d_model]
     at::Tensor pos_;           // [n_positions, d_model]
     at::Tensor type_;          // [n_token_types, d_model]
-    LayerNormWeights embed_norm_;
+    LayerNorm embed_norm_;
     std::vector<LayerWeights> layers_;
-    at::Tensor head_dense_, head_dense_b_;  // [d_model, d_model], [d_model] MLM transform
-    LayerNormWeights head_norm_;
-    at::Tensor w_out_;  // [d_vocab, d_model] (aliases word_ when tied)
-    at::Tensor b_out_;  // [d_vocab]
+    Linear head_dense_;  // [d_model, d_model] MLM transform
+    LayerNorm head_norm_;
+    Linear out_;  // [d_vocab, d_model] (weight aliases word_ when tied) + bias [d_vocab]
     int64_t n_params_ = 0;
 };
 
@@ -119,7 +105,10 @@ BertFamily::BertFamily(const ModelConfig& config, const WeightSource& src, const
         return host.to(device_, dtype_).contiguous();
     };
     auto norm = [&](TensorRole w, TensorRole b, int64_t layer) {
-        return LayerNormWeights{load_norm(w, layer, "gamma"), load_norm(b, layer, "beta")};
+        return LayerNorm{load_norm(w, layer, "gamma"), load_norm(b, layer, "beta"), c_.norm_eps};
+    };
+    auto linear = [&](TensorRole w, TensorRole b, int64_t layer, int64_t n_out, int64_t n_in) {
+        return Linear{load(w, layer, {n_out, n_in}), load(b, layer, {n_out})};
     };
 
     word_ = load(TensorRole::TokenEmbed, -1, {c_.d_vocab, D});
@@ -128,28 +117,22 @@ BertFamily::BertFamily(const ModelConfig& config, const WeightSource& src, const
     embed_norm_ = norm(TensorRole::EmbedNorm, TensorRole::EmbedNormBias, -1);
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         LayerWeights w;
-        w.wq = load(TensorRole::AttnQ, l, {HD, D});
-        w.bq = load(TensorRole::AttnQBias, l, {HD});
-        w.wk = load(TensorRole::AttnK, l, {HD, D});
-        w.bk = load(TensorRole::AttnKBias, l, {HD});
-        w.wv = load(TensorRole::AttnV, l, {HD, D});
-        w.bv = load(TensorRole::AttnVBias, l, {HD});
-        w.wo = load(TensorRole::AttnO, l, {D, HD});
-        w.bo = load(TensorRole::AttnOBias, l, {D});
+        w.attn.q = linear(TensorRole::AttnQ, TensorRole::AttnQBias, l, HD, D);
+        w.attn.k = linear(TensorRole::AttnK, TensorRole::AttnKBias, l, HD, D);
+        w.attn.v = linear(TensorRole::AttnV, TensorRole::AttnVBias, l, HD, D);
+        w.attn.o = linear(TensorRole::AttnO, TensorRole::AttnOBias, l, D, HD);
         w.attn_norm = norm(TensorRole::AttnNorm, TensorRole::AttnNormBias, l);
-        w.w_up = load(TensorRole::FfnUp, l, {F, D});
-        w.b_up = load(TensorRole::FfnUpBias, l, {F});
-        w.w_down = load(TensorRole::FfnDown, l, {D, F});
-        w.b_down = load(TensorRole::FfnDownBias, l, {D});
+        w.mlp.up = linear(TensorRole::FfnUp, TensorRole::FfnUpBias, l, F, D);
+        w.mlp.down = linear(TensorRole::FfnDown, TensorRole::FfnDownBias, l, D, F);
+        w.mlp.act = c_.act;
         w.ffn_norm = norm(TensorRole::FfnNorm, TensorRole::FfnNormBias, l);
         layers_.push_back(std::move(w));
     }
-    head_dense_ = load(TensorRole::HeadDense, -1, {D, D});
-    head_dense_b_ = load(TensorRole::HeadDenseBias, -1, {D});
+    head_dense_ = linear(TensorRole::HeadDense, TensorRole::HeadDenseBias, -1, D, D);
     head_norm_ = norm(TensorRole::HeadNorm, TensorRole::HeadNormBias, -1);
     // save_pretrained drops the tied decoder weight; an untied checkpoint stores it.
-    w_out_ = c_.tied_embeddings ? word_ : load(TensorRole::Output, -1, {c_.d_vocab, D});
-    b_out_ = load(TensorRole::OutputBias, -1, {c_.d_vocab});
+    out_.w = c_.tied_embeddings ? word_ : load(TensorRole::Output, -1, {c_.d_vocab, D});
+    out_.b = load(TensorRole::OutputBias, -1, {c_.d_vocab});
 }
 
 at::Tensor BertFamily::position_ids(const at::Tensor& ids) const {
@@ -165,8 +148,7 @@ ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& ca
                                   const HeadMask* mask) const {
     c10::InferenceMode guard;
     const at::Tensor ids = detail::checked_ids(input, c_.d_vocab, device_);  // [batch, pos]
-    const int64_t B = ids.size(0), T = ids.size(1);
-    const int64_t H = c_.n_heads, dh = c_.d_head;
+    const int64_t T = ids.size(1);
     detail::check_head_mask(mask, c_);
     if (T + c_.pos_offset > n_positions_)
         throw UsageError("a sequence of " + std::to_string(T) + " tokens is longer than the " +
@@ -199,34 +181,24 @@ ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& ca
     at::Tensor x = at::embedding(word_, ids) + at::embedding(type_, types);  // [b, pos, d_model]
     x = x + at::embedding(pos_, position_ids(ids));
     hooks.keep(HookPoint::Embed, -1, x);
-    x = layer_norm(x, embed_norm_);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+    x = embed_norm_(x);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         const LayerWeights& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: bidirectional self-attention on the block input (post-LN: no norm before).
-        const at::Tensor q = at::linear(x, w.wq, w.bq).view({B, T, H, dh});  // [b, pos, H, dh]
-        const at::Tensor k = at::linear(x, w.wk, w.bk).view({B, T, H, dh});
-        const at::Tensor v = at::linear(x, w.wv, w.bv).view({B, T, H, dh});
-        hooks.keep(HookPoint::Q, l, q);
-        hooks.keep(HookPoint::K, l, k);
-        hooks.keep(HookPoint::V, l, v);
-        hooks.keep(HookPoint::RotQ, l, q);
-        hooks.keep(HookPoint::RotK, l, k);
-        const at::Tensor z = detail::attend(q, k, v, hidden, scale, l, mask, dtype_, hooks);
-        x = layer_norm(x + at::linear(z.view({B, T, H * dh}), w.wo, w.bo), w.attn_norm);
+        x = w.attn_norm(x + detail::self_attention(x, w.attn, c_, nullptr, hidden, scale, l, mask,
+                                                   dtype_, hooks));
         hooks.keep(HookPoint::ResidMid, l, x);
         // Pass 3: MLP, then the output LayerNorm.
-        const at::Tensor up = activation(at::linear(x, w.w_up, w.b_up), c_.act);  // [b,pos,d_mlp]
-        x = layer_norm(x + at::linear(up, w.w_down, w.b_down), w.ffn_norm);
+        x = w.ffn_norm(x + w.mlp(x));
         hooks.keep(HookPoint::ResidPost, l, x);
     }
     // Pass 4: MLM head: dense -> activation -> LayerNorm -> tied decoder + bias.
     const Activation head_act = variant_.head_exact_gelu ? Activation::Gelu : c_.act;
-    const at::Tensor h =  // [batch, pos, d_model]
-        layer_norm(activation(at::linear(x, head_dense_, head_dense_b_), head_act), head_norm_);
-    result.logits = at::linear(h, w_out_, b_out_).to(at::kFloat);  // [batch, pos, d_vocab]
+    const at::Tensor h = head_norm_(detail::activate(head_dense_(x), head_act));  // [b, pos, D]
+    result.logits = out_(h).to(at::kFloat);  // [batch, pos, d_vocab]
     return result;
 }
 

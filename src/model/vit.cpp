@@ -19,14 +19,14 @@ namespace sinkscope::model {
 
 namespace {
 
+using detail::LayerNorm;
+using detail::Linear;
+
 struct VitLayer {
-    at::Tensor ln1_w, ln1_b;    // layernorm_before [d_model]
-    at::Tensor wq, wk, wv;      // [n_heads * d_head, d_model]
-    at::Tensor bq, bk, bv;      // [n_heads * d_head] (undefined without qkv_bias)
-    at::Tensor wo, bo;          // attention.output.dense [d_model, n_heads * d_head], [d_model]
-    at::Tensor ln2_w, ln2_b;    // layernorm_after [d_model]
-    at::Tensor w_up, b_up;      // intermediate.dense [d_mlp, d_model], [d_mlp]
-    at::Tensor w_down, b_down;  // output.dense [d_model, d_mlp], [d_model]
+    LayerNorm ln1;                  // layernorm_before [d_model]
+    detail::AttentionWeights attn;  // q/k/v [H * d_head, d_model] (bias unless !qkv_bias), output
+    LayerNorm ln2;                  // layernorm_after [d_model]
+    detail::Mlp mlp;                // intermediate.dense [d_mlp, d_model], output.dense
 };
 
 class VitFamily final : public Transformer {
@@ -37,12 +37,6 @@ public:
     int64_t n_params() const override { return n_params_; }
 
 private:
-    // HF nn.LayerNorm over the last dim in the compute dtype.
-    at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const {
-        return at::layer_norm(x, {c_.d_model}, w, b, c_.norm_eps);
-    }
-    at::Tensor activation(const at::Tensor& x) const;
-
     ModelConfig c_;
     at::ScalarType dtype_;
     at::Device device_;
@@ -50,8 +44,8 @@ private:
     at::Tensor cls_;                // [1, 1, d_model]
     at::Tensor pos_;                // [1, 1 + n_patches, d_model]
     std::vector<VitLayer> layers_;
-    at::Tensor out_norm_w_, out_norm_b_;  // vit.layernorm [d_model]
-    at::Tensor w_cls_, b_cls_;            // classifier [n_labels, d_model], [n_labels]
+    LayerNorm out_norm_;  // vit.layernorm [d_model]
+    Linear classifier_;   // [n_labels, d_model], [n_labels]
     int64_t n_params_ = 0;
 };
 
@@ -76,44 +70,31 @@ VitFamily::VitFamily(const ModelConfig& config, const WeightSource& src, const R
     patch_b_ = read(TensorRole::PatchEmbedBias, -1, {D});
     cls_ = read(TensorRole::ClsToken, -1, {1, 1, D});
     pos_ = read(TensorRole::PosEmbed, -1, {1, 1 + n_patches_of(c_), D});
+    auto norm = [&](TensorRole w, TensorRole b, int64_t layer) {
+        return LayerNorm{read(w, layer, {D}), read(b, layer, {D}), c_.norm_eps};
+    };
+    // Weight [n_out, n_in] and, unless `bias` is false, its bias [n_out].
+    auto linear = [&](TensorRole w, TensorRole b, int64_t layer, int64_t n_out, int64_t n_in,
+                      bool bias = true) {
+        Linear lin{read(w, layer, {n_out, n_in}), {}};
+        if (bias) lin.b = read(b, layer, {n_out});
+        return lin;
+    };
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         VitLayer w;
-        w.ln1_w = read(TensorRole::AttnNorm, l, {D});
-        w.ln1_b = read(TensorRole::AttnNormBias, l, {D});
-        w.wq = read(TensorRole::AttnQ, l, {HD, D});
-        w.wk = read(TensorRole::AttnK, l, {HD, D});
-        w.wv = read(TensorRole::AttnV, l, {HD, D});
-        if (c_.qkv_bias) {
-            w.bq = read(TensorRole::AttnQBias, l, {HD});
-            w.bk = read(TensorRole::AttnKBias, l, {HD});
-            w.bv = read(TensorRole::AttnVBias, l, {HD});
-        }
-        w.wo = read(TensorRole::AttnO, l, {D, HD});
-        w.bo = read(TensorRole::AttnOBias, l, {D});
-        w.ln2_w = read(TensorRole::FfnNorm, l, {D});
-        w.ln2_b = read(TensorRole::FfnNormBias, l, {D});
-        w.w_up = read(TensorRole::FfnUp, l, {F, D});
-        w.b_up = read(TensorRole::FfnUpBias, l, {F});
-        w.w_down = read(TensorRole::FfnDown, l, {D, F});
-        w.b_down = read(TensorRole::FfnDownBias, l, {D});
+        w.ln1 = norm(TensorRole::AttnNorm, TensorRole::AttnNormBias, l);
+        w.attn.q = linear(TensorRole::AttnQ, TensorRole::AttnQBias, l, HD, D, c_.qkv_bias);
+        w.attn.k = linear(TensorRole::AttnK, TensorRole::AttnKBias, l, HD, D, c_.qkv_bias);
+        w.attn.v = linear(TensorRole::AttnV, TensorRole::AttnVBias, l, HD, D, c_.qkv_bias);
+        w.attn.o = linear(TensorRole::AttnO, TensorRole::AttnOBias, l, D, HD);
+        w.ln2 = norm(TensorRole::FfnNorm, TensorRole::FfnNormBias, l);
+        w.mlp.up = linear(TensorRole::FfnUp, TensorRole::FfnUpBias, l, F, D);
+        w.mlp.down = linear(TensorRole::FfnDown, TensorRole::FfnDownBias, l, D, F);
+        w.mlp.act = c_.act;
         layers_.push_back(std::move(w));
     }
-    out_norm_w_ = read(TensorRole::OutputNorm, -1, {D});
-    out_norm_b_ = read(TensorRole::OutputNormBias, -1, {D});
-    w_cls_ = read(TensorRole::Output, -1, {c_.d_vocab, D});
-    b_cls_ = read(TensorRole::OutputBias, -1, {c_.d_vocab});
-}
-
-at::Tensor VitFamily::activation(const at::Tensor& x) const {
-    switch (c_.act) {
-        case Activation::Gelu:
-            return at::gelu(x);
-        case Activation::GeluTanh:
-            return at::gelu(x, "tanh");
-        case Activation::Silu:
-            return at::silu(x);
-    }
-    throw InternalError("unknown activation");
+    out_norm_ = norm(TensorRole::OutputNorm, TensorRole::OutputNormBias, -1);
+    classifier_ = linear(TensorRole::Output, TensorRole::OutputBias, -1, c_.d_vocab, D);
 }
 
 ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& capture,
@@ -133,7 +114,7 @@ ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& cap
     SS_CHECK(!input.attention_mask.defined(), "ViT takes no attention mask (no padding)");
     detail::check_head_mask(mask, c_);
     const at::Tensor px = px_in.to(device_, dtype_);  // [batch, C, H, W]
-    const int64_t B = px.size(0), H = c_.n_heads, dh = c_.d_head;
+    const int64_t B = px.size(0);
 
     ForwardResult result;
     detail::HookRecorder hooks(capture, result);
@@ -145,34 +126,24 @@ ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& cap
             .transpose(1, 2);
     at::Tensor x = at::cat({cls_.expand({B, 1, c_.d_model}), patches}, 1) + pos_;  // [b, T, D]
     hooks.keep(HookPoint::Embed, -1, x);
-    const int64_t T = x.size(1);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         const VitLayer& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
-        // Pass 2: pre-LN bidirectional attention (no mask: every key visible, spec section 0).
-        const at::Tensor h = layer_norm(x, w.ln1_w, w.ln1_b);  // [batch, pos, d_model]
-        const at::Tensor q = at::linear(h, w.wq, w.bq).view({B, T, H, dh});
-        const at::Tensor k = at::linear(h, w.wk, w.bk).view({B, T, H, dh});
-        const at::Tensor v = at::linear(h, w.wv, w.bv).view({B, T, H, dh});
-        hooks.keep(HookPoint::Q, l, q);
-        hooks.keep(HookPoint::K, l, k);
-        hooks.keep(HookPoint::V, l, v);
-        hooks.keep(HookPoint::RotQ, l, q);  // no rotary positions: rot_q = q, rot_k = k
-        hooks.keep(HookPoint::RotK, l, k);
-        const at::Tensor z = detail::attend(q, k, v, at::Tensor(), scale, l, mask, dtype_, hooks);
-        x = x + at::linear(z.view({B, T, H * dh}), w.wo, w.bo);
+        // Pass 2: pre-LN bidirectional attention (no mask: every key visible, spec section 0; no
+        // rotary positions: rot_q = q, rot_k = k).
+        x = x + detail::self_attention(w.ln1(x), w.attn, c_, nullptr, at::Tensor(), scale, l, mask,
+                                       dtype_, hooks);
         hooks.keep(HookPoint::ResidMid, l, x);
         // Pass 3: pre-LN MLP, output.dense(act(intermediate.dense(ln(x)))) + x.
-        const at::Tensor h2 = layer_norm(x, w.ln2_w, w.ln2_b);
-        x = x + at::linear(activation(at::linear(h2, w.w_up, w.b_up)), w.w_down, w.b_down);
+        x = x + w.mlp(w.ln2(x));
         hooks.keep(HookPoint::ResidPost, l, x);
     }
     // Pass 4: vit.layernorm, classifier on the CLS token -> logits [batch, n_labels] f32.
-    const at::Tensor x_final = layer_norm(x, out_norm_w_, out_norm_b_);  // [batch, pos, d_model]
+    const at::Tensor x_final = out_norm_(x);  // [batch, pos, d_model]
     hooks.keep(HookPoint::FinalNorm, -1, x_final);
-    result.logits = at::linear(x_final.select(1, 0), w_cls_, b_cls_).to(at::kFloat);
+    result.logits = classifier_(x_final.select(1, 0)).to(at::kFloat);
     return result;
 }
 
