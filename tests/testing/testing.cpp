@@ -86,6 +86,12 @@ std::string render_in_chromium(const fs::path& html, const fs::path& screenshot)
     return slurp(dom);
 }
 
+std::string ids_str(const std::vector<int32_t>& ids) {
+    std::ostringstream s;
+    for (int32_t id : ids) s << ' ' << id;
+    return s.str();
+}
+
 double rel_err(double a, double b, double floor) {
     double scale = std::max({std::abs(a), std::abs(b), floor});
     return std::abs(a - b) / scale;

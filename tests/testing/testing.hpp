@@ -38,6 +38,9 @@ CliResult run_cli(const std::vector<std::string>& args);
 std::string render_in_chromium(const std::filesystem::path& html,
                                const std::filesystem::path& screenshot = {});
 
+// Token ids as " 1 2 3" (one leading space each), for failure messages and id comparisons.
+std::string ids_str(const std::vector<int32_t>& ids);
+
 // Relative error |a - b| / max(|a|, |b|, floor).
 double rel_err(double a, double b, double floor = 1e-300);
 

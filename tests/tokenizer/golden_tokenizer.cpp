@@ -19,13 +19,9 @@ namespace fs = std::filesystem;
 using namespace sinkscope;
 using namespace sinkscope::tokenizer;
 
-namespace {
+using testutil::ids_str;
 
-std::string ids_str(const std::vector<int32_t>& ids) {
-    std::ostringstream s;
-    for (int32_t id : ids) s << ' ' << id;
-    return s.str();
-}
+namespace {
 
 // TOKENS line of a llama2.c reference dump.
 std::vector<int32_t> reference_tokens(const fs::path& dump) {

@@ -17,13 +17,9 @@ namespace fs = std::filesystem;
 using namespace sinkscope;
 using namespace sinkscope::tokenizer;
 
-namespace {
+using testutil::ids_str;
 
-std::string ids_str(const std::vector<int32_t>& ids) {
-    std::ostringstream s;
-    for (int32_t id : ids) s << ' ' << id;
-    return s.str();
-}
+namespace {
 
 std::vector<std::string> stem_sentences(const fs::path& shared) {
     const auto rows = io::parse_csv(read_file(shared / "data/stem_sentences.csv"));

@@ -25,13 +25,9 @@ using namespace sinkscope;
 using namespace sinkscope::tokenizer;
 using nlohmann::json;
 
-namespace {
+using testutil::ids_str;
 
-std::string ids_str(const std::vector<int32_t>& ids) {
-    std::ostringstream s;
-    for (int32_t id : ids) s << ' ' << id;
-    return s.str();
-}
+namespace {
 
 // About 4 KB of training text: English with digits and punctuation, accented Latin, Greek,
 // Cyrillic and CJK, so the vocabulary has multi-script pieces.
