@@ -67,19 +67,37 @@ inline model::ModelConfig tiny_config(const std::string& arch) {
     return c;
 }
 
-// Random weights with HF names for `c` (std 0.5 so attention is far from uniform).
-inline MemoryWeightStore random_hf_weights(const model::ModelConfig& c, unsigned seed = 7) {
-    using model::TensorRole;
-    const auto& arch = model::find_architecture(c.architecture);
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 0.5f);
-    MemoryWeightStore s;
-    auto add = [&](TensorRole role, int64_t layer, std::vector<int64_t> shape, bool norm = false) {
+// Adds seeded random tensors by role with HF names: std 0.5 (attention far from uniform), or
+// 1 + 0.2 N(0, 1) for norm weights. Used by random_hf_weights and by the families whose tensor
+// shapes differ from the Llama ones.
+class RandomFiller {
+public:
+    RandomFiller(MemoryWeightStore& store, const std::string& arch, unsigned seed)
+        : store_(store), arch_(model::find_architecture(arch)), rng_(seed) {}
+    void add(model::TensorRole role, int64_t layer, std::vector<int64_t> shape,
+             bool norm = false) {
         int64_t n = 1;
         for (auto d : shape) n *= d;
         MemoryWeightStore::Entry e{shape, std::vector<float>(static_cast<size_t>(n))};
-        for (auto& v : e.values) v = norm ? 1.0f + 0.2f * normal(rng) : normal(rng);
-        s.tensors[model::tensor_name(arch, model::WeightFormat::HuggingFace, role, layer)] = e;
+        for (auto& v : e.values) v = norm ? 1.0f + 0.2f * normal_(rng_) : normal_(rng_);
+        store_.tensors[model::tensor_name(arch_, model::WeightFormat::HuggingFace, role, layer)] =
+            e;
+    }
+
+private:
+    MemoryWeightStore& store_;
+    const model::ArchitectureInfo& arch_;
+    std::mt19937 rng_;
+    std::normal_distribution<float> normal_{0.0f, 0.5f};
+};
+
+// Random weights with HF names for `c` (std 0.5 so attention is far from uniform).
+inline MemoryWeightStore random_hf_weights(const model::ModelConfig& c, unsigned seed = 7) {
+    using model::TensorRole;
+    MemoryWeightStore s;
+    RandomFiller filler(s, c.architecture, seed);
+    auto add = [&](TensorRole role, int64_t layer, std::vector<int64_t> shape, bool norm = false) {
+        filler.add(role, layer, std::move(shape), norm);
     };
     const int64_t D = c.d_model, qd = c.n_heads * c.d_head, kd = c.n_kv_heads * c.d_head;
     add(TensorRole::TokenEmbed, -1, {c.d_vocab, D});
@@ -103,28 +121,5 @@ inline MemoryWeightStore random_hf_weights(const model::ModelConfig& c, unsigned
     }
     return s;
 }
-
-// Adds seeded random tensors by role with HF names: std 0.5 (attention far from uniform), or
-// 1 + 0.2 N(0, 1) for norm weights. For families whose tensor shapes differ from the Llama ones.
-class RandomFiller {
-public:
-    RandomFiller(MemoryWeightStore& store, const std::string& arch, unsigned seed)
-        : store_(store), arch_(model::find_architecture(arch)), rng_(seed) {}
-    void add(model::TensorRole role, int64_t layer, std::vector<int64_t> shape,
-             bool norm = false) {
-        int64_t n = 1;
-        for (auto d : shape) n *= d;
-        MemoryWeightStore::Entry e{shape, std::vector<float>(static_cast<size_t>(n))};
-        for (auto& v : e.values) v = norm ? 1.0f + 0.2f * normal_(rng_) : normal_(rng_);
-        store_.tensors[model::tensor_name(arch_, model::WeightFormat::HuggingFace, role, layer)] =
-            e;
-    }
-
-private:
-    MemoryWeightStore& store_;
-    const model::ArchitectureInfo& arch_;
-    std::mt19937 rng_;
-    std::normal_distribution<float> normal_{0.0f, 0.5f};
-};
 
 }  // namespace sinkscope::testutil

@@ -92,9 +92,8 @@ bool is_norm_weight(TensorRole r) {
 // 1), without the tied decoder weight, as save_pretrained writes them.
 MemoryWeightStore random_encoder_weights(const ModelConfig& c, unsigned seed = 7) {
     const auto& arch = find_architecture(c.architecture);
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 0.5f);
     MemoryWeightStore s;
+    testutil::RandomFiller filler(s, c.architecture, seed);
     for (int ri = 0; ri < kNumTensorRoles; ++ri) {
         const auto role = static_cast<TensorRole>(ri);
         if (role == TensorRole::Output) continue;  // tied
@@ -103,13 +102,7 @@ MemoryWeightStore random_encoder_weights(const ModelConfig& c, unsigned seed = 7
         for (int64_t l = per_layer ? 0 : -1; l < (per_layer ? c.n_layers : 0); ++l) {
             const std::string n = tensor_name(arch, WeightFormat::HuggingFace, role, l);
             if (n.empty()) continue;  // role absent from the encoder layout
-            const auto shape = role_shape(c, role);
-            int64_t numel = 1;
-            for (auto d : shape) numel *= d;
-            MemoryWeightStore::Entry e{shape, std::vector<float>(static_cast<size_t>(numel))};
-            for (auto& v : e.values)
-                v = is_norm_weight(role) ? 1.0f + 0.2f * normal(rng) : normal(rng);
-            s.tensors[n] = e;
+            filler.add(role, l, role_shape(c, role), is_norm_weight(role));
         }
     }
     return s;

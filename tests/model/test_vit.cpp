@@ -48,16 +48,10 @@ ModelConfig tiny_vit() {
 // Random weights with HF ViT names (std 0.5 so attention is far from uniform; LayerNorm weights
 // around 1).
 MemoryWeightStore random_vit_weights(const ModelConfig& c, unsigned seed = 5) {
-    const auto& arch = find_architecture("vit");
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 0.5f);
     MemoryWeightStore s;
+    testutil::RandomFiller filler(s, "vit", seed);
     auto add = [&](TensorRole role, int64_t layer, std::vector<int64_t> shape, bool norm = false) {
-        int64_t n = 1;
-        for (auto d : shape) n *= d;
-        MemoryWeightStore::Entry e{shape, std::vector<float>(static_cast<size_t>(n))};
-        for (auto& v : e.values) v = norm ? 1.0f + 0.2f * normal(rng) : normal(rng);
-        s.tensors[tensor_name(arch, WeightFormat::HuggingFace, role, layer)] = e;
+        filler.add(role, layer, std::move(shape), norm);
     };
     const int64_t D = c.d_model, P = c.patch_size, N = (c.image_size / P) * (c.image_size / P);
     add(TensorRole::PatchEmbed, -1, {D, c.n_channels, P, P});
