@@ -77,6 +77,7 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
         ->check(CLI::ExistingFile);
     cmd->add_option("--out", opts->out, "Output directory (written whole or not at all)")
         ->required();
+    sinkscope::cli::add_overwrite_flag(cmd, opts->overwrite);
     cmd->callback([opts] {
         opts->command_line = sinkscope::cli::command_line();
         sinkscope::metrics::run_metrics_command(*opts, std::cout);

@@ -10,6 +10,7 @@ namespace {
 
 struct ReportOptions {
     std::string run_dir;
+    bool overwrite = false;
 };
 
 Registrar reg("report", 90, [](CLI::App& app) {
@@ -18,8 +19,9 @@ Registrar reg("report", 90, [](CLI::App& app) {
     sub->add_option("--run", opts->run_dir, "Run directory written by analyze or metrics")
         ->required()
         ->check(CLI::ExistingDirectory);
+    add_overwrite_flag(sub, opts->overwrite, "--run/report.html");
     sub->callback([opts] {
-        auto path = report::write_report(opts->run_dir);
+        auto path = report::write_report(opts->run_dir, opts->overwrite);
         std::printf("wrote %s\n", path.string().c_str());
     });
 });

@@ -27,4 +27,12 @@ struct Registrar {
 // The full command line, for run.json.
 const std::string& command_line();
 
+// --overwrite, the same for every command that writes (rules in core/output_dir.hpp).
+inline void add_overwrite_flag(CLI::App* cmd, bool& overwrite, const std::string& what = "--out") {
+    cmd->add_flag("--overwrite", overwrite,
+                  "Replace an earlier sinkscope result at " + what +
+                      " (only sinkscope's own; without it an existing non-empty " + what +
+                      " is refused and left untouched)");
+}
+
 }  // namespace sinkscope::cli

@@ -22,6 +22,7 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
         ->check(CLI::ExistingPath);
     cmd->add_option("--text-column", o->text_column, "CSV column holding the text")->capture_default_str();
     cmd->add_option("--out", o->out, "Output directory (written whole at the end)")->capture_default_str();
+    sinkscope::cli::add_overwrite_flag(cmd, o->overwrite);
     cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")
         ->capture_default_str();
     cmd->add_option("--samples", o->samples, "Use the first N samples (0: all)")->capture_default_str();

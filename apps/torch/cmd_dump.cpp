@@ -17,7 +17,8 @@ Registrar reg("dump", 83, [](CLI::App& app) {
         ->required();
     sub->add_option("--hooks", o->hooks, "Comma-separated hook globs, or re:REGEX")
         ->capture_default_str();
-    sub->add_option("--out", o->out, "Output directory")->required();
+    sub->add_option("--out", o->out, "Output directory (written whole or not at all)")->required();
+    add_overwrite_flag(sub, o->overwrite);
     sub->add_option("--max-samples", o->max_samples, "0 = all")->capture_default_str();
     sub->callback([o] { std::printf("wrote %s\n", model::dump_hooks(*o).c_str()); });
 });

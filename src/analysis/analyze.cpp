@@ -171,6 +171,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     if (!o.compat.empty() && o.compat != "ruscio2025")
         throw UsageError("--compat: unknown mode '" + o.compat + "' (known: ruscio2025)");
     const auto progress = progress_mode(o.progress);
+    check_output_dir(o.out, o.overwrite);  // before the model loads: nothing of the user's is replaced
     // Buffers of long inputs (hidden states, values, row blocks: tens of MB each) come and go
     // once per input. glibc raises its mmap threshold after the first such free and then keeps
     // freed buffers in the heap, so peak RSS would carry every phase's buffers; a fixed
@@ -211,7 +212,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     metrics::ValueSpaceAccumulator value(cfg.n_layers, vopts);
 
     const nlohmann::json print = fingerprint(o, inputs);
-    OutputDir out = OutputDir::resumable(o.out);
+    OutputDir out = OutputDir::resumable(o.out, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
     int64_t n_done = 0;
     if (fs::exists(state_path)) {
@@ -327,7 +328,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     rec["checkpoint_every"] = o.checkpoint_every;
     fs::remove(state_path);
     record.write(out.staging());
-    if (o.report) report::write_report(out.staging());
+    if (o.report) report::write_report(out.staging(), true);  // our own staging folder
     out.commit();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char line[200];

@@ -1,76 +1,309 @@
-// Staged output directories and atomic file writes.
+// Output paths that never touch the user's files (see the header): checks, staging folders,
+// atomic swaps into place and atomic single-file writes.
 #include "sinkscope/core/output_dir.hpp"
 
+#include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <system_error>
+
+#include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
 
 namespace fs = std::filesystem;
 
 namespace sinkscope {
+namespace {
 
-OutputDir::OutputDir(fs::path final_path) : final_(std::move(final_path)) {
-    if (final_.empty()) throw UsageError("--out: empty output path");
-    fs::path parent = fs::absolute(final_).parent_path();
+constexpr const char* kStagingMarker = ".sinkscope-staging";  // marks a resumable staging folder
+constexpr std::uintmax_t kMaxRunJsonBytes = 64u << 20;        // larger is not a run.json of ours
+
+// Streams run.json and stops as soon as it has seen {"tool": {"name": "sinkscope"}} at the top
+// level. Iterative and depth-limited, so a hostile file can neither recurse nor hold memory.
+class RunJsonProbe : public nlohmann::json_sax<nlohmann::json> {
+public:
+    bool found = false;
+    bool null() override { return scalar(); }
+    bool boolean(bool) override { return scalar(); }
+    bool number_integer(number_integer_t) override { return scalar(); }
+    bool number_unsigned(number_unsigned_t) override { return scalar(); }
+    bool number_float(number_float_t, const string_t&) override { return scalar(); }
+    bool binary(binary_t&) override { return scalar(); }
+    bool string(string_t& s) override {
+        if (depth_ == 2 && in_tool_ && key_ == "name" && s == "sinkscope") found = true;
+        return scalar() && !found;  // stop parsing once found
+    }
+    bool start_object(std::size_t) override { return open(true); }
+    bool start_array(std::size_t) override { return open(false); }
+    bool end_object() override { return close(); }
+    bool end_array() override { return close(); }
+    bool key(string_t& k) override {
+        key_ = k;
+        if (depth_ == 1) top_key_ = k;
+        return true;
+    }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+        return false;
+    }
+
+private:
+    int depth_ = 0;
+    bool in_tool_ = false;
+    std::string key_, top_key_;
+    bool scalar() { return true; }
+    bool open(bool object) {
+        if (++depth_ > 64) return false;
+        if (depth_ == 2) in_tool_ = object && top_key_ == "tool";
+        return depth_ > 1 || object;  // a run.json is an object
+    }
+    bool close() {
+        if (depth_ == 2) in_tool_ = false;
+        --depth_;
+        return true;
+    }
+};
+
+bool is_empty_dir(const fs::path& p) {
     std::error_code ec;
-    fs::create_directories(parent, ec);
-    if (ec) throw IoError(parent.string(), "cannot create directory: " + ec.message());
-    staging_ = parent / (final_.filename().string() + ".partial-" + std::to_string(::getpid()));
-    fs::remove_all(staging_, ec);
-    fs::create_directories(staging_, ec);
-    if (ec) throw IoError(staging_.string(), "cannot create directory: " + ec.message());
+    return fs::is_directory(p, ec) && fs::is_empty(p, ec) && !ec;
 }
 
-OutputDir OutputDir::resumable(fs::path final_path) {
+// The one-line refusals (UsageError: nothing was changed, the user chooses what to do).
+void refuse_output_dir(const fs::path& path, bool overwrite) {
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(path, ec);
+    if (!fs::exists(st)) return;
+    if (!fs::is_directory(path, ec))
+        throw UsageError(path.string() +
+                         " exists and is not a directory: choose another output directory");
+    if (is_empty_dir(path)) return;
+    if (!overwrite)
+        throw UsageError(path.string() +
+                         " already exists and is not empty: choose a new output directory, or "
+                         "pass --overwrite to replace an earlier sinkscope run there");
+    if (!is_sinkscope_run(path))
+        throw UsageError(path.string() +
+                         " is not a sinkscope run (it has no run.json written by sinkscope): "
+                         "--overwrite replaces only sinkscope's own runs; choose another "
+                         "output directory");
+}
+
+// Creates a directory that did not exist before; false when the name is taken.
+bool create_new_dir(const fs::path& p) {
+    std::error_code ec;
+    const bool created = fs::create_directory(p, ec);
+    if (ec) throw IoError(p.string(), "cannot create directory: " + ec.message());
+    return created;
+}
+
+}  // namespace
+
+bool is_sinkscope_run(const fs::path& dir) {
+    std::error_code ec;
+    const fs::path file = dir / "run.json";
+    if (!fs::is_regular_file(file, ec)) return false;
+    const auto size = fs::file_size(file, ec);
+    if (ec || size > kMaxRunJsonBytes) return false;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return false;
+    RunJsonProbe probe;
+    try {
+        nlohmann::json::sax_parse(in, &probe, nlohmann::json::input_format_t::json, false);
+    } catch (const std::exception&) {
+        return false;
+    }
+    return probe.found;
+}
+
+void check_output_dir(const fs::path& path, bool overwrite) {
+    if (path.empty()) throw UsageError("--out: empty output path");
+    refuse_output_dir(path, overwrite);
+}
+
+void OutputDir::create_parents() {
+    // Missing ancestors, outermost first; each created one is recorded to undo on failure.
+    std::vector<fs::path> missing;
+    std::error_code ec;
+    for (fs::path p = fs::absolute(final_).parent_path(); !p.empty() && !fs::exists(p, ec);
+         p = p.parent_path()) {
+        missing.push_back(p);
+        if (p == p.parent_path()) break;
+    }
+    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+        if (create_new_dir(*it)) created_parents_.push_back(*it);
+    }
+}
+
+OutputDir::OutputDir(fs::path final_path, bool overwrite)
+    : final_(std::move(final_path)), overwrite_(overwrite) {
+    check_output_dir(final_, overwrite_);
+    create_parents();
+    const fs::path parent = fs::absolute(final_).parent_path();
+    const std::string base = final_.filename().string() + ".partial-" + std::to_string(::getpid());
+    for (int n = 0;; ++n) {
+        fs::path candidate = parent / (n == 0 ? base : base + "-" + std::to_string(n));
+        if (create_new_dir(candidate)) {
+            staging_ = std::move(candidate);
+            break;
+        }
+    }
+}
+
+OutputDir OutputDir::resumable(fs::path final_path, bool overwrite) {
     OutputDir d;
     d.final_ = std::move(final_path);
-    if (d.final_.empty()) throw UsageError("--out: empty output path");
-    fs::path parent = fs::absolute(d.final_).parent_path();
-    d.staging_ = parent / (d.final_.filename().string() + ".partial");
+    d.overwrite_ = overwrite;
+    check_output_dir(d.final_, overwrite);
+    d.create_parents();
+    d.staging_ = fs::absolute(d.final_).parent_path() / (d.final_.filename().string() + ".partial");
     std::error_code ec;
-    fs::create_directories(d.staging_, ec);
-    if (ec) throw IoError(d.staging_.string(), "cannot create directory: " + ec.message());
+    if (fs::exists(fs::symlink_status(d.staging_, ec))) {
+        const bool ours = fs::is_directory(fs::symlink_status(d.staging_, ec)) &&
+                          fs::exists(d.staging_ / kStagingMarker, ec);
+        if (!ours && !is_empty_dir(d.staging_)) {
+            d.staging_.clear();  // not ours: never remove it
+            throw UsageError(
+                (fs::absolute(d.final_).parent_path() / (d.final_.filename().string() + ".partial"))
+                    .string() +
+                " exists and was not made by sinkscope: move it away or choose "
+                "another output directory");
+        }
+    } else {
+        create_new_dir(d.staging_);
+    }
+    write_file_atomic(d.staging_ / kStagingMarker, "sinkscope staging folder\n");
     return d;
 }
 
+OutputDir::OutputDir(OutputDir&& other) noexcept
+    : final_(std::move(other.final_)),
+      staging_(std::move(other.staging_)),
+      created_parents_(std::move(other.created_parents_)),
+      overwrite_(other.overwrite_),
+      committed_(other.committed_),
+      keep_(other.keep_) {
+    other.staging_.clear();
+    other.created_parents_.clear();
+}
+
 OutputDir::~OutputDir() {
-    if (!committed_ && !keep_ && !staging_.empty()) {
-        std::error_code ec;
-        fs::remove_all(staging_, ec);
-    }
+    if (committed_ || keep_ || staging_.empty()) return;
+    std::error_code ec;
+    fs::remove_all(staging_, ec);
+    for (auto it = created_parents_.rbegin(); it != created_parents_.rend(); ++it)
+        fs::remove(*it, ec);  // only removes a folder that is still empty
 }
 
 void OutputDir::commit() {
     std::error_code ec;
-    if (fs::exists(final_)) {
-        fs::path old = final_.string() + ".old-" + std::to_string(::getpid());
+    fs::remove(staging_ / kStagingMarker, ec);
+    try {
+        refuse_output_dir(final_, overwrite_);  // something may have appeared meanwhile
+    } catch (const UsageError& e) {
+        keep_ = true;
+        throw UsageError(std::string(e.what()) + " (this run's results are kept in " +
+                         staging_.string() + ")");
+    }
+    if (fs::exists(fs::symlink_status(final_, ec))) {
+        // Swap old and new in one step, then remove the old run (now at the staging name).
+        if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, final_.c_str(), RENAME_EXCHANGE) ==
+            0) {
+            committed_ = true;
+            fs::remove_all(staging_, ec);
+            return;
+        }
+        const int err = errno;
+        if (err != EINVAL && err != ENOSYS && err != EOPNOTSUPP) {
+            keep_ = true;
+            throw IoError(final_.string(), std::string("cannot move results into place: ") +
+                                               std::strerror(err) + " (results kept in " +
+                                               staging_.string() + ")");
+        }
+        // File system without RENAME_EXCHANGE: move the old run aside first.
+        fs::path old;
+        for (int n = 0;; ++n) {
+            old = final_.string() + ".old-" + std::to_string(::getpid()) + "-" + std::to_string(n);
+            if (!fs::exists(fs::symlink_status(old, ec))) break;
+        }
         fs::rename(final_, old, ec);
-        if (ec) throw IoError(final_.string(), "cannot replace existing output: " + ec.message());
+        if (ec) {
+            keep_ = true;
+            throw IoError(final_.string(), "cannot replace the earlier run: " + ec.message() +
+                                               " (results kept in " + staging_.string() + ")");
+        }
         fs::rename(staging_, final_, ec);
         if (ec) {
-            fs::rename(old, final_);
-            throw IoError(final_.string(), "cannot move results into place: " + ec.message());
+            std::error_code ignored;
+            fs::rename(old, final_, ignored);
+            keep_ = true;
+            throw IoError(final_.string(), "cannot move results into place: " + ec.message() +
+                                               " (results kept in " + staging_.string() + ")");
         }
+        committed_ = true;
         fs::remove_all(old, ec);
-    } else {
-        fs::rename(staging_, final_, ec);
-        if (ec) throw IoError(final_.string(), "cannot move results into place: " + ec.message());
+        return;
+    }
+    fs::rename(staging_, final_, ec);
+    if (ec) {
+        keep_ = true;
+        throw IoError(final_.string(), "cannot move results into place: " + ec.message() +
+                                           " (results kept in " + staging_.string() + ")");
     }
     committed_ = true;
 }
 
+void write_output_file(const fs::path& path, const std::string& content, bool overwrite,
+                       const std::function<bool(const fs::path&)>& ours) {
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(path, ec))) {
+        if (!fs::is_regular_file(fs::symlink_status(path, ec)))
+            throw UsageError(path.string() + " exists and is not a regular file: move it away");
+        if (!overwrite)
+            throw UsageError(path.string() + " already exists: pass --overwrite to replace it");
+        if (!ours(path))
+            throw UsageError(path.string() +
+                             " was not written by sinkscope: --overwrite replaces only "
+                             "sinkscope's own files; move it away first");
+    }
+    write_file_atomic(path, content);
+}
+
 void write_file_atomic(const fs::path& path, const std::string& content) {
-    fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw IoError(tmp.string(), "cannot open for writing");
-        out.write(content.data(), static_cast<std::streamsize>(content.size()));
-        out.flush();
-        if (!out) throw IoError(tmp.string(), "write failed");
+    // A temporary name that did not exist (O_EXCL), so no file of the user's is truncated.
+    fs::path tmp;
+    int fd = -1;
+    for (int n = 0; fd < 0; ++n) {
+        tmp = path.string() + ".tmp-" + std::to_string(::getpid()) +
+              (n ? "-" + std::to_string(n) : "");
+        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && (errno != EEXIST || n > 1000))
+            throw IoError(tmp.string(),
+                          std::string("cannot open for writing: ") + std::strerror(errno));
+    }
+    const char* p = content.data();
+    size_t left = content.size();
+    while (left > 0) {
+        const ssize_t w = ::write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            const int err = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            throw IoError(tmp.string(), std::string("write failed: ") + std::strerror(err));
+        }
+        p += w;
+        left -= size_t(w);
+    }
+    if (::close(fd) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        throw IoError(tmp.string(), std::string("write failed: ") + std::strerror(err));
     }
     std::error_code ec;
     fs::rename(tmp, path, ec);

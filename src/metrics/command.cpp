@@ -99,7 +99,7 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     head_options.n_threads = resolved_threads(o.threads);
 
     io::RunRecord record(o.command_line);
-    OutputDir out(o.out);
+    OutputDir out(o.out, o.overwrite);
 
     // Pass 1: open and validate the inputs' shapes (the example is written first, then read
     // back like any dump, so the recorded numbers are exactly those of attention.npy).

@@ -159,6 +159,7 @@ std::string perplexity_report(const PerplexityOptions& o) {
 
 std::string dump_hooks(const DumpOptions& o) {
     if (o.out.empty()) throw UsageError("--out is required");
+    check_output_dir(o.out, o.overwrite);  // before the model runs
     const Model m = load_model(o.m.model, load_options(o.m));
     const ModelConfig& c = m.config();
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
@@ -221,7 +222,7 @@ std::string dump_hooks(const DumpOptions& o) {
         }
     }
 
-    OutputDir dir(o.out);
+    OutputDir dir(o.out, o.overwrite);
     auto write = [&](const std::string& file, const at::Tensor& t) {  // t: host f32 contiguous
         std::vector<float> v(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
         io::write_npy(dir.file(file), io::make_npy_f32(t.sizes().vec(), v));

@@ -1,6 +1,7 @@
 // HTML assembly of report.html: figures as Vega-Lite specs rendered by the inlined runtime; a
 // status element records how many figures were drawn and any script errors (read by the
 // headless-browser test).
+#include <fstream>
 #include <string>
 
 #include "sinkscope/core/error.hpp"
@@ -24,6 +25,9 @@ bool have_vega_runtime() {
 }
 
 namespace {
+
+// Marks the reports sinkscope wrote, so --overwrite never replaces a page of the user's.
+constexpr const char* kGenerator = "sinkscope";
 
 std::string escape_html(const std::string& s) {
     std::string out;
@@ -123,6 +127,7 @@ std::string render_html(const ReportContent& c) {
     std::string h;
     h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
     h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+    h += std::string("<meta name=\"generator\" content=\"") + kGenerator + "\">\n";
     h += "<title>" + escape_html(c.title) + "</title>\n<style>" + kStyle + "</style>\n";
 #ifdef SINKSCOPE_HAVE_REPORT_JS
     h += "<script>" + script_safe(sinkscope_vega_js) + "</script>\n";
@@ -164,11 +169,26 @@ std::string render_html(const ReportContent& c) {
     return h;
 }
 
-std::filesystem::path write_report(const std::filesystem::path& run_dir) {
+bool is_sinkscope_report(const std::filesystem::path& file) {
+    // The generator tag sits in the first lines of <head>; read no more than that.
+    std::ifstream in(file, std::ios::binary);
+    std::string head(4096, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    return head.find(std::string("<meta name=\"generator\" content=\"") + kGenerator) !=
+           std::string::npos;
+}
+
+std::filesystem::path write_report(const std::filesystem::path& run_dir, bool overwrite) {
+    if (!is_sinkscope_run(run_dir))
+        throw UsageError(run_dir.string() +
+                         " is not a sinkscope run directory (no run.json written by sinkscope)");
+    const auto path = run_dir / "report.html";
+    if (std::filesystem::exists(path) && !overwrite)  // before the (slow) rendering
+        throw UsageError(path.string() + " already exists: pass --overwrite to replace it");
     ReportContent content = collect_report(run_dir);
     std::string html = render_html(content);
-    auto path = run_dir / "report.html";
-    write_file_atomic(path, html);
+    write_output_file(path, html, overwrite, is_sinkscope_report);
     return path;
 }
 

@@ -1,4 +1,4 @@
-// Core utilities: SHA-256 against FIPS 180-4 test vectors, staged output folders, errors.
+// Core utilities: SHA-256 against FIPS 180-4 test vectors, errors, progress.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -30,31 +30,6 @@ TEST(Sha256, KnownVectors) {
         left -= n;
     }
     EXPECT_EQ(h.hex_digest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
-}
-
-// A committed OutputDir appears at the final path; an abandoned one leaves nothing behind.
-TEST(OutputDir, CommitOrNothing) {
-    testutil::ScratchDir tmp;
-    {
-        OutputDir out(tmp / "res");
-        std::ofstream(out.file("a.txt")) << "x";
-    }
-    EXPECT_FALSE(fs::exists(tmp / "res"));
-    EXPECT_TRUE(fs::is_empty(tmp.path()));
-    {
-        OutputDir out(tmp / "res");
-        std::ofstream(out.file("a.txt")) << "x";
-        out.commit();
-    }
-    EXPECT_TRUE(fs::exists(tmp / "res" / "a.txt"));
-    // Replacing an earlier result keeps only the new files.
-    {
-        OutputDir out(tmp / "res");
-        std::ofstream(out.file("b.txt")) << "y";
-        out.commit();
-    }
-    EXPECT_FALSE(fs::exists(tmp / "res" / "a.txt"));
-    EXPECT_TRUE(fs::exists(tmp / "res" / "b.txt"));
 }
 
 // Input errors name the file first and carry the input exit code.

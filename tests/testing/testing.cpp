@@ -97,4 +97,22 @@ double rel_err(double a, double b, double floor) {
     return std::abs(a - b) / scale;
 }
 
+
+std::map<std::string, std::string> snapshot_tree(const fs::path& dir) {
+    std::map<std::string, std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (!e.is_regular_file()) continue;
+        std::ifstream in(e.path(), std::ios::binary);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        files[fs::relative(e.path(), dir).string()] = ss.str();
+    }
+    return files;
+}
+
+void write_text(const fs::path& file, const std::string& bytes) {
+    if (file.has_parent_path()) fs::create_directories(file.parent_path());
+    std::ofstream(file, std::ios::binary) << bytes;
+}
+
 }  // namespace sinkscope::testutil

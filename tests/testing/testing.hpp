@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,13 @@ std::string ids_str(const std::vector<int32_t>& ids);
 
 // Relative error |a - b| / max(|a|, |b|, floor).
 double rel_err(double a, double b, double floor = 1e-300);
+
+// Every regular file under `dir` (path relative to `dir` -> bytes): two snapshots are equal
+// when the tree is unchanged byte for byte.
+std::map<std::string, std::string> snapshot_tree(const std::filesystem::path& dir);
+
+// Writes `bytes` to `file`, creating its parent folders.
+void write_text(const std::filesystem::path& file, const std::string& bytes);
 
 }  // namespace sinkscope::testutil
 

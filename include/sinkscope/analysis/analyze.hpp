@@ -21,6 +21,7 @@ struct AnalyzeOptions {
     std::filesystem::path data;         // empty: the built-in prompt set
     std::string text_column = "text";   // CSV column
     std::filesystem::path out = "runs/analyze";
+    bool overwrite = false;             // replace an earlier sinkscope run at `out`
     int64_t max_tokens = 128;           // inputs are truncated to this many tokens (BOS included)
     int64_t samples = 0;                // 0: all samples of the data
     std::vector<std::string> analyses;  // empty or "all": every analysis

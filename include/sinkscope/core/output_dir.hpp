@@ -1,28 +1,37 @@
-// Output directories that appear whole or not at all: results are staged in a sibling
-// folder and renamed into place on commit(); a failed or interrupted run leaves nothing.
+// Output paths that never touch the user's files: a command writes its results under a temporary
+// name beside the final path and moves them into place only when complete; an existing path is
+// replaced only when the user asked for it (--overwrite) and only when sinkscope itself wrote it.
+// Every command that writes goes through this file (one rule, one place).
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace sinkscope {
 
+// True when `dir` is a directory holding a run.json written by sinkscope (its "tool.name").
+bool is_sinkscope_run(const std::filesystem::path& dir);
+
+// Throws UsageError, naming `path` and how to proceed, when a run directory may not be written
+// at `path`: it exists and is not a directory; or it is a non-empty directory and `overwrite`
+// is false; or `overwrite` is true but the directory is not a sinkscope run (is_sinkscope_run).
+// A missing path or an empty directory is always fine. Call it before any expensive work.
+void check_output_dir(const std::filesystem::path& path, bool overwrite);
+
 class OutputDir {
 public:
-    // Stages into "<final>.partial-<pid>" beside `final_path`.
-    explicit OutputDir(std::filesystem::path final_path);
+    // Stages into a new "<final>.partial-<pid>[-n]" beside `final_path` (never an existing
+    // folder). Refuses the final path up front as check_output_dir does. Missing parent folders
+    // are created, and removed again if the run fails.
+    OutputDir(std::filesystem::path final_path, bool overwrite);
     // Resumable runs stage into "<final>.partial" (no pid), which a later run can continue;
-    // the folder is created when missing and kept when it exists.
-    static OutputDir resumable(std::filesystem::path final_path);
-    ~OutputDir();  // removes the staging folder unless commit() succeeded
+    // the folder is created when missing and reused only when sinkscope created it.
+    static OutputDir resumable(std::filesystem::path final_path, bool overwrite);
+    ~OutputDir();  // removes the staging folder (and created parents) unless commit() succeeded
     OutputDir(const OutputDir&) = delete;
-    OutputDir(OutputDir&& other) noexcept
-        : final_(std::move(other.final_)),
-          staging_(std::move(other.staging_)),
-          committed_(other.committed_),
-          keep_(other.keep_) {
-        other.staging_.clear();
-    }
+    OutputDir(OutputDir&& other) noexcept;
     OutputDir& operator=(const OutputDir&) = delete;
 
     // Where to write files now.
@@ -30,7 +39,11 @@ public:
     std::filesystem::path file(const std::string& name) const { return staging_ / name; }
     const std::filesystem::path& final_path() const { return final_; }
 
-    // Moves the staged folder to the final path, replacing an earlier result there.
+    // Moves the staged folder to the final path. An existing final folder (empty, or a sinkscope
+    // run with overwrite) is swapped atomically with the new one and then removed, so at every
+    // instant the final path holds either the complete old run or the complete new one. If the
+    // final path no longer passes the check (something was put there meanwhile), nothing is
+    // replaced and the staged results are kept under their temporary name (named in the error).
     void commit();
     // Keeps the staging folder when this object is destroyed without commit() (it holds the
     // state of an interrupted resumable run).
@@ -39,13 +52,23 @@ public:
 private:
     std::filesystem::path final_;
     std::filesystem::path staging_;
+    std::vector<std::filesystem::path> created_parents_;  // deepest last
+    bool overwrite_ = false;
     bool committed_ = false;
     bool keep_ = false;
     OutputDir() = default;
+    void create_parents();
 };
 
+// Writes one output file (e.g. report.html into a run directory) through a temporary file and
+// rename. An existing `path` is replaced only when `overwrite` is true and `ours(path)` says
+// sinkscope wrote it; otherwise UsageError naming the file and how to proceed.
+void write_output_file(const std::filesystem::path& path, const std::string& content,
+                       bool overwrite,
+                       const std::function<bool(const std::filesystem::path&)>& ours);
+
 // Writes `content` to `path` through a temporary file and rename, so readers never see a
-// partly written file (used for checkpoints of long runs).
+// partly written file (files inside a staging folder, checkpoints of long runs).
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);
 
 // Reads a whole file; throws IoError naming the file when it cannot.

@@ -37,6 +37,7 @@ struct MetricsCommandOptions {
     int threads = 0;            // threads for the pairwise loops, 0 = all cores
     bool example = false;       // generate the example tensor instead of --attention
     std::filesystem::path out;  // output directory (written whole or not at all)
+    bool overwrite = false;     // replace an earlier sinkscope run at `out` (core/output_dir.hpp)
     std::string command_line;   // for run.json
 };
 

@@ -50,6 +50,7 @@ struct DumpOptions {
     std::string data;
     std::string hooks = "blocks.*.attn.hook_pattern";  // comma-separated globs / re:regex
     std::string out;
+    bool overwrite = false;  // replace an earlier sinkscope run at `out`
     int64_t max_samples = 0;
 };
 // Writes <out>/<hook>.npy (N, ...) f32 per hook, attention.npy (N, L, H, T, T) when every

@@ -31,7 +31,12 @@ ReportContent collect_report(const std::filesystem::path& run_dir);
 std::string render_html(const ReportContent& content);
 
 // collect_report + render_html, written atomically to <run_dir>/report.html; returns the path.
-std::filesystem::path write_report(const std::filesystem::path& run_dir);
+// `run_dir` must be a sinkscope run (core/output_dir.hpp is_sinkscope_run); an existing
+// report.html is replaced only with `overwrite` and only when sinkscope wrote it.
+std::filesystem::path write_report(const std::filesystem::path& run_dir, bool overwrite);
+
+// True when `file` is a report.html written by sinkscope (its generator meta tag).
+bool is_sinkscope_report(const std::filesystem::path& file);
 
 // True when this build carries the Vega runtime (scripts/install-deps.sh installs it).
 bool have_vega_runtime();
