@@ -120,7 +120,8 @@ P2Config resolve_p2_options(const P2Options& options) {
         c.symmetrize = Symmetrize::Mean;
     else
         throw UsageError("--symmetrize: expected max or mean, got '" + options.symmetrize + "'");
-    if (options.sink < 0) throw UsageError("sink position must be >= 0");
+    if (options.sink.kind == SinkPolicy::Kind::Position && options.sink.position < 0)
+        throw UsageError("sink position must be >= 0");
     if (options.threads < 1) throw UsageError("--threads must be >= 1");
     if (options.topology_max_tokens < 0 || options.topology_max_tokens == 1)
         throw UsageError("--topology-max-tokens must be 0 (never subsample) or >= 2");
@@ -226,8 +227,28 @@ struct LayerScratch {
     Eigen::MatrixXd avg;   // [n, n]
 };
 
+// The direct sink mass's param: the fixed key of first / --sink N, else the policy whose
+// position is resolved per input (and per layer for argmax); the positions are in sinks.csv.
+std::string direct_sink_param(const SinkPolicy& p) {
+    switch (p.kind) {
+        case SinkPolicy::Kind::First:
+            return param_of(0.0);
+        case SinkPolicy::Kind::Position:
+            return param_of(static_cast<double>(p.position));
+        case SinkPolicy::Kind::Bos:
+            return "bos";
+        case SinkPolicy::Kind::Argmax:
+            return "argmax";
+        case SinkPolicy::Kind::Auto:
+            break;
+    }
+    return "auto";
+}
+
+// `layer_sinks` [n_layers]: the input's resolved sink of each layer (spec 0, 10.d).
 void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64_t input_id,
-                   const std::vector<std::string>* token_strings, LayerScratch& scratch,
+                   const std::vector<std::string>* token_strings,
+                   const std::vector<int64_t>& layer_sinks, LayerScratch& scratch,
                    LayerOutput& out) {
     const bool compat = c.compat;
     const int64_t n_layers = in.n_layers, n_heads = in.n_heads, n = in.length;
@@ -372,8 +393,10 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
             put("kl", l, -1, "n_sinks", p, static_cast<double>(r.n_sinks));
             put("kl", l, -1, "rows_excluded", p, static_cast<double>(r.rows_excluded));
         }
-        put("kl", l, -1, "direct_sink_mass", param_of(static_cast<double>(c.sink)),
-            c.sink < n ? direct_sink_mass(in, l, c.sink) : k_nan);
+        // 10.k: mass on s, the layer's resolved sink (10.d: per-layer outputs, per-layer sink).
+        const int64_t s = layer_sinks[static_cast<size_t>(l)];
+        put("kl", l, -1, "direct_sink_mass", direct_sink_param(resolve_auto(c.sink, in.masking)),
+            s < n ? direct_sink_mass(in, l, s) : k_nan);
     }
 
     // Pass 6: entropy of the head average (10.m).
@@ -409,11 +432,23 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
 }  // namespace
 
 void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>* token_strings,
-                        const std::string& source) {
+                        const std::string& source, const SinkPositions* sinks) {
     validate(in, state_, token_strings, source);
     const P2Config& c = state_.config;
     const int64_t n_layers = in.n_layers;
     const int64_t input_id = state_.n_inputs;
+    // Only the direct sink mass (kl) uses the sink position.
+    std::vector<int64_t> layer_sinks(static_cast<size_t>(n_layers), 0);
+    if (c.kl) {
+        if (sinks) {
+            SS_CHECK(static_cast<int64_t>(sinks->per_layer.size()) == n_layers,
+                     "sink positions of ", sinks->per_layer.size(), " layers for an input of ",
+                     n_layers);
+            layer_sinks = sinks->per_layer;
+        } else {
+            layer_sinks = resolve_sinks(in, c.sink).per_layer;
+        }
+    }
 
     // Layers are independent: spread them over the worker threads (strided for balance).
     std::vector<LayerOutput> outputs(static_cast<size_t>(n_layers));
@@ -425,7 +460,7 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
         try {
             LayerScratch scratch;
             for (int64_t l = t; l < n_layers; l += n_threads) {
-                process_layer(in, l, c, input_id, token_strings, scratch,
+                process_layer(in, l, c, input_id, token_strings, layer_sinks, scratch,
                               outputs[static_cast<size_t>(l)]);
                 if (progress_) progress_("section 8", ++layers_done, n_layers);
             }
@@ -631,7 +666,15 @@ nlohmann::json p2_conventions(const P2Results& results) {
     j["per_head"] = c.per_head;
     j["symmetrize"] = c.symmetrize == Symmetrize::Max ? "max" : "mean";
     j["topology_max_tokens"] = c.topology_max_tokens;
-    j["sink_position"] = c.sink;
+    // Direct sink mass key (10.k): a fixed position, or resolved per input (sinks.csv).
+    const SinkPolicy sink =
+        resolve_auto(c.sink, results.any_causal ? Masking::Causal : Masking::Bidirectional);
+    if (sink.kind == SinkPolicy::Kind::First || sink.kind == SinkPolicy::Kind::Position)
+        j["sink_position"] = sink.kind == SinkPolicy::Kind::First ? 0 : sink.position;
+    else
+        j["sink_position"] = to_string(sink) + ": resolved per input" +
+                             (sink.kind == SinkPolicy::Kind::Bos ? "" : " and layer") +
+                             " (sinks.csv)";
     j["graph_thresholds"] =
         std::vector<double>(k_graph_thresholds.begin(), k_graph_thresholds.end());
     j["graph_degree_self_loops"] = c.compat ? "counted (notebook)" : "ignored (10.i)";

@@ -19,6 +19,7 @@
 #include "sinkscope/core/serialize.hpp"
 #include "sinkscope/metrics/attention.hpp"
 #include "sinkscope/metrics/frame.hpp"
+#include "sinkscope/metrics/sink.hpp"
 #include "sinkscope/metrics/topology.hpp"
 
 namespace sinkscope::metrics {
@@ -31,7 +32,9 @@ struct P2Options {
     bool per_head = false;           // --per-head: graphs, topology and spectra per head too
     std::string symmetrize = "max";  // --symmetrize max|mean (principled topology distance)
     std::string tokens;              // --tokens FILE: read by the CLI, strings passed to add()
-    int64_t sink = 0;                // sink position of the direct sink mass (spec 0 "first")
+    // --sink: the policy whose resolved per-layer sink s is the key of the direct sink mass (spec
+    // 0, 10.d, 10.k). add() resolves it per input unless the caller passes the positions.
+    SinkPolicy sink{SinkPolicy::Kind::First};
     int64_t threads = 1;             // --threads: layers analysed in parallel (results identical)
     // --topology-max-tokens: principled persistent homology of inputs longer than this runs on
     // this many tokens picked evenly (numpy linspace, as compat's B.3 downsampling); the Rips
@@ -46,7 +49,7 @@ struct P2Config {
     bool compat = false;
     bool per_head = false;
     Symmetrize symmetrize = Symmetrize::Max;
-    int64_t sink = 0;
+    SinkPolicy sink{SinkPolicy::Kind::First};
     int64_t topology_max_tokens = 256;
     std::string tokens_file;  // names the token strings in errors
     const char* mode() const { return compat ? "ruscio2025" : "principled"; }
@@ -114,11 +117,13 @@ inline constexpr int64_t k_saved_diagram_inputs = 8;
 class P2Accumulator {
   public:
     explicit P2Accumulator(const P2Options& options = {});
-    // Adds one input. `token_strings` ([T]) names the keys of token specialisation. Throws
+    // Adds one input. `token_strings` ([T]) names the keys of token specialisation. `sinks` are
+    // the input's resolved sink positions (the pipeline passes those of the head metrics, so
+    // every output uses the same ones); null: resolved here from options.sink. Throws
     // InputError naming `source` (the file it came from) on shapes or values that cannot be
     // attention; nothing is accumulated then.
     void add(const AttentionInput& input, const std::vector<std::string>* token_strings = nullptr,
-             const std::string& source = "attention");
+             const std::string& source = "attention", const SinkPositions* sinks = nullptr);
     // Combines another shard's state (same options, same model).
     void merge(const P2Accumulator& other);
     // Derived values (effectiveness, consistency, verdict, warnings).
