@@ -32,7 +32,8 @@ namespace sinkscope::analysis {
 namespace {
 
 constexpr const char* kStateFile = "state.bin";
-constexpr uint32_t kStateVersion = 1;
+// State format 2: P2 stats count skipped inputs (10.r).
+constexpr uint32_t kStateVersion = 2;
 
 // What a run depends on: a resumed run must have exactly these.
 nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs) {

@@ -21,12 +21,12 @@ void get_matrix(BinaryReader& r, Eigen::MatrixXd& m) {
     r.get_doubles(m.data(), static_cast<size_t>(m.size()));
 }
 void put_stat(BinaryWriter& w, const P2Stat& s) {
-    w.put(s.sum), w.put(s.sum_sq), w.put(s.n), w.put(s.n_nonfinite);
+    w.put(s.sum), w.put(s.sum_sq), w.put(s.n), w.put(s.n_nonfinite), w.put(s.n_skipped);
 }
 P2Stat get_stat(BinaryReader& r) {
     P2Stat s;
     s.sum = r.get<double>(), s.sum_sq = r.get<double>(), s.n = r.get<int64_t>(),
-    s.n_nonfinite = r.get<int64_t>();
+    s.n_nonfinite = r.get<int64_t>(), s.n_skipped = r.get<int64_t>();
     return s;
 }
 }  // namespace

@@ -192,6 +192,7 @@ void P2Stat::merge(const P2Stat& o) {
     sum_sq += o.sum_sq;
     n += o.n;
     n_nonfinite += o.n_nonfinite;
+    n_skipped += o.n_skipped;
 }
 
 double P2Stat::mean() const {
@@ -214,6 +215,7 @@ namespace {
 // applied in layer order, so results do not depend on the thread count.
 struct LayerOutput {
     std::vector<std::pair<P2Key, double>> values;
+    std::vector<P2Key> skipped;  // metrics this input does not have (compat graphs, 10.r)
     std::vector<P2Diagram> diagrams;
     std::vector<std::pair<int64_t, std::string>> top_keys;  // (head, key)
     std::array<int64_t, 3> classes{};                       // anchors per PositionClass
@@ -276,6 +278,17 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                 const auto& g = all[k];
                 const auto p = param_of(taus[k]);
                 put("graphs", l, h, "density", p, g.density);
+                // 10.r (B.4): laplacian.ipynb returns the density alone where this input's
+                // threshold is not effective and layer % 4 != 0; its graph metrics are missing.
+                const bool effective =
+                    g.density >= k_effective_density_lo && g.density <= k_effective_density_hi;
+                if (compat && !effective && l % 4 != 0) {
+                    for (const char* metric :
+                         {"lambda2", "laplacian_gap", "star_basic", "star_combined", "gini",
+                          "centralization", "degree_variance", "n_nodes"})
+                        out.skipped.push_back(P2Key{"graphs", l, h, metric, p});
+                    continue;
+                }
                 put("graphs", l, h, "lambda2", p, g.lambda2);
                 put("graphs", l, h, "laplacian_gap", p, g.laplacian_gap);
                 put("graphs", l, h, "star_basic", p, g.star_basic);
@@ -488,6 +501,7 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
     for (int64_t l = 0; l < n_layers; ++l) {
         auto& out = outputs[static_cast<size_t>(l)];
         for (const auto& [key, v] : out.values) state_.stats[key].add(v);
+        for (const auto& key : out.skipped) state_.stats[key].skip();
         for (auto& d : out.diagrams) state_.diagrams.push_back(std::move(d));
         for (const auto& [h, key] : out.top_keys) ++state_.top_keys[{l, h}][key];
         const auto li = static_cast<size_t>(l);
@@ -577,16 +591,26 @@ void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir
     std::filesystem::create_directories(dir);
     const std::string mode = results.config.mode();
     std::map<std::string, io::Table> tables;
+    // Compat graphs.csv says in n_skipped for how many inputs the notebook skipped the cell
+    // (10.r); value is then the mean over the n inputs that have it, NaN when n = 0.
+    auto with_skipped = [&](const std::string& table) {
+        return results.config.compat && table == "graphs";
+    };
     for (const auto& [k, s] : results.stats) {
         auto it = tables.find(k.table);
-        if (it == tables.end())
-            it = tables
-                     .emplace(k.table,
-                              io::Table({"model", "checkpoint", "layer", "head", "metric", "param",
-                                         "convention", "value", "std", "n", "n_nonfinite"}))
-                     .first;
-        it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric, k.param,
-                            mode, s.mean(), s.std(), s.n, s.n_nonfinite});
+        if (it == tables.end()) {
+            std::vector<std::string> columns = {"model",  "checkpoint", "layer",      "head",
+                                                "metric", "param",      "convention", "value",
+                                                "std",    "n",          "n_nonfinite"};
+            if (with_skipped(k.table)) columns.emplace_back("n_skipped");
+            it = tables.emplace(k.table, io::Table(columns)).first;
+        }
+        if (with_skipped(k.table))
+            it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric,
+                                k.param, mode, s.mean(), s.std(), s.n, s.n_nonfinite, s.n_skipped});
+        else
+            it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric,
+                                k.param, mode, s.mean(), s.std(), s.n, s.n_nonfinite});
     }
     for (const auto& [name, table] : tables) table.write(dir, name, false);
 
@@ -678,6 +702,10 @@ nlohmann::json p2_conventions(const P2Results& results) {
     j["graph_thresholds"] =
         std::vector<double>(k_graph_thresholds.begin(), k_graph_thresholds.end());
     j["graph_degree_self_loops"] = c.compat ? "counted (notebook)" : "ignored (10.i)";
+    if (c.compat)
+        j["graph_cells_skipped"] =
+            "only the density where the input's density is outside [0.05, 0.95] and layer % 4 "
+            "!= 0 (10.r); n_skipped counts them";
     j["dense_eigensolver_max_nodes"] = k_dense_eigen_max_nodes;
     j["effective_density"] = {k_effective_density_lo, k_effective_density_hi};
     j["sink_percentiles"] =

@@ -66,11 +66,13 @@ std::vector<int64_t> kl_layers(int64_t n_layers, bool compat);
 double mean_row_entropy(const Eigen::MatrixXd& a, bool compat);
 
 // Running mean/variance of one metric over inputs; non-finite values are counted, not summed
-// (rmt.ipynb drops inf/NaN when aggregating).
+// (rmt.ipynb drops inf/NaN when aggregating). Inputs for which the metric does not exist (compat
+// graph cells the notebook skips, 10.r) are counted in n_skipped and enter neither.
 struct P2Stat {
     double sum = 0, sum_sq = 0;
-    int64_t n = 0, n_nonfinite = 0;
+    int64_t n = 0, n_nonfinite = 0, n_skipped = 0;
     void add(double v);
+    void skip() { ++n_skipped; }
     void merge(const P2Stat& o);
     double mean() const;  // NaN when n == 0
     double std() const;   // population std over inputs
