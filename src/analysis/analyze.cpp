@@ -32,7 +32,8 @@ namespace sinkscope::analysis {
 namespace {
 
 constexpr const char* kStateFile = "state.bin";
-// State format 2: P2 stats count skipped inputs (10.r).
+// State format 2: P2 stats count skipped inputs (10.r), P2 keeps each top key's first input
+// (B.10).
 constexpr uint32_t kStateVersion = 2;
 
 // What a run depends on: a resumed run must have exactly these.

@@ -90,6 +90,11 @@ void P2Accumulator::save(BinaryWriter& w) const {
         w.put(lh.first), w.put(lh.second), w.put<uint64_t>(counts.size());
         for (const auto& [key, n] : counts) w.put_string(key), w.put(n);
     }
+    w.put<uint64_t>(s.top_key_first_input.size());
+    for (const auto& [lh, firsts] : s.top_key_first_input) {
+        w.put(lh.first), w.put(lh.second), w.put<uint64_t>(firsts.size());
+        for (const auto& [key, first] : firsts) w.put_string(key), w.put(first);
+    }
     w.put<uint64_t>(s.diagrams.size());
     for (const auto& d : s.diagrams) {
         w.put(d.input), w.put(d.layer), w.put(d.head);
@@ -126,6 +131,15 @@ void P2Accumulator::load(BinaryReader& r) {
         for (auto m = r.get<uint64_t>(); m > 0; --m) {
             std::string key = r.get_string();
             counts[key] = r.get<int64_t>();
+        }
+    }
+    for (auto n = r.get<uint64_t>(); n > 0; --n) {
+        std::pair<int64_t, int64_t> lh;
+        lh.first = r.get<int64_t>(), lh.second = r.get<int64_t>();
+        auto& firsts = s.top_key_first_input[lh];
+        for (auto m = r.get<uint64_t>(); m > 0; --m) {
+            std::string key = r.get_string();
+            firsts[key] = r.get<int64_t>();
         }
     }
     for (auto n = r.get<uint64_t>(); n > 0; --n) {

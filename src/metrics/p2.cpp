@@ -503,7 +503,10 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
         for (const auto& [key, v] : out.values) state_.stats[key].add(v);
         for (const auto& key : out.skipped) state_.stats[key].skip();
         for (auto& d : out.diagrams) state_.diagrams.push_back(std::move(d));
-        for (const auto& [h, key] : out.top_keys) ++state_.top_keys[{l, h}][key];
+        for (const auto& [h, key] : out.top_keys) {
+            ++state_.top_keys[{l, h}][key];
+            state_.top_key_first_input[{l, h}].emplace(key, input_id);  // kept if seen before
+        }
         const auto li = static_cast<size_t>(l);
         state_.frame.first[li] += out.classes[static_cast<size_t>(PositionClass::First)];
         state_.frame.last[li] += out.classes[static_cast<size_t>(PositionClass::Last)];
@@ -527,6 +530,10 @@ void P2Accumulator::merge(const P2Accumulator& other) {
     for (const auto& [k, s] : o.stats) state_.stats[k].merge(s);
     for (const auto& [lh, counts] : o.top_keys)
         for (const auto& [key, cnt] : counts) state_.top_keys[lh][key] += cnt;
+    // The other shard's inputs come after this one's.
+    for (const auto& [lh, firsts] : o.top_key_first_input)
+        for (const auto& [key, first] : firsts)
+            state_.top_key_first_input[lh].emplace(key, first + state_.n_inputs);
     for (const auto& d : o.diagrams) {
         const int64_t id = d.input + state_.n_inputs;
         if (id >= k_saved_diagram_inputs) continue;
@@ -560,14 +567,23 @@ P2Results P2Accumulator::finish() const {
                 static_cast<double>(cnt.first) / static_cast<double>(cnt.second));
     }
     // Consistency of each head's top key over inputs, and per layer the share of heads whose
-    // modal key is each key (B.10).
+    // modal key is each key (B.10). Ties: compat keeps the key seen first in input order (the
+    // notebook's dictionary); principled the lexicographically smallest.
     std::map<int64_t, std::map<std::string, int64_t>> modal_per_layer;
     for (const auto& [lh, counts] : state_.top_keys) {
-        int64_t total = 0, best = -1;
+        int64_t total = 0, best = -1, best_first = 0;
         std::string modal;
+        const auto firsts = state_.top_key_first_input.find(lh);
         for (const auto& [key, cnt] : counts) {
             total += cnt;
-            if (cnt > best) best = cnt, modal = key;
+            int64_t first = 0;
+            if (c.compat) {
+                SS_CHECK(firsts != state_.top_key_first_input.end() && firsts->second.count(key),
+                         "token specialisation: no first input recorded for key ", key);
+                first = firsts->second.at(key);
+            }
+            if (cnt > best || (cnt == best && first < best_first))
+                best = cnt, best_first = first, modal = key;
         }
         const double consistency = static_cast<double>(best) / static_cast<double>(total);
         r.stats[P2Key{"tokens", lh.first, lh.second, "consistency", modal}].add(consistency);

@@ -107,6 +107,9 @@ struct P2Results {
     std::map<P2Key, P2Stat> stats;
     // (layer, head) -> top-key (token string, or position when no strings) -> inputs
     std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> top_keys;
+    // (layer, head) -> top-key -> ordinal of the first input where it was the top key (compat
+    // breaks modal ties by it, as the notebook's insertion-ordered dictionary does; B.10)
+    std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> top_key_first_input;
     std::vector<P2Diagram> diagrams;  // diagrams of the first k_saved_diagram_inputs inputs
     FrameEvidence frame;
     FrameType verdict = FrameType::Distributed;  // set by finish()
