@@ -38,14 +38,18 @@ void HeadAccumulator::save(BinaryWriter& w) const {
     w.put_vector(head_sums_);
     w.put_vector(layer_disp_);
     w.put(model_disp_);
-    w.put<uint64_t>(groups_.size());
-    for (const auto& g : groups_) {
-        w.put(g.first_head), w.put(g.n), w.put(g.n_rows);
-        put_matrix(w, g.gram_clr);
-        put_matrix(w, g.gram_content);
-        put_matrix(w, g.gram_balance);
-        for (const auto& c : g.classical) put_matrix(w, c);
-    }
+    auto put_groups = [&w](const std::vector<PairGroup>& groups) {
+        w.put<uint64_t>(groups.size());
+        for (const auto& g : groups) {
+            w.put(g.first_head), w.put(g.n), w.put(g.n_rows);
+            put_matrix(w, g.gram_clr);
+            put_matrix(w, g.gram_content);
+            put_matrix(w, g.gram_balance);
+            for (const auto& c : g.classical) put_matrix(w, c);
+        }
+    };
+    put_groups(groups_);
+    put_groups(layer_groups_);
 }
 
 void HeadAccumulator::load(BinaryReader& r) {
@@ -60,16 +64,34 @@ void HeadAccumulator::load(BinaryReader& r) {
     head_sums_ = std::move(sums);
     layer_disp_ = std::move(disp);
     model_disp_ = r.get<DispersionSums>();
+    auto get_groups = [&r](std::vector<PairGroup>& groups) {
+        for (auto& g : groups) {
+            if (r.get<int64_t>() != g.first_head || r.get<int64_t>() != g.n)
+                r.fail("head accumulator group layout differs");
+            g.n_rows = r.get<int64_t>();
+            get_matrix(r, g.gram_clr);
+            get_matrix(r, g.gram_content);
+            get_matrix(r, g.gram_balance);
+            for (auto& c : g.classical) get_matrix(r, c);
+        }
+    };
     if (r.get<uint64_t>() != groups_.size()) r.fail("head accumulator groups differ (scope?)");
-    for (auto& g : groups_) {
-        if (r.get<int64_t>() != g.first_head || r.get<int64_t>() != g.n)
-            r.fail("head accumulator group layout differs");
-        g.n_rows = r.get<int64_t>();
-        get_matrix(r, g.gram_clr);
-        get_matrix(r, g.gram_content);
-        get_matrix(r, g.gram_balance);
-        for (auto& c : g.classical) get_matrix(r, c);
+    get_groups(groups_);
+    // Per-layer-sink groups of model scope: none, or one per layer.
+    const auto n_layer_groups = r.get<uint64_t>();
+    if (n_layer_groups != 0 &&
+        (options_.scope != Scope::Model || n_layer_groups != static_cast<uint64_t>(n_layers_)))
+        r.fail("head accumulator per-layer-sink groups differ");
+    layer_groups_.clear();
+    for (int64_t l = 0; l < static_cast<int64_t>(n_layer_groups); ++l) {
+        PairGroup g;
+        g.first_head = l * n_heads_;
+        g.n = n_heads_;
+        for (auto* m : {&g.gram_clr, &g.gram_content, &g.gram_balance}) m->resize(g.n, g.n);
+        for (auto& m : g.classical) m.resize(g.n, g.n);
+        layer_groups_.push_back(std::move(g));
     }
+    get_groups(layer_groups_);
 }
 
 void P2Accumulator::save(BinaryWriter& w) const {

@@ -224,7 +224,11 @@ void MetricsPipeline::write(const std::filesystem::path& dir, const std::string&
             for (const auto& d : r.layers) layer_rho.push_back(d.rho);
             HeadAnalysisOptions hopts = options_.head_analyses;
             if (options_.head.scope == Scope::Layer) hopts.scope = ReversalScope::Layer;
-            HeadAnalysisResults ha = run_head_analyses(matrices, labels, layer_rho, r.model.rho, hopts);
+            // Per-layer regime rows take each layer's sink for rho and flips alike (10.d).
+            std::map<std::string, Eigen::MatrixXd> layer_matrices(r.layer_distances.begin(),
+                                                                  r.layer_distances.end());
+            HeadAnalysisResults ha =
+                run_head_analyses(matrices, labels, layer_rho, r.model.rho, hopts, layer_matrices);
             write_head_analyses(ha, dir);
             record["head_analyses"] = {{"k", ha.k},
                                        {"k_selected_by_silhouette", ha.k_selected},

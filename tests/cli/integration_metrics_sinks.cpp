@@ -1,5 +1,5 @@
 // `sinkscope metrics` with sinks that are not key 0 (spec 0, 10.d): the section 8 direct sink
-// mass (10.k) must use each layer's resolved sink.
+// mass (10.k) and the per-layer regime rows (spec 7, 10.d) must use each layer's resolved sink.
 // Expected values are computed here from the written attention, independently of the library.
 #include <gtest/gtest.h>
 
@@ -159,4 +159,118 @@ TEST(MetricsCliSinks, DirectSinkMassOnBosSink) {
             (direct_mass(d, 0, layer, bos[0]) + direct_mass(d, 1, layer, bos[1])) / 2;
         EXPECT_LT(testutil::rel_err(rows.at(layer), expected), kMeanTol) << "layer " << layer;
     }
+}
+
+namespace {
+
+// Spec 1-2 classical head distances of layer `layer` with sink s(in) on closed rows, keep (on p)
+// and drop (on pi): metric index 0 cosine, 1 JS (nats), 2 Euclidean; [metric][convention][a][b].
+using Matrices = std::vector<std::vector<std::vector<std::vector<double>>>>;
+Matrices layer_distances(const Dump& d, int64_t layer, const std::vector<int64_t>& sink) {
+    Matrices m(3, std::vector<std::vector<std::vector<double>>>(
+                      2, std::vector<std::vector<double>>(size_t(d.h),
+                                                          std::vector<double>(size_t(d.h), 0))));
+    auto entropy = [](const std::vector<double>& p) {
+        double e = 0;
+        for (double v : p)
+            if (v > 0) e -= v * std::log(v);
+        return e;
+    };
+    int64_t rows = 0;
+    for (int64_t in = 0; in < d.n; ++in)
+        for (int64_t i = 0; i < d.t; ++i) {  // bidirectional: D = T >= 3, the sink always visible
+            ++rows;
+            std::vector<std::vector<double>> conv[2];
+            for (int64_t hh = 0; hh < d.h; ++hh) {
+                const auto p = d.row(in, layer, hh, i);
+                std::vector<double> pi;
+                const double s = p[size_t(sink[size_t(in)])];
+                for (size_t j = 0; j < p.size(); ++j)
+                    if (int64_t(j) != sink[size_t(in)]) pi.push_back(p[j] / (1 - s));
+                conv[0].push_back(p);
+                conv[1].push_back(pi);
+            }
+            for (int c = 0; c < 2; ++c)
+                for (int64_t a = 0; a < d.h; ++a)
+                    for (int64_t b = 0; b < d.h; ++b) {
+                        const auto& p = conv[c][size_t(a)];
+                        const auto& q = conv[c][size_t(b)];
+                        double dot = 0, pp = 0, qq = 0, sq = 0;
+                        std::vector<double> mid(p.size());
+                        for (size_t j = 0; j < p.size(); ++j) {
+                            dot += p[j] * q[j], pp += p[j] * p[j], qq += q[j] * q[j];
+                            sq += (p[j] - q[j]) * (p[j] - q[j]);
+                            mid[j] = (p[j] + q[j]) / 2;
+                        }
+                        m[0][c][a][b] += 1 - dot / std::sqrt(pp * qq);
+                        m[1][c][a][b] += entropy(mid) - (entropy(p) + entropy(q)) / 2;
+                        m[2][c][a][b] += std::sqrt(sq);
+                    }
+        }
+    for (auto& metric : m)
+        for (auto& conv : metric)
+            for (auto& r : conv)
+                for (auto& v : r) v /= double(rows);
+    return m;
+}
+
+// Spec 3, 10.f: keep-vs-drop flip counts over all triples (a; {b, c}), pooled over the three
+// metrics (10.g). Returns {compared, disagree}.
+std::pair<int64_t, int64_t> pooled_flips(const Matrices& m) {
+    auto verdict = [](double ab, double ac) {
+        if (std::abs(ab - ac) <= 1e-12 * std::max(std::abs(ab), std::abs(ac))) return 0;
+        return ab > ac ? 1 : -1;
+    };
+    int64_t compared = 0, disagree = 0;
+    const size_t h = m[0][0].size();
+    for (const auto& metric : m)
+        for (size_t a = 0; a < h; ++a)
+            for (size_t b = 0; b < h; ++b)
+                for (size_t c = b + 1; c < h; ++c) {
+                    if (a == b || a == c) continue;
+                    const int keep = verdict(metric[0][a][b], metric[0][a][c]);
+                    const int drop = verdict(metric[1][a][b], metric[1][a][c]);
+                    if (keep == 0 || drop == 0) continue;
+                    ++compared;
+                    disagree += keep != drop;
+                }
+    return {compared, disagree};
+}
+
+}  // namespace
+
+// Model scope on bidirectional attention with sinks 0, 0, T-1, T-1 by layer: a layer's regime
+// row takes rho and the flip rate with the same (the layer's own) sink (10.d). The expected
+// counts come from distances and triples computed here; a verdict could differ from the
+// library's only for a triple whose two distances agree to ~1e-15 relative (none here: the
+// check below that the two sinks give different counts would not hold on such degenerate data).
+TEST(MetricsCliSinks, PerLayerRegimeUsesTheLayerSink) {
+    testutil::ScratchDir dir;
+    const int64_t n = 2, l = 4, h = 6, t = 8;
+    const Dump d = make_dump(n, l, h, t, false, {0, 0, t - 1, t - 1}, 7);
+    io::write_npy(dir / "a.npy", io::make_npy_f64({n, l, h, t, t}, d.a));
+    auto r = testutil::run_cli({"metrics", "--attention", (dir / "a.npy").string(), "--sink",
+                                "argmax", "--analyses", "heads", "--out", (dir / "o").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const io::Table reg = io::Table::read_csv(dir / "o" / "regime.csv");
+    std::map<int64_t, std::pair<int64_t, int64_t>> reported;  // layer -> compared, disagree
+    for (const auto& row : reg.rows())
+        if (std::get<std::string>(row[col(reg, "scope")]) == "layer")
+            reported[int64_t(num(row[col(reg, "layer")]))] = {
+                int64_t(num(row[col(reg, "flip_compared")])),
+                int64_t(num(row[col(reg, "flip_disagree")]))};
+    ASSERT_EQ(reported.size(), size_t(l));
+    int64_t layers_where_sinks_matter = 0;
+    for (int64_t layer = 0; layer < l; ++layer) {
+        std::vector<int64_t> own, model;
+        for (int64_t in = 0; in < n; ++in) {
+            own.push_back(argmax_sink(d, in, layer));
+            model.push_back(argmax_sink(d, in, -1));
+        }
+        const auto expected = pooled_flips(layer_distances(d, layer, own));
+        EXPECT_EQ(reported.at(layer), expected) << "layer " << layer;
+        if (own != model && pooled_flips(layer_distances(d, layer, model)) != expected)
+            ++layers_where_sinks_matter;
+    }
+    EXPECT_GT(layers_where_sinks_matter, 0) << "the input does not tell the two sinks apart";
 }
