@@ -32,7 +32,9 @@ namespace sinkscope::analysis {
 namespace {
 
 constexpr const char* kStateFile = "state.bin";
-constexpr uint32_t kStateVersion = 1;
+// State format 2: P2 stats count skipped inputs (10.r), P2 keeps each top key's first input
+// (B.10), the head accumulator its per-layer-sink groups (10.d).
+constexpr uint32_t kStateVersion = 2;
 
 // What a run depends on: a resumed run must have exactly these.
 nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs) {

@@ -21,12 +21,12 @@ void get_matrix(BinaryReader& r, Eigen::MatrixXd& m) {
     r.get_doubles(m.data(), static_cast<size_t>(m.size()));
 }
 void put_stat(BinaryWriter& w, const P2Stat& s) {
-    w.put(s.sum), w.put(s.sum_sq), w.put(s.n), w.put(s.n_nonfinite);
+    w.put(s.sum), w.put(s.sum_sq), w.put(s.n), w.put(s.n_nonfinite), w.put(s.n_skipped);
 }
 P2Stat get_stat(BinaryReader& r) {
     P2Stat s;
     s.sum = r.get<double>(), s.sum_sq = r.get<double>(), s.n = r.get<int64_t>(),
-    s.n_nonfinite = r.get<int64_t>();
+    s.n_nonfinite = r.get<int64_t>(), s.n_skipped = r.get<int64_t>();
     return s;
 }
 }  // namespace
@@ -38,14 +38,18 @@ void HeadAccumulator::save(BinaryWriter& w) const {
     w.put_vector(head_sums_);
     w.put_vector(layer_disp_);
     w.put(model_disp_);
-    w.put<uint64_t>(groups_.size());
-    for (const auto& g : groups_) {
-        w.put(g.first_head), w.put(g.n), w.put(g.n_rows);
-        put_matrix(w, g.gram_clr);
-        put_matrix(w, g.gram_content);
-        put_matrix(w, g.gram_balance);
-        for (const auto& c : g.classical) put_matrix(w, c);
-    }
+    auto put_groups = [&w](const std::vector<PairGroup>& groups) {
+        w.put<uint64_t>(groups.size());
+        for (const auto& g : groups) {
+            w.put(g.first_head), w.put(g.n), w.put(g.n_rows);
+            put_matrix(w, g.gram_clr);
+            put_matrix(w, g.gram_content);
+            put_matrix(w, g.gram_balance);
+            for (const auto& c : g.classical) put_matrix(w, c);
+        }
+    };
+    put_groups(groups_);
+    put_groups(layer_groups_);
 }
 
 void HeadAccumulator::load(BinaryReader& r) {
@@ -60,16 +64,34 @@ void HeadAccumulator::load(BinaryReader& r) {
     head_sums_ = std::move(sums);
     layer_disp_ = std::move(disp);
     model_disp_ = r.get<DispersionSums>();
+    auto get_groups = [&r](std::vector<PairGroup>& groups) {
+        for (auto& g : groups) {
+            if (r.get<int64_t>() != g.first_head || r.get<int64_t>() != g.n)
+                r.fail("head accumulator group layout differs");
+            g.n_rows = r.get<int64_t>();
+            get_matrix(r, g.gram_clr);
+            get_matrix(r, g.gram_content);
+            get_matrix(r, g.gram_balance);
+            for (auto& c : g.classical) get_matrix(r, c);
+        }
+    };
     if (r.get<uint64_t>() != groups_.size()) r.fail("head accumulator groups differ (scope?)");
-    for (auto& g : groups_) {
-        if (r.get<int64_t>() != g.first_head || r.get<int64_t>() != g.n)
-            r.fail("head accumulator group layout differs");
-        g.n_rows = r.get<int64_t>();
-        get_matrix(r, g.gram_clr);
-        get_matrix(r, g.gram_content);
-        get_matrix(r, g.gram_balance);
-        for (auto& c : g.classical) get_matrix(r, c);
+    get_groups(groups_);
+    // Per-layer-sink groups of model scope: none, or one per layer.
+    const auto n_layer_groups = r.get<uint64_t>();
+    if (n_layer_groups != 0 &&
+        (options_.scope != Scope::Model || n_layer_groups != static_cast<uint64_t>(n_layers_)))
+        r.fail("head accumulator per-layer-sink groups differ");
+    layer_groups_.clear();
+    for (int64_t l = 0; l < static_cast<int64_t>(n_layer_groups); ++l) {
+        PairGroup g;
+        g.first_head = l * n_heads_;
+        g.n = n_heads_;
+        for (auto* m : {&g.gram_clr, &g.gram_content, &g.gram_balance}) m->resize(g.n, g.n);
+        for (auto& m : g.classical) m.resize(g.n, g.n);
+        layer_groups_.push_back(std::move(g));
     }
+    get_groups(layer_groups_);
 }
 
 void P2Accumulator::save(BinaryWriter& w) const {
@@ -89,6 +111,11 @@ void P2Accumulator::save(BinaryWriter& w) const {
     for (const auto& [lh, counts] : s.top_keys) {
         w.put(lh.first), w.put(lh.second), w.put<uint64_t>(counts.size());
         for (const auto& [key, n] : counts) w.put_string(key), w.put(n);
+    }
+    w.put<uint64_t>(s.top_key_first_input.size());
+    for (const auto& [lh, firsts] : s.top_key_first_input) {
+        w.put(lh.first), w.put(lh.second), w.put<uint64_t>(firsts.size());
+        for (const auto& [key, first] : firsts) w.put_string(key), w.put(first);
     }
     w.put<uint64_t>(s.diagrams.size());
     for (const auto& d : s.diagrams) {
@@ -126,6 +153,15 @@ void P2Accumulator::load(BinaryReader& r) {
         for (auto m = r.get<uint64_t>(); m > 0; --m) {
             std::string key = r.get_string();
             counts[key] = r.get<int64_t>();
+        }
+    }
+    for (auto n = r.get<uint64_t>(); n > 0; --n) {
+        std::pair<int64_t, int64_t> lh;
+        lh.first = r.get<int64_t>(), lh.second = r.get<int64_t>();
+        auto& firsts = s.top_key_first_input[lh];
+        for (auto m = r.get<uint64_t>(); m > 0; --m) {
+            std::string key = r.get_string();
+            firsts[key] = r.get<int64_t>();
         }
     }
     for (auto n = r.get<uint64_t>(); n > 0; --n) {

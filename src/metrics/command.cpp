@@ -158,7 +158,6 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     popts.p2.per_head = o.per_head;
     popts.p2.symmetrize = o.symmetrize;
     popts.p2.topology_max_tokens = o.topology_max_tokens;
-    if (resolved_policy.kind == SinkPolicy::Kind::Position) popts.p2.sink = resolved_policy.position;
     MetricsPipeline pipeline(file.n_layers(), file.n_heads(), popts, false);
     pipeline.open_sinks_file(out.file("sinks.csv"));
     AttentionInput x;

@@ -101,6 +101,49 @@ void parallel_columns(int64_t n, int n_threads, const Fn& fn) {
 
 // Kernels that need the accumulator's private state.
 struct HeadKernel {
+    using PairGroup = HeadAccumulator::PairGroup;
+
+    static PairGroup zero_group(int64_t first, int64_t size) {
+        PairGroup g;
+        g.first_head = first;
+        g.n = size;
+        for (auto* m : {&g.gram_clr, &g.gram_content, &g.gram_balance}) m->setZero(size, size);
+        for (auto& m : g.classical) m.setZero(size, size);
+        return g;
+    }
+
+    // The sums a group of heads [first, first + size) of `model` would hold had it been
+    // accumulated alone on the same rows: the diagonal block (distances from a Gram matrix do not
+    // depend on how each row was centred; classical sums are per pair).
+    static PairGroup block_of(const PairGroup& model, int64_t first, int64_t size) {
+        PairGroup g;
+        g.first_head = first;
+        g.n = size;
+        g.n_rows = model.n_rows;
+        const int64_t at = first - model.first_head;
+        g.gram_clr = model.gram_clr.block(at, at, size, size);
+        g.gram_content = model.gram_content.block(at, at, size, size);
+        g.gram_balance = model.gram_balance.block(at, at, size, size);
+        for (size_t c = 0; c < g.classical.size(); ++c)
+            g.classical[c] = model.classical[c].block(at, at, size, size);
+        return g;
+    }
+
+    static void add_group(PairGroup& a, const PairGroup& b) {
+        a.n_rows += b.n_rows;
+        a.gram_clr += b.gram_clr;
+        a.gram_content += b.gram_content;
+        a.gram_balance += b.gram_balance;
+        for (size_t k = 0; k < a.classical.size(); ++k) a.classical[k] += b.classical[k];
+    }
+
+    // Layer l's per-layer-sink sums of a model-scope accumulator (seeded from the model group
+    // while no input has needed them).
+    static PairGroup layer_sums(const HeadAccumulator& acc, int64_t l) {
+        if (!acc.layer_groups_.empty()) return acc.layer_groups_[static_cast<size_t>(l)];
+        return block_of(acc.groups_[0], l * acc.n_heads_, acc.n_heads_);
+    }
+
     static void flush(HeadAccumulator::PairGroup& g, GramChunk& c) {
         if (c.n_clr > 0)
             g.gram_clr.selfadjointView<Eigen::Lower>().rankUpdate(c.clr.leftCols(c.n_clr));
@@ -186,18 +229,11 @@ HeadAccumulator::HeadAccumulator(int64_t n_layers, int64_t n_heads, HeadOptions 
     const int64_t n = n_layers * n_heads;
     head_sums_.assign(static_cast<size_t>(n), {});
     layer_disp_.assign(static_cast<size_t>(n_layers), {});
-    auto make_group = [](int64_t first, int64_t size) {
-        PairGroup g;
-        g.first_head = first;
-        g.n = size;
-        for (auto* m : {&g.gram_clr, &g.gram_content, &g.gram_balance}) m->setZero(size, size);
-        for (auto& m : g.classical) m.setZero(size, size);
-        return g;
-    };
     if (options_.scope == Scope::Model) {
-        groups_.push_back(make_group(0, n));
+        groups_.push_back(HeadKernel::zero_group(0, n));
     } else {
-        for (int64_t l = 0; l < n_layers; ++l) groups_.push_back(make_group(l * n_heads, n_heads));
+        for (int64_t l = 0; l < n_layers; ++l)
+            groups_.push_back(HeadKernel::zero_group(l * n_heads, n_heads));
     }
 }
 
@@ -225,15 +261,26 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
     if (!shared_sink) model_batch.resize(n, t);
     std::vector<double> scratch(static_cast<size_t>(std::max<int64_t>(t, 1)));
 
-    std::vector<GramChunk> chunks(groups_.size());
-    for (size_t g = 0; g < groups_.size(); ++g) {
-        const int64_t gn = groups_[g].n;
-        const int64_t cap =
-            std::max<int64_t>(2 * t, std::clamp<int64_t>((1 << 21) / gn, 256, 4096));
-        chunks[g].clr.resize(gn, cap);
-        chunks[g].content.resize(gn, cap);
-        chunks[g].balance.resize(gn, cap / 2 + 1);
-    }
+    // Model scope, per-layer outputs (10.d): from the first input whose layer sinks differ from
+    // the model-wide one, each layer's pairs are also summed with its own sink.
+    if (options_.scope == Scope::Model && !shared_sink && layer_groups_.empty())
+        for (int64_t l = 0; l < n_layers_; ++l)
+            layer_groups_.push_back(HeadKernel::block_of(groups_[0], l * n_h, n_h));
+
+    auto make_chunks = [&](const std::vector<PairGroup>& groups) {
+        std::vector<GramChunk> chunks(groups.size());
+        for (size_t g = 0; g < groups.size(); ++g) {
+            const int64_t gn = groups[g].n;
+            const int64_t cap =
+                std::max<int64_t>(2 * t, std::clamp<int64_t>((1 << 21) / gn, 256, 4096));
+            chunks[g].clr.resize(gn, cap);
+            chunks[g].content.resize(gn, cap);
+            chunks[g].balance.resize(gn, cap / 2 + 1);
+        }
+        return chunks;
+    };
+    std::vector<GramChunk> chunks = make_chunks(groups_);
+    std::vector<GramChunk> layer_chunks = make_chunks(layer_groups_);
     Eigen::MatrixXd gram, centred;  // scratch of the classical kernel
     const int n_threads = resolved_threads(options_.n_threads);
 
@@ -327,12 +374,17 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
         // Pass 3: pairwise sums.
         if (options_.scope == Scope::Model) {
             if (model_visible) pairwise(groups_[0], chunks[0], model_rows, d);
+            for (size_t l = 0; l < layer_groups_.size(); ++l)
+                if (visible(sinks.per_layer[l]))
+                    pairwise(layer_groups_[l], layer_chunks[l], layer_batch, d);
         } else {
             for (int64_t l = 0; l < n_layers_; ++l)
                 if (visible(sinks.per_layer[l])) pairwise(groups_[l], chunks[l], layer_batch, d);
         }
     }
     for (size_t g = 0; g < groups_.size(); ++g) HeadKernel::flush(groups_[g], chunks[g]);
+    for (size_t g = 0; g < layer_groups_.size(); ++g)
+        HeadKernel::flush(layer_groups_[g], layer_chunks[g]);
     if (progress_) progress_("head metrics", keys_total, keys_total);
     counts_.n_inputs += 1;
     return sinks;
@@ -370,16 +422,51 @@ void HeadAccumulator::merge(const HeadAccumulator& o) {
     };
     for (size_t l = 0; l < layer_disp_.size(); ++l) add_disp(layer_disp_[l], o.layer_disp_[l]);
     add_disp(model_disp_, o.model_disp_);
-    for (size_t g = 0; g < groups_.size(); ++g) {
-        auto& a = groups_[g];
-        const auto& b = o.groups_[g];
-        a.n_rows += b.n_rows;
-        a.gram_clr += b.gram_clr;
-        a.gram_content += b.gram_content;
-        a.gram_balance += b.gram_balance;
-        for (size_t k = 0; k < a.classical.size(); ++k) a.classical[k] += b.classical[k];
+    // Per-layer-sink groups: a side that has not needed them yet contributes its model blocks.
+    // (Taken before the model group below is merged.)
+    if (!layer_groups_.empty() || !o.layer_groups_.empty()) {
+        std::vector<PairGroup> merged;
+        for (int64_t l = 0; l < n_layers_; ++l) {
+            merged.push_back(HeadKernel::layer_sums(*this, l));
+            HeadKernel::add_group(merged.back(), HeadKernel::layer_sums(o, l));
+        }
+        layer_groups_ = std::move(merged);
+    }
+    for (size_t g = 0; g < groups_.size(); ++g) HeadKernel::add_group(groups_[g], o.groups_[g]);
+}
+
+namespace {
+// Head distances of each group's pairs into the NaN-initialised [n, n] matrices of `out`.
+template <typename Group>
+void fill_distances(const std::vector<Group>& groups, std::map<std::string, Eigen::MatrixXd>& out) {
+    auto& d_a = out["dA"];
+    auto& d_perp = out["dA_perp"];
+    auto& d_sink = out["sink_term"];
+    Eigen::MatrixXd* classical[6] = {&out["cosine_keep"],    &out["cosine_drop"],
+                                     &out["js_keep"],        &out["js_drop"],
+                                     &out["euclidean_keep"], &out["euclidean_drop"]};
+    auto rms = [](const Eigen::MatrixXd& g, int64_t a, int64_t b, double k) {
+        return std::sqrt(std::max(0.0, (g(a, a) + g(b, b) - 2 * g(a, b)) * k));
+    };
+    for (const auto& g : groups) {
+        if (g.n_rows == 0) continue;
+        const double k = 1.0 / double(g.n_rows);
+        for (int64_t b = 0; b < g.n; ++b) {
+            const int64_t gb = g.first_head + b;
+            d_a(gb, gb) = d_perp(gb, gb) = d_sink(gb, gb) = 0;
+            for (auto* m : classical) (*m)(gb, gb) = 0;
+            for (int64_t a = b + 1; a < g.n; ++a) {
+                const int64_t ga = g.first_head + a;
+                d_a(ga, gb) = d_a(gb, ga) = rms(g.gram_clr, a, b, k);
+                d_perp(ga, gb) = d_perp(gb, ga) = rms(g.gram_content, a, b, k);
+                d_sink(ga, gb) = d_sink(gb, ga) = rms(g.gram_balance, a, b, k);
+                for (size_t c = 0; c < 6; ++c)
+                    (*classical[c])(ga, gb) = (*classical[c])(gb, ga) = g.classical[c](a, b) * k;
+            }
+        }
     }
 }
+}  // namespace
 
 HeadResults HeadAccumulator::finish() const {
     const int64_t n = n_layers_ * n_heads_;
@@ -418,32 +505,11 @@ HeadResults HeadAccumulator::finish() const {
 
     for (const char* name : kDistanceNames)
         r.distances[name] = Eigen::MatrixXd::Constant(n, n, nan);
-    auto& d_a = r.distances["dA"];
-    auto& d_perp = r.distances["dA_perp"];
-    auto& d_sink = r.distances["sink_term"];
-    Eigen::MatrixXd* classical[6] = {
-        &r.distances["cosine_keep"],    &r.distances["cosine_drop"],
-        &r.distances["js_keep"],        &r.distances["js_drop"],
-        &r.distances["euclidean_keep"], &r.distances["euclidean_drop"]};
-    auto rms = [](const Eigen::MatrixXd& g, int64_t a, int64_t b, double k) {
-        return std::sqrt(std::max(0.0, (g(a, a) + g(b, b) - 2 * g(a, b)) * k));
-    };
-    for (const auto& g : groups_) {
-        if (g.n_rows == 0) continue;
-        const double k = 1.0 / double(g.n_rows);
-        for (int64_t b = 0; b < g.n; ++b) {
-            const int64_t gb = g.first_head + b;
-            d_a(gb, gb) = d_perp(gb, gb) = d_sink(gb, gb) = 0;
-            for (auto* m : classical) (*m)(gb, gb) = 0;
-            for (int64_t a = b + 1; a < g.n; ++a) {
-                const int64_t ga = g.first_head + a;
-                d_a(ga, gb) = d_a(gb, ga) = rms(g.gram_clr, a, b, k);
-                d_perp(ga, gb) = d_perp(gb, ga) = rms(g.gram_content, a, b, k);
-                d_sink(ga, gb) = d_sink(gb, ga) = rms(g.gram_balance, a, b, k);
-                for (size_t c = 0; c < 6; ++c)
-                    (*classical[c])(ga, gb) = (*classical[c])(gb, ga) = g.classical[c](a, b) * k;
-            }
-        }
+    fill_distances(groups_, r.distances);
+    if (!layer_groups_.empty()) {
+        for (const char* name : kDistanceNames)
+            r.layer_distances[name] = Eigen::MatrixXd::Constant(n, n, nan);
+        fill_distances(layer_groups_, r.layer_distances);
     }
     return r;
 }

@@ -172,72 +172,119 @@ RegimeRow make_regime_row(const std::string& scope, int layer, double rho,
     return row;
 }
 
+// Entries of d among `heads` (all when empty) are finite.
+bool finite_among(const Eigen::MatrixXd& d, const std::vector<int>& heads) {
+    if (heads.empty()) return d.allFinite();
+    for (int a : heads)
+        for (int b : heads)
+            if (!std::isfinite(d(a, b))) return false;
+    return true;
+}
+
+// `matrices` restricted to `heads` (copies; all heads when `heads` covers them in order).
+Eigen::MatrixXd restrict(const Eigen::MatrixXd& d, const std::vector<int>& heads) {
+    const auto m = static_cast<Eigen::Index>(heads.size());
+    Eigen::MatrixXd out(m, m);  // [set, set]
+    for (Eigen::Index i = 0; i < m; ++i)
+        for (Eigen::Index j = 0; j < m; ++j)
+            out(i, j) = d(heads[static_cast<size_t>(i)], heads[static_cast<size_t>(j)]);
+    return out;
+}
+
+// The sets of heads compared with each other (spec 2 "scope"): (layer, heads), layer -1 = all.
+std::vector<std::pair<int, std::vector<int>>> head_sets(
+    const std::vector<std::pair<int, int>>& labels, ReversalScope scope) {
+    std::vector<std::pair<int, std::vector<int>>> sets;
+    if (scope == ReversalScope::Model) {
+        std::vector<int> all(labels.size());
+        for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+        sets.emplace_back(-1, std::move(all));
+    } else {
+        for (auto& [layer, heads] : heads_by_layer(labels)) sets.emplace_back(layer, heads);
+    }
+    return sets;
+}
+
 void check_inputs(const std::map<std::string, Eigen::MatrixXd>& matrices,
+                  const std::map<std::string, Eigen::MatrixXd>& layer_matrices,
                   const std::vector<std::pair<int, int>>& head_labels,
                   const HeadAnalysisOptions& opts) {
     const Eigen::Index n = static_cast<Eigen::Index>(head_labels.size());
-    for (const auto& [name, d] : matrices) {
-        SS_CHECK(d.rows() == n && d.cols() == n, "head distance matrix ", name, " is ", d.rows(),
-                 " x ", d.cols(), " for ", n, " heads");
-        SS_CHECK(d.allFinite(), "head distance matrix ", name, " has non-finite entries");
-    }
+    const auto sets = head_sets(head_labels, opts.scope);
+    // Scope layer reads only within-layer pairs (the accumulator leaves the others NaN).
+    auto check = [&](const std::map<std::string, Eigen::MatrixXd>& ms, const auto& sets_read,
+                     const char* what) {
+        for (const auto& [name, d] : ms) {
+            SS_CHECK(d.rows() == n && d.cols() == n, what, " ", name, " is ", d.rows(), " x ",
+                     d.cols(), " for ", n, " heads");
+            for (const auto& [layer, heads] : sets_read)
+                SS_CHECK(finite_among(d, heads), what, " ", name, " has non-finite entries",
+                         layer >= 0 ? detail::concat(" inside layer ", layer) : std::string());
+        }
+    };
+    check(matrices, sets, "head distance matrix");
+    check(layer_matrices, head_sets(head_labels, ReversalScope::Layer),
+          "per-layer-sink distance matrix");
     std::set<std::pair<int, int>> seen(head_labels.begin(), head_labels.end());
     SS_CHECK(seen.size() == head_labels.size(), "duplicate (layer, head) labels");
     if (opts.k < 0) throw UsageError(detail::concat("--k must be >= 0, got ", opts.k));
-    if (opts.k > 0 && opts.k > n)
-        throw UsageError(detail::concat("--k ", opts.k, " exceeds the number of heads (", n, ")"));
+    size_t smallest = static_cast<size_t>(n);
+    for (const auto& set : sets) smallest = std::min(smallest, set.second.size());
+    if (opts.k > 0 && static_cast<size_t>(opts.k) > smallest)
+        throw UsageError(detail::concat("--k ", opts.k, " exceeds the number of heads ",
+                                        opts.scope == ReversalScope::Layer ? "of a layer (" : "(",
+                                        smallest, ")"));
     if (opts.triples < 0)
         throw UsageError(detail::concat("--triples must be >= 0, got ", opts.triples));
     check_regime_thresholds(opts.regime_lo, opts.regime_hi);
 }
 
-}  // namespace
-
-HeadAnalysisResults run_head_analyses(const std::map<std::string, Eigen::MatrixXd>& matrices,
-                                      const std::vector<std::pair<int, int>>& head_labels,
-                                      const std::vector<double>& layer_rho, double model_rho,
-                                      const HeadAnalysisOptions& opts) {
-    check_inputs(matrices, head_labels, opts);
-    HeadAnalysisResults res;
-    res.options = opts;
-    res.head_labels = head_labels;
-    const int n = static_cast<int>(head_labels.size());
-
-    // Pass 1: reversal rates of the requested scope (spec 3).
-    const ComparisonSet all = make_comparisons(matrices, false);
-    res.reversal = reversal_rows(all, head_labels, opts.scope, opts);
-
-    // Pass 2: clustering (spec 4, 10.h). k from the dA_perp silhouette unless given.
+// Spec 4, 10.h on one set of heads: k (given, or by the dA_perp silhouette), MDS and clustering
+// of every clustered matrix restricted to the set, and the ARI of every pair, headline first.
+// Returns the k used (0: the set is too small to cluster).
+int cluster_set(const std::map<std::string, Eigen::MatrixXd>& matrices, int layer,
+                const std::vector<int>& heads, const HeadAnalysisOptions& opts,
+                HeadAnalysisResults& res) {
+    const int n = static_cast<int>(heads.size());
+    int k = 0;
     if (opts.k > 0) {
-        res.k = opts.k;
+        k = opts.k;
     } else if (matrices.count(hm::kDAPerp) && n >= 3) {
-        const Eigen::MatrixXd& d = matrices.at(hm::kDAPerp);
+        const Eigen::MatrixXd d = restrict(matrices.at(hm::kDAPerp), heads);
         const std::vector<Merge> tree = average_linkage(d);
         double best = -std::numeric_limits<double>::infinity();
-        for (int k = 2; k <= std::min(12, n - 1); ++k) {
-            const double s = mean_silhouette(d, cut_dendrogram(tree, n, k));
-            res.k_silhouette.emplace_back(k, s);
-            if (s > best) best = s, res.k = k;
+        const size_t first = res.k_silhouette.size();
+        for (int kk = 2; kk <= std::min(12, n - 1); ++kk) {
+            const double s = mean_silhouette(d, cut_dendrogram(tree, n, kk));
+            res.k_silhouette.push_back({layer, kk, s, false});
+            if (s > best) best = s, k = kk;
         }
-        res.k_selected = true;
+        for (size_t i = first; i < res.k_silhouette.size(); ++i)
+            res.k_silhouette[i].selected = res.k_silhouette[i].k == k;
     }
-    if (res.k > 0) {
-        for (const std::string& name : clustered_matrix_names()) {
-            auto it = matrices.find(name);
-            if (it == matrices.end()) continue;
-            Clustering c;
-            c.matrix = name;
-            c.mds = classical_mds(it->second, 2);
-            c.labels = cluster_average_linkage(it->second, res.k);
-            const int n_clusters = *std::max_element(c.labels.begin(), c.labels.end()) + 1;
-            c.mean_silhouette = n_clusters >= 2 ? mean_silhouette(it->second, c.labels)
-                                                : std::numeric_limits<double>::quiet_NaN();
-            res.clusterings.push_back(std::move(c));
-        }
+    if (k == 0) return 0;
+    const size_t first = res.clusterings.size();
+    for (const std::string& name : clustered_matrix_names()) {
+        auto it = matrices.find(name);
+        if (it == matrices.end()) continue;
+        const Eigen::MatrixXd d = restrict(it->second, heads);
+        Clustering c;
+        c.matrix = name;
+        c.layer = layer;
+        c.k = k;
+        c.heads = heads;
+        c.mds = classical_mds(d, 2);
+        c.labels = cluster_average_linkage(d, k);
+        const int n_clusters = *std::max_element(c.labels.begin(), c.labels.end()) + 1;
+        c.mean_silhouette = n_clusters >= 2 ? mean_silhouette(d, c.labels)
+                                            : std::numeric_limits<double>::quiet_NaN();
+        res.clusterings.push_back(std::move(c));
     }
-    // ARI between every pair of clusterings, headline pairs first.
-    auto find_clustering = [&res](const std::string& name) -> const Clustering* {
-        for (const Clustering& c : res.clusterings)
+    // ARI between every pair of this set's clusterings, headline pairs first.
+    const std::vector<Clustering> set(res.clusterings.begin() + static_cast<std::ptrdiff_t>(first),
+                                      res.clusterings.end());
+    auto find_clustering = [&set](const std::string& name) -> const Clustering* {
+        for (const Clustering& c : set)
             if (c.matrix == name) return &c;
         return nullptr;
     };
@@ -246,34 +293,61 @@ HeadAnalysisResults run_head_analyses(const std::map<std::string, Eigen::MatrixX
     for (const auto& [x, y] : headline) {
         const Clustering* cx = find_clustering(x);
         const Clustering* cy = find_clustering(y);
-        if (cx && cy) res.ari.push_back({x, y, adjusted_rand_index(cx->labels, cy->labels), true});
+        if (cx && cy)
+            res.ari.push_back({x, y, adjusted_rand_index(cx->labels, cy->labels), true, layer});
     }
-    for (size_t i = 0; i < res.clusterings.size(); ++i)
-        for (size_t j = i + 1; j < res.clusterings.size(); ++j) {
-            const std::string& x = res.clusterings[i].matrix;
-            const std::string& y = res.clusterings[j].matrix;
+    for (size_t i = 0; i < set.size(); ++i)
+        for (size_t j = i + 1; j < set.size(); ++j) {
+            const std::string& x = set[i].matrix;
+            const std::string& y = set[j].matrix;
             if (std::find(headline.begin(), headline.end(), std::make_pair(x, y)) != headline.end())
                 continue;
             res.ari.push_back(
-                {x, y, adjusted_rand_index(res.clusterings[i].labels, res.clusterings[j].labels),
-                 false});
+                {x, y, adjusted_rand_index(set[i].labels, set[j].labels), false, layer});
         }
+    return k;
+}
 
-    // Pass 3: regime predictor (spec 7, 10.g), validated at the matching scope. Flip counts of
-    // the scope not requested for the reversal table are computed here (flip comparisons only).
-    const ComparisonSet flips = make_comparisons(matrices, true);
-    std::vector<ReversalRow> model_rows;
+}  // namespace
+
+HeadAnalysisResults run_head_analyses(
+    const std::map<std::string, Eigen::MatrixXd>& matrices,
+    const std::vector<std::pair<int, int>>& head_labels, const std::vector<double>& layer_rho,
+    double model_rho, const HeadAnalysisOptions& opts,
+    const std::map<std::string, Eigen::MatrixXd>& layer_matrices) {
+    check_inputs(matrices, layer_matrices, head_labels, opts);
+    HeadAnalysisResults res;
+    res.options = opts;
+    res.head_labels = head_labels;
+
+    // Pass 1: reversal rates of the requested scope (spec 3).
+    const ComparisonSet all = make_comparisons(matrices, false);
+    res.reversal = reversal_rows(all, head_labels, opts.scope, opts);
+
+    // Pass 2: clustering (spec 4, 10.h) of each set of the scope (spec 2): all heads, or each
+    // layer alone (its own k unless --k is given).
+    for (const auto& [layer, heads] : head_sets(head_labels, opts.scope)) {
+        const int k = cluster_set(matrices, layer, heads, opts, res);
+        if (opts.scope == ReversalScope::Model) res.k = k;
+    }
+    if (opts.scope == ReversalScope::Layer) res.k = opts.k;
+    res.k_selected = opts.k == 0 && !res.k_silhouette.empty();
+
+    // Pass 3: regime predictor (spec 7, 10.g). Rho and the flip rate of a row use the same sink
+    // (10.d): the model row the model-wide one; a layer row its layer's, i.e. in scope model the
+    // within-layer triples of `layer_matrices` (when given), in scope layer the reversal rows.
     std::vector<ReversalRow> layer_rows;
     if (opts.scope == ReversalScope::Model) {
-        model_rows = res.reversal;
-        if (!layer_rho.empty())
+        res.regime.push_back(
+            make_regime_row("model", -1, model_rho, pooled_flip(res.reversal, "model", -1), opts));
+        if (!layer_rho.empty()) {
+            const ComparisonSet flips =
+                make_comparisons(layer_matrices.empty() ? matrices : layer_matrices, true);
             layer_rows = reversal_rows(flips, head_labels, ReversalScope::Layer, opts);
+        }
     } else {
         layer_rows = res.reversal;
-        model_rows = reversal_rows(flips, head_labels, ReversalScope::Model, opts);
     }
-    res.regime.push_back(
-        make_regime_row("model", -1, model_rho, pooled_flip(model_rows, "model", -1), opts));
     for (size_t l = 0; l < layer_rho.size(); ++l) {
         const int layer = static_cast<int>(l);
         res.regime.push_back(make_regime_row("layer", layer, layer_rho[l],
@@ -298,25 +372,43 @@ void write_head_analyses(const HeadAnalysisResults& res, const std::filesystem::
     }
     rev.write(dir, "reversal");
 
-    io::Table sil({"matrix", "k", "mean_silhouette", "selected"});
-    for (const auto& [k, s] : res.k_silhouette)
-        sil.add_row({std::string(hm::kDAPerp), int64_t{k}, s, int64_t{k == res.k}});
+    // Scope layer: one clustered set per layer, named by a leading `layer` column.
+    const bool per_layer = res.options.scope == ReversalScope::Layer;
+    auto with_layer = [per_layer](int layer, std::vector<io::Cell> row) {
+        if (per_layer) row.insert(row.begin(), int64_t{layer});
+        return row;
+    };
+    auto columns = [per_layer](std::vector<std::string> names) {
+        if (per_layer) names.insert(names.begin(), "layer");
+        return names;
+    };
+    io::Table sil(columns({"matrix", "k", "mean_silhouette", "selected"}));
+    for (const SilhouetteChoice& c : res.k_silhouette)
+        sil.add_row(with_layer(c.layer, {std::string(hm::kDAPerp), int64_t{c.k}, c.mean_silhouette,
+                                         int64_t{c.selected}}));
     for (const Clustering& c : res.clusterings)
-        sil.add_row({c.matrix, int64_t{res.k}, c.mean_silhouette, int64_t{1}});
+        sil.add_row(with_layer(c.layer, {c.matrix, int64_t{c.k}, c.mean_silhouette, int64_t{1}}));
     sil.write(dir, "silhouette");
 
     io::Table clu({"matrix", "layer", "head", "cluster", "k", "mds_x", "mds_y"});
     for (const Clustering& c : res.clusterings)
-        for (size_t i = 0; i < c.labels.size(); ++i)
-            clu.add_row({c.matrix, int64_t{res.head_labels[i].first},
-                         int64_t{res.head_labels[i].second}, int64_t{c.labels[i]}, int64_t{res.k},
-                         c.mds(static_cast<Eigen::Index>(i), 0),
+        for (size_t i = 0; i < c.labels.size(); ++i) {
+            const auto& label = res.head_labels[static_cast<size_t>(c.heads[i])];
+            clu.add_row({c.matrix, int64_t{label.first}, int64_t{label.second},
+                         int64_t{c.labels[i]}, int64_t{c.k}, c.mds(static_cast<Eigen::Index>(i), 0),
                          c.mds(static_cast<Eigen::Index>(i), 1)});
+        }
     clu.write(dir, "clusters");
 
-    io::Table ari({"first", "second", "ari", "headline", "k"});
+    auto k_of = [&res](int layer) {
+        for (const Clustering& c : res.clusterings)
+            if (c.layer == layer) return c.k;
+        return res.k;
+    };
+    io::Table ari(columns({"first", "second", "ari", "headline", "k"}));
     for (const AriRow& a : res.ari)
-        ari.add_row({a.first, a.second, a.ari, int64_t{a.headline}, int64_t{res.k}});
+        ari.add_row(with_layer(
+            a.layer, {a.first, a.second, a.ari, int64_t{a.headline}, int64_t{k_of(a.layer)}}));
     ari.write(dir, "ari");
 
     io::Table reg({"scope", "layer", "rho", "regime_lo", "regime_hi", "predicted", "flip_compared",
@@ -327,14 +419,24 @@ void write_head_analyses(const HeadAnalysisResults& res, const std::filesystem::
                      kUnsafeFlipRate, regime_name(r.measured), r.agreement});
     reg.write(dir, "regime");
 
+    // One [head, 2] array per matrix; in scope layer each layer's rows hold its own MDS (heads
+    // of a layer too small to cluster stay NaN).
+    std::map<std::string, std::vector<double>> mds;
+    const auto n_heads = static_cast<int64_t>(res.head_labels.size());
     for (const Clustering& c : res.clusterings) {
-        std::vector<double> values(static_cast<size_t>(c.mds.size()));
+        auto it = mds.find(c.matrix);
+        if (it == mds.end())
+            it =
+                mds.emplace(c.matrix, std::vector<double>(static_cast<size_t>(n_heads * 2),
+                                                          std::numeric_limits<double>::quiet_NaN()))
+                    .first;
         for (Eigen::Index i = 0; i < c.mds.rows(); ++i)  // C order [head, axis]
-            for (Eigen::Index k = 0; k < c.mds.cols(); ++k)
-                values[static_cast<size_t>(i * c.mds.cols() + k)] = c.mds(i, k);
-        io::write_npy(dir / "mds" / (c.matrix + ".npy"),
-                      io::make_npy_f64({c.mds.rows(), c.mds.cols()}, values));
+            for (Eigen::Index k = 0; k < 2; ++k)
+                it->second[static_cast<size_t>(c.heads[static_cast<size_t>(i)] * 2 + k)] =
+                    c.mds(i, k);
     }
+    for (const auto& [name, values] : mds)
+        io::write_npy(dir / "mds" / (name + ".npy"), io::make_npy_f64({n_heads, 2}, values));
 }
 
 std::string summarize_head_analyses(const HeadAnalysisResults& res) {
@@ -362,18 +464,44 @@ std::string summarize_head_analyses(const HeadAnalysisResults& res) {
     line("flip", "flip rate keep vs drop");
     line("vs_content", "keep vs dA_perp");
     line("dA_vs_dA_perp", "dA vs dA_perp");
-    if (res.k > 0) {
+    if (o.scope == ReversalScope::Model && res.k > 0) {
         out << "  clusters: k = " << res.k
             << (res.k_selected ? " (best mean silhouette under dA_perp)" : " (given)") << "\n";
         for (const AriRow& a : res.ari)
             if (a.headline)
                 out << "  ARI " << a.first << " vs " << a.second << ": " << a.ari << "\n";
     }
+    if (o.scope == ReversalScope::Layer && !res.clusterings.empty()) {
+        // One clustering per layer: k per layer, headline ARIs as means over the layers.
+        std::map<int, int> k_by_layer;
+        for (const Clustering& c : res.clusterings) k_by_layer[c.layer] = c.k;
+        out << "  clusters per layer: k =";
+        for (const auto& [layer, k] : k_by_layer) out << " " << k;
+        out << (o.k > 0 ? " (given)" : " (best mean silhouette under dA_perp)") << "\n";
+        std::map<std::pair<std::string, std::string>, std::pair<double, int>> headline;
+        for (const AriRow& a : res.ari)
+            if (a.headline) {
+                auto& [sum, n] = headline[{a.first, a.second}];
+                sum += a.ari, ++n;
+            }
+        for (const auto& [pair, acc] : headline)
+            out << "  ARI " << pair.first << " vs " << pair.second << " (mean over " << acc.second
+                << " layers): " << acc.first / acc.second << "\n";
+    }
+    std::map<std::string, int> agreement;  // layer rows of scope layer
     for (const RegimeRow& r : res.regime) {
-        if (r.scope != "model") continue;
+        if (r.scope != "model") {
+            if (o.scope == ReversalScope::Layer) ++agreement[r.agreement];
+            continue;
+        }
         out << "  rho " << r.rho << " -> predicted " << regime_name(r.predicted) << " (lo "
             << o.regime_lo << ", hi " << o.regime_hi << "); pooled flip rate " << r.flip_rate
             << " -> " << regime_name(r.measured) << " (" << r.agreement << ")\n";
+    }
+    if (!agreement.empty()) {
+        out << "  regime per layer (layer rho vs the layer's pooled flip rate):";
+        for (const auto& [what, n] : agreement) out << " " << n << " " << what;
+        out << "\n";
     }
     return out.str();
 }

@@ -120,7 +120,8 @@ P2Config resolve_p2_options(const P2Options& options) {
         c.symmetrize = Symmetrize::Mean;
     else
         throw UsageError("--symmetrize: expected max or mean, got '" + options.symmetrize + "'");
-    if (options.sink < 0) throw UsageError("sink position must be >= 0");
+    if (options.sink.kind == SinkPolicy::Kind::Position && options.sink.position < 0)
+        throw UsageError("sink position must be >= 0");
     if (options.threads < 1) throw UsageError("--threads must be >= 1");
     if (options.topology_max_tokens < 0 || options.topology_max_tokens == 1)
         throw UsageError("--topology-max-tokens must be 0 (never subsample) or >= 2");
@@ -191,6 +192,7 @@ void P2Stat::merge(const P2Stat& o) {
     sum_sq += o.sum_sq;
     n += o.n;
     n_nonfinite += o.n_nonfinite;
+    n_skipped += o.n_skipped;
 }
 
 double P2Stat::mean() const {
@@ -213,6 +215,7 @@ namespace {
 // applied in layer order, so results do not depend on the thread count.
 struct LayerOutput {
     std::vector<std::pair<P2Key, double>> values;
+    std::vector<P2Key> skipped;  // metrics this input does not have (compat graphs, 10.r)
     std::vector<P2Diagram> diagrams;
     std::vector<std::pair<int64_t, std::string>> top_keys;  // (head, key)
     std::array<int64_t, 3> classes{};                       // anchors per PositionClass
@@ -226,8 +229,28 @@ struct LayerScratch {
     Eigen::MatrixXd avg;   // [n, n]
 };
 
+// The direct sink mass's param: the fixed key of first / --sink N, else the policy whose
+// position is resolved per input (and per layer for argmax); the positions are in sinks.csv.
+std::string direct_sink_param(const SinkPolicy& p) {
+    switch (p.kind) {
+        case SinkPolicy::Kind::First:
+            return param_of(0.0);
+        case SinkPolicy::Kind::Position:
+            return param_of(static_cast<double>(p.position));
+        case SinkPolicy::Kind::Bos:
+            return "bos";
+        case SinkPolicy::Kind::Argmax:
+            return "argmax";
+        case SinkPolicy::Kind::Auto:
+            break;
+    }
+    return "auto";
+}
+
+// `layer_sinks` [n_layers]: the input's resolved sink of each layer (spec 0, 10.d).
 void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64_t input_id,
-                   const std::vector<std::string>* token_strings, LayerScratch& scratch,
+                   const std::vector<std::string>* token_strings,
+                   const std::vector<int64_t>& layer_sinks, LayerScratch& scratch,
                    LayerOutput& out) {
     const bool compat = c.compat;
     const int64_t n_layers = in.n_layers, n_heads = in.n_heads, n = in.length;
@@ -255,6 +278,17 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                 const auto& g = all[k];
                 const auto p = param_of(taus[k]);
                 put("graphs", l, h, "density", p, g.density);
+                // 10.r (B.4): laplacian.ipynb returns the density alone where this input's
+                // threshold is not effective and layer % 4 != 0; its graph metrics are missing.
+                const bool effective =
+                    g.density >= k_effective_density_lo && g.density <= k_effective_density_hi;
+                if (compat && !effective && l % 4 != 0) {
+                    for (const char* metric :
+                         {"lambda2", "laplacian_gap", "star_basic", "star_combined", "gini",
+                          "centralization", "degree_variance", "n_nodes"})
+                        out.skipped.push_back(P2Key{"graphs", l, h, metric, p});
+                    continue;
+                }
                 put("graphs", l, h, "lambda2", p, g.lambda2);
                 put("graphs", l, h, "laplacian_gap", p, g.laplacian_gap);
                 put("graphs", l, h, "star_basic", p, g.star_basic);
@@ -372,8 +406,10 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
             put("kl", l, -1, "n_sinks", p, static_cast<double>(r.n_sinks));
             put("kl", l, -1, "rows_excluded", p, static_cast<double>(r.rows_excluded));
         }
-        put("kl", l, -1, "direct_sink_mass", param_of(static_cast<double>(c.sink)),
-            c.sink < n ? direct_sink_mass(in, l, c.sink) : k_nan);
+        // 10.k: mass on s, the layer's resolved sink (10.d: per-layer outputs, per-layer sink).
+        const int64_t s = layer_sinks[static_cast<size_t>(l)];
+        put("kl", l, -1, "direct_sink_mass", direct_sink_param(resolve_auto(c.sink, in.masking)),
+            s < n ? direct_sink_mass(in, l, s) : k_nan);
     }
 
     // Pass 6: entropy of the head average (10.m).
@@ -409,11 +445,23 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
 }  // namespace
 
 void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>* token_strings,
-                        const std::string& source) {
+                        const std::string& source, const SinkPositions* sinks) {
     validate(in, state_, token_strings, source);
     const P2Config& c = state_.config;
     const int64_t n_layers = in.n_layers;
     const int64_t input_id = state_.n_inputs;
+    // Only the direct sink mass (kl) uses the sink position.
+    std::vector<int64_t> layer_sinks(static_cast<size_t>(n_layers), 0);
+    if (c.kl) {
+        if (sinks) {
+            SS_CHECK(static_cast<int64_t>(sinks->per_layer.size()) == n_layers,
+                     "sink positions of ", sinks->per_layer.size(), " layers for an input of ",
+                     n_layers);
+            layer_sinks = sinks->per_layer;
+        } else {
+            layer_sinks = resolve_sinks(in, c.sink).per_layer;
+        }
+    }
 
     // Layers are independent: spread them over the worker threads (strided for balance).
     std::vector<LayerOutput> outputs(static_cast<size_t>(n_layers));
@@ -425,7 +473,7 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
         try {
             LayerScratch scratch;
             for (int64_t l = t; l < n_layers; l += n_threads) {
-                process_layer(in, l, c, input_id, token_strings, scratch,
+                process_layer(in, l, c, input_id, token_strings, layer_sinks, scratch,
                               outputs[static_cast<size_t>(l)]);
                 if (progress_) progress_("section 8", ++layers_done, n_layers);
             }
@@ -453,8 +501,12 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
     for (int64_t l = 0; l < n_layers; ++l) {
         auto& out = outputs[static_cast<size_t>(l)];
         for (const auto& [key, v] : out.values) state_.stats[key].add(v);
+        for (const auto& key : out.skipped) state_.stats[key].skip();
         for (auto& d : out.diagrams) state_.diagrams.push_back(std::move(d));
-        for (const auto& [h, key] : out.top_keys) ++state_.top_keys[{l, h}][key];
+        for (const auto& [h, key] : out.top_keys) {
+            ++state_.top_keys[{l, h}][key];
+            state_.top_key_first_input[{l, h}].emplace(key, input_id);  // kept if seen before
+        }
         const auto li = static_cast<size_t>(l);
         state_.frame.first[li] += out.classes[static_cast<size_t>(PositionClass::First)];
         state_.frame.last[li] += out.classes[static_cast<size_t>(PositionClass::Last)];
@@ -478,6 +530,10 @@ void P2Accumulator::merge(const P2Accumulator& other) {
     for (const auto& [k, s] : o.stats) state_.stats[k].merge(s);
     for (const auto& [lh, counts] : o.top_keys)
         for (const auto& [key, cnt] : counts) state_.top_keys[lh][key] += cnt;
+    // The other shard's inputs come after this one's.
+    for (const auto& [lh, firsts] : o.top_key_first_input)
+        for (const auto& [key, first] : firsts)
+            state_.top_key_first_input[lh].emplace(key, first + state_.n_inputs);
     for (const auto& d : o.diagrams) {
         const int64_t id = d.input + state_.n_inputs;
         if (id >= k_saved_diagram_inputs) continue;
@@ -511,14 +567,23 @@ P2Results P2Accumulator::finish() const {
                 static_cast<double>(cnt.first) / static_cast<double>(cnt.second));
     }
     // Consistency of each head's top key over inputs, and per layer the share of heads whose
-    // modal key is each key (B.10).
+    // modal key is each key (B.10). Ties: compat keeps the key seen first in input order (the
+    // notebook's dictionary); principled the lexicographically smallest.
     std::map<int64_t, std::map<std::string, int64_t>> modal_per_layer;
     for (const auto& [lh, counts] : state_.top_keys) {
-        int64_t total = 0, best = -1;
+        int64_t total = 0, best = -1, best_first = 0;
         std::string modal;
+        const auto firsts = state_.top_key_first_input.find(lh);
         for (const auto& [key, cnt] : counts) {
             total += cnt;
-            if (cnt > best) best = cnt, modal = key;
+            int64_t first = 0;
+            if (c.compat) {
+                SS_CHECK(firsts != state_.top_key_first_input.end() && firsts->second.count(key),
+                         "token specialisation: no first input recorded for key ", key);
+                first = firsts->second.at(key);
+            }
+            if (cnt > best || (cnt == best && first < best_first))
+                best = cnt, best_first = first, modal = key;
         }
         const double consistency = static_cast<double>(best) / static_cast<double>(total);
         r.stats[P2Key{"tokens", lh.first, lh.second, "consistency", modal}].add(consistency);
@@ -542,16 +607,26 @@ void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir
     std::filesystem::create_directories(dir);
     const std::string mode = results.config.mode();
     std::map<std::string, io::Table> tables;
+    // Compat graphs.csv says in n_skipped for how many inputs the notebook skipped the cell
+    // (10.r); value is then the mean over the n inputs that have it, NaN when n = 0.
+    auto with_skipped = [&](const std::string& table) {
+        return results.config.compat && table == "graphs";
+    };
     for (const auto& [k, s] : results.stats) {
         auto it = tables.find(k.table);
-        if (it == tables.end())
-            it = tables
-                     .emplace(k.table,
-                              io::Table({"model", "checkpoint", "layer", "head", "metric", "param",
-                                         "convention", "value", "std", "n", "n_nonfinite"}))
-                     .first;
-        it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric, k.param,
-                            mode, s.mean(), s.std(), s.n, s.n_nonfinite});
+        if (it == tables.end()) {
+            std::vector<std::string> columns = {"model",  "checkpoint", "layer",      "head",
+                                                "metric", "param",      "convention", "value",
+                                                "std",    "n",          "n_nonfinite"};
+            if (with_skipped(k.table)) columns.emplace_back("n_skipped");
+            it = tables.emplace(k.table, io::Table(columns)).first;
+        }
+        if (with_skipped(k.table))
+            it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric,
+                                k.param, mode, s.mean(), s.std(), s.n, s.n_nonfinite, s.n_skipped});
+        else
+            it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric,
+                                k.param, mode, s.mean(), s.std(), s.n, s.n_nonfinite});
     }
     for (const auto& [name, table] : tables) table.write(dir, name, false);
 
@@ -631,10 +706,22 @@ nlohmann::json p2_conventions(const P2Results& results) {
     j["per_head"] = c.per_head;
     j["symmetrize"] = c.symmetrize == Symmetrize::Max ? "max" : "mean";
     j["topology_max_tokens"] = c.topology_max_tokens;
-    j["sink_position"] = c.sink;
+    // Direct sink mass key (10.k): a fixed position, or resolved per input (sinks.csv).
+    const SinkPolicy sink =
+        resolve_auto(c.sink, results.any_causal ? Masking::Causal : Masking::Bidirectional);
+    if (sink.kind == SinkPolicy::Kind::First || sink.kind == SinkPolicy::Kind::Position)
+        j["sink_position"] = sink.kind == SinkPolicy::Kind::First ? 0 : sink.position;
+    else
+        j["sink_position"] = to_string(sink) + ": resolved per input" +
+                             (sink.kind == SinkPolicy::Kind::Bos ? "" : " and layer") +
+                             " (sinks.csv)";
     j["graph_thresholds"] =
         std::vector<double>(k_graph_thresholds.begin(), k_graph_thresholds.end());
     j["graph_degree_self_loops"] = c.compat ? "counted (notebook)" : "ignored (10.i)";
+    if (c.compat)
+        j["graph_cells_skipped"] =
+            "only the density where the input's density is outside [0.05, 0.95] and layer % 4 "
+            "!= 0 (10.r); n_skipped counts them";
     j["dense_eigensolver_max_nodes"] = k_dense_eigen_max_nodes;
     j["effective_density"] = {k_effective_density_lo, k_effective_density_hi};
     j["sink_percentiles"] =

@@ -66,6 +66,7 @@ MetricsPipeline::MetricsPipeline(int64_t n_layers, int64_t n_heads, const Pipeli
     if (selection_.p2) {
         P2Options p2 = options.p2;
         p2.analyses = selection_.p2_list;
+        p2.sink = options.head.sink;  // section 8 takes the same resolved sink (spec 0, 10.d)
         p2_ = std::make_unique<P2Accumulator>(p2);
     }
 }
@@ -95,8 +96,10 @@ void MetricsPipeline::set_progress(const StageProgress& fn) {
 void MetricsPipeline::add(const AttentionInput& input, const std::vector<std::string>* tokens) {
     SS_CHECK(input.n_layers == n_layers_ && input.n_heads == n_heads_, "input of ", input.n_layers,
              "x", input.n_heads, " heads in a pipeline for ", n_layers_, "x", n_heads_);
-    if (head_) {
-        SinkPositions s = head_->add(input, n_inputs_);
+    if (head_ || p2_) {
+        // One resolution per input, used by the head metrics and section 8 alike and written out.
+        const SinkPositions s =
+            head_ ? head_->add(input, n_inputs_) : resolve_sinks(input, options_.head.sink);
         if (sinks_.is_open()) {
             sinks_ << n_inputs_ << ",-1," << s.model << "\n";
             for (int64_t l = 0; l < n_layers_; ++l)
@@ -104,8 +107,8 @@ void MetricsPipeline::add(const AttentionInput& input, const std::vector<std::st
         }
         if (positions_.size() < kMaxRecordedSinks)
             positions_.push_back({{"model", s.model}, {"per_layer", s.per_layer}});
+        if (p2_) p2_->add(input, tokens, "attention", &s);
     }
-    if (p2_) p2_->add(input, tokens);
     ++n_inputs_;
 }
 
@@ -221,7 +224,11 @@ void MetricsPipeline::write(const std::filesystem::path& dir, const std::string&
             for (const auto& d : r.layers) layer_rho.push_back(d.rho);
             HeadAnalysisOptions hopts = options_.head_analyses;
             if (options_.head.scope == Scope::Layer) hopts.scope = ReversalScope::Layer;
-            HeadAnalysisResults ha = run_head_analyses(matrices, labels, layer_rho, r.model.rho, hopts);
+            // Per-layer regime rows take each layer's sink for rho and flips alike (10.d).
+            std::map<std::string, Eigen::MatrixXd> layer_matrices(r.layer_distances.begin(),
+                                                                  r.layer_distances.end());
+            HeadAnalysisResults ha =
+                run_head_analyses(matrices, labels, layer_rho, r.model.rho, hopts, layer_matrices);
             write_head_analyses(ha, dir);
             record["head_analyses"] = {{"k", ha.k},
                                        {"k_selected_by_silhouette", ha.k_selected},

@@ -112,3 +112,39 @@ TEST(Frame, TokenSpecialisationUsesStrings) {
     ASSERT_NE(share, r.stats.end());
     EXPECT_DOUBLE_EQ(share->second.mean(), 1.0);
 }
+
+// B.10: a head whose top token is "zeta" in one input and "alpha" in another ties 1:1. Compat
+// keeps the token seen first in input order (the notebook's insertion-ordered dictionary, also
+// across merged shards: the other shard's inputs come after); principled keeps the
+// lexicographically smallest.
+TEST(Frame, ModalTokenTiesInCompatKeepTheFirstSeen) {
+    const std::vector<std::string> zeta{"zeta", "a", "b", "c"}, alpha{"alpha", "a", "b", "c"};
+    const auto in = anchored(1, 1, 4, Masking::Causal, [](int64_t) { return 0; });
+    auto modal = [](const P2Accumulator& acc) {
+        std::string key;
+        for (const auto& [k, s] : acc.finish().stats)
+            if (k.table == "tokens" && k.layer == 0 && k.head == -1 &&
+                k.metric == "heads_modal_share")
+                key = k.param;
+        return key;
+    };
+    P2Options compat = frame_only();
+    compat.compat = "ruscio2025";
+    for (const auto& [first, second] : {std::pair{&zeta, &alpha}, std::pair{&alpha, &zeta}}) {
+        P2Accumulator c(compat), p(frame_only()), shard1(compat), shard2(compat);
+        for (auto* acc : {&c, &p}) {
+            acc->add(in, first);
+            acc->add(in, second);
+        }
+        EXPECT_EQ(modal(c), first->front());
+        const auto r = c.finish();
+        const auto it = r.stats.find(P2Key{"tokens", 0, 0, "consistency", first->front()});
+        ASSERT_NE(it, r.stats.end());
+        EXPECT_DOUBLE_EQ(it->second.mean(), 0.5);
+        EXPECT_EQ(modal(p), "alpha");
+        shard1.add(in, first);
+        shard2.add(in, second);
+        shard1.merge(shard2);
+        EXPECT_EQ(modal(shard1), first->front());
+    }
+}

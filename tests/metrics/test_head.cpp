@@ -271,3 +271,91 @@ TEST(Head, ThreadCountDoesNotChangeResults) {
     for (const char* name : kDistanceNames)
         EXPECT_EQ((a.distances.at(name) - b.distances.at(name)).cwiseAbs().maxCoeff(), 0.0) << name;
 }
+
+namespace {
+// Bidirectional input whose argmax sinks are key `s0` in layer 0 and `s1` in layer 1.
+AttentionInput two_sink_input(uint64_t seed, int64_t s0, int64_t s1) {
+    auto x = random_input(seed, 2, 2, 6, Masking::Bidirectional, false);
+    for (int64_t l = 0; l < 2; ++l)
+        for (int64_t h = 0; h < 2; ++h)
+            for (int64_t i = 0; i < 6; ++i) {
+                double* r = &x.pattern[x.offset(l, h, i)];
+                r[l == 0 ? s0 : s1] += l == 0 ? 5.0 : 3.0;
+                double s = 0;
+                for (int64_t j = 0; j < 6; ++j) s += r[j];
+                for (int64_t j = 0; j < 6; ++j) r[j] /= s;
+            }
+    return x;
+}
+}  // namespace
+
+// 10.d: in model scope with per-layer sinks that differ from the model-wide one, the
+// within-layer distances of each layer are also given with the layer's own sink
+// (layer_distances; cross-layer NaN): equal to the brute-force loop with that sink, and to
+// what layer scope computes (also when an earlier input had shared sinks: the groups are then
+// seeded from the model group). They survive save/load bit for bit and merge like one pass.
+TEST(Head, LayerSinkDistancesInModelScope) {
+    const auto x = two_sink_input(15, 4, 1);  // sinks {4, 1}, model 4
+    const auto y = two_sink_input(16, 4, 4);  // sinks {4, 4}: shared
+    HeadOptions o;
+    o.sink = parse_sink_policy("argmax");
+    HeadAccumulator only_y(2, 2, o);
+    only_y.add(y);
+    EXPECT_TRUE(only_y.finish().layer_distances.empty());
+    const HeadResults rx = run({x}, o);
+    ASSERT_FALSE(rx.layer_distances.empty());
+    const auto ref0 = brute_force({x}, 4, 3), ref1 = brute_force({x}, 1, 3);
+    for (const char* name : kDistanceNames) {
+        const Eigen::MatrixXd& d = rx.layer_distances.at(name);
+        for (int64_t a = 0; a < 4; ++a)
+            for (int64_t b = 0; b < 4; ++b) {
+                if (a / 2 != b / 2) {
+                    EXPECT_TRUE(std::isnan(d(a, b))) << name;
+                    continue;
+                }
+                const double ref = (a / 2 == 0 ? ref0 : ref1).at(name)(a, b);  // same bound as
+                EXPECT_NEAR(d(a, b), ref, 1e-9 * std::max(1.0, std::abs(ref))) << name;  // above
+            }
+    }
+    // y then x, model scope vs layer scope (the bound of LayerScopeBlocks).
+    HeadOptions lo = o;
+    lo.scope = Scope::Layer;
+    const HeadResults both = run({y, x}, o), layer = run({y, x}, lo);
+    for (const char* name : kDistanceNames) {
+        const Eigen::MatrixXd &a = both.layer_distances.at(name), &b = layer.distances.at(name);
+        for (int64_t i = 0; i < 4; ++i)
+            for (int64_t j = 0; j < 4; ++j)
+                if (i / 2 == j / 2)
+                    EXPECT_NEAR(a(i, j), b(i, j), 1e-10 * std::max(1.0, b(i, j))) << name;
+    }
+    // save/load: bit for bit
+    HeadAccumulator acc(2, 2, o);
+    acc.add(y);
+    acc.add(x);
+    BinaryWriter w;
+    acc.save(w);
+    HeadAccumulator loaded(2, 2, o);
+    BinaryReader r(w.bytes(), "state");
+    loaded.load(r);
+    const HeadResults saved = loaded.finish();
+    for (const char* name : kDistanceNames) {
+        const Eigen::MatrixXd &a = saved.layer_distances.at(name),
+                              &b = both.layer_distances.at(name);
+        EXPECT_TRUE(((a.array() == b.array()) || (a.array().isNaN() && b.array().isNaN())).all())
+            << name;
+    }
+    // merge: a shard without per-layer-sink groups (y) with one that has them (x)
+    HeadAccumulator sy(2, 2, o), sx(2, 2, o);
+    sy.add(y);
+    sx.add(x);
+    sy.merge(sx);
+    const HeadResults merged = sy.finish();
+    for (const char* name : kDistanceNames) {
+        const Eigen::MatrixXd &a = merged.layer_distances.at(name),
+                              &b = both.layer_distances.at(name);
+        for (int64_t i = 0; i < 4; ++i)
+            for (int64_t j = 0; j < 4; ++j)
+                if (i / 2 == j / 2)  // the bound of MergeEqualsSinglePass
+                    EXPECT_NEAR(a(i, j), b(i, j), 1e-12) << name;
+    }
+}

@@ -1,13 +1,17 @@
 // The P2 accumulator end to end: compat ruscio2025 artifacts on causal attention (PAPERS.md
 // B.3), layer subsets (10.o), mergeability, option validation, output tables.
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
+#include "sinkscope/metrics/graph.hpp"
 #include "sinkscope/metrics/p2.hpp"
 #include "testing.hpp"
 
@@ -228,4 +232,124 @@ TEST(P2Compat, PrincipledPerHeadOutputs) {
     // effectiveness of the average (2 x 7) and the effectiveness score per threshold (7)
     EXPECT_EQ(t.size(), 2u * 3 * 7 * 9 + 2 * 7 + 7);
     EXPECT_TRUE(std::filesystem::exists(dir / "frame.json"));
+}
+
+namespace {
+// Causal rows softmax(scale * normal + boost on key 0 and on the diagonal), [L, H, T, T].
+AttentionInput causal_rows(int64_t n_layers, int64_t n_heads, int64_t n, double scale, double boost,
+                           uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal;
+    AttentionInput in;
+    in.n_layers = n_layers;
+    in.n_heads = n_heads;
+    in.n_tokens = in.length = n;
+    in.masking = Masking::Causal;
+    in.pattern.assign(static_cast<size_t>(n_layers * n_heads * n * n), 0.0);
+    for (int64_t l = 0; l < n_layers; ++l)
+        for (int64_t h = 0; h < n_heads; ++h)
+            for (int64_t i = 0; i < n; ++i) {
+                double* r = in.pattern.data() + in.offset(l, h, i);
+                double sum = 0;
+                for (int64_t j = 0; j <= i; ++j)
+                    sum += (r[j] = std::exp(scale * normal(rng) + (j == 0 || j == i) * boost));
+                for (int64_t j = 0; j <= i; ++j) r[j] /= sum;
+            }
+    return in;
+}
+// Compat (10.r) decision for one input, computed here: the notebook's head average (raw
+// values, summed over heads in order, then divided by H) has density sum 1[avg > tau] / n^2.
+bool notebook_skips(const AttentionInput& in, int64_t l, double tau) {
+    const int64_t n = in.length;
+    int64_t edges = 0;
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            double avg = 0;
+            for (int64_t h = 0; h < in.n_heads; ++h) avg += j <= i ? in.row(l, h, i)[j] : 0.0;
+            edges += avg / static_cast<double>(in.n_heads) > tau;
+        }
+    const double density = static_cast<double>(edges) / static_cast<double>(n * n);
+    return !(density >= 0.05 && density <= 0.95) && l % 4 != 0;
+}
+}  // namespace
+
+// 10.r (B.4): compat computes the graph metrics of a (layer, threshold) cell only for the inputs
+// whose threshold is effective there or whose layer is a multiple of 4; the others contribute
+// the density alone, the mean is over the inputs that have the metric (NaN when none), and
+// graphs.csv counts the skipped inputs in n_skipped. Principled mode computes every cell.
+TEST(P2Compat, GraphCellsTheNotebookSkips) {
+    // A: near-uniform rows (few entries above the large thresholds); B: mass on key 0 and the
+    // diagonal (two entries per row above them).
+    const auto a = causal_rows(5, 2, 25, 0.3, 0.0, 41), b = causal_rows(5, 2, 25, 0.3, 3.0, 42);
+    P2Options o;
+    o.analyses = "graphs";
+    o.compat = "ruscio2025";
+    P2Accumulator both(o), only_a(o), only_b(o);
+    both.add(a);
+    both.add(b);
+    only_a.add(a);
+    only_b.add(b);
+    const auto r = both.finish(), ra = only_a.finish(), rb = only_b.finish();
+    testutil::ScratchDir dir;
+    write_p2_outputs(r, dir.path());
+    const auto table = io::Table::read_csv(dir / "graphs.csv");
+    const auto& cols = table.columns();
+    const auto column = [&](const std::string& name) {
+        const auto it = std::find(cols.begin(), cols.end(), name);
+        EXPECT_NE(it, cols.end()) << name;
+        return static_cast<size_t>(it - cols.begin());
+    };
+    std::map<std::tuple<int64_t, std::string, std::string>, double> skipped_column;
+    for (const auto& row : table.rows())
+        if (std::get<double>(row[column("head")]) == -1 &&
+            std::get<double>(row[column("layer")]) >= 0)
+            skipped_column[{static_cast<int64_t>(std::get<double>(row[column("layer")])),
+                            std::get<std::string>(row[column("metric")]),
+                            io::format_number(std::get<double>(row[column("param")]))}] =
+                std::get<double>(row[column("n_skipped")]);
+
+    int n_none = 0, n_one = 0;
+    for (int64_t l = 0; l < 5; ++l)
+        for (double tau : k_graph_thresholds) {
+            const std::string p = io::format_number(tau);
+            const bool skip_a = notebook_skips(a, l, tau), skip_b = notebook_skips(b, l, tau);
+            const int64_t have = !skip_a + !skip_b;
+            n_one += have == 1;
+            const auto density = r.stats.at(P2Key{"graphs", l, -1, "density", p});
+            EXPECT_EQ(density.n, 2);
+            EXPECT_EQ(skipped_column.at({l, "density", p}), 0.0);
+            for (const char* metric : {"lambda2", "laplacian_gap", "star_basic", "star_combined",
+                                       "gini", "centralization", "degree_variance", "n_nodes"}) {
+                const P2Key key{"graphs", l, -1, metric, p};
+                const auto& s = r.stats.at(key);
+                EXPECT_EQ(s.n, have) << "layer " << l << " tau " << p << " " << metric;
+                EXPECT_EQ(skipped_column.at({l, metric, p}), static_cast<double>(2 - have));
+                if (have == 0) EXPECT_TRUE(std::isnan(s.mean())) << metric;
+                // the mean over the one input that has it is that input's value
+                if (have == 1)
+                    EXPECT_EQ(s.mean(), (skip_a ? rb : ra).stats.at(key).mean()) << metric;
+                // A alone: a cell it skips has no value at all (NaN)
+                const auto& sa = ra.stats.at(key);
+                EXPECT_EQ(sa.n, skip_a ? 0 : 1) << metric;
+                if (skip_a) EXPECT_TRUE(std::isnan(sa.mean())) << metric;
+            }
+            n_none += skip_a;
+        }
+    EXPECT_GT(n_none, 0) << "no cell skipped: the test would not test";
+    EXPECT_GT(n_one, 0) << "no cell skipped by one input only: the test would not test";
+
+    // Principled: every cell of every input, and no n_skipped column.
+    P2Options principled;
+    principled.analyses = "graphs";
+    P2Accumulator all(principled);
+    all.add(a);
+    all.add(b);
+    const auto rp = all.finish();
+    for (int64_t l = 0; l < 5; ++l)
+        for (double tau : k_graph_thresholds)
+            EXPECT_EQ(rp.stats.at(P2Key{"graphs", l, -1, "lambda2", io::format_number(tau)}).n, 2);
+    testutil::ScratchDir pdir;
+    write_p2_outputs(rp, pdir.path());
+    const auto pcols = io::Table::read_csv(pdir / "graphs.csv").columns();
+    EXPECT_EQ(std::find(pcols.begin(), pcols.end(), "n_skipped"), pcols.end());
 }

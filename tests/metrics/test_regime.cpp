@@ -196,3 +196,74 @@ TEST(HeadAnalyses, WritesTablesAndSummary) {
     EXPECT_NE(s.find("rho 0.6 -> predicted classical-unsafe"), std::string::npos) << s;
     EXPECT_NE(s.find("(correct)"), std::string::npos) << s;
 }
+
+// Spec 2 "scope": with --scope layer the accumulator leaves cross-layer distances NaN; the
+// driver reads only within-layer entries, validates each layer's rho against that layer's own
+// flip rate (1/3 by the fixture's construction) and has no model row to validate.
+TEST(HeadAnalyses, LayerScopeRunsPerLayerOnWithinLayerDistances) {
+    Fixture f = make_fixture();
+    for (auto& [name, d] : f.matrices)
+        for (int a = 0; a < 12; ++a)
+            for (int b = 0; b < 12; ++b)
+                if (a / 4 != b / 4) d(a, b) = std::numeric_limits<double>::quiet_NaN();
+    HeadAnalysisOptions opts;
+    opts.scope = ReversalScope::Layer;
+    const auto res = run_head_analyses(f.matrices, f.labels, {0.1, 0.3, 0.9}, 0.6, opts);
+    ASSERT_EQ(res.regime.size(), 3u);
+    for (int layer = 0; layer < 3; ++layer) {
+        const RegimeRow& row = regime_row(res, "layer", layer);
+        EXPECT_EQ(row.flip.n_compared, 3 * count_triples(4));
+        EXPECT_EQ(row.flip.n_disagree, count_triples(4));
+    }
+    for (const RegimeRow& row : res.regime) EXPECT_EQ(row.scope, "layer");
+    EXPECT_EQ(res.ari.size(), 28u * 3u);  // the 8 clusterings of each layer, pairwise
+}
+
+// Scope layer: each layer is clustered alone (8 matrices x 3 layers, each over its 4 heads, k in
+// 2..3); a NaN inside a layer is still refused, and --k above a layer's heads is a usage error.
+TEST(HeadAnalyses, LayerScopeClustersEachLayerAlone) {
+    Fixture f = make_fixture();
+    for (auto& [name, d] : f.matrices)
+        for (int a = 0; a < 12; ++a)
+            for (int b = 0; b < 12; ++b)
+                if (a / 4 != b / 4) d(a, b) = std::numeric_limits<double>::quiet_NaN();
+    HeadAnalysisOptions opts;
+    opts.scope = ReversalScope::Layer;
+    const auto res = run_head_analyses(f.matrices, f.labels, {0.1, 0.3, 0.9}, 0.6, opts);
+    ASSERT_EQ(res.clusterings.size(), 8u * 3u);
+    for (const Clustering& c : res.clusterings) {
+        ASSERT_EQ(c.heads.size(), 4u);
+        for (int head : c.heads) EXPECT_EQ(f.labels[size_t(head)].first, c.layer);
+        EXPECT_GE(c.k, 2);
+        EXPECT_LE(c.k, 3);  // 2..n-1 for 4 heads
+    }
+    // A NaN inside a layer is still refused.
+    f.matrices[head_matrix::kDA](1, 2) = std::numeric_limits<double>::quiet_NaN();
+    EXPECT_THROW(run_head_analyses(f.matrices, f.labels, {}, 0.3, opts), InternalError);
+    // --k larger than a layer's heads is a usage error in layer scope.
+    f = make_fixture();
+    opts.k = 5;
+    EXPECT_THROW(run_head_analyses(f.matrices, f.labels, {}, 0.3, opts), UsageError);
+}
+
+// Spec 10.d: in model scope a layer's regime row takes its flips from the per-layer-sink
+// matrices when given (here: every verdict of layer 1 reversed in js_drop only there, so that
+// layer's pooled flip rate is 1/3 while the model-sink matrices give 0 for it).
+TEST(HeadAnalyses, LayerRegimeRowsUseTheLayerSinkMatrices) {
+    Fixture f = make_fixture();
+    f.matrices[head_matrix::kJsDrop] = f.matrices[head_matrix::kJsKeep];  // no flips at all
+    std::map<std::string, Eigen::MatrixXd> layer = f.matrices;
+    for (auto& [name, d] : layer)
+        for (int a = 0; a < 12; ++a)
+            for (int b = 0; b < 12; ++b)
+                if (a / 4 != b / 4) d(a, b) = std::numeric_limits<double>::quiet_NaN();
+    Eigen::MatrixXd& js_drop = layer[head_matrix::kJsDrop];
+    for (int a = 4; a < 8; ++a)
+        for (int b = 4; b < 8; ++b)
+            if (a != b) js_drop(a, b) = 10.0 - js_drop(a, b);
+    const auto res = run_head_analyses(f.matrices, f.labels, {0.1, 0.3, 0.9}, 0.6, {}, layer);
+    EXPECT_EQ(regime_row(res, "model", -1).flip.n_disagree, 0);
+    EXPECT_EQ(regime_row(res, "layer", 0).flip.n_disagree, 0);
+    EXPECT_EQ(regime_row(res, "layer", 1).flip.n_disagree, count_triples(4));
+    EXPECT_EQ(regime_row(res, "layer", 2).flip.n_disagree, 0);
+}

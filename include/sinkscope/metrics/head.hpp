@@ -10,7 +10,9 @@
 //                                                   classical metrics, arithmetic mean over rows
 // (keep = on the row p, drop = on the content composition pi; JS in nats, not its square root).
 // Diagonals are 0. With Scope::Layer only pairs inside one layer are compared; all others are NaN.
-// A pair with no common usable row is NaN.
+// A pair with no common usable row is NaN. HeadResults::layer_distances (same names) holds the
+// within-layer pairs computed with each layer's own sink (10.d) in model scope, for per-layer
+// outputs; it is empty when every layer's sink was the model-wide one for every input.
 #pragma once
 
 #include <array>
@@ -95,6 +97,10 @@ struct HeadResults {
     std::vector<HeadLabel> heads;                      // [n_layers * n_heads]
     std::vector<HeadMeans> means;                      // [n_layers * n_heads]
     std::map<std::string, Eigen::MatrixXd> distances;  // names: kDistanceNames, each [n, n]
+    // Model scope only, when some input's per-layer sink differs from its model-wide one:
+    // within-layer pairs with each layer's sink (10.d), other pairs NaN; each [n, n]. Empty
+    // otherwise (the within-layer blocks of `distances` then use the same sinks).
+    std::map<std::string, Eigen::MatrixXd> layer_distances;
     std::vector<Dispersion> layers;                    // [n_layers], per-layer sinks
     Dispersion model;                                  // model-wide sink, all heads
     RowCounts counts;
@@ -147,6 +153,10 @@ class HeadAccumulator {
     std::vector<DispersionSums> layer_disp_;  // [n_layers]
     DispersionSums model_disp_;
     std::vector<PairGroup> groups_;
+    // Model scope: one group per layer with each layer's sink, created at the first input whose
+    // layer sinks differ from the model-wide one (seeded with the within-layer block of the model
+    // group: every earlier input used the same sink there). Empty otherwise.
+    std::vector<PairGroup> layer_groups_;
 
     friend struct HeadKernel;
 };

@@ -37,10 +37,12 @@ inline constexpr const char* kEuclideanDrop = "euclidean_drop";
 // Spec 10.h: the 8 clustered matrices, in output order.
 const std::vector<std::string>& clustered_matrix_names();
 
-// Which triples the reversal rates range over (spec 2, 3).
+// Which heads are compared (spec 2 "scope"): the reversal triples, the clustered sets and the
+// regime rows.
 enum class ReversalScope {
     Model,  // all heads of the model as one set (default)
-    Layer,  // triples inside one layer, per layer and pooled over layers
+    Layer,  // each layer's heads alone: triples, clustering and regime per layer; the
+            // reversal rates also pooled over layers. Cross-layer distances are never read.
 };
 std::string scope_name(ReversalScope s);                      // "model", "layer"
 ReversalScope parse_reversal_scope(const std::string& text);  // throws UsageError
@@ -81,11 +83,14 @@ struct ReversalRow {
     double ci_hi = 0;
 };
 
-// MDS and clustering of one distance matrix.
+// MDS and clustering of one distance matrix on one set of heads (all heads, or one layer's).
 struct Clustering {
     std::string matrix;
-    Eigen::MatrixXd mds;         // [head, 2], spec 10.h sign rule
-    std::vector<int> labels;     // [head], 0..k-1
+    int layer = -1;              // -1: all heads (scope model); else the layer clustered alone
+    int k = 0;                   // clusters asked for on this set
+    std::vector<int> heads;      // [set] indices into head_labels of the clustered heads
+    Eigen::MatrixXd mds;         // [set, 2], spec 10.h sign rule
+    std::vector<int> labels;     // [set], 0..k-1
     double mean_silhouette = 0;  // under this matrix; NaN when k < 2
 };
 
@@ -94,6 +99,15 @@ struct AriRow {
     std::string second;
     double ari = 0;
     bool headline = false;  // JS-keep vs JS-drop, dA vs dA_perp (spec 4)
+    int layer = -1;         // the clustered set: -1 all heads, else one layer (scope layer)
+};
+
+// Mean silhouette of the dA_perp clustering under dA_perp for one candidate k (spec 4).
+struct SilhouetteChoice {
+    int layer = -1;  // the clustered set, as in Clustering::layer
+    int k = 0;
+    double mean_silhouette = 0;
+    bool selected = false;  // the k used for this set
 };
 
 struct RegimeRow {
@@ -111,25 +125,35 @@ struct HeadAnalysisResults {
     HeadAnalysisOptions options;
     std::vector<std::pair<int, int>> head_labels;  // [head] -> (layer, head)
     std::vector<ReversalRow> reversal;
-    int k = 0;
-    bool k_selected = false;                           // true when k came from the silhouette
-    std::vector<std::pair<int, double>> k_silhouette;  // (k, mean silhouette under dA_perp)
-    std::vector<Clustering> clusterings;
-    std::vector<AriRow> ari;        // headline pairs first
-    std::vector<RegimeRow> regime;  // model first, then layers
+    int k = 0;  // scope model: k of the clustering; scope layer: --k (0: chosen per layer)
+    bool k_selected = false;  // true when k came from the silhouette
+    std::vector<SilhouetteChoice> k_silhouette;
+    std::vector<Clustering> clusterings;  // per set (all heads, or layer by layer)
+    std::vector<AriRow> ari;              // per set, headline pairs first
+    // Scope model: the model row, then one row per layer (each with its own sink, 10.d).
+    // Scope layer: one row per layer only (no cross-layer comparison exists to validate a model
+    // rho against).
+    std::vector<RegimeRow> regime;
 };
 
 // Runs every analysis on n x n head distance matrices keyed as in head_matrix (missing keys
 // skip what needs them; dA_perp is needed to choose k). head_labels[i] = (layer, head) of
 // matrix row i; layer_rho[l] is rho of layer l (may be empty); model_rho is the model-wide rho
-// (spec 2, 10.g). Throws UsageError for options that do not fit the data.
-HeadAnalysisResults run_head_analyses(const std::map<std::string, Eigen::MatrixXd>& matrices,
-                                      const std::vector<std::pair<int, int>>& head_labels,
-                                      const std::vector<double>& layer_rho, double model_rho,
-                                      const HeadAnalysisOptions& opts);
+// (spec 2, 10.g). With scope layer only within-layer entries are read (others may be NaN).
+// `layer_matrices` (scope model): the same keys with the within-layer pairs computed with each
+// layer's own sink (10.d; HeadResults::layer_distances), for the per-layer regime rows; empty:
+// the within-layer blocks of `matrices` (right when every layer's sink is the model's).
+// Throws UsageError for options that do not fit the data.
+HeadAnalysisResults run_head_analyses(
+    const std::map<std::string, Eigen::MatrixXd>& matrices,
+    const std::vector<std::pair<int, int>>& head_labels, const std::vector<double>& layer_rho,
+    double model_rho, const HeadAnalysisOptions& opts,
+    const std::map<std::string, Eigen::MatrixXd>& layer_matrices = {});
 
 // Writes reversal.csv, silhouette.csv, clusters.csv, ari.csv, regime.csv (each also as .jsonl)
-// and mds/<matrix>.npy ([head, 2] f64) into `dir` (created when missing). Callers that need
+// and mds/<matrix>.npy ([head, 2] f64; scope layer: each layer's rows are its own MDS) into
+// `dir` (created when missing). Scope layer adds a leading `layer` column to silhouette.csv and
+// ari.csv. Callers that need
 // all-or-nothing output write into an OutputDir's staging folder.
 void write_head_analyses(const HeadAnalysisResults& results, const std::filesystem::path& dir);
 

@@ -19,6 +19,7 @@
 #include "sinkscope/core/serialize.hpp"
 #include "sinkscope/metrics/attention.hpp"
 #include "sinkscope/metrics/frame.hpp"
+#include "sinkscope/metrics/sink.hpp"
 #include "sinkscope/metrics/topology.hpp"
 
 namespace sinkscope::metrics {
@@ -31,7 +32,9 @@ struct P2Options {
     bool per_head = false;           // --per-head: graphs, topology and spectra per head too
     std::string symmetrize = "max";  // --symmetrize max|mean (principled topology distance)
     std::string tokens;              // --tokens FILE: read by the CLI, strings passed to add()
-    int64_t sink = 0;                // sink position of the direct sink mass (spec 0 "first")
+    // --sink: the policy whose resolved per-layer sink s is the key of the direct sink mass (spec
+    // 0, 10.d, 10.k). add() resolves it per input unless the caller passes the positions.
+    SinkPolicy sink{SinkPolicy::Kind::First};
     int64_t threads = 1;             // --threads: layers analysed in parallel (results identical)
     // --topology-max-tokens: principled persistent homology of inputs longer than this runs on
     // this many tokens picked evenly (numpy linspace, as compat's B.3 downsampling); the Rips
@@ -46,7 +49,7 @@ struct P2Config {
     bool compat = false;
     bool per_head = false;
     Symmetrize symmetrize = Symmetrize::Max;
-    int64_t sink = 0;
+    SinkPolicy sink{SinkPolicy::Kind::First};
     int64_t topology_max_tokens = 256;
     std::string tokens_file;  // names the token strings in errors
     const char* mode() const { return compat ? "ruscio2025" : "principled"; }
@@ -63,11 +66,13 @@ std::vector<int64_t> kl_layers(int64_t n_layers, bool compat);
 double mean_row_entropy(const Eigen::MatrixXd& a, bool compat);
 
 // Running mean/variance of one metric over inputs; non-finite values are counted, not summed
-// (rmt.ipynb drops inf/NaN when aggregating).
+// (rmt.ipynb drops inf/NaN when aggregating). Inputs for which the metric does not exist (compat
+// graph cells the notebook skips, 10.r) are counted in n_skipped and enter neither.
 struct P2Stat {
     double sum = 0, sum_sq = 0;
-    int64_t n = 0, n_nonfinite = 0;
+    int64_t n = 0, n_nonfinite = 0, n_skipped = 0;
     void add(double v);
+    void skip() { ++n_skipped; }
     void merge(const P2Stat& o);
     double mean() const;  // NaN when n == 0
     double std() const;   // population std over inputs
@@ -102,6 +107,9 @@ struct P2Results {
     std::map<P2Key, P2Stat> stats;
     // (layer, head) -> top-key (token string, or position when no strings) -> inputs
     std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> top_keys;
+    // (layer, head) -> top-key -> ordinal of the first input where it was the top key (compat
+    // breaks modal ties by it, as the notebook's insertion-ordered dictionary does; B.10)
+    std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> top_key_first_input;
     std::vector<P2Diagram> diagrams;  // diagrams of the first k_saved_diagram_inputs inputs
     FrameEvidence frame;
     FrameType verdict = FrameType::Distributed;  // set by finish()
@@ -114,11 +122,13 @@ inline constexpr int64_t k_saved_diagram_inputs = 8;
 class P2Accumulator {
   public:
     explicit P2Accumulator(const P2Options& options = {});
-    // Adds one input. `token_strings` ([T]) names the keys of token specialisation. Throws
+    // Adds one input. `token_strings` ([T]) names the keys of token specialisation. `sinks` are
+    // the input's resolved sink positions (the pipeline passes those of the head metrics, so
+    // every output uses the same ones); null: resolved here from options.sink. Throws
     // InputError naming `source` (the file it came from) on shapes or values that cannot be
     // attention; nothing is accumulated then.
     void add(const AttentionInput& input, const std::vector<std::string>* token_strings = nullptr,
-             const std::string& source = "attention");
+             const std::string& source = "attention", const SinkPositions* sinks = nullptr);
     // Combines another shard's state (same options, same model).
     void merge(const P2Accumulator& other);
     // Derived values (effectiveness, consistency, verdict, warnings).
