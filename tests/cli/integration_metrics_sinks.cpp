@@ -132,7 +132,9 @@ TEST(MetricsCliSinks, DirectSinkMassOnArgmaxSink) {
         double expected = 0;
         for (int64_t in = 0; in < n; ++in) {
             const int64_t s = argmax_sink(d, in, layer);
-            if (layer >= 2) ASSERT_EQ(s, t - 1) << "the input should have its sink at T-1";
+            if (layer >= 2) {
+                ASSERT_EQ(s, t - 1) << "the input should have its sink at T-1";
+            }
             expected += direct_mass(d, in, layer, s) / double(n);
         }
         EXPECT_LT(testutil::rel_err(rows.at(layer), expected), kMeanTol) << "layer " << layer;

@@ -325,8 +325,9 @@ TEST(Head, LayerSinkDistancesInModelScope) {
         const Eigen::MatrixXd &a = both.layer_distances.at(name), &b = layer.distances.at(name);
         for (int64_t i = 0; i < 4; ++i)
             for (int64_t j = 0; j < 4; ++j)
-                if (i / 2 == j / 2)
+                if (i / 2 == j / 2) {
                     EXPECT_NEAR(a(i, j), b(i, j), 1e-10 * std::max(1.0, b(i, j))) << name;
+                }
     }
     // save/load: bit for bit
     HeadAccumulator acc(2, 2, o);
@@ -355,7 +356,8 @@ TEST(Head, LayerSinkDistancesInModelScope) {
                               &b = both.layer_distances.at(name);
         for (int64_t i = 0; i < 4; ++i)
             for (int64_t j = 0; j < 4; ++j)
-                if (i / 2 == j / 2)  // the bound of MergeEqualsSinglePass
+                if (i / 2 == j / 2) {  // the bound of MergeEqualsSinglePass
                     EXPECT_NEAR(a(i, j), b(i, j), 1e-12) << name;
+                }
     }
 }

@@ -324,14 +324,19 @@ TEST(P2Compat, GraphCellsTheNotebookSkips) {
                 const auto& s = r.stats.at(key);
                 EXPECT_EQ(s.n, have) << "layer " << l << " tau " << p << " " << metric;
                 EXPECT_EQ(skipped_column.at({l, metric, p}), static_cast<double>(2 - have));
-                if (have == 0) EXPECT_TRUE(std::isnan(s.mean())) << metric;
+                if (have == 0) {
+                    EXPECT_TRUE(std::isnan(s.mean())) << metric;
+                }
                 // the mean over the one input that has it is that input's value
-                if (have == 1)
+                if (have == 1) {
                     EXPECT_EQ(s.mean(), (skip_a ? rb : ra).stats.at(key).mean()) << metric;
+                }
                 // A alone: a cell it skips has no value at all (NaN)
                 const auto& sa = ra.stats.at(key);
                 EXPECT_EQ(sa.n, skip_a ? 0 : 1) << metric;
-                if (skip_a) EXPECT_TRUE(std::isnan(sa.mean())) << metric;
+                if (skip_a) {
+                    EXPECT_TRUE(std::isnan(sa.mean())) << metric;
+                }
             }
             n_none += skip_a;
         }

@@ -34,7 +34,9 @@ TEST(PipelineProgress, StagesRunToTheirTotals) {
     ASSERT_EQ(heads.size(), 2u * 4u);
     for (size_t k = 0; k < heads.size(); ++k) {
         EXPECT_EQ(heads[k].second, T * (T + 1) / 2);
-        if (k % 4 != 0) EXPECT_GE(heads[k].first, heads[k - 1].first);
+        if (k % 4 != 0) {
+            EXPECT_GE(heads[k].first, heads[k - 1].first);
+        }
     }
     EXPECT_EQ(heads[0].first, 0);
     EXPECT_EQ(heads[3].first, heads[3].second);
