@@ -28,9 +28,17 @@ inline double block_terms(const model::ModelConfig& c, int64_t T) {
 }
 
 // Terms before the first block: the ViT patch embedding (a convolution over n_channels *
-// patch_size^2 inputs); token embeddings are looked up, not accumulated.
+// patch_size^2 inputs); the BERT/RoBERTa embedding LayerNorm; token embeddings are looked up,
+// not accumulated.
 inline double embedding_terms(const model::ModelConfig& c) {
-    return c.is_vision() ? double(c.n_channels * c.patch_size * c.patch_size) : 0.0;
+    if (c.is_vision()) return double(c.n_channels * c.patch_size * c.patch_size);
+    return c.causal ? 0.0 : 2.0 * double(c.d_model) + 8.0;
+}
+
+// Terms of the text encoders' masked-LM head between the last block and the decoder: a dense
+// layer (d_model), GELU (~10 operations) and a LayerNorm (2 d_model + 8).
+inline double lm_head_terms(const model::ModelConfig& c) {
+    return c.causal || c.is_vision() ? 0.0 : 3.0 * double(c.d_model) + 18.0;
 }
 
 // Terms up to and including the attention pattern of layer `layer` (0-based).
@@ -41,7 +49,8 @@ inline double pattern_terms(const model::ModelConfig& c, int64_t T, int64_t laye
 
 // Terms up to the logits: every block, the final norm and the unembedding (d_model).
 inline double logit_terms(const model::ModelConfig& c, int64_t T) {
-    return embedding_terms(c) + double(c.n_layers) * block_terms(c, T) + 2.0 * double(c.d_model);
+    return embedding_terms(c) + double(c.n_layers) * block_terms(c, T) + lm_head_terms(c) +
+           2.0 * double(c.d_model);
 }
 
 // `sides` = how many of the two compared forwards are float32: 2 for two float32 forwards of the
