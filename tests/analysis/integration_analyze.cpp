@@ -9,8 +9,10 @@
 #include <regex>
 #include <sstream>
 
+#include "../model/forward_bound.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
+#include "sinkscope/model/model.hpp"
 #include "testing.hpp"
 
 namespace fs = std::filesystem;
@@ -36,7 +38,8 @@ const std::vector<std::string> kTables = {
 }  // namespace
 
 // 100 STEM sentences through tinystories656K: every table is non-empty, the head-level
-// Pythagorean identity D_A^2 = D_perp^2 + D_b^2 holds on the model's rows to 1e-9, and the
+// Pythagorean identity D_A^2 = D_perp^2 + D_b^2 holds on the model's rows (up to the float64
+// rounding of the stored distances), and the
 // report renders with every figure drawn and no script error.
 TEST(Analyze, TinyStoriesStemSentences) {
     SINKSCOPE_REQUIRE_SHARED(shared);
@@ -63,7 +66,9 @@ TEST(Analyze, TinyStoriesStemSentences) {
         double lhs = dA[k] * dA[k], rhs = dp[k] * dp[k] + db[k] * db[k];
         worst = std::max(worst, std::abs(lhs - rhs) / std::max(1e-300, std::max(lhs, rhs)));
     }
-    EXPECT_LT(worst, 1e-9);
+    // Exact in float64 (spec section 1: 1e-10 relative per row); the head-level distances are means
+    // over 100 inputs of up to 48 rows (reordered sums: kF64SumRel) before being squared.
+    EXPECT_ERROR_WITHIN(worst, testutil::kSpecIdentityRel);
 
     // run.json records the conventions that change results.
     std::string run = slurp(out / "run.json");
@@ -119,6 +124,8 @@ TEST(Analyze, ResumeAfterSigkillIsIdentical) {
     ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
     EXPECT_NE(resumed.out.find("resuming at input 100"), std::string::npos) << resumed.out;
     EXPECT_FALSE(fs::exists(tmp / "resumed.partial"));
+    // Byte for byte: both runs are the same code on the same inputs and shapes with the same
+    // threads, and the saved state is the accumulators' exact bytes.
     size_t compared = 0;
     for (const auto& e : fs::recursive_directory_iterator(tmp / "full")) {
         if (!e.is_regular_file() || e.path().filename() == "run.json") continue;
@@ -181,6 +188,7 @@ void expect_same_table(const fs::path& a, const fs::path& b, double tol, double 
                 EXPECT_EQ(x, y) << a.filename() << " row " << r << " column " << ta.columns()[c];
             }
         }
+    testutil::record_margin(a.filename().string() + " max relative difference", worst, tol);
     EXPECT_LE(worst, tol) << a.filename();
 }
 }  // namespace
@@ -212,12 +220,15 @@ TEST(Analyze, SameNumbersAsDumpPlusMetrics) {
     for (const char* t : {"heads.csv", "dispersion.csv", "distances.csv", "sinks.csv",
                           "reversal.csv", "ari.csv", "graphs.csv", "kl.csv", "spectra.csv",
                           "entropy.csv"})
-        expect_same_table(tmp / "a" / t, tmp / "m" / t, 1e-12);
+        // Both forward each input alone (same code and shapes: bitwise equal float32 attention)
+        // and tables print shortest round-trip doubles, so only the float64 metric code's
+        // accumulation order differs (streamed vs from the file): kF64SumRel.
+        expect_same_table(tmp / "a" / t, tmp / "m" / t, testutil::kF64SumRel);
 }
 
 // Long-input mode: with --attention-memory-mb 0 every input's rows are recomputed block by
 // block from the captured rotated q and k instead of stored; the continuous results equal the
-// stored-attention run up to float32 rounding (1e-6 relative, absolute below 1), and run.json
+// stored-attention run up to float32 rounding (relative, absolute below 1), and run.json
 // says so.
 TEST(Analyze, RecomputedRowsMatchStoredAttention) {
     SINKSCOPE_REQUIRE_SHARED(shared);
@@ -237,9 +248,33 @@ TEST(Analyze, RecomputedRowsMatchStoredAttention) {
     ASSERT_EQ(a.exit_code, 0) << a.err;
     auto b = run_cli(lazy);
     ASSERT_EQ(b.exit_code, 0) << b.err;
+    // The lazy rows recompute the scores q k^T / sqrt(d_head) in float32 from the captured rotated
+    // q and k (another GEMM shape: two float32 evaluations of d_head + 1 terms, each term at most
+    // max|q| max|k|) and the softmax: each p_j moves by at most 2 max|dz| relative, plus the
+    // softmax rounding. The table quantities (log-ratio distances, entropies in nats, KL, sink
+    // masses) move by at most twice that (first order), relative to max(|x|, 1).
+    namespace sm = sinkscope::model;
+    const sm::Model mm = sm::load_model(model);
+    double zmax = 0, qk = 0;
+    int64_t t_max = 0, d_head = mm.config().d_head;
+    for (const char* text : {"Once upon a time there was a cat who liked to sleep.",
+                             "The little girl ran to the park with her dog and a ball.",
+                             "He was sad because the rain did not stop all day long."}) {
+        const auto ids = mm.encode(text, tokenizer::BosPolicy::ModelDefault);
+        const sm::ForwardResult fr = mm.forward(ids, sm::CaptureSpec::all());
+        t_max = std::max<int64_t>(t_max, static_cast<int64_t>(ids.size()));
+        zmax = std::max(zmax, testutil::max_abs_scores(fr, mm.config()));
+        for (int64_t l = 0; l < mm.config().n_layers; ++l)
+            qk = std::max(
+                qk, testutil::max_abs(fr.captured.at(sm::hook_name(sm::HookPoint::RotQ, l))) *
+                        testutil::max_abs(fr.captured.at(sm::hook_name(sm::HookPoint::RotK, l))));
+    }
+    const double dz = testutil::f32_two_evaluations_bound(
+        double(d_head) + 1, double(d_head) * qk / std::sqrt(double(d_head)));
+    const double row_rel = 2 * dz + 2 * testutil::f32_softmax_rel_bound(double(t_max), 2 * zmax);
     for (const char* t : {"heads.csv", "dispersion.csv", "distances.csv", "sinks.csv", "kl.csv",
                           "spectra.csv", "entropy.csv", "value_space.csv"})
-        expect_same_table(tmp / "stored" / t, tmp / "lazy" / t, 1e-6, 1.0);
+        expect_same_table(tmp / "stored" / t, tmp / "lazy" / t, 2 * row_rel, 1.0);
     const std::string rec = slurp(tmp / "lazy" / "run.json");
     EXPECT_NE(rec.find("\"recomputed_inputs\": 3"), std::string::npos) << rec;
     EXPECT_NE(slurp(tmp / "stored" / "run.json").find("\"recomputed_inputs\": 0"),

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "sinkscope/metrics/graph.hpp"
+#include "testing.hpp"
 
 using namespace sinkscope::metrics;
+namespace testutil = sinkscope::testutil;
 
 namespace {
 // Every row attends to key 0 only.
@@ -46,8 +48,8 @@ TEST(Graph, StarIsPerfectlyCentralized) {
     EXPECT_DOUBLE_EQ(g.centralization, 1.0);
     EXPECT_DOUBLE_EQ(g.density, 1.0 / n);
     // in-degrees (n-1, 0, ..., 0): Gini = 2 * n (n-1) / (n (n-1)) - (n+1)/n = (n-1)/n
-    EXPECT_NEAR(g.gini, (n - 1.0) / n, 1e-15);
-    EXPECT_NEAR(g.star_combined, 0.3 + 0.7 * (n - 1.0) / n, 1e-15);
+    EXPECT_WITHIN(g.gini, (n - 1.0) / n, testutil::kFewOps);
+    EXPECT_WITHIN(g.star_combined, 0.3 + 0.7 * (n - 1.0) / n, testutil::kFewOps);
 }
 
 // Compat counts the self-loop of key 0, so the star gives N/(N-1) (10.i).
@@ -63,30 +65,33 @@ TEST(Graph, CompleteGraphLambda2IsN) {
     const int n = 8;
     const Eigen::MatrixXd a = Eigen::MatrixXd::Constant(n, n, 1.0 / n);
     const auto g = graph_stats(a, 0.001, false);
-    EXPECT_NEAR(g.lambda2, n, 1e-10);
-    EXPECT_NEAR(g.laplacian_gap, 0.0, 1e-10);
+    // dense eigensolve, ||L|| = n = 8
+    EXPECT_WITHIN(g.lambda2, n, testutil::kDenseEigenAbs);
+    EXPECT_WITHIN(g.laplacian_gap, 0.0, testutil::kDenseEigenAbs);
     EXPECT_DOUBLE_EQ(g.density, 1.0);
-    EXPECT_NEAR(g.degree_variance, 0.0, 1e-15);
-    EXPECT_NEAR(g.centralization, 0.0, 1e-15);
+    EXPECT_WITHIN(g.degree_variance, 0.0, testutil::kFewOps);
+    EXPECT_WITHIN(g.centralization, 0.0, testutil::kFewOps);
 }
 
 // A symmetric path on n nodes has lambda_2 = 2 - 2 cos(pi / n).
 TEST(Graph, PathLambda2MatchesClosedForm) {
     const int n = 12;
     const auto g = graph_stats(path(n), 0.1, false);
-    EXPECT_NEAR(g.lambda2, 2 - 2 * std::cos(std::numbers::pi / n), 1e-12);
+    EXPECT_WITHIN(g.lambda2, 2 - 2 * std::cos(std::numbers::pi / n), testutil::kDenseEigenAbs);
     // lambda_3 of the path is 2 - 2 cos(2 pi / n)
-    EXPECT_NEAR(g.laplacian_gap,
-                2 * std::cos(std::numbers::pi / n) - 2 * std::cos(2 * std::numbers::pi / n), 1e-12);
+    EXPECT_WITHIN(g.laplacian_gap,
+                  2 * std::cos(std::numbers::pi / n) - 2 * std::cos(2 * std::numbers::pi / n),
+                  testutil::kDenseEigenAbs);
 }
 
 // n > 256 goes through Spectra and still gives the path's closed-form lambda_2 and lambda_3.
 TEST(Graph, LargePathUsesIterativeSolver) {
     const int n = 300;
     const auto g = graph_stats(path(n), 0.1, false);
-    EXPECT_NEAR(g.lambda2, 2 - 2 * std::cos(std::numbers::pi / n), 1e-9);
-    EXPECT_NEAR(g.laplacian_gap,
-                2 * std::cos(std::numbers::pi / n) - 2 * std::cos(2 * std::numbers::pi / n), 1e-9);
+    EXPECT_WITHIN(g.lambda2, 2 - 2 * std::cos(std::numbers::pi / n), testutil::kIterativeEigenAbs);
+    EXPECT_WITHIN(g.laplacian_gap,
+                  2 * std::cos(std::numbers::pi / n) - 2 * std::cos(2 * std::numbers::pi / n),
+                  testutil::kIterativeEigenAbs);
 }
 
 // The iterative (Spectra) and dense branches agree on the same small Laplacian.
@@ -96,7 +101,7 @@ TEST(Graph, IterativeAgreesWithDense) {
     const auto iter = smallest_eigenvalues_iterative(lap, 3);
     ASSERT_EQ(dense.size(), 3u);
     ASSERT_EQ(iter.size(), 3u);
-    for (int k = 0; k < 3; ++k) EXPECT_NEAR(dense[k], iter[k], 1e-9) << k;
+    for (int k = 0; k < 3; ++k) EXPECT_WITHIN(dense[k], iter[k], testutil::kIterativeEigenAbs) << k;
 }
 
 // A graph of two disconnected cliques has lambda_2 = 0 (algebraic connectivity > 0 iff connected).
@@ -105,16 +110,16 @@ TEST(Graph, DisconnectedGraphHasZeroLambda2) {
     Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n, n);
     a.topLeftCorner(3, 3).setConstant(1.0 / 3);
     a.bottomRightCorner(3, 3).setConstant(1.0 / 3);
-    EXPECT_NEAR(graph_stats(a, 0.1, false).lambda2, 0.0, 1e-12);
+    EXPECT_WITHIN(graph_stats(a, 0.1, false).lambda2, 0.0, testutil::kDenseEigenAbs);
 }
 
 // Gini: 0 for equal or all-zero values, (N-1)/N for one non-zero value of N.
 TEST(Graph, GiniKnownValues) {
     EXPECT_DOUBLE_EQ(gini({0, 0, 0}), 0.0);
-    EXPECT_NEAR(gini({2, 2, 2, 2}), 0.0, 1e-15);
-    EXPECT_NEAR(gini({0, 0, 0, 5}), 0.75, 1e-15);
+    EXPECT_WITHIN(gini({2, 2, 2, 2}), 0.0, testutil::kFewOps);
+    EXPECT_WITHIN(gini({0, 0, 0, 5}), 0.75, testutil::kFewOps);
     // 2 * (1*1 + 2*2 + 3*3) / (3 * 6) - 4/3 = 28/18 - 24/18
-    EXPECT_NEAR(gini({3, 1, 2}), 4.0 / 18.0, 1e-15);
+    EXPECT_WITHIN(gini({3, 1, 2}), 4.0 / 18.0, testutil::kFewOps);
 }
 
 // Nothing above the threshold: empty graph, zero density, degree statistics 0.

@@ -10,6 +10,7 @@
 #include "testing.hpp"
 
 using namespace sinkscope::metrics;
+namespace testutil = sinkscope::testutil;
 
 namespace {
 
@@ -130,6 +131,7 @@ std::vector<const Eigen::MatrixXd*> pointers(const std::vector<Eigen::MatrixXd>&
 
 // The 10.f rule, written out for the brute-force reference.
 int brute_verdict(double x, double y) {
+    // the spec's tie rule itself (10.f), not a test tolerance
     if (std::fabs(x - y) <= 1e-12 * std::max(std::fabs(x), std::fabs(y))) return 0;
     return x > y ? 1 : -1;
 }
@@ -269,7 +271,8 @@ TEST(Reversal, SampledAgreesWithExactWithinInterval) {
     for (size_t q = 0; q < pairs.size(); ++q) {
         const double p = exact[q].rate();
         const double se = std::sqrt(p * (1 - p) / (n_samples * n_seeds));
-        EXPECT_NEAR(mean_rate[q], p, 4 * se) << "comparison " << q;
+        // statistical, not rounding: 4 standard errors (two-sided p ~ 6e-5 per comparison)
+        EXPECT_WITHIN(mean_rate[q], p, 4 * se) << "comparison " << q;
     }
 }
 
@@ -283,15 +286,19 @@ TEST(Reversal, TieRule) {
     EXPECT_EQ(triple_verdict(0.0, 1e-300), -1);
 }
 
-// Wilson interval against the textbook value for 0/10 (upper 0.2775) and symmetry k <-> n - k.
+// Wilson interval against the closed form for 0/10 (upper z^2 / (n + z^2) = 0.2775 for the 95%
+// z) and symmetry k <-> n - k.
 TEST(Reversal, WilsonInterval) {
     const RateInterval zero = wilson_interval(0, 10);
     EXPECT_EQ(zero.lo, 0.0);
-    EXPECT_NEAR(zero.hi, 0.2775, 5e-5);
+    const double z2 = 1.959963984540054 * 1.959963984540054;
+    // the library's general formula (~8 operations without cancellation and a sqrt: 8 * 2^-53
+    // ~ 9e-16 relative) vs this closed form
+    EXPECT_REL_WITHIN(zero.hi, z2 / (10 + z2), 4 * testutil::kFewOps);
     const RateInterval a = wilson_interval(3, 20);
     const RateInterval b = wilson_interval(17, 20);
-    EXPECT_NEAR(a.lo, 1 - b.hi, 1e-15);
-    EXPECT_NEAR(a.hi, 1 - b.lo, 1e-15);
+    EXPECT_WITHIN(a.lo, 1 - b.hi, testutil::kFewOps);
+    EXPECT_WITHIN(a.hi, 1 - b.lo, testutil::kFewOps);
     EXPECT_TRUE(std::isnan(wilson_interval(0, 0).lo));
 }
 

@@ -4,6 +4,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/metrics/sink.hpp"
 #include "synthetic.hpp"
+#include "testing.hpp"
 
 using namespace sinkscope;
 using namespace sinkscope::metrics;
@@ -49,7 +50,7 @@ TEST(Sink, ArgmaxCausalUniform) {
     for (int i = 0; i < 4; ++i)
         for (int j = 0; j <= i; ++j) x.pattern[i * 4 + j] = 1.0 / (i + 1);
     auto col = key_column_mean(x, 0);
-    EXPECT_NEAR(col[0], (1 + 0.5 + 1.0 / 3 + 0.25) / 4, 1e-15);
-    EXPECT_NEAR(col[3], 0.25 / 4, 1e-15);
+    EXPECT_WITHIN(col[0], (1 + 0.5 + 1.0 / 3 + 0.25) / 4, testutil::kFewOps);
+    EXPECT_WITHIN(col[3], 0.25 / 4, testutil::kFewOps);
     EXPECT_EQ(resolve_sinks(x, parse_sink_policy("argmax")).model, 0);
 }

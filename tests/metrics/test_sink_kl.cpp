@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "sinkscope/metrics/sink_kl.hpp"
+#include "testing.hpp"
 
 using namespace sinkscope::metrics;
+namespace testutil = sinkscope::testutil;
 
 namespace {
 // One layer, heads that differ only in their sink mass s_h on key 0: every row is
@@ -38,9 +40,9 @@ AttentionInput sink_only_heads(Masking masking, const std::vector<double>& sink_
 // numpy.percentile with linear interpolation (values from numpy 1.24.2).
 TEST(SinkKl, PercentileMatchesNumpy) {
     const std::vector<double> v{0.3, 1.7, 0.2, 5.0, 2.2, 0.9, 4.1};
-    EXPECT_NEAR(percentile_linear(v, 80), 3.720000000000001, 1e-15);
-    EXPECT_NEAR(percentile_linear(v, 90), 4.46, 1e-15);
-    EXPECT_NEAR(percentile_linear(v, 95), 4.7299999999999995, 1e-15);
+    EXPECT_REL_WITHIN(percentile_linear(v, 80), 3.720000000000001, testutil::kFewOps);
+    EXPECT_REL_WITHIN(percentile_linear(v, 90), 4.46, testutil::kFewOps);
+    EXPECT_REL_WITHIN(percentile_linear(v, 95), 4.7299999999999995, testutil::kFewOps);
     EXPECT_EQ(percentile_linear(v, 100), 5.0);
     EXPECT_EQ(percentile_linear(v, 0), 0.2);
 }
@@ -62,8 +64,8 @@ TEST(SinkKl, ReductionPositiveWhenHeadsDifferOnlyInSinkMass) {
             for (bool compat : {false, true}) {
                 const auto r = sink_kl(in, 0, t, compat);
                 EXPECT_GT(r.kl_before, 1e-3) << t << compat;
-                EXPECT_NEAR(r.kl_after, 0.0, 1e-12) << t << compat;
-                EXPECT_NEAR(r.kl_reduction, r.kl_before, 1e-12);
+                EXPECT_WITHIN(r.kl_after, 0.0, testutil::kF64SumRel) << t << compat;
+                EXPECT_WITHIN(r.kl_reduction, r.kl_before, testutil::kF64SumRel);
                 EXPECT_GT(r.kl_reduction, 0.0);
             }
         }
@@ -74,8 +76,8 @@ TEST(SinkKl, ReductionPositiveWhenHeadsDifferOnlyInSinkMass) {
 TEST(SinkKl, IdenticalHeadsHaveNoReduction) {
     const auto in = sink_only_heads(Masking::Bidirectional, {0.6, 0.6, 0.6}, 10);
     const auto r = sink_kl(in, 0, 0.9, false);
-    EXPECT_NEAR(r.kl_before, 0.0, 1e-15);
-    EXPECT_NEAR(r.kl_reduction, 0.0, 1e-15);
+    EXPECT_WITHIN(r.kl_before, 0.0, testutil::kFewOps);
+    EXPECT_WITHIN(r.kl_reduction, 0.0, testutil::kFewOps);
 }
 
 // With S = {0}, the principled concentration is the mean sink mass over heads and rows, and the
@@ -86,10 +88,11 @@ TEST(SinkKl, ConcentrationAndDirectSinkMass) {
     const auto r = sink_kl(in, 0, 0.95, false);
     ASSERT_EQ(r.n_sinks, 1);
     const double mean_all = (0.9 + 0.5 + 0.2 + 0.7 + 0.1) / 5;
-    EXPECT_NEAR(r.concentration, mean_all, 1e-14);
-    EXPECT_NEAR(direct_sink_mass(in, 0, 0), mean_all, 1e-14);
+    EXPECT_WITHIN(r.concentration, mean_all, testutil::kF64ShortSumRel);
+    EXPECT_WITHIN(direct_sink_mass(in, 0, 0), mean_all, testutil::kF64ShortSumRel);
     const auto c = sink_kl(in, 0, 0.95, true);
-    EXPECT_NEAR(c.concentration, 100.0 * (0.9 + 0.5 + 0.2 + 0.7) / 4, 1e-12);
+    EXPECT_REL_WITHIN(c.concentration, 100.0 * (0.9 + 0.5 + 0.2 + 0.7) / 4,
+                      testutil::kF64ShortSumRel);
 }
 
 // Causal row 0 sees only the sink: excluded and counted (10.k); compat keeps all n keys.

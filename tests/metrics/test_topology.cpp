@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "sinkscope/metrics/topology.hpp"
+#include "testing.hpp"
 
 using namespace sinkscope::metrics;
+namespace testutil = sinkscope::testutil;
 
 namespace {
 Eigen::MatrixXd line_distances(const std::vector<double>& x) {
@@ -36,8 +38,8 @@ TEST(Topology, SquareHasOneLoop) {
     const auto bars = rips_persistence(d);
     const auto h1 = of_dim(bars, 1);
     ASSERT_EQ(h1.size(), 1u);
-    EXPECT_NEAR(h1[0].birth, 1.0, 1e-12);
-    EXPECT_NEAR(h1[0].death, s, 1e-12);
+    EXPECT_WITHIN(h1[0].birth, 1.0, testutil::kF64SumRel);
+    EXPECT_WITHIN(h1[0].death, s, testutil::kF64SumRel);
     const auto h0 = of_dim(bars, 0);
     ASSERT_EQ(h0.size(), 4u);
     int n_inf = 0;
@@ -45,7 +47,7 @@ TEST(Topology, SquareHasOneLoop) {
         if (std::isinf(b.death))
             ++n_inf;
         else
-            EXPECT_NEAR(b.death, 1.0, 1e-12);
+            EXPECT_WITHIN(b.death, 1.0, testutil::kF64SumRel);
     }
     EXPECT_EQ(n_inf, 1);
 }
@@ -61,14 +63,14 @@ TEST(Topology, TwoClustersMergeAtGap) {
     std::vector<double> deaths;
     for (const auto& b : h0) deaths.push_back(b.death);
     std::sort(deaths.begin(), deaths.end());
-    for (int k = 0; k < 4; ++k) EXPECT_NEAR(deaths[k], 0.01, 1e-12);
-    EXPECT_NEAR(deaths[4], 0.8, 1e-12);
+    for (int k = 0; k < 4; ++k) EXPECT_WITHIN(deaths[k], 0.01, testutil::kF64SumRel);
+    EXPECT_WITHIN(deaths[4], 0.8, testutil::kF64SumRel);
     EXPECT_TRUE(std::isinf(deaths[5]));
     EXPECT_TRUE(of_dim(bars, 1).empty());
 
     const auto s = summarize_diagram(bars);
     EXPECT_EQ(s.n_long[0], 1);
-    EXPECT_NEAR(s.total_persistence[0], 0.84, 1e-12);
+    EXPECT_REL_WITHIN(s.total_persistence[0], 0.84, testutil::kF64SumRel);
     EXPECT_EQ(s.n_essential[0], 1);
     EXPECT_EQ(s.n_bars[0], 6);
     EXPECT_EQ(s.betti[0][0], 6);
@@ -89,10 +91,10 @@ TEST(Topology, SparseVertexBirthsGiveElderRuleBars) {
     ASSERT_EQ(h0.size(), 3u);
     EXPECT_EQ(h0[0].birth, 0.0);
     EXPECT_TRUE(std::isinf(h0[0].death));
-    EXPECT_NEAR(h0[1].birth, 0.6, 1e-15);
-    EXPECT_NEAR(h0[1].death, 1.0, 1e-15);
-    EXPECT_NEAR(h0[2].birth, 0.7, 1e-15);
-    EXPECT_NEAR(h0[2].death, 1.0, 1e-15);
+    EXPECT_WITHIN(h0[1].birth, 0.6, testutil::kFewOps);
+    EXPECT_WITHIN(h0[1].death, 1.0, testutil::kFewOps);
+    EXPECT_WITHIN(h0[2].birth, 0.7, testutil::kFewOps);
+    EXPECT_WITHIN(h0[2].death, 1.0, testutil::kFewOps);
     EXPECT_TRUE(of_dim(bars, 1).empty());
 }
 
@@ -146,10 +148,10 @@ TEST(Topology, MatchesPythonGudhiOnStructuredAttention) {
     const auto s = summarize_diagram(rips_persistence(symmetric_distance(a, Symmetrize::Max)));
     EXPECT_EQ(s.n_bars[0] - s.n_essential[0], 23);
     EXPECT_EQ(s.n_essential[0], 1);
-    EXPECT_NEAR(s.total_persistence[0], 19.473289549915844, 1e-12);
-    EXPECT_NEAR(s.max_persistence[0], 0.8717649184079003, 1e-12);
+    EXPECT_REL_WITHIN(s.total_persistence[0], 19.473289549915844, testutil::kF64SumRel);
+    EXPECT_REL_WITHIN(s.max_persistence[0], 0.8717649184079003, testutil::kF64SumRel);
     EXPECT_EQ(s.n_bars[1], 30);
-    EXPECT_NEAR(s.total_persistence[1], 0.9382797146642364, 1e-12);
+    EXPECT_REL_WITHIN(s.total_persistence[1], 0.9382797146642364, testutil::kF64SumRel);
     EXPECT_EQ(s.n_long[1], 5);
-    EXPECT_NEAR(s.max_persistence[1], 0.060307154581914046, 1e-12);
+    EXPECT_REL_WITHIN(s.max_persistence[1], 0.060307154581914046, testutil::kF64SumRel);
 }

@@ -5,8 +5,10 @@
 #include <cmath>
 
 #include "sinkscope/metrics/value_space.hpp"
+#include "testing.hpp"
 
 using namespace sinkscope::metrics;
+namespace testutil = sinkscope::testutil;
 
 namespace {
 // One layer, H heads, causal, T tokens; every row puts `sink` on key 0 and spreads the rest
@@ -62,8 +64,8 @@ TEST(ValueSpace, ReferenceShareClosedForm) {
     const auto& L = acc.layers()[0];
     double rel = s / std::sqrt(s * s + (1 - s) * (1 - s));
     ASSERT_EQ(L.n_hidden, T - 1);  // every non-reference query
-    EXPECT_NEAR(L.sum_rel_magnitude_hidden / L.n_hidden, rel, 1e-12);
-    EXPECT_NEAR(L.sum_direction_hidden / L.n_hidden, (rel + 1) / 2, 1e-12);
+    EXPECT_WITHIN(L.sum_rel_magnitude_hidden / L.n_hidden, rel, testutil::kF64SumRel);
+    EXPECT_WITHIN(L.sum_direction_hidden / L.n_hidden, (rel + 1) / 2, testutil::kF64SumRel);
     EXPECT_EQ(L.sum_reference_count, 1.0);
     EXPECT_EQ(L.sum_transformation, 0.0);  // h^{l+1} == h^l
 }
@@ -79,7 +81,8 @@ TEST(ValueSpace, ValueVariantMatchesHiddenWhenEqual) {
     ValueSpaceAccumulator acc(1);
     acc.add(a, hidden, d, values, d);
     const auto& L = acc.layers()[0];
-    EXPECT_NEAR(L.sum_rel_magnitude_value / L.n_value, L.sum_rel_magnitude_hidden / L.n_hidden, 1e-12);
+    EXPECT_WITHIN(L.sum_rel_magnitude_value / L.n_value, L.sum_rel_magnitude_hidden / L.n_hidden,
+                  testutil::kF64SumRel);
     // Transformation magnitude is the mean row norm of h1 - h0.
     double expect = 0;
     for (int64_t i = 0; i < T; ++i) {
@@ -87,15 +90,15 @@ TEST(ValueSpace, ValueVariantMatchesHiddenWhenEqual) {
         for (int64_t k = 0; k < d; ++k) s += std::pow(hidden[1][i * d + k] - hidden[0][i * d + k], 2);
         expect += std::sqrt(s) / T;
     }
-    EXPECT_NEAR(L.sum_transformation / L.n_transformation, expect, 1e-12);
+    EXPECT_WITHIN(L.sum_transformation / L.n_transformation, expect, testutil::kF64SumRel);
 }
 
 // Pearson r: +1 and -1 on exact linear relations, NaN on a constant sample.
 TEST(ValueSpace, PearsonR) {
-    EXPECT_NEAR(pearson_r({1, 2, 3, 4}, {3, 5, 7, 9}), 1.0, 1e-15);
-    EXPECT_NEAR(pearson_r({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0, 1e-15);
+    EXPECT_WITHIN(pearson_r({1, 2, 3, 4}, {3, 5, 7, 9}), 1.0, testutil::kFewOps);
+    EXPECT_WITHIN(pearson_r({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0, testutil::kFewOps);
     EXPECT_TRUE(std::isnan(pearson_r({1, 1, 1}, {1, 2, 3})));
-    EXPECT_NEAR(pearson_r({1, 2, 3}, {1, 3, 2}), 0.5, 1e-15);
+    EXPECT_WITHIN(pearson_r({1, 2, 3}, {1, 3, 2}), 0.5, testutil::kFewOps);
 }
 
 // Merging two accumulators equals accumulating both inputs in one.

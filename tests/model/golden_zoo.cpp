@@ -17,20 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Scores: |scores| reach ~80, so the golden README's float32 agreement is ~1e-4 absolute.
-constexpr double kScoreTol = 2e-4;
-
-// The goldens are float32 themselves. Mistral's (3 layers, sliding window) deviate from a float64
-// evaluation by 6.6e-6 in layer 0's scores already, where sinkscope's float32 scores deviate by
-// 4.8e-6 from the golden and equal a float32 torch run of HF's code exactly; by layer 2 the two
-// float32 roundings differ by 1.03e-5 in attention (llama.cpp vs the golden: 1.1e-5, zoo
-// CROSSCHECK.md). Every other model meets 1e-5.
-double attention_tol(const std::string& model) {
-    return model == "mistral" ? 1.5e-5 : testutil::kZooAttentionTol;
-}
-
 // Runs one golden input through the model and compares every golden array it has.
-void check_input(const Model& m, const fs::path& dir, double att_tol) {
+void check_input(const Model& m, const fs::path& dir) {
     SCOPED_TRACE(dir.string());
     const ModelConfig& c = m.config();
     ModelInput input;
@@ -56,9 +44,10 @@ void check_input(const Model& m, const fs::path& dir, double att_tol) {
                                        .view({1, -1});
     }
     const ForwardResult r = m.forward(input, CaptureSpec::all());
+    const testutil::ZooTolerances tol = testutil::zoo_tolerances(c, dir);
     const at::Tensor logits_golden = testutil::zoo_tensor(dir / "logits.npy");
     testutil::expect_close("logits", r.logits.reshape(logits_golden.sizes()), logits_golden,
-                           testutil::kZooLogitTol);
+                           tol.logits);
 
     std::vector<at::Tensor> pattern, scores, hidden;
     for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -71,25 +60,25 @@ void check_input(const Model& m, const fs::path& dir, double att_tol) {
     hidden.push_back(c.causal ? r.captured.at(hook_name(HookPoint::FinalNorm))[0]
                               : r.captured.at(hook_name(HookPoint::ResidPost, c.n_layers - 1))[0]);
     testutil::expect_close("attentions", at::stack(pattern),
-                           testutil::zoo_tensor(dir / "attentions.npy"), att_tol);
+                           testutil::zoo_tensor(dir / "attentions.npy"), tol.attention);
     testutil::expect_close("attn_scores", at::stack(scores),
-                           testutil::zoo_tensor(dir / "attn_scores.npy"), kScoreTol);
+                           testutil::zoo_tensor(dir / "attn_scores.npy"), tol.scores);
     testutil::expect_close("hidden_states", at::stack(hidden),
-                           testutil::zoo_tensor(dir / "hidden_states.npy"),
-                           testutil::kZooHiddenTol);
+                           testutil::zoo_tensor(dir / "hidden_states.npy"), tol.hidden);
 }
 
 class ZooGolden : public ::testing::TestWithParam<const char*> {};
 
-// Logits within 1e-4, attention within 1e-5, hidden states within 1e-4 (max |diff|) and the
-// tokenizer's ids equal to the golden ids, for every golden input of the model.
+// Logits, attention, scores and hidden states within the float32 bound of two evaluations of the
+// same function (zoo_tolerances: the goldens are float32 too), and the tokenizer's ids equal to
+// the golden ids, for every golden input of the model.
 TEST_P(ZooGolden, MatchesGoldenOutputs) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     const fs::path dir = shared / "zoo" / GetParam();
     const Model m = load_model(dir);
     const auto inputs = testutil::zoo_inputs(dir);
     ASSERT_FALSE(inputs.empty());
-    for (const auto& in : inputs) check_input(m, in, attention_tol(GetParam()));
+    for (const auto& in : inputs) check_input(m, in);
 }
 
 INSTANTIATE_TEST_SUITE_P(Llama, ZooGolden, ::testing::Values("qwen2", "mistral", "gemma"),

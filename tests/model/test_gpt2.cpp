@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "decoder_invariants.hpp"
+#include "forward_bound.hpp"
 #include "random_weights.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
@@ -97,32 +98,60 @@ TEST(Gpt2, BlockMatchesConv1dDefinition) {
     auto W = [&](const std::string& n) { return stored(s, "transformer." + n).to(at::kDouble); };
     auto hook = [&](const std::string& n) { return r.captured.at(n)[0].to(at::kDouble); };
     std::vector<int64_t> wide(kIds.begin(), kIds.end());
+    // Conv1D weights are [in, out]: magnitudes |x| |W| + |b| (forward_bound.hpp, f32_step_tol).
+    auto abs_conv1d = [](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+        return testutil::abs_linear(x, w.t(), b);
+    };
     const at::Tensor embed = W("wte.weight").index_select(0, at::tensor(wide)) +
                              W("wpe.weight").narrow(0, 0, T);  // [pos, d_model]
-    EXPECT_TRUE(at::allclose(hook("hook_embed"), embed, 1e-6, 1e-6));
+    // one float32 addition
+    testutil::expect_close("hook_embed", hook("hook_embed"), embed,
+                           testutil::f32_step_tol(1, embed));
     const at::Tensor x = hook("blocks.0.hook_resid_pre");
     const at::Tensor h = at::layer_norm(x, {D}, W("h.0.ln_1.weight"), W("h.0.ln_1.bias"), 1e-5);
     const at::Tensor qkv = at::matmul(h, W("h.0.attn.c_attn.weight")) + W("h.0.attn.c_attn.bias");
+    // LayerNorm, then D terms and the bias
+    const double qkv_tol = testutil::f32_step_tol(
+        testutil::layer_norm_terms(D) + D + 1,
+        abs_conv1d(h, W("h.0.attn.c_attn.weight"), W("h.0.attn.c_attn.bias")));
     const char* parts[] = {"q", "k", "v"};
     for (int64_t p = 0; p < 3; ++p)
-        EXPECT_TRUE(at::allclose(hook(std::string("blocks.0.attn.hook_") + parts[p]),
-                                 qkv.narrow(1, p * D, D).reshape({T, 4, 4}), 1e-5, 1e-5))
-            << parts[p];
+        testutil::expect_close(std::string("hook_") + parts[p],
+                               hook(std::string("blocks.0.attn.hook_") + parts[p]),
+                               qkv.narrow(1, p * D, D).reshape({T, 4, 4}), qkv_tol);
     EXPECT_TRUE(at::equal(hook("blocks.0.attn.hook_rot_q"), hook("blocks.0.attn.hook_q")));
     const at::Tensor z = hook("blocks.0.attn.hook_z").reshape({T, D});
     const at::Tensor mid =
         x + at::matmul(z, W("h.0.attn.c_proj.weight")) + W("h.0.attn.c_proj.bias");
-    EXPECT_TRUE(at::allclose(hook("blocks.0.hook_resid_mid"), mid, 1e-5, 1e-5));
-    const at::Tensor h2 = at::layer_norm(mid, {D}, W("h.0.ln_2.weight"), W("h.0.ln_2.bias"), 1e-5);
+    // D terms of z W, the bias and the residual
+    testutil::expect_close(
+        "resid_mid", hook("blocks.0.hook_resid_mid"), mid,
+        testutil::f32_step_tol(D + 2, x.abs() + abs_conv1d(z, W("h.0.attn.c_proj.weight"),
+                                                           W("h.0.attn.c_proj.bias"))));
+    // the MLP step starts from the model's own resid_mid, so only its own rounding is measured
+    const at::Tensor mid32 = hook("blocks.0.hook_resid_mid");
+    const at::Tensor h2 =
+        at::layer_norm(mid32, {D}, W("h.0.ln_2.weight"), W("h.0.ln_2.bias"), 1e-5);
     const at::Tensor a = at::matmul(h2, W("h.0.mlp.c_fc.weight")) + W("h.0.mlp.c_fc.bias");
     const at::Tensor gelu_new =
         0.5 * a * (1 + at::tanh(std::sqrt(2.0 / M_PI) * (a + 0.044715 * a.pow(3))));
     const at::Tensor post =
-        mid + at::matmul(gelu_new, W("h.0.mlp.c_proj.weight")) + W("h.0.mlp.c_proj.bias");
-    EXPECT_TRUE(at::allclose(hook("blocks.0.hook_resid_post"), post, 1e-4, 1e-4));
-    // logits = ln_f(x) wte^T (tied)
-    const at::Tensor logits = at::matmul(hook("ln_final.hook_normalized"), W("wte.weight").t());
-    EXPECT_TRUE(at::allclose(r.logits[0].to(at::kDouble), logits, 1e-4, 1e-4));
+        mid32 + at::matmul(gelu_new, W("h.0.mlp.c_proj.weight")) + W("h.0.mlp.c_proj.bias");
+    // LayerNorm, c_fc (D terms), GELU, c_proj (d_mlp terms), bias and residual; c_fc's error
+    // reaches the output through the GELU slope and |c_proj|
+    const at::Tensor a_mag = abs_conv1d(h2, W("h.0.mlp.c_fc.weight"), W("h.0.mlp.c_fc.bias"));
+    const at::Tensor post_mag =
+        mid32.abs() + abs_conv1d(testutil::kGeluMaxSlope * a_mag, W("h.0.mlp.c_proj.weight"),
+                                 W("h.0.mlp.c_proj.bias"));
+    testutil::expect_close(
+        "resid_post", hook("blocks.0.hook_resid_post"), post,
+        testutil::f32_step_tol(
+            testutil::layer_norm_terms(D) + D + testutil::kGeluTerms + c.d_mlp + 2, post_mag));
+    // logits = ln_f(x) wte^T (tied): D terms
+    const at::Tensor ln_f = hook("ln_final.hook_normalized");
+    const at::Tensor logits = at::matmul(ln_f, W("wte.weight").t());
+    testutil::expect_close("logits", r.logits[0], logits,
+                           testutil::f32_step_tol(D, testutil::abs_linear(ln_f, W("wte.weight"))));
 }
 
 // The exact parameter count: every stored tensor once (the tied lm_head is not stored).

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "decoder_invariants.hpp"
+#include "forward_bound.hpp"
 #include "random_weights.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
@@ -70,13 +71,20 @@ MemoryWeightStore random_neox(const ModelConfig& c, unsigned seed) {
 
 const std::vector<int32_t> kIds{1, 5, 9, 2, 33, 17, 4, 8};
 
-// MLP of layer 0 in f64 from the stored weights: 4h_to_h(gelu_erf(h_to_4h(ln2(x)))).
-at::Tensor mlp0(const MemoryWeightStore& s, const at::Tensor& x) {
+// MLP of layer 0 in f64 from the stored weights: 4h_to_h(gelu_erf(h_to_4h(ln2(x)))); with
+// `magnitude`, the same on absolute values with h_to_4h's error passed on through the GELU slope
+// (forward_bound.hpp, f32_step_tol).
+at::Tensor mlp0(const MemoryWeightStore& s, const at::Tensor& x, bool magnitude = false) {
     auto W = [&](const std::string& n) {
         return stored(s, "gpt_neox.layers.0." + n).to(at::kDouble);
     };
     const at::Tensor h = at::layer_norm(x, {x.size(-1)}, W("post_attention_layernorm.weight"),
                                         W("post_attention_layernorm.bias"), 1e-5);
+    if (magnitude)
+        return testutil::abs_linear(
+            testutil::kGeluMaxSlope *
+                testutil::abs_linear(h, W("mlp.dense_h_to_4h.weight"), W("mlp.dense_h_to_4h.bias")),
+            W("mlp.dense_4h_to_h.weight"), W("mlp.dense_4h_to_h.bias"));
     const at::Tensor a = at::linear(h, W("mlp.dense_h_to_4h.weight"), W("mlp.dense_h_to_4h.bias"));
     const at::Tensor g = 0.5 * a * (1 + at::erf(a / std::sqrt(2.0)));
     return at::linear(g, W("mlp.dense_4h_to_h.weight"), W("mlp.dense_4h_to_h.bias"));
@@ -123,10 +131,14 @@ TEST(GptNeox, FusedQkvLayoutAndPartialRotary) {
         const at::Tensor got = hook(std::string("blocks.0.attn.hook_") + parts[p]);  // [T, H, dh]
         for (int64_t head = 0; head < c.n_heads; ++head) {
             const int64_t row = head * 3 * dh + p * dh;
-            const at::Tensor want = at::linear(h, w.narrow(0, row, dh).to(at::kDouble),
-                                               b.narrow(0, row, dh).to(at::kDouble));
-            EXPECT_TRUE(at::allclose(got.select(1, head), want, 1e-5, 1e-5))
-                << parts[p] << " head " << head;
+            const at::Tensor wr = w.narrow(0, row, dh).to(at::kDouble),
+                             br = b.narrow(0, row, dh).to(at::kDouble);
+            // LayerNorm, then D terms and the bias
+            testutil::expect_close(
+                std::string("hook_") + parts[p] + " head " + std::to_string(head),
+                got.select(1, head), at::linear(h, wr, br),
+                testutil::f32_step_tol(testutil::layer_norm_terms(D) + D + 1,
+                                       testutil::abs_linear(h, wr, br)));
         }
     }
     const at::Tensor q = hook("blocks.0.attn.hook_q"), rq = hook("blocks.0.attn.hook_rot_q");
@@ -144,7 +156,9 @@ TEST(GptNeox, FusedQkvLayoutAndPartialRotary) {
                 worst = std::max(worst, std::abs(rq[t][head][i + half].item<double>() -
                                                  (bb * std::cos(ang) + a * std::sin(ang))));
             }
-    EXPECT_LT(worst, 1e-5);
+    // The angle t * theta^(-2i/rot) in float32 (relative 2u, so absolute <= 2u T), cos/sin (1 ulp),
+    // two products and a sum: (2T + 6) u * (|a| + |b|), |a| + |b| <= 2 max|q|.
+    EXPECT_ERROR_WITHIN(worst, testutil::f32_step_tol(2.0 * T + 6, 2 * q));
 }
 
 // Parallel residual: resid_post = resid_mid + mlp(ln2(resid_pre)) (resid_mid = x + attn);
@@ -159,7 +173,13 @@ TEST(GptNeox, ParallelAndSequentialResidual) {
         const at::Tensor pre = hook("blocks.0.hook_resid_pre"),
                          mid = hook("blocks.0.hook_resid_mid");
         const at::Tensor want = mid + mlp0(s, parallel ? pre : mid);
-        EXPECT_TRUE(at::allclose(hook("blocks.0.hook_resid_post"), want, 1e-4, 1e-4)) << parallel;
+        // LayerNorm, h_to_4h (D terms), GELU, 4h_to_h (d_mlp terms), bias and residual
+        testutil::expect_close(
+            parallel ? "resid_post (parallel)" : "resid_post (sequential)",
+            hook("blocks.0.hook_resid_post"), want,
+            testutil::f32_step_tol(testutil::layer_norm_terms(c.d_model) + c.d_model +
+                                       testutil::kGeluTerms + c.d_mlp + 2,
+                                   mid.abs() + mlp0(s, parallel ? pre : mid, true)));
     }
 }
 

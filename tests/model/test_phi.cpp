@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "decoder_invariants.hpp"
+#include "forward_bound.hpp"
 #include "random_weights.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
@@ -107,20 +108,42 @@ TEST(Phi, SharedLayerNormBlockAndLmHeadBias) {
                        W(L + "input_layernorm.bias"), 1e-5);
     const at::Tensor q =
         at::linear(ln, W(L + "self_attn.q_proj.weight"), W(L + "self_attn.q_proj.bias"));
-    EXPECT_TRUE(at::allclose(hook("blocks.0.attn.hook_q"), q.view({T, 4, 10}), 1e-5, 1e-5));
+    // LayerNorm, then D terms and the bias (forward_bound.hpp, f32_step_tol)
+    testutil::expect_close(
+        "hook_q", hook("blocks.0.attn.hook_q"), q.view({T, 4, 10}),
+        testutil::f32_step_tol(testutil::layer_norm_terms(D) + D + 1,
+                               testutil::abs_linear(ln, W(L + "self_attn.q_proj.weight"),
+                                                    W(L + "self_attn.q_proj.bias"))));
     EXPECT_EQ(hook("blocks.0.attn.hook_k").sizes(), at::IntArrayRef({T, 2, 10}));
     const at::Tensor rq = hook("blocks.0.attn.hook_rot_q"), q_hook = hook("blocks.0.attn.hook_q");
     EXPECT_TRUE(at::equal(rq.narrow(2, 4, 6), q_hook.narrow(2, 4, 6)));
-    EXPECT_FALSE(at::allclose(rq.narrow(2, 0, 4), q_hook.narrow(2, 0, 4)));  // rotated (t > 0)
+    // rotated (t > 0): the change is far above the float32 rounding of a rotation
+    testutil::expect_differs("rotary dims of rot_q vs q", rq.narrow(2, 0, 4),
+                             q_hook.narrow(2, 0, 4), testutil::f32_step_tol(4, q_hook));
     const at::Tensor a = at::linear(ln, W(L + "mlp.fc1.weight"), W(L + "mlp.fc1.bias"));
     const at::Tensor g =
         0.5 * a * (1 + at::tanh(std::sqrt(2.0 / M_PI) * (a + 0.044715 * a.pow(3))));
     const at::Tensor post = hook("blocks.0.hook_resid_mid") +
                             at::linear(g, W(L + "mlp.fc2.weight"), W(L + "mlp.fc2.bias"));
-    EXPECT_TRUE(at::allclose(hook("blocks.0.hook_resid_post"), post, 1e-4, 1e-4));
-    const at::Tensor logits =
-        at::linear(hook("ln_final.hook_normalized"), W("lm_head.weight"), W("lm_head.bias"));
-    EXPECT_TRUE(at::allclose(r.logits[0].to(at::kDouble), logits, 1e-4, 1e-4));
+    // LayerNorm, fc1 (D terms), GELU, fc2 (d_mlp terms), bias and residual; fc1's error reaches
+    // the output through the GELU slope and |fc2|
+    const at::Tensor a_mag =
+        testutil::abs_linear(ln, W(L + "mlp.fc1.weight"), W(L + "mlp.fc1.bias"));
+    const at::Tensor post_mag =
+        hook("blocks.0.hook_resid_mid").abs() +
+        testutil::abs_linear(testutil::kGeluMaxSlope * a_mag, W(L + "mlp.fc2.weight"),
+                             W(L + "mlp.fc2.bias"));
+    testutil::expect_close(
+        "resid_post", hook("blocks.0.hook_resid_post"), post,
+        testutil::f32_step_tol(
+            testutil::layer_norm_terms(D) + D + testutil::kGeluTerms + c.d_mlp + 2, post_mag));
+    // D terms and the bias
+    const at::Tensor ln_f = hook("ln_final.hook_normalized");
+    const at::Tensor logits = at::linear(ln_f, W("lm_head.weight"), W("lm_head.bias"));
+    testutil::expect_close(
+        "logits", r.logits[0], logits,
+        testutil::f32_step_tol(D + 1,
+                               testutil::abs_linear(ln_f, W("lm_head.weight"), W("lm_head.bias"))));
 }
 
 // The exact parameter count: every stored tensor once.

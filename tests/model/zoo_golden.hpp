@@ -1,5 +1,6 @@
 // Shared by the zoo golden tests: reads ../shared/zoo/<model>/golden/<input>/*.npy and compares a
-// forward pass's tensors with them by max absolute difference, naming the worst index.
+// forward pass's tensors with them by max absolute difference, naming the worst index, within
+// tolerances derived from the model's shape and the goldens' magnitudes (forward_bound.hpp).
 #pragma once
 
 #include <cmath>
@@ -16,15 +17,12 @@
 
 #include "sinkscope/core/output_dir.hpp"
 
+#include "forward_bound.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/model/model.hpp"
+#include "tensor_tolerance.hpp"
 
 namespace sinkscope::testutil {
-
-// Golden tolerances of issue 6 (max absolute difference).
-constexpr double kZooLogitTol = 1e-4;
-constexpr double kZooAttentionTol = 1e-5;
-constexpr double kZooHiddenTol = 1e-4;
 
 // Golden input directories of one zoo model (fox, robot, ...), sorted.
 inline std::vector<std::filesystem::path> zoo_inputs(const std::filesystem::path& model_dir) {
@@ -58,41 +56,23 @@ inline at::Tensor zoo_tensor(const std::filesystem::path& file) {
     return at::tensor(v, at::TensorOptions().dtype(at::kDouble)).view(a.shape).clone();
 }
 
-// Max |got - expected| over every entry; -inf == -inf counts as equal, any other non-finite
-// mismatch as infinite. Fails with the worst flat index and its multi-index when above `tol`.
-inline double expect_close(const std::string& what, const at::Tensor& got_any,
-                           const at::Tensor& expected_any, double tol) {
-    const at::Tensor got = got_any.to(at::kCPU, at::kDouble).contiguous();
-    const at::Tensor expected = expected_any.to(at::kCPU, at::kDouble).contiguous();
-    EXPECT_EQ(got.sizes(), expected.sizes()) << what << ": shape";
-    if (got.sizes() != expected.sizes()) return INFINITY;
-    const double* g = got.data_ptr<double>();
-    const double* e = expected.data_ptr<double>();
-    double worst = 0;
-    int64_t at_index = -1;
-    for (int64_t i = 0; i < got.numel(); ++i) {
-        double d;
-        if (std::isinf(e[i]) || std::isinf(g[i])) d = g[i] == e[i] ? 0 : INFINITY;
-        else d = std::fabs(g[i] - e[i]);
-        if (!(d <= worst)) {
-            worst = d;
-            at_index = i;
-        }
-    }
-    std::ostringstream idx;
-    if (at_index >= 0) {
-        std::vector<int64_t> multi(static_cast<size_t>(got.dim()));
-        int64_t rest = at_index;
-        for (int64_t d = got.dim() - 1; d >= 0; --d) {
-            multi[static_cast<size_t>(d)] = rest % got.size(d);
-            rest /= got.size(d);
-        }
-        idx << "[";
-        for (size_t d = 0; d < multi.size(); ++d) idx << (d ? ", " : "") << multi[d];
-        idx << "] got " << g[at_index] << " expected " << e[at_index];
-    }
-    EXPECT_LE(worst, tol) << what << ": max |diff| " << worst << " at " << idx.str();
-    return worst;
+// Tolerances of a float32 forward against a zoo golden (the goldens are float32 PyTorch runs of
+// the same function, so two float32 evaluations in different orders: forward_bound.hpp), scaled by
+// the golden magnitudes: max|logit|, max|score| over every layer, max|hidden|.
+struct ZooTolerances {
+    double logits, attention, scores, hidden;
+};
+inline ZooTolerances zoo_tolerances(const model::ModelConfig& c,
+                                    const std::filesystem::path& input_dir) {
+    const at::Tensor scores = zoo_tensor(input_dir / "attn_scores.npy");  // [L, H, T, T]
+    const int64_t T = scores.size(-1);
+    const double max_score = max_abs(scores);
+    ZooTolerances t;
+    t.logits = logit_tol(c, T, max_abs(zoo_tensor(input_dir / "logits.npy")));
+    t.attention = attention_tol(c, T, max_score);
+    t.scores = f32_two_evaluations_bound(pattern_terms(c, T, c.n_layers - 1), max_score);
+    t.hidden = hidden_tol(c, T, c.n_layers, max_abs(zoo_tensor(input_dir / "hidden_states.npy")));
+    return t;
 }
 
 }  // namespace sinkscope::testutil

@@ -1,5 +1,6 @@
 // Test helpers implementation.
 #include "testing.hpp"
+#include "tolerance.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 
@@ -97,6 +99,56 @@ double rel_err(double a, double b, double floor) {
     return std::abs(a - b) / scale;
 }
 
+void record_margin(const std::string& what, double observed, double tol) {
+    const char* path = std::getenv("SINKSCOPE_TEST_MARGINS");
+    if (!path || !*path) return;
+    std::string test = "?";
+    if (const auto* info = ::testing::UnitTest::GetInstance()->current_test_info())
+        test = std::string(info->test_suite_name()) + "." + info->name();
+    std::string w = what;
+    std::replace_if(
+        w.begin(), w.end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
+    if (std::isnan(observed)) observed = INFINITY;
+    static std::mutex mu;  // the metric tests assert from worker threads
+    std::lock_guard<std::mutex> lock(mu);
+    std::ofstream out(path, std::ios::app);
+    out << test << '\t' << w << '\t' << observed << '\t' << tol << '\n';
+}
+
+static ::testing::AssertionResult judged(const std::string& what, double observed, double tol,
+                                         const std::string& detail) {
+    record_margin(what, observed, tol);
+    if (observed <= tol) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure()
+           << what << ": " << detail << " = " << observed << " exceeds the tolerance " << tol;
+}
+
+::testing::AssertionResult within_abs(const char* a_expr, const char* b_expr, const char* tol_expr,
+                                      double a, double b, double tol) {
+    std::ostringstream what;
+    what << a_expr << " vs " << b_expr << " (tol " << tol_expr << ")";
+    std::ostringstream detail;
+    detail.precision(17);
+    detail << "|" << a << " - " << b << "|";
+    return judged(what.str(), a == b ? 0.0 : std::abs(a - b), tol, detail.str());
+}
+
+::testing::AssertionResult within_rel(const char* a_expr, const char* b_expr, const char* tol_expr,
+                                      double a, double b, double tol) {
+    std::ostringstream what;
+    what << a_expr << " vs " << b_expr << " (relative, tol " << tol_expr << ")";
+    std::ostringstream detail;
+    detail.precision(17);
+    detail << "relative error of " << a << " vs " << b;
+    return judged(what.str(), a == b ? 0.0 : rel_err(a, b), tol, detail.str());
+}
+
+::testing::AssertionResult error_within(const char* err_expr, const char* tol_expr, double err,
+                                        double tol) {
+    std::ostringstream what;
+    what << err_expr << " (tol " << tol_expr << ")";
+    return judged(what.str(), err, tol, err_expr);
+}
 
 std::map<std::string, std::string> snapshot_tree(const fs::path& dir) {
     std::map<std::string, std::string> files;

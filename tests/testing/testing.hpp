@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tolerance.hpp"
+
 namespace sinkscope::testutil {
 
 // ../shared (or $SINKSCOPE_SHARED), when present.
