@@ -43,8 +43,14 @@ done
 [ ${#binaries[@]} -gt 0 ] || { echo "no numeric test binary found in $build" >&2; exit 2; }
 probe=$(find_binary test_model || find_binary test_metrics)
 
+# OUT_DIR holds only this script's files: never clear a folder it did not make.
+if [ -e "$out" ] && [ ! -f "$out/.check-portability" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+    echo "$out exists and was not written by check-portability.sh: choose another OUT_DIR" >&2
+    exit 2
+fi
 rm -rf "$out"
 mkdir -p "$out"
+touch "$out/.check-portability"
 start=$(date +%s)
 configs=()
 for core in $coretypes; do
