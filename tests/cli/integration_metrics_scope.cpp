@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "flips.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
 #include "testing.hpp"
@@ -32,10 +33,6 @@ std::string str(const std::vector<io::Cell>& row, size_t c) {
 // Spec 3, 10.f, 10.g: keep-vs-drop flips over the triples of heads [first, first + m) of the
 // written [n, n] matrices, pooled over cosine, JS and Euclidean. Returns {compared, disagree}.
 std::pair<int64_t, int64_t> pooled_flips(const fs::path& out, int64_t first, int64_t m) {
-    auto verdict = [](double ab, double ac) {
-        if (std::abs(ab - ac) <= 1e-12 * std::max(std::abs(ab), std::abs(ac))) return 0;
-        return ab > ac ? 1 : -1;
-    };
     int64_t compared = 0, disagree = 0;
     for (const char* metric : {"cosine", "js", "euclidean"}) {
         const io::NpyArray keep =
@@ -44,16 +41,11 @@ std::pair<int64_t, int64_t> pooled_flips(const fs::path& out, int64_t first, int
             io::read_npy(out / "distances" / (std::string(metric) + "_drop.npy"));
         const std::vector<double> k = keep.to_f64(), d = drop.to_f64();
         const int64_t n = keep.shape[0];
-        for (int64_t a = first; a < first + m; ++a)
-            for (int64_t b = first; b < first + m; ++b)
-                for (int64_t c = b + 1; c < first + m; ++c) {
-                    if (a == b || a == c) continue;
-                    const int vk = verdict(k[size_t(a * n + b)], k[size_t(a * n + c)]);
-                    const int vd = verdict(d[size_t(a * n + b)], d[size_t(a * n + c)]);
-                    if (vk == 0 || vd == 0) continue;
-                    ++compared;
-                    disagree += vk != vd;
-                }
+        const auto [c, f] = testutil::count_flips(
+            [&](int64_t i, int64_t j) { return k[size_t(i * n + j)]; },
+            [&](int64_t i, int64_t j) { return d[size_t(i * n + j)]; }, first, m);
+        compared += c;
+        disagree += f;
     }
     return {compared, disagree};
 }

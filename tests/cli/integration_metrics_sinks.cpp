@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "flips.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
 #include "testing.hpp"
@@ -217,23 +218,15 @@ Matrices layer_distances(const Dump& d, int64_t layer, const std::vector<int64_t
 // Spec 3, 10.f: keep-vs-drop flip counts over all triples (a; {b, c}), pooled over the three
 // metrics (10.g). Returns {compared, disagree}.
 std::pair<int64_t, int64_t> pooled_flips(const Matrices& m) {
-    auto verdict = [](double ab, double ac) {
-        if (std::abs(ab - ac) <= 1e-12 * std::max(std::abs(ab), std::abs(ac))) return 0;
-        return ab > ac ? 1 : -1;
-    };
     int64_t compared = 0, disagree = 0;
-    const size_t h = m[0][0].size();
-    for (const auto& metric : m)
-        for (size_t a = 0; a < h; ++a)
-            for (size_t b = 0; b < h; ++b)
-                for (size_t c = b + 1; c < h; ++c) {
-                    if (a == b || a == c) continue;
-                    const int keep = verdict(metric[0][a][b], metric[0][a][c]);
-                    const int drop = verdict(metric[1][a][b], metric[1][a][c]);
-                    if (keep == 0 || drop == 0) continue;
-                    ++compared;
-                    disagree += keep != drop;
-                }
+    const auto h = static_cast<int64_t>(m[0][0].size());
+    for (const auto& metric : m) {
+        const auto [c, f] = testutil::count_flips(
+            [&](int64_t i, int64_t j) { return metric[0][size_t(i)][size_t(j)]; },
+            [&](int64_t i, int64_t j) { return metric[1][size_t(i)][size_t(j)]; }, 0, h);
+        compared += c;
+        disagree += f;
+    }
     return {compared, disagree};
 }
 

@@ -197,15 +197,24 @@ TEST(HeadAnalyses, WritesTablesAndSummary) {
     EXPECT_NE(s.find("(correct)"), std::string::npos) << s;
 }
 
-// Spec 2 "scope": with --scope layer the accumulator leaves cross-layer distances NaN; the
-// driver reads only within-layer entries, validates each layer's rho against that layer's own
-// flip rate (1/3 by the fixture's construction) and has no model row to validate.
-TEST(HeadAnalyses, LayerScopeRunsPerLayerOnWithinLayerDistances) {
+// The fixture as layer scope leaves it: pairs of heads in different layers (4 heads a layer)
+// are NaN.
+namespace {
+Fixture layer_scope_fixture() {
     Fixture f = make_fixture();
     for (auto& [name, d] : f.matrices)
         for (int a = 0; a < 12; ++a)
             for (int b = 0; b < 12; ++b)
                 if (a / 4 != b / 4) d(a, b) = std::numeric_limits<double>::quiet_NaN();
+    return f;
+}
+}  // namespace
+
+// Spec 2 "scope": with --scope layer the accumulator leaves cross-layer distances NaN; the
+// driver reads only within-layer entries, validates each layer's rho against that layer's own
+// flip rate (1/3 by the fixture's construction) and has no model row to validate.
+TEST(HeadAnalyses, LayerScopeRunsPerLayerOnWithinLayerDistances) {
+    Fixture f = layer_scope_fixture();
     HeadAnalysisOptions opts;
     opts.scope = ReversalScope::Layer;
     const auto res = run_head_analyses(f.matrices, f.labels, {0.1, 0.3, 0.9}, 0.6, opts);
@@ -222,11 +231,7 @@ TEST(HeadAnalyses, LayerScopeRunsPerLayerOnWithinLayerDistances) {
 // Scope layer: each layer is clustered alone (8 matrices x 3 layers, each over its 4 heads, k in
 // 2..3); a NaN inside a layer is still refused, and --k above a layer's heads is a usage error.
 TEST(HeadAnalyses, LayerScopeClustersEachLayerAlone) {
-    Fixture f = make_fixture();
-    for (auto& [name, d] : f.matrices)
-        for (int a = 0; a < 12; ++a)
-            for (int b = 0; b < 12; ++b)
-                if (a / 4 != b / 4) d(a, b) = std::numeric_limits<double>::quiet_NaN();
+    Fixture f = layer_scope_fixture();
     HeadAnalysisOptions opts;
     opts.scope = ReversalScope::Layer;
     const auto res = run_head_analyses(f.matrices, f.labels, {0.1, 0.3, 0.9}, 0.6, opts);
