@@ -83,14 +83,8 @@ void HeadAccumulator::load(BinaryReader& r) {
         (options_.scope != Scope::Model || n_layer_groups != static_cast<uint64_t>(n_layers_)))
         r.fail("head accumulator per-layer-sink groups differ");
     layer_groups_.clear();
-    for (int64_t l = 0; l < static_cast<int64_t>(n_layer_groups); ++l) {
-        PairGroup g;
-        g.first_head = l * n_heads_;
-        g.n = n_heads_;
-        for (auto* m : {&g.gram_clr, &g.gram_content, &g.gram_balance}) m->resize(g.n, g.n);
-        for (auto& m : g.classical) m.resize(g.n, g.n);
-        layer_groups_.push_back(std::move(g));
-    }
+    for (int64_t l = 0; l < static_cast<int64_t>(n_layer_groups); ++l)
+        layer_groups_.push_back(PairGroup::zeros(l * n_heads_, n_heads_));
     get_groups(layer_groups_);
 }
 

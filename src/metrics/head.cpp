@@ -103,15 +103,6 @@ void parallel_columns(int64_t n, int n_threads, const Fn& fn) {
 struct HeadKernel {
     using PairGroup = HeadAccumulator::PairGroup;
 
-    static PairGroup zero_group(int64_t first, int64_t size) {
-        PairGroup g;
-        g.first_head = first;
-        g.n = size;
-        for (auto* m : {&g.gram_clr, &g.gram_content, &g.gram_balance}) m->setZero(size, size);
-        for (auto& m : g.classical) m.setZero(size, size);
-        return g;
-    }
-
     // The sums a group of heads [first, first + size) of `model` would hold had it been
     // accumulated alone on the same rows: the diagonal block (distances from a Gram matrix do not
     // depend on how each row was centred; classical sums are per pair).
@@ -230,10 +221,10 @@ HeadAccumulator::HeadAccumulator(int64_t n_layers, int64_t n_heads, HeadOptions 
     head_sums_.assign(static_cast<size_t>(n), {});
     layer_disp_.assign(static_cast<size_t>(n_layers), {});
     if (options_.scope == Scope::Model) {
-        groups_.push_back(HeadKernel::zero_group(0, n));
+        groups_.push_back(PairGroup::zeros(0, n));
     } else {
         for (int64_t l = 0; l < n_layers; ++l)
-            groups_.push_back(HeadKernel::zero_group(l * n_heads, n_heads));
+            groups_.push_back(PairGroup::zeros(l * n_heads, n_heads));
     }
 }
 

@@ -135,6 +135,15 @@ class HeadAccumulator {
         int64_t n_rows = 0;
         Eigen::MatrixXd gram_clr, gram_content, gram_balance;  // [n, n] sums of dot products
         std::array<Eigen::MatrixXd, 6> classical;  // [n, n] sums: cos k/d, js k/d, euc k/d
+        // Heads [first, first + size) with every sum zero.
+        static PairGroup zeros(int64_t first, int64_t size) {
+            PairGroup g;
+            g.first_head = first;
+            g.n = size;
+            for (auto* m : {&g.gram_clr, &g.gram_content, &g.gram_balance}) m->setZero(size, size);
+            for (auto& m : g.classical) m.setZero(size, size);
+            return g;
+        }
     };
     struct HeadSums {
         double sink_mass = 0, sink_balance = 0, entropy = 0, binary_sink_entropy = 0,
