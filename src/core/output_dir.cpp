@@ -160,24 +160,23 @@ OutputDir OutputDir::resumable(fs::path final_path, bool overwrite) {
     d.final_ = std::move(final_path);
     d.overwrite_ = overwrite;
     check_output_dir(d.final_, overwrite);
-    d.create_parents();
-    d.staging_ = fs::absolute(d.final_).parent_path() / (d.final_.filename().string() + ".partial");
+    const fs::path staging =
+        fs::absolute(d.final_).parent_path() / (d.final_.filename().string() + ".partial");
     std::error_code ec;
-    if (fs::exists(fs::symlink_status(d.staging_, ec))) {
-        const bool ours = fs::is_directory(fs::symlink_status(d.staging_, ec)) &&
-                          fs::exists(d.staging_ / kStagingMarker, ec);
-        if (!ours && !is_empty_dir(d.staging_)) {
-            d.staging_.clear();  // not ours: never remove it
-            throw UsageError(
-                (fs::absolute(d.final_).parent_path() / (d.final_.filename().string() + ".partial"))
-                    .string() +
-                " exists and was not made by sinkscope: move it away or choose "
-                "another output directory");
-        }
+    if (fs::exists(fs::symlink_status(staging, ec))) {
+        // Reused only when sinkscope made it (its marker); anything else is never touched.
+        if (!fs::is_directory(fs::symlink_status(staging, ec)) ||
+            !fs::exists(staging / kStagingMarker, ec))
+            throw UsageError(staging.string() +
+                             " exists and was not made by sinkscope: move it away or choose "
+                             "another output directory");
+        d.staging_ = staging;
     } else {
-        create_new_dir(d.staging_);
+        d.create_parents();
+        create_new_dir(staging);
+        d.staging_ = staging;
+        write_file_atomic(staging / kStagingMarker, "sinkscope staging folder\n");
     }
-    write_file_atomic(d.staging_ / kStagingMarker, "sinkscope staging folder\n");
     return d;
 }
 
@@ -258,7 +257,7 @@ void OutputDir::commit() {
     committed_ = true;
 }
 
-void write_output_file(const fs::path& path, const std::string& content, bool overwrite,
+void check_output_file(const fs::path& path, bool overwrite,
                        const std::function<bool(const fs::path&)>& ours) {
     std::error_code ec;
     if (fs::exists(fs::symlink_status(path, ec))) {
@@ -271,6 +270,11 @@ void write_output_file(const fs::path& path, const std::string& content, bool ov
                              " was not written by sinkscope: --overwrite replaces only "
                              "sinkscope's own files; move it away first");
     }
+}
+
+void write_output_file(const fs::path& path, const std::string& content, bool overwrite,
+                       const std::function<bool(const fs::path&)>& ours) {
+    check_output_file(path, overwrite, ours);
     write_file_atomic(path, content);
 }
 

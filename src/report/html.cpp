@@ -184,8 +184,7 @@ std::filesystem::path write_report(const std::filesystem::path& run_dir, bool ov
         throw UsageError(run_dir.string() +
                          " is not a sinkscope run directory (no run.json written by sinkscope)");
     const auto path = run_dir / "report.html";
-    if (std::filesystem::exists(path) && !overwrite)  // before the (slow) rendering
-        throw UsageError(path.string() + " already exists: pass --overwrite to replace it");
+    check_output_file(path, overwrite, is_sinkscope_report);  // before the (slow) rendering
     ReportContent content = collect_report(run_dir);
     std::string html = render_html(content);
     write_output_file(path, html, overwrite, is_sinkscope_report);

@@ -166,6 +166,10 @@ TEST(OutputDir, StagingNeverReusesAnExistingFolder) {
     EXPECT_NE(usage_error_of([&] { OutputDir::resumable(res, false); }).find("res.partial"),
               std::string::npos);
     EXPECT_EQ(snapshot_tree(tmp / "res.partial").at("mine.txt"), "mine");
+    // So is an empty one: it is left as it was, even when the run fails.
+    fs::create_directory(tmp / "empty.partial");
+    EXPECT_NE(usage_error_of([&] { OutputDir::resumable(tmp / "empty", false); }), "");
+    EXPECT_TRUE(fs::is_directory(tmp / "empty.partial"));
 }
 
 // A resumable staging folder made by sinkscope is kept on failure when asked and reused.

@@ -60,9 +60,14 @@ private:
     void create_parents();
 };
 
+// Throws UsageError, naming the file and how to proceed, when `path` exists and may not be
+// replaced: it is not a regular file, or `overwrite` is false, or `ours(path)` says sinkscope did
+// not write it. Call it before any expensive work; write_output_file checks again.
+void check_output_file(const std::filesystem::path& path, bool overwrite,
+                       const std::function<bool(const std::filesystem::path&)>& ours);
+
 // Writes one output file (e.g. report.html into a run directory) through a temporary file and
-// rename. An existing `path` is replaced only when `overwrite` is true and `ours(path)` says
-// sinkscope wrote it; otherwise UsageError naming the file and how to proceed.
+// rename, after check_output_file.
 void write_output_file(const std::filesystem::path& path, const std::string& content,
                        bool overwrite,
                        const std::function<bool(const std::filesystem::path&)>& ours);
