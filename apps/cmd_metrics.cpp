@@ -1,14 +1,14 @@
-// `sinkscope metrics`: binds the options of metrics::MetricsCommandOptions and runs the command.
+// `sinkscope metrics`: binds the options of api::MetricsCommandOptions and runs the command.
 #include <iostream>
 
 #include "analysis_options.hpp"
 #include "command.hpp"
-#include "sinkscope/metrics/command.hpp"
+#include "sinkscope/api/metrics.hpp"
 
 namespace {
 
 sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
-    auto opts = std::make_shared<sinkscope::metrics::MetricsCommandOptions>();
+    auto opts = std::make_shared<sinkscope::api::MetricsCommandOptions>();
     CLI::App* cmd = app.add_subcommand(
         "metrics",
         "Every analysis of spec/METRICS.md on an attention dump from any framework: compositional "
@@ -46,31 +46,10 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
                     "Token ids (N, T) of the inputs (for --sink bos)")
         ->check(CLI::ExistingFile);
     cmd->add_option(
-           "--sink", opts->sink,
-           "Sink policy: auto (first for causal, argmax for bidirectional), first, bos, "
-           "argmax (per layer; model-wide for model-scope comparisons, spec 10.d) or a key "
-           "position")
-        ->capture_default_str();
-    cmd->add_option(
-        "--bos-id", opts->bos_id,
+        "--bos-id", opts->analysis.bos_id,
         "BOS/CLS token id, required with --sink bos (several BOS in an input: the first)");
-    cmd->add_option("--zeros", opts->zeros,
-                    "Zero policy for probability rows: error, or replace:DELTA (multiplicative "
-                    "replacement, log-ratio quantities only, spec 10.c)")
-        ->capture_default_str();
-    cmd->add_option("--min-parts", opts->min_parts,
-                    "Rows with fewer visible keys are excluded and counted (>= 2)")
-        ->capture_default_str();
-    cmd->add_option("--scope", opts->scope,
-                    "Head pairs compared: model (all heads, one sink per input) or layer (pairs "
-                    "within a layer, per-layer sinks; other pairs NaN)")
-        ->capture_default_str();
-    sinkscope::cli::add_shared_analysis_flags(
-        cmd,
-        {&opts->analyses, &opts->head, &opts->compat, &opts->per_head, &opts->symmetrize,
-         &opts->topology_max_tokens},
-        "Comma-separated analyses (default all): compositional, heads (reversal, clustering, "
-        "regime), graphs, topology, kl, spectra, entropy, tokens, frame");
+    sinkscope::cli::add_analysis_flags(cmd, opts->analysis,
+                                       sinkscope::cli::AnalysisInput::AttentionFile);
     cmd->add_option("--tokens", opts->tokens,
                     "JSONL, one array of token strings per input, naming keys in token "
                     "specialisation")
@@ -80,7 +59,7 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
     sinkscope::cli::add_overwrite_flag(cmd, opts->overwrite);
     cmd->callback([opts] {
         opts->command_line = sinkscope::cli::command_line();
-        sinkscope::metrics::run_metrics_command(*opts, std::cout);
+        sinkscope::api::run_metrics_command(*opts, std::cout);
     });
 });
 

@@ -1,7 +1,12 @@
-# sinkscope_module(NAME): a static library sinkscope_NAME from src/NAME/*.cpp with the public
-# include directory. A module folder with no sources yet compiles one empty file.
+# sinkscope_module(NAME): a static library sinkscope_NAME from src/NAME/*.cpp (plus
+# src/NAME/torch/*.cpp when the torch runtime is built) with the public include directory. A
+# module folder with no sources yet compiles one empty file.
 function(sinkscope_module name)
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/*.cpp)
+  if(SINKSCOPE_WITH_TORCH)
+    file(GLOB torch_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/torch/*.cpp)
+    list(APPEND sources ${torch_sources})
+  endif()
   if(NOT sources)
     set(sources ${CMAKE_BINARY_DIR}/empty_${name}.cpp)
     file(WRITE ${sources} "// module ${name} has no sources yet\n")
@@ -12,11 +17,17 @@ endfunction()
 
 # sinkscope_test_suite(MODULE LIBS...): tests/MODULE/test_*.cpp -> test_MODULE (label unit),
 # tests/MODULE/golden_*.cpp -> golden_MODULE (label golden),
-# tests/MODULE/integration_*.cpp -> integration_MODULE (label integration).
+# tests/MODULE/integration_*.cpp -> integration_MODULE (label integration); tests/MODULE/torch/
+# adds its files of each kind when the torch runtime is built.
 function(sinkscope_test_suite module)
   set(libs ${ARGN})
   foreach(kind test golden integration)
     file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${module}/${kind}_*.cpp)
+    if(SINKSCOPE_WITH_TORCH)
+      file(GLOB torch_sources CONFIGURE_DEPENDS
+           ${CMAKE_SOURCE_DIR}/tests/${module}/torch/${kind}_*.cpp)
+      list(APPEND sources ${torch_sources})
+    endif()
     if(NOT sources)
       continue()
     endif()

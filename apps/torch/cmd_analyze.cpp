@@ -1,15 +1,19 @@
-// `sinkscope analyze`: binds analysis::AnalyzeOptions and runs the whole analysis of a checkpoint.
+// `sinkscope analyze`: binds api::AnalyzeOptions and runs the whole analysis of a checkpoint.
+#include <malloc.h>
+#include <signal.h>
+
+#include <cstdio>
 #include <iostream>
 
 #include "analysis_options.hpp"
 #include "command.hpp"
 #include "model_options.hpp"
-#include "sinkscope/analysis/analyze.hpp"
+#include "sinkscope/api/analyze.hpp"
 
 namespace {
 
 sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
-    auto o = std::make_shared<sinkscope::analysis::AnalyzeOptions>();
+    auto o = std::make_shared<sinkscope::api::AnalyzeOptions>();
     CLI::App* cmd = app.add_subcommand(
         "analyze",
         "Run a checkpoint over a prompt set and compute every analysis (spec sections 1-4, 7, 8): "
@@ -25,20 +29,10 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
     sinkscope::cli::add_overwrite_flag(cmd, o->overwrite);
     cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")
         ->capture_default_str();
-    cmd->add_option("--samples", o->samples, "Use the first N samples (0: all)")->capture_default_str();
-    sinkscope::cli::add_shared_analysis_flags(
-        cmd,
-        {&o->analyses, &o->head, &o->compat, &o->per_head, &o->symmetrize,
-         &o->topology_max_tokens},
-        "Comma-separated analyses (default all): compositional, heads, graphs, topology, kl, "
-        "spectra, entropy, tokens, frame, value");
-    cmd->add_option("--sink", o->sink,
-                    "Sink policy: auto (first for decoders, argmax for encoders), first, bos, "
-                    "argmax or a key position")
+    cmd->add_option("--samples", o->samples,
+                    "Use N samples (0: all): the first N, or with --seed a random subset")
         ->capture_default_str();
-    cmd->add_option("--min-parts", o->min_parts, "Rows with fewer visible keys are excluded")
-        ->capture_default_str();
-    cmd->add_option("--scope", o->scope, "Head pairs compared: model or layer")->capture_default_str();
+    sinkscope::cli::add_analysis_flags(cmd, o->analysis, sinkscope::cli::AnalysisInput::Model);
     cmd->add_flag("--resume", o->resume,
                   "Continue an interrupted run of the same command from its last saved state");
     cmd->add_option("--attention-memory-mb", o->attention_memory_mb,
@@ -53,12 +47,24 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
         ->capture_default_str();
     cmd->add_flag_callback("--quiet", [o] { o->progress = "never"; }, "Same as --progress never");
     cmd->add_flag_callback("--no-report", [o] { o->report = false; }, "Skip report.html");
-    cmd->add_option("--debug-kill-after", o->debug_kill_after,
+    auto kill_after = std::make_shared<int64_t>(0);
+    cmd->add_option("--debug-kill-after", *kill_after,
                     "Testing: kill the process with SIGKILL after N inputs")
         ->group("");
-    cmd->callback([o] {
+    cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();
-        sinkscope::analysis::run_analyze(*o, std::cout);
+        if (*kill_after > 0)
+            o->after_input = [n = *kill_after](int64_t done) {
+                if (done != n) return;
+                std::fflush(nullptr);
+                ::raise(SIGKILL);
+            };
+        // Buffers of long inputs (hidden states, values, row blocks: tens of MB each) come and
+        // go once per input. glibc raises its mmap threshold after the first such free and then
+        // keeps freed buffers in the heap, so peak RSS would carry every phase's buffers; a
+        // fixed threshold returns them to the system when freed.
+        mallopt(M_MMAP_THRESHOLD, 4 << 20);
+        sinkscope::api::run_analyze(*o, std::cout);
     });
 });
 

@@ -3,13 +3,13 @@
 
 #include "command.hpp"
 #include "model_options.hpp"
-#include "sinkscope/model/commands.hpp"
+#include "sinkscope/api/model_commands.hpp"
 
 namespace sinkscope::cli {
 namespace {
 
 Registrar reg("dump", 83, [](CLI::App& app) {
-    auto o = std::make_shared<model::DumpOptions>();
+    auto o = std::make_shared<api::DumpOptions>();
     auto* sub = app.add_subcommand("dump", "Write captured hooks (attention, q/k/v, ...) as .npy");
     add_model_options(sub, o->m);
     sub->add_option("--data", o->data, "Text (one sample per line), JSONL, CSV or .npy ids; vision models: a .png, a "
@@ -20,7 +20,7 @@ Registrar reg("dump", 83, [](CLI::App& app) {
     sub->add_option("--out", o->out, "Output directory (written whole or not at all)")->required();
     add_overwrite_flag(sub, o->overwrite);
     sub->add_option("--max-samples", o->max_samples, "0 = all")->capture_default_str();
-    sub->callback([o] { std::printf("wrote %s\n", model::dump_hooks(*o).c_str()); });
+    sub->callback([o] { std::printf("wrote %s\n", api::dump_hooks(*o).c_str()); });
 });
 
 }  // namespace

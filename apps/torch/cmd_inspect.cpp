@@ -3,17 +3,17 @@
 
 #include "command.hpp"
 #include "model_options.hpp"
-#include "sinkscope/model/commands.hpp"
+#include "sinkscope/api/model_commands.hpp"
 
 namespace sinkscope::cli {
 namespace {
 
 Registrar reg("inspect", 80, [](CLI::App& app) {
-    auto o = std::make_shared<model::InspectOptions>();
+    auto o = std::make_shared<api::InspectOptions>();
     auto* sub = app.add_subcommand("inspect", "Describe a model: architecture, hooks, tokenizer");
     add_model_options(sub, o->m, false);
     sub->add_flag("--all-hooks", o->all_hooks, "List the hooks of every layer");
-    sub->callback([o] { std::fputs(model::inspect_model(*o).c_str(), stdout); });
+    sub->callback([o] { std::fputs(api::inspect_model(*o).c_str(), stdout); });
 });
 
 }  // namespace

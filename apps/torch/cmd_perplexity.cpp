@@ -3,19 +3,19 @@
 
 #include "command.hpp"
 #include "model_options.hpp"
-#include "sinkscope/model/commands.hpp"
+#include "sinkscope/api/model_commands.hpp"
 
 namespace sinkscope::cli {
 namespace {
 
 Registrar reg("perplexity", 82, [](CLI::App& app) {
-    auto o = std::make_shared<model::PerplexityOptions>();
+    auto o = std::make_shared<api::PerplexityOptions>();
     auto* sub = app.add_subcommand("perplexity", "Perplexity over a data file (one sample a line)");
     add_model_options(sub, o->m);
     sub->add_option("--data", o->data, "Text (one sample per line), JSONL, CSV or .npy ids")
         ->required();
     sub->add_option("--max-samples", o->max_samples, "0 = all")->capture_default_str();
-    sub->callback([o] { std::fputs(model::perplexity_report(*o).c_str(), stdout); });
+    sub->callback([o] { std::fputs(api::perplexity_report(*o).c_str(), stdout); });
 });
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
 
 namespace sinkscope::io {
@@ -19,13 +20,7 @@ void Table::add_row(std::vector<Cell> row) {
     rows_.push_back(std::move(row));
 }
 
-std::string format_number(double v) {
-    if (std::isnan(v)) return "nan";
-    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    char buf[64];
-    auto res = std::to_chars(buf, buf + sizeof buf, v);
-    return std::string(buf, res.ptr);
-}
+std::string format_number(double v) { return sinkscope::format_number(v); }
 
 namespace {
 std::string csv_escape(const std::string& s) {
@@ -67,20 +62,19 @@ std::string cell_text(const Cell& c) {
 }
 }  // namespace
 
-std::string Table::to_csv() const {
+std::string csv_line(const std::vector<Cell>& cells) {
     std::string out;
-    for (size_t i = 0; i < columns_.size(); ++i) {
+    for (size_t i = 0; i < cells.size(); ++i) {
         if (i) out += ',';
-        out += csv_escape(columns_[i]);
+        out += csv_escape(cell_text(cells[i]));
     }
-    out += '\n';
-    for (const auto& row : rows_) {
-        for (size_t i = 0; i < row.size(); ++i) {
-            if (i) out += ',';
-            out += csv_escape(cell_text(row[i]));
-        }
-        out += '\n';
-    }
+    return out + '\n';
+}
+
+std::string Table::to_csv() const {
+    std::vector<Cell> header(columns_.begin(), columns_.end());
+    std::string out = csv_line(header);
+    for (const auto& row : rows_) out += csv_line(row);
     return out;
 }
 

@@ -32,7 +32,7 @@ int resolved_threads(int requested) {
 Scope parse_scope(const std::string& text) {
     if (text == "model") return Scope::Model;
     if (text == "layer") return Scope::Layer;
-    throw UsageError("--scope must be model or layer, got '" + text + "'");
+    throw UsageError("scope must be model or layer, got '" + text + "'");
 }
 const char* to_string(Scope scope) {
     return scope == Scope::Model ? "model" : "layer";
@@ -67,7 +67,7 @@ struct GramChunk {
     throw InputError(origin, "exact zero at visible entry (n, l, h, i, j) = (" + std::to_string(n) +
                                  ", " + std::to_string(l) + ", " + std::to_string(h) + ", " +
                                  std::to_string(i) + ", " + std::to_string(j) +
-                                 "): log-ratio metrics need --zeros replace:DELTA (spec 1, 10.c)");
+                                 "): log-ratio metrics need the zero policy replace:DELTA (zeros option) (spec 1, 10.c)");
 }
 
 // Sum of squared distances to the centroid, / n rows: (1/(2n^2)) sum_{a,b} ||x_a - x_b||^2.
@@ -215,7 +215,7 @@ HeadAccumulator::HeadAccumulator(int64_t n_layers, int64_t n_heads, HeadOptions 
     if (n_layers <= 0 || n_heads <= 0)
         throw UsageError("a head accumulator needs n_layers > 0 and n_heads > 0");
     if (options_.min_parts < 2)
-        throw UsageError("--min-parts must be >= 2 (spec 10.p), got " +
+        throw UsageError("min_parts must be >= 2 (spec 10.p), got " +
                          std::to_string(options_.min_parts));
     const int64_t n = n_layers * n_heads;
     head_sums_.assign(static_cast<size_t>(n), {});
@@ -228,7 +228,9 @@ HeadAccumulator::HeadAccumulator(int64_t n_layers, int64_t n_heads, HeadOptions 
     }
 }
 
-SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index) {
+SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
+                                   const SinkPositions* given_sinks,
+                                   std::vector<HeadMeans>* per_input) {
     const std::string& origin = options_.origin;
     const int64_t idx = input_index >= 0 ? input_index : counts_.n_inputs;
     SS_CHECK_INPUT(x.n_layers == n_layers_ && x.n_heads == n_heads_, origin, "input ", idx, " has ",
@@ -242,7 +244,11 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
              x.pattern.size());
     SS_CHECK(x.length >= 0 && x.length <= t, "input length ", x.length, " outside [0, ", t, "]");
 
-    const SinkPositions sinks = resolve_sinks(x, options_.sink);
+    const SinkPositions sinks = given_sinks ? *given_sinks : resolve_sinks(x, options_.sink);
+    SS_CHECK(int64_t(sinks.per_layer.size()) == n_layers_, "sink positions of ",
+             sinks.per_layer.size(), " layers for an input of ", n_layers_);
+    std::vector<HeadSums> input_sums;  // this input's sums, for per_input
+    if (per_input) input_sums.assign(static_cast<size_t>(n), {});
     bool shared_sink = true;  // every layer's sink equals the model-wide one
     for (int64_t l = 0; l < n_layers_; ++l)
         shared_sink = shared_sink && sinks.per_layer[l] == sinks.model;
@@ -352,6 +358,15 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
                 s.binary_sink_entropy += layer_batch.binary_entropy(r);
                 s.content_entropy += layer_batch.content_entropy(r);
                 s.n_rows += 1;
+                if (per_input) {
+                    HeadSums& p = input_sums[r];
+                    p.sink_mass += layer_batch.sink_mass(r);
+                    p.sink_balance += layer_batch.balance(r);
+                    p.entropy += layer_batch.entropy(r);
+                    p.binary_sink_entropy += layer_batch.binary_entropy(r);
+                    p.content_entropy += layer_batch.content_entropy(r);
+                    p.n_rows += 1;
+                }
             }
             dispersion(layer_disp_[l], layer_batch, l * n_h, n_h, d);
         }
@@ -378,6 +393,10 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index)
         HeadKernel::flush(layer_groups_[g], layer_chunks[g]);
     if (progress_) progress_("head metrics", keys_total, keys_total);
     counts_.n_inputs += 1;
+    if (per_input) {
+        per_input->assign(static_cast<size_t>(n), {});
+        for (size_t r = 0; r < input_sums.size(); ++r) (*per_input)[r] = means_of(input_sums[r]);
+    }
     return sinks;
 }
 
@@ -459,6 +478,18 @@ void fill_distances(const std::vector<Group>& groups, std::map<std::string, Eige
 }
 }  // namespace
 
+HeadMeans HeadAccumulator::means_of(const HeadSums& s) {
+    HeadMeans m;
+    m.n_rows = s.n_rows;
+    const double k = s.n_rows > 0 ? 1.0 / double(s.n_rows) : std::numeric_limits<double>::quiet_NaN();
+    m.sink_mass = s.sink_mass * k;
+    m.sink_balance = s.sink_balance * k;
+    m.entropy = s.entropy * k;
+    m.binary_sink_entropy = s.binary_sink_entropy * k;
+    m.content_entropy = s.content_entropy * k;
+    return m;
+}
+
 HeadResults HeadAccumulator::finish() const {
     const int64_t n = n_layers_ * n_heads_;
     const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -470,15 +501,7 @@ HeadResults HeadAccumulator::finish() const {
     for (int64_t l = 0; l < n_layers_; ++l)
         for (int64_t h = 0; h < n_heads_; ++h) r.heads.push_back({l, h});
     for (const auto& s : head_sums_) {
-        HeadMeans m;
-        m.n_rows = s.n_rows;
-        const double k = s.n_rows > 0 ? 1.0 / double(s.n_rows) : nan;
-        m.sink_mass = s.sink_mass * k;
-        m.sink_balance = s.sink_balance * k;
-        m.entropy = s.entropy * k;
-        m.binary_sink_entropy = s.binary_sink_entropy * k;
-        m.content_entropy = s.content_entropy * k;
-        r.means.push_back(m);
+        r.means.push_back(means_of(s));
     }
     auto finish_disp = [&](const DispersionSums& s, int64_t layer) {
         Dispersion d;

@@ -10,8 +10,6 @@
 #include <sstream>
 
 #include "sinkscope/core/error.hpp"
-#include "sinkscope/io/npy.hpp"
-#include "sinkscope/io/table.hpp"
 #include "sinkscope/metrics/cluster.hpp"
 
 namespace sinkscope::metrics {
@@ -32,7 +30,7 @@ std::string scope_name(ReversalScope s) {
 ReversalScope parse_reversal_scope(const std::string& text) {
     if (text == "model") return ReversalScope::Model;
     if (text == "layer") return ReversalScope::Layer;
-    throw UsageError("--scope must be 'model' or 'layer', got '" + text + "'");
+    throw UsageError("scope must be 'model' or 'layer', got '" + text + "'");
 }
 
 namespace {
@@ -227,15 +225,15 @@ void check_inputs(const std::map<std::string, Eigen::MatrixXd>& matrices,
           "per-layer-sink distance matrix");
     std::set<std::pair<int, int>> seen(head_labels.begin(), head_labels.end());
     SS_CHECK(seen.size() == head_labels.size(), "duplicate (layer, head) labels");
-    if (opts.k < 0) throw UsageError(detail::concat("--k must be >= 0, got ", opts.k));
+    if (opts.k < 0) throw UsageError(detail::concat("k must be >= 0, got ", opts.k));
     size_t smallest = static_cast<size_t>(n);
     for (const auto& set : sets) smallest = std::min(smallest, set.second.size());
     if (opts.k > 0 && static_cast<size_t>(opts.k) > smallest)
-        throw UsageError(detail::concat("--k ", opts.k, " exceeds the number of heads ",
+        throw UsageError(detail::concat("k ", opts.k, " exceeds the number of heads ",
                                         opts.scope == ReversalScope::Layer ? "of a layer (" : "(",
                                         smallest, ")"));
     if (opts.triples < 0)
-        throw UsageError(detail::concat("--triples must be >= 0, got ", opts.triples));
+        throw UsageError(detail::concat("triples must be >= 0, got ", opts.triples));
     check_regime_thresholds(opts.regime_lo, opts.regime_hi);
 }
 
@@ -354,156 +352,6 @@ HeadAnalysisResults run_head_analyses(
                                              pooled_flip(layer_rows, "layer", layer), opts));
     }
     return res;
-}
-
-void write_head_analyses(const HeadAnalysisResults& res, const std::filesystem::path& dir) {
-    std::filesystem::create_directories(dir / "mds");
-
-    io::Table rev({"scope", "layer", "comparison", "metric", "first", "second", "method",
-                   "n_triples", "n_examined", "n_tied", "n_compared", "n_disagree", "rate", "ci_lo",
-                   "ci_hi", "ci_method", "seed"});
-    for (const ReversalRow& r : res.reversal) {
-        const bool sampled = r.method == "sampled";
-        rev.add_row({r.scope, int64_t{r.layer}, r.comparison, r.metric, r.first, r.second, r.method,
-                     r.counts.n_triples, r.counts.n_examined, r.counts.n_tied, r.counts.n_compared,
-                     r.counts.n_disagree, r.rate, r.ci_lo, r.ci_hi,
-                     std::string(sampled ? "wilson95" : "none"),
-                     sampled ? static_cast<int64_t>(res.options.seed) : int64_t{-1}});
-    }
-    rev.write(dir, "reversal");
-
-    // Scope layer: one clustered set per layer, named by a leading `layer` column.
-    const bool per_layer = res.options.scope == ReversalScope::Layer;
-    auto with_layer = [per_layer](int layer, std::vector<io::Cell> row) {
-        if (per_layer) row.insert(row.begin(), int64_t{layer});
-        return row;
-    };
-    auto columns = [per_layer](std::vector<std::string> names) {
-        if (per_layer) names.insert(names.begin(), "layer");
-        return names;
-    };
-    io::Table sil(columns({"matrix", "k", "mean_silhouette", "selected"}));
-    for (const SilhouetteChoice& c : res.k_silhouette)
-        sil.add_row(with_layer(c.layer, {std::string(hm::kDAPerp), int64_t{c.k}, c.mean_silhouette,
-                                         int64_t{c.selected}}));
-    for (const Clustering& c : res.clusterings)
-        sil.add_row(with_layer(c.layer, {c.matrix, int64_t{c.k}, c.mean_silhouette, int64_t{1}}));
-    sil.write(dir, "silhouette");
-
-    io::Table clu({"matrix", "layer", "head", "cluster", "k", "mds_x", "mds_y"});
-    for (const Clustering& c : res.clusterings)
-        for (size_t i = 0; i < c.labels.size(); ++i) {
-            const auto& label = res.head_labels[static_cast<size_t>(c.heads[i])];
-            clu.add_row({c.matrix, int64_t{label.first}, int64_t{label.second},
-                         int64_t{c.labels[i]}, int64_t{c.k}, c.mds(static_cast<Eigen::Index>(i), 0),
-                         c.mds(static_cast<Eigen::Index>(i), 1)});
-        }
-    clu.write(dir, "clusters");
-
-    auto k_of = [&res](int layer) {
-        for (const Clustering& c : res.clusterings)
-            if (c.layer == layer) return c.k;
-        return res.k;
-    };
-    io::Table ari(columns({"first", "second", "ari", "headline", "k"}));
-    for (const AriRow& a : res.ari)
-        ari.add_row(with_layer(
-            a.layer, {a.first, a.second, a.ari, int64_t{a.headline}, int64_t{k_of(a.layer)}}));
-    ari.write(dir, "ari");
-
-    io::Table reg({"scope", "layer", "rho", "regime_lo", "regime_hi", "predicted", "flip_compared",
-                   "flip_disagree", "flip_rate", "unsafe_flip_rate", "measured", "agreement"});
-    for (const RegimeRow& r : res.regime)
-        reg.add_row({r.scope, int64_t{r.layer}, r.rho, res.options.regime_lo, res.options.regime_hi,
-                     regime_name(r.predicted), r.flip.n_compared, r.flip.n_disagree, r.flip_rate,
-                     kUnsafeFlipRate, regime_name(r.measured), r.agreement});
-    reg.write(dir, "regime");
-
-    // One [head, 2] array per matrix; in scope layer each layer's rows hold its own MDS (heads
-    // of a layer too small to cluster stay NaN).
-    std::map<std::string, std::vector<double>> mds;
-    const auto n_heads = static_cast<int64_t>(res.head_labels.size());
-    for (const Clustering& c : res.clusterings) {
-        auto it = mds.find(c.matrix);
-        if (it == mds.end())
-            it =
-                mds.emplace(c.matrix, std::vector<double>(static_cast<size_t>(n_heads * 2),
-                                                          std::numeric_limits<double>::quiet_NaN()))
-                    .first;
-        for (Eigen::Index i = 0; i < c.mds.rows(); ++i)  // C order [head, axis]
-            for (Eigen::Index k = 0; k < 2; ++k)
-                it->second[static_cast<size_t>(c.heads[static_cast<size_t>(i)] * 2 + k)] =
-                    c.mds(i, k);
-    }
-    for (const auto& [name, values] : mds)
-        io::write_npy(dir / "mds" / (name + ".npy"), io::make_npy_f64({n_heads, 2}, values));
-}
-
-std::string summarize_head_analyses(const HeadAnalysisResults& res) {
-    std::ostringstream out;
-    out.precision(3);
-    const auto& o = res.options;
-    const std::string scope = scope_name(o.scope);
-    out << "head analyses: " << res.head_labels.size() << " heads, reversal "
-        << (o.triples > 0 ? "sampled (" + std::to_string(o.triples) + " triples" +
-                                (o.scope == ReversalScope::Layer ? " per layer" : "") + ", seed " +
-                                std::to_string(o.seed) + ", 95% Wilson CI)"
-                          : std::string("exact over all triples"))
-        << ", scope " << scope << "\n";
-    auto line = [&](const std::string& comparison, const std::string& title) {
-        bool any = false;
-        for (const ReversalRow& r : res.reversal) {
-            if (r.comparison != comparison || r.layer != -1) continue;
-            if (!any) out << "  " << title << ":";
-            out << " " << r.metric << " " << r.rate;
-            if (r.method == "sampled") out << " [" << r.ci_lo << ", " << r.ci_hi << "]";
-            any = true;
-        }
-        if (any) out << "\n";
-    };
-    line("flip", "flip rate keep vs drop");
-    line("vs_content", "keep vs dA_perp");
-    line("dA_vs_dA_perp", "dA vs dA_perp");
-    if (o.scope == ReversalScope::Model && res.k > 0) {
-        out << "  clusters: k = " << res.k
-            << (res.k_selected ? " (best mean silhouette under dA_perp)" : " (given)") << "\n";
-        for (const AriRow& a : res.ari)
-            if (a.headline)
-                out << "  ARI " << a.first << " vs " << a.second << ": " << a.ari << "\n";
-    }
-    if (o.scope == ReversalScope::Layer && !res.clusterings.empty()) {
-        // One clustering per layer: k per layer, headline ARIs as means over the layers.
-        std::map<int, int> k_by_layer;
-        for (const Clustering& c : res.clusterings) k_by_layer[c.layer] = c.k;
-        out << "  clusters per layer: k =";
-        for (const auto& [layer, k] : k_by_layer) out << " " << k;
-        out << (o.k > 0 ? " (given)" : " (best mean silhouette under dA_perp)") << "\n";
-        std::map<std::pair<std::string, std::string>, std::pair<double, int>> headline;
-        for (const AriRow& a : res.ari)
-            if (a.headline) {
-                auto& [sum, n] = headline[{a.first, a.second}];
-                sum += a.ari, ++n;
-            }
-        for (const auto& [pair, acc] : headline)
-            out << "  ARI " << pair.first << " vs " << pair.second << " (mean over " << acc.second
-                << " layers): " << acc.first / acc.second << "\n";
-    }
-    std::map<std::string, int> agreement;  // layer rows of scope layer
-    for (const RegimeRow& r : res.regime) {
-        if (r.scope != "model") {
-            if (o.scope == ReversalScope::Layer) ++agreement[r.agreement];
-            continue;
-        }
-        out << "  rho " << r.rho << " -> predicted " << regime_name(r.predicted) << " (lo "
-            << o.regime_lo << ", hi " << o.regime_hi << "); pooled flip rate " << r.flip_rate
-            << " -> " << regime_name(r.measured) << " (" << r.agreement << ")\n";
-    }
-    if (!agreement.empty()) {
-        out << "  regime per layer (layer rho vs the layer's pooled flip rate):";
-        for (const auto& [what, n] : agreement) out << " " << n << " " << what;
-        out << "\n";
-    }
-    return out.str();
 }
 
 }  // namespace sinkscope::metrics

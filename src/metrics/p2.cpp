@@ -10,9 +10,7 @@
 #include <thread>
 
 #include "sinkscope/core/error.hpp"
-#include "sinkscope/core/output_dir.hpp"
-#include "sinkscope/io/npy.hpp"
-#include "sinkscope/io/table.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/metrics/graph.hpp"
 #include "sinkscope/metrics/sink_kl.hpp"
 #include "sinkscope/metrics/spectra.hpp"
@@ -42,9 +40,7 @@ void fill_head_matrix(const AttentionInput& in, int64_t l, int64_t h, bool compa
     }
 }
 
-std::string param_of(double v) {
-    return io::format_number(v);
-}
+std::string param_of(double v) { return format_number(v); }
 
 void validate(const AttentionInput& in, const P2Results& state,
               const std::vector<std::string>* token_strings, const std::string& file) {
@@ -82,100 +78,6 @@ void validate(const AttentionInput& in, const P2Results& state,
 }
 
 }  // namespace
-
-P2Config resolve_p2_options(const P2Options& options) {
-    P2Config c;
-    c.graphs = c.topology = c.kl = c.spectra = c.entropy = c.tokens = c.frame = false;
-    std::stringstream ss(options.analyses);
-    std::string item;
-    int n_items = 0;
-    while (std::getline(ss, item, ',')) {
-        if (item == "graphs")
-            c.graphs = true;
-        else if (item == "topology")
-            c.topology = true;
-        else if (item == "kl")
-            c.kl = true;
-        else if (item == "spectra")
-            c.spectra = true;
-        else if (item == "entropy")
-            c.entropy = true;
-        else if (item == "tokens")
-            c.tokens = true;
-        else if (item == "frame")
-            c.frame = true;
-        else
-            throw UsageError("--analyses: unknown analysis '" + item +
-                             "' (expected graphs, topology, kl, spectra, entropy, tokens, frame)");
-        ++n_items;
-    }
-    if (n_items == 0) throw UsageError("--analyses: empty list");
-    if (options.compat == "ruscio2025")
-        c.compat = true;
-    else if (!options.compat.empty())
-        throw UsageError("--compat: unknown mode '" + options.compat + "' (expected ruscio2025)");
-    if (options.symmetrize == "max")
-        c.symmetrize = Symmetrize::Max;
-    else if (options.symmetrize == "mean")
-        c.symmetrize = Symmetrize::Mean;
-    else
-        throw UsageError("--symmetrize: expected max or mean, got '" + options.symmetrize + "'");
-    if (options.sink.kind == SinkPolicy::Kind::Position && options.sink.position < 0)
-        throw UsageError("sink position must be >= 0");
-    if (options.threads < 1) throw UsageError("--threads must be >= 1");
-    if (options.topology_max_tokens < 0 || options.topology_max_tokens == 1)
-        throw UsageError("--topology-max-tokens must be 0 (never subsample) or >= 2");
-    c.per_head = options.per_head;
-    c.sink = options.sink;
-    c.topology_max_tokens = options.topology_max_tokens;
-    c.tokens_file = options.tokens;
-    return c;
-}
-
-std::vector<int64_t> topology_layers(int64_t n_layers, bool compat) {
-    std::vector<int64_t> out;
-    if (!compat) {
-        for (int64_t l = 0; l < n_layers; ++l) out.push_back(l);
-        return out;
-    }
-    const int64_t k = std::max<int64_t>(1, n_layers / 4);  // 10.o
-    std::set<int64_t> s;
-    for (int64_t l : {int64_t{0}, k, 2 * k, 3 * k, n_layers - 1})
-        if (l >= 0 && l < n_layers) s.insert(l);
-    return {s.begin(), s.end()};
-}
-
-std::vector<int64_t> kl_layers(int64_t n_layers, bool compat) {
-    std::vector<int64_t> out;
-    if (!compat || n_layers <= 6) {
-        for (int64_t l = 0; l < n_layers; ++l) out.push_back(l);
-        return out;
-    }
-    out.push_back(0);  // 10.o: 0, the odd layers below L-1, and L-1
-    for (int64_t l = 1; l < n_layers - 1; l += 2) out.push_back(l);
-    out.push_back(n_layers - 1);
-    return out;
-}
-
-double mean_row_entropy(const Eigen::MatrixXd& a, bool compat) {
-    const Eigen::Index n = a.rows();
-    if (n == 0) return k_nan;
-    const double floor = compat ? 100.0 * static_cast<double>(FLT_EPSILON) : 0.0;
-    // H(p / s) = ln s - (sum p ln p) / s per row, accumulated column by column (column-major).
-    Eigen::VectorXd sum = Eigen::VectorXd::Zero(n), plogp = Eigen::VectorXd::Zero(n);  // [n]
-    for (Eigen::Index j = 0; j < a.cols(); ++j)
-        for (Eigen::Index i = 0; i < n; ++i) {
-            const double p = a(i, j);
-            if (p > floor) {
-                sum[i] += p;
-                plogp[i] += p * std::log(p);
-            }
-        }
-    double acc = 0;
-    for (Eigen::Index i = 0; i < n; ++i)
-        if (sum[i] > 0) acc += std::log(sum[i]) - plogp[i] / sum[i];
-    return acc / static_cast<double>(n);
-}
 
 void P2Stat::add(double v) {
     if (!std::isfinite(v)) {
@@ -272,7 +174,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
     auto matrix_analyses = [&](int64_t h, const Eigen::MatrixXd& m) {
         // Thresholded graphs (spec 8, 10.i), all layers in both modes (10.o).
         if (c.graphs) {
-            const std::vector<double> taus(k_graph_thresholds.begin(), k_graph_thresholds.end());
+            const std::vector<double>& taus = c.graph_thresholds;
             const auto all = graph_stats_all(m, taus, compat);
             for (size_t k = 0; k < taus.size(); ++k) {
                 const auto& g = all[k];
@@ -281,7 +183,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                 // 10.r (B.4): laplacian.ipynb returns the density alone where this input's
                 // threshold is not effective and layer % 4 != 0; its graph metrics are missing.
                 const bool effective =
-                    g.density >= k_effective_density_lo && g.density <= k_effective_density_hi;
+                    g.density >= c.effective_density_lo && g.density <= c.effective_density_hi;
                 if (compat && !effective && l % 4 != 0) {
                     for (const char* metric :
                          {"lambda2", "laplacian_gap", "star_basic", "star_combined", "gini",
@@ -325,7 +227,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
             } else {
                 bars = rips_persistence(symmetric_distance(m, c.symmetrize));
             }
-            const auto s = summarize_diagram(bars);
+            const auto s = summarize_diagram(bars, c.long_bar);
             for (int d = 0; d < 2; ++d) {
                 const auto k = static_cast<size_t>(d);
                 const std::string sfx = "_dim" + std::to_string(d);
@@ -393,7 +295,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
 
     // Pass 4: sink removal KL, concentration, direct sink mass (spec 8, 10.k; B.5).
     if (c.kl && in_set(kl_set, l)) {
-        const std::vector<double> ts(k_sink_percentiles.begin(), k_sink_percentiles.end());
+        const std::vector<double>& ts = c.sink_percentiles;
         const auto all = sink_kl_all(in, l, ts, compat);
         for (size_t k = 0; k < ts.size(); ++k) {
             const auto& r = all[k];
@@ -445,7 +347,8 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
 }  // namespace
 
 void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>* token_strings,
-                        const std::string& source, const SinkPositions* sinks) {
+                        const std::string& source, const SinkPositions* sinks,
+                        std::vector<std::pair<P2Key, double>>* per_input) {
     validate(in, state_, token_strings, source);
     const P2Config& c = state_.config;
     const int64_t n_layers = in.n_layers;
@@ -501,6 +404,7 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
     for (int64_t l = 0; l < n_layers; ++l) {
         auto& out = outputs[static_cast<size_t>(l)];
         for (const auto& [key, v] : out.values) state_.stats[key].add(v);
+        if (per_input) per_input->insert(per_input->end(), out.values.begin(), out.values.end());
         for (const auto& key : out.skipped) state_.stats[key].skip();
         for (auto& d : out.diagrams) state_.diagrams.push_back(std::move(d));
         for (const auto& [h, key] : out.top_keys) {
@@ -557,7 +461,7 @@ P2Results P2Accumulator::finish() const {
         for (const auto& [k, s] : state_.stats) {
             if (k.table != "graphs" || k.metric != "density" || k.head != -1) continue;
             const double m = s.mean();
-            const bool eff = m >= k_effective_density_lo && m <= k_effective_density_hi;
+            const bool eff = m >= c.effective_density_lo && m <= c.effective_density_hi;
             r.stats[P2Key{"graphs", k.layer, -1, "effective", k.param}].add(eff ? 1.0 : 0.0);
             per_tau[k.param].first += eff ? 1 : 0;
             per_tau[k.param].second += 1;
@@ -588,7 +492,7 @@ P2Results P2Accumulator::finish() const {
         const double consistency = static_cast<double>(best) / static_cast<double>(total);
         r.stats[P2Key{"tokens", lh.first, lh.second, "consistency", modal}].add(consistency);
         r.stats[P2Key{"tokens", lh.first, lh.second, "specialised", ""}].add(
-            consistency >= 0.3 && total >= 5 ? 1.0 : 0.0);
+            consistency >= c.specialised_share && total >= c.specialised_min_inputs ? 1.0 : 0.0);
         ++modal_per_layer[lh.first][modal];
     }
     for (const auto& [l, counts] : modal_per_layer) {
@@ -603,197 +507,24 @@ P2Results P2Accumulator::finish() const {
     return r;
 }
 
-void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir) {
-    std::filesystem::create_directories(dir);
-    const std::string mode = results.config.mode();
-    std::map<std::string, io::Table> tables;
-    // Compat graphs.csv says in n_skipped for how many inputs the notebook skipped the cell
-    // (10.r); value is then the mean over the n inputs that have it, NaN when n = 0.
-    auto with_skipped = [&](const std::string& table) {
-        return results.config.compat && table == "graphs";
-    };
-    for (const auto& [k, s] : results.stats) {
-        auto it = tables.find(k.table);
-        if (it == tables.end()) {
-            std::vector<std::string> columns = {"model",  "checkpoint", "layer",      "head",
-                                                "metric", "param",      "convention", "value",
-                                                "std",    "n",          "n_nonfinite"};
-            if (with_skipped(k.table)) columns.emplace_back("n_skipped");
-            it = tables.emplace(k.table, io::Table(columns)).first;
-        }
-        if (with_skipped(k.table))
-            it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric,
-                                k.param, mode, s.mean(), s.std(), s.n, s.n_nonfinite, s.n_skipped});
-        else
-            it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric,
-                                k.param, mode, s.mean(), s.std(), s.n, s.n_nonfinite});
-    }
-    for (const auto& [name, table] : tables) table.write(dir, name, false);
-
-    if (!results.top_keys.empty()) {
-        io::Table keys(
-            {"model", "checkpoint", "layer", "head", "key", "count", "share", "convention"});
-        for (const auto& [lh, counts] : results.top_keys) {
-            int64_t total = 0;
-            for (const auto& kv : counts) total += kv.second;
-            for (const auto& [key, cnt] : counts)
-                keys.add_row({results.model, results.checkpoint, lh.first, lh.second, key, cnt,
-                              static_cast<double>(cnt) / static_cast<double>(total), mode});
-        }
-        keys.write(dir, "token_keys", false);
-    }
-
-    if (!results.diagrams.empty()) {
-        std::filesystem::create_directories(dir / "diagrams");
-        for (const auto& d : results.diagrams) {
-            std::vector<double> flat;  // [k, 3]: dim, birth, death (inf: essential)
-            for (const auto& b : d.bars) {
-                flat.push_back(b.dim);
-                flat.push_back(b.birth);
-                flat.push_back(b.death);
+double mean_row_entropy(const Eigen::MatrixXd& a, bool compat) {
+    const Eigen::Index n = a.rows();
+    if (n == 0) return k_nan;
+    const double floor = compat ? 100.0 * static_cast<double>(FLT_EPSILON) : 0.0;
+    // H(p / s) = ln s - (sum p ln p) / s per row, accumulated column by column (column-major).
+    Eigen::VectorXd sum = Eigen::VectorXd::Zero(n), plogp = Eigen::VectorXd::Zero(n);  // [n]
+    for (Eigen::Index j = 0; j < a.cols(); ++j)
+        for (Eigen::Index i = 0; i < n; ++i) {
+            const double p = a(i, j);
+            if (p > floor) {
+                sum[i] += p;
+                plogp[i] += p * std::log(p);
             }
-            const std::string name =
-                "input" + std::to_string(d.input) + "_layer" + std::to_string(d.layer) +
-                (d.head < 0 ? "_avg" : "_head" + std::to_string(d.head)) + ".npy";
-            io::write_npy(dir / "diagrams" / name,
-                          io::make_npy_f64({static_cast<int64_t>(d.bars.size()), 3}, flat));
         }
-    }
-
-    if (results.config.frame && results.frame.n_layers > 0) {
-        nlohmann::json f;
-        const auto& e = results.frame;
-        f["convention"] = mode;
-        f["verdict"] = frame_type_name(results.verdict);
-        f["share_first_mid_late"] = e.share_first_mid_late();
-        const double mrc = e.mean_reference_count();
-        f["mean_reference_count"] =
-            std::isfinite(mrc) ? nlohmann::json(mrc) : nlohmann::json("nan");
-        f["mid_late_first_layer"] = e.mid_late_begin();
-        nlohmann::json layers = nlohmann::json::array();
-        const auto modal = e.modal_classes();
-        for (int64_t l = 0; l < e.n_layers; ++l) {
-            const auto k = static_cast<size_t>(l);
-            layers.push_back({{"layer", l},
-                              {"first", e.first[k]},
-                              {"last", e.last[k]},
-                              {"other", e.other[k]},
-                              {"modal", position_class_name(modal[k])}});
-        }
-        f["layers"] = layers;
-        f["rule"] =
-            "centralized: share_first_mid_late >= 0.9 and mean_reference_count < 1.2; "
-            "bidirectional: some layer modal first and another modal last; else "
-            "distributed (spec 8, 10.n)";
-        write_file_atomic(dir / "frame.json", f.dump(2) + "\n");
-    }
-}
-
-nlohmann::json p2_conventions(const P2Results& results) {
-    const P2Config& c = results.config;
-    nlohmann::json j;
-    j["mode"] = c.mode();
-    std::vector<std::string> analyses;
-    for (auto [on, name] : {std::pair{c.graphs, "graphs"},
-                            {c.topology, "topology"},
-                            {c.kl, "kl"},
-                            {c.spectra, "spectra"},
-                            {c.entropy, "entropy"},
-                            {c.tokens, "tokens"},
-                            {c.frame, "frame"}})
-        if (on) analyses.emplace_back(name);
-    j["analyses"] = analyses;
-    j["per_head"] = c.per_head;
-    j["symmetrize"] = c.symmetrize == Symmetrize::Max ? "max" : "mean";
-    j["topology_max_tokens"] = c.topology_max_tokens;
-    // Direct sink mass key (10.k): a fixed position, or resolved per input (sinks.csv).
-    const SinkPolicy sink =
-        resolve_auto(c.sink, results.any_causal ? Masking::Causal : Masking::Bidirectional);
-    if (sink.kind == SinkPolicy::Kind::First || sink.kind == SinkPolicy::Kind::Position)
-        j["sink_position"] = sink.kind == SinkPolicy::Kind::First ? 0 : sink.position;
-    else
-        j["sink_position"] = to_string(sink) + ": resolved per input" +
-                             (sink.kind == SinkPolicy::Kind::Bos ? "" : " and layer") +
-                             " (sinks.csv)";
-    j["graph_thresholds"] =
-        std::vector<double>(k_graph_thresholds.begin(), k_graph_thresholds.end());
-    j["graph_degree_self_loops"] = c.compat ? "counted (notebook)" : "ignored (10.i)";
-    if (c.compat)
-        j["graph_cells_skipped"] =
-            "only the density where the input's density is outside [0.05, 0.95] and layer % 4 "
-            "!= 0 (10.r); n_skipped counts them";
-    j["dense_eigensolver_max_nodes"] = k_dense_eigen_max_nodes;
-    j["effective_density"] = {k_effective_density_lo, k_effective_density_hi};
-    j["sink_percentiles"] =
-        std::vector<double>(k_sink_percentiles.begin(), k_sink_percentiles.end());
-    j["betti_grid"] = "101 points eps = g/100, bar alive when birth <= eps < death";
-    j["long_bar_persistence"] = k_long_bar;
-    j["saved_diagram_inputs"] = k_saved_diagram_inputs;
-    j["frame_mean_reference_count_layers"] = "layers >= floor(L/3)";
-    j["spectra_per_head"] = c.per_head;
-    j["input_count"] = results.n_inputs;
-    if (c.compat) {
-        j["topology"] =
-            "1 - A (fp32, head average) on linspace(0, n-1, 30) tokens, upper "
-            "triangle edges, vertex births from the diagonal, exact zeros dropped, "
-            "Betti = len(diagram) (n_bars_dim*)";
-        j["kl"] =
-            "raw rows over all keys, rows linspace(0, n-1, 20) when n > 20, all heads; "
-            "concentration: first 4 heads, percent";
-        j["spectra"] =
-            "eigenvalues of A (causal: diagonal), gap |l1|/|l2|, eigenvalue PR, "
-            "top-10 MP(0.99) KL";
-        j["entropy"] =
-            "head average: entries > 100 FLT_EPSILON renormalised; per head: "
-            "-sum A log2(A + 1e-10) over the matrix";
-    } else {
-        j["topology"] =
-            "d = 1 - sym(A) with zero diagonal, Vietoris-Rips dim <= 1 over Z/2 "
-            "(GUDHI, edge collapse)";
-        j["kl"] =
-            "closed rows, visible keys, all heads and rows; rows without visible "
-            "non-sink keys excluded";
-        j["spectra"] =
-            "sigma^2 from the Gram matrix; bulk = sigma^2 without the largest, "
-            "divided by its mean; KS vs MP(gamma = 1) on [0, 4]";
-        j["entropy"] = "closed rows, nats, mean over rows";
-    }
-    j["warnings"] = results.warnings;
-    return j;
-}
-
-std::string summarize_p2(const P2Results& r) {
-    std::ostringstream out;
-    out << "P2 analyses (" << r.config.mode() << "): " << r.n_inputs << " input(s), " << r.n_layers
-        << " layers x " << r.n_heads << " heads\n";
-    auto layer_mean = [&](const std::string& table, const std::string& metric,
-                          const std::string& param) {
-        double acc = 0;
-        int64_t cnt = 0;
-        for (const auto& [k, s] : r.stats)
-            if (k.table == table && k.metric == metric && k.param == param && k.head == -1 &&
-                k.layer >= 0 && std::isfinite(s.mean())) {
-                acc += s.mean();
-                ++cnt;
-            }
-        return cnt > 0 ? acc / static_cast<double>(cnt) : k_nan;
-    };
-    if (r.config.kl)
-        out << "  KL reduction at t=0.9 (mean over layers): "
-            << io::format_number(layer_mean("kl", "kl_reduction", "0.9")) << "\n";
-    if (r.config.graphs)
-        out << "  lambda2 at tau=0.01 (mean over layers): "
-            << io::format_number(layer_mean("graphs", "lambda2", "0.01")) << "\n";
-    if (r.config.entropy)
-        out << "  head-average row entropy (mean over layers): "
-            << io::format_number(layer_mean("entropy", "row_entropy", "")) << " nats\n";
-    if (r.config.frame)
-        out << "  reference frame: " << frame_type_name(r.verdict) << " (share of first-position "
-            << "anchors in layers >= " << r.frame.mid_late_begin() << ": "
-            << io::format_number(r.frame.share_first_mid_late()) << ", mean reference count "
-            << io::format_number(r.frame.mean_reference_count()) << ")\n";
-    for (const auto& w : r.warnings) out << "  warning: " << w << "\n";
-    return out.str();
+    double acc = 0;
+    for (Eigen::Index i = 0; i < n; ++i)
+        if (sum[i] > 0) acc += std::log(sum[i]) - plogp[i] / sum[i];
+    return acc / static_cast<double>(n);
 }
 
 }  // namespace sinkscope::metrics

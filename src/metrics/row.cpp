@@ -29,7 +29,7 @@ ZeroPolicy parse_zero_policy(const std::string& text) {
             return z;
         }
     }
-    throw UsageError("--zeros must be 'error' or 'replace:DELTA' with 0 < DELTA < 1, got '" + text +
+    throw UsageError("zeros must be 'error' or 'replace:DELTA' with 0 < DELTA < 1, got '" + text +
                      "'");
 }
 
@@ -86,7 +86,7 @@ int64_t compose_row_probabilities(const double* a, int64_t n_parts, int64_t sink
     if (n_zeros > 0) {
         scale = 1.0 - double(n_zeros) * zeros.delta;
         if (!(scale > 0))
-            throw UsageError("--zeros replace:" + std::to_string(zeros.delta) +
+            throw UsageError("zeros replace:" + std::to_string(zeros.delta) +
                              " is too large for a row with " + std::to_string(n_zeros) +
                              " zero parts");
     }
@@ -189,7 +189,7 @@ RowQuantities row_from_probabilities(const double* a, int64_t n_parts, int64_t s
     int64_t zero = compose_row_probabilities(a, n_parts, sink, zeros, o, scratch.data());
     if (zero >= 0)
         throw InputError(origin, "exact zero at part " + std::to_string(zero) +
-                                     ": log-ratio metrics need --zeros replace:DELTA (spec 1)");
+                                     ": log-ratio metrics need the zero policy replace:DELTA (zeros option) (spec 1)");
     copy_scalars(o, r);
     return r;
 }

@@ -24,7 +24,7 @@ SinkPolicy parse_sink_policy(const std::string& text) {
         p.kind = SinkPolicy::Kind::Position;
         p.position = std::stoll(text);
     } else {
-        throw UsageError("--sink must be auto, first, bos, argmax or a key position >= 0, got '" +
+        throw UsageError("sink must be auto, first, bos, argmax or a key position >= 0, got '" +
                          text + "'");
     }
     return p;
@@ -92,7 +92,7 @@ SinkPositions resolve_sinks(const AttentionInput& x, const SinkPolicy& policy) {
             break;
         case SinkPolicy::Kind::Bos: {
             if (x.token_ids.empty())
-                throw UsageError("--sink bos needs the token ids of every input (--token-ids)");
+                throw UsageError("sink bos needs the token ids of every input");
             auto it = std::find(
                 x.token_ids.begin(),
                 x.token_ids.begin() + std::min<int64_t>(x.length, x.token_ids.size()), p.bos_id);

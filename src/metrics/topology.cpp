@@ -105,7 +105,7 @@ std::vector<int64_t> linspace_indices(int64_t n, int64_t k) {
     return idx;
 }
 
-DiagramSummary summarize_diagram(const std::vector<PersistenceBar>& bars) {
+DiagramSummary summarize_diagram(const std::vector<PersistenceBar>& bars, double long_bar) {
     DiagramSummary s;
     const double nan = std::numeric_limits<double>::quiet_NaN();
     std::array<int64_t, 2> n_finite{};
@@ -125,7 +125,7 @@ DiagramSummary summarize_diagram(const std::vector<PersistenceBar>& bars) {
         }
         const double p = b.death - b.birth;
         s.total_persistence[d] += p;
-        if (p > k_long_bar) ++s.n_long[d];
+        if (p > long_bar) ++s.n_long[d];
         s.max_persistence[d] = n_finite[d] == 0 ? p : std::max(s.max_persistence[d], p);
         ++n_finite[d];
     }

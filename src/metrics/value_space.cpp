@@ -103,7 +103,8 @@ ValueSpaceAccumulator::ValueSpaceAccumulator(int64_t n_layers, ValueSpaceOptions
 
 void ValueSpaceAccumulator::add(const AttentionInput& a,
                                 const std::vector<std::vector<double>>& hidden_in, int64_t d_model,
-                                const std::vector<std::vector<double>>& values, int64_t d_head) {
+                                const std::vector<std::vector<double>>& values, int64_t d_head,
+                                std::vector<ValueSpaceLayer>* per_input) {
     const int64_t L = a.n_layers, H = a.n_heads, T = a.n_tokens, n = a.length;
     SS_CHECK(int64_t(layers_.size()) == L, "value-space accumulator built for ", layers_.size(),
              " layers, input has ", L);
@@ -113,6 +114,8 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
         SS_CHECK(int64_t(h.size()) == T * d_model, "hidden state of ", h.size(), " values, expected ",
                  T * d_model);
     SS_CHECK(values.empty() || int64_t(values.size()) == L, "values for ", values.size(), " layers");
+
+    if (per_input) per_input->assign(static_cast<size_t>(L), ValueSpaceLayer{});
 
     // Compat rescaling of "value vectors" (B.6): 1e5/max|h| when max|h| > 1e5.
     std::vector<std::vector<double>> scaled;
@@ -130,26 +133,39 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
 
     for (int64_t l = 0; l < L; ++l) {
         ValueSpaceLayer& out = layers_[l];
+        // Every sum and count goes into the running state and, when asked, into this input's.
+        using L = ValueSpaceLayer;
+        ValueSpaceLayer* mine = per_input ? &(*per_input)[static_cast<size_t>(l)] : nullptr;
+        auto bump = [&](auto L::*field, auto v) {
+            out.*field += v;
+            if (mine) mine->*field += v;
+        };
         std::vector<double> avg = head_average(a, l, !opts_.compat);
         auto ref = reference_tokens(avg, a, opts_);
         std::vector<char> is_ref(static_cast<size_t>(T), 0);
         for (auto j : ref) is_ref[j] = 1;
-        out.sum_reference_count += double(ref.size());
-        out.n_inputs += 1;
+        bump(&L::sum_reference_count, double(ref.size()));
+        bump(&L::n_inputs, 1);
 
         // Hidden-state variant on the head average (as the paper).
         const double* hv = (*hidden)[l].data();
         for (int64_t i = 0; i < n; ++i) {
             if (is_ref[i]) {
-                if (opts_.compat) out.sum_rel_magnitude_hidden += 0.5, out.sum_direction_hidden += 0.5, ++out.n_hidden;
+                if (opts_.compat) {
+                    bump(&L::sum_rel_magnitude_hidden, 0.5);
+                    bump(&L::sum_direction_hidden, 0.5);
+                    bump(&L::n_hidden, 1);
+                }
                 continue;
             }
             double rel, dir;
             bool no_ref;
             if (reference_share(a, avg.data() + i * T, i, is_ref, hv, d_model, rel, dir, no_ref)) {
-                out.sum_rel_magnitude_hidden += rel, out.sum_direction_hidden += dir, ++out.n_hidden;
+                bump(&L::sum_rel_magnitude_hidden, rel);
+                bump(&L::sum_direction_hidden, dir);
+                bump(&L::n_hidden, 1);
             } else if (no_ref) {
-                ++out.n_no_reference_visible;
+                bump(&L::n_no_reference_visible, 1);
             }
         }
         // True-V variant: each head's own attention over its own values (R from the average).
@@ -168,8 +184,11 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
                         w[j] = opts_.compat || sum <= 0 ? row[j] : row[j] / sum;
                     double rel, dir;
                     bool no_ref;
-                    if (reference_share(a, w.data(), i, is_ref, vh, d_head, rel, dir, no_ref))
-                        out.sum_rel_magnitude_value += rel, out.sum_direction_value += dir, ++out.n_value;
+                    if (reference_share(a, w.data(), i, is_ref, vh, d_head, rel, dir, no_ref)) {
+                        bump(&L::sum_rel_magnitude_value, rel);
+                        bump(&L::sum_direction_value, dir);
+                        bump(&L::n_value, 1);
+                    }
                 }
             }
         }
@@ -190,8 +209,8 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
                 if (opts_.compat) diff = std::clamp(diff, -1e3, 1e3);
                 s += diff * diff;
             }
-            out.sum_transformation += std::sqrt(s);
-            ++out.n_transformation;
+            bump(&L::sum_transformation, std::sqrt(s));
+            bump(&L::n_transformation, 1);
         }
 
         // Geometric-semantic alignment: Pearson r of A_ij vs cos(h_i, h_j) over visible
@@ -211,8 +230,12 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
             }
         }
         double r = pearson_r(xs, ys);
-        if (std::isfinite(r)) out.sum_alignment += r, ++out.n_alignment;
-        else ++out.n_alignment_undefined;
+        if (std::isfinite(r)) {
+            bump(&L::sum_alignment, r);
+            bump(&L::n_alignment, 1);
+        } else {
+            bump(&L::n_alignment_undefined, 1);
+        }
     }
 }
 

@@ -142,41 +142,6 @@ ModelInput image_input(const Model& model, const io::Image& image) {
     return input;
 }
 
-metrics::AttentionInput to_attention_input(const ForwardResult& result, const ModelConfig& config,
-                                           const std::vector<int32_t>& token_ids,
-                                           int64_t batch_index) {
-    metrics::AttentionInput in;
-    in.n_layers = config.n_layers;
-    in.n_heads = config.n_heads;
-    // Encoders attend both ways (spec section 0: their sink default is argmax).
-    in.masking = config.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
-    in.window = config.causal ? config.window : 0;
-    bool all_scores = true;
-    for (int64_t l = 0; l < config.n_layers; ++l) {
-        const auto it = result.captured.find(hook_name(HookPoint::Pattern, l));
-        SS_CHECK(it != result.captured.end(), "to_attention_input: ",
-                 hook_name(HookPoint::Pattern, l), " was not captured");
-        all_scores = all_scores && result.captured.count(hook_name(HookPoint::AttnScores, l));
-    }
-    const auto copy_hook = [&](HookPoint p, std::vector<double>& out) {
-        out.resize(static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens));
-        const size_t per_layer = static_cast<size_t>(in.n_heads * in.n_tokens * in.n_tokens);
-        for (int64_t l = 0; l < config.n_layers; ++l) {
-            const at::Tensor t = result.captured.at(hook_name(p, l))[batch_index]  // [H, T, T]
-                                     .to(at::kCPU, at::kDouble)
-                                     .contiguous();
-            std::copy_n(t.data_ptr<double>(), per_layer, out.data() + l * per_layer);
-        }
-    };
-    const at::Tensor& first = result.captured.at(hook_name(HookPoint::Pattern, 0));
-    in.n_tokens = first.size(-1);
-    in.length = in.n_tokens;
-    copy_hook(HookPoint::Pattern, in.pattern);
-    if (all_scores) copy_hook(HookPoint::AttnScores, in.scores);
-    in.token_ids.assign(token_ids.begin(), token_ids.end());
-    return in;
-}
-
 at::Tensor compute_mean_z(const Model& model, const std::vector<std::vector<int32_t>>& inputs) {
     const ModelConfig& c = model.config();
     const CaptureSpec spec({hook_glob(HookPoint::Z)});

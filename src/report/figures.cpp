@@ -8,6 +8,7 @@
 #include <set>
 
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/report/report.hpp"
 
@@ -67,10 +68,37 @@ double param(const json& r) {
     }
 }
 
+namespace t = analysis::tables;
+namespace m = analysis::tables::metric;
+
+fs::path table_file(const fs::path& dir, const char* name) { return dir / (std::string(name) + ".csv"); }
+
+// Bootstrap intervals (bootstrap.csv, --bootstrap N) attached to the rows of `table` they belong
+// to (same layer, head, metric and param; value_space keys its param by convention), as ci_lo /
+// ci_hi for the error bars of the line figures.
+void attach_intervals(const fs::path& dir, const char* table, json& rows,
+                      const char* param_key = "param") {
+    const fs::path file = table_file(dir, t::kBootstrap.name);
+    if (!fs::exists(file)) return;
+    std::map<std::string, std::pair<double, double>> ci;
+    auto key = [](const json& r, const char* pk) {
+        return str(r, "layer") + "|" + str(r, "head") + "|" + str(r, "metric") + "|" + str(r, pk);
+    };
+    for (const auto& b : table_rows(file))
+        if (is(b, "table", table)) ci[key(b, "param")] = {num(b, "ci_lo"), num(b, "ci_hi")};
+    for (auto& r : rows) {
+        const auto it = ci.find(key(r, param_key));
+        if (it == ci.end() || !std::isfinite(it->second.first) || !std::isfinite(it->second.second))
+            continue;
+        r["ci_lo"] = it->second.first;
+        r["ci_hi"] = it->second.second;
+    }
+}
+
 void sinks_section(const fs::path& dir, ReportContent& c) {
-    if (!fs::exists(dir / "heads.csv")) return;
-    json heads = table_rows(dir / "heads.csv");
-    json mass = select(heads, [](const json& r) { return is(r, "metric", "sink_mass"); });
+    if (!fs::exists(table_file(dir, t::kHeads.name))) return;
+    json heads = table_rows(table_file(dir, t::kHeads.name));
+    json mass = select(heads, [](const json& r) { return is(r, "metric", m::kSinkMass); });
     c.figures.push_back({"Sinks", "Sink mass per head",
                          "Mean attention mass on the sink position (spec 1) over the rows each head "
                          "used; layer by head.",
@@ -79,8 +107,8 @@ void sinks_section(const fs::path& dir, ReportContent& c) {
     std::map<int64_t, std::array<double, 3>> per_layer;  // sum H, sum Hb, count
     for (const auto& r : heads) {
         auto l = int64_t(num(r, "layer"));
-        if (is(r, "metric", "entropy")) per_layer[l][0] += num(r, "value"), per_layer[l][2] += 1;
-        if (is(r, "metric", "binary_sink_entropy")) per_layer[l][1] += num(r, "value");
+        if (is(r, "metric", m::kEntropy)) per_layer[l][0] += num(r, "value"), per_layer[l][2] += 1;
+        if (is(r, "metric", m::kBinarySinkEntropy)) per_layer[l][1] += num(r, "value");
     }
     json ent = json::array();
     for (const auto& [l, s] : per_layer) {
@@ -96,8 +124,8 @@ void sinks_section(const fs::path& dir, ReportContent& c) {
 
 void compositional_section(const fs::path& dir, ReportContent& c) {
     const std::string sec = "Compositional geometry (Aitchison)";
-    if (fs::exists(dir / "dispersion.csv")) {
-        json disp = table_rows(dir / "dispersion.csv");
+    if (fs::exists(table_file(dir, t::kDispersion.name))) {
+        json disp = table_rows(table_file(dir, t::kDispersion.name));
         json bars = json::array();
         for (const auto& r : disp) {
             if (!is(r, "scope", "layer")) continue;
@@ -109,8 +137,8 @@ void compositional_section(const fs::path& dir, ReportContent& c) {
                              "dispersion C_perp and sink dispersion V_b (spec 2); rho = V_b / total.",
                              stacked_bar_spec(bars, "layer", "value", "part")});
     }
-    if (fs::exists(dir / "reversal.csv")) {
-        json rev = table_rows(dir / "reversal.csv");
+    if (fs::exists(table_file(dir, t::kReversal))) {
+        json rev = table_rows(table_file(dir, t::kReversal));
         json bars = select(rev, [](const json& r) {
             return is(r, "scope", "model") && num(r, "layer") < 0 && !is(r, "comparison", "check");
         });
@@ -121,8 +149,8 @@ void compositional_section(const fs::path& dir, ReportContent& c) {
                              "dA vs dA_perp (spec 3; ties excluded, 10.f).",
                              bar_spec(bars, "comparison_metric", "rate")});
     }
-    if (fs::exists(dir / "clusters.csv")) {
-        json clu = table_rows(dir / "clusters.csv");
+    if (fs::exists(table_file(dir, t::kClusters))) {
+        json clu = table_rows(table_file(dir, t::kClusters));
         json pts = select(clu, [](const json& r) {
             static const std::set<std::string> shown = {"dA", "dA_perp", "js_keep", "js_drop"};
             return shown.count(str(r, "matrix")) > 0;
@@ -137,16 +165,16 @@ void compositional_section(const fs::path& dir, ReportContent& c) {
                              "js_drop do not.",
                              scatter_spec(pts, "mds_x", "mds_y", "cluster", "matrix")});
     }
-    if (fs::exists(dir / "ari.csv")) {
-        json ari = table_rows(dir / "ari.csv");
+    if (fs::exists(table_file(dir, t::kAri))) {
+        json ari = table_rows(table_file(dir, t::kAri));
         for (auto& r : ari) r["pair"] = str(r, "first") + " vs " + str(r, "second");
         c.figures.push_back({sec, "Agreement of clusterings (ARI)",
                              "Adjusted Rand Index between the clusterings of every pair of matrices; "
                              "the first bars are the headline pairs JS keep vs drop and dA vs dA_perp.",
                              bar_spec(ari, "pair", "ari")});
     }
-    if (fs::exists(dir / "regime.csv")) {
-        json reg = table_rows(dir / "regime.csv");
+    if (fs::exists(table_file(dir, t::kRegime))) {
+        json reg = table_rows(table_file(dir, t::kRegime));
         for (const auto& r : reg)
             if (is(r, "scope", "model"))
                 c.notes.push_back("Regime predictor (spec 7): rho = " + str(r, "rho") + " -> " +
@@ -158,8 +186,8 @@ void compositional_section(const fs::path& dir, ReportContent& c) {
 
 void frames_section(const fs::path& dir, ReportContent& c) {
     const std::string sec = "Reference frames (section 8)";
-    if (fs::exists(dir / "frame.json")) {
-        json f = json::parse(read_file(dir / "frame.json"));
+    if (fs::exists(dir / t::kFrameFile)) {
+        json f = json::parse(read_file(dir / t::kFrameFile));
         c.notes.push_back("Reference-frame type: " + f.value("verdict", std::string("?")) +
                           " (share of first-position anchors in middle and late layers " +
                           (f.contains("share_first_mid_late") ? f["share_first_mid_late"].dump() : "?") +
@@ -175,13 +203,15 @@ void frames_section(const fs::path& dir, ReportContent& c) {
                              "last position or another position (spec 8, 10.n).",
                              stacked_bar_spec(bars, "layer", "count", "anchor")});
     }
-    if (fs::exists(dir / "graphs.csv")) {
-        json g = table_rows(dir / "graphs.csv");
+    if (fs::exists(table_file(dir, t::kGraphs))) {
+        json g = table_rows(table_file(dir, t::kGraphs));
         json pts = select(g, [](const json& r) {
-            static const std::set<std::string> shown = {"density", "lambda2", "star_combined", "gini",
-                                                        "centralization", "laplacian_gap"};
+            static const std::set<std::string> shown = {m::kDensity, m::kLambda2, m::kStarCombined,
+                                                        m::kGini, m::kCentralization,
+                                                        m::kLaplacianGap};
             return num(r, "head") < 0 && num(r, "layer") >= 0 && shown.count(str(r, "metric"));
         });
+        attach_intervals(dir, t::kGraphs, pts);
         for (auto& r : pts) r["threshold"] = param(r), r["layer"] = "layer " + str(r, "layer");
         c.figures.push_back({sec, "Graph metrics vs threshold",
                              "Thresholded head-averaged attention graphs per layer (spec 8, 10.i): "
@@ -189,8 +219,8 @@ void frames_section(const fs::path& dir, ReportContent& c) {
                              "centralization.",
                              facet_line_spec(pts, "threshold", "value", "layer", "metric", true)});
     }
-    if (fs::exists(dir / "betti.csv")) {
-        json b = table_rows(dir / "betti.csv");
+    if (fs::exists(table_file(dir, t::kBetti))) {
+        json b = table_rows(table_file(dir, t::kBetti));
         json pts = select(b, [](const json& r) { return num(r, "head") < 0; });
         for (auto& r : pts) r["eps"] = param(r), r["layer"] = "layer " + str(r, "layer");
         c.figures.push_back({sec, "Betti curves per layer",
@@ -198,17 +228,18 @@ void frames_section(const fs::path& dir, ReportContent& c) {
                              "complex on the attention distance (spec 8, 10.j), mean over inputs.",
                              facet_line_spec(pts, "eps", "value", "layer", "metric", false)});
     }
-    if (fs::exists(dir / "kl.csv")) {
-        json k = table_rows(dir / "kl.csv");
-        json pts = select(k, [](const json& r) { return is(r, "metric", "kl_reduction"); });
+    if (fs::exists(table_file(dir, t::kKl))) {
+        json k = table_rows(table_file(dir, t::kKl));
+        json pts = select(k, [](const json& r) { return is(r, "metric", m::kKlReduction); });
+        attach_intervals(dir, t::kKl, pts);
         for (auto& r : pts) r["percentile"] = "t = " + str(r, "param");
         c.figures.push_back({sec, "KL reduction on sink removal per layer",
                              "Mean over heads of KL(head || head average) before minus after removing "
                              "the sink set S_t (spec 8); positive: heads agree more without sinks.",
                              line_spec(pts, "layer", "value", "percentile")});
     }
-    if (fs::exists(dir / "spectra.csv")) {
-        json s = table_rows(dir / "spectra.csv");
+    if (fs::exists(table_file(dir, t::kSpectra))) {
+        json s = table_rows(table_file(dir, t::kSpectra));
         json pts = select(s, [](const json& r) {
             static const std::set<std::string> shown = {"stable_rank", "participation_ratio", "mp_ks",
                                                         "spectral_gap", "eig_participation_ratio"};
@@ -218,19 +249,20 @@ void frames_section(const fs::path& dir, ReportContent& c) {
                              "Singular-value statistics of the head-averaged attention (spec 8, 10.l).",
                              facet_line_spec(pts, "layer", "value", "convention", "metric", false)});
     }
-    if (fs::exists(dir / "tokens.csv")) {
-        json t = table_rows(dir / "tokens.csv");
+    if (fs::exists(table_file(dir, t::kTokens))) {
+        json t = table_rows(table_file(dir, t::kTokens));
         json bars = select(t, [](const json& r) { return str(r, "metric").rfind("share_", 0) == 0; });
         c.figures.push_back({sec, "Token specialisation",
                              "Share of heads whose top key (largest column mean) is the first, last "
                              "or another position, per layer (spec 8, 10.m).",
                              stacked_bar_spec(bars, "layer", "value", "metric")});
     }
-    if (fs::exists(dir / "value_space.csv")) {
-        json v = table_rows(dir / "value_space.csv");
+    if (fs::exists(table_file(dir, t::kValueSpace.name))) {
+        json v = table_rows(table_file(dir, t::kValueSpace.name));
         json pts = select(v, [](const json& r) {
-            return is(r, "metric", "relative_magnitude") || is(r, "metric", "directional_influence");
+            return is(r, "metric", m::kRelativeMagnitude) || is(r, "metric", "directional_influence");
         });
+        attach_intervals(dir, t::kValueSpace.name, pts, "convention");
         for (auto& r : pts) r["series"] = str(r, "metric") + " (" + str(r, "convention") + ")";
         c.figures.push_back({sec, "Value-space magnitudes",
                              "Share of each query's attention output carried by the reference tokens: "

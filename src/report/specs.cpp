@@ -27,16 +27,37 @@ json heatmap_spec(const json& rows, const std::string& x, const std::string& y,
     return s;
 }
 
+namespace {
+// Rows carrying a bootstrap interval (ci_lo, ci_hi from bootstrap.csv) get error bars.
+bool has_intervals(const json& rows) {
+    for (const auto& r : rows)
+        if (r.contains("ci_lo") && r.contains("ci_hi")) return true;
+    return false;
+}
+}  // namespace
+
 json line_spec(const json& rows, const std::string& x, const std::string& y,
                const std::string& series, bool log_x) {
     json s = base(rows);
     s["height"] = 260;
-    s["mark"] = {{"type", "line"}, {"point", true}, {"tooltip", true}};
     json xenc = {{"field", x}, {"type", "quantitative"}, {"title", x}};
     if (log_x) xenc["scale"] = {{"type", "log"}};
     if (x == "layer") xenc["axis"] = {{"tickMinStep", 1}, {"format", "d"}};
-    s["encoding"] = {{"x", xenc}, {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}}}};
-    if (!series.empty()) s["encoding"]["color"] = {{"field", series}, {"type", "nominal"}};
+    json enc = {{"x", xenc}, {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}}}};
+    if (!series.empty()) enc["color"] = {{"field", series}, {"type", "nominal"}};
+    if (!has_intervals(rows)) {
+        s["mark"] = {{"type", "line"}, {"point", true}, {"tooltip", true}};
+        s["encoding"] = enc;
+        return s;
+    }
+    json bars = {{"x", xenc},
+                 {"y", {{"field", "ci_lo"}, {"type", "quantitative"}, {"title", y}}},
+                 {"y2", {{"field", "ci_hi"}}}};
+    if (!series.empty()) bars["color"] = {{"field", series}, {"type", "nominal"}};
+    s["layer"] = json::array({{{"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}},
+                               {"encoding", enc}},
+                              {{"mark", {{"type", "errorbar"}, {"ticks", true}}},
+                               {"encoding", bars}}});
     return s;
 }
 
@@ -67,8 +88,21 @@ json facet_line_spec(const json& rows, const std::string& x, const std::string& 
     if (!series.empty()) enc["color"] = {{"field", series}, {"type", "nominal"}};
     s["facet"] = {{"field", facet}, {"type", "nominal"}, {"title", nullptr}};
     s["columns"] = 2;
-    s["spec"] = {{"width", 320}, {"height", 200},
-                 {"mark", {{"type", "line"}, {"point", true}}}, {"encoding", enc}};
+    if (has_intervals(rows)) {
+        json bars = {{"x", xenc},
+                     {"y", {{"field", "ci_lo"}, {"type", "quantitative"}, {"title", y}}},
+                     {"y2", {{"field", "ci_hi"}}}};
+        if (!series.empty()) bars["color"] = {{"field", series}, {"type", "nominal"}};
+        s["spec"] = {{"width", 320},
+                     {"height", 200},
+                     {"layer", json::array({{{"mark", {{"type", "line"}, {"point", true}}},
+                                             {"encoding", enc}},
+                                            {{"mark", {{"type", "errorbar"}, {"ticks", true}}},
+                                             {"encoding", bars}}})}};
+    } else {
+        s["spec"] = {{"width", 320}, {"height", 200},
+                     {"mark", {{"type", "line"}, {"point", true}}}, {"encoding", enc}};
+    }
     s["resolve"] = {{"scale", {{"y", "independent"}}}};
     return s;
 }

@@ -12,6 +12,7 @@
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/metrics/graph.hpp"
+#include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/metrics/p2.hpp"
 #include "testing.hpp"
 
@@ -204,7 +205,7 @@ TEST(P2Compat, OutputsRecordTheMode) {
     P2Accumulator acc(o);
     acc.add(random_causal(4, 2, 8, 11));
     const auto r = acc.finish();
-    write_p2_outputs(r, dir.path());
+    analysis::write_output(analysis::section8_output(r), dir.path());
     for (const char* name : {"graphs", "topology", "betti", "kl", "spectra", "entropy", "tokens"}) {
         const auto t = io::Table::read_csv(dir / (std::string(name) + ".csv"));
         ASSERT_FALSE(t.empty()) << name;
@@ -218,8 +219,8 @@ TEST(P2Compat, OutputsRecordTheMode) {
     ASSERT_EQ(d.shape.size(), 2u);
     EXPECT_EQ(d.shape[1], 3);
     EXPECT_EQ(d.shape[0], 8);  // compat causal: one H0 point per token, no H1
-    EXPECT_EQ(p2_conventions(r)["mode"], "ruscio2025");
-    EXPECT_NE(summarize_p2(r).find("warning"), std::string::npos);
+    EXPECT_EQ(analysis::section8_output(r).record["p2"]["mode"], "ruscio2025");
+    EXPECT_NE(analysis::section8_output(r).summary.find("warning"), std::string::npos);
 }
 
 // Principled outputs with per_head: head rows in every per-head table, one diagram per
@@ -231,14 +232,14 @@ TEST(P2Compat, PrincipledPerHeadOutputs) {
     P2Accumulator acc(o);
     acc.add(random_causal(2, 2, 6, 21));
     const auto r = acc.finish();
-    write_p2_outputs(r, dir.path());
+    analysis::write_output(analysis::section8_output(r), dir.path());
     for (const char* f :
          {"input0_layer0_avg.npy", "input0_layer1_head0.npy", "input0_layer1_head1.npy"})
         EXPECT_TRUE(std::filesystem::exists(dir / "diagrams" / f)) << f;
     EXPECT_EQ(r.stats.count(P2Key{"graphs", 1, 1, "lambda2", "0.01"}), 1u);
     EXPECT_EQ(r.stats.count(P2Key{"spectra", 0, 1, "mp_ks", ""}), 1u);
     EXPECT_EQ(r.stats.count(P2Key{"betti", 0, 0, "betti1", "0.5"}), 1u);
-    EXPECT_EQ(p2_conventions(r)["mode"], "principled");
+    EXPECT_EQ(analysis::section8_output(r).record["p2"]["mode"], "principled");
     const auto t = io::Table::read_csv(dir / "graphs.csv");
     // one row per (layer, head or average, threshold, metric): 2 x 3 x 7 x 9, plus per-layer
     // effectiveness of the average (2 x 7) and the effectiveness score per threshold (7)
@@ -286,7 +287,7 @@ TEST(P2Compat, GraphCellsTheNotebookSkips) {
     only_b.add(b);
     const auto r = both.finish(), ra = only_a.finish(), rb = only_b.finish();
     testutil::ScratchDir dir;
-    write_p2_outputs(r, dir.path());
+    analysis::write_output(analysis::section8_output(r), dir.path());
     const auto table = io::Table::read_csv(dir / "graphs.csv");
     const auto& cols = table.columns();
     const auto column = [&](const std::string& name) {
@@ -349,7 +350,7 @@ TEST(P2Compat, GraphCellsTheNotebookSkips) {
         for (double tau : k_graph_thresholds)
             EXPECT_EQ(rp.stats.at(P2Key{"graphs", l, -1, "lambda2", io::format_number(tau)}).n, 2);
     testutil::ScratchDir pdir;
-    write_p2_outputs(rp, pdir.path());
+    analysis::write_output(analysis::section8_output(rp), pdir.path());
     const auto pcols = io::Table::read_csv(pdir / "graphs.csv").columns();
     EXPECT_EQ(std::find(pcols.begin(), pcols.end(), "n_skipped"), pcols.end());
 }

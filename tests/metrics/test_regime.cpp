@@ -10,6 +10,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
+#include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/metrics/head_analyses.hpp"
 #include "sinkscope/metrics/regime.hpp"
 #include "testing.hpp"
@@ -175,7 +176,7 @@ TEST(HeadAnalyses, WritesTablesAndSummary) {
     opts.k = 3;
     const auto res = run_head_analyses(f.matrices, f.labels, {0.1, 0.3, 0.9}, 0.6, opts);
     testutil::ScratchDir tmp;
-    write_head_analyses(res, tmp.path());
+    analysis::write_output(analysis::head_analyses_output(res), tmp.path());
     for (const char* stem : {"reversal", "silhouette", "clusters", "ari", "regime"}) {
         EXPECT_TRUE(std::filesystem::exists(tmp / (std::string(stem) + ".csv"))) << stem;
         EXPECT_TRUE(std::filesystem::exists(tmp / (std::string(stem) + ".jsonl"))) << stem;
@@ -189,7 +190,7 @@ TEST(HeadAnalyses, WritesTablesAndSummary) {
         const io::NpyArray a = io::read_npy(tmp / "mds" / (name + ".npy"));
         EXPECT_EQ(a.shape, (std::vector<int64_t>{12, 2})) << name;
     }
-    const std::string s = summarize_head_analyses(res);
+    const std::string s = analysis::head_analyses_output(res).summary;
     EXPECT_NE(s.find("flip rate keep vs drop: cosine 0 js 1 euclidean 0"), std::string::npos) << s;
     EXPECT_NE(s.find("ARI js_keep vs js_drop"), std::string::npos) << s;
     EXPECT_NE(s.find("ARI dA vs dA_perp: 1"), std::string::npos) << s;

@@ -11,11 +11,14 @@
 
 #include "forward_bound.hpp"
 #include "random_weights.hpp"
+#include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
 #include "tensor_tolerance.hpp"
 
 namespace sinkscope::testutil {
+
+using analysis::to_attention_input;
 
 inline model::WeightSource source_of(const MemoryWeightStore& s) {
     return model::WeightSource{&s, model::WeightFormat::HuggingFace, s.file};

@@ -10,10 +10,12 @@
 #include <gtest/gtest.h>
 
 #include "forward_bound.hpp"
+#include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/model/model.hpp"
 #include "testing.hpp"
 
+using sinkscope::analysis::to_attention_input;
 using namespace sinkscope;
 using namespace sinkscope::model;
 namespace fs = std::filesystem;

@@ -11,11 +11,13 @@
 
 #include "forward_bound.hpp"
 #include "random_weights.hpp"
+#include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
 #include "tensor_tolerance.hpp"
 
+using sinkscope::analysis::to_attention_input;
 using namespace sinkscope;
 using namespace sinkscope::model;
 using testutil::MemoryWeightStore;

@@ -45,6 +45,9 @@ void add_long_row(Table& t, const std::string& model, const std::string& checkpo
                   int64_t head, const std::string& metric, const std::string& convention,
                   double value);
 
+// One CSV line (with its newline) as Table::to_csv writes rows; for tables streamed row by row.
+std::string csv_line(const std::vector<Cell>& cells);
+
 // Number formatting shared by CSV and JSON writers: shortest round-trip repr.
 std::string format_number(double v);
 

@@ -113,7 +113,12 @@ class HeadAccumulator {
     // Adds one input (its n_layers / n_heads must match); returns the resolved sink positions.
     // Bad data throws InputError naming options.origin and the (input, layer, head, query, key)
     // index; `input_index` < 0 means "count of inputs added so far".
-    SinkPositions add(const AttentionInput& input, int64_t input_index = -1);
+    // `sinks`: the input's positions already resolved with options.sink (null: resolved here).
+    // `per_input` (may be null) receives this input's head means ([n_layers * n_heads], rows it
+    // used in n_rows; a head without rows has n_rows 0 and NaN means).
+    SinkPositions add(const AttentionInput& input, int64_t input_index = -1,
+                      const SinkPositions* sinks = nullptr,
+                      std::vector<HeadMeans>* per_input = nullptr);
     // Adds another accumulator's state (same shape and options): merge == one pass over both.
     void merge(const HeadAccumulator& other);
     HeadResults finish() const;
@@ -150,6 +155,7 @@ class HeadAccumulator {
                content_entropy = 0;
         int64_t n_rows = 0;
     };
+    static HeadMeans means_of(const HeadSums& s);
     struct DispersionSums {
         double c_perp = 0, v_b = 0;
         int64_t n_rows = 0;

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <string>
 #include <utility>
@@ -149,15 +148,5 @@ HeadAnalysisResults run_head_analyses(
     const std::vector<std::pair<int, int>>& head_labels, const std::vector<double>& layer_rho,
     double model_rho, const HeadAnalysisOptions& opts,
     const std::map<std::string, Eigen::MatrixXd>& layer_matrices = {});
-
-// Writes reversal.csv, silhouette.csv, clusters.csv, ari.csv, regime.csv (each also as .jsonl)
-// and mds/<matrix>.npy ([head, 2] f64; scope layer: each layer's rows are its own MDS) into
-// `dir` (created when missing). Scope layer adds a leading `layer` column to silhouette.csv and
-// ari.csv. Callers that need
-// all-or-nothing output write into an OutputDir's staging folder.
-void write_head_analyses(const HeadAnalysisResults& results, const std::filesystem::path& dir);
-
-// A few lines for stdout: flip rate per metric, ARI headline pairs, rho and the prediction.
-std::string summarize_head_analyses(const HeadAnalysisResults& results);
 
 }  // namespace sinkscope::metrics

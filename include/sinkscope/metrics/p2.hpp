@@ -13,33 +13,47 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/serialize.hpp"
 #include "sinkscope/metrics/attention.hpp"
 #include "sinkscope/metrics/frame.hpp"
+#include "sinkscope/metrics/graph.hpp"
 #include "sinkscope/metrics/sink.hpp"
+#include "sinkscope/metrics/sink_kl.hpp"
 #include "sinkscope/metrics/topology.hpp"
 
 namespace sinkscope::metrics {
 
-// Options 1:1 with the CLI flags of `sinkscope metrics`; the in-class defaults are the only
-// defaults.
+// Spec section 8 constants; the defaults of the options below (analysis::AnalysisOptions takes
+// its defaults from here).
+inline constexpr int64_t k_default_topology_max_tokens = 256;
+inline constexpr double k_specialised_share = 0.3;       // 10.m: modal share of a specialised head
+inline constexpr int64_t k_specialised_min_inputs = 5;  // ... over at least this many inputs
+
+// Options of the section 8 accumulator; the in-class defaults are the spec's values.
 struct P2Options {
-    std::string analyses = "graphs,topology,kl,spectra,entropy,tokens,frame";  // --analyses
-    std::string compat;              // --compat: "" (principled) or "ruscio2025"
-    bool per_head = false;           // --per-head: graphs, topology and spectra per head too
-    std::string symmetrize = "max";  // --symmetrize max|mean (principled topology distance)
-    std::string tokens;              // --tokens FILE: read by the CLI, strings passed to add()
-    // --sink: the policy whose resolved per-layer sink s is the key of the direct sink mass (spec
-    // 0, 10.d, 10.k). add() resolves it per input unless the caller passes the positions.
+    std::string analyses = "graphs,topology,kl,spectra,entropy,tokens,frame";
+    std::string compat;              // "" (principled) or "ruscio2025"
+    bool per_head = false;           // graphs, topology and spectra per head too
+    std::string symmetrize = "max";  // max | mean (principled topology distance)
+    std::string tokens;              // names the token strings passed to add() in errors
+    // The policy whose resolved per-layer sink s is the key of the direct sink mass (spec 0,
+    // 10.d, 10.k). add() resolves it per input unless the caller passes the positions.
     SinkPolicy sink{SinkPolicy::Kind::First};
-    int64_t threads = 1;             // --threads: layers analysed in parallel (results identical)
-    // --topology-max-tokens: principled persistent homology of inputs longer than this runs on
-    // this many tokens picked evenly (numpy linspace, as compat's B.3 downsampling); the Rips
-    // complex of n points needs O(n^3) triangles. 0 = never subsample.
-    int64_t topology_max_tokens = 256;
+    int64_t threads = 1;  // layers analysed in parallel (results identical)
+    // Principled persistent homology of inputs longer than this runs on this many tokens picked
+    // evenly (numpy linspace, as compat's B.3 downsampling); the Rips complex of n points needs
+    // O(n^3) triangles. 0 = never subsample.
+    int64_t topology_max_tokens = k_default_topology_max_tokens;
+    // Graph thresholds tau (10.i), sink percentiles t (10.k), the effective-density band (10.i),
+    // the long-bar persistence (10.j) and the specialisation rule (10.m).
+    std::vector<double> graph_thresholds{k_graph_thresholds.begin(), k_graph_thresholds.end()};
+    std::vector<double> sink_percentiles{k_sink_percentiles.begin(), k_sink_percentiles.end()};
+    double effective_density_lo = k_effective_density_lo;
+    double effective_density_hi = k_effective_density_hi;
+    double long_bar = k_long_bar;
+    double specialised_share = k_specialised_share;
+    int64_t specialised_min_inputs = k_specialised_min_inputs;
 };
 
 // Options after validation.
@@ -50,7 +64,14 @@ struct P2Config {
     bool per_head = false;
     Symmetrize symmetrize = Symmetrize::Max;
     SinkPolicy sink{SinkPolicy::Kind::First};
-    int64_t topology_max_tokens = 256;
+    int64_t topology_max_tokens = k_default_topology_max_tokens;
+    std::vector<double> graph_thresholds{k_graph_thresholds.begin(), k_graph_thresholds.end()};
+    std::vector<double> sink_percentiles{k_sink_percentiles.begin(), k_sink_percentiles.end()};
+    double effective_density_lo = k_effective_density_lo;
+    double effective_density_hi = k_effective_density_hi;
+    double long_bar = k_long_bar;
+    double specialised_share = k_specialised_share;
+    int64_t specialised_min_inputs = k_specialised_min_inputs;
     std::string tokens_file;  // names the token strings in errors
     const char* mode() const { return compat ? "ruscio2025" : "principled"; }
 };
@@ -127,8 +148,11 @@ class P2Accumulator {
     // every output uses the same ones); null: resolved here from options.sink. Throws
     // InputError naming `source` (the file it came from) on shapes or values that cannot be
     // attention; nothing is accumulated then.
+    // `per_input` (may be null) receives this input's values, in the order they enter the
+    // running sums (P2Stat::add of each key); keys a cell skips (10.r) are absent.
     void add(const AttentionInput& input, const std::vector<std::string>* token_strings = nullptr,
-             const std::string& source = "attention", const SinkPositions* sinks = nullptr);
+             const std::string& source = "attention", const SinkPositions* sinks = nullptr,
+             std::vector<std::pair<P2Key, double>>* per_input = nullptr);
     // Combines another shard's state (same options, same model).
     void merge(const P2Accumulator& other);
     // Derived values (effectiveness, consistency, verdict, warnings).
@@ -146,15 +170,5 @@ class P2Accumulator {
     P2Results state_;
     int64_t threads_ = 1;
 };
-
-// Writes graphs.csv, topology.csv, betti.csv, diagrams/*.npy, kl.csv, spectra.csv, entropy.csv,
-// tokens.csv, token_keys.csv, frame.json (whatever was computed) under `dir`.
-void write_p2_outputs(const P2Results& results, const std::filesystem::path& dir);
-
-// Conventions and constants that produced the results (for run.json).
-nlohmann::json p2_conventions(const P2Results& results);
-
-// A few human-readable lines for stdout.
-std::string summarize_p2(const P2Results& results);
 
 }  // namespace sinkscope::metrics

@@ -44,12 +44,13 @@ struct DiagramSummary {
     std::array<int64_t, 2> n_bars{};            // len(diagram): finite + essential (compat Betti)
     std::array<int64_t, 2> n_essential{};       // infinite bars (reported separately, 10.j)
     std::array<double, 2> total_persistence{};  // sum of death - birth over finite bars
-    std::array<int64_t, 2> n_long{};            // finite bars with persistence > k_long_bar
+    std::array<int64_t, 2> n_long{};            // finite bars with persistence > long_bar
     std::array<double, 2> mean_persistence{};   // over finite bars (NaN when none)
     std::array<double, 2> max_persistence{};    // over finite bars (NaN when none)
 };
 
 // Betti curves count bars with birth <= eps < death at eps = g / 100 (10.j).
-DiagramSummary summarize_diagram(const std::vector<PersistenceBar>& bars);
+DiagramSummary summarize_diagram(const std::vector<PersistenceBar>& bars,
+                                 double long_bar = k_long_bar);
 
 }  // namespace sinkscope::metrics

@@ -46,8 +46,10 @@ public:
     // One input. `hidden` holds n_layers + 1 residual-stream states [T, d_model] row-major
     // (hidden[l] enters layer l; hidden[n_layers] is the final one); `values` holds per layer the
     // V projections [H, T, d_head], GQA-expanded (may be empty to skip the true-V variant).
+    // `per_input` (may be null) receives this input's sums and counts per layer.
     void add(const AttentionInput& attn, const std::vector<std::vector<double>>& hidden,
-             int64_t d_model, const std::vector<std::vector<double>>& values, int64_t d_head);
+             int64_t d_model, const std::vector<std::vector<double>>& values, int64_t d_head,
+             std::vector<ValueSpaceLayer>* per_input = nullptr);
     void merge(const ValueSpaceAccumulator& other);
     // Exact state for resumable runs.
     void save(BinaryWriter& w) const;

@@ -13,7 +13,6 @@
 #include <ATen/core/Tensor.h>
 
 #include "sinkscope/io/image.hpp"
-#include "sinkscope/metrics/attention.hpp"
 #include "sinkscope/model/config.hpp"
 #include "sinkscope/model/hooks.hpp"
 #include "sinkscope/model/registry.hpp"
@@ -143,13 +142,6 @@ Model build_model(const ModelConfig& config, const WeightSource& weights,
 // [1, channels, image_size, image_size] f32 on the model's device. UnsupportedError for a text
 // model; InputError naming the image when its size or channels do not fit.
 ModelInput image_input(const Model& model, const io::Image& image);
-
-// Attention of sequence `batch_index` of a forward pass as the metrics see it (spec section 0):
-// pattern from every layer's hook_pattern, scores from hook_attn_scores when all were captured.
-// fp64 on the host. Throws InternalError when a layer's hook_pattern is missing.
-metrics::AttentionInput to_attention_input(const ForwardResult& result, const ModelConfig& config,
-                                           const std::vector<int32_t>& token_ids,
-                                           int64_t batch_index = 0);
 
 // Mean of hook_z over every position of every input: [n_layers, n_heads, d_head] f32.
 at::Tensor compute_mean_z(const Model& model, const std::vector<std::vector<int32_t>>& inputs);

@@ -1,11 +1,12 @@
 // inspect / generate / perplexity / dump: the library functions behind the model subcommands.
-#include "sinkscope/model/commands.hpp"
+#include "sinkscope/api/model_commands.hpp"
 
 #include <cstdio>
 #include <sstream>
 
 #include <ATen/ATen.h>
 
+#include "sinkscope/analysis/inputs.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/dataset.hpp"
@@ -14,7 +15,9 @@
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/model/model.hpp"
 
-namespace sinkscope::model {
+namespace sinkscope::api {
+
+using namespace model;
 
 LoadOptions load_options(const ModelCliOptions& m) {
     LoadOptions o;
@@ -24,34 +27,6 @@ LoadOptions load_options(const ModelCliOptions& m) {
     o.tokenizer = m.tokenizer;
     return o;
 }
-
-namespace {
-
-std::vector<std::vector<int32_t>> load_samples(const Model& model, const std::string& data,
-                                               int64_t max_samples, tokenizer::BosPolicy bos) {
-    io::DatasetOptions dopt;
-    dopt.max_samples = max_samples;
-    const std::vector<io::Sample> samples = io::load_dataset(data, dopt);
-    if (samples.empty()) throw InputError(data, "no samples");
-    std::vector<std::vector<int32_t>> out;
-    for (const auto& s : samples) {
-        if (!s.ids.empty()) {
-            std::vector<int32_t> ids;
-            for (int64_t id : s.ids) {
-                SS_CHECK_INPUT(id >= 0 && id < model.config().d_vocab, data, "token id ", id,
-                               " is outside the vocabulary [0, ", model.config().d_vocab, ")");
-                ids.push_back(static_cast<int32_t>(id));
-            }
-            out.push_back(std::move(ids));
-        } else {
-            out.push_back(model.encode(s.text, bos));
-        }
-        if (out.back().empty()) throw InputError(data, "a sample encodes to no tokens");
-    }
-    return out;
-}
-
-}  // namespace
 
 namespace {
 std::string format_double(double v) {
@@ -147,8 +122,10 @@ std::string generate_text(const GenerateOptions& o) {
 
 std::string perplexity_report(const PerplexityOptions& o) {
     const Model m = load_model(o.m.model, load_options(o.m));
-    const auto samples =
-        load_samples(m, o.data, o.max_samples, tokenizer::parse_bos_policy(o.m.bos));
+    const auto samples = analysis::load_inputs(m, {.data = o.data, .samples = o.max_samples,
+                                                   .seed = o.seed},
+                                               tokenizer::parse_bos_policy(o.m.bos))
+                             .ids;
     const PerplexityResult r = compute_perplexity(m, samples);
     std::ostringstream s;
     s.precision(10);
@@ -164,24 +141,14 @@ std::string dump_hooks(const DumpOptions& o) {
     const ModelConfig& c = m.config();
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     // Text models: token ids per sample; vision models: one image per sample (T = 1 + patches).
-    std::vector<std::vector<int32_t>> samples;
+    const analysis::AnalysisInputs data = analysis::load_inputs(
+        m, {.data = o.data, .samples = o.max_samples, .seed = o.seed}, bos);
+    const std::vector<std::vector<int32_t>>& samples = data.ids;
     std::vector<ModelInput> inputs;
     std::vector<int64_t> lengths;
-    if (c.is_vision()) {
-        const io::ImageSet images = io::ImageSet::open(o.data, o.max_samples);
-        for (size_t k = 0; k < images.size(); ++k) {
-            inputs.push_back(image_input(m, images.get(k)));
-            lengths.push_back(c.n_ctx);
-        }
-    } else {
-        samples = load_samples(m, o.data, o.max_samples, bos);
-        for (const auto& ids : samples) {
-            std::vector<int64_t> wide(ids.begin(), ids.end());
-            ModelInput in;
-            in.ids = at::tensor(wide, at::TensorOptions().dtype(at::kLong)).view({1, -1});
-            inputs.push_back(std::move(in));
-            lengths.push_back(static_cast<int64_t>(ids.size()));
-        }
+    for (size_t k = 0; k < data.size(); ++k) {
+        inputs.push_back(data.model_input(m, k));
+        lengths.push_back(data.n_tokens(k));
     }
     const CaptureSpec spec = CaptureSpec::parse(o.hooks);
     std::vector<std::string> selected;
@@ -276,4 +243,4 @@ std::string dump_hooks(const DumpOptions& o) {
     return dir.final_path().string();
 }
 
-}  // namespace sinkscope::model
+}  // namespace sinkscope::api

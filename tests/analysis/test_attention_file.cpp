@@ -6,13 +6,14 @@
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/npy.hpp"
-#include "sinkscope/metrics/attention_file.hpp"
+#include "sinkscope/analysis/attention_file.hpp"
 #include "sinkscope/metrics/head.hpp"
 #include "synthetic.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope;
 using namespace sinkscope::metrics;
+using namespace sinkscope::analysis;
 
 namespace {
 std::vector<float> to_f32(const std::vector<double>& v) { return {v.begin(), v.end()}; }

@@ -14,7 +14,9 @@
 #include "sinkscope/io/npy_map.hpp"
 #include "sinkscope/metrics/attention.hpp"
 
-namespace sinkscope::metrics {
+namespace sinkscope::analysis {
+using metrics::AttentionInput;
+using metrics::Masking;
 
 struct AttentionFileOptions {
     std::filesystem::path attention;  // required
@@ -58,4 +60,4 @@ class AttentionFile {
     bool masking_detected_ = false;
 };
 
-}  // namespace sinkscope::metrics
+}  // namespace sinkscope::analysis

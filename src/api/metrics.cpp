@@ -1,5 +1,5 @@
-// The `sinkscope metrics` command: attention file -> head accumulators -> tables and run.json.
-#include "sinkscope/metrics/command.hpp"
+// The `sinkscope metrics` command: attention file -> analysis pipeline -> tables and run.json.
+#include "sinkscope/api/metrics.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,19 +7,22 @@
 #include <fstream>
 #include <map>
 #include <ostream>
+#include <iostream>
 #include <sstream>
 
+#include "sinkscope/analysis/attention_file.hpp"
+#include "sinkscope/analysis/pipeline.hpp"
+#include "sinkscope/api/run_outputs.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/sha256.hpp"
 #include "sinkscope/io/run_record.hpp"
-#include "sinkscope/io/table.hpp"
-#include "sinkscope/metrics/attention_file.hpp"
-#include "sinkscope/metrics/head.hpp"
-#include "sinkscope/metrics/pipeline.hpp"
 
-namespace sinkscope::metrics {
+namespace sinkscope::api {
+
+using metrics::Masking;
+using metrics::SinkPolicy;
 
 namespace {
 
@@ -46,10 +49,8 @@ void check_options(const MetricsCommandOptions& o) {
                                    : "give --attention FILE.npy (or --example)");
     if (o.example && (!o.scores.empty() || !o.lengths.empty() || !o.token_ids.empty()))
         throw UsageError("--example generates its own input: drop --scores/--lengths/--token-ids");
-    select_analyses(o.analyses, false);  // throws UsageError on unknown names
     if (o.masking != "auto" && o.masking != "causal" && o.masking != "bidirectional")
         throw UsageError("masking must be auto, causal or bidirectional");
-    if (o.min_parts < 2) throw UsageError("--min-parts must be >= 2 (spec 10.p)");
     if (o.window < 0) throw UsageError("--window must be >= 0");
 }
 
@@ -87,23 +88,19 @@ io::NpyArray make_example_attention() {
 
 void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     check_options(o);
-    HeadOptions head_options;
-    head_options.sink = parse_sink_policy(o.sink);
-    head_options.sink.bos_id = o.bos_id;
-    if (head_options.sink.kind == SinkPolicy::Kind::Bos && (o.bos_id < 0 || o.token_ids.empty()))
+    const analysis::ResolvedOptions resolved =
+        analysis::resolve(o.analysis, {.hidden_states = false, .source = "attention file"});
+    const metrics::HeadOptions& head_options = resolved.head;
+    if (head_options.sink.kind == SinkPolicy::Kind::Bos &&
+        (o.analysis.bos_id < 0 || o.token_ids.empty()))
         throw UsageError("--sink bos needs --token-ids FILE.npy and --bos-id ID");
-    head_options.zeros = parse_zero_policy(o.zeros);
-    head_options.min_parts = o.min_parts;
-    head_options.scope = parse_scope(o.scope);
-    if (o.threads < 0) throw UsageError("--threads must be >= 0");
-    head_options.n_threads = resolved_threads(o.threads);
 
     io::RunRecord record(o.command_line);
     OutputDir out(o.out, o.overwrite);
 
     // Pass 1: open and validate the inputs' shapes (the example is written first, then read
     // back like any dump, so the recorded numbers are exactly those of attention.npy).
-    AttentionFileOptions file_options;
+    analysis::AttentionFileOptions file_options;
     file_options.attention = o.attention;
     if (o.example) {
         file_options.attention = out.file("attention.npy");
@@ -115,10 +112,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     file_options.window = o.window;
     if (o.masking == "causal") file_options.masking = Masking::Causal;
     if (o.masking == "bidirectional") file_options.masking = Masking::Bidirectional;
-    AttentionFile file(file_options);
-    const std::string origin = o.example ? std::string("attention.npy") : o.attention.string();
-    head_options.origin = file.attention().origin();
-    const SinkPolicy resolved_policy = resolve_auto(head_options.sink, file.masking());
+    analysis::AttentionFile file(file_options);
+    const SinkPolicy resolved_policy = metrics::resolve_auto(head_options.sink, file.masking());
     if (resolved_policy.kind == SinkPolicy::Kind::Position &&
         resolved_policy.position >= file.n_tokens())
         throw UsageError("--sink " + std::to_string(resolved_policy.position) + " is beyond the " +
@@ -150,17 +145,11 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     }
 
     // Pass 2: stream the inputs through the shared pipeline (the same code as `analyze`).
-    PipelineOptions popts;
-    popts.analyses = o.analyses;
-    popts.head = head_options;
-    popts.head_analyses = o.head;
-    popts.p2.compat = o.compat;
-    popts.p2.per_head = o.per_head;
-    popts.p2.symmetrize = o.symmetrize;
-    popts.p2.topology_max_tokens = o.topology_max_tokens;
-    MetricsPipeline pipeline(file.n_layers(), file.n_heads(), popts, false);
-    pipeline.open_sinks_file(out.file("sinks.csv"));
-    AttentionInput x;
+    const std::string model = o.example ? "example" : o.attention.stem().string();
+    analysis::AnalysisPipeline pipeline(file.n_layers(), file.n_heads(), resolved, model,
+                                        file.attention().origin());
+    pipeline.open_streams(out.staging());
+    metrics::AttentionInput x;
     Progress progress("metrics", file.n_inputs());
     pipeline.set_progress(progress.stage_reporter());
     for (int64_t n = 0; n < file.n_inputs(); ++n) {
@@ -171,9 +160,10 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     progress.finish();
 
     // Pass 3: tables, summaries and the run.json fields of every analysis.
-    const std::string model = o.example ? "example" : o.attention.stem().string();
-    std::ostringstream summary;
-    pipeline.write(out.staging(), model, record.json(), summary);
+    const analysis::PipelineResults results = pipeline.finish();
+    write_outputs(results, out.staging());
+    record.json().update(results.record);
+    for (const auto& w : results.warnings) std::cerr << "sinkscope: warning: " << w << "\n";
 
     // run.json (spec 9 fields that apply).
     nlohmann::json inputs = nlohmann::json::array();
@@ -196,11 +186,12 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
                            {"lengths", o.lengths.empty() ? "all T" : o.lengths.string()}});
     record.set("quantities_from", o.scores.empty() ? "probabilities (closed rows, spec 10.a)"
                                                    : "scores (fp64 log-softmax, spec 10.b)");
-    record.set("sink_policy", {{"requested", to_string(head_options.sink)},
-                               {"resolved", to_string(resolved_policy)},
+    record.set("sink_policy", {{"requested", metrics::to_string(head_options.sink)},
+                               {"resolved", metrics::to_string(resolved_policy)},
                                {"positions_file", "sinks.csv"},
                                {"positions", pipeline.sink_positions()}});
-    record.set("threads", head_options.n_threads);
+    record.set("threads", resolved.threads);
+    record.set("options", analysis::to_json(o.analysis));
     record.write(out.staging());
     out.commit();
 
@@ -212,11 +203,12 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
                   (long long)file.n_inputs(), (long long)file.n_layers(), (long long)file.n_heads(),
                   (long long)file.n_tokens(),
                   file.masking() == Masking::Causal ? "causal" : "bidirectional",
-                  file.masking_detected() ? ", detected" : "", to_string(resolved_policy).c_str(),
-                  to_string(head_options.zeros).c_str());
-    log << line << summary.str();
+                  file.masking_detected() ? ", detected" : "",
+                  metrics::to_string(resolved_policy).c_str(),
+                  metrics::to_string(head_options.zeros).c_str());
+    log << line << results.summary;
     log << "wrote " << o.out.string() << (o.example ? " (with the example as attention.npy)" : "")
         << "\n";
 }
 
-}  // namespace sinkscope::metrics
+}  // namespace sinkscope::api

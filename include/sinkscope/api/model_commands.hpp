@@ -1,11 +1,16 @@
-// Library side of the model subcommands (inspect, generate, perplexity, dump): each CLI file
-// binds one of these option structs and calls one function.
+// The model subcommands as library functions (inspect, generate, perplexity, dump): each CLI
+// file binds one of these option structs and calls one function.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace sinkscope::model {
+struct LoadOptions;
+}
+
+namespace sinkscope::api {
 
 // Options every model subcommand shares.
 struct ModelCliOptions {
@@ -14,12 +19,11 @@ struct ModelCliOptions {
     std::string dtype = "float32";  // float32 | bfloat16 | float16
     std::string tokenizer;          // tokenizer file overriding the one beside the weights
     std::string bos = "default";    // default | always | never
-    int threads = 0;                // torch intra-op threads; 0 = libtorch's default
+    int threads = 0;                // torch intra-op and analysis threads; 0 = all cores
 };
 
-struct LoadOptions;
 // Device, dtype, threads and tokenizer of ModelCliOptions as load_model options.
-LoadOptions load_options(const ModelCliOptions& m);
+model::LoadOptions load_options(const ModelCliOptions& m);
 
 struct InspectOptions {
     ModelCliOptions m;
@@ -41,6 +45,7 @@ struct PerplexityOptions {
     ModelCliOptions m;
     std::string data;  // plain text (one sample per line), JSONL, CSV or .npy ids
     int64_t max_samples = 0;
+    std::optional<uint64_t> seed;  // set: max_samples drawn at random with this seed
 };
 // "perplexity P\nmean_nll X\ntokens N\nsamples S\n".
 std::string perplexity_report(const PerplexityOptions& o);
@@ -52,10 +57,11 @@ struct DumpOptions {
     std::string out;
     bool overwrite = false;  // replace an earlier sinkscope run at `out`
     int64_t max_samples = 0;
+    std::optional<uint64_t> seed;  // set: max_samples drawn at random with this seed
 };
 // Writes <out>/<hook>.npy (N, ...) f32 per hook, attention.npy (N, L, H, T, T) when every
 // layer's hook_pattern is selected (attn_scores.npy likewise), tokens.npy, lengths.npy and
 // run.json; staged, so a failure leaves no output. Returns the output directory.
 std::string dump_hooks(const DumpOptions& o);
 
-}  // namespace sinkscope::model
+}  // namespace sinkscope::api

@@ -1,12 +1,13 @@
 // Reading and validating attention dumps (.npy, memory-mapped), one input at a time.
-#include "sinkscope/metrics/attention_file.hpp"
+#include "sinkscope/analysis/attention_file.hpp"
 
 #include <cmath>
 #include <sstream>
 
 #include "sinkscope/core/error.hpp"
 
-namespace sinkscope::metrics {
+namespace sinkscope::analysis {
+using namespace metrics;
 
 namespace {
 
@@ -184,4 +185,4 @@ void AttentionFile::load(int64_t n, AttentionInput& x) const {
             }
 }
 
-}  // namespace sinkscope::metrics
+}  // namespace sinkscope::analysis

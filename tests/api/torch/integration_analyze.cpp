@@ -9,7 +9,7 @@
 #include <regex>
 #include <sstream>
 
-#include "../model/forward_bound.hpp"
+#include "../../model/forward_bound.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/model/model.hpp"

@@ -1,0 +1,41 @@
+// The hand-off from the model to the metrics: one forward with capture hooks, and the captured
+// tensors turned into metric inputs (attention rows, hidden states, V projections) on the host.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "sinkscope/analysis/inputs.hpp"
+#include "sinkscope/analysis/lazy_attention.hpp"
+#include "sinkscope/metrics/attention.hpp"
+#include "sinkscope/model/model.hpp"
+
+namespace sinkscope::analysis {
+
+// Attention of sequence `batch_index` of a forward pass as the metrics see it (spec section 0):
+// pattern from every layer's hook_pattern, scores from hook_attn_scores when all were captured,
+// fp64 on the host; masking and window from the config (encoders attend both ways). Throws
+// InternalError when a layer's hook_pattern is missing.
+metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
+                                           const model::ModelConfig& config,
+                                           const std::vector<int32_t>& token_ids,
+                                           int64_t batch_index = 0);
+
+// Whether one input's [L, H, T, T] pattern and scores (fp64) exceed `budget_mb`, so its rows are
+// recomputed from the rotated q and k instead of stored.
+bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb);
+
+struct Captured {
+    std::unique_ptr<LazyAttention> lazy;  // long inputs: rows recomputed on demand
+    metrics::AttentionInput attention;
+    std::vector<std::vector<double>> hidden;  // [L + 1] x [T, d_model]
+    std::vector<std::vector<double>> values;  // [L] x [H, T, d_head], GQA-expanded
+};
+
+// Runs input n through the model capturing what the analyses need: the attention (stored, or
+// lazily recomputed when `lazy`), and with `want_hidden` the residual stream and V projections.
+Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
+                       bool want_hidden, bool lazy);
+
+}  // namespace sinkscope::analysis

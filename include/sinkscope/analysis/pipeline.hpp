@@ -1,0 +1,87 @@
+// The one code path from inputs to analyses: the selected registry analyses (registry.hpp) fed
+// one input at a time, with the input's sinks resolved once, the per-input values streamed to
+// <table>_per_input.csv (--per-input) and handed to the analyses that read them, the exact state
+// saved for resumable runs, and the finished outputs collected for the run directory. Used by
+// `sinkscope metrics` (attention from a file) and `sinkscope analyze` (attention from a model).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sinkscope/analysis/options.hpp"
+#include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/core/serialize.hpp"
+
+namespace sinkscope::analysis {
+
+// What the pipeline produced, ready for the run directory (api/run_outputs.hpp writes it).
+struct PipelineResults {
+    std::vector<std::pair<std::string, AnalysisOutput>> outputs;  // registry order
+    nlohmann::json record = nlohmann::json::object();  // run.json fields of every analysis
+    std::string summary;                                // console lines
+    std::vector<std::string> warnings;
+};
+
+class AnalysisPipeline {
+  public:
+    AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOptions options,
+                     std::string model_name, std::string origin);
+    ~AnalysisPipeline();
+
+    // Streams sinks.csv (input, layer, sink_position; layer -1 = the model-wide sink) and, with
+    // per-input values, <table>_per_input.csv into `dir`, so memory does not grow with the
+    // number of inputs. After load() the files are cut back to what the saved state had written.
+    void open_streams(const std::filesystem::path& dir);
+
+    // One input. hidden/values (may be null) feed the analyses that need hidden states, which
+    // run first; both are then cleared (released) before the attention analyses run.
+    void add(const metrics::AttentionInput& input, const std::vector<std::string>* tokens,
+             std::vector<std::vector<double>>* hidden = nullptr,
+             std::vector<std::vector<double>>* values = nullptr, int64_t d_model = 0,
+             int64_t d_head = 0);
+    int64_t n_inputs() const { return n_inputs_; }
+    bool wants(const std::string& analysis) const { return options_.selected(analysis); }
+    const ResolvedOptions& options() const { return options_; }
+
+    // Resolved sink positions of the first kMaxRecordedSinks inputs, for run.json (spec 9);
+    // sinks.csv has all of them.
+    static constexpr size_t kMaxRecordedSinks = 1000;
+    const nlohmann::json& sink_positions() const { return positions_; }
+
+    // Progress inside add(): stage = analysis name.
+    void set_progress(const StageProgress& fn);
+
+    void save(BinaryWriter& w);  // flushes the streams so the saved sizes are on disk
+    void load(BinaryReader& r);
+
+    // Finishes every analysis in registry order (each may read the results of those before).
+    PipelineResults finish();
+
+  private:
+    struct Stream;
+    Stream& stream(const std::string& table);
+
+    int64_t n_layers_, n_heads_;
+    ResolvedOptions options_;
+    AnalysisContext context_;
+    std::vector<std::pair<std::string, std::unique_ptr<Analysis>>> analyses_;
+    bool collect_per_input_ = false;
+    int64_t n_inputs_ = 0;
+    std::filesystem::path dir_;
+    std::map<std::string, std::unique_ptr<Stream>> streams_;  // "sinks", "<table>_per_input"
+    std::map<std::string, uint64_t> saved_bytes_;             // from load()
+    nlohmann::json positions_ = nlohmann::json::array();
+};
+
+// Deep merge of run.json fields: objects recursively, arrays concatenated without repeats,
+// other values replaced.
+void merge_record(nlohmann::json& into, const nlohmann::json& from);
+
+}  // namespace sinkscope::analysis

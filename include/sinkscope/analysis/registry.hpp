@@ -1,0 +1,144 @@
+// The analysis registry: one row per analysis (what it needs from the input, which attention it
+// applies to, how it scopes, what it builds on) and the one accumulator interface every analysis
+// implements. A new analysis is its own file (an Analysis subclass and a factory), its row in
+// src/analysis/registry.cpp and its test; docs/adding_an_analysis.md walks through it.
+//
+// Data flow (DESIGN.md): the pipeline (pipeline.hpp) resolves each input's sinks once, hands the
+// input to every selected analysis in registry order, collects the per-input values they report
+// (written with --per-input and read by the statistics analysis), saves and loads their exact
+// state for resumable runs, and at the end calls finish() in registry order, so an analysis can
+// read the finished results of the analyses listed in `after`.
+#pragma once
+
+#include <any>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sinkscope/analysis/options.hpp"
+#include "sinkscope/core/progress.hpp"
+#include "sinkscope/core/serialize.hpp"
+#include "sinkscope/io/npy.hpp"
+#include "sinkscope/io/table.hpp"
+#include "sinkscope/metrics/attention.hpp"
+#include "sinkscope/metrics/head_analyses.hpp"
+#include "sinkscope/metrics/p2.hpp"
+#include "sinkscope/metrics/sink.hpp"
+
+namespace sinkscope::analysis {
+
+// One input as every analysis sees it.
+struct InputView {
+    int64_t index = 0;  // ordinal of the input in the run (0-based)
+    const metrics::AttentionInput* attention = nullptr;
+    const metrics::SinkPositions* sinks = nullptr;        // resolved once per input (10.d)
+    const std::vector<std::string>* tokens = nullptr;     // [T] token strings, or null
+    const std::vector<std::vector<double>>* hidden = nullptr;  // [L + 1] x [T, d_model] or null
+    const std::vector<std::vector<double>>* values = nullptr;  // [L] x [H, T, d_head] or null
+    int64_t d_model = 0, d_head = 0;
+};
+
+// One value of one input: what --per-input writes and the statistics analysis reads. `table` is
+// the summary table it aggregates into; the summary value is the `weight`-weighted mean of the
+// finite per-input values (weight = rows used for heads.csv, 1 elsewhere).
+struct PerInputValue {
+    std::string table;
+    int64_t layer = -1, head = -1;
+    std::string metric, param;
+    double value = 0;
+    double weight = 1;
+};
+using PerInputValues = std::vector<PerInputValue>;
+
+// What an analysis produces at the end. Tables are written as <name>.csv (+ .jsonl when asked);
+// arrays as .npy and texts as files at their relative paths; `record` is merged into run.json
+// (top level); `result` carries typed results for the analyses that build on this one.
+struct AnalysisOutput {
+    struct NamedTable {
+        std::string name;
+        io::Table table;
+        bool jsonl = false;
+    };
+    std::vector<NamedTable> tables;
+    std::vector<std::pair<std::string, io::NpyArray>> arrays;
+    std::vector<std::pair<std::string, std::string>> texts;
+    nlohmann::json record = nlohmann::json::object();
+    std::string summary;  // lines for the console
+    std::vector<std::string> warnings;
+    std::any result;
+};
+
+// Finished results of the analyses that ran before (registry order), by name.
+struct FinishContext {
+    std::map<std::string, const AnalysisOutput*> finished;
+    const std::any& result(const std::string& name) const;  // InternalError when absent
+};
+
+// The accumulator interface. add() sees one input; merge() combines another shard's state (same
+// options, inputs of the other shard after this one's); save()/load() are exact; finish() turns
+// the state into outputs and may be called once.
+class Analysis {
+  public:
+    virtual ~Analysis() = default;
+    virtual void add(const InputView& input, PerInputValues* per_input) = 0;
+    virtual void merge(const Analysis& other) = 0;
+    virtual void save(BinaryWriter& w) const = 0;
+    virtual void load(BinaryReader& r) = 0;
+    virtual AnalysisOutput finish(const FinishContext& context) = 0;
+    // Progress inside add(): stage name, done, total.
+    virtual void set_progress(const StageProgress&) {}
+    // The per-input values of the other analyses of this input (statistics reads them).
+    virtual void add_per_input(int64_t /*input*/, const PerInputValues& /*values*/) {}
+};
+
+// What an analysis needs from the input.
+struct Needs {
+    bool hidden_states = false;  // residual stream and V projections (model runs only)
+    bool token_strings = false;  // optional: names keys when present
+    bool per_input_values = false;  // reads the other analyses' per-input values
+};
+
+struct AnalysisContext {
+    int64_t n_layers = 0, n_heads = 0;
+    const ResolvedOptions* options = nullptr;
+    std::string model_name;  // the model / checkpoint columns of the long tables
+    std::string origin;      // names the input in errors (a file, a model)
+};
+
+struct AnalysisInfo {
+    const char* name;
+    const char* description;  // one line for --help and the docs
+    Needs needs;
+    const char* applies_to = "causal and bidirectional attention";
+    bool layer_scope = false;  // --scope layer changes what it compares
+    std::vector<std::string> after;  // analyses whose finished results it reads (auto-selected)
+    std::function<std::unique_ptr<Analysis>(const AnalysisContext&)> make;
+};
+
+// Every analysis, in the order they run and finish.
+const std::vector<AnalysisInfo>& registry();
+const AnalysisInfo& find_analysis(const std::string& name);  // UsageError listing the names
+
+// Writes an output's tables (<name>.csv, + .jsonl when asked), arrays (.npy) and texts at their
+// relative paths under `dir`, creating subfolders as needed.
+void write_output(const AnalysisOutput& output, const std::filesystem::path& dir);
+
+// The outputs of finished results, for callers that drive the metrics accumulators themselves
+// (section8.cpp, heads.cpp). `header`: the "P2 analyses (...)" summary line.
+AnalysisOutput section8_output(const metrics::P2Results& results, bool header = true);
+AnalysisOutput head_analyses_output(const metrics::HeadAnalysisResults& results);
+
+// Factories (one file each).
+std::unique_ptr<Analysis> make_compositional(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_heads(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_section8(const AnalysisContext& c, const std::string& which);
+std::unique_ptr<Analysis> make_value_space(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_statistics(const AnalysisContext& c);
+
+}  // namespace sinkscope::analysis

@@ -1,0 +1,94 @@
+// The schemas of every table sinkscope writes: file name, columns and the metric names of its
+// long-format rows. One definition shared by the analyses that write the tables and by the
+// report figures that read them, so a renamed column or metric is a compile error on both sides
+// instead of an empty figure. Header-only (the report module reads it without linking analysis).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace sinkscope::analysis::tables {
+
+struct TableSchema {
+    const char* name;                  // file stem: <name>.csv (and <name>.jsonl when written)
+    std::vector<std::string> columns;  // in file order
+    std::string file() const { return std::string(name) + ".csv"; }
+};
+
+// Long format of DESIGN.md (heads.csv, value_space.csv).
+inline const TableSchema kHeads{
+    "heads", {"model", "checkpoint", "layer", "head", "metric", "convention", "value"}};
+inline const TableSchema kValueSpace{
+    "value_space", {"model", "checkpoint", "layer", "head", "metric", "convention", "value"}};
+inline const TableSchema kDistances{
+    "distances", {"distance", "layer_a", "head_a", "layer_b", "head_b", "value"}};
+inline const TableSchema kDispersion{"dispersion",
+                                     {"scope", "layer", "c_perp", "v_b", "rho", "n_rows"}};
+inline const TableSchema kSinks{"sinks", {"input", "layer", "sink_position"}};
+
+// Section 8 tables: one row per (layer, head, metric, param), mean and population std over the
+// inputs; n_skipped (compat graphs only) counts inputs where the notebook skips the cell.
+inline const std::vector<std::string> kSection8Columns = {
+    "model", "checkpoint", "layer", "head", "metric", "param", "convention",
+    "value", "std",        "n",     "n_nonfinite"};
+inline constexpr const char* kGraphs = "graphs";
+inline constexpr const char* kTopology = "topology";
+inline constexpr const char* kBetti = "betti";
+inline constexpr const char* kKl = "kl";
+inline constexpr const char* kSpectra = "spectra";
+inline constexpr const char* kEntropy = "entropy";
+inline constexpr const char* kTokens = "tokens";
+inline const TableSchema kTokenKeys{
+    "token_keys", {"model", "checkpoint", "layer", "head", "key", "count", "share", "convention"}};
+inline constexpr const char* kFrameFile = "frame.json";
+
+// Head-level analyses (spec 3, 4, 7).
+inline constexpr const char* kReversal = "reversal";
+inline constexpr const char* kSilhouette = "silhouette";
+inline constexpr const char* kClusters = "clusters";
+inline constexpr const char* kAri = "ari";
+inline constexpr const char* kRegime = "regime";
+
+// Statistics over inputs.
+inline const TableSchema kBootstrap{
+    "bootstrap",
+    {"model", "checkpoint", "table", "layer", "head", "metric", "param", "estimate", "ci_lo",
+     "ci_hi", "level", "n", "n_resamples", "seed"}};
+inline const TableSchema kCorrelations{
+    "correlations",
+    {"model", "checkpoint", "layer", "param", "x", "y", "method", "r", "p", "n"}};
+inline const TableSchema kPairedTests{
+    "paired_tests",
+    {"model", "checkpoint", "table", "layer", "param", "first", "second", "test",
+     "mean_difference", "statistic", "df", "p", "n"}};
+// --per-input: <table>_per_input.csv, one row per (input, layer, head, metric, param); `weight`
+// is the input's weight in the summary mean (rows used for heads.csv, 1 elsewhere).
+inline const std::vector<std::string> kPerInputColumns = {
+    "model", "checkpoint", "input", "layer", "head", "metric", "param", "value", "weight"};
+inline std::string per_input_name(const std::string& table) { return table + "_per_input"; }
+
+// Metric names read by other analyses or by the report.
+namespace metric {
+inline constexpr const char* kSinkMass = "sink_mass";
+inline constexpr const char* kSinkBalance = "sink_balance";
+inline constexpr const char* kEntropy = "entropy";
+inline constexpr const char* kBinarySinkEntropy = "binary_sink_entropy";
+inline constexpr const char* kContentEntropy = "content_entropy";
+inline constexpr const char* kNRows = "n_rows";
+inline constexpr const char* kDensity = "density";
+inline constexpr const char* kLambda2 = "lambda2";
+inline constexpr const char* kLaplacianGap = "laplacian_gap";
+inline constexpr const char* kStarBasic = "star_basic";
+inline constexpr const char* kStarCombined = "star_combined";
+inline constexpr const char* kGini = "gini";
+inline constexpr const char* kCentralization = "centralization";
+inline constexpr const char* kDegreeVariance = "degree_variance";
+inline constexpr const char* kKlBefore = "kl_before";
+inline constexpr const char* kKlAfter = "kl_after";
+inline constexpr const char* kKlReduction = "kl_reduction";
+inline constexpr const char* kRowEntropy = "row_entropy";
+inline constexpr const char* kRelativeMagnitude = "relative_magnitude";
+inline constexpr const char* kTransformationMagnitude = "transformation_magnitude";
+}  // namespace metric
+
+}  // namespace sinkscope::analysis::tables

@@ -1,0 +1,40 @@
+// `sinkscope metrics`: every analysis on attention dumped by any framework. The CLI
+// (apps/cmd_metrics.cpp) binds these options; the defaults of the analyses live in
+// analysis::AnalysisOptions.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+
+#include "sinkscope/analysis/options.hpp"
+#include "sinkscope/io/npy.hpp"
+
+namespace sinkscope::api {
+
+struct MetricsCommandOptions {
+    std::filesystem::path attention;  // .npy (N, L, H, T, T) or (L, H, T, T); f2/f4/f8
+    std::filesystem::path scores;     // optional pre-softmax scores, same shape, masked = -inf
+    std::filesystem::path lengths;    // optional (N,) real lengths of padded encoder inputs
+    std::filesystem::path token_ids;  // optional (N, T) token ids (bos sink policy)
+    std::string masking = "auto";     // auto | causal | bidirectional
+    int64_t window = 0;               // sliding window of causal attention, 0 = none
+    analysis::AnalysisOptions analysis;
+    std::filesystem::path tokens;  // JSONL: one array of token strings per input
+    bool example = false;          // generate the example tensor instead of --attention
+    std::filesystem::path out;     // output directory (written whole or not at all)
+    bool overwrite = false;        // replace an earlier sinkscope run at `out` (core/output_dir.hpp)
+    std::string command_line;      // for run.json
+};
+
+// Runs the command: reads and validates, streams inputs through the analyses, writes their
+// tables, arrays, sinks.csv and run.json into `out` (all or nothing), and prints a short summary
+// on `log`.
+void run_metrics_command(const MetricsCommandOptions& options, std::ostream& log);
+
+// The deterministic example: 8 inputs x 4 layers x 4 heads x 16 tokens, causal, f4; softmax of
+// seeded Gaussian logits with a strong first-token sink whose strength varies by layer and head.
+io::NpyArray make_example_attention();
+
+}  // namespace sinkscope::api

@@ -1,0 +1,134 @@
+// The compositional analysis (spec 1-2): per-head sink/content means, head distance matrices and
+// dispersion, streamed through metrics::HeadAccumulator. Tables heads, distances, dispersion;
+// arrays distances/<name>.npy; its HeadResults feed the head-level analyses.
+#include <cmath>
+#include <sstream>
+
+#include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/io/run_record.hpp"
+#include "sinkscope/metrics/head.hpp"
+
+namespace sinkscope::analysis {
+
+namespace {
+
+namespace t = tables;
+
+class Compositional final : public Analysis {
+  public:
+    explicit Compositional(const AnalysisContext& c)
+        : ctx_(c), acc_(c.n_layers, c.n_heads, head_options(c)) {}
+
+    void add(const InputView& in, PerInputValues* per_input) override {
+        std::vector<metrics::HeadMeans> means;
+        acc_.add(*in.attention, in.index, in.sinks, per_input ? &means : nullptr);
+        if (!per_input) return;
+        for (size_t r = 0; r < means.size(); ++r) {
+            const auto& m = means[r];
+            if (m.n_rows == 0) continue;  // no row of this head entered the summary
+            const int64_t l = int64_t(r) / ctx_.n_heads, h = int64_t(r) % ctx_.n_heads;
+            const double w = double(m.n_rows);
+            for (auto [metric, v] : {std::pair{t::metric::kSinkMass, m.sink_mass},
+                                     {t::metric::kSinkBalance, m.sink_balance},
+                                     {t::metric::kEntropy, m.entropy},
+                                     {t::metric::kBinarySinkEntropy, m.binary_sink_entropy},
+                                     {t::metric::kContentEntropy, m.content_entropy}})
+                per_input->push_back({t::kHeads.name, l, h, metric, "", v, w});
+        }
+    }
+    void merge(const Analysis& other) override {
+        acc_.merge(dynamic_cast<const Compositional&>(other).acc_);
+    }
+    void save(BinaryWriter& w) const override { acc_.save(w); }
+    void load(BinaryReader& r) override { acc_.load(r); }
+    void set_progress(const StageProgress& fn) override { acc_.set_progress(fn); }
+
+    AnalysisOutput finish(const FinishContext&) override {
+        const metrics::HeadResults r = acc_.finish();
+        AnalysisOutput out;
+        out.tables.push_back({t::kHeads.name, heads_table(r), true});
+        io::Table dist(t::kDistances.columns);
+        for (const char* name : metrics::kDistanceNames) {
+            const Eigen::MatrixXd& m = r.distances.at(name);
+            const int64_t n = m.rows();
+            std::vector<double> values(static_cast<size_t>(n * n));
+            for (int64_t a = 0; a < n; ++a)
+                for (int64_t b = 0; b < n; ++b) values[size_t(a * n + b)] = m(a, b);
+            out.arrays.emplace_back("distances/" + std::string(name) + ".npy",
+                                    io::make_npy_f64({n, n}, values));
+            for (int64_t a = 0; a < n; ++a)
+                for (int64_t b = a + 1; b < n; ++b)
+                    if (!std::isnan(m(a, b)))
+                        dist.add_row({std::string(name), r.heads[a].layer, r.heads[a].head,
+                                      r.heads[b].layer, r.heads[b].head, m(a, b)});
+        }
+        out.tables.push_back({t::kDistances.name, std::move(dist), false});
+        io::Table disp(t::kDispersion.columns);
+        for (const auto& d : r.layers)
+            disp.add_row({std::string("layer"), d.layer, d.c_perp, d.v_b, d.rho, d.n_rows});
+        disp.add_row({std::string("model"), int64_t(-1), r.model.c_perp, r.model.v_b, r.model.rho,
+                      r.model.n_rows});
+        out.tables.push_back({t::kDispersion.name, std::move(disp), true});
+
+        const auto& c = r.counts;
+        const auto& o = ctx_.options->head;
+        out.record = {{"aggregation", {{"aitchison", "root mean square over rows"},
+                                       {"classical", "arithmetic mean over rows"},
+                                       {"js_units", "nats"},
+                                       {"dispersion_variance", "population (ddof 0)"}}},
+                      {"counts", {{"n_inputs", c.n_inputs},
+                                  {"rows_total", c.rows_total},
+                                  {"rows_used", c.rows_used},
+                                  {"rows_excluded", c.rows_excluded},
+                                  {"sink_not_visible", c.sink_not_visible},
+                                  {"rows_used_model", c.rows_used_model},
+                                  {"sink_not_visible_model", c.sink_not_visible_model}}},
+                      {"model_rho", io::json_number(r.model.rho)},
+                      {"min_parts", o.min_parts},
+                      {"zero_policy", metrics::to_string(o.zeros)},
+                      {"scope", metrics::to_string(o.scope)}};
+        std::ostringstream s;
+        s << "compositional (spec 1-2): model rho " << r.model.rho << "; rows used "
+          << c.rows_used << ", excluded " << c.rows_excluded << ", sink not visible "
+          << c.sink_not_visible << "\n";
+        out.summary = s.str();
+        out.result = r;
+        return out;
+    }
+
+  private:
+    static metrics::HeadOptions head_options(const AnalysisContext& c) {
+        metrics::HeadOptions o = c.options->head;
+        o.origin = c.origin;
+        return o;
+    }
+    io::Table heads_table(const metrics::HeadResults& r) const {
+        io::Table heads(t::kHeads.columns);
+        const std::string& model = ctx_.model_name;
+        for (size_t k = 0; k < r.heads.size(); ++k) {
+            const auto& m = r.means[k];
+            const int64_t l = r.heads[k].layer, h = r.heads[k].head;
+            for (auto [metric, v] : {std::pair{t::metric::kSinkMass, m.sink_mass},
+                                     {t::metric::kSinkBalance, m.sink_balance},
+                                     {t::metric::kEntropy, m.entropy},
+                                     {t::metric::kBinarySinkEntropy, m.binary_sink_entropy},
+                                     {t::metric::kContentEntropy, m.content_entropy},
+                                     {t::metric::kNRows, double(m.n_rows)}})
+                heads.add_row({model, std::string(), l, h, std::string(metric), std::string(), v});
+        }
+        return heads;
+    }
+
+    AnalysisContext ctx_;
+    metrics::HeadAccumulator acc_;
+};
+
+}  // namespace
+
+std::unique_ptr<Analysis> make_compositional(const AnalysisContext& c) {
+    return std::make_unique<Compositional>(c);
+}
+
+}  // namespace sinkscope::analysis

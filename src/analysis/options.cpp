@@ -1,0 +1,200 @@
+// AnalysisOptions: validation, selection of the analyses and the run.json record (options.hpp).
+// Errors name the option as the command line spells it; the Python bindings use the same names
+// with '_' for '-'.
+#include "sinkscope/analysis/options.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/core/error.hpp"
+
+namespace sinkscope::analysis {
+
+bool ResolvedOptions::selected(const std::string& name) const {
+    return std::find(analyses.begin(), analyses.end(), name) != analyses.end();
+}
+
+namespace {
+
+void require(bool ok, const std::string& message) {
+    if (!ok) throw UsageError(message);
+}
+
+bool in_unit_interval(double v) { return std::isfinite(v) && v >= 0 && v <= 1; }
+
+std::string join_numbers(const std::vector<double>& v) {
+    std::string s;
+    for (double x : v) s += (s.empty() ? "" : ",") + nlohmann::json(x).dump();
+    return s;
+}
+
+std::vector<std::string> select(const AnalysisOptions& o, const InputCapabilities& input) {
+    std::vector<std::string> asked = o.analyses;
+    const bool all = asked.empty() || (asked.size() == 1 && asked[0] == "all");
+    std::vector<std::string> chosen;
+    for (const auto& info : registry()) {
+        const bool wanted =
+            all ? (!info.needs.hidden_states || input.hidden_states)
+                : std::find(asked.begin(), asked.end(), info.name) != asked.end();
+        if (wanted) chosen.emplace_back(info.name);
+    }
+    if (!all)
+        for (const auto& name : asked) {
+            const AnalysisInfo& info = find_analysis(name);  // unknown names: UsageError
+            if (info.needs.hidden_states && !input.hidden_states)
+                throw UsageError("--analyses " + name +
+                                 " needs hidden states: run `sinkscope analyze` on a model");
+        }
+    // Prerequisites (registry order keeps them before their users).
+    std::vector<std::string> out;
+    for (const auto& info : registry()) {
+        bool wanted = std::find(chosen.begin(), chosen.end(), info.name) != chosen.end();
+        for (const auto& user : registry()) {
+            if (std::find(chosen.begin(), chosen.end(), user.name) == chosen.end()) continue;
+            if (std::find(user.after.begin(), user.after.end(), info.name) != user.after.end())
+                wanted = true;
+        }
+        if (wanted) out.emplace_back(info.name);
+    }
+    return out;
+}
+
+}  // namespace
+
+ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input) {
+    ResolvedOptions r;
+    r.raw = o;
+    r.analyses = select(o, input);
+
+    // Rows and sinks.
+    try {
+        r.head.sink = metrics::parse_sink_policy(o.sink);
+    } catch (const UsageError&) {
+        throw UsageError("--sink must be auto, first, bos, argmax or a key position >= 0, got '" +
+                         o.sink + "'");
+    }
+    r.head.sink.bos_id = o.bos_id;
+    try {
+        r.head.zeros = metrics::parse_zero_policy(o.zeros);
+    } catch (const UsageError&) {
+        throw UsageError("--zeros must be 'error' or 'replace:DELTA' with 0 < DELTA < 1, got '" +
+                         o.zeros + "'");
+    }
+    require(o.min_parts >= 2,
+            "--min-parts must be >= 2 (a row needs a sink and a content key), got " +
+                std::to_string(o.min_parts));
+    require(o.scope == "model" || o.scope == "layer",
+            "--scope must be model or layer, got '" + o.scope + "'");
+    r.head.min_parts = o.min_parts;
+    r.head.scope = metrics::parse_scope(o.scope);
+    require(o.threads >= 0, "--threads must be >= 0 (0 = all cores)");
+    r.threads = metrics::resolved_threads(o.threads);
+    r.head.n_threads = r.threads;
+
+    // Head-level analyses.
+    require(o.k >= 0, "--k must be >= 0, got " + std::to_string(o.k));
+    require(o.triples >= 0, "--triples must be >= 0, got " + std::to_string(o.triples));
+    require(std::isfinite(o.regime_lo) && std::isfinite(o.regime_hi) && o.regime_lo <= o.regime_hi,
+            "--regime-lo must be <= --regime-hi (both finite)");
+    r.seed = o.seed.value_or(0);
+    r.head_analyses.k = o.k;
+    r.head_analyses.triples = o.triples;
+    r.head_analyses.seed = r.seed;
+    r.head_analyses.regime_lo = o.regime_lo;
+    r.head_analyses.regime_hi = o.regime_hi;
+    r.head_analyses.scope = r.head.scope == metrics::Scope::Layer ? metrics::ReversalScope::Layer
+                                                                  : metrics::ReversalScope::Model;
+    r.head_analyses.n_threads = r.threads;
+
+    // Section 8.
+    require(o.compat.empty() || o.compat == "ruscio2025",
+            "--compat: unknown mode '" + o.compat + "' (known: ruscio2025)");
+    require(o.symmetrize == "max" || o.symmetrize == "mean",
+            "--symmetrize must be max or mean, got '" + o.symmetrize + "'");
+    require(o.topology_max_tokens == 0 || o.topology_max_tokens >= 2,
+            "--topology-max-tokens must be 0 (never subsample) or >= 2");
+    require(!o.graph_thresholds.empty() &&
+                std::all_of(o.graph_thresholds.begin(), o.graph_thresholds.end(), in_unit_interval),
+            "--graph-thresholds must be numbers in [0, 1], got '" +
+                join_numbers(o.graph_thresholds) + "'");
+    require(!o.sink_percentiles.empty() &&
+                std::all_of(o.sink_percentiles.begin(), o.sink_percentiles.end(), in_unit_interval),
+            "--sink-percentiles must be numbers in [0, 1], got '" +
+                join_numbers(o.sink_percentiles) + "'");
+    require(in_unit_interval(o.effective_density_lo) && in_unit_interval(o.effective_density_hi) &&
+                o.effective_density_lo <= o.effective_density_hi,
+            "--effective-density must be LO,HI with 0 <= LO <= HI <= 1");
+    require(std::isfinite(o.long_bar) && o.long_bar >= 0, "--long-bar must be a number >= 0");
+    require(in_unit_interval(o.specialised_share), "--specialised-share must be in [0, 1]");
+    require(o.specialised_min_inputs >= 1, "--specialised-min-inputs must be >= 1");
+    r.p2.compat = o.compat;
+    r.p2.per_head = o.per_head;
+    r.p2.symmetrize = o.symmetrize;
+    r.p2.topology_max_tokens = o.topology_max_tokens;
+    r.p2.graph_thresholds = o.graph_thresholds;
+    r.p2.sink_percentiles = o.sink_percentiles;
+    r.p2.effective_density_lo = o.effective_density_lo;
+    r.p2.effective_density_hi = o.effective_density_hi;
+    r.p2.long_bar = o.long_bar;
+    r.p2.specialised_share = o.specialised_share;
+    r.p2.specialised_min_inputs = o.specialised_min_inputs;
+    r.p2.sink = r.head.sink;  // section 8 takes the same resolved sink (spec 0, 10.d)
+    r.p2.threads = r.threads;
+
+    // Value space.
+    require(std::isfinite(o.reference_threshold) && o.reference_threshold >= 0,
+            "--reference-threshold must be a number >= 0");
+    require(in_unit_interval(o.reference_fallback_fraction) &&
+                in_unit_interval(o.reference_cap_fraction),
+            "--reference-fallback and --reference-cap must be fractions in [0, 1]");
+    r.value.compat = !o.compat.empty();
+    r.value.reference_threshold = o.reference_threshold;
+    r.value.fallback_fraction = o.reference_fallback_fraction;
+    r.value.cap_fraction = o.reference_cap_fraction;
+
+    // Statistics.
+    require(o.bootstrap >= 0, "--bootstrap must be >= 0 (0: no intervals)");
+    require(o.bootstrap == 0 || o.bootstrap >= 100,
+            "--bootstrap needs at least 100 resamples for a percentile interval, got " +
+                std::to_string(o.bootstrap));
+    require(o.bootstrap <= 1000000, "--bootstrap is capped at 1000000 resamples");
+    require(std::isfinite(o.confidence) && o.confidence > 0 && o.confidence < 1,
+            "--confidence must be in (0, 1)");
+    return r;
+}
+
+nlohmann::json to_json(const AnalysisOptions& o) {
+    return {{"analyses", o.analyses.empty() ? std::vector<std::string>{"all"} : o.analyses},
+            {"sink", o.sink},
+            {"bos_id", o.bos_id},
+            {"zeros", o.zeros},
+            {"min_parts", o.min_parts},
+            {"scope", o.scope},
+            {"k", o.k},
+            {"triples", o.triples},
+            {"seed", o.seed ? nlohmann::json(*o.seed) : nlohmann::json("unset (0; first samples)")},
+            {"regime_lo", o.regime_lo},
+            {"regime_hi", o.regime_hi},
+            {"compat", o.compat.empty() ? "none (principled)" : o.compat},
+            {"per_head", o.per_head},
+            {"symmetrize", o.symmetrize},
+            {"topology_max_tokens", o.topology_max_tokens},
+            {"graph_thresholds", o.graph_thresholds},
+            {"sink_percentiles", o.sink_percentiles},
+            {"effective_density", {o.effective_density_lo, o.effective_density_hi}},
+            {"long_bar", o.long_bar},
+            {"specialised_share", o.specialised_share},
+            {"specialised_min_inputs", o.specialised_min_inputs},
+            {"reference_threshold", o.reference_threshold},
+            {"reference_fallback_fraction", o.reference_fallback_fraction},
+            {"reference_cap_fraction", o.reference_cap_fraction},
+            {"per_input", o.per_input},
+            {"bootstrap", o.bootstrap},
+            {"confidence", o.confidence},
+            {"threads", o.threads}};
+}
+
+}  // namespace sinkscope::analysis

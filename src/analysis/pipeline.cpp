@@ -1,0 +1,202 @@
+// The analysis pipeline over the registry (pipeline.hpp).
+#include "sinkscope/analysis/pipeline.hpp"
+
+#include <algorithm>
+
+#include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/io/table.hpp"
+
+namespace fs = std::filesystem;
+
+namespace sinkscope::analysis {
+
+// A CSV written row by row whose saved size lets a resumed run cut it back.
+struct AnalysisPipeline::Stream {
+    fs::path path;
+    std::ofstream out;
+    void open(const fs::path& p, const std::vector<std::string>& columns, uint64_t resume_bytes) {
+        path = p;
+        if (resume_bytes > 0) {
+            if (!fs::exists(p) || fs::file_size(p) < resume_bytes)
+                throw InputError(p.string(), "shorter than the saved state says: cannot resume");
+            fs::resize_file(p, resume_bytes);
+            out.open(p, std::ios::binary | std::ios::app);
+        } else {
+            out.open(p, std::ios::binary | std::ios::trunc);
+            out << io::csv_line(std::vector<io::Cell>(columns.begin(), columns.end()));
+        }
+        if (!out) throw IoError(p.string(), "cannot open for writing");
+    }
+    uint64_t flush() {
+        out.flush();
+        if (!out) throw IoError(path.string(), "write failed");
+        return fs::file_size(path);
+    }
+    void close() {
+        out.close();
+        if (!out) throw IoError(path.string(), "write failed");
+    }
+};
+
+AnalysisPipeline::AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOptions options,
+                                   std::string model_name, std::string origin)
+    : n_layers_(n_layers), n_heads_(n_heads), options_(std::move(options)) {
+    context_.n_layers = n_layers;
+    context_.n_heads = n_heads;
+    context_.options = &options_;
+    context_.model_name = std::move(model_name);
+    context_.origin = std::move(origin);
+    collect_per_input_ = options_.raw.per_input;
+    for (const auto& info : registry()) {
+        if (!options_.selected(info.name)) continue;
+        analyses_.emplace_back(info.name, info.make(context_));
+        collect_per_input_ = collect_per_input_ || info.needs.per_input_values;
+    }
+}
+
+AnalysisPipeline::~AnalysisPipeline() = default;
+
+AnalysisPipeline::Stream& AnalysisPipeline::stream(const std::string& name) {
+    auto it = streams_.find(name);
+    if (it != streams_.end()) return *it->second;
+    SS_CHECK(!dir_.empty(), "stream ", name, " used before open_streams");
+    auto s = std::make_unique<Stream>();
+    const auto saved = saved_bytes_.find(name);
+    s->open(dir_ / (name + ".csv"),
+            name == tables::kSinks.name ? tables::kSinks.columns : tables::kPerInputColumns,
+            saved == saved_bytes_.end() ? 0 : saved->second);
+    return *streams_.emplace(name, std::move(s)).first->second;
+}
+
+void AnalysisPipeline::open_streams(const fs::path& dir) {
+    dir_ = dir;
+    // Every stream the saved state knows is reopened (and cut back) now; others open on first use.
+    for (const auto& [name, bytes] : saved_bytes_) stream(name);
+    stream(tables::kSinks.name);
+}
+
+void AnalysisPipeline::set_progress(const StageProgress& fn) {
+    for (auto& [name, a] : analyses_) a->set_progress(fn);
+}
+
+void AnalysisPipeline::add(const metrics::AttentionInput& input,
+                           const std::vector<std::string>* tokens,
+                           std::vector<std::vector<double>>* hidden,
+                           std::vector<std::vector<double>>* values, int64_t d_model,
+                           int64_t d_head) {
+    SS_CHECK(input.n_layers == n_layers_ && input.n_heads == n_heads_, "input of ",
+             input.n_layers, "x", input.n_heads, " heads in a pipeline for ", n_layers_, "x",
+             n_heads_);
+    // One resolution per input, used by every analysis and written out (spec 0, 10.d).
+    const metrics::SinkPositions sinks = metrics::resolve_sinks(input, options_.head.sink);
+    if (!dir_.empty()) {
+        Stream& s = stream(tables::kSinks.name);
+        s.out << n_inputs_ << ",-1," << sinks.model << "\n";
+        for (int64_t l = 0; l < n_layers_; ++l)
+            s.out << n_inputs_ << "," << l << "," << sinks.per_layer[l] << "\n";
+    }
+    if (positions_.size() < kMaxRecordedSinks)
+        positions_.push_back({{"model", sinks.model}, {"per_layer", sinks.per_layer}});
+
+    InputView view;
+    view.index = n_inputs_;
+    view.attention = &input;
+    view.sinks = &sinks;
+    view.tokens = tokens;
+    view.hidden = hidden;
+    view.values = values;
+    view.d_model = d_model;
+    view.d_head = d_head;
+    PerInputValues per_input;
+    PerInputValues* pi = collect_per_input_ ? &per_input : nullptr;
+    // Analyses that read hidden states first; then the caller's hidden states and values are
+    // released before the attention analyses allocate (peak memory of long inputs).
+    for (auto& [name, a] : analyses_)
+        if (find_analysis(name).needs.hidden_states) a->add(view, pi);
+    if (hidden) *hidden = {};
+    if (values) *values = {};
+    view.hidden = view.values = nullptr;
+    for (auto& [name, a] : analyses_)
+        if (!find_analysis(name).needs.hidden_states) a->add(view, pi);
+    if (collect_per_input_) {
+        for (const auto& info : registry())
+            if (info.needs.per_input_values && options_.selected(info.name))
+                for (auto& [name, a] : analyses_)
+                    if (name == info.name) a->add_per_input(n_inputs_, per_input);
+        if (options_.raw.per_input && !dir_.empty())
+            for (const auto& v : per_input)
+                stream(tables::per_input_name(v.table)).out
+                    << io::csv_line({context_.model_name, std::string(), n_inputs_, v.layer,
+                                     v.head, v.metric, v.param, v.value, v.weight});
+    }
+    ++n_inputs_;
+}
+
+void AnalysisPipeline::save(BinaryWriter& w) {
+    w.tag("pipeline");
+    w.put(n_inputs_);
+    w.put<uint64_t>(streams_.size());
+    for (auto& [name, s] : streams_) {
+        w.put_string(name);
+        w.put<uint64_t>(s->flush());
+    }
+    w.put_string(positions_.dump());
+    w.put<uint64_t>(analyses_.size());
+    for (const auto& [name, a] : analyses_) {
+        w.put_string(name);
+        a->save(w);
+    }
+}
+
+void AnalysisPipeline::load(BinaryReader& r) {
+    r.expect_tag("pipeline");
+    n_inputs_ = r.get<int64_t>();
+    const auto n_streams = r.get<uint64_t>();
+    saved_bytes_.clear();
+    for (uint64_t k = 0; k < n_streams; ++k) {
+        std::string name = r.get_string();
+        saved_bytes_[name] = r.get<uint64_t>();
+    }
+    positions_ = nlohmann::json::parse(r.get_string());
+    if (r.get<uint64_t>() != analyses_.size()) r.fail("state was written with other analyses");
+    for (auto& [name, a] : analyses_) {
+        if (r.get_string() != name) r.fail("state was written with other analyses");
+        a->load(r);
+    }
+}
+
+void merge_record(nlohmann::json& into, const nlohmann::json& from) {
+    for (auto it = from.begin(); it != from.end(); ++it) {
+        auto& slot = into[it.key()];
+        if (slot.is_object() && it->is_object()) {
+            merge_record(slot, *it);
+        } else if (slot.is_array() && it->is_array()) {
+            for (const auto& v : *it)
+                if (std::find(slot.begin(), slot.end(), v) == slot.end()) slot.push_back(v);
+        } else {
+            slot = *it;
+        }
+    }
+}
+
+PipelineResults AnalysisPipeline::finish() {
+    for (auto& [name, s] : streams_) s->close();
+    PipelineResults res;
+    res.outputs.reserve(analyses_.size());  // FinishContext keeps pointers into it
+    FinishContext context;
+    nlohmann::json selected = nlohmann::json::array();
+    for (auto& [name, a] : analyses_) {
+        res.outputs.emplace_back(name, a->finish(context));
+        const AnalysisOutput& out = res.outputs.back().second;
+        context.finished[name] = &out;
+        merge_record(res.record, out.record);
+        res.summary += out.summary;
+        res.warnings.insert(res.warnings.end(), out.warnings.begin(), out.warnings.end());
+        selected.push_back(name);
+    }
+    res.record["analyses"] = selected;
+    return res;
+}
+
+}  // namespace sinkscope::analysis

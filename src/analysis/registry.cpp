@@ -1,0 +1,92 @@
+// The analysis registry (registry.hpp): one row per analysis, in the order they run.
+#include "sinkscope/analysis/registry.hpp"
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/output_dir.hpp"
+
+// Rows name only the fields they set; the others keep AnalysisInfo's defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace sinkscope::analysis {
+
+const std::any& FinishContext::result(const std::string& name) const {
+    const auto it = finished.find(name);
+    SS_CHECK(it != finished.end() && it->second, "analysis '", name, "' has not finished");
+    return it->second->result;
+}
+
+void write_output(const AnalysisOutput& out, const std::filesystem::path& dir) {
+    for (const auto& t : out.tables) t.table.write(dir, t.name, t.jsonl);
+    for (const auto& [path, array] : out.arrays) {
+        std::filesystem::create_directories((dir / path).parent_path());
+        io::write_npy(dir / path, array);
+    }
+    for (const auto& [path, text] : out.texts) {
+        std::filesystem::create_directories((dir / path).parent_path());
+        write_file_atomic(dir / path, text);
+    }
+}
+
+const std::vector<AnalysisInfo>& registry() {
+    auto section8 = [](const char* which) {
+        return [which](const AnalysisContext& c) { return make_section8(c, which); };
+    };
+    static const std::vector<AnalysisInfo> rows = {
+        {.name = "compositional",
+         .description = "sink vs content split per head, Aitchison and classical head distance "
+                        "matrices, content/sink dispersion and rho (spec 1-2)",
+         .layer_scope = true,
+         .make = make_compositional},
+        {.name = "heads",
+         .description = "reversal rates, MDS and clustering with ARI, regime predictor (spec 3, "
+                        "4, 7) on the compositional distance matrices",
+         .layer_scope = true,
+         .after = {"compositional"},
+         .make = make_heads},
+        {.name = "graphs",
+         .description = "thresholded attention graphs: density, Laplacian spectrum, star-likeness, "
+                        "centralization (spec 8, 10.i)",
+         .make = section8("graphs")},
+        {.name = "topology",
+         .description = "persistent homology of 1 - attention: bars, Betti curves (spec 8, 10.j)",
+         .make = section8("topology")},
+        {.name = "kl",
+         .description = "KL divergence of heads from their average before/after sink removal, "
+                        "sink concentration, direct sink mass (spec 8, 10.k)",
+         .make = section8("kl")},
+        {.name = "spectra",
+         .description = "singular-value spectra of attention vs Marchenko-Pastur (spec 8, 10.l)",
+         .make = section8("spectra")},
+        {.name = "entropy",
+         .description = "row entropy of the head-averaged attention (spec 8, 10.m)",
+         .make = section8("entropy")},
+        {.name = "tokens",
+         .description = "token specialisation: each head's top key and its consistency (10.m)",
+         .needs = {.token_strings = true},
+         .make = section8("tokens")},
+        {.name = "frame",
+         .description = "reference-frame type from where the anchors sit (spec 8, 10.n)",
+         .make = section8("frame")},
+        {.name = "value",
+         .description = "value space: reference tokens, relative magnitude and direction of their "
+                        "contribution, transformation magnitude, alignment (spec 8)",
+         .needs = {.hidden_states = true},
+         .make = make_value_space},
+        {.name = "statistics",
+         .description = "over inputs: bootstrap intervals of the headline numbers (--bootstrap), "
+                        "correlations with p-values, paired test of KL before/after sink removal",
+         .needs = {.per_input_values = true},
+         .make = make_statistics},
+    };
+    return rows;
+}
+
+const AnalysisInfo& find_analysis(const std::string& name) {
+    for (const auto& info : registry())
+        if (name == info.name) return info;
+    std::string known;
+    for (const auto& info : registry()) known += std::string(known.empty() ? "" : ", ") + info.name;
+    throw UsageError("--analyses: unknown analysis '" + name + "' (known: all, " + known + ")");
+}
+
+}  // namespace sinkscope::analysis

@@ -1,0 +1,279 @@
+// The section 8 analyses (graphs, topology, kl, spectra, entropy, tokens, frame), each a
+// registry row served by this adapter over metrics::P2Accumulator restricted to that analysis.
+// Tables <analysis>.csv (graphs, topology + betti, kl, spectra, entropy, tokens + token_keys),
+// arrays diagrams/*.npy, frame.json; run.json "p2" holds the conventions (spec 8, 10.i-10.r).
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/metrics/p2.hpp"
+
+namespace sinkscope::analysis {
+
+namespace {
+
+namespace t = tables;
+using namespace metrics;
+
+constexpr const char* kSection8[] = {"graphs", "topology", "kl",   "spectra",
+                                     "entropy", "tokens",  "frame"};
+
+void section8_tables(const P2Results& results, AnalysisOutput& out) {
+    const std::string mode = results.config.mode();
+    std::map<std::string, io::Table> tables;
+    // Compat graphs.csv says in n_skipped for how many inputs the notebook skipped the cell
+    // (10.r); value is then the mean over the n inputs that have it, NaN when n = 0.
+    auto with_skipped = [&](const std::string& table) {
+        return results.config.compat && table == "graphs";
+    };
+    for (const auto& [k, s] : results.stats) {
+        auto it = tables.find(k.table);
+        if (it == tables.end()) {
+            std::vector<std::string> columns = t::kSection8Columns;
+            if (with_skipped(k.table)) columns.emplace_back("n_skipped");
+            it = tables.emplace(k.table, io::Table(columns)).first;
+        }
+        if (with_skipped(k.table))
+            it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric,
+                                k.param, mode, s.mean(), s.std(), s.n, s.n_nonfinite, s.n_skipped});
+        else
+            it->second.add_row({results.model, results.checkpoint, k.layer, k.head, k.metric,
+                                k.param, mode, s.mean(), s.std(), s.n, s.n_nonfinite});
+    }
+    for (auto& [name, table] : tables) out.tables.push_back({name, std::move(table), false});
+
+    if (!results.top_keys.empty()) {
+        io::Table keys(t::kTokenKeys.columns);
+        for (const auto& [lh, counts] : results.top_keys) {
+            int64_t total = 0;
+            for (const auto& kv : counts) total += kv.second;
+            for (const auto& [key, cnt] : counts)
+                keys.add_row({results.model, results.checkpoint, lh.first, lh.second, key, cnt,
+                              static_cast<double>(cnt) / static_cast<double>(total), mode});
+        }
+        out.tables.push_back({t::kTokenKeys.name, std::move(keys), false});
+    }
+
+    if (!results.diagrams.empty()) {
+        for (const auto& d : results.diagrams) {
+            std::vector<double> flat;  // [k, 3]: dim, birth, death (inf: essential)
+            for (const auto& b : d.bars) {
+                flat.push_back(b.dim);
+                flat.push_back(b.birth);
+                flat.push_back(b.death);
+            }
+            const std::string name =
+                "input" + std::to_string(d.input) + "_layer" + std::to_string(d.layer) +
+                (d.head < 0 ? "_avg" : "_head" + std::to_string(d.head)) + ".npy";
+            out.arrays.emplace_back(
+                "diagrams/" + name,
+                io::make_npy_f64({static_cast<int64_t>(d.bars.size()), 3}, flat));
+        }
+    }
+
+    if (results.config.frame && results.frame.n_layers > 0) {
+        nlohmann::json f;
+        const auto& e = results.frame;
+        f["convention"] = mode;
+        f["verdict"] = frame_type_name(results.verdict);
+        f["share_first_mid_late"] = e.share_first_mid_late();
+        const double mrc = e.mean_reference_count();
+        f["mean_reference_count"] =
+            std::isfinite(mrc) ? nlohmann::json(mrc) : nlohmann::json("nan");
+        f["mid_late_first_layer"] = e.mid_late_begin();
+        nlohmann::json layers = nlohmann::json::array();
+        const auto modal = e.modal_classes();
+        for (int64_t l = 0; l < e.n_layers; ++l) {
+            const auto k = static_cast<size_t>(l);
+            layers.push_back({{"layer", l},
+                              {"first", e.first[k]},
+                              {"last", e.last[k]},
+                              {"other", e.other[k]},
+                              {"modal", position_class_name(modal[k])}});
+        }
+        f["layers"] = layers;
+        f["rule"] =
+            "centralized: share_first_mid_late >= 0.9 and mean_reference_count < 1.2; "
+            "bidirectional: some layer modal first and another modal last; else "
+            "distributed (spec 8, 10.n)";
+        out.texts.emplace_back(t::kFrameFile, f.dump(2) + "\n");
+    }
+}
+
+nlohmann::json section8_conventions(const P2Results& results) {
+    const P2Config& c = results.config;
+    nlohmann::json j;
+    j["mode"] = c.mode();
+    std::vector<std::string> analyses;
+    for (auto [on, name] : {std::pair{c.graphs, "graphs"},
+                            {c.topology, "topology"},
+                            {c.kl, "kl"},
+                            {c.spectra, "spectra"},
+                            {c.entropy, "entropy"},
+                            {c.tokens, "tokens"},
+                            {c.frame, "frame"}})
+        if (on) analyses.emplace_back(name);
+    j["analyses"] = analyses;
+    j["per_head"] = c.per_head;
+    j["symmetrize"] = c.symmetrize == Symmetrize::Max ? "max" : "mean";
+    j["topology_max_tokens"] = c.topology_max_tokens;
+    // Direct sink mass key (10.k): a fixed position, or resolved per input (sinks.csv).
+    const SinkPolicy sink =
+        resolve_auto(c.sink, results.any_causal ? Masking::Causal : Masking::Bidirectional);
+    if (sink.kind == SinkPolicy::Kind::First || sink.kind == SinkPolicy::Kind::Position)
+        j["sink_position"] = sink.kind == SinkPolicy::Kind::First ? 0 : sink.position;
+    else
+        j["sink_position"] = to_string(sink) + ": resolved per input" +
+                             (sink.kind == SinkPolicy::Kind::Bos ? "" : " and layer") +
+                             " (sinks.csv)";
+    j["graph_thresholds"] = c.graph_thresholds;
+    j["graph_degree_self_loops"] = c.compat ? "counted (notebook)" : "ignored (10.i)";
+    if (c.compat)
+        j["graph_cells_skipped"] =
+            "only the density where the input's density is outside [0.05, 0.95] and layer % 4 "
+            "!= 0 (10.r); n_skipped counts them";
+    j["dense_eigensolver_max_nodes"] = k_dense_eigen_max_nodes;
+    j["effective_density"] = {c.effective_density_lo, c.effective_density_hi};
+    j["sink_percentiles"] = c.sink_percentiles;
+    j["betti_grid"] = "101 points eps = g/100, bar alive when birth <= eps < death";
+    j["long_bar_persistence"] = c.long_bar;
+    j["specialised"] = {{"share", c.specialised_share}, {"min_inputs", c.specialised_min_inputs}};
+    j["saved_diagram_inputs"] = k_saved_diagram_inputs;
+    j["frame_mean_reference_count_layers"] = "layers >= floor(L/3)";
+    j["spectra_per_head"] = c.per_head;
+    j["input_count"] = results.n_inputs;
+    if (c.compat) {
+        j["topology"] =
+            "1 - A (fp32, head average) on linspace(0, n-1, 30) tokens, upper "
+            "triangle edges, vertex births from the diagonal, exact zeros dropped, "
+            "Betti = len(diagram) (n_bars_dim*)";
+        j["kl"] =
+            "raw rows over all keys, rows linspace(0, n-1, 20) when n > 20, all heads; "
+            "concentration: first 4 heads, percent";
+        j["spectra"] =
+            "eigenvalues of A (causal: diagonal), gap |l1|/|l2|, eigenvalue PR, "
+            "top-10 MP(0.99) KL";
+        j["entropy"] =
+            "head average: entries > 100 FLT_EPSILON renormalised; per head: "
+            "-sum A log2(A + 1e-10) over the matrix";
+    } else {
+        j["topology"] =
+            "d = 1 - sym(A) with zero diagonal, Vietoris-Rips dim <= 1 over Z/2 "
+            "(GUDHI, edge collapse)";
+        j["kl"] =
+            "closed rows, visible keys, all heads and rows; rows without visible "
+            "non-sink keys excluded";
+        j["spectra"] =
+            "sigma^2 from the Gram matrix; bulk = sigma^2 without the largest, "
+            "divided by its mean; KS vs MP(gamma = 1) on [0, 4]";
+        j["entropy"] = "closed rows, nats, mean over rows";
+    }
+    j["warnings"] = results.warnings;
+    return j;
+}
+
+
+// Mean over layers of a head-average metric (summary lines).
+double layer_mean(const P2Results& r, const std::string& table, const std::string& metric,
+                  const std::string& param) {
+    double acc = 0;
+    int64_t cnt = 0;
+    for (const auto& [k, s] : r.stats)
+        if (k.table == table && k.metric == metric && k.param == param && k.head == -1 &&
+            k.layer >= 0 && std::isfinite(s.mean())) {
+            acc += s.mean();
+            ++cnt;
+        }
+    return cnt > 0 ? acc / static_cast<double>(cnt) : std::nan("");
+}
+
+}  // namespace
+
+AnalysisOutput section8_output(const P2Results& r, bool header) {
+    AnalysisOutput out;
+    section8_tables(r, out);
+    out.record["p2"] = section8_conventions(r);
+    out.warnings = r.warnings;
+    const P2Config& c = r.config;
+    std::ostringstream s;
+    if (header)
+        s << "P2 analyses (" << c.mode() << "): " << r.n_inputs << " input(s), " << r.n_layers
+          << " layers x " << r.n_heads << " heads\n";
+    if (c.kl)
+        s << "  KL reduction at t=0.9 (mean over layers): "
+          << format_number(layer_mean(r, t::kKl, t::metric::kKlReduction, "0.9")) << "\n";
+    if (c.graphs)
+        s << "  lambda2 at tau=0.01 (mean over layers): "
+          << format_number(layer_mean(r, t::kGraphs, t::metric::kLambda2, "0.01")) << "\n";
+    if (c.entropy)
+        s << "  head-average row entropy (mean over layers): "
+          << format_number(layer_mean(r, t::kEntropy, t::metric::kRowEntropy, "")) << " nats\n";
+    if (c.frame)
+        s << "  reference frame: " << frame_type_name(r.verdict)
+          << " (share of first-position anchors in layers >= " << r.frame.mid_late_begin()
+          << ": " << format_number(r.frame.share_first_mid_late()) << ", mean reference count "
+          << format_number(r.frame.mean_reference_count()) << ")\n";
+    for (const auto& w : r.warnings) s << "  warning: " << w << "\n";
+    out.summary = s.str();
+    return out;
+}
+
+namespace {
+
+class Section8 final : public Analysis {
+  public:
+    Section8(const AnalysisContext& c, std::string which)
+        : ctx_(c), which_(std::move(which)), acc_(options(c, which_)) {}
+
+    void add(const InputView& in, PerInputValues* per_input) override {
+        std::vector<std::pair<P2Key, double>> values;
+        acc_.add(*in.attention, in.tokens, ctx_.origin, in.sinks, per_input ? &values : nullptr);
+        if (per_input)
+            for (const auto& [k, v] : values)
+                per_input->push_back({k.table, k.layer, k.head, k.metric, k.param, v, 1.0});
+    }
+    void merge(const Analysis& other) override {
+        acc_.merge(dynamic_cast<const Section8&>(other).acc_);
+    }
+    void save(BinaryWriter& w) const override { acc_.save(w); }
+    void load(BinaryReader& r) override { acc_.load(r); }
+    void set_progress(const StageProgress& fn) override {
+        if (!fn) return acc_.set_progress({});
+        acc_.set_progress([fn, name = which_](const char*, int64_t done, int64_t total) {
+            fn(name.c_str(), done, total);
+        });
+    }
+
+    AnalysisOutput finish(const FinishContext&) override {
+        return section8_output(acc_.finish(), first_selected());
+    }
+
+  private:
+    static P2Options options(const AnalysisContext& c, const std::string& which) {
+        P2Options o = c.options->p2;
+        o.analyses = which;
+        return o;
+    }
+    bool first_selected() const {
+        for (const char* name : kSection8)
+            if (ctx_.options->selected(name)) return which_ == name;
+        return false;
+    }
+
+    AnalysisContext ctx_;
+    std::string which_;
+    P2Accumulator acc_;
+};
+
+}  // namespace
+
+std::unique_ptr<Analysis> make_section8(const AnalysisContext& c, const std::string& which) {
+    return std::make_unique<Section8>(c, which);
+}
+
+}  // namespace sinkscope::analysis

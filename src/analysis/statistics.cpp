@@ -1,0 +1,249 @@
+// The statistics analysis: what the papers report over inputs and the summary tables cannot say.
+// It reads the per-input values of the other analyses (registry.hpp) and writes
+//  * bootstrap.csv (--bootstrap N): percentile intervals of the headline per-head / per-layer
+//    numbers (sink mass and entropy parts, KL reduction, graph metrics, row entropy, relative
+//    magnitude), resampling inputs with replacement; the estimate is the summary value (the
+//    weighted mean over inputs, weights = rows for per-head means);
+//  * correlations.csv: per layer (and threshold) across inputs, Pearson and Spearman r with
+//    two-sided p of the Fiedler value vs degree centralization and vs degree variance (the
+//    reference-frame paper's fiedler.ipynb, PAPERS.md B.4) and of the head-average row entropy
+//    vs the transformation magnitude (B.7; model runs with the value analysis);
+//  * paired_tests.csv: per layer and percentile, the paired t-test over inputs of the KL of heads
+//    from their average before vs after sink removal (B.5).
+// Values that are not finite are left out (n says how many entered).
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/metrics/statistics.hpp"
+
+namespace sinkscope::analysis {
+
+namespace {
+
+namespace t = tables;
+namespace m = tables::metric;
+
+struct Key {
+    std::string table;
+    int64_t layer = -1, head = -1;
+    std::string metric, param;
+    auto operator<=>(const Key&) const = default;
+};
+
+// One quantity over inputs: the inputs it exists for, its value and weight there.
+struct Series {
+    std::vector<int64_t> inputs;
+    std::vector<double> values, weights;
+};
+
+bool is_headline(const PerInputValue& v) {
+    const std::string& x = v.metric;
+    if (v.table == t::kHeads.name)
+        return x == m::kSinkMass || x == m::kEntropy || x == m::kBinarySinkEntropy ||
+               x == m::kContentEntropy;
+    if (v.head != -1 || v.layer < 0) return false;
+    if (v.table == t::kKl) return x == m::kKlReduction;
+    if (v.table == t::kGraphs)
+        return x == m::kDensity || x == m::kLambda2 || x == m::kLaplacianGap ||
+               x == m::kCentralization || x == m::kDegreeVariance || x == m::kGini ||
+               x == m::kStarCombined;
+    if (v.table == t::kEntropy) return x == m::kRowEntropy;
+    if (v.table == t::kValueSpace.name) return x == m::kRelativeMagnitude;
+    return false;
+}
+
+// Kept for correlations and paired tests (head-average, per layer).
+bool is_paired_input(const PerInputValue& v) {
+    if (v.head != -1 || v.layer < 0) return false;
+    const std::string& x = v.metric;
+    if (v.table == t::kGraphs)
+        return x == m::kLambda2 || x == m::kCentralization || x == m::kDegreeVariance;
+    if (v.table == t::kKl) return x == m::kKlBefore || x == m::kKlAfter;
+    if (v.table == t::kEntropy) return x == m::kRowEntropy;
+    if (v.table == t::kValueSpace.name) return x == m::kTransformationMagnitude;
+    return false;
+}
+
+// The finite pairs of two series joined on the input.
+std::pair<std::vector<double>, std::vector<double>> join(const Series& a, const Series& b) {
+    std::map<int64_t, double> by_input;
+    for (size_t k = 0; k < b.inputs.size(); ++k) by_input[b.inputs[k]] = b.values[k];
+    std::vector<double> x, y;
+    for (size_t k = 0; k < a.inputs.size(); ++k) {
+        const auto it = by_input.find(a.inputs[k]);
+        if (it == by_input.end() || !std::isfinite(a.values[k]) || !std::isfinite(it->second))
+            continue;
+        x.push_back(a.values[k]);
+        y.push_back(it->second);
+    }
+    return {x, y};
+}
+
+class Statistics final : public Analysis {
+  public:
+    explicit Statistics(const AnalysisContext& c) : ctx_(c) {}
+
+    void add(const InputView&, PerInputValues*) override { ++n_inputs_; }
+    void add_per_input(int64_t input, const PerInputValues& values) override {
+        const bool boot = ctx_.options->raw.bootstrap > 0;
+        for (const auto& v : values) {
+            if (!((boot && is_headline(v)) || is_paired_input(v))) continue;
+            Series& s = series_[{v.table, v.layer, v.head, v.metric, v.param}];
+            s.inputs.push_back(input);
+            s.values.push_back(v.value);
+            s.weights.push_back(v.weight);
+        }
+    }
+    void merge(const Analysis& other) override {
+        const auto& o = dynamic_cast<const Statistics&>(other);
+        const int64_t offset = n_inputs_;
+        n_inputs_ += o.n_inputs_;
+        for (const auto& [k, s] : o.series_) {
+            Series& d = series_[k];
+            for (int64_t i : s.inputs) d.inputs.push_back(i + offset);
+            d.values.insert(d.values.end(), s.values.begin(), s.values.end());
+            d.weights.insert(d.weights.end(), s.weights.begin(), s.weights.end());
+        }
+    }
+    void save(BinaryWriter& w) const override {
+        w.tag("statistics");
+        w.put(n_inputs_);
+        w.put<uint64_t>(series_.size());
+        for (const auto& [k, s] : series_) {
+            w.put_string(k.table);
+            w.put(k.layer);
+            w.put(k.head);
+            w.put_string(k.metric);
+            w.put_string(k.param);
+            w.put_vector(s.inputs);
+            w.put_vector(s.values);
+            w.put_vector(s.weights);
+        }
+    }
+    void load(BinaryReader& r) override {
+        r.expect_tag("statistics");
+        series_.clear();
+        n_inputs_ = r.get<int64_t>();
+        const auto n = r.get<uint64_t>();
+        for (uint64_t i = 0; i < n; ++i) {
+            Key k;
+            k.table = r.get_string();
+            k.layer = r.get<int64_t>();
+            k.head = r.get<int64_t>();
+            k.metric = r.get_string();
+            k.param = r.get_string();
+            Series& s = series_[k];
+            s.inputs = r.get_vector<int64_t>();
+            s.values = r.get_vector<double>();
+            s.weights = r.get_vector<double>();
+            if (s.values.size() != s.inputs.size() || s.weights.size() != s.inputs.size())
+                r.fail("statistics state: series of different lengths");
+        }
+    }
+
+    AnalysisOutput finish(const FinishContext&) override {
+        AnalysisOutput out;
+        const std::string& model = ctx_.model_name;
+        const auto& o = ctx_.options->raw;
+        const uint64_t seed = ctx_.options->seed;
+
+        if (o.bootstrap > 0) {
+            io::Table boot(t::kBootstrap.columns);
+            for (const auto& [k, s] : series_) {
+                const bool headline = is_headline({k.table, k.layer, k.head, k.metric, k.param});
+                if (!headline) continue;
+                const bool weighted = k.table == t::kHeads.name || k.table == t::kValueSpace.name;
+                const metrics::BootstrapInterval b = metrics::bootstrap_mean(
+                    s.values, weighted ? s.weights : std::vector<double>{}, o.bootstrap, seed,
+                    o.confidence);
+                boot.add_row({model, std::string(), k.table, k.layer, k.head, k.metric, k.param,
+                              b.estimate, b.lo, b.hi, o.confidence, b.n_used, int64_t(o.bootstrap),
+                              int64_t(seed)});
+            }
+            out.tables.push_back({t::kBootstrap.name, std::move(boot), false});
+        }
+
+        io::Table corr(t::kCorrelations.columns);
+        auto correlate = [&](const Series& a, const Series& b, const Key& ka, const Key& kb) {
+            const auto [x, y] = join(a, b);
+            const metrics::Correlation p = metrics::pearson(x, y);
+            const metrics::Correlation r = metrics::spearman(x, y);
+            const std::string xn = ka.table + "." + ka.metric, yn = kb.table + "." + kb.metric;
+            corr.add_row({model, std::string(), ka.layer, ka.param, xn, yn,
+                          std::string("pearson"), p.r, p.p, int64_t(x.size())});
+            corr.add_row({model, std::string(), ka.layer, ka.param, xn, yn,
+                          std::string("spearman"), r.r, r.p, int64_t(x.size())});
+        };
+        io::Table paired(t::kPairedTests.columns);
+        for (const auto& [k, s] : series_) {
+            if (k.table == t::kGraphs && k.metric == m::kLambda2)
+                for (const char* other : {m::kCentralization, m::kDegreeVariance}) {
+                    const Key ko{k.table, k.layer, k.head, other, k.param};
+                    if (const auto it = series_.find(ko); it != series_.end())
+                        correlate(s, it->second, k, ko);
+                }
+            if (k.table == t::kEntropy && k.metric == m::kRowEntropy) {
+                for (const auto& [kv, sv] : series_)
+                    if (kv.table == t::kValueSpace.name && kv.layer == k.layer &&
+                        kv.metric == m::kTransformationMagnitude)
+                        correlate(s, sv, k, kv);
+            }
+            if (k.table == t::kKl && k.metric == m::kKlBefore) {
+                const Key ka{k.table, k.layer, k.head, m::kKlAfter, k.param};
+                const auto it = series_.find(ka);
+                if (it == series_.end()) continue;
+                const auto [x, y] = join(s, it->second);
+                const metrics::PairedTest p = metrics::paired_t_test(x, y);
+                paired.add_row({model, std::string(), k.table, k.layer, k.param,
+                                std::string(m::kKlBefore), std::string(m::kKlAfter),
+                                std::string("paired t"), p.mean_difference, p.t, p.df, p.p,
+                                int64_t(x.size())});
+            }
+        }
+        if (!corr.empty()) out.tables.push_back({t::kCorrelations.name, std::move(corr), false});
+        if (!paired.empty())
+            out.tables.push_back({t::kPairedTests.name, std::move(paired), false});
+
+        out.record["statistics"] = {
+            {"bootstrap",
+             o.bootstrap > 0
+                 ? nlohmann::json{{"resamples", o.bootstrap},
+                                  {"seed", seed},
+                                  {"level", o.confidence},
+                                  {"interval", "percentile (linear interpolation), inputs "
+                                               "resampled with replacement"},
+                                  {"statistic", "weighted mean over inputs (weights: rows for "
+                                                "per-head means and value space, else 1)"}}
+                 : nlohmann::json("off (--bootstrap N)")},
+            {"correlations", "Pearson and Spearman (average ranks) r over inputs, two-sided p "
+                             "from Student t with n - 2 df; non-finite pairs left out"},
+            {"paired_tests", "paired t-test over inputs (two-sided, df n - 1)"}};
+        std::ostringstream summary;
+        summary << "statistics over " << n_inputs_seen() << " inputs: "
+                << (o.bootstrap > 0 ? std::to_string(o.bootstrap) + " bootstrap resamples, "
+                                    : std::string())
+                << "correlations and paired tests in correlations.csv, paired_tests.csv\n";
+        out.summary = summary.str();
+        return out;
+    }
+
+  private:
+    int64_t n_inputs_seen() const { return n_inputs_; }
+
+    AnalysisContext ctx_;
+    int64_t n_inputs_ = 0;
+    std::map<Key, Series> series_;
+};
+
+}  // namespace
+
+std::unique_ptr<Analysis> make_statistics(const AnalysisContext& c) {
+    return std::make_unique<Statistics>(c);
+}
+
+}  // namespace sinkscope::analysis

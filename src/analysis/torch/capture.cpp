@@ -1,0 +1,117 @@
+// Captured model tensors -> metric inputs (capture.hpp).
+#include "sinkscope/analysis/capture.hpp"
+
+#include <ATen/ATen.h>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/model/hooks.hpp"
+
+namespace sinkscope::analysis {
+
+using model::hook_name;
+using model::HookPoint;
+
+namespace {
+// Host fp64 copy of a captured tensor of batch element 0.
+std::vector<double> to_host(const at::Tensor& t) {
+    at::Tensor c = t.select(0, 0).to(at::kCPU, at::kDouble).contiguous();
+    return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+}
+
+}  // namespace
+
+bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb) {
+    const double bytes = 2.0 * 8.0 * double(cfg.n_layers * cfg.n_heads) * double(n_tokens) *
+                         double(n_tokens);
+    return bytes > double(budget_mb) * 1024.0 * 1024.0;
+}
+
+Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
+                       bool want_value, bool lazy) {
+    const std::vector<int32_t>& ids = inputs.ids[n];  // images: empty
+    using model::HookPoint;
+    const auto& cfg = m.config();
+    std::vector<std::string> patterns;
+    if (lazy) {
+        patterns = {model::hook_glob(HookPoint::RotQ), model::hook_glob(HookPoint::RotK)};
+    } else {
+        patterns = {model::hook_glob(HookPoint::Pattern), model::hook_glob(HookPoint::AttnScores)};
+    }
+    if (want_value) {
+        patterns.push_back(model::hook_glob(HookPoint::ResidPre));
+        patterns.push_back(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1));
+        patterns.push_back(model::hook_glob(HookPoint::V));
+    }
+    model::ForwardResult r = m.forward(inputs.model_input(m, n), model::CaptureSpec(patterns));
+    r.logits.reset();  // not analysed here; [T, d_vocab] is the largest tensor of a long input
+    Captured c;
+    if (lazy) {
+        c.lazy = std::make_unique<LazyAttention>(r, cfg);
+        c.attention = c.lazy->input(ids);
+    } else {
+        c.attention = to_attention_input(r, cfg, ids);
+    }
+    if (want_value) {
+        const int64_t T = inputs.n_tokens(n);
+        // Each captured tensor is dropped once copied (peak memory of long inputs).
+        auto take = [&r](const std::string& name) {
+            std::vector<double> host = to_host(r.captured.at(name));
+            r.captured.erase(name);
+            return host;
+        };
+        for (int64_t l = 0; l < cfg.n_layers; ++l)
+            c.hidden.push_back(take(model::hook_name(HookPoint::ResidPre, l)));
+        c.hidden.push_back(take(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1)));
+        const int64_t group = cfg.n_heads / cfg.n_kv_heads;
+        for (int64_t l = 0; l < cfg.n_layers; ++l) {
+            // hook_v: [batch, pos, n_kv_heads, d_head] -> [H, T, d_head] with head h reading kv h/group
+            const std::vector<double> v = take(model::hook_name(HookPoint::V, l));
+            std::vector<double> out(static_cast<size_t>(cfg.n_heads * T * cfg.d_head));
+            for (int64_t h = 0; h < cfg.n_heads; ++h)
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t k = 0; k < cfg.d_head; ++k)
+                        out[size_t((h * T + t) * cfg.d_head + k)] =
+                            v[size_t((t * cfg.n_kv_heads + h / group) * cfg.d_head + k)];
+            c.values.push_back(std::move(out));
+        }
+    }
+    return c;
+}
+
+metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
+                                           const model::ModelConfig& config,
+                                           const std::vector<int32_t>& token_ids,
+                                           int64_t batch_index) {
+    metrics::AttentionInput in;
+    in.n_layers = config.n_layers;
+    in.n_heads = config.n_heads;
+    // Encoders attend both ways (spec section 0: their sink default is argmax).
+    in.masking = config.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
+    in.window = config.causal ? config.window : 0;
+    bool all_scores = true;
+    for (int64_t l = 0; l < config.n_layers; ++l) {
+        const auto it = result.captured.find(hook_name(HookPoint::Pattern, l));
+        SS_CHECK(it != result.captured.end(), "to_attention_input: ",
+                 hook_name(HookPoint::Pattern, l), " was not captured");
+        all_scores = all_scores && result.captured.count(hook_name(HookPoint::AttnScores, l));
+    }
+    const auto copy_hook = [&](HookPoint p, std::vector<double>& out) {
+        out.resize(static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens));
+        const size_t per_layer = static_cast<size_t>(in.n_heads * in.n_tokens * in.n_tokens);
+        for (int64_t l = 0; l < config.n_layers; ++l) {
+            const at::Tensor t = result.captured.at(hook_name(p, l))[batch_index]  // [H, T, T]
+                                     .to(at::kCPU, at::kDouble)
+                                     .contiguous();
+            std::copy_n(t.data_ptr<double>(), per_layer, out.data() + l * per_layer);
+        }
+    };
+    const at::Tensor& first = result.captured.at(hook_name(HookPoint::Pattern, 0));
+    in.n_tokens = first.size(-1);
+    in.length = in.n_tokens;
+    copy_hook(HookPoint::Pattern, in.pattern);
+    if (all_scores) copy_hook(HookPoint::AttnScores, in.scores);
+    in.token_ids.assign(token_ids.begin(), token_ids.end());
+    return in;
+}
+
+}  // namespace sinkscope::analysis

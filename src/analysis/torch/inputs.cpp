@@ -1,0 +1,94 @@
+// Model inputs (inputs.hpp): data file -> token ids or images -> one ModelInput per sample.
+#include "sinkscope/analysis/inputs.hpp"
+
+#include <ATen/ATen.h>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/random.hpp"
+#include "sinkscope/core/sha256.hpp"
+
+namespace sinkscope::analysis {
+
+int64_t AnalysisInputs::n_tokens(size_t k) const {
+    return images ? image_tokens : int64_t(ids[k].size());
+}
+
+model::ModelInput AnalysisInputs::model_input(const model::Model& m, size_t k) const {
+    if (images) return model::image_input(m, images->get(sample_index[k]));
+    std::vector<int64_t> wide(ids[k].begin(), ids[k].end());
+    model::ModelInput input;
+    input.ids = at::tensor(wide, at::TensorOptions().dtype(at::kLong)).view({1, -1});  // [1, pos]
+    return input;
+}
+
+namespace {
+
+// Which of n samples are used: the first `samples`, or a seeded random subset.
+std::vector<size_t> choose(size_t n, const InputsOptions& o) {
+    const size_t k = o.samples > 0 ? std::min(n, size_t(o.samples)) : n;
+    if (o.seed) return sample_indices(n, k, *o.seed);
+    std::vector<size_t> first(k);
+    for (size_t i = 0; i < k; ++i) first[i] = i;
+    return first;
+}
+
+}  // namespace
+
+AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
+                           tokenizer::BosPolicy bos) {
+    const auto& cfg = m.config();
+    if (o.samples < 0) throw UsageError("--samples must be >= 0");
+    if (o.max_tokens < 0) throw UsageError("--max-tokens must be >= 0");
+    AnalysisInputs in;
+    in.data_name = o.data.empty() ? "built-in prompts" : o.data.string();
+    // Without a seed only the first samples are read; with one, all (then a subset is drawn).
+    const int64_t read = o.seed ? 0 : o.samples;
+    if (cfg.is_vision()) {
+        if (o.data.empty())
+            throw UsageError(
+                "--data: a vision model needs images (a .png, a directory of .png "
+                "files or a .npy image stack)");
+        in.kind = "images";
+        in.images = io::ImageSet::open(o.data, read);
+        in.image_tokens = cfg.n_ctx;
+        Sha256 h;
+        for (const auto& f : in.images->files()) {
+            const std::string d = sha256_file(f);
+            h.update(d.data(), d.size());
+        }
+        in.images_sha256 = h.hex_digest();
+        in.sample_index = choose(in.images->size(), o);
+        for (size_t k : in.sample_index) {
+            (void)m.image_processor()->preprocess(in.images->get(k), cfg.n_channels,
+                                                  cfg.image_size);
+            in.ids.emplace_back();
+        }
+        return in;
+    }
+    const std::vector<io::Sample> samples =
+        o.data.empty() ? io::builtin_prompts(read)
+                       : io::load_dataset(o.data, {.text_column = o.text_column, .max_samples = read});
+    if (samples.empty()) throw InputError(in.data_name, "no samples");
+    in.sample_index = choose(samples.size(), o);
+    for (size_t k : in.sample_index) {
+        const io::Sample& s = samples[k];
+        std::vector<int32_t> x;
+        if (!s.ids.empty()) {
+            for (int64_t id : s.ids) {
+                SS_CHECK_INPUT(id >= 0 && id < cfg.d_vocab, in.data_name, "sample ", k,
+                               " has token id ", id, " outside the vocabulary [0, ", cfg.d_vocab,
+                               ")");
+                x.push_back(int32_t(id));
+            }
+        } else {
+            x = m.encode(s.text, bos);
+        }
+        if (o.max_tokens > 0 && int64_t(x.size()) > o.max_tokens)
+            x.resize(size_t(o.max_tokens)), ++in.n_truncated;
+        if (x.empty()) throw InputError(in.data_name, "sample " + std::to_string(k) + " has no tokens");
+        in.ids.push_back(std::move(x));
+    }
+    return in;
+}
+
+}  // namespace sinkscope::analysis

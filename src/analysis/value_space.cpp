@@ -1,0 +1,99 @@
+// The value-space analysis (spec 8, PAPERS.md B.6-B.7): reference tokens and their share of each
+// query's update, on the residual stream and on the true V projections; transformation magnitude
+// and geometric-semantic alignment. Needs hidden states, so only model runs offer it. Table
+// value_space (long format, also .jsonl).
+#include <cmath>
+
+#include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/metrics/value_space.hpp"
+
+namespace sinkscope::analysis {
+
+namespace {
+
+namespace t = tables;
+
+// The eight per-layer values of value_space.csv from one layer's sums: (metric, convention,
+// mean, count). `mode` is "principled" or "ruscio2025".
+struct LayerValue {
+    const char* metric;
+    std::string convention;
+    double sum;
+    int64_t n;
+};
+std::vector<LayerValue> layer_values(const metrics::ValueSpaceLayer& L, const std::string& mode) {
+    return {{"reference_count", mode, L.sum_reference_count, L.n_inputs},
+            {t::metric::kRelativeMagnitude, "hidden", L.sum_rel_magnitude_hidden, L.n_hidden},
+            {"directional_influence", "hidden", L.sum_direction_hidden, L.n_hidden},
+            {t::metric::kRelativeMagnitude, "value", L.sum_rel_magnitude_value, L.n_value},
+            {"directional_influence", "value", L.sum_direction_value, L.n_value},
+            {t::metric::kTransformationMagnitude, mode, L.sum_transformation, L.n_transformation},
+            {"geometric_semantic_alignment", mode, L.sum_alignment, L.n_alignment}};
+}
+
+double mean(double sum, int64_t n) { return n > 0 ? sum / double(n) : std::nan(""); }
+
+class ValueSpace final : public Analysis {
+  public:
+    explicit ValueSpace(const AnalysisContext& c)
+        : ctx_(c), acc_(c.n_layers, c.options->value),
+          mode_(c.options->value.compat ? "ruscio2025" : "principled") {}
+
+    void add(const InputView& in, PerInputValues* per_input) override {
+        SS_CHECK(in.hidden, "the value-space analysis needs hidden states");
+        static const std::vector<std::vector<double>> none;
+        const auto& values = in.values ? *in.values : none;
+        std::vector<metrics::ValueSpaceLayer> mine;
+        acc_.add(*in.attention, *in.hidden, in.d_model, values, in.d_head,
+                 per_input ? &mine : nullptr);
+        if (!per_input) return;
+        for (size_t l = 0; l < mine.size(); ++l)
+            for (const auto& v : layer_values(mine[l], mode_))
+                if (v.n > 0)
+                    per_input->push_back({t::kValueSpace.name, int64_t(l), -1, v.metric,
+                                          v.convention, v.sum / double(v.n), double(v.n)});
+    }
+    void merge(const Analysis& other) override {
+        acc_.merge(dynamic_cast<const ValueSpace&>(other).acc_);
+    }
+    void save(BinaryWriter& w) const override { acc_.save(w); }
+    void load(BinaryReader& r) override { acc_.load(r); }
+
+    AnalysisOutput finish(const FinishContext&) override {
+        io::Table table(t::kValueSpace.columns);
+        for (size_t l = 0; l < acc_.layers().size(); ++l) {
+            const auto& L = acc_.layers()[l];
+            for (const auto& v : layer_values(L, mode_))
+                table.add_row({ctx_.model_name, std::string(), int64_t(l), int64_t(-1),
+                               std::string(v.metric), v.convention, mean(v.sum, v.n)});
+            table.add_row({ctx_.model_name, std::string(), int64_t(l), int64_t(-1),
+                           std::string("rows_without_visible_reference"), mode_,
+                           double(L.n_no_reference_visible)});
+        }
+        AnalysisOutput out;
+        out.tables.push_back({t::kValueSpace.name, std::move(table), true});
+        const auto& o = acc_.options();
+        out.record["value_space"] = {
+            {"variants",
+             {"hidden (residual stream entering the layer)", "value (V projections, GQA-expanded)"}},
+            {"reference_threshold", o.reference_threshold},
+            {"fallback_fraction", o.fallback_fraction},
+            {"cap_fraction", o.cap_fraction}};
+        return out;
+    }
+
+  private:
+    AnalysisContext ctx_;
+    metrics::ValueSpaceAccumulator acc_;
+    std::string mode_;
+};
+
+}  // namespace
+
+std::unique_ptr<Analysis> make_value_space(const AnalysisContext& c) {
+    return std::make_unique<ValueSpace>(c);
+}
+
+}  // namespace sinkscope::analysis

@@ -1,0 +1,222 @@
+// The analyze driver (DESIGN.md data flow): data -> tokenizer -> forward with capture hooks ->
+// one input's attention/hidden states/values -> analysis pipeline -> tables, run.json,
+// report.html. State is saved atomically every K inputs; --resume continues from it.
+#include "sinkscope/api/analyze.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <torch/torch.h>
+
+#include "sinkscope/analysis/capture.hpp"
+#include "sinkscope/analysis/inputs.hpp"
+#include "sinkscope/analysis/pipeline.hpp"
+#include "sinkscope/api/run_outputs.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/progress.hpp"
+#include "sinkscope/core/serialize.hpp"
+#include "sinkscope/core/sha256.hpp"
+#include "sinkscope/io/run_record.hpp"
+#include "sinkscope/model/model.hpp"
+#include "sinkscope/report/report.hpp"
+
+namespace fs = std::filesystem;
+
+namespace sinkscope::api {
+
+using analysis::AnalysisInputs;
+
+namespace {
+
+constexpr const char* kStateFile = "state.bin";
+// State format 3: one state per registry analysis, named, and the streamed tables' sizes.
+constexpr uint32_t kStateVersion = 3;
+
+// What a run depends on: a resumed run must have exactly these.
+nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs) {
+    Sha256 h;
+    h.update(inputs.images_sha256.data(), inputs.images_sha256.size());  // images: their files
+    for (const auto& s : inputs.ids) {
+        uint64_t n = s.size();
+        h.update(&n, sizeof n);
+        h.update(s.data(), s.size() * sizeof(int32_t));
+    }
+    nlohmann::json options = analysis::to_json(o.analysis);
+    options.erase("threads");  // results do not depend on it
+    return {{"model", fs::absolute(o.m.model).string()},
+            {"inputs_sha256", h.hex_digest()},
+            {"options", options},
+            {"device", o.m.device},
+            {"dtype", o.m.dtype},
+            {"bos", o.m.bos},
+            {"attention_memory_mb", o.attention_memory_mb}};
+}
+
+Progress::Mode progress_mode(const std::string& s) {
+    if (s == "auto") return Progress::Mode::Auto;
+    if (s == "always") return Progress::Mode::Always;
+    if (s == "never") return Progress::Mode::Never;
+    throw UsageError("--progress must be auto, always or never");
+}
+
+}  // namespace
+
+void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
+    // ---- options --------------------------------------------------------------------------
+    if (o.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
+    if (o.attention_memory_mb < 0) throw UsageError("--attention-memory-mb must be >= 0");
+    if (o.samples < 0) throw UsageError("--samples must be >= 0");
+    if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
+    const auto progress = progress_mode(o.progress);
+    analysis::AnalysisOptions aopts = o.analysis;
+    aopts.threads = o.m.threads;
+    analysis::ResolvedOptions resolved =
+        analysis::resolve(aopts, {.hidden_states = true, .source = o.m.model});
+    check_output_dir(o.out, o.overwrite);  // before the model loads: nothing of the user's is replaced
+    const auto bos = tokenizer::parse_bos_policy(o.m.bos);
+    const bool want_value = resolved.selected("value");
+
+    io::RunRecord record(o.command_line);
+    const auto t0 = std::chrono::steady_clock::now();
+
+    // ---- model and data ---------------------------------------------------------------------
+    model::Model m = model::load_model(o.m.model, load_options(o.m));
+    const auto& cfg = m.config();
+    const AnalysisInputs inputs = analysis::load_inputs(
+        m,
+        {.data = o.data, .text_column = o.text_column, .max_tokens = o.max_tokens,
+         .samples = o.samples, .seed = o.analysis.seed},
+        bos);  // text ids or images
+    const std::vector<std::vector<int32_t>>& ids = inputs.ids;
+
+    // ---- analyses, resumable staging ----------------------------------------------------------
+    if (resolved.head.sink.bos_id < 0)
+        resolved.head.sink.bos_id = cfg.bos_token_id >= 0 ? cfg.bos_token_id
+                                    : m.tokenizer()      ? m.tokenizer()->bos_id()
+                                                         : -1;
+    resolved.p2.sink = resolved.head.sink;
+    const std::string model_name = fs::absolute(o.m.model).filename().string();
+    analysis::AnalysisPipeline pipeline(cfg.n_layers, cfg.n_heads, resolved, model_name,
+                                        o.m.model);
+
+    const nlohmann::json print = fingerprint(o, inputs);
+    OutputDir out = OutputDir::resumable(o.out, o.overwrite);
+    const fs::path state_path = out.file(kStateFile);
+    int64_t n_done = 0;
+    if (fs::exists(state_path)) {
+        out.keep_on_failure();  // never discard an interrupted run's state by accident
+        if (!o.resume)
+            throw UsageError(out.staging().string() +
+                             " holds an interrupted run: pass --resume to continue it, or delete it");
+        std::string bytes = read_file(state_path);
+        BinaryReader r(bytes, state_path.string());
+        r.expect_tag("sinkscope-analyze-state");
+        if (r.get<uint32_t>() != kStateVersion) r.fail("written by another sinkscope version");
+        if (r.get_string() != print.dump())
+            throw UsageError("--resume: the interrupted run in " + out.staging().string() +
+                             " used other inputs or options; delete it or repeat its command");
+        n_done = r.get<int64_t>();
+        pipeline.load(r);
+        log << "resuming at input " << n_done << " of " << ids.size() << "\n";
+        log.flush();
+    }
+    auto save_state = [&](int64_t done) {
+        BinaryWriter w;
+        w.tag("sinkscope-analyze-state");
+        w.put<uint32_t>(kStateVersion);
+        w.put_string(print.dump());
+        w.put<int64_t>(done);
+        pipeline.save(w);
+        write_file_atomic(state_path, w.bytes());
+        out.keep_on_failure();  // from now on an interruption leaves something to resume
+    };
+    if (n_done > 0) out.keep_on_failure();
+    pipeline.open_streams(out.staging());
+
+    // ---- stream the inputs ------------------------------------------------------------------------
+    Progress bar("analyze", int64_t(ids.size()), progress);
+    pipeline.set_progress(bar.stage_reporter());
+    int64_t tokens = 0;
+    for (int64_t n = 0; n < n_done; ++n) tokens += inputs.n_tokens(size_t(n));
+    std::vector<std::string> pieces;
+    metrics::Masking masking = metrics::Masking::Causal;
+    for (int64_t n = n_done; n < int64_t(ids.size()); ++n) {
+        const bool lazy =
+            analysis::use_lazy_attention(cfg, inputs.n_tokens(size_t(n)), o.attention_memory_mb);
+        bar.stage("forward", 0, 1);
+        analysis::Captured c = analysis::capture_input(m, inputs, size_t(n), want_value, lazy);
+        masking = c.attention.masking;
+        pieces.clear();
+        if (m.tokenizer())
+            for (int32_t id : ids[n]) pieces.push_back(m.tokenizer()->piece(id));
+        pipeline.add(c.attention, m.tokenizer() ? &pieces : nullptr,
+                     want_value ? &c.hidden : nullptr, want_value ? &c.values : nullptr,
+                     cfg.d_model, cfg.d_head);
+        tokens += inputs.n_tokens(size_t(n));
+        bar.update(n + 1, tokens);
+        if ((n + 1) % o.checkpoint_every == 0 && n + 1 < int64_t(ids.size())) save_state(n + 1);
+        if (o.after_input) o.after_input(n + 1);
+    }
+    bar.finish();
+
+    // ---- outputs ------------------------------------------------------------------------------
+    const analysis::PipelineResults results = pipeline.finish();
+    write_outputs(results, out.staging());
+    for (const auto& w : results.warnings) std::cerr << "sinkscope: warning: " << w << "\n";
+    log << results.summary;
+    nlohmann::json& rec = record.json();
+    rec.update(results.record);
+    rec["options"] = analysis::to_json(aopts);
+    record.set_model_files(o.m.model, m.files);
+    rec["model"]["architecture"] = cfg.architecture;
+    rec["model"]["format"] = model::weight_format_name(m.format);
+    rec["model"]["dims"] = {{"n_layers", cfg.n_layers}, {"n_heads", cfg.n_heads},
+                            {"n_kv_heads", cfg.n_kv_heads}, {"d_model", cfg.d_model},
+                            {"d_head", cfg.d_head}, {"d_vocab", cfg.d_vocab}};
+    rec["subcommand"] = "analyze";
+    rec["device"] = o.m.device;
+    rec["dtype"] = o.m.dtype;
+    rec["threads"] = resolved.threads;
+    rec["tokenizer"] = m.tokenizer()     ? m.tokenizer()->kind()
+                       : cfg.is_vision() ? "none (images)"
+                                         : "none (token ids given)";
+    rec["bos_policy"] = tokenizer::bos_policy_name(bos);
+    rec["data"] = {{"source", inputs.data_name}, {"n_samples", ids.size()}, {"n_tokens", tokens},
+                   {"max_tokens", o.max_tokens}, {"n_truncated", inputs.n_truncated}};
+    rec["data"]["kind"] = inputs.kind;
+    rec["data"]["selection"] = o.analysis.seed && o.samples > 0
+                                   ? "random subset (seed " + std::to_string(*o.analysis.seed) + ")"
+                                   : std::string("first samples");
+    if (inputs.images) rec["data"]["images_sha256"] = inputs.images_sha256;
+    else if (!o.data.empty()) rec["data"]["sha256"] = sha256_file(o.data);
+    rec["sink_policy"] = {{"requested", o.analysis.sink},
+                          {"resolved", metrics::to_string(metrics::resolve_auto(resolved.head.sink, masking))},
+                          {"positions_file", "sinks.csv"},
+                          {"positions", pipeline.sink_positions()}};
+    rec["compat"] = o.analysis.compat.empty() ? "none (principled)" : o.analysis.compat;
+    int64_t n_recomputed = 0;
+    for (size_t k = 0; k < inputs.size(); ++k)
+        n_recomputed +=
+            analysis::use_lazy_attention(cfg, inputs.n_tokens(k), o.attention_memory_mb) ? 1 : 0;
+    rec["attention_storage"] = {
+        {"memory_mb", o.attention_memory_mb},
+        {"rule", "inputs whose fp64 pattern + scores [L, H, T, T] exceed memory_mb have their rows "
+                 "recomputed in blocks of " + std::to_string(analysis::LazyAttention::kRowsPerBlock) +
+                 " from hook_rot_q/hook_rot_k (float32 scores and softmax, as the forward)"},
+        {"recomputed_inputs", n_recomputed}};
+    rec["resumed"] = n_done > 0;
+    rec["checkpoint_every"] = o.checkpoint_every;
+    fs::remove(state_path);
+    record.write(out.staging());
+    if (o.report) report::write_report(out.staging(), true);  // our own staging folder
+    out.commit();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char line[200];
+    std::snprintf(line, sizeof line, "analyzed %zu inputs (%lld tokens) in %.1f s; wrote %s\n",
+                  ids.size(), (long long)tokens, secs, o.out.string().c_str());
+    log << line;
+}
+
+}  // namespace sinkscope::api

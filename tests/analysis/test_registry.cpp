@@ -1,0 +1,216 @@
+// The registry contract, checked for every registered analysis that reads attention alone: a run
+// interrupted after any input and continued from saved state gives byte-identical tables, two
+// shards merged give the tables of one pass (to the rounding of regrouped sums), and
+// AnalysisOptions is validated and resolved in one place with the spec's values as defaults.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "sinkscope/analysis/options.hpp"
+#include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/core/error.hpp"
+#include "synthetic_attention.hpp"
+#include "tolerance.hpp"
+
+using namespace sinkscope;
+using namespace sinkscope::analysis;
+using metrics::Masking;
+
+namespace {
+
+constexpr int64_t kL = 2, kH = 3, kT = 12;
+
+metrics::AttentionInput input(uint64_t seed) {
+    return testutil::random_input(seed, kL, kH, kT, Masking::Causal, true);
+}
+
+// Feeds inputs [begin, end) to `a` (with the pipeline's sink resolution and per-input values;
+// an analysis that reads per-input values also gets those of compositional, graphs and kl).
+void feed(Analysis& a, const AnalysisContext& ctx, uint64_t begin, uint64_t end,
+          int64_t first_index, bool reads_values = false) {
+    const ResolvedOptions& o = *ctx.options;
+    for (uint64_t s = begin; s < end; ++s) {
+        const auto in = input(s);
+        const auto sinks = metrics::resolve_sinks(in, o.head.sink);
+        InputView v;
+        v.index = first_index + int64_t(s - begin);
+        v.attention = &in;
+        v.sinks = &sinks;
+        PerInputValues values;
+        a.add(v, &values);
+        if (reads_values)
+            for (const char* name : {"compositional", "graphs", "kl"})
+                find_analysis(name).make(ctx)->add(v, &values);
+        a.add_per_input(v.index, values);
+    }
+}
+
+// Finishes `a`, giving it the compositional results it may read (heads).
+AnalysisOutput finish(Analysis& a, const AnalysisContext& ctx) {
+    FinishContext fc;
+    auto comp = make_compositional(ctx);
+    feed(*comp, ctx, 0, 4, 0);
+    const AnalysisOutput c = comp->finish(fc);
+    fc.finished["compositional"] = &c;
+    return a.finish(fc);
+}
+
+std::string tables_text(const AnalysisOutput& o) {
+    std::string s;
+    for (const auto& t : o.tables) s += t.name + "\n" + t.table.to_csv();
+    return s;
+}
+
+}  // namespace
+
+class EveryAnalysis : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryAnalysis, ResumedFromSavedStateIsIdentical) {
+    AnalysisOptions opts;
+    opts.bootstrap = 200;
+    const ResolvedOptions o = resolve(opts, {});
+    AnalysisContext ctx{kL, kH, &o, "synthetic", "synthetic"};
+    const AnalysisInfo& info = find_analysis(GetParam());
+    const bool rv = info.needs.per_input_values;
+    auto whole = info.make(ctx);
+    feed(*whole, ctx, 0, 4, 0, rv);
+    for (uint64_t cut : {1u, 3u}) {
+        auto first = info.make(ctx);
+        feed(*first, ctx, 0, cut, 0, rv);
+        BinaryWriter w;
+        first->save(w);
+        auto resumed = info.make(ctx);
+        BinaryReader r(w.bytes(), "state");
+        resumed->load(r);
+        feed(*resumed, ctx, cut, 4, int64_t(cut), rv);
+        EXPECT_EQ(tables_text(finish(*resumed, ctx)), tables_text(finish(*whole, ctx)))
+            << GetParam() << " cut after " << cut;
+        whole = info.make(ctx);
+        feed(*whole, ctx, 0, 4, 0, rv);
+    }
+}
+
+TEST_P(EveryAnalysis, MergedShardsEqualOnePass) {
+    AnalysisOptions opts;
+    opts.bootstrap = 200;
+    const ResolvedOptions o = resolve(opts, {});
+    AnalysisContext ctx{kL, kH, &o, "synthetic", "synthetic"};
+    const AnalysisInfo& info = find_analysis(GetParam());
+    const bool rv = info.needs.per_input_values;
+    auto whole = info.make(ctx), a = info.make(ctx), b = info.make(ctx);
+    feed(*whole, ctx, 0, 4, 0, rv);
+    feed(*a, ctx, 0, 2, 0, rv);
+    feed(*b, ctx, 2, 4, 0, rv);
+    a->merge(*b);
+    const AnalysisOutput x = finish(*whole, ctx), y = finish(*a, ctx);
+    ASSERT_EQ(x.tables.size(), y.tables.size()) << GetParam();
+    for (size_t k = 0; k < x.tables.size(); ++k) {
+        const auto& tx = x.tables[k].table;
+        const auto& ty = y.tables[k].table;
+        ASSERT_EQ(tx.columns(), ty.columns());
+        ASSERT_EQ(tx.size(), ty.size()) << x.tables[k].name;
+        for (size_t r = 0; r < tx.size(); ++r)
+            for (size_t c = 0; c < tx.columns().size(); ++c) {
+                const auto& u = tx.rows()[r][c];
+                const auto& v = ty.rows()[r][c];
+                if (std::holds_alternative<double>(u) && std::holds_alternative<double>(v)) {
+                    const double p = std::get<double>(u), q = std::get<double>(v);
+                    if (std::isnan(p)) {
+                        EXPECT_TRUE(std::isnan(q));
+                    } else {
+                        // Sums over 4 inputs regrouped as (2 + 2): a few roundings of the
+                        // result, amplified where it is a difference (std, distances).
+                        EXPECT_NEAR(p, q, testutil::kF64SumRel * std::max(1.0, std::abs(p)))
+                            << x.tables[k].name << " row " << r << " " << tx.columns()[c];
+                    }
+                } else {
+                    EXPECT_EQ(u, v) << x.tables[k].name << " row " << r << " " << tx.columns()[c];
+                }
+            }
+    }
+}
+
+std::vector<std::string> attention_analyses() {
+    std::vector<std::string> names;
+    for (const auto& info : registry())
+        if (!info.needs.hidden_states) names.emplace_back(info.name);
+    return names;
+}
+INSTANTIATE_TEST_SUITE_P(Registry, EveryAnalysis, ::testing::ValuesIn(attention_analyses()),
+                         [](const auto& info) { return info.param; });
+
+// Defaults are the spec's values (METRICS.md section 8 / PAPERS.md B.4, B.5), written here.
+TEST(AnalysisOptions, DefaultsAreTheSpecValues) {
+    const AnalysisOptions o;
+    EXPECT_EQ(o.graph_thresholds, (std::vector<double>{0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2}));
+    EXPECT_EQ(o.sink_percentiles, (std::vector<double>{0.8, 0.9, 0.95}));
+    EXPECT_EQ(o.effective_density_lo, 0.05);
+    EXPECT_EQ(o.effective_density_hi, 0.95);
+    EXPECT_EQ(o.min_parts, 3);
+    const ResolvedOptions r = resolve(o, {});
+    EXPECT_EQ(r.p2.graph_thresholds, o.graph_thresholds);
+    EXPECT_EQ(r.p2.sink_percentiles, o.sink_percentiles);
+    EXPECT_GE(r.threads, 1);
+    EXPECT_EQ(r.head.n_threads, r.threads);
+    EXPECT_EQ(r.p2.threads, r.threads);
+}
+
+// Selection: "all" without hidden states leaves out value; prerequisites are added in registry
+// order; unknown names and value without hidden states are refused naming the flag.
+TEST(AnalysisOptions, SelectionAndErrors) {
+    AnalysisOptions o;
+    auto names = resolve(o, {}).analyses;
+    EXPECT_EQ(std::count(names.begin(), names.end(), "value"), 0);
+    names = resolve(o, {.hidden_states = true}).analyses;
+    EXPECT_EQ(std::count(names.begin(), names.end(), "value"), 1);
+    o.analyses = {"heads"};
+    EXPECT_EQ(resolve(o, {}).analyses, (std::vector<std::string>{"compositional", "heads"}));
+    auto message = [](AnalysisOptions bad) {
+        try {
+            resolve(bad, {});
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    o.analyses = {"bogus"};
+    EXPECT_NE(message(o).find("--analyses"), std::string::npos);
+    o.analyses = {"value"};
+    EXPECT_NE(message(o).find("hidden states"), std::string::npos);
+    AnalysisOptions b;
+    b.min_parts = 1;
+    EXPECT_NE(message(b).find("--min-parts"), std::string::npos);
+    b = {};
+    b.threads = -1;
+    EXPECT_NE(message(b).find("--threads"), std::string::npos);
+    b = {};
+    b.graph_thresholds = {};
+    EXPECT_NE(message(b).find("--graph-thresholds"), std::string::npos);
+    b = {};
+    b.sink = "sideways";
+    EXPECT_NE(message(b).find("--sink"), std::string::npos);
+}
+
+// A non-default constant reaches the tables: one graph threshold, one sink percentile.
+TEST(AnalysisOptions, ConstantsReachTheTables) {
+    AnalysisOptions opts;
+    opts.graph_thresholds = {0.03};
+    opts.sink_percentiles = {0.5};
+    const ResolvedOptions o = resolve(opts, {});
+    AnalysisContext ctx{kL, kH, &o, "synthetic", "synthetic"};
+    for (const char* name : {"graphs", "kl"}) {
+        auto a = find_analysis(name).make(ctx);
+        feed(*a, ctx, 0, 2, 0);
+        const AnalysisOutput out = finish(*a, ctx);
+        ASSERT_EQ(out.tables.size(), 1u) << name;
+        const auto& t = out.tables[0].table;
+        const auto param = size_t(std::find(t.columns().begin(), t.columns().end(), "param") -
+                                  t.columns().begin());
+        for (const auto& row : t.rows()) {
+            const std::string p = std::get<std::string>(row[param]);
+            if (std::string(name) == "graphs") EXPECT_EQ(p, "0.03");
+            else if (p != "0" && p != "first") EXPECT_EQ(p, "0.5");  // direct sink mass: key
+        }
+    }
+}
