@@ -4,8 +4,8 @@
 # does not fail it). Prints the formatting diff and exits 1 when a changed line is not formatted;
 # exits 77 (skipped) when the tree is not a git checkout or the base commit is not in it.
 #
-# Base: BASE if set, else the merge-base with origin/main when that exists, else the fixed commit
-# below (the last one before this check existed). The working tree is compared with the base,
+# Base: BASE if set, else the merge-base with origin/main when that exists and is not HEAD
+# itself, else the fixed commit below (the last one before this check existed). The working tree is compared with the base,
 # so committed, staged and unstaged changes and new untracked files are all checked.
 # Fix what it reports with: git diff -U0 BASE | clang-format-diff -p1 -i
 set -euo pipefail
@@ -23,7 +23,10 @@ base=${BASE:-}
 if [ -z "$base" ]; then
   if git rev-parse --verify -q origin/main >/dev/null; then
     base=$(git merge-base HEAD origin/main)
-  else
+  fi
+  # On main itself (CI's clone: the merge-base is HEAD) the fixed base, so that everything
+  # changed since the check existed stays checked.
+  if [ -z "$base" ] || [ "$(git rev-parse "$base")" = "$(git rev-parse HEAD)" ]; then
     base=$FIXED_BASE
   fi
 fi
