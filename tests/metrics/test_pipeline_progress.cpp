@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "sinkscope/metrics/pipeline.hpp"
-#include "synthetic.hpp"
+#include "synthetic_attention.hpp"
 
 using namespace sinkscope;
 using namespace sinkscope::metrics;
