@@ -21,7 +21,7 @@ git add scripts/check-format.sh
 git -c user.name=t -c user.email=t@t commit -q --allow-empty -m "script under test"
 
 fail() { echo "test_check_format: FAILED: $*" >&2; exit 1; }
-check() { BASE=HEAD scripts/check-format.sh >"$tmp/out" 2>&1; }
+check() { CHECK_FORMAT_BASE=HEAD scripts/check-format.sh >"$tmp/out" 2>&1; }
 
 check || fail "unchanged tree reported: $(cat "$tmp/out")"
 
