@@ -4,10 +4,11 @@
 # does not fail it). Prints the formatting diff and exits 1 when a changed line is not formatted;
 # exits 77 (skipped) when the tree is not a git checkout or the base commit is not in it.
 #
-# Base: CHECK_FORMAT_BASE if set, else the merge-base with origin/main when that exists and is not HEAD
-# itself, else the fixed commit below (the last one before this check existed). The working tree is compared with the base,
-# so committed, staged and unstaged changes and new untracked files are all checked.
-# Fix what it reports with: git diff -U0 BASE | clang-format-diff -p1 -i -binary clang-format
+# Base: CHECK_FORMAT_BASE if set, else the merge-base with origin/main when that exists and is
+# not HEAD itself, else the fixed commit below (the last one before this check existed). The
+# working tree is compared with the base, so committed, staged and unstaged changes and new
+# untracked files are all checked. Fix what it reports with
+#   git diff -U0 BASE | clang-format-diff -p1 -i -binary clang-format
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
