@@ -3,33 +3,17 @@
 // row) and GFLOP/s under the flop model below.
 #include <benchmark/benchmark.h>
 
-#include <cmath>
-#include <random>
-
 #include "sinkscope/metrics/head.hpp"
+#include "synthetic_attention.hpp"
 
 using namespace sinkscope::metrics;
 
 namespace {
 
+// [L, H, T, T] causal rows softmax(N(0, 1) + 3 on key 0).
 AttentionInput make_input(int64_t n_layers, int64_t n_heads, int64_t t) {
-    std::mt19937_64 rng(42);
-    std::normal_distribution<double> g;
-    AttentionInput x;
-    x.n_layers = n_layers;
-    x.n_heads = n_heads;
-    x.n_tokens = t;
-    x.length = t;
-    x.masking = Masking::Causal;
-    x.pattern.assign(size_t(n_layers * n_heads * t * t), 0.0);  // [L, H, T, T] causal rows
-    for (int64_t r = 0; r < n_layers * n_heads * t; ++r) {
-        const int64_t i = r % t;
-        double* row = &x.pattern[size_t(r * t)];
-        double s = 0;
-        for (int64_t j = 0; j <= i; ++j) s += (row[j] = std::exp(g(rng) + (j == 0 ? 3.0 : 0.0)));
-        for (int64_t j = 0; j <= i; ++j) row[j] /= s;
-    }
-    return x;
+    return sinkscope::testutil::causal_sink_attention(n_layers, n_heads, t, {.sink_boost = 3.0},
+                                                      42);
 }
 
 // Flops per query row set with D parts and n heads (log counted as one flop):

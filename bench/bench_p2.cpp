@@ -1,35 +1,18 @@
 // All spec-8 analyses on one input (principled, head-averaged graphs): target < 1 s for
 // L = 32, H = 32, T = 128 on 2 cores.
-#include <cmath>
-#include <random>
-
 #include <benchmark/benchmark.h>
 
 #include "sinkscope/metrics/p2.hpp"
+#include "synthetic_attention.hpp"
 
 using namespace sinkscope::metrics;
 
 namespace {
-// Causal softmax attention with a sink on key 0, [L, H, T, T].
+// Causal softmax attention with a sink on key 0: rows softmax(1.5 N(0, 1) + 4 on key 0),
+// [L, H, T, T].
 AttentionInput make_input(int64_t n_layers, int64_t n_heads, int64_t n) {
-    std::mt19937_64 rng(2025);
-    std::normal_distribution<double> normal;
-    AttentionInput in;
-    in.n_layers = n_layers;
-    in.n_heads = n_heads;
-    in.n_tokens = in.length = n;
-    in.masking = Masking::Causal;
-    in.pattern.assign(static_cast<size_t>(n_layers * n_heads * n * n), 0.0);
-    for (int64_t l = 0; l < n_layers; ++l)
-        for (int64_t h = 0; h < n_heads; ++h)
-            for (int64_t i = 0; i < n; ++i) {
-                double* r = in.pattern.data() + in.offset(l, h, i);
-                double sum = 0;
-                for (int64_t j = 0; j <= i; ++j)
-                    sum += (r[j] = std::exp(1.5 * normal(rng) + (j == 0 ? 4.0 : 0.0)));
-                for (int64_t j = 0; j <= i; ++j) r[j] /= sum;
-            }
-    return in;
+    return sinkscope::testutil::causal_sink_attention(n_layers, n_heads, n,
+                                                      {.scale = 1.5, .sink_boost = 4.0}, 2025);
 }
 
 void run(benchmark::State& state, const std::string& analyses, const std::string& compat,

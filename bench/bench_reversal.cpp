@@ -7,17 +7,14 @@
 
 #include "sinkscope/metrics/head_analyses.hpp"
 #include "sinkscope/metrics/reversal.hpp"
+#include "synthetic_attention.hpp"
 
 namespace {
 
-// n x n symmetric matrix with zero diagonal and positive off-diagonal entries, like a head
-// distance matrix (the counting cost does not depend on the values).
+// n x n head distance matrix with entries ~ U(0.1, 1) (the counting cost does not depend on
+// the values).
 Eigen::MatrixXd random_distances(int n, std::mt19937_64& rng) {
-    std::uniform_real_distribution<double> u(0.1, 1.0);
-    Eigen::MatrixXd d = Eigen::MatrixXd::Zero(n, n);  // [head, head]
-    for (int i = 0; i < n; ++i)
-        for (int j = i + 1; j < n; ++j) d(i, j) = d(j, i) = u(rng);
-    return d;
+    return sinkscope::testutil::random_distance_matrix(n, rng, 0.1, 1.0);
 }
 
 // Arguments: number of heads, threads.

@@ -11,7 +11,9 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libpcre2-dev libsentencepiece-dev
   libpng-dev                                 # PNG images for vision models (ViT)
   libgtest-dev libbenchmark-dev
+  clang-format                               # scripts/check-format.sh (ctest label format)
   pybind11-dev python3-dev python3-numpy python3-pytest
+  python3-scipy                              # reference values of tests/metrics/test_statistics
   chromium                                   # headless check that report.html renders
 )
 

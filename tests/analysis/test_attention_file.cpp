@@ -8,7 +8,7 @@
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/analysis/attention_file.hpp"
 #include "sinkscope/metrics/head.hpp"
-#include "synthetic.hpp"
+#include "synthetic_attention.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope;

@@ -9,6 +9,7 @@
 
 #include "sinkscope/metrics/cluster.hpp"
 #include "sinkscope/metrics/head_analyses.hpp"
+#include "synthetic_attention.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope::metrics;
@@ -180,11 +181,8 @@ TEST(HeadAnalyses, ChoosesKBySilhouetteAndListsHeadlinePairsFirst) {
     const Eigen::MatrixXd blobs = pairwise_euclidean(planted_blobs(6, truth, rng));
     std::map<std::string, Eigen::MatrixXd> m;
     for (const std::string& name : clustered_matrix_names()) m[name] = blobs;
-    Eigen::MatrixXd noise(24, 24);  // [head, head], unrelated distances for js_drop
-    std::uniform_real_distribution<double> u(1.0, 2.0);
-    for (int i = 0; i < 24; ++i)
-        for (int j = 0; j <= i; ++j) noise(i, j) = noise(j, i) = i == j ? 0.0 : u(rng);
-    m[head_matrix::kJsDrop] = noise;
+    // unrelated distances for js_drop, [head, head]
+    m[head_matrix::kJsDrop] = testutil::random_distance_matrix(24, rng, 1.0, 2.0);
     std::vector<std::pair<int, int>> labels;
     for (int i = 0; i < 24; ++i) labels.emplace_back(i / 4, i % 4);
     const auto res = run_head_analyses(m, labels, {}, 0.3, HeadAnalysisOptions{});

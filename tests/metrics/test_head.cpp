@@ -6,7 +6,7 @@
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/metrics/head.hpp"
-#include "synthetic.hpp"
+#include "synthetic_attention.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope;

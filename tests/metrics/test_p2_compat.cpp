@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <random>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -14,40 +13,16 @@
 #include "sinkscope/metrics/graph.hpp"
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/metrics/p2.hpp"
+#include "synthetic_attention.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope;
 using namespace sinkscope::metrics;
 
 namespace {
-// Causal rows softmax(scale * normal + sink_boost on key 0 + diag_boost on the diagonal),
-// [L, H, T, T].
-AttentionInput causal_softmax_rows(int64_t n_layers, int64_t n_heads, int64_t n, double scale,
-                                   double sink_boost, double diag_boost, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> normal;
-    AttentionInput in;
-    in.n_layers = n_layers;
-    in.n_heads = n_heads;
-    in.n_tokens = in.length = n;
-    in.masking = Masking::Causal;
-    in.pattern.assign(static_cast<size_t>(n_layers * n_heads * n * n), 0.0);
-    for (int64_t l = 0; l < n_layers; ++l)
-        for (int64_t h = 0; h < n_heads; ++h)
-            for (int64_t i = 0; i < n; ++i) {
-                double* r = in.pattern.data() + in.offset(l, h, i);
-                double sum = 0;
-                for (int64_t j = 0; j <= i; ++j)
-                    sum += (r[j] = std::exp(scale * normal(rng) + (j == 0) * sink_boost +
-                                            (j == i) * diag_boost));
-                for (int64_t j = 0; j <= i; ++j) r[j] /= sum;
-            }
-    return in;
-}
-
 // Random causal softmax attention with a sink on key 0, [L, H, T, T].
 AttentionInput random_causal(int64_t n_layers, int64_t n_heads, int64_t n, uint64_t seed) {
-    return causal_softmax_rows(n_layers, n_heads, n, 1.0, 2.0, 0.0, seed);
+    return testutil::causal_sink_attention(n_layers, n_heads, n, {.sink_boost = 2.0}, seed);
 }
 double stat(const P2Results& r, const std::string& table, int64_t l, int64_t h,
             const std::string& metric, const std::string& param = "") {
@@ -251,7 +226,8 @@ namespace {
 // Causal rows softmax(scale * normal + boost on key 0 and on the diagonal), [L, H, T, T].
 AttentionInput causal_rows(int64_t n_layers, int64_t n_heads, int64_t n, double scale, double boost,
                            uint64_t seed) {
-    return causal_softmax_rows(n_layers, n_heads, n, scale, boost, boost, seed);
+    return testutil::causal_sink_attention(
+        n_layers, n_heads, n, {.scale = scale, .sink_boost = boost, .diag_boost = boost}, seed);
 }
 // Compat (10.r) decision for one input, computed here: the notebook's head average (raw
 // values, summed over heads in order, then divided by H) has density sum 1[avg > tau] / n^2.

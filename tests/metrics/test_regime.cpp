@@ -13,6 +13,7 @@
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/metrics/head_analyses.hpp"
 #include "sinkscope/metrics/regime.hpp"
+#include "synthetic_attention.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope;
@@ -30,11 +31,8 @@ struct Fixture {
 Fixture make_fixture() {
     Fixture f;
     std::mt19937_64 rng(2);
-    std::uniform_real_distribution<double> u(1.0, 2.0);
     const int n = 12;
-    Eigen::MatrixXd b = Eigen::MatrixXd::Zero(n, n);  // [head, head]
-    for (int i = 0; i < n; ++i)
-        for (int j = i + 1; j < n; ++j) b(i, j) = b(j, i) = u(rng);
+    const Eigen::MatrixXd b = testutil::random_distance_matrix(n, rng, 1.0, 2.0);  // [head, head]
     for (const std::string& name : clustered_matrix_names()) f.matrices[name] = b;
     Eigen::MatrixXd reversed = (10.0 - b.array()).matrix();
     reversed.diagonal().setZero();

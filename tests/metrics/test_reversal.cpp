@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sinkscope/metrics/reversal.hpp"
+#include "synthetic_attention.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope::metrics;
@@ -88,21 +89,16 @@ std::vector<Head> drop_heads(const std::vector<Head>& heads) {
     return out;
 }
 
-// Random heads: each row a softmax of Gaussian scores, with a sink logit shift per head.
+// Random heads: each row a softmax of Gaussian scores, with a sink logit shift ~ N(0, 9) per
+// head.
 std::vector<Head> random_heads(int n_heads, int n_rows, int n_parts, std::mt19937_64& rng) {
     std::normal_distribution<double> z(0.0, 1.0);
+    auto draw = [&] { return z(rng); };
     std::vector<Head> heads;
     for (int h = 0; h < n_heads; ++h) {
-        const double sink_shift = 3.0 * z(rng);
-        Head head;
-        for (int r = 0; r < n_rows; ++r) {
-            Row p(static_cast<size_t>(n_parts));
-            double sum = 0;
-            for (int j = 0; j < n_parts; ++j)
-                sum += (p[static_cast<size_t>(j)] = std::exp(z(rng) + (j == 0 ? sink_shift : 0)));
-            for (double& x : p) x /= sum;
-            head.push_back(p);
-        }
+        const testutil::SinkRow shape{.sink_boost = 3.0 * draw()};
+        Head head(static_cast<size_t>(n_rows), Row(static_cast<size_t>(n_parts)));
+        for (Row& p : head) testutil::sink_softmax_row(draw, shape, n_parts, p.data());
         heads.push_back(head);
     }
     return heads;

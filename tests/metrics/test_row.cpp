@@ -8,7 +8,7 @@
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/metrics/row.hpp"
-#include "synthetic.hpp"
+#include "synthetic_attention.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope;

@@ -3,7 +3,7 @@
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/metrics/sink.hpp"
-#include "synthetic.hpp"
+#include "synthetic_attention.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope;

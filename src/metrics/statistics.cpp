@@ -1,0 +1,363 @@
+// Correlation tests, the paired t-test, Student-t p-values through the incomplete beta function,
+// and the seeded bootstrap of a weighted mean (see statistics.hpp for the conventions).
+#include "sinkscope/metrics/statistics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <numeric>
+#include <vector>
+
+#include "sinkscope/core/error.hpp"
+
+namespace sinkscope::metrics {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kEps = std::numeric_limits<double>::epsilon();
+
+// --- log B(a, b) without cancellation --------------------------------------------------------
+// Stirling: lgamma(z) = (z - 1/2) log z - z + log(2 pi)/2 + w(z), with the remainder series
+// w(z) = sum_k B_2k / (2k (2k - 1) z^(2k - 1)) (Abramowitz & Stegun 6.1.40). For z >= 10 the
+// seven terms below leave < 1e-17 (the next term is 3617 / (122400 z^15)).
+double stirling_remainder(double z) {
+    const double z2 = 1.0 / (z * z);
+    return (1.0 / 12 +
+            z2 * (-1.0 / 360 +
+                  z2 * (1.0 / 1260 +
+                        z2 * (-1.0 / 1680 +
+                              z2 * (1.0 / 1188 + z2 * (-691.0 / 360360 + z2 * (1.0 / 156))))))) /
+           z;
+}
+
+// log B(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b). Summing std::lgamma values loses
+// ~|lgamma(a + b)| 2^-53 absolutely (~1e-12 at a + b = 1000, where the terms are ~6000 and the
+// result is small), so for a large argument the difference is taken analytically from Stirling's
+// series, where the large terms cancel before rounding (DiDonato & Morris 1992, "algdiv"):
+//   both >= 10: (a - 1/2) log(a/(a+b)) + (b - 1/2) log(b/(a+b)) - log(a+b)/2 + log(2 pi)/2
+//               + w(a) + w(b) - w(a+b);
+//   s < 10 <= g: lgamma(s) - (g - 1/2) log1p(s/g) - s log(g + s) + s + w(g) - w(g + s).
+double log_beta(double a, double b) {
+    const double s = std::min(a, b), g = std::max(a, b);
+    if (g < 10) return std::lgamma(a) + std::lgamma(b) - std::lgamma(a + b);
+    if (s < 10)
+        return std::lgamma(s) - (g - 0.5) * std::log1p(s / g) - s * std::log(g + s) + s +
+               stirling_remainder(g) - stirling_remainder(g + s);
+    const double sum = a + b;
+    return (a - 0.5) * std::log(a / sum) + (b - 0.5) * std::log(b / sum) - 0.5 * std::log(sum) +
+           0.5 * std::log(2 * std::numbers::pi) + stirling_remainder(a) + stirling_remainder(b) -
+           stirling_remainder(sum);
+}
+
+// --- the continued fraction of I_x(a, b) -------------------------------------------------------
+// Derivation (Abramowitz & Stegun 26.5.8; Numerical Recipes 6.4): integrating the series of
+// B(x; a, b) = int_0^x t^(a-1) (1-t)^(b-1) dt by parts gives the continued fraction
+//   I_x(a, b) = x^a (1-x)^b / (a B(a, b)) * 1 / (1 + d_1 / (1 + d_2 / (1 + ...)))
+// with d_(2m+1) = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)),
+//      d_(2m)   =  m (b - m) x / ((a + 2m - 1)(a + 2m)),
+// which converges fast (in O(sqrt(max(a, b))) terms) for x < (a + 1)/(a + b + 2); above that
+// point the symmetry I_x(a, b) = 1 - I_(1-x)(b, a) brings x below it. The fraction is evaluated
+// forward by the modified Lentz method (Lentz 1976; Thompson & Barnett 1986): f_j = f_(j-1) C_j
+// D_j with C_j = 1 + d_j / C_(j-1), D_j = 1 / (1 + d_j D_(j-1)), a zero denominator replaced by a
+// tiny number, stopping when |C_j D_j - 1| < 2^-52. Returns the fraction 1/(1 + d_1/(1 + ...)).
+double beta_continued_fraction(double a, double b, double x) {
+    constexpr double kTiny = 1e-300;
+    constexpr int kMaxTerms = 100000;
+    auto guard = [](double v) { return std::abs(v) < kTiny ? kTiny : v; };
+    double c = 1.0;
+    double d = 1.0 / guard(1.0 - (a + b) * x / (a + 1.0));  // d_1 folded in: D_1 = 1/(1 + d_1)
+    double f = d;
+    for (int m = 1; m <= kMaxTerms; ++m) {
+        const double even = m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m));
+        d = 1.0 / guard(1.0 + even * d);
+        c = guard(1.0 + even / c);
+        f *= d * c;
+        const double odd = -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0));
+        d = 1.0 / guard(1.0 + odd * d);
+        c = guard(1.0 + odd / c);
+        const double delta = d * c;
+        f *= delta;
+        if (std::abs(delta - 1.0) <= kEps) return f;
+    }
+    throw InternalError(detail::concat(
+        "incomplete beta continued fraction did not converge for a=", a, " b=", b, " x=", x));
+}
+
+// I_x(a, b) (complement = false) or 1 - I_x(a, b) (complement = true), given x and y = 1 - x
+// each to full relative precision (the callers often know 1 - x better than 1 - x rounds).
+// Whichever tail the continued fraction converges for is computed directly; the other one is
+// 1 minus it, which then is >= ~1/2 and loses nothing.
+double incomplete_beta(double a, double b, double x, double y, bool complement) {
+    if (!(a > 0) || !(b > 0) || !(x >= 0) || !(y >= 0) || std::isnan(x + y)) return kNaN;
+    if (x == 0) return complement ? 1.0 : 0.0;
+    if (y == 0) return complement ? 0.0 : 1.0;
+    // log(x^a y^b / B(a, b)); log1p of the smaller argument keeps log(1 - small) exact.
+    const double log_x = x <= y ? std::log(x) : std::log1p(-y);
+    const double log_y = y <= x ? std::log(y) : std::log1p(-x);
+    const double front = std::exp(a * log_x + b * log_y - log_beta(a, b));
+    if (x < (a + 1.0) / (a + b + 2.0)) {
+        const double lower = front * beta_continued_fraction(a, b, x) / a;
+        return complement ? 1.0 - lower : lower;
+    }
+    const double upper = front * beta_continued_fraction(b, a, y) / b;  // I_y(b, a) = 1 - I_x
+    return complement ? upper : 1.0 - upper;
+}
+
+// Two-sided p of a correlation r with df = n - 2 degrees of freedom: t^2 = df r^2 / (1 - r^2),
+// so df / (df + t^2) = 1 - r^2 and p = I_(1-r^2)(df/2, 1/2); 1 - r^2 = (1 - r)(1 + r) is exact to
+// a few roundings even for |r| near 1.
+double correlation_p(double r, double df) {
+    const double a = std::abs(r);
+    return incomplete_beta(df / 2, 0.5, (1.0 - a) * (1.0 + a), a * a, false);
+}
+
+double correlation_statistic(double r, double df) {
+    const double q = (1.0 + r) * (1.0 - r);
+    if (q <= 0) return r > 0 ? INFINITY : -INFINITY;
+    return r * std::sqrt(df / q);
+}
+
+bool all_finite(std::span<const double> v) {
+    return std::all_of(v.begin(), v.end(), [](double e) { return std::isfinite(e); });
+}
+
+bool is_constant(std::span<const double> v) {
+    return std::all_of(v.begin(), v.end(), [&](double e) { return e == v[0]; });
+}
+
+// Pearson's r by centred sums (the mean subtracted before the products, as scipy and numpy do).
+double pearson_r(std::span<const double> x, std::span<const double> y) {
+    const double n = static_cast<double>(x.size());
+    const double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
+    const double my = std::accumulate(y.begin(), y.end(), 0.0) / n;
+    double sxx = 0, syy = 0, sxy = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double dx = x[i] - mx, dy = y[i] - my;
+        sxx += dx * dx;
+        syy += dy * dy;
+        sxy += dx * dy;
+    }
+    // sqrt(sxx syy) rounds once (and is exact for perfectly correlated data: sqrt(fl(s^2)) = s);
+    // the separate roots only when the product leaves the range of double.
+    const double prod = sxx * syy;
+    const double norm = std::isnormal(prod) ? std::sqrt(prod) : std::sqrt(sxx) * std::sqrt(syy);
+    return std::clamp(sxy / norm, -1.0, 1.0);
+}
+
+// Ranks 1..n, ties given the average of the ranks they span (scipy.stats.rankdata "average").
+std::vector<double> average_ranks(std::span<const double> v) {
+    std::vector<size_t> order(v.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) { return v[i] < v[j]; });
+    std::vector<double> rank(v.size());
+    for (size_t begin = 0; begin < order.size();) {
+        size_t end = begin + 1;
+        while (end < order.size() && v[order[end]] == v[order[begin]]) ++end;
+        // ranks begin+1 .. end, average (begin + 1 + end) / 2: exact (a half-integer)
+        const double avg = 0.5 * static_cast<double>(begin + 1 + end);
+        for (size_t k = begin; k < end; ++k) rank[order[k]] = avg;
+        begin = end;
+    }
+    return rank;
+}
+
+Correlation undefined_correlation(int64_t n) {
+    return {kNaN, kNaN, kNaN, static_cast<double>(n - 2), n};
+}
+
+void check_same_length(std::span<const double> x, std::span<const double> y, const char* what) {
+    SS_CHECK(x.size() == y.size(), what, ": x has ", x.size(), " elements but y has ", y.size());
+}
+
+// --- the bootstrap's random stream ------------------------------------------------------------
+// splitmix64 (Steele, Lea & Flood 2014; Vigna's reference constants): seeds xoshiro's state.
+uint64_t splitmix64(uint64_t& state) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
+
+// Full 64 x 64 -> 128-bit product in portable C++ (no __int128): returns the high word, `lo`
+// receives the low word.
+uint64_t mul_hi_lo(uint64_t a, uint64_t b, uint64_t& lo) {
+    const uint64_t a_lo = a & 0xffffffffULL, a_hi = a >> 32;
+    const uint64_t b_lo = b & 0xffffffffULL, b_hi = b >> 32;
+    const uint64_t ll = a_lo * b_lo, lh = a_lo * b_hi, hl = a_hi * b_lo, hh = a_hi * b_hi;
+    const uint64_t mid = (ll >> 32) + (lh & 0xffffffffULL) + (hl & 0xffffffffULL);
+    lo = (mid << 32) | (ll & 0xffffffffULL);
+    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+}
+
+// numpy's linear-interpolation quantile of sorted `m` (numpy.lib.function_base._lerp: a + t (b -
+// a), evaluated as b - (1 - t)(b - a) when t >= 1/2, so that the result is exact at both ends).
+double quantile_sorted(const std::vector<double>& m, double q) {
+    const double h = static_cast<double>(m.size() - 1) * q;
+    const double below = std::floor(h);
+    const size_t i = static_cast<size_t>(below);
+    if (i + 1 >= m.size()) return m.back();
+    const double t = h - below, a = m[i], b = m[i + 1], diff = b - a;
+    return t >= 0.5 ? b - diff * (1.0 - t) : a + diff * t;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+double regularized_incomplete_beta(double a, double b, double x) {
+    if (!(x >= 0 && x <= 1)) return kNaN;
+    return incomplete_beta(a, b, x, 1.0 - x, false);
+}
+
+double regularized_incomplete_beta_complement(double a, double b, double x) {
+    if (!(x >= 0 && x <= 1)) return kNaN;
+    return incomplete_beta(a, b, x, 1.0 - x, true);
+}
+
+double student_t_two_sided_p(double t, double df) {
+    if (std::isnan(t) || !(df > 0)) return kNaN;
+    if (std::isinf(t)) return 0.0;
+    // x = df / (df + t^2) and its complement t^2 / (df + t^2), each without subtraction; for
+    // |t| > ~1e154, t^2 overflows: x = (df / |t|) / |t| to first order, y = 1.
+    const double at = std::abs(t), t2 = at * at;
+    if (std::isinf(t2)) return incomplete_beta(df / 2, 0.5, (df / at) / at, 1.0, false);
+    return incomplete_beta(df / 2, 0.5, df / (df + t2), t2 / (df + t2), false);
+}
+
+Correlation pearson(std::span<const double> x, std::span<const double> y) {
+    check_same_length(x, y, "pearson");
+    const int64_t n = static_cast<int64_t>(x.size());
+    if (n < 2 || !all_finite(x) || !all_finite(y) || is_constant(x) || is_constant(y))
+        return undefined_correlation(n);
+    if (n == 2) {  // scipy: two points are always perfectly (anti)correlated, p = 1
+        const double r = ((x[1] > x[0]) == (y[1] > y[0])) ? 1.0 : -1.0;
+        return {r, 1.0, r * INFINITY, 0.0, n};
+    }
+    const double df = static_cast<double>(n - 2);
+    const double r = pearson_r(x, y);
+    return {r, correlation_p(r, df), correlation_statistic(r, df), df, n};
+}
+
+Correlation spearman(std::span<const double> x, std::span<const double> y) {
+    check_same_length(x, y, "spearman");
+    const int64_t n = static_cast<int64_t>(x.size());
+    if (n < 2 || !all_finite(x) || !all_finite(y) || is_constant(x) || is_constant(y))
+        return undefined_correlation(n);
+    const std::vector<double> rx = average_ranks(x), ry = average_ranks(y);
+    const double r = pearson_r(rx, ry);
+    const double df = static_cast<double>(n - 2);
+    if (n == 2) return {r, kNaN, kNaN, df, n};  // scipy: t with 0 df has no p-value
+    return {r, correlation_p(r, df), correlation_statistic(r, df), df, n};
+}
+
+PairedTest paired_t_test(std::span<const double> x, std::span<const double> y) {
+    check_same_length(x, y, "paired t-test");
+    const int64_t n = static_cast<int64_t>(x.size());
+    const double df = static_cast<double>(n - 1);
+    if (!all_finite(x) || !all_finite(y) || n == 0) return {kNaN, df, kNaN, kNaN, n};
+    std::vector<double> d(x.size());
+    for (size_t i = 0; i < d.size(); ++i) d[i] = x[i] - y[i];
+    const double mean = std::accumulate(d.begin(), d.end(), 0.0) / static_cast<double>(n);
+    if (n < 2) return {kNaN, df, kNaN, mean, n};
+    double ss = 0;
+    for (double e : d) ss += (e - mean) * (e - mean);
+    const double se = std::sqrt(ss / df / static_cast<double>(n));
+    if (se == 0) {  // scipy: mean / 0 = +-inf with p = 0, or 0 / 0 = NaN
+        if (mean == 0) return {kNaN, df, kNaN, mean, n};
+        return {mean > 0 ? INFINITY : -INFINITY, df, 0.0, mean, n};
+    }
+    const double t = mean / se;
+    return {t, df, student_t_two_sided_p(t, df), mean, n};
+}
+
+Xoshiro256::Xoshiro256(uint64_t seed) {
+    for (uint64_t& s : s_) s = splitmix64(seed);
+}
+
+// xoshiro256** 1.0 (Blackman & Vigna, reference implementation xoshiro256starstar.c).
+uint64_t Xoshiro256::next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+}
+
+// Lemire's method: x * bound / 2^64 for a uniform 64-bit x is in [0, bound); the low word of the
+// product tells when x falls in the 2^64 mod bound values that would over-represent some
+// results, and those draws are rejected, so every result has exactly floor(2^64 / bound) x's.
+uint64_t Xoshiro256::below(uint64_t bound) {
+    SS_CHECK(bound >= 1, "random integer below 0");
+    uint64_t lo = 0;
+    uint64_t hi = mul_hi_lo(next(), bound, lo);
+    if (lo < bound) {
+        const uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound
+        while (lo < threshold) hi = mul_hi_lo(next(), bound, lo);
+    }
+    return hi;
+}
+
+BootstrapInterval bootstrap_mean(std::span<const double> values, std::span<const double> weights,
+                                 int64_t n_resamples, uint64_t seed, double level) {
+    SS_CHECK(weights.empty() || weights.size() == values.size(), "bootstrap: ", weights.size(),
+             " weights for ", values.size(), " values");
+    SS_CHECK(n_resamples >= 1, "bootstrap needs at least one resample, got ", n_resamples);
+    SS_CHECK(level > 0 && level < 1, "bootstrap level must be in (0, 1), got ", level);
+    for (double w : weights)
+        SS_CHECK(std::isfinite(w) && w > 0, "bootstrap weights must be finite and > 0, got ", w);
+
+    // Pass 1: the used (finite) values and their weights.
+    std::vector<double> v, w;
+    for (size_t i = 0; i < values.size(); ++i) {
+        if (!std::isfinite(values[i])) continue;
+        v.push_back(values[i]);
+        w.push_back(weights.empty() ? 1.0 : weights[i]);
+    }
+    const auto n_used = static_cast<int64_t>(v.size());
+    BootstrapInterval out{.estimate = kNaN,
+                          .lo = kNaN,
+                          .hi = kNaN,
+                          .level = level,
+                          .n_resamples = n_resamples,
+                          .seed = seed,
+                          .n_used = n_used,
+                          .n_excluded = static_cast<int64_t>(values.size()) - n_used};
+    if (v.empty()) return out;
+
+    // Pass 2: the point estimate, shifted by the first value (exact for constant data).
+    const double shift = v[0];
+    auto shifted_mean = [&](auto&& index_of) {
+        double num = 0, den = 0;
+        for (size_t k = 0; k < v.size(); ++k) {
+            const size_t i = index_of(k);
+            num += w[i] * (v[i] - shift);
+            den += w[i];
+        }
+        return shift + num / den;
+    };
+    out.estimate = shifted_mean([](size_t k) { return k; });
+
+    // Pass 3: n_resamples resampled means from one stream, in order.
+    Xoshiro256 rng(seed);
+    const uint64_t n = v.size();
+    std::vector<double> means(static_cast<size_t>(n_resamples));
+    for (double& m : means) m = shifted_mean([&](size_t) { return size_t(rng.below(n)); });
+
+    // Pass 4: percentile interval.
+    std::sort(means.begin(), means.end());
+    out.lo = quantile_sorted(means, (1.0 - level) / 2);
+    out.hi = quantile_sorted(means, (1.0 + level) / 2);
+    return out;
+}
+
+}  // namespace sinkscope::metrics

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Self-test of scripts/check-format.sh in a throwaway clone of this checkout (the checkout itself
+# is never modified): passes on an unchanged tree, fails on a misformatted changed line and on a
+# misformatted new untracked file, passes again once clang-format has fixed them.
+# Usage: test_check_format.sh SOURCE_DIR. Exits 77 (skipped) when SOURCE_DIR is not a git checkout.
+set -euo pipefail
+src=$(cd "$1" && pwd)
+if ! command -v git >/dev/null || ! git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  echo "test_check_format: skipped: $src is not a git checkout (or git is missing)" >&2
+  exit 77
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+git clone -q --shared --no-checkout "$src" "$tmp/repo"
+cd "$tmp/repo"
+git checkout -q --detach "$(git -C "$src" rev-parse HEAD)"
+# The working copy's scripts, so that uncommitted edits of the script are what is tested.
+cp "$src/scripts/check-format.sh" scripts/check-format.sh
+git add scripts/check-format.sh
+git -c user.name=t -c user.email=t@t commit -q --allow-empty -m "script under test"
+
+fail() { echo "test_check_format: FAILED: $*" >&2; exit 1; }
+check() { CHECK_FORMAT_BASE=HEAD scripts/check-format.sh >"$tmp/out" 2>&1; }
+
+check || fail "unchanged tree reported: $(cat "$tmp/out")"
+
+# A changed line that clang-format would rewrite (in a file that is otherwise left as it is).
+target=src/core/progress.cpp
+printf 'int   check_format_probe( int a ){return a;}\n' >>"$target"
+if check; then fail "misformatted changed line passed"; fi
+grep -q "check_format_probe" "$tmp/out" || fail "the offending line is not in the report"
+git diff -U0 HEAD -- "$target" | clang-format-diff -p1 -i -binary "$(command -v clang-format)"
+check || fail "formatted change reported: $(cat "$tmp/out")"
+git checkout -q -- "$target"
+
+# A new file that git does not know yet.
+printf 'namespace x {\nint   y( ){return 1;}\n}\n' >src/core/check_format_probe.cpp
+if check; then fail "misformatted untracked file passed"; fi
+clang-format -i src/core/check_format_probe.cpp
+check || fail "formatted untracked file reported: $(cat "$tmp/out")"
+echo "test_check_format: ok"
