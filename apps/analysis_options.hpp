@@ -17,8 +17,7 @@ inline void add_analysis_flags(CLI::App* cmd, analysis::AnalysisOptions& o, Anal
     for (const auto& info : analysis::registry())
         if (model || !info.needs.hidden_states)
             names += std::string(names.empty() ? "" : ", ") + info.name;
-    cmd->add_option("--analyses", o.analyses,
-                    "Comma-separated analyses (default all): " + names)
+    cmd->add_option("--analyses", o.analyses, "Comma-separated analyses (default all): " + names)
         ->delimiter(',')
         ->group("Analyses");
     cmd->add_option("--sink", o.sink,
@@ -98,8 +97,7 @@ inline void add_analysis_flags(CLI::App* cmd, analysis::AnalysisOptions& o, Anal
     cmd->add_option_function<std::vector<double>>(
            "--effective-density",
            [&o](const std::vector<double>& v) {
-               if (v.size() != 2)
-                   throw CLI::ValidationError("--effective-density", "give LO,HI");
+               if (v.size() != 2) throw CLI::ValidationError("--effective-density", "give LO,HI");
                o.effective_density_lo = v[0], o.effective_density_hi = v[1];
            },
            "A threshold is effective for a layer when its mean graph density is in [LO, HI] "

@@ -17,7 +17,7 @@ namespace {
 namespace t = tables;
 
 class Compositional final : public Analysis {
-  public:
+public:
     explicit Compositional(const AnalysisContext& c)
         : ctx_(c), acc_(c.n_layers, c.n_heads, head_options(c)) {}
 
@@ -74,31 +74,33 @@ class Compositional final : public Analysis {
 
         const auto& c = r.counts;
         const auto& o = ctx_.options->head;
-        out.record = {{"aggregation", {{"aitchison", "root mean square over rows"},
-                                       {"classical", "arithmetic mean over rows"},
-                                       {"js_units", "nats"},
-                                       {"dispersion_variance", "population (ddof 0)"}}},
-                      {"counts", {{"n_inputs", c.n_inputs},
-                                  {"rows_total", c.rows_total},
-                                  {"rows_used", c.rows_used},
-                                  {"rows_excluded", c.rows_excluded},
-                                  {"sink_not_visible", c.sink_not_visible},
-                                  {"rows_used_model", c.rows_used_model},
-                                  {"sink_not_visible_model", c.sink_not_visible_model}}},
+        out.record = {{"aggregation",
+                       {{"aitchison", "root mean square over rows"},
+                        {"classical", "arithmetic mean over rows"},
+                        {"js_units", "nats"},
+                        {"dispersion_variance", "population (ddof 0)"}}},
+                      {"counts",
+                       {{"n_inputs", c.n_inputs},
+                        {"rows_total", c.rows_total},
+                        {"rows_used", c.rows_used},
+                        {"rows_excluded", c.rows_excluded},
+                        {"sink_not_visible", c.sink_not_visible},
+                        {"rows_used_model", c.rows_used_model},
+                        {"sink_not_visible_model", c.sink_not_visible_model}}},
                       {"model_rho", io::json_number(r.model.rho)},
                       {"min_parts", o.min_parts},
                       {"zero_policy", metrics::to_string(o.zeros)},
                       {"scope", metrics::to_string(o.scope)}};
         std::ostringstream s;
-        s << "compositional (spec 1-2): model rho " << r.model.rho << "; rows used "
-          << c.rows_used << ", excluded " << c.rows_excluded << ", sink not visible "
-          << c.sink_not_visible << "\n";
+        s << "compositional (spec 1-2): model rho " << r.model.rho << "; rows used " << c.rows_used
+          << ", excluded " << c.rows_excluded << ", sink not visible " << c.sink_not_visible
+          << "\n";
         out.summary = s.str();
         out.result = r;
         return out;
     }
 
-  private:
+private:
     static metrics::HeadOptions head_options(const AnalysisContext& c) {
         metrics::HeadOptions o = c.options->head;
         o.origin = c.origin;

@@ -21,7 +21,6 @@ namespace hm = metrics::head_matrix;
 using namespace metrics;
 
 void head_analysis_tables(const HeadAnalysisResults& res, AnalysisOutput& out) {
-
     io::Table rev({"scope", "layer", "comparison", "metric", "first", "second", "method",
                    "n_triples", "n_examined", "n_tied", "n_compared", "n_disagree", "rate", "ci_lo",
                    "ci_hi", "ci_method", "seed"});
@@ -169,7 +168,6 @@ std::string head_analysis_summary(const HeadAnalysisResults& res) {
     return out.str();
 }
 
-
 }  // namespace
 
 AnalysisOutput head_analyses_output(const HeadAnalysisResults& ha) {
@@ -193,7 +191,7 @@ AnalysisOutput head_analyses_output(const HeadAnalysisResults& ha) {
 namespace {
 
 class Heads final : public Analysis {
-  public:
+public:
     explicit Heads(const AnalysisContext& c) : ctx_(c) {}
     void add(const InputView&, PerInputValues*) override {}  // reads compositional's results
     void merge(const Analysis&) override {}
@@ -216,12 +214,14 @@ class Heads final : public Analysis {
         return head_analyses_output(ha);
     }
 
-  private:
+private:
     AnalysisContext ctx_;
 };
 
 }  // namespace
 
-std::unique_ptr<Analysis> make_heads(const AnalysisContext& c) { return std::make_unique<Heads>(c); }
+std::unique_ptr<Analysis> make_heads(const AnalysisContext& c) {
+    return std::make_unique<Heads>(c);
+}
 
 }  // namespace sinkscope::analysis

@@ -23,7 +23,9 @@ void require(bool ok, const std::string& message) {
     if (!ok) throw UsageError(message);
 }
 
-bool in_unit_interval(double v) { return std::isfinite(v) && v >= 0 && v <= 1; }
+bool in_unit_interval(double v) {
+    return std::isfinite(v) && v >= 0 && v <= 1;
+}
 
 std::string join_numbers(const std::vector<double>& v) {
     std::string s;
@@ -36,9 +38,8 @@ std::vector<std::string> select(const AnalysisOptions& o, const InputCapabilitie
     const bool all = asked.empty() || (asked.size() == 1 && asked[0] == "all");
     std::vector<std::string> chosen;
     for (const auto& info : registry()) {
-        const bool wanted =
-            all ? (!info.needs.hidden_states || input.hidden_states)
-                : std::find(asked.begin(), asked.end(), info.name) != asked.end();
+        const bool wanted = all ? (!info.needs.hidden_states || input.hidden_states)
+                                : std::find(asked.begin(), asked.end(), info.name) != asked.end();
         if (wanted) chosen.emplace_back(info.name);
     }
     if (!all)

@@ -85,9 +85,8 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
                            std::vector<std::vector<double>>* hidden,
                            std::vector<std::vector<double>>* values, int64_t d_model,
                            int64_t d_head) {
-    SS_CHECK(input.n_layers == n_layers_ && input.n_heads == n_heads_, "input of ",
-             input.n_layers, "x", input.n_heads, " heads in a pipeline for ", n_layers_, "x",
-             n_heads_);
+    SS_CHECK(input.n_layers == n_layers_ && input.n_heads == n_heads_, "input of ", input.n_layers,
+             "x", input.n_heads, " heads in a pipeline for ", n_layers_, "x", n_heads_);
     // One resolution per input, used by every analysis and written out (spec 0, 10.d).
     const metrics::SinkPositions sinks = metrics::resolve_sinks(input, options_.head.sink);
     if (!dir_.empty()) {
@@ -127,8 +126,8 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
         if (options_.raw.per_input && !dir_.empty())
             for (const auto& v : per_input)
                 stream(tables::per_input_name(v.table)).out
-                    << io::csv_line({context_.model_name, std::string(), n_inputs_, v.layer,
-                                     v.head, v.metric, v.param, v.value, v.weight});
+                    << io::csv_line({context_.model_name, std::string(), n_inputs_, v.layer, v.head,
+                                     v.metric, v.param, v.value, v.weight});
     }
     ++n_inputs_;
 }

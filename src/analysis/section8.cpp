@@ -20,8 +20,8 @@ namespace {
 namespace t = tables;
 using namespace metrics;
 
-constexpr const char* kSection8[] = {"graphs", "topology", "kl",   "spectra",
-                                     "entropy", "tokens",  "frame"};
+constexpr const char* kSection8[] = {"graphs",  "topology", "kl",   "spectra",
+                                     "entropy", "tokens",   "frame"};
 
 void section8_tables(const P2Results& results, AnalysisOutput& out) {
     const std::string mode = results.config.mode();
@@ -177,7 +177,6 @@ nlohmann::json section8_conventions(const P2Results& results) {
     return j;
 }
 
-
 // Mean over layers of a head-average metric (summary lines).
 double layer_mean(const P2Results& r, const std::string& table, const std::string& metric,
                   const std::string& param) {
@@ -215,8 +214,8 @@ AnalysisOutput section8_output(const P2Results& r, bool header) {
           << format_number(layer_mean(r, t::kEntropy, t::metric::kRowEntropy, "")) << " nats\n";
     if (c.frame)
         s << "  reference frame: " << frame_type_name(r.verdict)
-          << " (share of first-position anchors in layers >= " << r.frame.mid_late_begin()
-          << ": " << format_number(r.frame.share_first_mid_late()) << ", mean reference count "
+          << " (share of first-position anchors in layers >= " << r.frame.mid_late_begin() << ": "
+          << format_number(r.frame.share_first_mid_late()) << ", mean reference count "
           << format_number(r.frame.mean_reference_count()) << ")\n";
     for (const auto& w : r.warnings) s << "  warning: " << w << "\n";
     out.summary = s.str();
@@ -226,7 +225,7 @@ AnalysisOutput section8_output(const P2Results& r, bool header) {
 namespace {
 
 class Section8 final : public Analysis {
-  public:
+public:
     Section8(const AnalysisContext& c, std::string which)
         : ctx_(c), which_(std::move(which)), acc_(options(c, which_)) {}
 
@@ -253,7 +252,7 @@ class Section8 final : public Analysis {
         return section8_output(acc_.finish(), first_selected());
     }
 
-  private:
+private:
     static P2Options options(const AnalysisContext& c, const std::string& which) {
         P2Options o = c.options->p2;
         o.analyses = which;

@@ -85,7 +85,7 @@ std::pair<std::vector<double>, std::vector<double>> join(const Series& a, const 
 }
 
 class Statistics final : public Analysis {
-  public:
+public:
     explicit Statistics(const AnalysisContext& c) : ctx_(c) {}
 
     void add(const InputView&, PerInputValues*) override { ++n_inputs_; }
@@ -158,9 +158,9 @@ class Statistics final : public Analysis {
                 const bool headline = is_headline({k.table, k.layer, k.head, k.metric, k.param});
                 if (!headline) continue;
                 const bool weighted = k.table == t::kHeads.name || k.table == t::kValueSpace.name;
-                const metrics::BootstrapInterval b = metrics::bootstrap_mean(
-                    s.values, weighted ? s.weights : std::vector<double>{}, o.bootstrap, seed,
-                    o.confidence);
+                const metrics::BootstrapInterval b =
+                    metrics::bootstrap_mean(s.values, weighted ? s.weights : std::vector<double>{},
+                                            o.bootstrap, seed, o.confidence);
                 boot.add_row({model, std::string(), k.table, k.layer, k.head, k.metric, k.param,
                               b.estimate, b.lo, b.hi, o.confidence, b.n_used, int64_t(o.bootstrap),
                               int64_t(seed)});
@@ -174,10 +174,10 @@ class Statistics final : public Analysis {
             const metrics::Correlation p = metrics::pearson(x, y);
             const metrics::Correlation r = metrics::spearman(x, y);
             const std::string xn = ka.table + "." + ka.metric, yn = kb.table + "." + kb.metric;
-            corr.add_row({model, std::string(), ka.layer, ka.param, xn, yn,
-                          std::string("pearson"), p.r, p.p, int64_t(x.size())});
-            corr.add_row({model, std::string(), ka.layer, ka.param, xn, yn,
-                          std::string("spearman"), r.r, r.p, int64_t(x.size())});
+            corr.add_row({model, std::string(), ka.layer, ka.param, xn, yn, std::string("pearson"),
+                          p.r, p.p, int64_t(x.size())});
+            corr.add_row({model, std::string(), ka.layer, ka.param, xn, yn, std::string("spearman"),
+                          r.r, r.p, int64_t(x.size())});
         };
         io::Table paired(t::kPairedTests.columns);
         for (const auto& [k, s] : series_) {
@@ -206,22 +206,23 @@ class Statistics final : public Analysis {
             }
         }
         if (!corr.empty()) out.tables.push_back({t::kCorrelations.name, std::move(corr), false});
-        if (!paired.empty())
-            out.tables.push_back({t::kPairedTests.name, std::move(paired), false});
+        if (!paired.empty()) out.tables.push_back({t::kPairedTests.name, std::move(paired), false});
 
         out.record["statistics"] = {
-            {"bootstrap",
-             o.bootstrap > 0
-                 ? nlohmann::json{{"resamples", o.bootstrap},
-                                  {"seed", seed},
-                                  {"level", o.confidence},
-                                  {"interval", "percentile (linear interpolation), inputs "
-                                               "resampled with replacement"},
-                                  {"statistic", "weighted mean over inputs (weights: rows for "
+            {"bootstrap", o.bootstrap > 0
+                              ? nlohmann::json{{"resamples", o.bootstrap},
+                                               {"seed", seed},
+                                               {"level", o.confidence},
+                                               {"interval",
+                                                "percentile (linear interpolation), inputs "
+                                                "resampled with replacement"},
+                                               {"statistic",
+                                                "weighted mean over inputs (weights: rows for "
                                                 "per-head means and value space, else 1)"}}
-                 : nlohmann::json("off (--bootstrap N)")},
-            {"correlations", "Pearson and Spearman (average ranks) r over inputs, two-sided p "
-                             "from Student t with n - 2 df; non-finite pairs left out"},
+                              : nlohmann::json("off (--bootstrap N)")},
+            {"correlations",
+             "Pearson and Spearman (average ranks) r over inputs, two-sided p "
+             "from Student t with n - 2 df; non-finite pairs left out"},
             {"paired_tests", "paired t-test over inputs (two-sided, df n - 1)"}};
         std::ostringstream summary;
         summary << "statistics over " << n_inputs_seen() << " inputs: "
@@ -232,7 +233,7 @@ class Statistics final : public Analysis {
         return out;
     }
 
-  private:
+private:
     int64_t n_inputs_seen() const { return n_inputs_; }
 
     AnalysisContext ctx_;

@@ -33,12 +33,15 @@ std::vector<LayerValue> layer_values(const metrics::ValueSpaceLayer& L, const st
             {"geometric_semantic_alignment", mode, L.sum_alignment, L.n_alignment}};
 }
 
-double mean(double sum, int64_t n) { return n > 0 ? sum / double(n) : std::nan(""); }
+double mean(double sum, int64_t n) {
+    return n > 0 ? sum / double(n) : std::nan("");
+}
 
 class ValueSpace final : public Analysis {
-  public:
+public:
     explicit ValueSpace(const AnalysisContext& c)
-        : ctx_(c), acc_(c.n_layers, c.options->value),
+        : ctx_(c),
+          acc_(c.n_layers, c.options->value),
           mode_(c.options->value.compat ? "ruscio2025" : "principled") {}
 
     void add(const InputView& in, PerInputValues* per_input) override {
@@ -75,16 +78,16 @@ class ValueSpace final : public Analysis {
         AnalysisOutput out;
         out.tables.push_back({t::kValueSpace.name, std::move(table), true});
         const auto& o = acc_.options();
-        out.record["value_space"] = {
-            {"variants",
-             {"hidden (residual stream entering the layer)", "value (V projections, GQA-expanded)"}},
-            {"reference_threshold", o.reference_threshold},
-            {"fallback_fraction", o.fallback_fraction},
-            {"cap_fraction", o.cap_fraction}};
+        out.record["value_space"] = {{"variants",
+                                      {"hidden (residual stream entering the layer)",
+                                       "value (V projections, GQA-expanded)"}},
+                                     {"reference_threshold", o.reference_threshold},
+                                     {"fallback_fraction", o.fallback_fraction},
+                                     {"cap_fraction", o.cap_fraction}};
         return out;
     }
 
-  private:
+private:
     AnalysisContext ctx_;
     metrics::ValueSpaceAccumulator acc_;
     std::string mode_;

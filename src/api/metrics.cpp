@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <ostream>
-#include <iostream>
 #include <sstream>
 
 #include "sinkscope/analysis/attention_file.hpp"
@@ -197,15 +197,14 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
 
     // Summary.
     char line[256];
-    std::snprintf(line, sizeof line,
-                  "sinkscope metrics: %lld inputs x %lld layers x %lld heads x %lld tokens (%s%s), "
-                  "sink %s, zeros %s\n",
-                  (long long)file.n_inputs(), (long long)file.n_layers(), (long long)file.n_heads(),
-                  (long long)file.n_tokens(),
-                  file.masking() == Masking::Causal ? "causal" : "bidirectional",
-                  file.masking_detected() ? ", detected" : "",
-                  metrics::to_string(resolved_policy).c_str(),
-                  metrics::to_string(head_options.zeros).c_str());
+    std::snprintf(
+        line, sizeof line,
+        "sinkscope metrics: %lld inputs x %lld layers x %lld heads x %lld tokens (%s%s), "
+        "sink %s, zeros %s\n",
+        (long long)file.n_inputs(), (long long)file.n_layers(), (long long)file.n_heads(),
+        (long long)file.n_tokens(), file.masking() == Masking::Causal ? "causal" : "bidirectional",
+        file.masking_detected() ? ", detected" : "", metrics::to_string(resolved_policy).c_str(),
+        metrics::to_string(head_options.zeros).c_str());
     log << line << results.summary;
     log << "wrote " << o.out.string() << (o.example ? " (with the example as attention.npy)" : "")
         << "\n";

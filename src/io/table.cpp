@@ -20,7 +20,9 @@ void Table::add_row(std::vector<Cell> row) {
     rows_.push_back(std::move(row));
 }
 
-std::string format_number(double v) { return sinkscope::format_number(v); }
+std::string format_number(double v) {
+    return sinkscope::format_number(v);
+}
 
 namespace {
 std::string csv_escape(const std::string& s) {

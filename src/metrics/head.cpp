@@ -67,7 +67,8 @@ struct GramChunk {
     throw InputError(origin, "exact zero at visible entry (n, l, h, i, j) = (" + std::to_string(n) +
                                  ", " + std::to_string(l) + ", " + std::to_string(h) + ", " +
                                  std::to_string(i) + ", " + std::to_string(j) +
-                                 "): log-ratio metrics need the zero policy replace:DELTA (zeros option) (spec 1, 10.c)");
+                                 "): log-ratio metrics need the zero policy replace:DELTA (zeros "
+                                 "option) (spec 1, 10.c)");
 }
 
 // Sum of squared distances to the centroid, / n rows: (1/(2n^2)) sum_{a,b} ||x_a - x_b||^2.
@@ -481,7 +482,8 @@ void fill_distances(const std::vector<Group>& groups, std::map<std::string, Eige
 HeadMeans HeadAccumulator::means_of(const HeadSums& s) {
     HeadMeans m;
     m.n_rows = s.n_rows;
-    const double k = s.n_rows > 0 ? 1.0 / double(s.n_rows) : std::numeric_limits<double>::quiet_NaN();
+    const double k =
+        s.n_rows > 0 ? 1.0 / double(s.n_rows) : std::numeric_limits<double>::quiet_NaN();
     m.sink_mass = s.sink_mass * k;
     m.sink_balance = s.sink_balance * k;
     m.entropy = s.entropy * k;

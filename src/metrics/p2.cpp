@@ -40,7 +40,9 @@ void fill_head_matrix(const AttentionInput& in, int64_t l, int64_t h, bool compa
     }
 }
 
-std::string param_of(double v) { return format_number(v); }
+std::string param_of(double v) {
+    return format_number(v);
+}
 
 void validate(const AttentionInput& in, const P2Results& state,
               const std::vector<std::string>* token_strings, const std::string& file) {

@@ -61,8 +61,8 @@ P2Config resolve_p2_options(const P2Options& options) {
         throw UsageError("graph thresholds must be a non-empty list of numbers in [0, 1]");
     if (!in_unit(options.sink_percentiles))
         throw UsageError("sink percentiles must be a non-empty list of numbers in [0, 1]");
-    if (!(options.effective_density_lo >= 0 && options.effective_density_lo <=
-                                                   options.effective_density_hi &&
+    if (!(options.effective_density_lo >= 0 &&
+          options.effective_density_lo <= options.effective_density_hi &&
           options.effective_density_hi <= 1))
         throw UsageError("effective density band must satisfy 0 <= lo <= hi <= 1");
     if (!(std::isfinite(options.long_bar) && options.long_bar >= 0))

@@ -7,8 +7,8 @@
 #include <map>
 #include <set>
 
-#include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/report/report.hpp"
 
@@ -71,7 +71,9 @@ double param(const json& r) {
 namespace t = analysis::tables;
 namespace m = analysis::tables::metric;
 
-fs::path table_file(const fs::path& dir, const char* name) { return dir / (std::string(name) + ".csv"); }
+fs::path table_file(const fs::path& dir, const char* name) {
+    return dir / (std::string(name) + ".csv");
+}
 
 // Bootstrap intervals (bootstrap.csv, --bootstrap N) attached to the rows of `table` they belong
 // to (same layer, head, metric and param; value_space keys its param by convention), as ci_lo /
@@ -206,9 +208,9 @@ void frames_section(const fs::path& dir, ReportContent& c) {
     if (fs::exists(table_file(dir, t::kGraphs))) {
         json g = table_rows(table_file(dir, t::kGraphs));
         json pts = select(g, [](const json& r) {
-            static const std::set<std::string> shown = {m::kDensity, m::kLambda2, m::kStarCombined,
-                                                        m::kGini, m::kCentralization,
-                                                        m::kLaplacianGap};
+            static const std::set<std::string> shown = {m::kDensity,        m::kLambda2,
+                                                        m::kStarCombined,   m::kGini,
+                                                        m::kCentralization, m::kLaplacianGap};
             return num(r, "head") < 0 && num(r, "layer") >= 0 && shown.count(str(r, "metric"));
         });
         attach_intervals(dir, t::kGraphs, pts);
@@ -260,7 +262,8 @@ void frames_section(const fs::path& dir, ReportContent& c) {
     if (fs::exists(table_file(dir, t::kValueSpace.name))) {
         json v = table_rows(table_file(dir, t::kValueSpace.name));
         json pts = select(v, [](const json& r) {
-            return is(r, "metric", m::kRelativeMagnitude) || is(r, "metric", "directional_influence");
+            return is(r, "metric", m::kRelativeMagnitude) ||
+                   is(r, "metric", "directional_influence");
         });
         attach_intervals(dir, t::kValueSpace.name, pts, "convention");
         for (auto& r : pts) r["series"] = str(r, "metric") + " (" + str(r, "convention") + ")";

@@ -54,10 +54,9 @@ json line_spec(const json& rows, const std::string& x, const std::string& y,
                  {"y", {{"field", "ci_lo"}, {"type", "quantitative"}, {"title", y}}},
                  {"y2", {{"field", "ci_hi"}}}};
     if (!series.empty()) bars["color"] = {{"field", series}, {"type", "nominal"}};
-    s["layer"] = json::array({{{"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}},
-                               {"encoding", enc}},
-                              {{"mark", {{"type", "errorbar"}, {"ticks", true}}},
-                               {"encoding", bars}}});
+    s["layer"] = json::array(
+        {{{"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}}, {"encoding", enc}},
+         {{"mark", {{"type", "errorbar"}, {"ticks", true}}}, {"encoding", bars}}});
     return s;
 }
 
@@ -93,15 +92,18 @@ json facet_line_spec(const json& rows, const std::string& x, const std::string& 
                      {"y", {{"field", "ci_lo"}, {"type", "quantitative"}, {"title", y}}},
                      {"y2", {{"field", "ci_hi"}}}};
         if (!series.empty()) bars["color"] = {{"field", series}, {"type", "nominal"}};
+        s["spec"] = {
+            {"width", 320},
+            {"height", 200},
+            {"layer",
+             json::array(
+                 {{{"mark", {{"type", "line"}, {"point", true}}}, {"encoding", enc}},
+                  {{"mark", {{"type", "errorbar"}, {"ticks", true}}}, {"encoding", bars}}})}};
+    } else {
         s["spec"] = {{"width", 320},
                      {"height", 200},
-                     {"layer", json::array({{{"mark", {{"type", "line"}, {"point", true}}},
-                                             {"encoding", enc}},
-                                            {{"mark", {{"type", "errorbar"}, {"ticks", true}}},
-                                             {"encoding", bars}}})}};
-    } else {
-        s["spec"] = {{"width", 320}, {"height", 200},
-                     {"mark", {{"type", "line"}, {"point", true}}}, {"encoding", enc}};
+                     {"mark", {{"type", "line"}, {"point", true}}},
+                     {"encoding", enc}};
     }
     s["resolve"] = {{"scale", {{"y", "independent"}}}};
     return s;

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
+#include "sinkscope/analysis/attention_file.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/npy.hpp"
-#include "sinkscope/analysis/attention_file.hpp"
 #include "sinkscope/metrics/head.hpp"
 #include "synthetic_attention.hpp"
 #include "testing.hpp"

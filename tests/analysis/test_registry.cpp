@@ -209,8 +209,10 @@ TEST(AnalysisOptions, ConstantsReachTheTables) {
                                   t.columns().begin());
         for (const auto& row : t.rows()) {
             const std::string p = std::get<std::string>(row[param]);
-            if (std::string(name) == "graphs") EXPECT_EQ(p, "0.03");
-            else if (p != "0" && p != "first") EXPECT_EQ(p, "0.5");  // direct sink mass: key
+            if (std::string(name) == "graphs")
+                EXPECT_EQ(p, "0.03");
+            else if (p != "0" && p != "first")
+                EXPECT_EQ(p, "0.5");  // direct sink mass: key
         }
     }
 }

@@ -57,10 +57,10 @@ std::map<Key, std::vector<std::pair<double, double>>> per_input(const fs::path& 
     return out;
 }
 
-struct Run {
+struct MetricsRun {
     testutil::ScratchDir dir;
     fs::path out;
-    Run(const std::vector<std::string>& extra) {
+    explicit MetricsRun(const std::vector<std::string>& extra) {
         out = dir / "run";
         std::vector<std::string> args = {"metrics", "--example", "--out", out.string()};
         args.insert(args.end(), extra.begin(), extra.end());
@@ -76,7 +76,7 @@ struct Run {
 // equal to sum(mean_i n_i) / sum(n_i) up to the rounding of summing R rows in another grouping:
 // relative gamma_{R + 2N + 2} for non-negative values.
 TEST(PerInput, AggregatesToTheSummaryTables) {
-    Run run({"--per-input"});
+    MetricsRun run({"--per-input"});
     for (const char* table : {"graphs", "kl", "entropy", "spectra", "topology"}) {
         const auto values = per_input(run.out / (std::string(table) + "_per_input.csv"), "param");
         const io::Table summary = io::Table::read_csv(run.out / (std::string(table) + ".csv"));
@@ -94,8 +94,10 @@ TEST(PerInput, AggregatesToTheSummaryTables) {
             EXPECT_EQ(int64_t(num(r[col(summary, "n")])), n) << table;
             const double mean = n > 0 ? sum / double(n) : std::nan("");
             const double value = num(r[col(summary, "value")]);
-            if (std::isnan(mean)) EXPECT_TRUE(std::isnan(value));
-            else EXPECT_EQ(value, mean) << table << " " << std::get<2>(k);
+            if (std::isnan(mean))
+                EXPECT_TRUE(std::isnan(value));
+            else
+                EXPECT_EQ(value, mean) << table << " " << std::get<2>(k);
             ++checked;
         }
         EXPECT_GT(checked, 0u) << table;
@@ -120,7 +122,7 @@ TEST(PerInput, AggregatesToTheSummaryTables) {
 
 // correlations.csv and paired_tests.csv against scipy.stats on the per-input values.
 TEST(Statistics, EqualScipyOnThePerInputValues) {
-    Run run({"--per-input"});
+    MetricsRun run({"--per-input"});
     testutil::ScratchDir tmp;
     const fs::path script = tmp / "check.py";
     std::ofstream(script) << R"(
@@ -175,7 +177,7 @@ print(n, worst)
 
 // The bootstrap is seeded (same seed, same file), brackets its estimate, and the seed is recorded.
 TEST(Statistics, BootstrapIsSeeded) {
-    Run a({"--bootstrap", "200", "--seed", "5"}), b({"--bootstrap", "200", "--seed", "5"}),
+    MetricsRun a({"--bootstrap", "200", "--seed", "5"}), b({"--bootstrap", "200", "--seed", "5"}),
         c({"--bootstrap", "200", "--seed", "6"});
     std::ifstream fa(a.out / "bootstrap.csv"), fb(b.out / "bootstrap.csv"),
         fc(c.out / "bootstrap.csv");
@@ -200,10 +202,12 @@ TEST(Statistics, BootstrapIsSeeded) {
 // Option values that cannot work are refused with the flag's name and no output.
 TEST(Statistics, RejectsAbsurdOptions) {
     testutil::ScratchDir dir;
-    for (const std::vector<std::string>& bad :
-         {std::vector<std::string>{"--bootstrap", "10"}, {"--bootstrap", "-1"},
-          {"--confidence", "1.5"}, {"--graph-thresholds", "0.1,2"},
-          {"--sink-percentiles", "nan"}, {"--effective-density", "0.9,0.1"}}) {
+    for (const std::vector<std::string>& bad : {std::vector<std::string>{"--bootstrap", "10"},
+                                                {"--bootstrap", "-1"},
+                                                {"--confidence", "1.5"},
+                                                {"--graph-thresholds", "0.1,2"},
+                                                {"--sink-percentiles", "nan"},
+                                                {"--effective-density", "0.9,0.1"}}) {
         std::vector<std::string> args = {"metrics", "--example", "--out", (dir / "x").string()};
         args.insert(args.end(), bad.begin(), bad.end());
         const auto r = testutil::run_cli(args);

@@ -1,12 +1,14 @@
 // Core utilities: SHA-256 against FIPS 180-4 test vectors, errors, progress.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/progress.hpp"
+#include "sinkscope/core/random.hpp"
 #include "sinkscope/core/sha256.hpp"
 #include "testing.hpp"
 
@@ -65,4 +67,26 @@ TEST(Progress, StageInsideSample) {
     EXPECT_NE(last.find("2/2 samples"), std::string::npos) << last;
     EXPECT_EQ(last.find("head metrics"), std::string::npos) << last;
     EXPECT_FALSE(Progress("x", 1, Progress::Mode::Never).stage_reporter());
+}
+
+// sample_indices: k distinct sorted indices of [0, n), reproducible per seed, and uniform: over
+// many seeds every index is drawn with probability k/n (a binomial count per index; 5 standard
+// deviations over 20 indices keeps a false alarm below 1e-5).
+TEST(Random, SampleIndicesAreAUniformSubset) {
+    const size_t n = 20, k = 5, trials = 4000;
+    std::vector<int> count(n, 0);
+    for (uint64_t seed = 0; seed < trials; ++seed) {
+        const auto idx = sinkscope::sample_indices(n, k, seed);
+        ASSERT_EQ(idx.size(), k);
+        for (size_t i = 0; i < k; ++i) {
+            ASSERT_LT(idx[i], n);
+            if (i) ASSERT_LT(idx[i - 1], idx[i]);  // sorted, hence distinct
+            ++count[idx[i]];
+        }
+        if (seed < 3) EXPECT_EQ(idx, sinkscope::sample_indices(n, k, seed));
+    }
+    const double p = double(k) / double(n), mean = trials * p;
+    const double sd = std::sqrt(trials * p * (1 - p));
+    for (size_t i = 0; i < n; ++i) EXPECT_NEAR(count[i], mean, 5 * sd) << "index " << i;
+    EXPECT_EQ(sinkscope::sample_indices(3, 7, 1), (std::vector<size_t>{0, 1, 2}));
 }

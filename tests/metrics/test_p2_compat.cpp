@@ -7,11 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/metrics/graph.hpp"
-#include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/metrics/p2.hpp"
 #include "synthetic_attention.hpp"
 #include "testing.hpp"

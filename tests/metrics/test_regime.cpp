@@ -7,10 +7,10 @@
 #include <limits>
 #include <random>
 
+#include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
-#include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/metrics/head_analyses.hpp"
 #include "sinkscope/metrics/regime.hpp"
 #include "synthetic_attention.hpp"

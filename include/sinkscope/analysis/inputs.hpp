@@ -47,7 +47,6 @@ struct AnalysisInputs {
 // and samples without tokens are InputErrors naming the data file); vision models get the images
 // of the data (a .png, a directory of .png files or a .npy image / stack; max_tokens does not
 // apply), each decoded and preprocessed once here so a bad image fails before any output.
-AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
-                           tokenizer::BosPolicy bos);
+AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o, tokenizer::BosPolicy bos);
 
 }  // namespace sinkscope::analysis

@@ -83,7 +83,7 @@ struct ResolvedOptions {
 
 // What the input offers, for selecting "all" and rejecting analyses it cannot feed.
 struct InputCapabilities {
-    bool hidden_states = false;  // model runs (value space)
+    bool hidden_states = false;             // model runs (value space)
     std::string source = "attention file";  // names the input in errors
 };
 

@@ -25,12 +25,12 @@ namespace sinkscope::analysis {
 struct PipelineResults {
     std::vector<std::pair<std::string, AnalysisOutput>> outputs;  // registry order
     nlohmann::json record = nlohmann::json::object();  // run.json fields of every analysis
-    std::string summary;                                // console lines
+    std::string summary;                               // console lines
     std::vector<std::string> warnings;
 };
 
 class AnalysisPipeline {
-  public:
+public:
     AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOptions options,
                      std::string model_name, std::string origin);
     ~AnalysisPipeline();
@@ -42,7 +42,8 @@ class AnalysisPipeline {
 
     // One input. hidden/values (may be null) feed the analyses that need hidden states, which
     // run first; both are then cleared (released) before the attention analyses run.
-    void add(const metrics::AttentionInput& input, const std::vector<std::string>* tokens,
+    void add(const metrics::AttentionInput& input,
+             const std::vector<std::string>* tokens = nullptr,
              std::vector<std::vector<double>>* hidden = nullptr,
              std::vector<std::vector<double>>* values = nullptr, int64_t d_model = 0,
              int64_t d_head = 0);
@@ -64,7 +65,7 @@ class AnalysisPipeline {
     // Finishes every analysis in registry order (each may read the results of those before).
     PipelineResults finish();
 
-  private:
+private:
     struct Stream;
     Stream& stream(const std::string& table);
 

@@ -37,8 +37,8 @@ namespace sinkscope::analysis {
 struct InputView {
     int64_t index = 0;  // ordinal of the input in the run (0-based)
     const metrics::AttentionInput* attention = nullptr;
-    const metrics::SinkPositions* sinks = nullptr;        // resolved once per input (10.d)
-    const std::vector<std::string>* tokens = nullptr;     // [T] token strings, or null
+    const metrics::SinkPositions* sinks = nullptr;             // resolved once per input (10.d)
+    const std::vector<std::string>* tokens = nullptr;          // [T] token strings, or null
     const std::vector<std::vector<double>>* hidden = nullptr;  // [L + 1] x [T, d_model] or null
     const std::vector<std::vector<double>>* values = nullptr;  // [L] x [H, T, d_head] or null
     int64_t d_model = 0, d_head = 0;
@@ -84,7 +84,7 @@ struct FinishContext {
 // options, inputs of the other shard after this one's); save()/load() are exact; finish() turns
 // the state into outputs and may be called once.
 class Analysis {
-  public:
+public:
     virtual ~Analysis() = default;
     virtual void add(const InputView& input, PerInputValues* per_input) = 0;
     virtual void merge(const Analysis& other) = 0;
@@ -99,8 +99,8 @@ class Analysis {
 
 // What an analysis needs from the input.
 struct Needs {
-    bool hidden_states = false;  // residual stream and V projections (model runs only)
-    bool token_strings = false;  // optional: names keys when present
+    bool hidden_states = false;     // residual stream and V projections (model runs only)
+    bool token_strings = false;     // optional: names keys when present
     bool per_input_values = false;  // reads the other analyses' per-input values
 };
 
@@ -116,7 +116,7 @@ struct AnalysisInfo {
     const char* description;  // one line for --help and the docs
     Needs needs;
     const char* applies_to = "causal and bidirectional attention";
-    bool layer_scope = false;  // --scope layer changes what it compares
+    bool layer_scope = false;        // --scope layer changes what it compares
     std::vector<std::string> after;  // analyses whose finished results it reads (auto-selected)
     std::function<std::unique_ptr<Analysis>(const AnalysisContext&)> make;
 };

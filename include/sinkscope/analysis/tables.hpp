@@ -29,8 +29,8 @@ inline const TableSchema kSinks{"sinks", {"input", "layer", "sink_position"}};
 // Section 8 tables: one row per (layer, head, metric, param), mean and population std over the
 // inputs; n_skipped (compat graphs only) counts inputs where the notebook skips the cell.
 inline const std::vector<std::string> kSection8Columns = {
-    "model", "checkpoint", "layer", "head", "metric", "param", "convention",
-    "value", "std",        "n",     "n_nonfinite"};
+    "model",      "checkpoint", "layer", "head", "metric",     "param",
+    "convention", "value",      "std",   "n",    "n_nonfinite"};
 inline constexpr const char* kGraphs = "graphs";
 inline constexpr const char* kTopology = "topology";
 inline constexpr const char* kBetti = "betti";
@@ -55,17 +55,18 @@ inline const TableSchema kBootstrap{
     {"model", "checkpoint", "table", "layer", "head", "metric", "param", "estimate", "ci_lo",
      "ci_hi", "level", "n", "n_resamples", "seed"}};
 inline const TableSchema kCorrelations{
-    "correlations",
-    {"model", "checkpoint", "layer", "param", "x", "y", "method", "r", "p", "n"}};
+    "correlations", {"model", "checkpoint", "layer", "param", "x", "y", "method", "r", "p", "n"}};
 inline const TableSchema kPairedTests{
     "paired_tests",
-    {"model", "checkpoint", "table", "layer", "param", "first", "second", "test",
-     "mean_difference", "statistic", "df", "p", "n"}};
+    {"model", "checkpoint", "table", "layer", "param", "first", "second", "test", "mean_difference",
+     "statistic", "df", "p", "n"}};
 // --per-input: <table>_per_input.csv, one row per (input, layer, head, metric, param); `weight`
 // is the input's weight in the summary mean (rows used for heads.csv, 1 elsewhere).
 inline const std::vector<std::string> kPerInputColumns = {
     "model", "checkpoint", "input", "layer", "head", "metric", "param", "value", "weight"};
-inline std::string per_input_name(const std::string& table) { return table + "_per_input"; }
+inline std::string per_input_name(const std::string& table) {
+    return table + "_per_input";
+}
 
 // Metric names read by other analyses or by the report.
 namespace metric {

@@ -24,8 +24,8 @@ struct MetricsCommandOptions {
     std::filesystem::path tokens;  // JSONL: one array of token strings per input
     bool example = false;          // generate the example tensor instead of --attention
     std::filesystem::path out;     // output directory (written whole or not at all)
-    bool overwrite = false;        // replace an earlier sinkscope run at `out` (core/output_dir.hpp)
-    std::string command_line;      // for run.json
+    bool overwrite = false;    // replace an earlier sinkscope run at `out` (core/output_dir.hpp)
+    std::string command_line;  // for run.json
 };
 
 // Runs the command: reads and validates, streams inputs through the analyses, writes their

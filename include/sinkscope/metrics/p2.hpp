@@ -27,7 +27,7 @@ namespace sinkscope::metrics {
 // Spec section 8 constants; the defaults of the options below (analysis::AnalysisOptions takes
 // its defaults from here).
 inline constexpr int64_t k_default_topology_max_tokens = 256;
-inline constexpr double k_specialised_share = 0.3;       // 10.m: modal share of a specialised head
+inline constexpr double k_specialised_share = 0.3;      // 10.m: modal share of a specialised head
 inline constexpr int64_t k_specialised_min_inputs = 5;  // ... over at least this many inputs
 
 // Options of the section 8 accumulator; the in-class defaults are the spec's values.

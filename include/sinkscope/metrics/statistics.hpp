@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <span>
 
+#include "sinkscope/core/random.hpp"
+
 namespace sinkscope::metrics {
 
 // A correlation coefficient with its two-sided test of "no correlation".
@@ -97,18 +99,7 @@ struct BootstrapInterval {
 BootstrapInterval bootstrap_mean(std::span<const double> values, std::span<const double> weights,
                                  int64_t n_resamples, uint64_t seed, double level = 0.95);
 
-// The resampling stream of bootstrap_mean, exposed for tests: xoshiro256** (Blackman & Vigna
-// 2018) whose 256-bit state is filled by four outputs of splitmix64(seed).
-class Xoshiro256 {
-public:
-    explicit Xoshiro256(uint64_t seed);
-    uint64_t next();
-    // Uniform integer in [0, bound), bound >= 1, unbiased (Lemire 2019, "Fast random integer
-    // generation in an interval", with the 64 x 64 -> 128-bit product done in 32-bit halves).
-    uint64_t below(uint64_t bound);
-
-private:
-    uint64_t s_[4];
-};
+// The resampling stream of bootstrap_mean (core/random.hpp), named here for its tests.
+using Xoshiro256 = sinkscope::Xoshiro256;
 
 }  // namespace sinkscope::metrics

@@ -21,8 +21,8 @@ std::vector<double> to_host(const at::Tensor& t) {
 }  // namespace
 
 bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb) {
-    const double bytes = 2.0 * 8.0 * double(cfg.n_layers * cfg.n_heads) * double(n_tokens) *
-                         double(n_tokens);
+    const double bytes =
+        2.0 * 8.0 * double(cfg.n_layers * cfg.n_heads) * double(n_tokens) * double(n_tokens);
     return bytes > double(budget_mb) * 1024.0 * 1024.0;
 }
 
@@ -64,7 +64,8 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
         c.hidden.push_back(take(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1)));
         const int64_t group = cfg.n_heads / cfg.n_kv_heads;
         for (int64_t l = 0; l < cfg.n_layers; ++l) {
-            // hook_v: [batch, pos, n_kv_heads, d_head] -> [H, T, d_head] with head h reading kv h/group
+            // hook_v: [batch, pos, n_kv_heads, d_head] -> [H, T, d_head] with head h reading kv
+            // h/group
             const std::vector<double> v = take(model::hook_name(HookPoint::V, l));
             std::vector<double> out(static_cast<size_t>(cfg.n_heads * T * cfg.d_head));
             for (int64_t h = 0; h < cfg.n_heads; ++h)
@@ -91,15 +92,16 @@ metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
     bool all_scores = true;
     for (int64_t l = 0; l < config.n_layers; ++l) {
         const auto it = result.captured.find(hook_name(HookPoint::Pattern, l));
-        SS_CHECK(it != result.captured.end(), "to_attention_input: ",
-                 hook_name(HookPoint::Pattern, l), " was not captured");
+        SS_CHECK(it != result.captured.end(),
+                 "to_attention_input: ", hook_name(HookPoint::Pattern, l), " was not captured");
         all_scores = all_scores && result.captured.count(hook_name(HookPoint::AttnScores, l));
     }
     const auto copy_hook = [&](HookPoint p, std::vector<double>& out) {
         out.resize(static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens));
         const size_t per_layer = static_cast<size_t>(in.n_heads * in.n_tokens * in.n_tokens);
         for (int64_t l = 0; l < config.n_layers; ++l) {
-            const at::Tensor t = result.captured.at(hook_name(p, l))[batch_index]  // [H, T, T]
+            const at::Tensor t = result.captured
+                                     .at(hook_name(p, l))[batch_index]  // [H, T, T]
                                      .to(at::kCPU, at::kDouble)
                                      .contiguous();
             std::copy_n(t.data_ptr<double>(), per_layer, out.data() + l * per_layer);

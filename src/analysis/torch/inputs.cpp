@@ -66,8 +66,9 @@ AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
         return in;
     }
     const std::vector<io::Sample> samples =
-        o.data.empty() ? io::builtin_prompts(read)
-                       : io::load_dataset(o.data, {.text_column = o.text_column, .max_samples = read});
+        o.data.empty()
+            ? io::builtin_prompts(read)
+            : io::load_dataset(o.data, {.text_column = o.text_column, .max_samples = read});
     if (samples.empty()) throw InputError(in.data_name, "no samples");
     in.sample_index = choose(samples.size(), o);
     for (size_t k : in.sample_index) {
@@ -85,7 +86,8 @@ AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
         }
         if (o.max_tokens > 0 && int64_t(x.size()) > o.max_tokens)
             x.resize(size_t(o.max_tokens)), ++in.n_truncated;
-        if (x.empty()) throw InputError(in.data_name, "sample " + std::to_string(k) + " has no tokens");
+        if (x.empty())
+            throw InputError(in.data_name, "sample " + std::to_string(k) + " has no tokens");
         in.ids.push_back(std::move(x));
     }
     return in;

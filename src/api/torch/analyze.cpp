@@ -74,7 +74,8 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     aopts.threads = o.m.threads;
     analysis::ResolvedOptions resolved =
         analysis::resolve(aopts, {.hidden_states = true, .source = o.m.model});
-    check_output_dir(o.out, o.overwrite);  // before the model loads: nothing of the user's is replaced
+    check_output_dir(o.out,
+                     o.overwrite);  // before the model loads: nothing of the user's is replaced
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     const bool want_value = resolved.selected("value");
 
@@ -84,22 +85,23 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     // ---- model and data ---------------------------------------------------------------------
     model::Model m = model::load_model(o.m.model, load_options(o.m));
     const auto& cfg = m.config();
-    const AnalysisInputs inputs = analysis::load_inputs(
-        m,
-        {.data = o.data, .text_column = o.text_column, .max_tokens = o.max_tokens,
-         .samples = o.samples, .seed = o.analysis.seed},
-        bos);  // text ids or images
+    const AnalysisInputs inputs = analysis::load_inputs(m,
+                                                        {.data = o.data,
+                                                         .text_column = o.text_column,
+                                                         .max_tokens = o.max_tokens,
+                                                         .samples = o.samples,
+                                                         .seed = o.analysis.seed},
+                                                        bos);  // text ids or images
     const std::vector<std::vector<int32_t>>& ids = inputs.ids;
 
     // ---- analyses, resumable staging ----------------------------------------------------------
     if (resolved.head.sink.bos_id < 0)
         resolved.head.sink.bos_id = cfg.bos_token_id >= 0 ? cfg.bos_token_id
-                                    : m.tokenizer()      ? m.tokenizer()->bos_id()
-                                                         : -1;
+                                    : m.tokenizer()       ? m.tokenizer()->bos_id()
+                                                          : -1;
     resolved.p2.sink = resolved.head.sink;
     const std::string model_name = fs::absolute(o.m.model).filename().string();
-    analysis::AnalysisPipeline pipeline(cfg.n_layers, cfg.n_heads, resolved, model_name,
-                                        o.m.model);
+    analysis::AnalysisPipeline pipeline(cfg.n_layers, cfg.n_heads, resolved, model_name, o.m.model);
 
     const nlohmann::json print = fingerprint(o, inputs);
     OutputDir out = OutputDir::resumable(o.out, o.overwrite);
@@ -108,8 +110,9 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     if (fs::exists(state_path)) {
         out.keep_on_failure();  // never discard an interrupted run's state by accident
         if (!o.resume)
-            throw UsageError(out.staging().string() +
-                             " holds an interrupted run: pass --resume to continue it, or delete it");
+            throw UsageError(
+                out.staging().string() +
+                " holds an interrupted run: pass --resume to continue it, or delete it");
         std::string bytes = read_file(state_path);
         BinaryReader r(bytes, state_path.string());
         r.expect_tag("sinkscope-analyze-state");
@@ -135,7 +138,8 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     if (n_done > 0) out.keep_on_failure();
     pipeline.open_streams(out.staging());
 
-    // ---- stream the inputs ------------------------------------------------------------------------
+    // ---- stream the inputs
+    // ------------------------------------------------------------------------
     Progress bar("analyze", int64_t(ids.size()), progress);
     pipeline.set_progress(bar.stage_reporter());
     int64_t tokens = 0;
@@ -172,9 +176,9 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     record.set_model_files(o.m.model, m.files);
     rec["model"]["architecture"] = cfg.architecture;
     rec["model"]["format"] = model::weight_format_name(m.format);
-    rec["model"]["dims"] = {{"n_layers", cfg.n_layers}, {"n_heads", cfg.n_heads},
+    rec["model"]["dims"] = {{"n_layers", cfg.n_layers},     {"n_heads", cfg.n_heads},
                             {"n_kv_heads", cfg.n_kv_heads}, {"d_model", cfg.d_model},
-                            {"d_head", cfg.d_head}, {"d_vocab", cfg.d_vocab}};
+                            {"d_head", cfg.d_head},         {"d_vocab", cfg.d_vocab}};
     rec["subcommand"] = "analyze";
     rec["device"] = o.m.device;
     rec["dtype"] = o.m.dtype;
@@ -183,18 +187,24 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
                        : cfg.is_vision() ? "none (images)"
                                          : "none (token ids given)";
     rec["bos_policy"] = tokenizer::bos_policy_name(bos);
-    rec["data"] = {{"source", inputs.data_name}, {"n_samples", ids.size()}, {"n_tokens", tokens},
-                   {"max_tokens", o.max_tokens}, {"n_truncated", inputs.n_truncated}};
+    rec["data"] = {{"source", inputs.data_name},
+                   {"n_samples", ids.size()},
+                   {"n_tokens", tokens},
+                   {"max_tokens", o.max_tokens},
+                   {"n_truncated", inputs.n_truncated}};
     rec["data"]["kind"] = inputs.kind;
     rec["data"]["selection"] = o.analysis.seed && o.samples > 0
                                    ? "random subset (seed " + std::to_string(*o.analysis.seed) + ")"
                                    : std::string("first samples");
-    if (inputs.images) rec["data"]["images_sha256"] = inputs.images_sha256;
-    else if (!o.data.empty()) rec["data"]["sha256"] = sha256_file(o.data);
-    rec["sink_policy"] = {{"requested", o.analysis.sink},
-                          {"resolved", metrics::to_string(metrics::resolve_auto(resolved.head.sink, masking))},
-                          {"positions_file", "sinks.csv"},
-                          {"positions", pipeline.sink_positions()}};
+    if (inputs.images)
+        rec["data"]["images_sha256"] = inputs.images_sha256;
+    else if (!o.data.empty())
+        rec["data"]["sha256"] = sha256_file(o.data);
+    rec["sink_policy"] = {
+        {"requested", o.analysis.sink},
+        {"resolved", metrics::to_string(metrics::resolve_auto(resolved.head.sink, masking))},
+        {"positions_file", "sinks.csv"},
+        {"positions", pipeline.sink_positions()}};
     rec["compat"] = o.analysis.compat.empty() ? "none (principled)" : o.analysis.compat;
     int64_t n_recomputed = 0;
     for (size_t k = 0; k < inputs.size(); ++k)
@@ -202,9 +212,11 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
             analysis::use_lazy_attention(cfg, inputs.n_tokens(k), o.attention_memory_mb) ? 1 : 0;
     rec["attention_storage"] = {
         {"memory_mb", o.attention_memory_mb},
-        {"rule", "inputs whose fp64 pattern + scores [L, H, T, T] exceed memory_mb have their rows "
-                 "recomputed in blocks of " + std::to_string(analysis::LazyAttention::kRowsPerBlock) +
-                 " from hook_rot_q/hook_rot_k (float32 scores and softmax, as the forward)"},
+        {"rule",
+         "inputs whose fp64 pattern + scores [L, H, T, T] exceed memory_mb have their rows "
+         "recomputed in blocks of " +
+             std::to_string(analysis::LazyAttention::kRowsPerBlock) +
+             " from hook_rot_q/hook_rot_k (float32 scores and softmax, as the forward)"},
         {"recomputed_inputs", n_recomputed}};
     rec["resumed"] = n_done > 0;
     rec["checkpoint_every"] = o.checkpoint_every;

@@ -122,10 +122,10 @@ std::string generate_text(const GenerateOptions& o) {
 
 std::string perplexity_report(const PerplexityOptions& o) {
     const Model m = load_model(o.m.model, load_options(o.m));
-    const auto samples = analysis::load_inputs(m, {.data = o.data, .samples = o.max_samples,
-                                                   .seed = o.seed},
-                                               tokenizer::parse_bos_policy(o.m.bos))
-                             .ids;
+    const auto samples =
+        analysis::load_inputs(m, {.data = o.data, .samples = o.max_samples, .seed = o.seed},
+                              tokenizer::parse_bos_policy(o.m.bos))
+            .ids;
     const PerplexityResult r = compute_perplexity(m, samples);
     std::ostringstream s;
     s.precision(10);
@@ -141,8 +141,8 @@ std::string dump_hooks(const DumpOptions& o) {
     const ModelConfig& c = m.config();
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     // Text models: token ids per sample; vision models: one image per sample (T = 1 + patches).
-    const analysis::AnalysisInputs data = analysis::load_inputs(
-        m, {.data = o.data, .samples = o.max_samples, .seed = o.seed}, bos);
+    const analysis::AnalysisInputs data =
+        analysis::load_inputs(m, {.data = o.data, .samples = o.max_samples, .seed = o.seed}, bos);
     const std::vector<std::vector<int32_t>>& samples = data.ids;
     std::vector<ModelInput> inputs;
     std::vector<int64_t> lengths;

@@ -30,10 +30,10 @@ std::string slurp(const fs::path& p) {
 
 // The tables every full analyze run writes (besides run.json and report.html).
 const std::vector<std::string> kTables = {
-    "heads.csv",   "distances.csv", "dispersion.csv", "sinks.csv",   "reversal.csv",
-    "clusters.csv", "ari.csv",      "regime.csv",     "silhouette.csv", "graphs.csv",
-    "topology.csv", "betti.csv",    "kl.csv",         "spectra.csv", "entropy.csv",
-    "tokens.csv",  "token_keys.csv", "value_space.csv"};
+    "heads.csv",    "distances.csv",  "dispersion.csv",  "sinks.csv",        "reversal.csv",
+    "clusters.csv", "ari.csv",        "regime.csv",      "silhouette.csv",   "graphs.csv",
+    "topology.csv", "betti.csv",      "kl.csv",          "spectra.csv",      "entropy.csv",
+    "tokens.csv",   "token_keys.csv", "value_space.csv", "correlations.csv", "paired_tests.csv"};
 
 }  // namespace
 
@@ -102,9 +102,12 @@ TEST(Analyze, ResumeAfterSigkillIsIdentical) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const std::string model = (shared / "models/tinystories656K").string();
-    std::vector<std::string> base = {"analyze", "--model", model, "--samples", "200",
-                                     "--max-tokens", "16", "--checkpoint-every", "20",
-                                     "--quiet", "--no-report"};
+    // Per-input tables and the statistics' state are resumed too.
+    std::vector<std::string> base = {
+        "analyze",     "--model",      model,         "--samples",
+        "200",         "--max-tokens", "16",          "--checkpoint-every",
+        "20",          "--quiet",      "--no-report", "--per-input",
+        "--bootstrap", "100"};
     auto with = [&](std::vector<std::string> extra) {
         auto v = base;
         v.insert(v.end(), extra.begin(), extra.end());
@@ -135,6 +138,45 @@ TEST(Analyze, ResumeAfterSigkillIsIdentical) {
         ++compared;
     }
     EXPECT_GE(compared, kTables.size());
+}
+
+// --samples N --seed S: N distinct samples drawn with S (the same S, the same inputs), not the
+// first N; run.json says how the inputs were chosen. The per-input tables hold N inputs.
+TEST(Analyze, SeededRandomSubset) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    auto run = [&](const std::string& name, std::vector<std::string> extra) {
+        std::vector<std::string> args = {"analyze",
+                                         "--model",
+                                         (shared / "models/tinystories656K").string(),
+                                         "--data",
+                                         (shared / "data/stem_sentences.csv").string(),
+                                         "--samples",
+                                         "6",
+                                         "--max-tokens",
+                                         "16",
+                                         "--analyses",
+                                         "entropy",
+                                         "--per-input",
+                                         "--quiet",
+                                         "--no-report",
+                                         "--out",
+                                         (tmp / name).string()};
+        args.insert(args.end(), extra.begin(), extra.end());
+        auto r = run_cli(args);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return slurp(tmp / name / "entropy_per_input.csv");
+    };
+    const std::string first = run("first", {}), a = run("a", {"--seed", "11"}),
+                      b = run("b", {"--seed", "11"}), c = run("c", {"--seed", "12"});
+    EXPECT_EQ(a, b);
+    EXPECT_NE(a, first);
+    EXPECT_NE(a, c);
+    const auto rows = io::Table::read_csv(tmp / "a" / "entropy_per_input.csv");
+    EXPECT_EQ(rows.size(), 6u * 2u);  // 6 inputs x 2 layers (head average)
+    const std::string rec = slurp(tmp / "a" / "run.json");
+    EXPECT_NE(rec.find("random subset (seed 11)"), std::string::npos);
+    EXPECT_NE(slurp(tmp / "first" / "run.json").find("first samples"), std::string::npos);
 }
 
 // Bad input: a missing model, an unknown analysis and an unreadable data file each give one
