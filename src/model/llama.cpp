@@ -198,8 +198,7 @@ void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, Mo
     c.norm_eps = json_float_or(j, "rms_norm_eps", 1e-6, origin);
     c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
     c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
-    // Gemma ties embeddings by default; the others do not (transformers' config defaults).
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", arch.embed_scale, origin);
+    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", arch.tied_by_default, origin);
     c.qkv_bias = arch.qkv_bias;
     c.norm_add_one = arch.norm_add_one_hf;
     c.embed_scale = arch.embed_scale;
@@ -209,7 +208,7 @@ void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, Mo
         if (act != "silu") throw UnsupportedError(origin, "hidden_act '" + act + "'");
     }
     if (arch.has_sliding_window) {
-        const bool use = j.value("use_sliding_window", std::string(arch.name) != "qwen2");
+        const bool use = j.value("use_sliding_window", arch.sliding_window_by_default);
         c.window = use ? json_int_or(j, "sliding_window", 0, origin) : 0;
     }
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
