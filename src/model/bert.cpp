@@ -18,7 +18,6 @@
 #include "config_json.hpp"
 #include "family_common.hpp"
 #include "sinkscope/core/error.hpp"
-#include "sinkscope/io/weights.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
 #include "tensor_load.hpp"
@@ -81,58 +80,42 @@ BertFamily::BertFamily(const ModelConfig& config, const WeightSource& src, const
       variant_(variant),
       dtype_(detail::scalar_type(rt.dtype)),
       device_(detail::device_of(rt)) {
-    const ArchitectureInfo& arch = find_architecture(c_.architecture);
+    using R = TensorRole;
+    detail::WeightLoader ld(c_, src, rt);
     const int64_t D = c_.d_model, HD = c_.n_heads * c_.d_head, F = c_.d_mlp;
     SS_CHECK_INPUT(c_.n_kv_heads == c_.n_heads, src.origin,
                    "encoders have one key/value head per query head");
     n_positions_ = c_.n_ctx + c_.pos_offset;
-    auto name = [&](TensorRole role, int64_t layer = -1) {
-        return tensor_name(arch, src.format, role, layer);
+    auto norm = [&](R w, R b, int64_t layer) {
+        return detail::load_layer_norm(ld, w, b, layer, D, c_.norm_eps);
     };
-    auto load = [&](TensorRole role, int64_t layer, std::vector<int64_t> shape) {
-        const at::Tensor host = detail::read_f32(src, name(role, layer), shape);  // f32 host
-        n_params_ += host.numel();
-        return host.to(device_, dtype_).contiguous();
-    };
-    // Checkpoints converted from the original TF BERT (bert-base-uncased among them) name the
-    // LayerNorm parameters gamma / beta; transformers renames them on load, so does this.
-    auto load_norm = [&](TensorRole role, int64_t layer, const char* legacy_suffix) {
-        const std::string n = name(role, layer);
-        const std::string legacy = n.substr(0, n.rfind('.') + 1) + legacy_suffix;
-        const bool use_legacy = !src.store->has(n) && src.store->has(legacy);
-        const at::Tensor host = detail::read_f32(src, use_legacy ? legacy : n, {D});
-        n_params_ += host.numel();
-        return host.to(device_, dtype_).contiguous();
-    };
-    auto norm = [&](TensorRole w, TensorRole b, int64_t layer) {
-        return LayerNorm{load_norm(w, layer, "gamma"), load_norm(b, layer, "beta"), c_.norm_eps};
-    };
-    auto linear = [&](TensorRole w, TensorRole b, int64_t layer, int64_t n_out, int64_t n_in) {
-        return Linear{load(w, layer, {n_out, n_in}), load(b, layer, {n_out})};
+    auto linear = [&](R w, R b, int64_t layer, int64_t n_out, int64_t n_in) {
+        return detail::load_linear(ld, w, b, layer, n_out, n_in);
     };
 
-    word_ = load(TensorRole::TokenEmbed, -1, {c_.d_vocab, D});
-    pos_ = load(TensorRole::PosEmbed, -1, {n_positions_, D});
-    type_ = load(TensorRole::TypeEmbed, -1, {c_.n_token_types, D});
-    embed_norm_ = norm(TensorRole::EmbedNorm, TensorRole::EmbedNormBias, -1);
+    word_ = ld.get(R::TokenEmbed, -1, {c_.d_vocab, D});
+    pos_ = ld.get(R::PosEmbed, -1, {n_positions_, D});
+    type_ = ld.get(R::TypeEmbed, -1, {c_.n_token_types, D});
+    embed_norm_ = norm(R::EmbedNorm, R::EmbedNormBias, -1);
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         LayerWeights w;
-        w.attn.q = linear(TensorRole::AttnQ, TensorRole::AttnQBias, l, HD, D);
-        w.attn.k = linear(TensorRole::AttnK, TensorRole::AttnKBias, l, HD, D);
-        w.attn.v = linear(TensorRole::AttnV, TensorRole::AttnVBias, l, HD, D);
-        w.attn.o = linear(TensorRole::AttnO, TensorRole::AttnOBias, l, D, HD);
-        w.attn_norm = norm(TensorRole::AttnNorm, TensorRole::AttnNormBias, l);
-        w.mlp.up = linear(TensorRole::FfnUp, TensorRole::FfnUpBias, l, F, D);
-        w.mlp.down = linear(TensorRole::FfnDown, TensorRole::FfnDownBias, l, D, F);
+        w.attn.q = linear(R::AttnQ, R::AttnQBias, l, HD, D);
+        w.attn.k = linear(R::AttnK, R::AttnKBias, l, HD, D);
+        w.attn.v = linear(R::AttnV, R::AttnVBias, l, HD, D);
+        w.attn.o = linear(R::AttnO, R::AttnOBias, l, D, HD);
+        w.attn_norm = norm(R::AttnNorm, R::AttnNormBias, l);
+        w.mlp.up = linear(R::FfnUp, R::FfnUpBias, l, F, D);
+        w.mlp.down = linear(R::FfnDown, R::FfnDownBias, l, D, F);
         w.mlp.act = c_.act;
-        w.ffn_norm = norm(TensorRole::FfnNorm, TensorRole::FfnNormBias, l);
+        w.ffn_norm = norm(R::FfnNorm, R::FfnNormBias, l);
         layers_.push_back(std::move(w));
     }
-    head_dense_ = linear(TensorRole::HeadDense, TensorRole::HeadDenseBias, -1, D, D);
-    head_norm_ = norm(TensorRole::HeadNorm, TensorRole::HeadNormBias, -1);
+    head_dense_ = linear(R::HeadDense, R::HeadDenseBias, -1, D, D);
+    head_norm_ = norm(R::HeadNorm, R::HeadNormBias, -1);
     // save_pretrained drops the tied decoder weight; an untied checkpoint stores it.
-    out_.w = c_.tied_embeddings ? word_ : load(TensorRole::Output, -1, {c_.d_vocab, D});
-    out_.b = load(TensorRole::OutputBias, -1, {c_.d_vocab});
+    out_.w = c_.tied_embeddings ? word_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    out_.b = ld.get(R::OutputBias, -1, {c_.d_vocab});
+    n_params_ = ld.n_params();
 }
 
 at::Tensor BertFamily::position_ids(const at::Tensor& ids) const {

@@ -154,7 +154,50 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     return z;
 }
 
-// ---- Building blocks of the LayerNorm families ----
+// ---- Weights ----
+
+namespace {
+
+// TF-era name of a LayerNorm parameter role (gamma = weight, beta = bias); nullptr for others.
+const char* legacy_norm_suffix(TensorRole role) {
+    switch (role) {
+        case TensorRole::OutputNorm:
+        case TensorRole::AttnNorm:
+        case TensorRole::FfnNorm:
+        case TensorRole::EmbedNorm:
+        case TensorRole::HeadNorm:
+            return "gamma";
+        case TensorRole::OutputNormBias:
+        case TensorRole::AttnNormBias:
+        case TensorRole::FfnNormBias:
+        case TensorRole::EmbedNormBias:
+        case TensorRole::HeadNormBias:
+            return "beta";
+        default:
+            return nullptr;
+    }
+}
+
+// Names an HF checkpoint may use for registry name `n` of `role` when `n` itself is absent, in
+// the order tried:
+// * checkpoints saved from the base model (GPT2Model, e.g. openai-community/gpt2: "wte.weight"
+//   instead of "transformer.wte.weight") lack the head model's prefix; transformers loads them
+//   by stripping base_model_prefix, and so does this: the name without its first component;
+// * checkpoints converted from the original TF BERT (bert-base-uncased among them) name the
+//   LayerNorm parameters gamma / beta; transformers renames them on load, so does this.
+std::vector<std::string> name_candidates(const std::string& n, TensorRole role) {
+    std::vector<std::string> out;
+    const auto dot = n.find('.');
+    if (dot != std::string::npos) out.push_back(n.substr(dot + 1));
+    if (const char* suffix = legacy_norm_suffix(role)) {
+        auto legacy = [&](const std::string& s) { return s.substr(0, s.rfind('.') + 1) + suffix; };
+        out.push_back(legacy(n));
+        if (dot != std::string::npos) out.push_back(legacy(n.substr(dot + 1)));
+    }
+    return out;
+}
+
+}  // namespace
 
 WeightLoader::WeightLoader(const ModelConfig& c, const WeightSource& src, const RuntimeOptions& rt)
     : arch_(find_architecture(c.architecture)),
@@ -164,14 +207,10 @@ WeightLoader::WeightLoader(const ModelConfig& c, const WeightSource& src, const 
 
 std::string WeightLoader::name(TensorRole role, int64_t layer) const {
     const std::string n = tensor_name(arch_, src_.format, role, layer);
-    // HF checkpoints saved from the base model (GPT2Model, e.g. openai-community/gpt2: "wte.weight"
-    // instead of "transformer.wte.weight") lack the head model's prefix; transformers loads them
-    // by stripping base_model_prefix, and so does this: the registry name without its first
-    // component, used only when the full name is absent and the short one present.
     if (n.empty() || src_.format != WeightFormat::HuggingFace || src_.store->has(n)) return n;
-    const auto dot = n.find('.');
-    if (dot != std::string::npos && src_.store->has(n.substr(dot + 1))) return n.substr(dot + 1);
-    return n;
+    for (const std::string& alt : name_candidates(n, role))
+        if (src_.store->has(alt)) return alt;
+    return n;  // absent: reading it reports the registry name
 }
 
 bool WeightLoader::has(TensorRole role, int64_t layer) const {
@@ -187,10 +226,27 @@ at::Tensor WeightLoader::host(TensorRole role, int64_t layer,
     return read_f32(src_, n, shape);
 }
 
+bool WeightLoader::qk_interleaved() const {
+    return src_.format == WeightFormat::Llama2c ||
+           (src_.format == WeightFormat::Gguf && arch_.gguf_qk_interleaved);
+}
+
+at::Tensor WeightLoader::host_rope_rows(TensorRole role, int64_t layer, int64_t n_head,
+                                        int64_t d_head, int64_t d_in) const {
+    const at::Tensor w = host(role, layer, {n_head * d_head, d_in});  // [n_head * d_head, d_in]
+    if (!qk_interleaved()) return w;
+    // interleaved rows (pairs 2i, 2i+1) -> rotate_half rows (i, i + d_head/2), per head
+    return w.reshape({n_head, d_head / 2, 2, d_in})
+        .transpose(1, 2)
+        .reshape({n_head * d_head, d_in});
+}
+
 at::Tensor WeightLoader::to_device(const at::Tensor& host_f32) {
     n_params_ += host_f32.numel();
     return host_f32.to(device_, dtype_).contiguous();
 }
+
+// ---- Building blocks of the LayerNorm families ----
 
 at::Tensor Linear::operator()(const at::Tensor& x) const { return at::linear(x, w, b); }
 

@@ -94,19 +94,39 @@ struct DecoderFrame {
     double scale = 1.0;  // 1 / sqrt(d_head)
 };
 
-// ---- Building blocks of the LayerNorm families (GPT-2, GPT-NeoX, Phi; usable by encoders) ----
+// ---- Weights: every family reads its tensors through WeightLoader ----
 
 // Reads a family's tensors by role (registry tensor names of src.format), checks their shapes,
-// moves them to the compute device and dtype, and counts the parameters it hands out.
+// moves them to the compute device and dtype, and counts the parameters it hands out. What the
+// formats store differently from the HF layout is undone here, in one place:
+// * HF checkpoints saved from the base model lack the head model's name prefix, and checkpoints
+//   converted from TF BERT name LayerNorm parameters gamma / beta (name()).
+// * RoPE convention: sinkscope computes in the HF layout (rotate_half: dimension i pairs with
+//   i + d_head/2). llama.cpp's convert_hf_to_gguf.py permutes the rows of Q and K of each head
+//   for llama.cpp's interleaved RoPE (pairs 2i, 2i+1):
+//       w.reshape(n_head, 2, d_head/2, d_in).swapaxes(1, 2).reshape(w.shape)
+//   so GGUF row 2i + t of a head is HF row t * d_head/2 + i. llama2.c checkpoints (run.c rotates
+//   pairs 2i, 2i+1) use the same interleaved layout. host_rope_rows() undoes the permutation:
+//       w.reshape(n_head, d_head/2, 2, d_in).swapaxes(1, 2)
+//   which makes hook_q/hook_k identical across formats and q.k unchanged (a permutation applied
+//   to both q and k leaves their dot product unchanged), so attention is the same either way.
 class WeightLoader {
 public:
     WeightLoader(const ModelConfig& c, const WeightSource& src, const RuntimeOptions& rt);
-    // Registry name of `role` ("" when the format has no such role).
+    // Name of `role` in the store: the registry name, or for HF weights the first present of its
+    // fallbacks (see name_candidates in family_common.cpp); "" when the format has no such role.
     std::string name(TensorRole role, int64_t layer = -1) const;
     // True when the role has a name and the store holds it.
     bool has(TensorRole role, int64_t layer = -1) const;
     // Host f32 copy of `role`, shape-checked (for layout changes before to_device; not counted).
     at::Tensor host(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) const;
+    // True when the format stores Q/K rows interleaved per head (GGUF of an architecture with
+    // ArchitectureInfo::gguf_qk_interleaved, llama2.c).
+    bool qk_interleaved() const;
+    // Q or K weight `role` [n_head * d_head, d_in] as host f32 in the HF rotate_half row order,
+    // whatever order the format stores (not counted).
+    at::Tensor host_rope_rows(TensorRole role, int64_t layer, int64_t n_head, int64_t d_head,
+                              int64_t d_in) const;
     // Host f32 -> device, compute dtype, contiguous; counted in n_params().
     at::Tensor to_device(const at::Tensor& host_f32);
     at::Tensor get(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) {
@@ -123,6 +143,8 @@ private:
     at::Device device_;
     int64_t n_params_ = 0;
 };
+
+// ---- Building blocks of the LayerNorm families (GPT-2, GPT-NeoX, Phi, BERT, ViT) ----
 
 // y = x W^T + b. w: [out, in], b: [out] or undefined (no bias).
 struct Linear {

@@ -2,25 +2,18 @@
 // sqrt(d_model) embedding scale, GeGLU with tanh GELU); grouped-query attention. Eager attention
 // with explicit scores and pattern so every hook of hooks.hpp is a real tensor.
 //
-// RoPE convention: sinkscope computes in the Hugging Face layout (rotate_half: dimension i pairs
-// with i + d_head/2). llama.cpp's convert_hf_to_gguf.py permutes the rows of Q and K of each
-// head for llama.cpp's interleaved RoPE (pairs 2i, 2i+1):
-//     w.reshape(n_head, 2, d_head/2, d_in).swapaxes(1, 2).reshape(w.shape)
-// so GGUF row 2i + t of a head is HF row t * d_head/2 + i. llama2.c checkpoints (run.c rotates
-// pairs 2i, 2i+1) use the same interleaved layout. The loader undoes the permutation:
-//     w.reshape(n_head, d_head/2, 2, d_in).swapaxes(1, 2)
-// which makes hook_q/hook_k identical across formats and q.k unchanged (a permutation applied to
-// both q and k leaves their dot product unchanged), so attention is the same either way.
+// GGUF and llama2.c store Q/K rows in llama.cpp's interleaved RoPE order; the loader returns them
+// in the HF rotate_half order (detail::WeightLoader::host_rope_rows), so hooks are identical
+// across formats.
 #include <cmath>
 
 #include <ATen/ATen.h>
 
-#include "sinkscope/core/error.hpp"
-#include "sinkscope/io/weights.hpp"
-#include "sinkscope/model/model.hpp"
-#include "sinkscope/model/registry.hpp"
 #include "config_json.hpp"
 #include "family_common.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/model/model.hpp"
+#include "sinkscope/model/registry.hpp"
 #include "tensor_load.hpp"
 
 namespace sinkscope::model {
@@ -61,72 +54,47 @@ private:
 LlamaFamily::LlamaFamily(const ModelConfig& config, const WeightSource& src,
                          const RuntimeOptions& rt)
     : c_(config), dtype_(detail::scalar_type(rt.dtype)), device_(detail::device_of(rt)) {
-    const ArchitectureInfo& arch = find_architecture(c_.architecture);
-    const bool interleaved = src.format == WeightFormat::Llama2c ||
-                             (src.format == WeightFormat::Gguf && arch.gguf_qk_interleaved);
+    using R = TensorRole;
+    detail::WeightLoader ld(c_, src, rt);
     const int64_t D = c_.d_model, dh = c_.d_head, H = c_.n_heads, Hkv = c_.n_kv_heads;
-    auto name = [&](TensorRole role, int64_t layer = -1) {
-        return tensor_name(arch, src.format, role, layer);
-    };
-    auto to_device = [&](const at::Tensor& host_f32) {
-        n_params_ += host_f32.numel();
-        return host_f32.to(device_, dtype_).contiguous();
-    };
-    auto read = [&](TensorRole role, int64_t layer, std::vector<int64_t> shape) {
-        return detail::read_f32(src, name(role, layer), shape);
-    };
-    // Interleaved (llama.cpp / llama2.c) rows -> HF rotate_half rows, per head (see top).
-    auto deinterleave = [&](const at::Tensor& w, int64_t n_head) {
-        return w.reshape({n_head, dh / 2, 2, D}).transpose(1, 2).reshape({n_head * dh, D});
-    };
-    // Norm weights: the compute-dtype copy (Llama multiplies in the compute dtype) and an f32
-    // copy holding the effective scale (Gemma multiplies by 1 + w in f32).
-    auto norm = [&](TensorRole role, int64_t layer, at::Tensor& w, at::Tensor& w_f32) {
-        at::Tensor host = read(role, layer, {D});
-        n_params_ += host.numel();
+    // Norm weights: the compute-dtype copy (Llama multiplies in the compute dtype, counted) and
+    // an f32 copy holding the effective scale (Gemma multiplies by 1 + w in f32).
+    auto norm = [&](R role, int64_t layer, at::Tensor& w, at::Tensor& w_f32) {
+        at::Tensor host = ld.host(role, layer, {D});
         if (c_.norm_add_one) host = host + 1.0f;
         w_f32 = host.to(device_).contiguous();
-        w = host.to(device_, dtype_).contiguous();
+        w = ld.to_device(host);
     };
 
     // Tied HF checkpoints may store only lm_head.weight (transformers then fills both).
-    const std::string embed_name = name(TensorRole::TokenEmbed);
-    const bool embed_from_output = c_.tied_embeddings && !src.store->has(embed_name) &&
-                                   !name(TensorRole::Output).empty() &&
-                                   src.store->has(name(TensorRole::Output));
-    embed_ = to_device(read(embed_from_output ? TensorRole::Output : TensorRole::TokenEmbed, -1,
-                            {c_.d_vocab, D}));
-    norm(TensorRole::OutputNorm, -1, out_norm_, out_norm_f32_);
+    const bool embed_from_output =
+        c_.tied_embeddings && !ld.has(R::TokenEmbed) && ld.has(R::Output);
+    embed_ = ld.get(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
+    norm(R::OutputNorm, -1, out_norm_, out_norm_f32_);
     // HF: config.json decides; GGUF omits output.weight and llama2.c omits wcls when tied.
-    const std::string out_name = name(TensorRole::Output);
-    const bool tied = c_.tied_embeddings || (src.format != WeightFormat::HuggingFace &&
-                                             (out_name.empty() || !src.store->has(out_name)));
-    w_out_ = tied ? embed_ : to_device(read(TensorRole::Output, -1, {c_.d_vocab, D}));
+    const bool tied =
+        c_.tied_embeddings || (src.format != WeightFormat::HuggingFace && !ld.has(R::Output));
+    w_out_ = tied ? embed_ : ld.get(R::Output, -1, {c_.d_vocab, D});
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         LayerWeights w;
-        norm(TensorRole::AttnNorm, l, w.attn_norm, w.attn_norm_f32);
-        at::Tensor wq = read(TensorRole::AttnQ, l, {H * dh, D});
-        at::Tensor wk = read(TensorRole::AttnK, l, {Hkv * dh, D});
-        if (interleaved) {
-            wq = deinterleave(wq, H);
-            wk = deinterleave(wk, Hkv);
-        }
-        w.wq = to_device(wq);
-        w.wk = to_device(wk);
-        w.wv = to_device(read(TensorRole::AttnV, l, {Hkv * dh, D}));
-        w.wo = to_device(read(TensorRole::AttnO, l, {D, H * dh}));
+        norm(R::AttnNorm, l, w.attn_norm, w.attn_norm_f32);
+        w.wq = ld.to_device(ld.host_rope_rows(R::AttnQ, l, H, dh, D));
+        w.wk = ld.to_device(ld.host_rope_rows(R::AttnK, l, Hkv, dh, D));
+        w.wv = ld.get(R::AttnV, l, {Hkv * dh, D});
+        w.wo = ld.get(R::AttnO, l, {D, H * dh});
         if (c_.qkv_bias) {
-            w.bq = to_device(read(TensorRole::AttnQBias, l, {H * dh}));
-            w.bk = to_device(read(TensorRole::AttnKBias, l, {Hkv * dh}));
-            w.bv = to_device(read(TensorRole::AttnVBias, l, {Hkv * dh}));
+            w.bq = ld.get(R::AttnQBias, l, {H * dh});
+            w.bk = ld.get(R::AttnKBias, l, {Hkv * dh});
+            w.bv = ld.get(R::AttnVBias, l, {Hkv * dh});
         }
-        norm(TensorRole::FfnNorm, l, w.ffn_norm, w.ffn_norm_f32);
-        w.w_gate = to_device(read(TensorRole::FfnGate, l, {c_.d_mlp, D}));
-        w.w_up = to_device(read(TensorRole::FfnUp, l, {c_.d_mlp, D}));
-        w.w_down = to_device(read(TensorRole::FfnDown, l, {D, c_.d_mlp}));
+        norm(R::FfnNorm, l, w.ffn_norm, w.ffn_norm_f32);
+        w.w_gate = ld.get(R::FfnGate, l, {c_.d_mlp, D});
+        w.w_up = ld.get(R::FfnUp, l, {c_.d_mlp, D});
+        w.w_down = ld.get(R::FfnDown, l, {D, c_.d_mlp});
         layers_.push_back(std::move(w));
     }
+    n_params_ = ld.n_params();
 }
 
 at::Tensor LlamaFamily::rms_norm(const at::Tensor& x, const at::Tensor& w,
@@ -198,8 +166,7 @@ void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, Mo
     c.norm_eps = json_float_or(j, "rms_norm_eps", 1e-6, origin);
     c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
     c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
-    // Gemma ties embeddings by default; the others do not (transformers' config defaults).
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", arch.embed_scale, origin);
+    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", arch.tied_by_default, origin);
     c.qkv_bias = arch.qkv_bias;
     c.norm_add_one = arch.norm_add_one_hf;
     c.embed_scale = arch.embed_scale;
@@ -209,7 +176,7 @@ void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, Mo
         if (act != "silu") throw UnsupportedError(origin, "hidden_act '" + act + "'");
     }
     if (arch.has_sliding_window) {
-        const bool use = j.value("use_sliding_window", std::string(arch.name) != "qwen2");
+        const bool use = j.value("use_sliding_window", arch.sliding_window_by_default);
         c.window = use ? json_int_or(j, "sliding_window", 0, origin) : 0;
     }
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())

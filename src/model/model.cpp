@@ -1,8 +1,9 @@
-// Model: forward wrappers, head masks, the fp64 hand-over to the metrics, greedy generation,
-// perplexity and mean-z for mean ablation.
+// Model: runtime options, forward wrappers, build_model and image input. Head masks:
+// head_mask.cpp; perplexity, generation, mean z: evaluation.cpp. The hand-over to the metrics is
+// analysis/capture.hpp.
 #include "sinkscope/model/model.hpp"
 
-#include <cmath>
+#include <algorithm>
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -35,31 +36,6 @@ ComputeDType parse_compute_dtype(const std::string& s) {
     if (s == "bfloat16") return ComputeDType::BFloat16;
     if (s == "float16") return ComputeDType::Float16;
     throw UsageError("--dtype must be float32, bfloat16 or float16, got '" + s + "'");
-}
-
-HeadMask::HeadMask(Kind k, int64_t layers, int64_t heads)
-    : kind(k), n_layers(layers), n_heads(heads),
-      ablated(static_cast<size_t>(layers * heads), 0) {}
-
-void HeadMask::ablate(int64_t layer, int64_t head) {
-    if (layer < 0 || layer >= n_layers || head < 0 || head >= n_heads)
-        throw UsageError("head mask: (layer " + std::to_string(layer) + ", head " +
-                         std::to_string(head) + ") is outside the model");
-    ablated[static_cast<size_t>(layer * n_heads + head)] = 1;
-}
-
-void HeadMask::ablate_layer(int64_t layer) {
-    for (int64_t h = 0; h < n_heads; ++h) ablate(layer, h);
-}
-
-bool HeadMask::is_ablated(int64_t layer, int64_t head) const {
-    return ablated[static_cast<size_t>(layer * n_heads + head)] != 0;
-}
-
-bool HeadMask::any_in_layer(int64_t layer) const {
-    for (int64_t h = 0; h < n_heads; ++h)
-        if (is_ablated(layer, h)) return true;
-    return false;
 }
 
 Model::Model(ModelConfig config, std::unique_ptr<Transformer> net, RuntimeOptions runtime)
@@ -140,62 +116,6 @@ ModelInput image_input(const Model& model, const io::Image& image) {
                                        at::TensorOptions().dtype(at::kFloat))
                              .to(detail::device_of(model.runtime()), at::kFloat, false, true);
     return input;
-}
-
-at::Tensor compute_mean_z(const Model& model, const std::vector<std::vector<int32_t>>& inputs) {
-    const ModelConfig& c = model.config();
-    const CaptureSpec spec({hook_glob(HookPoint::Z)});
-    at::Tensor sum = at::zeros({c.n_layers, c.n_heads, c.d_head}, at::kDouble);  // host
-    int64_t n = 0;
-    for (const auto& ids : inputs) {
-        const ForwardResult r = model.forward(ids, spec);
-        for (int64_t l = 0; l < c.n_layers; ++l)  // hook_z [1, pos, H, d_head]
-            sum[l] += r.captured.at(hook_name(HookPoint::Z, l))[0].to(at::kCPU, at::kDouble).sum(0);
-        n += static_cast<int64_t>(ids.size());
-    }
-    SS_CHECK(n > 0, "compute_mean_z needs at least one token");
-    return (sum / static_cast<double>(n)).to(at::kFloat);
-}
-
-std::vector<int32_t> generate_greedy(const Model& model, std::vector<int32_t> prompt,
-                                     int64_t n_new, int32_t stop_token) {
-    // Full recomputation per step (no KV cache): generation is for parity checks on small models.
-    for (int64_t step = 0; step < n_new; ++step) {
-        const ForwardResult r = model.forward(prompt);
-        const int32_t next = static_cast<int32_t>(r.logits[0][-1].argmax().item<int64_t>());
-        if (stop_token >= 0 && next == stop_token) break;
-        prompt.push_back(next);
-    }
-    return prompt;
-}
-
-PerplexityResult compute_perplexity(const Model& model,
-                                    const std::vector<std::vector<int32_t>>& samples) {
-    PerplexityResult out;
-    double total = 0;
-    for (const auto& ids : samples) {
-        if (ids.size() < 2) {  // nothing to predict
-            out.sample_nll.push_back(std::nan(""));
-            out.sample_tokens.push_back(0);
-            continue;
-        }
-        const ForwardResult r = model.forward(ids);
-        const int64_t T = static_cast<int64_t>(ids.size());
-        // [pos - 1, d_vocab] f64 log-probabilities of the next token
-        const at::Tensor logp = at::log_softmax(r.logits[0].narrow(0, 0, T - 1).to(at::kDouble), -1);
-        std::vector<int64_t> next(ids.begin() + 1, ids.end());
-        const at::Tensor target =
-            at::tensor(next, at::TensorOptions().dtype(at::kLong)).to(logp.device()).view({-1, 1});
-        const double nll = -logp.gather(1, target).sum().item<double>();
-        out.sample_nll.push_back(nll / static_cast<double>(T - 1));
-        out.sample_tokens.push_back(T - 1);
-        total += nll;
-        out.n_tokens += T - 1;
-    }
-    if (out.n_tokens == 0) throw UsageError("perplexity: no sample has two or more tokens");
-    out.mean_nll = total / static_cast<double>(out.n_tokens);
-    out.perplexity = std::exp(out.mean_nll);
-    return out;
 }
 
 }  // namespace sinkscope::model

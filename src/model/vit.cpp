@@ -3,6 +3,7 @@
 // position embeddings added (tokens: CLS first, then patches row-major); pre-LN encoder blocks with
 // bidirectional eager attention; the final vit.layernorm, then a classifier on the CLS token.
 #include <cmath>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -59,42 +60,34 @@ VitFamily::VitFamily(const ModelConfig& config, const WeightSource& src, const R
     if (src.format != WeightFormat::HuggingFace)
         throw UnsupportedError(src.origin, std::string("ViT weights in ") +
                                                weight_format_name(src.format) + " format");
-    const ArchitectureInfo& arch = find_architecture(c_.architecture);
+    using R = TensorRole;
+    detail::WeightLoader ld(c_, src, rt);
     const int64_t D = c_.d_model, HD = c_.n_heads * c_.d_head, F = c_.d_mlp, P = c_.patch_size;
-    auto read = [&](TensorRole role, int64_t layer, std::vector<int64_t> shape) {
-        at::Tensor host = detail::read_f32(src, tensor_name(arch, src.format, role, layer), shape);
-        n_params_ += host.numel();
-        return host.to(device_, dtype_).contiguous();
+    patch_w_ = ld.get(R::PatchEmbed, -1, {D, c_.n_channels, P, P});
+    patch_b_ = ld.get(R::PatchEmbedBias, -1, {D});
+    cls_ = ld.get(R::ClsToken, -1, {1, 1, D});
+    pos_ = ld.get(R::PosEmbed, -1, {1, 1 + n_patches_of(c_), D});
+    auto norm = [&](R w, R b, int64_t layer) {
+        return detail::load_layer_norm(ld, w, b, layer, D, c_.norm_eps);
     };
-    patch_w_ = read(TensorRole::PatchEmbed, -1, {D, c_.n_channels, P, P});
-    patch_b_ = read(TensorRole::PatchEmbedBias, -1, {D});
-    cls_ = read(TensorRole::ClsToken, -1, {1, 1, D});
-    pos_ = read(TensorRole::PosEmbed, -1, {1, 1 + n_patches_of(c_), D});
-    auto norm = [&](TensorRole w, TensorRole b, int64_t layer) {
-        return LayerNorm{read(w, layer, {D}), read(b, layer, {D}), c_.norm_eps};
-    };
-    // Weight [n_out, n_in] and, unless `bias` is false, its bias [n_out].
-    auto linear = [&](TensorRole w, TensorRole b, int64_t layer, int64_t n_out, int64_t n_in,
-                      bool bias = true) {
-        Linear lin{read(w, layer, {n_out, n_in}), {}};
-        if (bias) lin.b = read(b, layer, {n_out});
-        return lin;
-    };
+    // q/k/v biases unless config.json says qkv_bias=false
+    auto qkv_bias = [&](R b) { return c_.qkv_bias ? std::optional<R>(b) : std::nullopt; };
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         VitLayer w;
-        w.ln1 = norm(TensorRole::AttnNorm, TensorRole::AttnNormBias, l);
-        w.attn.q = linear(TensorRole::AttnQ, TensorRole::AttnQBias, l, HD, D, c_.qkv_bias);
-        w.attn.k = linear(TensorRole::AttnK, TensorRole::AttnKBias, l, HD, D, c_.qkv_bias);
-        w.attn.v = linear(TensorRole::AttnV, TensorRole::AttnVBias, l, HD, D, c_.qkv_bias);
-        w.attn.o = linear(TensorRole::AttnO, TensorRole::AttnOBias, l, D, HD);
-        w.ln2 = norm(TensorRole::FfnNorm, TensorRole::FfnNormBias, l);
-        w.mlp.up = linear(TensorRole::FfnUp, TensorRole::FfnUpBias, l, F, D);
-        w.mlp.down = linear(TensorRole::FfnDown, TensorRole::FfnDownBias, l, D, F);
+        w.ln1 = norm(R::AttnNorm, R::AttnNormBias, l);
+        w.attn.q = detail::load_linear(ld, R::AttnQ, qkv_bias(R::AttnQBias), l, HD, D);
+        w.attn.k = detail::load_linear(ld, R::AttnK, qkv_bias(R::AttnKBias), l, HD, D);
+        w.attn.v = detail::load_linear(ld, R::AttnV, qkv_bias(R::AttnVBias), l, HD, D);
+        w.attn.o = detail::load_linear(ld, R::AttnO, R::AttnOBias, l, D, HD);
+        w.ln2 = norm(R::FfnNorm, R::FfnNormBias, l);
+        w.mlp.up = detail::load_linear(ld, R::FfnUp, R::FfnUpBias, l, F, D);
+        w.mlp.down = detail::load_linear(ld, R::FfnDown, R::FfnDownBias, l, D, F);
         w.mlp.act = c_.act;
         layers_.push_back(std::move(w));
     }
-    out_norm_ = norm(TensorRole::OutputNorm, TensorRole::OutputNormBias, -1);
-    classifier_ = linear(TensorRole::Output, TensorRole::OutputBias, -1, c_.d_vocab, D);
+    out_norm_ = norm(R::OutputNorm, R::OutputNormBias, -1);
+    classifier_ = detail::load_linear(ld, R::Output, R::OutputBias, -1, c_.d_vocab, D);
+    n_params_ = ld.n_params();
 }
 
 ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& capture,

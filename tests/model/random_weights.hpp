@@ -1,5 +1,6 @@
 // Test helper: an in-memory WeightStore filled with seeded random weights for any registered
-// architecture and weight format, so the model runs without files.
+// architecture, generated from the registry's tensor-name table (every role the architecture
+// names gets a tensor), so the model runs without files.
 #pragma once
 
 #include <cstring>
@@ -7,6 +8,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/weights.hpp"
@@ -45,79 +48,146 @@ public:
     std::vector<std::filesystem::path> files() const override { return {file}; }
 };
 
-// A tiny config of architecture `arch` (GQA 4 query / 2 kv heads).
-inline model::ModelConfig tiny_config(const std::string& arch) {
-    const model::ArchitectureInfo& a = model::find_architecture(arch);
-    model::ModelConfig c;
-    c.architecture = arch;
-    c.n_layers = 2;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.d_model = 16;
-    c.d_head = arch == "gemma" ? 6 : 4;  // Gemma: d_head independent of d_model / n_heads
-    c.d_mlp = 24;
-    c.d_vocab = 40;
-    c.n_ctx = 64;
-    c.act = a.default_act;
-    c.qkv_bias = a.qkv_bias;
-    c.norm_add_one = a.norm_add_one_hf;
-    c.embed_scale = a.embed_scale;
-    c.tied_embeddings = a.embed_scale;
-    c.window = a.has_sliding_window ? 3 : 0;
-    return c;
+// A tiny config.json that every family's reader accepts: the keys of all families at once (each
+// reader takes its own), model_type from the registry. d_model 16, 2 layers, 4 query heads and 2
+// key/value heads where the family reads num_key_value_heads, head_dim 6 (!= d_model / n_heads)
+// where it reads head_dim, sliding window 3 where the architecture has one, 8x8 images in 4x4
+// patches for vision.
+inline nlohmann::json tiny_config_json(const model::ArchitectureInfo& a) {
+    return {
+        {"model_type", a.hf_model_types.front()},
+        // Llama family, GPT-NeoX, Phi, BERT / RoBERTa, ViT
+        {"hidden_size", 16},
+        {"num_hidden_layers", 2},
+        {"num_attention_heads", 4},
+        {"num_key_value_heads", 2},
+        {"head_dim", 6},
+        {"intermediate_size", 24},
+        {"vocab_size", 40},
+        {"max_position_embeddings", 24},
+        {"sliding_window", 3},
+        {"partial_rotary_factor", 0.5},
+        {"layer_norm_eps", 1e-5},
+        {"type_vocab_size", 2},
+        // GPT-2
+        {"n_embd", 16},
+        {"n_layer", 2},
+        {"n_head", 4},
+        {"n_inner", 24},
+        {"n_positions", 24},
+        // ViT
+        {"image_size", 8},
+        {"patch_size", 4},
+        {"num_labels", 5},
+    };
 }
 
-// Adds seeded random tensors by role with HF names: std 0.5 (attention far from uniform), or
-// 1 + 0.2 N(0, 1) for norm weights. Used by random_hf_weights and by the families whose tensor
-// shapes differ from the Llama ones.
-class RandomFiller {
-public:
-    RandomFiller(MemoryWeightStore& store, const std::string& arch, unsigned seed)
-        : store_(store), arch_(model::find_architecture(arch)), rng_(seed) {}
-    void add(model::TensorRole role, int64_t layer, std::vector<int64_t> shape,
-             bool norm = false) {
-        int64_t n = 1;
-        for (auto d : shape) n *= d;
-        MemoryWeightStore::Entry e{shape, std::vector<float>(static_cast<size_t>(n))};
-        for (auto& v : e.values) v = norm ? 1.0f + 0.2f * normal_(rng_) : normal_(rng_);
-        store_.tensors[model::tensor_name(arch_, model::WeightFormat::HuggingFace, role, layer)] =
-            e;
-    }
+// tiny_config_json read by the architecture's own config reader (so every registry fact, e.g.
+// activation, q/k/v bias, (1 + w) norms, embedding scale, window, lands in the config as it does
+// for a real checkpoint).
+inline model::ModelConfig tiny_config(const std::string& arch) {
+    return model::config_from_hf_json(tiny_config_json(model::find_architecture(arch)),
+                                      "tiny config.json (" + arch + ")");
+}
 
-private:
-    MemoryWeightStore& store_;
-    const model::ArchitectureInfo& arch_;
-    std::mt19937 rng_;
-    std::normal_distribution<float> normal_{0.0f, 0.5f};
-};
+inline bool is_norm_weight(model::TensorRole r) {
+    using R = model::TensorRole;
+    return r == R::OutputNorm || r == R::AttnNorm || r == R::FfnNorm || r == R::EmbedNorm ||
+           r == R::HeadNorm;
+}
 
-// Random weights with HF names for `c` (std 0.5 so attention is far from uniform).
-inline MemoryWeightStore random_hf_weights(const model::ModelConfig& c, unsigned seed = 7) {
-    using model::TensorRole;
-    MemoryWeightStore s;
-    RandomFiller filler(s, c.architecture, seed);
-    auto add = [&](TensorRole role, int64_t layer, std::vector<int64_t> shape, bool norm = false) {
-        filler.add(role, layer, std::move(shape), norm);
+// The shape of `role` in a Hugging Face checkpoint of config c: [out, in] linear weights, except
+// GPT-2's Conv1D ([in, out]); fused q/k/v is 3 * d_model rows (NeoX) or columns (GPT-2).
+inline std::vector<int64_t> role_shape(const model::ArchitectureInfo& a,
+                                       const model::ModelConfig& c, model::TensorRole r) {
+    using R = model::TensorRole;
+    const bool conv1d = a.build == model::build_gpt2_family;  // HF Conv1D: weights [in, out]
+    auto linear = [&](int64_t n_out, int64_t n_in) {
+        return conv1d ? std::vector<int64_t>{n_in, n_out} : std::vector<int64_t>{n_out, n_in};
     };
-    const int64_t D = c.d_model, qd = c.n_heads * c.d_head, kd = c.n_kv_heads * c.d_head;
-    add(TensorRole::TokenEmbed, -1, {c.d_vocab, D});
-    add(TensorRole::OutputNorm, -1, {D}, true);
-    if (!c.tied_embeddings) add(TensorRole::Output, -1, {c.d_vocab, D});
-    for (int64_t l = 0; l < c.n_layers; ++l) {
-        add(TensorRole::AttnNorm, l, {D}, true);
-        add(TensorRole::AttnQ, l, {qd, D});
-        add(TensorRole::AttnK, l, {kd, D});
-        add(TensorRole::AttnV, l, {kd, D});
-        add(TensorRole::AttnO, l, {D, qd});
-        if (c.qkv_bias) {
-            add(TensorRole::AttnQBias, l, {qd});
-            add(TensorRole::AttnKBias, l, {kd});
-            add(TensorRole::AttnVBias, l, {kd});
+    const int64_t D = c.d_model, qd = c.n_heads * c.d_head, kd = c.n_kv_heads * c.d_head,
+                  F = c.d_mlp, P = c.patch_size;
+    switch (r) {
+        case R::TokenEmbed:
+        case R::Output:
+            return {c.d_vocab, D};
+        case R::OutputBias:
+            return {c.d_vocab};
+        case R::PosEmbed:
+            if (c.is_vision()) return {1, c.n_ctx, D};  // CLS + patches
+            return {c.n_ctx + c.pos_offset, D};
+        case R::TypeEmbed:
+            return {c.n_token_types, D};
+        case R::AttnQ:
+            return linear(qd, D);
+        case R::AttnK:
+        case R::AttnV:
+            return linear(kd, D);
+        case R::AttnQBias:
+            return {qd};
+        case R::AttnKBias:
+        case R::AttnVBias:
+            return {kd};
+        case R::AttnO:
+            return linear(D, qd);
+        case R::AttnQKV:
+            return linear(qd + 2 * kd, D);
+        case R::AttnQKVBias:
+            return {qd + 2 * kd};
+        case R::FfnGate:
+        case R::FfnUp:
+            return linear(F, D);
+        case R::FfnUpBias:
+            return {F};
+        case R::FfnDown:
+            return linear(D, F);
+        case R::HeadDense:
+            return linear(D, D);
+        case R::PatchEmbed:
+            return {D, c.n_channels, P, P};
+        case R::ClsToken:
+            return {1, 1, D};
+        default:
+            return {D};  // norm weights and biases, d_model-sized biases
+    }
+}
+
+// True when a checkpoint of config c stores `role`: the tied output matrix and disabled q/k/v
+// biases are not stored (as save_pretrained writes them).
+inline bool role_stored(const model::ModelConfig& c, model::TensorRole r) {
+    using R = model::TensorRole;
+    if (r == R::Output) return !c.tied_embeddings;
+    if (r == R::AttnQBias || r == R::AttnKBias || r == R::AttnVBias) return c.qkv_bias;
+    return true;
+}
+
+// Seeded random HF-named weights for every role the registry names for c.architecture and c
+// stores: N(0, 0.5^2) (attention far from uniform), norm weights with an effective scale of
+// 1 + N(0, 0.2^2) (stored around 0 where the norm multiplies by 1 + w). Per-layer roles ("{L}" in
+// the name) get one tensor per layer.
+inline MemoryWeightStore random_weights(const model::ModelConfig& c, unsigned seed = 7) {
+    using model::TensorRole;
+    using model::WeightFormat;
+    const model::ArchitectureInfo& a = model::find_architecture(c.architecture);
+    MemoryWeightStore s;
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    const float norm_center = c.norm_add_one ? 0.0f : 1.0f;
+    for (int ri = 0; ri < model::kNumTensorRoles; ++ri) {
+        const auto role = static_cast<TensorRole>(ri);
+        if (!role_stored(c, role)) continue;
+        const std::string n0 = model::tensor_name(a, WeightFormat::HuggingFace, role, 0);
+        if (n0.empty()) continue;  // the architecture has no such role
+        const bool per_layer = n0 != model::tensor_name(a, WeightFormat::HuggingFace, role, 1);
+        for (int64_t l = per_layer ? 0 : -1; l < (per_layer ? c.n_layers : 0); ++l) {
+            MemoryWeightStore::Entry e{role_shape(a, c, role), {}};
+            int64_t n = 1;
+            for (int64_t d : e.shape) n *= d;
+            e.values.resize(static_cast<size_t>(n));
+            for (float& v : e.values)
+                v = is_norm_weight(role) ? norm_center + 0.4f * normal(rng) : normal(rng);
+            s.tensors[model::tensor_name(a, WeightFormat::HuggingFace, role, l)] = std::move(e);
         }
-        add(TensorRole::FfnNorm, l, {D}, true);
-        add(TensorRole::FfnGate, l, {c.d_mlp, D});
-        add(TensorRole::FfnUp, l, {c.d_mlp, D});
-        add(TensorRole::FfnDown, l, {D, c.d_mlp});
     }
     return s;
 }

@@ -51,67 +51,6 @@ ModelConfig tiny_encoder(const std::string& arch) {
 
 constexpr int64_t kRobertaPad = 1;
 
-// The shape of each encoder tensor role for config c.
-std::vector<int64_t> role_shape(const ModelConfig& c, TensorRole r) {
-    const int64_t D = c.d_model, HD = c.n_heads * c.d_head, F = c.d_mlp;
-    switch (r) {
-        case TensorRole::TokenEmbed:
-        case TensorRole::Output:
-            return {c.d_vocab, D};
-        case TensorRole::OutputBias:
-            return {c.d_vocab};
-        case TensorRole::PosEmbed:
-            return {c.n_ctx + c.pos_offset, D};
-        case TensorRole::TypeEmbed:
-            return {c.n_token_types, D};
-        case TensorRole::AttnQ:
-        case TensorRole::AttnK:
-        case TensorRole::AttnV:
-            return {HD, D};
-        case TensorRole::AttnQBias:
-        case TensorRole::AttnKBias:
-        case TensorRole::AttnVBias:
-            return {HD};
-        case TensorRole::AttnO:
-            return {D, HD};
-        case TensorRole::FfnUp:
-            return {F, D};
-        case TensorRole::FfnUpBias:
-            return {F};
-        case TensorRole::FfnDown:
-            return {D, F};
-        case TensorRole::HeadDense:
-            return {D, D};
-        default:
-            return {D};  // LayerNorm weights and biases, D-sized biases
-    }
-}
-
-bool is_norm_weight(TensorRole r) {
-    return r == TensorRole::EmbedNorm || r == TensorRole::AttnNorm || r == TensorRole::FfnNorm ||
-           r == TensorRole::HeadNorm;
-}
-
-// Random HF-named weights for every role of the encoder table (std 0.5; LayerNorm weights near
-// 1), without the tied decoder weight, as save_pretrained writes them.
-MemoryWeightStore random_encoder_weights(const ModelConfig& c, unsigned seed = 7) {
-    const auto& arch = find_architecture(c.architecture);
-    MemoryWeightStore s;
-    testutil::RandomFiller filler(s, c.architecture, seed);
-    for (int ri = 0; ri < kNumTensorRoles; ++ri) {
-        const auto role = static_cast<TensorRole>(ri);
-        if (role == TensorRole::Output) continue;  // tied
-        const bool per_layer = tensor_name(arch, WeightFormat::HuggingFace, role, 0) !=
-                               tensor_name(arch, WeightFormat::HuggingFace, role, 1);
-        for (int64_t l = per_layer ? 0 : -1; l < (per_layer ? c.n_layers : 0); ++l) {
-            const std::string n = tensor_name(arch, WeightFormat::HuggingFace, role, l);
-            if (n.empty()) continue;  // role absent from the encoder layout
-            filler.add(role, l, role_shape(c, role), is_norm_weight(role));
-        }
-    }
-    return s;
-}
-
 WeightSource source_of(const MemoryWeightStore& s) {
     return WeightSource{&s, WeightFormat::HuggingFace, s.file};
 }
@@ -226,7 +165,7 @@ class Encoders : public ::testing::TestWithParam<std::string> {};
 // padding_idx + 1, exact-GELU head) equal the independent double-precision loop implementation.
 TEST_P(Encoders, MatchesNaiveReference) {
     const ModelConfig c = tiny_encoder(GetParam());
-    const MemoryWeightStore s = random_encoder_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     const Model m = build_model(c, source_of(s));
     const std::vector<int32_t> types = c.n_token_types > 1 ? kTypes : std::vector<int32_t>(8, 0);
     ModelInput in;
@@ -256,7 +195,7 @@ TEST_P(Encoders, MatchesNaiveReference) {
 // Masking::Bidirectional (spec section 0: the sink policy default then resolves to argmax).
 TEST_P(Encoders, AttentionInvariants) {
     const ModelConfig c = tiny_encoder(GetParam());
-    const MemoryWeightStore s = random_encoder_weights(c, 11);
+    const MemoryWeightStore s = testutil::random_weights(c, 11);
     const Model m = build_model(c, source_of(s));
     const ForwardResult r = m.forward(kIds, CaptureSpec::attention());
     EXPECT_TRUE(at::isfinite(r.logits).all().item<bool>());
@@ -283,7 +222,7 @@ TEST_P(Encoders, AttentionInvariants) {
 // as with HF head_mask = 0), and resid_mid = LayerNorm(resid_pre + b_O).
 TEST_P(Encoders, ZeroAblatingLayerRemovesAttention) {
     const ModelConfig c = tiny_encoder(GetParam());
-    const MemoryWeightStore s = random_encoder_weights(c, 3);
+    const MemoryWeightStore s = testutil::random_weights(c, 3);
     const auto& arch = find_architecture(c.architecture);
     auto name = [&](TensorRole r) { return tensor_name(arch, WeightFormat::HuggingFace, r, 1); };
     MemoryWeightStore cut = s;
@@ -326,7 +265,7 @@ TEST_P(Encoders, ZeroAblatingLayerRemovesAttention) {
 // create_position_ids_from_input_ids).
 TEST_P(Encoders, PaddedBatchEqualsSingleSequences) {
     const ModelConfig c = tiny_encoder(GetParam());
-    const MemoryWeightStore s = random_encoder_weights(c, 5);
+    const MemoryWeightStore s = testutil::random_weights(c, 5);
     const Model m = build_model(c, source_of(s));
     const int32_t pad = c.pos_offset > 0 ? kRobertaPad : 0;
     const std::vector<int32_t> a = kIds, b{7, 12, 30, 6, 2};
@@ -371,7 +310,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, Encoders, ::testing::Values("bert", "roberta"
 // hook_rot_q/k equal hook_q/k (no RoPE).
 TEST(BertHooks, EveryHookWithEmbeddingLayerNormBetweenEmbedAndResidPre) {
     const ModelConfig c = tiny_encoder("bert");
-    const MemoryWeightStore s = random_encoder_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     const Model m = build_model(c, source_of(s));
     const ForwardResult r = m.forward(kIds, CaptureSpec::all());
     EXPECT_EQ(r.captured.size(), list_hooks(c).size());
@@ -404,7 +343,7 @@ TEST(BertHooks, EveryHookWithEmbeddingLayerNormBetweenEmbedAndResidPre) {
 // Token type ids change the output (segment embedding is used) and default to 0 when undefined.
 TEST(BertInput, TokenTypesDefaultToZeroAndMatter) {
     const ModelConfig c = tiny_encoder("bert");
-    const MemoryWeightStore s = random_encoder_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     const Model m = build_model(c, source_of(s));
     ModelInput zeros, ones;
     zeros.ids = ones.ids = row_of(kIds);
@@ -422,7 +361,7 @@ TEST(BertInput, TokenTypesDefaultToZeroAndMatter) {
 TEST(BertParams, CountsEveryStoredTensorOnce) {
     for (const char* arch : {"bert", "roberta"}) {
         const ModelConfig c = tiny_encoder(arch);
-        const MemoryWeightStore s = random_encoder_weights(c);
+        const MemoryWeightStore s = testutil::random_weights(c);
         int64_t stored = 0;
         for (const auto& [n, e] : s.tensors) stored += static_cast<int64_t>(e.values.size());
         EXPECT_EQ(build_model(c, source_of(s)).n_params(), stored) << arch;
@@ -433,7 +372,7 @@ TEST(BertParams, CountsEveryStoredTensorOnce) {
 // the position table are usage errors; an all-padding row is refused (it would be NaN).
 TEST(BertErrors, BadInputsAreUsageErrors) {
     const ModelConfig c = tiny_encoder("roberta");
-    const MemoryWeightStore s = random_encoder_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     const Model m = build_model(c, source_of(s));
     ModelInput in;
     in.ids = row_of(kIds);
@@ -450,7 +389,7 @@ TEST(BertErrors, BadInputsAreUsageErrors) {
 // A missing tensor is an InputError naming it; the untied decoder is required only when untied.
 TEST(BertErrors, MissingTensorNamesIt) {
     ModelConfig c = tiny_encoder("bert");
-    MemoryWeightStore s = random_encoder_weights(c);
+    MemoryWeightStore s = testutil::random_weights(c);
     s.tensors.erase("bert.encoder.layer.1.output.LayerNorm.bias");
     try {
         build_model(c, source_of(s));
@@ -461,7 +400,9 @@ TEST(BertErrors, MissingTensorNamesIt) {
             << e.what();
     }
     c.tied_embeddings = false;
-    EXPECT_THROW(build_model(c, source_of(random_encoder_weights(c))), InputError);
+    MemoryWeightStore untied = testutil::random_weights(c);
+    ASSERT_EQ(untied.tensors.erase("cls.predictions.decoder.weight"), 1u);
+    EXPECT_THROW(build_model(c, source_of(untied)), InputError);
 }
 
 // config.json: BERT positions start at 0, RoBERTa's at pad_token_id + 1 (n_ctx = the rest of the
@@ -496,7 +437,7 @@ TEST(BertConfig, ReadsEncoderConfigJson) {
 // weight / bias: same logits as the modern names.
 TEST(BertLayout, LegacyLayerNormGammaBeta) {
     const ModelConfig c = tiny_encoder("bert");
-    const MemoryWeightStore s = random_encoder_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     MemoryWeightStore legacy;
     int n_renamed = 0;
     for (const auto& [n, e] : s.tensors) {

@@ -40,33 +40,6 @@ ModelConfig tiny_gpt2() {
     return c;
 }
 
-// HF GPT2LMHeadModel tensors (Conv1D [in, out]); lm_head tied, so not stored.
-MemoryWeightStore random_gpt2(const ModelConfig& c, unsigned seed) {
-    using R = TensorRole;
-    MemoryWeightStore s;
-    testutil::RandomFiller f(s, c.architecture, seed);
-    const int64_t D = c.d_model, F = c.d_mlp;
-    f.add(R::TokenEmbed, -1, {c.d_vocab, D});
-    f.add(R::PosEmbed, -1, {c.n_ctx, D});
-    f.add(R::OutputNorm, -1, {D}, true);
-    f.add(R::OutputNormBias, -1, {D});
-    for (int64_t l = 0; l < c.n_layers; ++l) {
-        f.add(R::AttnNorm, l, {D}, true);
-        f.add(R::AttnNormBias, l, {D});
-        f.add(R::AttnQKV, l, {D, 3 * D});
-        f.add(R::AttnQKVBias, l, {3 * D});
-        f.add(R::AttnO, l, {D, D});
-        f.add(R::AttnOBias, l, {D});
-        f.add(R::FfnNorm, l, {D}, true);
-        f.add(R::FfnNormBias, l, {D});
-        f.add(R::FfnUp, l, {D, F});
-        f.add(R::FfnUpBias, l, {F});
-        f.add(R::FfnDown, l, {F, D});
-        f.add(R::FfnDownBias, l, {D});
-    }
-    return s;
-}
-
 const std::vector<int32_t> kIds{1, 5, 9, 2, 33, 17, 4, 8};
 
 }  // namespace
@@ -74,14 +47,14 @@ const std::vector<int32_t> kIds{1, 5, 9, 2, 33, 17, 4, 8};
 // Finite logits, rows summing to 1 over j <= i, masked entries exactly 0, scores = log p + c.
 TEST(Gpt2, AttentionInvariants) {
     const ModelConfig c = tiny_gpt2();
-    const MemoryWeightStore s = random_gpt2(c, 11);
+    const MemoryWeightStore s = testutil::random_weights(c, 11);
     testutil::expect_attention_invariants(build_model(c, source_of(s)), kIds);
 }
 
 // Zero-ablating all heads of layer 1 equals zeroing its c_proj weight (bias kept).
 TEST(Gpt2, ZeroAblatingLayerRemovesAttention) {
     const ModelConfig c = tiny_gpt2();
-    const MemoryWeightStore s = random_gpt2(c, 3);
+    const MemoryWeightStore s = testutil::random_weights(c, 3);
     testutil::expect_zero_ablation_removes_layer(c, s, "transformer.h.1.attn.c_proj.weight",
                                                  "transformer.h.1.attn.c_proj.bias", 1, kIds);
 }
@@ -91,7 +64,7 @@ TEST(Gpt2, ZeroAblatingLayerRemovesAttention) {
 // (rot_q = q), resid_mid = x + attn, resid_post = mid + c_proj(gelu_new(c_fc(ln_2(mid)))).
 TEST(Gpt2, BlockMatchesConv1dDefinition) {
     const ModelConfig c = tiny_gpt2();
-    const MemoryWeightStore s = random_gpt2(c, 5);
+    const MemoryWeightStore s = testutil::random_weights(c, 5);
     const Model m = build_model(c, source_of(s));
     const ForwardResult r = m.forward(kIds, CaptureSpec::all());
     const int64_t T = static_cast<int64_t>(kIds.size()), D = c.d_model;
@@ -157,7 +130,7 @@ TEST(Gpt2, BlockMatchesConv1dDefinition) {
 // The exact parameter count: every stored tensor once (the tied lm_head is not stored).
 TEST(Gpt2, ParameterCountIsExact) {
     const ModelConfig c = tiny_gpt2();
-    const MemoryWeightStore s = random_gpt2(c, 1);
+    const MemoryWeightStore s = testutil::random_weights(c, 1);
     int64_t n = 0;
     for (const auto& [name, e] : s.tensors) n += static_cast<int64_t>(e.values.size());
     EXPECT_EQ(build_model(c, source_of(s)).n_params(), n);
@@ -166,7 +139,7 @@ TEST(Gpt2, ParameterCountIsExact) {
 // More tokens than learned positions is a usage error, not an out-of-range read.
 TEST(Gpt2, InputLongerThanPositionsIsRefused) {
     const ModelConfig c = tiny_gpt2();
-    const MemoryWeightStore s = random_gpt2(c, 1);
+    const MemoryWeightStore s = testutil::random_weights(c, 1);
     const Model m = build_model(c, source_of(s));
     EXPECT_THROW(m.forward(std::vector<int32_t>(13, 1)), UsageError);
     EXPECT_NO_THROW(m.forward(std::vector<int32_t>(12, 1)));
@@ -203,7 +176,7 @@ TEST(Gpt2, ConfigJson) {
 // without "transformer.") loads like the GPT2LMHeadModel layout and gives the same logits.
 TEST(Gpt2, BaseModelNamesWithoutPrefixLoad) {
     const ModelConfig c = tiny_gpt2();
-    const MemoryWeightStore s = random_gpt2(c, 9);
+    const MemoryWeightStore s = testutil::random_weights(c, 9);
     MemoryWeightStore bare;
     const std::string prefix = "transformer.";
     for (const auto& [name, e] : s.tensors) {

@@ -43,32 +43,6 @@ ModelConfig tiny_neox(bool parallel) {
     return c;
 }
 
-MemoryWeightStore random_neox(const ModelConfig& c, unsigned seed) {
-    using R = TensorRole;
-    MemoryWeightStore s;
-    testutil::RandomFiller f(s, c.architecture, seed);
-    const int64_t D = c.d_model, F = c.d_mlp;
-    f.add(R::TokenEmbed, -1, {c.d_vocab, D});
-    f.add(R::OutputNorm, -1, {D}, true);
-    f.add(R::OutputNormBias, -1, {D});
-    f.add(R::Output, -1, {c.d_vocab, D});
-    for (int64_t l = 0; l < c.n_layers; ++l) {
-        f.add(R::AttnNorm, l, {D}, true);
-        f.add(R::AttnNormBias, l, {D});
-        f.add(R::AttnQKV, l, {3 * D, D});
-        f.add(R::AttnQKVBias, l, {3 * D});
-        f.add(R::AttnO, l, {D, D});
-        f.add(R::AttnOBias, l, {D});
-        f.add(R::FfnNorm, l, {D}, true);
-        f.add(R::FfnNormBias, l, {D});
-        f.add(R::FfnUp, l, {F, D});
-        f.add(R::FfnUpBias, l, {F});
-        f.add(R::FfnDown, l, {D, F});
-        f.add(R::FfnDownBias, l, {D});
-    }
-    return s;
-}
-
 const std::vector<int32_t> kIds{1, 5, 9, 2, 33, 17, 4, 8};
 
 // MLP of layer 0 in f64 from the stored weights: 4h_to_h(gelu_erf(h_to_4h(ln2(x)))); with
@@ -96,7 +70,7 @@ at::Tensor mlp0(const MemoryWeightStore& s, const at::Tensor& x, bool magnitude 
 TEST(GptNeox, AttentionInvariants) {
     for (bool parallel : {true, false}) {
         const ModelConfig c = tiny_neox(parallel);
-        const MemoryWeightStore s = random_neox(c, 11);
+        const MemoryWeightStore s = testutil::random_weights(c, 11);
         testutil::expect_attention_invariants(build_model(c, source_of(s)), kIds);
     }
 }
@@ -104,7 +78,7 @@ TEST(GptNeox, AttentionInvariants) {
 // Zero-ablating all heads of layer 1 equals zeroing its attention.dense weight (bias kept).
 TEST(GptNeox, ZeroAblatingLayerRemovesAttention) {
     const ModelConfig c = tiny_neox(true);
-    const MemoryWeightStore s = random_neox(c, 3);
+    const MemoryWeightStore s = testutil::random_weights(c, 3);
     testutil::expect_zero_ablation_removes_layer(c, s, "gpt_neox.layers.1.attention.dense.weight",
                                                  "gpt_neox.layers.1.attention.dense.bias", 1, kIds);
 }
@@ -114,7 +88,7 @@ TEST(GptNeox, ZeroAblatingLayerRemovesAttention) {
 // i + rotary_dim/2, angle t * theta^(-2i/rotary_dim)); the other dims pass through.
 TEST(GptNeox, FusedQkvLayoutAndPartialRotary) {
     const ModelConfig c = tiny_neox(true);
-    const MemoryWeightStore s = random_neox(c, 5);
+    const MemoryWeightStore s = testutil::random_weights(c, 5);
     const Model m = build_model(c, source_of(s));
     const ForwardResult r = m.forward(kIds, CaptureSpec::all());
     const int64_t T = static_cast<int64_t>(kIds.size()), D = c.d_model, dh = c.d_head;
@@ -166,7 +140,7 @@ TEST(GptNeox, FusedQkvLayoutAndPartialRotary) {
 TEST(GptNeox, ParallelAndSequentialResidual) {
     for (bool parallel : {true, false}) {
         const ModelConfig c = tiny_neox(parallel);
-        const MemoryWeightStore s = random_neox(c, 7);
+        const MemoryWeightStore s = testutil::random_weights(c, 7);
         const ForwardResult r =
             build_model(c, source_of(s)).forward(kIds, CaptureSpec({"blocks.0.hook_resid_*"}));
         auto hook = [&](const std::string& n) { return r.captured.at(n)[0].to(at::kDouble); };
@@ -186,7 +160,7 @@ TEST(GptNeox, ParallelAndSequentialResidual) {
 // The exact parameter count: every stored tensor once (embed_out untied).
 TEST(GptNeox, ParameterCountIsExact) {
     const ModelConfig c = tiny_neox(true);
-    const MemoryWeightStore s = random_neox(c, 1);
+    const MemoryWeightStore s = testutil::random_weights(c, 1);
     int64_t n = 0;
     for (const auto& [name, e] : s.tensors) n += static_cast<int64_t>(e.values.size());
     EXPECT_EQ(build_model(c, source_of(s)).n_params(), n);

@@ -150,7 +150,7 @@ class EveryArchitecture : public ::testing::TestWithParam<std::string> {};
 // loop implementation of the HF definition (RoPE, GQA, bias, norms, activation, window).
 TEST_P(EveryArchitecture, MatchesNaiveReference) {
     const ModelConfig c = testutil::tiny_config(GetParam());
-    const MemoryWeightStore s = testutil::random_hf_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     const Model m = build_model(c, source_of(s));
     const ForwardResult r = m.forward(kIds, CaptureSpec::attention());
     const Reference ref = naive_forward(c, s, kIds);
@@ -175,7 +175,7 @@ TEST_P(EveryArchitecture, MatchesNaiveReference) {
 // hook_attn_scores equals log(pattern) up to a per-row constant on visible keys.
 TEST_P(EveryArchitecture, AttentionInvariants) {
     const ModelConfig c = testutil::tiny_config(GetParam());
-    const MemoryWeightStore s = testutil::random_hf_weights(c, 11);
+    const MemoryWeightStore s = testutil::random_weights(c, 11);
     const Model m = build_model(c, source_of(s));
     const ForwardResult r = m.forward(kIds, CaptureSpec::attention());
     EXPECT_TRUE(at::isfinite(r.logits).all().item<bool>());
@@ -204,7 +204,7 @@ TEST_P(EveryArchitecture, AttentionInvariants) {
 // resid_mid equals resid_pre exactly.
 TEST_P(EveryArchitecture, ZeroAblatingLayerRemovesAttention) {
     const ModelConfig c = testutil::tiny_config(GetParam());
-    const MemoryWeightStore s = testutil::random_hf_weights(c, 3);
+    const MemoryWeightStore s = testutil::random_weights(c, 3);
     MemoryWeightStore cut = s;
     const auto& arch = find_architecture(c.architecture);
     for (auto& v : cut.tensors.at(tensor_name(arch, WeightFormat::HuggingFace, TensorRole::AttnO, 1))
@@ -234,7 +234,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, EveryArchitecture, ::testing::ValuesIn(arch_n
 // hooks.hpp.
 TEST(LlamaHooks, CaptureKeepsOnlySelectedHooksWithTheirShapes) {
     const ModelConfig c = testutil::tiny_config("llama");
-    const MemoryWeightStore s = testutil::random_hf_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     const Model m = build_model(c, source_of(s));
     const ForwardResult r = m.forward(kIds, CaptureSpec({"blocks.0.attn.hook_?", "hook_embed"}));
     std::vector<std::string> got;
@@ -243,9 +243,11 @@ TEST(LlamaHooks, CaptureKeepsOnlySelectedHooksWithTheirShapes) {
                                              "blocks.0.attn.hook_v", "blocks.0.attn.hook_z",
                                              "hook_embed"}));
     const int64_t T = static_cast<int64_t>(kIds.size());
-    EXPECT_EQ(r.captured.at("blocks.0.attn.hook_q").sizes(), at::IntArrayRef({1, T, 4, 4}));
-    EXPECT_EQ(r.captured.at("blocks.0.attn.hook_k").sizes(), at::IntArrayRef({1, T, 2, 4}));
-    EXPECT_EQ(r.captured.at("hook_embed").sizes(), at::IntArrayRef({1, T, 16}));
+    EXPECT_EQ(r.captured.at("blocks.0.attn.hook_q").sizes(),
+              at::IntArrayRef({1, T, c.n_heads, c.d_head}));
+    EXPECT_EQ(r.captured.at("blocks.0.attn.hook_k").sizes(),
+              at::IntArrayRef({1, T, c.n_kv_heads, c.d_head}));
+    EXPECT_EQ(r.captured.at("hook_embed").sizes(), at::IntArrayRef({1, T, c.d_model}));
     const ForwardResult all = m.forward(kIds, CaptureSpec::all());
     EXPECT_EQ(all.captured.size(), list_hooks(c).size());
 }
@@ -253,7 +255,7 @@ TEST(LlamaHooks, CaptureKeepsOnlySelectedHooksWithTheirShapes) {
 // Mean ablation writes the given mean into hook_z of exactly the ablated head.
 TEST(LlamaHooks, MeanAblationReplacesZ) {
     const ModelConfig c = testutil::tiny_config("llama");
-    const MemoryWeightStore s = testutil::random_hf_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     const Model m = build_model(c, source_of(s));
     HeadMask mask(HeadMask::Kind::Mean, c.n_layers, c.n_heads);
     mask.z_mean = compute_mean_z(m, {kIds, {3, 4, 5}});
@@ -281,7 +283,7 @@ TEST(LlamaHooks, MeanAblationReplacesZ) {
 // them gives the same hooks and logits as the HF layout.
 TEST(LlamaLayout, InterleavedQkRowsGiveSameAttention) {
     const ModelConfig c = testutil::tiny_config("llama");
-    const MemoryWeightStore hf = testutil::random_hf_weights(c);
+    const MemoryWeightStore hf = testutil::random_weights(c);
     const auto& arch = find_architecture("llama");
     for (WeightFormat f : {WeightFormat::Gguf, WeightFormat::Llama2c}) {
         MemoryWeightStore other;
@@ -326,7 +328,7 @@ TEST(LlamaLayout, InterleavedQkRowsGiveSameAttention) {
 // A weight whose shape disagrees with the config is one error naming the file and the tensor.
 TEST(LlamaErrors, ShapeMismatchNamesFileAndTensor) {
     const ModelConfig c = testutil::tiny_config("llama");
-    MemoryWeightStore s = testutil::random_hf_weights(c);
+    MemoryWeightStore s = testutil::random_weights(c);
     const std::string name = "model.layers.1.self_attn.k_proj.weight";
     s.tensors.at(name).shape = {4, 16};
     s.tensors.at(name).values.resize(64);
@@ -336,14 +338,16 @@ TEST(LlamaErrors, ShapeMismatchNamesFileAndTensor) {
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("memory.safetensors"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("[8, 16]"), std::string::npos) << e.what();
+        const std::string expected =
+            "[" + std::to_string(c.n_kv_heads * c.d_head) + ", " + std::to_string(c.d_model) + "]";
+        EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
     }
 }
 
 // A missing tensor is an InputError naming it (not a crash), also for untied HF lm_head.
 TEST(LlamaErrors, MissingTensorIsInputError) {
     ModelConfig c = testutil::tiny_config("llama");
-    MemoryWeightStore s = testutil::random_hf_weights(c);
+    MemoryWeightStore s = testutil::random_weights(c);
     s.tensors.erase("lm_head.weight");
     EXPECT_THROW(build_model(c, source_of(s)), InputError);
 }
@@ -359,7 +363,7 @@ TEST(LlamaErrors, IntegerDtypeWeightNamesTensor) {
     };
     const ModelConfig c = testutil::tiny_config("llama");
     IntStore s;
-    static_cast<MemoryWeightStore&>(s) = testutil::random_hf_weights(c);
+    static_cast<MemoryWeightStore&>(s) = testutil::random_weights(c);
     try {
         build_model(c, source_of(s));
         FAIL() << "no error";
@@ -373,7 +377,7 @@ TEST(LlamaErrors, IntegerDtypeWeightNamesTensor) {
 // Token ids outside the vocabulary are refused before any indexing.
 TEST(LlamaErrors, TokenOutOfVocabulary) {
     const ModelConfig c = testutil::tiny_config("llama");
-    const MemoryWeightStore s = testutil::random_hf_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     const Model m = build_model(c, source_of(s));
     EXPECT_THROW(m.forward(std::vector<int32_t>{1, 40}), UsageError);
 }
@@ -381,7 +385,7 @@ TEST(LlamaErrors, TokenOutOfVocabulary) {
 // bfloat16 compute stays close to float32 (the dtype option really changes the compute type).
 TEST(LlamaDtype, Bfloat16CloseToFloat32) {
     const ModelConfig c = testutil::tiny_config("qwen2");
-    const MemoryWeightStore s = testutil::random_hf_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     const Model m32 = build_model(c, source_of(s));
     const Model m16 = build_model(c, source_of(s), RuntimeOptions{DeviceKind::Cpu, ComputeDType::BFloat16});
     const auto spec = CaptureSpec({hook_glob(HookPoint::Pattern)});
@@ -401,7 +405,7 @@ TEST(LlamaDtype, Bfloat16CloseToFloat32) {
 // Greedy generation appends the argmax of the last position, step by step.
 TEST(LlamaGenerate, GreedyIsArgmaxOfEachStep) {
     const ModelConfig c = testutil::tiny_config("llama");
-    const MemoryWeightStore s = testutil::random_hf_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     const Model m = build_model(c, source_of(s));
     const auto out = generate_greedy(m, {1, 5}, 4);
     ASSERT_EQ(out.size(), 6u);
@@ -414,7 +418,7 @@ TEST(LlamaGenerate, GreedyIsArgmaxOfEachStep) {
 // Perplexity is exp of the token-weighted mean NLL: a two-token sample's NLL is -log softmax.
 TEST(LlamaPerplexity, TwoTokenSample) {
     const ModelConfig c = testutil::tiny_config("llama");
-    const MemoryWeightStore s = testutil::random_hf_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c);
     const Model m = build_model(c, source_of(s));
     const auto r = compute_perplexity(m, {{1, 7}, {2, 3, 4}});
     const Reference ref = naive_forward(c, s, {1, 7});

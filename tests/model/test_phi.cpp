@@ -43,36 +43,6 @@ ModelConfig tiny_phi() {
     return c;
 }
 
-MemoryWeightStore random_phi(const ModelConfig& c, unsigned seed) {
-    using R = TensorRole;
-    MemoryWeightStore s;
-    testutil::RandomFiller f(s, c.architecture, seed);
-    const int64_t D = c.d_model, F = c.d_mlp, qd = c.n_heads * c.d_head,
-                  kd = c.n_kv_heads * c.d_head;
-    f.add(R::TokenEmbed, -1, {c.d_vocab, D});
-    f.add(R::OutputNorm, -1, {D}, true);
-    f.add(R::OutputNormBias, -1, {D});
-    f.add(R::Output, -1, {c.d_vocab, D});
-    f.add(R::OutputBias, -1, {c.d_vocab});
-    for (int64_t l = 0; l < c.n_layers; ++l) {
-        f.add(R::AttnNorm, l, {D}, true);
-        f.add(R::AttnNormBias, l, {D});
-        f.add(R::AttnQ, l, {qd, D});
-        f.add(R::AttnQBias, l, {qd});
-        f.add(R::AttnK, l, {kd, D});
-        f.add(R::AttnKBias, l, {kd});
-        f.add(R::AttnV, l, {kd, D});
-        f.add(R::AttnVBias, l, {kd});
-        f.add(R::AttnO, l, {D, qd});
-        f.add(R::AttnOBias, l, {D});
-        f.add(R::FfnUp, l, {F, D});
-        f.add(R::FfnUpBias, l, {F});
-        f.add(R::FfnDown, l, {D, F});
-        f.add(R::FfnDownBias, l, {D});
-    }
-    return s;
-}
-
 const std::vector<int32_t> kIds{1, 5, 9, 2, 33, 17, 4, 8};
 
 }  // namespace
@@ -80,14 +50,14 @@ const std::vector<int32_t> kIds{1, 5, 9, 2, 33, 17, 4, 8};
 // Finite logits, rows summing to 1 over j <= i, masked entries exactly 0, scores = log p + c.
 TEST(Phi, AttentionInvariants) {
     const ModelConfig c = tiny_phi();
-    const MemoryWeightStore s = random_phi(c, 11);
+    const MemoryWeightStore s = testutil::random_weights(c, 11);
     testutil::expect_attention_invariants(build_model(c, source_of(s)), kIds);
 }
 
 // Zero-ablating all heads of layer 1 equals zeroing its self_attn.dense weight (bias kept).
 TEST(Phi, ZeroAblatingLayerRemovesAttention) {
     const ModelConfig c = tiny_phi();
-    const MemoryWeightStore s = random_phi(c, 3);
+    const MemoryWeightStore s = testutil::random_weights(c, 3);
     testutil::expect_zero_ablation_removes_layer(c, s, "model.layers.1.self_attn.dense.weight",
                                                  "model.layers.1.self_attn.dense.bias", 1, kIds);
 }
@@ -97,7 +67,7 @@ TEST(Phi, ZeroAblatingLayerRemovesAttention) {
 // n_kv_heads in hook_k; logits = final_layernorm(x) W^T + lm_head.bias.
 TEST(Phi, SharedLayerNormBlockAndLmHeadBias) {
     const ModelConfig c = tiny_phi();
-    const MemoryWeightStore s = random_phi(c, 5);
+    const MemoryWeightStore s = testutil::random_weights(c, 5);
     const ForwardResult r = build_model(c, source_of(s)).forward(kIds, CaptureSpec::all());
     const int64_t T = static_cast<int64_t>(kIds.size()), D = c.d_model;
     auto W = [&](const std::string& n) { return stored(s, n).to(at::kDouble); };
@@ -149,7 +119,7 @@ TEST(Phi, SharedLayerNormBlockAndLmHeadBias) {
 // The exact parameter count: every stored tensor once.
 TEST(Phi, ParameterCountIsExact) {
     const ModelConfig c = tiny_phi();
-    const MemoryWeightStore s = random_phi(c, 1);
+    const MemoryWeightStore s = testutil::random_weights(c, 1);
     int64_t n = 0;
     for (const auto& [name, e] : s.tensors) n += static_cast<int64_t>(e.values.size());
     EXPECT_EQ(build_model(c, source_of(s)).n_params(), n);

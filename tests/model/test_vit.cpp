@@ -49,41 +49,6 @@ ModelConfig tiny_vit() {
     return c;
 }
 
-// Random weights with HF ViT names (std 0.5 so attention is far from uniform; LayerNorm weights
-// around 1).
-MemoryWeightStore random_vit_weights(const ModelConfig& c, unsigned seed = 5) {
-    MemoryWeightStore s;
-    testutil::RandomFiller filler(s, "vit", seed);
-    auto add = [&](TensorRole role, int64_t layer, std::vector<int64_t> shape, bool norm = false) {
-        filler.add(role, layer, std::move(shape), norm);
-    };
-    const int64_t D = c.d_model, P = c.patch_size, N = (c.image_size / P) * (c.image_size / P);
-    add(TensorRole::PatchEmbed, -1, {D, c.n_channels, P, P});
-    add(TensorRole::PatchEmbedBias, -1, {D});
-    add(TensorRole::ClsToken, -1, {1, 1, D});
-    add(TensorRole::PosEmbed, -1, {1, 1 + N, D});
-    for (int64_t l = 0; l < c.n_layers; ++l) {
-        add(TensorRole::AttnNorm, l, {D}, true);
-        add(TensorRole::AttnNormBias, l, {D});
-        for (TensorRole r :
-             {TensorRole::AttnQ, TensorRole::AttnK, TensorRole::AttnV, TensorRole::AttnO})
-            add(r, l, {D, D});
-        for (TensorRole r :
-             {TensorRole::AttnQBias, TensorRole::AttnKBias, TensorRole::AttnVBias,
-              TensorRole::AttnOBias, TensorRole::FfnNormBias, TensorRole::FfnDownBias})
-            add(r, l, {D});
-        add(TensorRole::FfnNorm, l, {D}, true);
-        add(TensorRole::FfnUp, l, {c.d_mlp, D});
-        add(TensorRole::FfnUpBias, l, {c.d_mlp});
-        add(TensorRole::FfnDown, l, {D, c.d_mlp});
-    }
-    add(TensorRole::OutputNorm, -1, {D}, true);
-    add(TensorRole::OutputNormBias, -1, {D});
-    add(TensorRole::Output, -1, {c.d_vocab, D});
-    add(TensorRole::OutputBias, -1, {c.d_vocab});
-    return s;
-}
-
 WeightSource source_of(const MemoryWeightStore& s) {
     return WeightSource{&s, WeightFormat::HuggingFace, s.file};
 }
@@ -203,7 +168,7 @@ ModelInput pixels_input(const at::Tensor& px) {
 // implementation of HF's ViTForImageClassification.
 TEST(Vit, MatchesNaiveReference) {
     const ModelConfig c = tiny_vit();
-    const MemoryWeightStore s = random_vit_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c, 5);
     const Model m = build_model(c, source_of(s));
     const at::Tensor px = random_pixels(1);
     const ForwardResult r = m.forward(pixels_input(px), CaptureSpec::attention());
@@ -227,7 +192,7 @@ TEST(Vit, MatchesNaiveReference) {
 // hook_attn_scores equals log(pattern) up to a per-row constant, and logits are finite.
 TEST(Vit, AttentionInvariants) {
     const ModelConfig c = tiny_vit();
-    const MemoryWeightStore s = random_vit_weights(c, 11);
+    const MemoryWeightStore s = testutil::random_weights(c, 11);
     const Model m = build_model(c, source_of(s));
     const ForwardResult r = m.forward(pixels_input(random_pixels(1, 9)), CaptureSpec::attention());
     EXPECT_TRUE(at::isfinite(r.logits).all().item<bool>());
@@ -251,7 +216,7 @@ TEST(Vit, AttentionInvariants) {
 // as z = 0 still passes through the bias), and resid_mid = resid_pre + bias.
 TEST(Vit, ZeroAblatingLayerRemovesAttention) {
     const ModelConfig c = tiny_vit();
-    const MemoryWeightStore s = random_vit_weights(c, 3);
+    const MemoryWeightStore s = testutil::random_weights(c, 3);
     MemoryWeightStore cut = s;
     const auto& arch = find_architecture("vit");
     for (auto& v :
@@ -284,7 +249,7 @@ TEST(Vit, ZeroAblatingLayerRemovesAttention) {
 // Every hook of list_hooks is captured with the shapes of hooks.hpp (T = 1 + patches), rot_q = q.
 TEST(Vit, HooksAndShapes) {
     const ModelConfig c = tiny_vit();
-    const MemoryWeightStore s = random_vit_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c, 5);
     const Model m = build_model(c, source_of(s));
     const ForwardResult r = m.forward(pixels_input(random_pixels(1)), CaptureSpec::all());
     EXPECT_EQ(r.captured.size(), list_hooks(c).size());
@@ -304,7 +269,7 @@ TEST(Vit, HooksAndShapes) {
 // A batch of two images gives each image's own result (no cross-talk between batch rows).
 TEST(Vit, BatchRowsAreIndependent) {
     const ModelConfig c = tiny_vit();
-    const MemoryWeightStore s = random_vit_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c, 5);
     const Model m = build_model(c, source_of(s));
     const at::Tensor px = random_pixels(2, 17);
     const ForwardResult both = m.forward(pixels_input(px));
@@ -319,7 +284,7 @@ TEST(Vit, BatchRowsAreIndependent) {
 // Token ids, a wrong image size and a wrong channel count are refused with a UsageError.
 TEST(Vit, InputErrors) {
     const ModelConfig c = tiny_vit();
-    const MemoryWeightStore s = random_vit_weights(c);
+    const MemoryWeightStore s = testutil::random_weights(c, 5);
     const Model m = build_model(c, source_of(s));
     EXPECT_THROW(m.forward(std::vector<int32_t>{1, 2}), UsageError);
     EXPECT_THROW(m.forward(pixels_input(at::zeros({1, 3, 16, 16}))), UsageError);
@@ -329,7 +294,7 @@ TEST(Vit, InputErrors) {
 // A weight whose shape disagrees with the config is one InputError naming the tensor.
 TEST(Vit, ShapeMismatchNamesTensor) {
     const ModelConfig c = tiny_vit();
-    MemoryWeightStore s = random_vit_weights(c);
+    MemoryWeightStore s = testutil::random_weights(c, 5);
     const std::string name = "vit.embeddings.position_embeddings";
     s.tensors.at(name).shape = {1, 4, 16};
     s.tensors.at(name).values.resize(64);

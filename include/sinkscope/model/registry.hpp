@@ -69,24 +69,32 @@ using HfConfigReader = void (*)(const nlohmann::json& j, const std::string& orig
 using FamilyBuilder = std::unique_ptr<Transformer> (*)(const ModelConfig&, const WeightSource&,
                                                         const RuntimeOptions&);
 
+// One registry row. Rows are written with designated initializers; a field left out takes the
+// default below, so a row names only what its architecture has.
 struct ArchitectureInfo {
-    const char* name;                       // sinkscope's name (ModelConfig::architecture)
+    const char* name = nullptr;               // sinkscope's name (ModelConfig::architecture)
     std::vector<std::string> hf_model_types;  // config.json "model_type" values
-    const char* gguf_arch;                  // general.architecture (nullptr: not from GGUF)
-    FamilyBuilder build;
-    HfConfigReader read_hf_config;
-    const TensorNames* hf_names;
-    const TensorNames* gguf_names;
-    const TensorNames* llama2c_names;       // nullptr: no llama2.c export
+    const char* gguf_arch = nullptr;          // general.architecture (nullptr: not from GGUF)
+    FamilyBuilder build = nullptr;
+    HfConfigReader read_hf_config = nullptr;
+    const TensorNames* hf_names = nullptr;
+    const TensorNames* gguf_names = nullptr;     // nullptr: no GGUF layout
+    const TensorNames* llama2c_names = nullptr;  // nullptr: no llama2.c export
     // llama.cpp's converter permutes Q/K rows of this architecture for interleaved RoPE
-    // (convert_hf_to_gguf.py LlamaModel.permute); the loader undoes it (see llama.cpp).
-    bool gguf_qk_interleaved;
+    // (convert_hf_to_gguf.py LlamaModel.permute); the loader undoes it (detail::WeightLoader).
+    bool gguf_qk_interleaved = false;
     // HF-config facts that are properties of the architecture rather than of config.json.
-    Activation default_act;
-    bool qkv_bias;
-    bool norm_add_one_hf;  // RMSNorm (1 + w) in HF weights; GGUF stores 1 + w already
-    bool embed_scale;
-    bool has_sliding_window;
+    Activation default_act = Activation::Gelu;
+    bool qkv_bias = false;
+    bool norm_add_one_hf = false;  // RMSNorm (1 + w) in HF weights; GGUF stores 1 + w already
+    bool embed_scale = false;      // embeddings scaled by sqrt(d_model)
+    // tie_word_embeddings when config.json does not say (transformers' config default).
+    bool tied_by_default = false;
+    // The architecture may use a sliding attention window (config.json "sliding_window", GGUF
+    // attention.sliding_window) ...
+    bool has_sliding_window = false;
+    // ... and uses it when config.json has no "use_sliding_window" (Qwen2's default is false).
+    bool sliding_window_by_default = false;
 };
 
 const std::vector<ArchitectureInfo>& architectures();

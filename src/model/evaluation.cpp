@@ -1,0 +1,70 @@
+// What evaluates a built model with plain forward passes: mean z for mean ablation, greedy
+// generation, perplexity.
+#include <cmath>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/model/model.hpp"
+
+namespace sinkscope::model {
+
+at::Tensor compute_mean_z(const Model& model, const std::vector<std::vector<int32_t>>& inputs) {
+    const ModelConfig& c = model.config();
+    const CaptureSpec spec({hook_glob(HookPoint::Z)});
+    at::Tensor sum = at::zeros({c.n_layers, c.n_heads, c.d_head}, at::kDouble);  // host
+    int64_t n = 0;
+    for (const auto& ids : inputs) {
+        const ForwardResult r = model.forward(ids, spec);
+        for (int64_t l = 0; l < c.n_layers; ++l)  // hook_z [1, pos, H, d_head]
+            sum[l] += r.captured.at(hook_name(HookPoint::Z, l))[0].to(at::kCPU, at::kDouble).sum(0);
+        n += static_cast<int64_t>(ids.size());
+    }
+    SS_CHECK(n > 0, "compute_mean_z needs at least one token");
+    return (sum / static_cast<double>(n)).to(at::kFloat);
+}
+
+std::vector<int32_t> generate_greedy(const Model& model, std::vector<int32_t> prompt, int64_t n_new,
+                                     int32_t stop_token) {
+    // Full recomputation per step (no KV cache): generation is for parity checks on small models.
+    for (int64_t step = 0; step < n_new; ++step) {
+        const ForwardResult r = model.forward(prompt);
+        const int32_t next = static_cast<int32_t>(r.logits[0][-1].argmax().item<int64_t>());
+        if (stop_token >= 0 && next == stop_token) break;
+        prompt.push_back(next);
+    }
+    return prompt;
+}
+
+PerplexityResult compute_perplexity(const Model& model,
+                                    const std::vector<std::vector<int32_t>>& samples) {
+    PerplexityResult out;
+    double total = 0;
+    for (const auto& ids : samples) {
+        if (ids.size() < 2) {  // nothing to predict
+            out.sample_nll.push_back(std::nan(""));
+            out.sample_tokens.push_back(0);
+            continue;
+        }
+        const ForwardResult r = model.forward(ids);
+        const int64_t T = static_cast<int64_t>(ids.size());
+        // [pos - 1, d_vocab] f64 log-probabilities of the next token
+        const at::Tensor logp =
+            at::log_softmax(r.logits[0].narrow(0, 0, T - 1).to(at::kDouble), -1);
+        std::vector<int64_t> next(ids.begin() + 1, ids.end());
+        const at::Tensor target =
+            at::tensor(next, at::TensorOptions().dtype(at::kLong)).to(logp.device()).view({-1, 1});
+        const double nll = -logp.gather(1, target).sum().item<double>();
+        out.sample_nll.push_back(nll / static_cast<double>(T - 1));
+        out.sample_tokens.push_back(T - 1);
+        total += nll;
+        out.n_tokens += T - 1;
+    }
+    if (out.n_tokens == 0) throw UsageError("perplexity: no sample has two or more tokens");
+    out.mean_nll = total / static_cast<double>(out.n_tokens);
+    out.perplexity = std::exp(out.mean_nll);
+    return out;
+}
+
+}  // namespace sinkscope::model
