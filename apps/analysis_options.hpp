@@ -83,12 +83,12 @@ inline void add_analysis_flags(CLI::App* cmd, analysis::AnalysisOptions& o, Anal
                     "(the Rips complex grows as n^3); 0 = all tokens")
         ->capture_default_str()
         ->group(s8);
-    cmd->add_option("--graph-thresholds", o.graph_thresholds,
+    cmd->add_option("--graph-thresholds", o.constants.graph_thresholds,
                     "Attention graph thresholds tau: edge i->j when the head-averaged A_ij > tau")
         ->delimiter(',')
         ->capture_default_str()
         ->group(s8);
-    cmd->add_option("--sink-percentiles", o.sink_percentiles,
+    cmd->add_option("--sink-percentiles", o.constants.sink_percentiles,
                     "Sink sets for the KL analysis: keys whose incoming mass is at or above this "
                     "percentile (as a fraction)")
         ->delimiter(',')
@@ -98,22 +98,22 @@ inline void add_analysis_flags(CLI::App* cmd, analysis::AnalysisOptions& o, Anal
            "--effective-density",
            [&o](const std::vector<double>& v) {
                if (v.size() != 2) throw CLI::ValidationError("--effective-density", "give LO,HI");
-               o.effective_density_lo = v[0], o.effective_density_hi = v[1];
+               o.constants.effective_density_lo = v[0], o.constants.effective_density_hi = v[1];
            },
            "A threshold is effective for a layer when its mean graph density is in [LO, HI] "
            "(default 0.05,0.95)")
         ->delimiter(',')
         ->group(s8);
-    cmd->add_option("--long-bar", o.long_bar,
+    cmd->add_option("--long-bar", o.constants.long_bar,
                     "Persistence above which a topology bar counts as long")
         ->capture_default_str()
         ->group(s8);
-    cmd->add_option("--specialised-share", o.specialised_share,
+    cmd->add_option("--specialised-share", o.constants.specialised_share,
                     "A head is specialised when one key is its top key in at least this share "
                     "of the inputs...")
         ->capture_default_str()
         ->group(s8);
-    cmd->add_option("--specialised-min-inputs", o.specialised_min_inputs,
+    cmd->add_option("--specialised-min-inputs", o.constants.specialised_min_inputs,
                     "...and it was seen on at least this many inputs")
         ->capture_default_str()
         ->group(s8);

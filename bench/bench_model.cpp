@@ -8,12 +8,14 @@
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 
+#include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/io/weights.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
 
 using namespace sinkscope;
 using namespace sinkscope::model;
+using sinkscope::analysis::to_attention_input;
 
 namespace {
 

@@ -117,31 +117,30 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
             "--symmetrize must be max or mean, got '" + o.symmetrize + "'");
     require(o.topology_max_tokens == 0 || o.topology_max_tokens >= 2,
             "--topology-max-tokens must be 0 (never subsample) or >= 2");
-    require(!o.graph_thresholds.empty() &&
-                std::all_of(o.graph_thresholds.begin(), o.graph_thresholds.end(), in_unit_interval),
+    require(!o.constants.graph_thresholds.empty() &&
+                std::all_of(o.constants.graph_thresholds.begin(),
+                            o.constants.graph_thresholds.end(), in_unit_interval),
             "--graph-thresholds must be numbers in [0, 1], got '" +
-                join_numbers(o.graph_thresholds) + "'");
-    require(!o.sink_percentiles.empty() &&
-                std::all_of(o.sink_percentiles.begin(), o.sink_percentiles.end(), in_unit_interval),
+                join_numbers(o.constants.graph_thresholds) + "'");
+    require(!o.constants.sink_percentiles.empty() &&
+                std::all_of(o.constants.sink_percentiles.begin(),
+                            o.constants.sink_percentiles.end(), in_unit_interval),
             "--sink-percentiles must be numbers in [0, 1], got '" +
-                join_numbers(o.sink_percentiles) + "'");
-    require(in_unit_interval(o.effective_density_lo) && in_unit_interval(o.effective_density_hi) &&
-                o.effective_density_lo <= o.effective_density_hi,
+                join_numbers(o.constants.sink_percentiles) + "'");
+    require(in_unit_interval(o.constants.effective_density_lo) &&
+                in_unit_interval(o.constants.effective_density_hi) &&
+                o.constants.effective_density_lo <= o.constants.effective_density_hi,
             "--effective-density must be LO,HI with 0 <= LO <= HI <= 1");
-    require(std::isfinite(o.long_bar) && o.long_bar >= 0, "--long-bar must be a number >= 0");
-    require(in_unit_interval(o.specialised_share), "--specialised-share must be in [0, 1]");
-    require(o.specialised_min_inputs >= 1, "--specialised-min-inputs must be >= 1");
+    require(std::isfinite(o.constants.long_bar) && o.constants.long_bar >= 0,
+            "--long-bar must be a number >= 0");
+    require(in_unit_interval(o.constants.specialised_share),
+            "--specialised-share must be in [0, 1]");
+    require(o.constants.specialised_min_inputs >= 1, "--specialised-min-inputs must be >= 1");
     r.p2.compat = o.compat;
     r.p2.per_head = o.per_head;
     r.p2.symmetrize = o.symmetrize;
     r.p2.topology_max_tokens = o.topology_max_tokens;
-    r.p2.graph_thresholds = o.graph_thresholds;
-    r.p2.sink_percentiles = o.sink_percentiles;
-    r.p2.effective_density_lo = o.effective_density_lo;
-    r.p2.effective_density_hi = o.effective_density_hi;
-    r.p2.long_bar = o.long_bar;
-    r.p2.specialised_share = o.specialised_share;
-    r.p2.specialised_min_inputs = o.specialised_min_inputs;
+    r.p2.constants = o.constants;
     r.p2.sink = r.head.sink;  // section 8 takes the same resolved sink (spec 0, 10.d)
     r.p2.threads = r.threads;
 
@@ -168,34 +167,35 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
 }
 
 nlohmann::json to_json(const AnalysisOptions& o) {
-    return {{"analyses", o.analyses.empty() ? std::vector<std::string>{"all"} : o.analyses},
-            {"sink", o.sink},
-            {"bos_id", o.bos_id},
-            {"zeros", o.zeros},
-            {"min_parts", o.min_parts},
-            {"scope", o.scope},
-            {"k", o.k},
-            {"triples", o.triples},
-            {"seed", o.seed ? nlohmann::json(*o.seed) : nlohmann::json("unset (0; first samples)")},
-            {"regime_lo", o.regime_lo},
-            {"regime_hi", o.regime_hi},
-            {"compat", o.compat.empty() ? "none (principled)" : o.compat},
-            {"per_head", o.per_head},
-            {"symmetrize", o.symmetrize},
-            {"topology_max_tokens", o.topology_max_tokens},
-            {"graph_thresholds", o.graph_thresholds},
-            {"sink_percentiles", o.sink_percentiles},
-            {"effective_density", {o.effective_density_lo, o.effective_density_hi}},
-            {"long_bar", o.long_bar},
-            {"specialised_share", o.specialised_share},
-            {"specialised_min_inputs", o.specialised_min_inputs},
-            {"reference_threshold", o.reference_threshold},
-            {"reference_fallback_fraction", o.reference_fallback_fraction},
-            {"reference_cap_fraction", o.reference_cap_fraction},
-            {"per_input", o.per_input},
-            {"bootstrap", o.bootstrap},
-            {"confidence", o.confidence},
-            {"threads", o.threads}};
+    return {
+        {"analyses", o.analyses.empty() ? std::vector<std::string>{"all"} : o.analyses},
+        {"sink", o.sink},
+        {"bos_id", o.bos_id},
+        {"zeros", o.zeros},
+        {"min_parts", o.min_parts},
+        {"scope", o.scope},
+        {"k", o.k},
+        {"triples", o.triples},
+        {"seed", o.seed ? nlohmann::json(*o.seed) : nlohmann::json("unset (0; first samples)")},
+        {"regime_lo", o.regime_lo},
+        {"regime_hi", o.regime_hi},
+        {"compat", o.compat.empty() ? "none (principled)" : o.compat},
+        {"per_head", o.per_head},
+        {"symmetrize", o.symmetrize},
+        {"topology_max_tokens", o.topology_max_tokens},
+        {"graph_thresholds", o.constants.graph_thresholds},
+        {"sink_percentiles", o.constants.sink_percentiles},
+        {"effective_density", {o.constants.effective_density_lo, o.constants.effective_density_hi}},
+        {"long_bar", o.constants.long_bar},
+        {"specialised_share", o.constants.specialised_share},
+        {"specialised_min_inputs", o.constants.specialised_min_inputs},
+        {"reference_threshold", o.reference_threshold},
+        {"reference_fallback_fraction", o.reference_fallback_fraction},
+        {"reference_cap_fraction", o.reference_cap_fraction},
+        {"per_input", o.per_input},
+        {"bootstrap", o.bootstrap},
+        {"confidence", o.confidence},
+        {"threads", o.threads}};
 }
 
 }  // namespace sinkscope::analysis

@@ -131,18 +131,19 @@ nlohmann::json section8_conventions(const P2Results& results) {
         j["sink_position"] = to_string(sink) + ": resolved per input" +
                              (sink.kind == SinkPolicy::Kind::Bos ? "" : " and layer") +
                              " (sinks.csv)";
-    j["graph_thresholds"] = c.graph_thresholds;
+    j["graph_thresholds"] = c.constants.graph_thresholds;
     j["graph_degree_self_loops"] = c.compat ? "counted (notebook)" : "ignored (10.i)";
     if (c.compat)
         j["graph_cells_skipped"] =
             "only the density where the input's density is outside [0.05, 0.95] and layer % 4 "
             "!= 0 (10.r); n_skipped counts them";
     j["dense_eigensolver_max_nodes"] = k_dense_eigen_max_nodes;
-    j["effective_density"] = {c.effective_density_lo, c.effective_density_hi};
-    j["sink_percentiles"] = c.sink_percentiles;
+    j["effective_density"] = {c.constants.effective_density_lo, c.constants.effective_density_hi};
+    j["sink_percentiles"] = c.constants.sink_percentiles;
     j["betti_grid"] = "101 points eps = g/100, bar alive when birth <= eps < death";
-    j["long_bar_persistence"] = c.long_bar;
-    j["specialised"] = {{"share", c.specialised_share}, {"min_inputs", c.specialised_min_inputs}};
+    j["long_bar_persistence"] = c.constants.long_bar;
+    j["specialised"] = {{"share", c.constants.specialised_share},
+                        {"min_inputs", c.constants.specialised_min_inputs}};
     j["saved_diagram_inputs"] = k_saved_diagram_inputs;
     j["frame_mean_reference_count_layers"] = "layers >= floor(L/3)";
     j["spectra_per_head"] = c.per_head;

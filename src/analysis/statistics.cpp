@@ -84,6 +84,20 @@ std::pair<std::vector<double>, std::vector<double>> join(const Series& a, const 
     return {x, y};
 }
 
+// A series whose spread is below the float64 resolution of its mean (scipy's "nearly constant"
+// test: ||x - mean|| < 1e-13 |mean|) carries only rounding noise, e.g. a Fiedler value that is
+// exactly 1/2 for every input up to the eigensolver's rounding; a correlation with it would be a
+// correlation of rounding errors, so it is reported as undefined (NaN), as for constant input.
+bool nearly_constant(const std::vector<double>& v) {
+    if (v.empty()) return true;
+    double mean = 0;
+    for (double x : v) mean += x;
+    mean /= double(v.size());
+    double ss = 0;
+    for (double x : v) ss += (x - mean) * (x - mean);
+    return std::sqrt(ss) < 1e-13 * std::abs(mean);
+}
+
 class Statistics final : public Analysis {
 public:
     explicit Statistics(const AnalysisContext& c) : ctx_(c) {}
@@ -171,8 +185,9 @@ public:
         io::Table corr(t::kCorrelations.columns);
         auto correlate = [&](const Series& a, const Series& b, const Key& ka, const Key& kb) {
             const auto [x, y] = join(a, b);
-            const metrics::Correlation p = metrics::pearson(x, y);
-            const metrics::Correlation r = metrics::spearman(x, y);
+            metrics::Correlation p = metrics::pearson(x, y);
+            metrics::Correlation r = metrics::spearman(x, y);
+            if (nearly_constant(x) || nearly_constant(y)) p.r = p.p = r.r = r.p = std::nan("");
             const std::string xn = ka.table + "." + ka.metric, yn = kb.table + "." + kb.metric;
             corr.add_row({model, std::string(), ka.layer, ka.param, xn, yn, std::string("pearson"),
                           p.r, p.p, int64_t(x.size())});

@@ -352,22 +352,16 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
             counts_.rows_used += n_h;
             for (int64_t h = 0; h < n_h; ++h) {
                 const int64_t r = l * n_h + h;
-                HeadSums& s = head_sums_[r];
-                s.sink_mass += layer_batch.sink_mass(r);
-                s.sink_balance += layer_batch.balance(r);
-                s.entropy += layer_batch.entropy(r);
-                s.binary_sink_entropy += layer_batch.binary_entropy(r);
-                s.content_entropy += layer_batch.content_entropy(r);
-                s.n_rows += 1;
-                if (per_input) {
-                    HeadSums& p = input_sums[r];
-                    p.sink_mass += layer_batch.sink_mass(r);
-                    p.sink_balance += layer_batch.balance(r);
-                    p.entropy += layer_batch.entropy(r);
-                    p.binary_sink_entropy += layer_batch.binary_entropy(r);
-                    p.content_entropy += layer_batch.content_entropy(r);
-                    p.n_rows += 1;
-                }
+                auto accumulate = [&](HeadSums& s) {
+                    s.sink_mass += layer_batch.sink_mass(r);
+                    s.sink_balance += layer_batch.balance(r);
+                    s.entropy += layer_batch.entropy(r);
+                    s.binary_sink_entropy += layer_batch.binary_entropy(r);
+                    s.content_entropy += layer_batch.content_entropy(r);
+                    s.n_rows += 1;
+                };
+                accumulate(head_sums_[r]);
+                if (per_input) accumulate(input_sums[r]);
             }
             dispersion(layer_disp_[l], layer_batch, l * n_h, n_h, d);
         }

@@ -176,7 +176,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
     auto matrix_analyses = [&](int64_t h, const Eigen::MatrixXd& m) {
         // Thresholded graphs (spec 8, 10.i), all layers in both modes (10.o).
         if (c.graphs) {
-            const std::vector<double>& taus = c.graph_thresholds;
+            const std::vector<double>& taus = c.constants.graph_thresholds;
             const auto all = graph_stats_all(m, taus, compat);
             for (size_t k = 0; k < taus.size(); ++k) {
                 const auto& g = all[k];
@@ -184,8 +184,8 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                 put("graphs", l, h, "density", p, g.density);
                 // 10.r (B.4): laplacian.ipynb returns the density alone where this input's
                 // threshold is not effective and layer % 4 != 0; its graph metrics are missing.
-                const bool effective =
-                    g.density >= c.effective_density_lo && g.density <= c.effective_density_hi;
+                const bool effective = g.density >= c.constants.effective_density_lo &&
+                                       g.density <= c.constants.effective_density_hi;
                 if (compat && !effective && l % 4 != 0) {
                     for (const char* metric :
                          {"lambda2", "laplacian_gap", "star_basic", "star_combined", "gini",
@@ -229,7 +229,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
             } else {
                 bars = rips_persistence(symmetric_distance(m, c.symmetrize));
             }
-            const auto s = summarize_diagram(bars, c.long_bar);
+            const auto s = summarize_diagram(bars, c.constants.long_bar);
             for (int d = 0; d < 2; ++d) {
                 const auto k = static_cast<size_t>(d);
                 const std::string sfx = "_dim" + std::to_string(d);
@@ -297,7 +297,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
 
     // Pass 4: sink removal KL, concentration, direct sink mass (spec 8, 10.k; B.5).
     if (c.kl && in_set(kl_set, l)) {
-        const std::vector<double>& ts = c.sink_percentiles;
+        const std::vector<double>& ts = c.constants.sink_percentiles;
         const auto all = sink_kl_all(in, l, ts, compat);
         for (size_t k = 0; k < ts.size(); ++k) {
             const auto& r = all[k];
@@ -463,7 +463,8 @@ P2Results P2Accumulator::finish() const {
         for (const auto& [k, s] : state_.stats) {
             if (k.table != "graphs" || k.metric != "density" || k.head != -1) continue;
             const double m = s.mean();
-            const bool eff = m >= c.effective_density_lo && m <= c.effective_density_hi;
+            const bool eff =
+                m >= c.constants.effective_density_lo && m <= c.constants.effective_density_hi;
             r.stats[P2Key{"graphs", k.layer, -1, "effective", k.param}].add(eff ? 1.0 : 0.0);
             per_tau[k.param].first += eff ? 1 : 0;
             per_tau[k.param].second += 1;
@@ -494,7 +495,10 @@ P2Results P2Accumulator::finish() const {
         const double consistency = static_cast<double>(best) / static_cast<double>(total);
         r.stats[P2Key{"tokens", lh.first, lh.second, "consistency", modal}].add(consistency);
         r.stats[P2Key{"tokens", lh.first, lh.second, "specialised", ""}].add(
-            consistency >= c.specialised_share && total >= c.specialised_min_inputs ? 1.0 : 0.0);
+            consistency >= c.constants.specialised_share &&
+                    total >= c.constants.specialised_min_inputs
+                ? 1.0
+                : 0.0);
         ++modal_per_layer[lh.first][modal];
     }
     for (const auto& [l, counts] : modal_per_layer) {

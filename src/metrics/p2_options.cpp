@@ -57,31 +57,25 @@ P2Config resolve_p2_options(const P2Options& options) {
             return std::isfinite(x) && x >= 0 && x <= 1;
         });
     };
-    if (!in_unit(options.graph_thresholds))
+    if (!in_unit(options.constants.graph_thresholds))
         throw UsageError("graph thresholds must be a non-empty list of numbers in [0, 1]");
-    if (!in_unit(options.sink_percentiles))
+    if (!in_unit(options.constants.sink_percentiles))
         throw UsageError("sink percentiles must be a non-empty list of numbers in [0, 1]");
-    if (!(options.effective_density_lo >= 0 &&
-          options.effective_density_lo <= options.effective_density_hi &&
-          options.effective_density_hi <= 1))
+    if (!(options.constants.effective_density_lo >= 0 &&
+          options.constants.effective_density_lo <= options.constants.effective_density_hi &&
+          options.constants.effective_density_hi <= 1))
         throw UsageError("effective density band must satisfy 0 <= lo <= hi <= 1");
-    if (!(std::isfinite(options.long_bar) && options.long_bar >= 0))
+    if (!(std::isfinite(options.constants.long_bar) && options.constants.long_bar >= 0))
         throw UsageError("long-bar persistence must be a finite number >= 0");
-    if (!(options.specialised_share >= 0 && options.specialised_share <= 1))
+    if (!(options.constants.specialised_share >= 0 && options.constants.specialised_share <= 1))
         throw UsageError("specialised share must be in [0, 1]");
-    if (options.specialised_min_inputs < 1)
+    if (options.constants.specialised_min_inputs < 1)
         throw UsageError("specialised minimum of inputs must be >= 1");
     c.per_head = options.per_head;
     c.sink = options.sink;
     c.topology_max_tokens = options.topology_max_tokens;
     c.tokens_file = options.tokens;
-    c.graph_thresholds = options.graph_thresholds;
-    c.sink_percentiles = options.sink_percentiles;
-    c.effective_density_lo = options.effective_density_lo;
-    c.effective_density_hi = options.effective_density_hi;
-    c.long_bar = options.long_bar;
-    c.specialised_share = options.specialised_share;
-    c.specialised_min_inputs = options.specialised_min_inputs;
+    c.constants = options.constants;
     return c;
 }
 

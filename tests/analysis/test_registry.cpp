@@ -143,14 +143,15 @@ INSTANTIATE_TEST_SUITE_P(Registry, EveryAnalysis, ::testing::ValuesIn(attention_
 // Defaults are the spec's values (METRICS.md section 8 / PAPERS.md B.4, B.5), written here.
 TEST(AnalysisOptions, DefaultsAreTheSpecValues) {
     const AnalysisOptions o;
-    EXPECT_EQ(o.graph_thresholds, (std::vector<double>{0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2}));
-    EXPECT_EQ(o.sink_percentiles, (std::vector<double>{0.8, 0.9, 0.95}));
-    EXPECT_EQ(o.effective_density_lo, 0.05);
-    EXPECT_EQ(o.effective_density_hi, 0.95);
+    EXPECT_EQ(o.constants.graph_thresholds,
+              (std::vector<double>{0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2}));
+    EXPECT_EQ(o.constants.sink_percentiles, (std::vector<double>{0.8, 0.9, 0.95}));
+    EXPECT_EQ(o.constants.effective_density_lo, 0.05);
+    EXPECT_EQ(o.constants.effective_density_hi, 0.95);
     EXPECT_EQ(o.min_parts, 3);
     const ResolvedOptions r = resolve(o, {});
-    EXPECT_EQ(r.p2.graph_thresholds, o.graph_thresholds);
-    EXPECT_EQ(r.p2.sink_percentiles, o.sink_percentiles);
+    EXPECT_EQ(r.p2.constants.graph_thresholds, o.constants.graph_thresholds);
+    EXPECT_EQ(r.p2.constants.sink_percentiles, o.constants.sink_percentiles);
     EXPECT_GE(r.threads, 1);
     EXPECT_EQ(r.head.n_threads, r.threads);
     EXPECT_EQ(r.p2.threads, r.threads);
@@ -185,7 +186,7 @@ TEST(AnalysisOptions, SelectionAndErrors) {
     b.threads = -1;
     EXPECT_NE(message(b).find("--threads"), std::string::npos);
     b = {};
-    b.graph_thresholds = {};
+    b.constants.graph_thresholds = {};
     EXPECT_NE(message(b).find("--graph-thresholds"), std::string::npos);
     b = {};
     b.sink = "sideways";
@@ -195,8 +196,8 @@ TEST(AnalysisOptions, SelectionAndErrors) {
 // A non-default constant reaches the tables: one graph threshold, one sink percentile.
 TEST(AnalysisOptions, ConstantsReachTheTables) {
     AnalysisOptions opts;
-    opts.graph_thresholds = {0.03};
-    opts.sink_percentiles = {0.5};
+    opts.constants.graph_thresholds = {0.03};
+    opts.constants.sink_percentiles = {0.5};
     const ResolvedOptions o = resolve(opts, {});
     AnalysisContext ctx{kL, kH, &o, "synthetic", "synthetic"};
     for (const char* name : {"graphs", "kl"}) {

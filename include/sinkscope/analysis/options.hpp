@@ -45,15 +45,9 @@ struct AnalysisOptions {
     bool per_head = false;
     std::string symmetrize = "max";  // max | mean
     int64_t topology_max_tokens = metrics::k_default_topology_max_tokens;
-    std::vector<double> graph_thresholds{metrics::k_graph_thresholds.begin(),
-                                         metrics::k_graph_thresholds.end()};
-    std::vector<double> sink_percentiles{metrics::k_sink_percentiles.begin(),
-                                         metrics::k_sink_percentiles.end()};
-    double effective_density_lo = metrics::k_effective_density_lo;
-    double effective_density_hi = metrics::k_effective_density_hi;
-    double long_bar = metrics::k_long_bar;
-    double specialised_share = metrics::k_specialised_share;
-    int64_t specialised_min_inputs = metrics::k_specialised_min_inputs;
+    // Graph thresholds, sink percentiles, effective-density band, long-bar persistence,
+    // specialisation rule.
+    metrics::P2Constants constants;
     double reference_threshold = metrics::ValueSpaceOptions{}.reference_threshold;
     double reference_fallback_fraction = metrics::ValueSpaceOptions{}.fallback_fraction;
     double reference_cap_fraction = metrics::ValueSpaceOptions{}.cap_fraction;

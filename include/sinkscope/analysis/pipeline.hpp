@@ -42,8 +42,7 @@ public:
 
     // One input. hidden/values (may be null) feed the analyses that need hidden states, which
     // run first; both are then cleared (released) before the attention analyses run.
-    void add(const metrics::AttentionInput& input,
-             const std::vector<std::string>* tokens = nullptr,
+    void add(const metrics::AttentionInput& input, const std::vector<std::string>* tokens = nullptr,
              std::vector<std::vector<double>>* hidden = nullptr,
              std::vector<std::vector<double>>* values = nullptr, int64_t d_model = 0,
              int64_t d_head = 0);

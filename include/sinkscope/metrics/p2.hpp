@@ -30,6 +30,19 @@ inline constexpr int64_t k_default_topology_max_tokens = 256;
 inline constexpr double k_specialised_share = 0.3;      // 10.m: modal share of a specialised head
 inline constexpr int64_t k_specialised_min_inputs = 5;  // ... over at least this many inputs
 
+// The scientific constants of section 8, defaults the spec's values: graph thresholds tau (10.i),
+// sink percentiles t (10.k), the effective-density band (10.i), the long-bar persistence (10.j)
+// and the specialisation rule (10.m).
+struct P2Constants {
+    std::vector<double> graph_thresholds{k_graph_thresholds.begin(), k_graph_thresholds.end()};
+    std::vector<double> sink_percentiles{k_sink_percentiles.begin(), k_sink_percentiles.end()};
+    double effective_density_lo = k_effective_density_lo;
+    double effective_density_hi = k_effective_density_hi;
+    double long_bar = k_long_bar;
+    double specialised_share = k_specialised_share;
+    int64_t specialised_min_inputs = k_specialised_min_inputs;
+};
+
 // Options of the section 8 accumulator; the in-class defaults are the spec's values.
 struct P2Options {
     std::string analyses = "graphs,topology,kl,spectra,entropy,tokens,frame";
@@ -45,15 +58,7 @@ struct P2Options {
     // evenly (numpy linspace, as compat's B.3 downsampling); the Rips complex of n points needs
     // O(n^3) triangles. 0 = never subsample.
     int64_t topology_max_tokens = k_default_topology_max_tokens;
-    // Graph thresholds tau (10.i), sink percentiles t (10.k), the effective-density band (10.i),
-    // the long-bar persistence (10.j) and the specialisation rule (10.m).
-    std::vector<double> graph_thresholds{k_graph_thresholds.begin(), k_graph_thresholds.end()};
-    std::vector<double> sink_percentiles{k_sink_percentiles.begin(), k_sink_percentiles.end()};
-    double effective_density_lo = k_effective_density_lo;
-    double effective_density_hi = k_effective_density_hi;
-    double long_bar = k_long_bar;
-    double specialised_share = k_specialised_share;
-    int64_t specialised_min_inputs = k_specialised_min_inputs;
+    P2Constants constants;
 };
 
 // Options after validation.
@@ -65,13 +70,7 @@ struct P2Config {
     Symmetrize symmetrize = Symmetrize::Max;
     SinkPolicy sink{SinkPolicy::Kind::First};
     int64_t topology_max_tokens = k_default_topology_max_tokens;
-    std::vector<double> graph_thresholds{k_graph_thresholds.begin(), k_graph_thresholds.end()};
-    std::vector<double> sink_percentiles{k_sink_percentiles.begin(), k_sink_percentiles.end()};
-    double effective_density_lo = k_effective_density_lo;
-    double effective_density_hi = k_effective_density_hi;
-    double long_bar = k_long_bar;
-    double specialised_share = k_specialised_share;
-    int64_t specialised_min_inputs = k_specialised_min_inputs;
+    P2Constants constants;
     std::string tokens_file;  // names the token strings in errors
     const char* mode() const { return compat ? "ruscio2025" : "principled"; }
 };

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "../../model/forward_bound.hpp"
@@ -173,7 +174,13 @@ TEST(Analyze, SeededRandomSubset) {
     EXPECT_NE(a, first);
     EXPECT_NE(a, c);
     const auto rows = io::Table::read_csv(tmp / "a" / "entropy_per_input.csv");
-    EXPECT_EQ(rows.size(), 6u * 2u);  // 6 inputs x 2 layers (head average)
+    const auto& cols = rows.columns();
+    const size_t input = size_t(std::find(cols.begin(), cols.end(), "input") - cols.begin());
+    std::set<double> inputs;
+    for (const auto& r : rows.rows()) inputs.insert(std::get<double>(r[input]));
+    EXPECT_EQ(inputs, (std::set<double>{0, 1, 2, 3, 4, 5}));
+    // 2 layers x (8 heads + the head average)
+    EXPECT_EQ(rows.size(), 6u * 2u * 9u);
     const std::string rec = slurp(tmp / "a" / "run.json");
     EXPECT_NE(rec.find("random subset (seed 11)"), std::string::npos);
     EXPECT_NE(slurp(tmp / "first" / "run.json").find("first samples"), std::string::npos);
