@@ -117,6 +117,15 @@ inline void add_analysis_flags(CLI::App* cmd, analysis::AnalysisOptions& o, Anal
                     "...and it was seen on at least this many inputs")
         ->capture_default_str()
         ->group(s8);
+    cmd->add_option("--frame-share-first", o.constants.centralized_share_first,
+                    "Reference frame is centralized when at least this share of the mid/late "
+                    "layers' anchors is the first position...")
+        ->capture_default_str()
+        ->group(s8);
+    cmd->add_option("--frame-max-reference-count", o.constants.centralized_max_reference_count,
+                    "...and the mean number of reference tokens is below this")
+        ->capture_default_str()
+        ->group(s8);
     if (model) {
         cmd->add_option("--reference-threshold", o.reference_threshold,
                         "Value space: a key is a reference when its column mean exceeds this")

@@ -136,6 +136,10 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
     require(in_unit_interval(o.constants.specialised_share),
             "--specialised-share must be in [0, 1]");
     require(o.constants.specialised_min_inputs >= 1, "--specialised-min-inputs must be >= 1");
+    require(in_unit_interval(o.constants.centralized_share_first),
+            "--frame-share-first must be in [0, 1]");
+    require(std::isfinite(o.constants.centralized_max_reference_count),
+            "--frame-max-reference-count must be a finite number");
     r.p2.compat = o.compat;
     r.p2.per_head = o.per_head;
     r.p2.symmetrize = o.symmetrize;

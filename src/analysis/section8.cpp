@@ -97,9 +97,11 @@ void section8_tables(const P2Results& results, AnalysisOutput& out) {
                               {"modal", position_class_name(modal[k])}});
         }
         f["layers"] = layers;
+        const auto& kc = results.config.constants;
         f["rule"] =
-            "centralized: share_first_mid_late >= 0.9 and mean_reference_count < 1.2; "
-            "bidirectional: some layer modal first and another modal last; else "
+            "centralized: share_first_mid_late >= " + format_number(kc.centralized_share_first) +
+            " and mean_reference_count < " + format_number(kc.centralized_max_reference_count) +
+            "; bidirectional: some layer modal first and another modal last; else "
             "distributed (spec 8, 10.n)";
         out.texts.emplace_back(t::kFrameFile, f.dump(2) + "\n");
     }

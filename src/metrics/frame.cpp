@@ -110,9 +110,9 @@ std::vector<PositionClass> FrameEvidence::modal_classes() const {
     return out;
 }
 
-FrameType frame_verdict(const FrameEvidence& e) {
+FrameType frame_verdict(const FrameEvidence& e, double share_first, double max_reference_count) {
     if (e.n_layers == 0) return FrameType::Distributed;
-    if (e.share_first_mid_late() >= 0.9 && e.mean_reference_count() < 1.2)
+    if (e.share_first_mid_late() >= share_first && e.mean_reference_count() < max_reference_count)
         return FrameType::Centralized;
     const auto modal = e.modal_classes();
     const bool any_first = std::count(modal.begin(), modal.end(), PositionClass::First) > 0;

@@ -508,7 +508,8 @@ P2Results P2Accumulator::finish() const {
             r.stats[P2Key{"tokens", l, -1, "heads_modal_share", key}].add(
                 static_cast<double>(cnt) / static_cast<double>(n_heads));
     }
-    r.verdict = frame_verdict(r.frame);
+    r.verdict = frame_verdict(r.frame, c.constants.centralized_share_first,
+                              c.constants.centralized_max_reference_count);
     if (c.compat && r.any_causal && c.topology) r.warnings.emplace_back(k_causal_compat_warning);
     return r;
 }

@@ -69,6 +69,10 @@ P2Config resolve_p2_options(const P2Options& options) {
         throw UsageError("long-bar persistence must be a finite number >= 0");
     if (!(options.constants.specialised_share >= 0 && options.constants.specialised_share <= 1))
         throw UsageError("specialised share must be in [0, 1]");
+    if (!(options.constants.centralized_share_first >= 0 &&
+          options.constants.centralized_share_first <= 1 &&
+          std::isfinite(options.constants.centralized_max_reference_count)))
+        throw UsageError("frame rule: share in [0, 1] and a finite reference count");
     if (options.constants.specialised_min_inputs < 1)
         throw UsageError("specialised minimum of inputs must be >= 1");
     c.per_head = options.per_head;

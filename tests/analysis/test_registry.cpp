@@ -64,15 +64,21 @@ std::string tables_text(const AnalysisOutput& o) {
 
 }  // namespace
 
-class EveryAnalysis : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(EveryAnalysis, ResumedFromSavedStateIsIdentical) {
-    AnalysisOptions opts;
-    opts.bootstrap = 200;
-    const ResolvedOptions o = resolve(opts, {});
+// One registered analysis (the parameter) with default options and the bootstrap on.
+class EveryAnalysis : public ::testing::TestWithParam<std::string> {
+protected:
+    EveryAnalysis() {
+        AnalysisOptions opts;
+        opts.bootstrap = 200;
+        o = resolve(opts, {});
+    }
+    ResolvedOptions o;
     AnalysisContext ctx{kL, kH, &o, "synthetic", "synthetic"};
     const AnalysisInfo& info = find_analysis(GetParam());
     const bool rv = info.needs.per_input_values;
+};
+
+TEST_P(EveryAnalysis, ResumedFromSavedStateIsIdentical) {
     auto whole = info.make(ctx);
     feed(*whole, ctx, 0, 4, 0, rv);
     for (uint64_t cut : {1u, 3u}) {
@@ -92,12 +98,6 @@ TEST_P(EveryAnalysis, ResumedFromSavedStateIsIdentical) {
 }
 
 TEST_P(EveryAnalysis, MergedShardsEqualOnePass) {
-    AnalysisOptions opts;
-    opts.bootstrap = 200;
-    const ResolvedOptions o = resolve(opts, {});
-    AnalysisContext ctx{kL, kH, &o, "synthetic", "synthetic"};
-    const AnalysisInfo& info = find_analysis(GetParam());
-    const bool rv = info.needs.per_input_values;
     auto whole = info.make(ctx), a = info.make(ctx), b = info.make(ctx);
     feed(*whole, ctx, 0, 4, 0, rv);
     feed(*a, ctx, 0, 2, 0, rv);

@@ -43,9 +43,13 @@ struct FrameEvidence {
     std::vector<PositionClass> modal_classes() const;  // per layer (ties: first < last < other)
 };
 
-// spec 8 / 10.n: centralized when share_first_mid_late >= 0.9 and the mean reference count
-// < 1.2; bidirectional when some layer's modal class is first and another's last; else
-// distributed.
-FrameType frame_verdict(const FrameEvidence& evidence);
+// spec 8 / 10.n: centralized when share_first_mid_late >= share_first (0.9) and the mean
+// reference count < max_reference_count (1.2); bidirectional when some layer's modal class is first
+// and another's last; else distributed.
+inline constexpr double k_centralized_share_first = 0.9;
+inline constexpr double k_centralized_max_reference_count = 1.2;
+FrameType frame_verdict(const FrameEvidence& evidence,
+                        double share_first = k_centralized_share_first,
+                        double max_reference_count = k_centralized_max_reference_count);
 
 }  // namespace sinkscope::metrics

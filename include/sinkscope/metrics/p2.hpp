@@ -32,7 +32,7 @@ inline constexpr int64_t k_specialised_min_inputs = 5;  // ... over at least thi
 
 // The scientific constants of section 8, defaults the spec's values: graph thresholds tau (10.i),
 // sink percentiles t (10.k), the effective-density band (10.i), the long-bar persistence (10.j)
-// and the specialisation rule (10.m).
+// the specialisation rule (10.m) and the frame rule (10.n).
 struct P2Constants {
     std::vector<double> graph_thresholds{k_graph_thresholds.begin(), k_graph_thresholds.end()};
     std::vector<double> sink_percentiles{k_sink_percentiles.begin(), k_sink_percentiles.end()};
@@ -41,6 +41,10 @@ struct P2Constants {
     double long_bar = k_long_bar;
     double specialised_share = k_specialised_share;
     int64_t specialised_min_inputs = k_specialised_min_inputs;
+    // The frame verdict (10.n): centralized when the share of first-position anchors reaches
+    // this and the mean reference count stays below that.
+    double centralized_share_first = k_centralized_share_first;
+    double centralized_max_reference_count = k_centralized_max_reference_count;
 };
 
 // Options of the section 8 accumulator; the in-class defaults are the spec's values.
