@@ -1,4 +1,5 @@
 // ModelConfig from GGUF metadata ("<arch>.*" keys of llama.cpp's gguf-py constants).
+#include "rope.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/gguf.hpp"
 #include "sinkscope/model/config.hpp"
@@ -39,6 +40,8 @@ ModelConfig config_from_gguf(const io::GgufFile& f) {
         throw UnsupportedError(origin, "partial RoPE (rope.dimension_count " +
                                            std::to_string(n_rot) + " != d_head " +
                                            std::to_string(c.d_head) + ")");
+    c.rope_scaling = read_gguf_rope_scaling(
+        f, p, tensor_name(arch, WeightFormat::Gguf, TensorRole::RopeFreqs), n_rot, c.n_ctx);
     validate_config(c, origin);
     return c;
 }

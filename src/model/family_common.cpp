@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include "rope.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/weights.hpp"
 #include "tensor_load.hpp"
@@ -62,18 +63,22 @@ at::Tensor padding_mask(const ModelInput& input, const at::Device& device) {
         {input.attention_mask.size(0), 1, 1, input.attention_mask.size(1)});
 }
 
-RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, double theta, at::ScalarType dtype,
-                       const at::Device& device) {
+RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, const ModelConfig& c,
+                       at::ScalarType dtype, const at::Device& device) {
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
-    const at::Tensor inv_freq =
-        1.0 / at::pow(theta, at::arange(0, rot_dim, 2, f32.dtype(at::kLong)).to(at::kFloat) /
-                                 static_cast<double>(rot_dim));
+    const at::Tensor inv_freq = rope_inv_freq(c, rot_dim, n_tokens, device);  // [rot/2] f32
     const at::Tensor freqs = at::outer(at::arange(n_tokens, f32), inv_freq);  // [pos, rot/2]
     const at::Tensor emb = at::cat({freqs, freqs}, -1);                        // [pos, rot]
+    at::Tensor cos = emb.cos(), sin = emb.sin();
+    // YaRN's attention factor scales cos and sin in f32 (transformers' attention_scaling).
+    if (c.rope_scaling.kind == RopeScalingKind::Yarn) {
+        cos = cos * c.rope_scaling.attention_factor;
+        sin = sin * c.rope_scaling.attention_factor;
+    }
     RopeTables r;
     r.rot_dim = rot_dim;
-    r.cos = emb.cos().to(dtype).view({1, n_tokens, 1, rot_dim});
-    r.sin = emb.sin().to(dtype).view({1, n_tokens, 1, rot_dim});
+    r.cos = cos.to(dtype).view({1, n_tokens, 1, rot_dim});
+    r.sin = sin.to(dtype).view({1, n_tokens, 1, rot_dim});
     return r;
 }
 
@@ -83,7 +88,7 @@ DecoderFrame::DecoderFrame(const ModelInput& input, const CaptureSpec& capture,
     : ids(checked_ids(input, c.d_vocab, device)), n_tokens(ids.size(1)), hooks(capture, result) {
     check_head_mask(mask, c);
     SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
-    if (rot_dim > 0) rope = rope_tables(n_tokens, rot_dim, c.rope_theta, dtype, device);
+    if (rot_dim > 0) rope = rope_tables(n_tokens, rot_dim, c, dtype, device);
     hidden = causal_mask(n_tokens, c.window, device);
     scale = 1.0 / std::sqrt(static_cast<double>(c.d_head));
 }

@@ -42,15 +42,16 @@ at::Tensor causal_mask(int64_t n_tokens, int64_t window, const at::Device& devic
 at::Tensor padding_mask(const ModelInput& input, const at::Device& device);
 
 // HF rotate_half RoPE tables for the first `rot_dim` dims of a head: cos, sin [1, pos, 1, rot_dim]
-// in `dtype` (inv_freq_i = theta^(-2i/rot_dim) in f32, as HF's rotary embedding).
+// in `dtype` (inv_freq_i = theta^(-2i/rot_dim) in f32, as HF's rotary embedding, scaled by
+// c.rope_scaling: rope_inv_freq in rope.hpp; YaRN multiplies cos and sin by its attention factor).
 struct RopeTables {
     at::Tensor cos, sin;
     int64_t rot_dim = 0;
     // Rotates the first rot_dim dims of t [batch, pos, heads, d_head]; the rest pass through.
     at::Tensor apply(const at::Tensor& t) const;
 };
-RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, double theta, at::ScalarType dtype,
-                       const at::Device& device);
+RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, const ModelConfig& c,
+                       at::ScalarType dtype, const at::Device& device);
 
 // Query rows per block when attention runs without keeping scores or pattern.
 constexpr int64_t kQueryBlock = 256;

@@ -18,6 +18,7 @@
 
 #include "config_json.hpp"
 #include "family_common.hpp"
+#include "rope.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
@@ -145,8 +146,7 @@ void read_gpt_neox_hf_config(const nlohmann::json& j, const std::string& origin,
     c.qkv_bias = true;
     c.norm = NormKind::LayerNorm;
     c.positions = PositionKind::Rotary;
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-        throw UnsupportedError(origin, "rope_scaling (only plain RoPE is implemented)");
+    c.rope_scaling = read_hf_rope_scaling(j, c.n_ctx, origin);
     if (!json_bool_or(j, "attention_bias", true, origin))
         throw UnsupportedError(origin, "attention_bias=false (GPT-NeoX without q/k/v/dense bias)");
 }

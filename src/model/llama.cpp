@@ -11,6 +11,7 @@
 
 #include "config_json.hpp"
 #include "family_common.hpp"
+#include "rope.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
@@ -179,8 +180,7 @@ void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, Mo
         const bool use = j.value("use_sliding_window", arch.sliding_window_by_default);
         c.window = use ? json_int_or(j, "sliding_window", 0, origin) : 0;
     }
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-        throw UnsupportedError(origin, "rope_scaling (only plain RoPE is implemented)");
+    c.rope_scaling = read_hf_rope_scaling(j, c.n_ctx, origin);
     if (j.value("attention_bias", false) && !arch.qkv_bias)
         throw UnsupportedError(origin, "attention_bias=true (output projection bias)");
     if (j.value("mlp_bias", false)) throw UnsupportedError(origin, "mlp_bias=true");

@@ -12,6 +12,7 @@
 
 #include "config_json.hpp"
 #include "family_common.hpp"
+#include "rope.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
@@ -130,8 +131,7 @@ void read_phi_hf_config(const nlohmann::json& j, const std::string& origin, Mode
     c.parallel_residual = true;
     if (json_bool_or(j, "qk_layernorm", false, origin))
         throw UnsupportedError(origin, "qk_layernorm=true");
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-        throw UnsupportedError(origin, "rope_scaling (only plain RoPE is implemented)");
+    c.rope_scaling = read_hf_rope_scaling(j, c.n_ctx, origin);
 }
 
 std::unique_ptr<Transformer> build_phi_family(const ModelConfig& config, const WeightSource& src,

@@ -47,6 +47,7 @@ const TensorNames kGgufLlamaNames = make_tensor_names({
     {R::FfnGate, "blk.{L}.ffn_gate.weight"},
     {R::FfnUp, "blk.{L}.ffn_up.weight"},
     {R::FfnDown, "blk.{L}.ffn_down.weight"},
+    {R::RopeFreqs, "rope_freqs.weight"},
 });
 
 // Names given by io::open_llama2c to the run.c checkpoint layout.

@@ -1,12 +1,15 @@
 // Every model of ../shared/zoo against its golden outputs (an independent float32 re-implementation
 // of the Hugging Face modeling code, cross-checked with llama.cpp): token ids, logits, attention
 // probabilities, pre-softmax scores and hidden states for every golden input.
+#include <cstring>
 #include <filesystem>
 #include <string>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/model/model.hpp"
 #include "testing.hpp"
 #include "zoo_golden.hpp"
@@ -83,6 +86,12 @@ TEST_P(ZooGolden, MatchesGoldenOutputs) {
 
 INSTANTIATE_TEST_SUITE_P(Llama, ZooGolden, ::testing::Values("qwen2", "mistral", "gemma"),
                          [](const auto& info) { return std::string(info.param); });
+// RoPE scaling: llama3, linear, dynamic NTK (paragraph T = 120 > max_position_embeddings 32,
+// fox T = 17 below it) and yarn with its attention factor.
+INSTANTIATE_TEST_SUITE_P(RopeScaling, ZooGolden,
+                         ::testing::Values("llama3_rope", "llama_linear_rope", "llama_dynamic_rope",
+                                           "llama_yarn_rope"),
+                         [](const auto& info) { return std::string(info.param); });
 INSTANTIATE_TEST_SUITE_P(Encoders, ZooGolden, ::testing::Values("bert", "roberta"),
                          [](const auto& info) { return std::string(info.param); });
 
@@ -91,5 +100,158 @@ INSTANTIATE_TEST_SUITE_P(Decoders, ZooGolden, ::testing::Values("gpt2", "pythia"
 
 INSTANTIATE_TEST_SUITE_P(Vision, ZooGolden, ::testing::Values("vit"),
                          [](const auto& info) { return std::string(info.param); });
+
+// GGUF metadata entries, encoded as gguf-py writes them (key, type, value).
+void put_u64(std::string& b, uint64_t v) {
+    b.append(reinterpret_cast<const char*>(&v), 8);
+}
+void put_u32(std::string& b, uint32_t v) {
+    b.append(reinterpret_cast<const char*>(&v), 4);
+}
+void put_str(std::string& b, const std::string& s) {
+    put_u64(b, s.size());
+    b += s;
+}
+constexpr uint32_t kGgufUint32 = 4, kGgufFloat32 = 6, kGgufString = 8;
+
+// llama3_rope.gguf with rope_freqs.weight renamed away (so the file is the plain Llama of the
+// RoPE zoo) and the rope.scaling.* keys `kv` (already encoded) inserted before the other keys. A
+// padding key makes the insertion a multiple of the 32-byte alignment, so the data section and
+// its offsets stay valid.
+fs::path gguf_with_scaling_keys(const fs::path& shared, const fs::path& out, std::string kv,
+                                uint64_t n_kv) {
+    std::string bytes = read_file(shared / "zoo" / "gguf" / "llama3_rope.gguf");
+    const size_t at = bytes.find("rope_freqs.weight");
+    if (at == std::string::npos) throw InputError(out.string(), "no rope_freqs.weight");
+    bytes.replace(at, 17, "rope_freqs.unused");
+    const size_t pad_fixed = 8 + 8 + 4 + 8;  // key length, "test.pad", type, value length
+    const size_t n_pad = (32 - (kv.size() + pad_fixed) % 32) % 32;
+    put_str(kv, "test.pad");
+    put_u32(kv, kGgufString);
+    put_str(kv, std::string(n_pad, ' '));
+    uint64_t count = 0;
+    std::memcpy(&count, bytes.data() + 16, 8);
+    count += n_kv + 1;
+    std::memcpy(bytes.data() + 16, &count, 8);
+    bytes.insert(24, kv);  // after magic, version, n_tensors, n_kv
+    testutil::write_text(out, bytes);
+    return out;
+}
+
+// The Llama-3 GGUF carries its scaling only as rope_freqs.weight: it gives the llama3_rope HF
+// goldens (ignoring the tensor moves attention by up to 1.0).
+TEST(ZooGguf, RopeFreqsGiveTheLlama3Goldens) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const Model m = load_model(shared / "zoo" / "gguf" / "llama3_rope.gguf");
+    EXPECT_EQ(m.config().rope_scaling.freq_factors.size(), 8u);
+    const auto inputs = testutil::zoo_inputs(shared / "zoo" / "llama3_rope");
+    ASSERT_FALSE(inputs.empty());
+    for (const auto& in : inputs) check_input(m, in);
+}
+
+// The GGUF with rope_freqs and the HF directory with rope_scaling llama3 give the same attention,
+// within the float32 bound of two forwards of one model (forward_bound.hpp).
+TEST(ZooGguf, RopeFreqsGiveTheHfAttention) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const Model gguf = load_model(shared / "zoo" / "gguf" / "llama3_rope.gguf");
+    const Model hf = load_model(shared / "zoo" / "llama3_rope");
+    const ModelConfig& c = hf.config();
+    for (const auto& in : testutil::zoo_inputs(shared / "zoo" / "llama3_rope")) {
+        SCOPED_TRACE(in.string());
+        const std::vector<int32_t> ids = testutil::zoo_ids(in);
+        const ForwardResult a = gguf.forward(ids, CaptureSpec::attention());
+        const ForwardResult b = hf.forward(ids, CaptureSpec::attention());
+        std::vector<at::Tensor> pa, pb, sb;
+        for (int64_t l = 0; l < c.n_layers; ++l) {
+            pa.push_back(a.captured.at(hook_name(HookPoint::Pattern, l))[0]);
+            pb.push_back(b.captured.at(hook_name(HookPoint::Pattern, l))[0]);
+            sb.push_back(b.captured.at(hook_name(HookPoint::AttnScores, l))[0]);
+        }
+        const double max_score = testutil::max_abs(at::stack(sb));  // over layers, finite
+        const auto T = static_cast<int64_t>(ids.size());
+        testutil::expect_close("attention", at::stack(pa).to(at::kDouble),
+                               at::stack(pb).to(at::kDouble),
+                               testutil::attention_tol(c, T, max_score));
+    }
+}
+
+// A rope_freqs tensor of the wrong length (7 values for 16 rotary dims) is a one-line InputError
+// naming the file and the tensor.
+TEST(ZooGguf, WrongLengthRopeFreqsIsRefused) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    std::string bytes = read_file(shared / "zoo" / "gguf" / "llama3_rope.gguf");
+    // Tensor info: name (u64 length + bytes), u32 n_dims, u64 dims[0].
+    const std::string name = "rope_freqs.weight";
+    const size_t at_name = bytes.find(name);
+    ASSERT_NE(at_name, std::string::npos);
+    const size_t at_dim = at_name + name.size() + sizeof(uint32_t);
+    uint64_t dim = 0;
+    std::memcpy(&dim, bytes.data() + at_dim, sizeof dim);
+    ASSERT_EQ(dim, 8u);
+    dim = 7;
+    std::memcpy(bytes.data() + at_dim, &dim, sizeof dim);
+    testutil::ScratchDir tmp;
+    const fs::path bad = tmp / "bad_rope_freqs.gguf";
+    testutil::write_text(bad, bytes);
+    try {
+        load_model(bad);
+        FAIL() << "a 7-value rope_freqs was accepted";
+    } catch (const InputError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(bad.string()), std::string::npos) << what;
+        EXPECT_NE(what.find("rope_freqs.weight"), std::string::npos) << what;
+        EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+}
+
+// llama.rope.scaling.type linear / yarn with .factor (and .original_context_length) as llama.cpp
+// applies them give the HF goldens of the same scaling (same weights in every RoPE zoo model).
+TEST(ZooGguf, RopeScalingKeysGiveTheHfGoldens) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    std::string linear;
+    put_str(linear, "llama.rope.scaling.type");
+    put_u32(linear, kGgufString);
+    put_str(linear, "linear");
+    put_str(linear, "llama.rope.scaling.factor");
+    put_u32(linear, kGgufFloat32);
+    const float four = 4.0f;
+    linear.append(reinterpret_cast<const char*>(&four), 4);
+    const Model lin = load_model(gguf_with_scaling_keys(shared, tmp / "linear.gguf", linear, 2));
+    EXPECT_EQ(lin.config().rope_scaling.kind, RopeScalingKind::Linear);
+    EXPECT_TRUE(lin.config().rope_scaling.freq_factors.empty());
+    for (const auto& in : testutil::zoo_inputs(shared / "zoo" / "llama_linear_rope"))
+        check_input(lin, in);
+
+    std::string yarn;
+    put_str(yarn, "llama.rope.scaling.type");
+    put_u32(yarn, kGgufString);
+    put_str(yarn, "yarn");
+    put_str(yarn, "llama.rope.scaling.factor");
+    put_u32(yarn, kGgufFloat32);
+    yarn.append(reinterpret_cast<const char*>(&four), 4);
+    put_str(yarn, "llama.rope.scaling.original_context_length");
+    put_u32(yarn, kGgufUint32);
+    put_u32(yarn, 32);
+    const Model y = load_model(gguf_with_scaling_keys(shared, tmp / "yarn.gguf", yarn, 3));
+    EXPECT_EQ(y.config().rope_scaling.kind, RopeScalingKind::Yarn);
+    for (const auto& in : testutil::zoo_inputs(shared / "zoo" / "llama_yarn_rope"))
+        check_input(y, in);
+
+    // An unknown scaling type: one line naming the file and the key.
+    std::string unknown;
+    put_str(unknown, "llama.rope.scaling.type");
+    put_u32(unknown, kGgufString);
+    put_str(unknown, "longrope");
+    const fs::path bad = gguf_with_scaling_keys(shared, tmp / "unknown.gguf", unknown, 1);
+    try {
+        load_model(bad);
+        FAIL() << "rope.scaling.type longrope was accepted";
+    } catch (const UnsupportedError& e) {
+        EXPECT_EQ(std::string(e.what()), bad.string() +
+                                             ": not supported: key llama.rope.scaling.type = "
+                                             "'longrope' (RoPE scaling type)");
+    }
+}
 
 }  // namespace

@@ -1,9 +1,12 @@
 // sinkscope inspect / dump end to end on the decoder zoo models (GPT-2, GPT-NeoX, Phi): the
-// exact parameter count, and dumped attention equal to the zoo's golden attention.
+// exact parameter count, and dumped attention equal to the zoo's golden attention; inspect of the
+// RoPE-scaled Llamas.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -79,5 +82,46 @@ INSTANTIATE_TEST_SUITE_P(Zoo, CliDecoders,
                                            ZooDecoder{"pythia", "gpt_neox", "1156864"},
                                            ZooDecoder{"phi", "phi", "1484736"}),
                          [](const auto& info) { return std::string(info.param.dir); });
+
+// inspect prints the RoPE scaling in use: config.json rope_scaling of an HF directory, the
+// rope_freqs divisors of a Llama-3 GGUF, "none" for a plain rotary model.
+TEST(CliRopeScaling, InspectPrintsTheScaling) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"llama3_rope",
+         "rope_scaling  llama3 (factor 8, low_freq_factor 1, high_freq_factor 4, "
+         "original context 64)\n"},
+        {"llama_linear_rope", "rope_scaling  linear (factor 4)\n"},
+        {"llama_dynamic_rope", "rope_scaling  dynamic (factor 2)\n"},
+        {"llama_yarn_rope",
+         "rope_scaling  yarn (factor 4, original context 32, beta_fast 32, "
+         "beta_slow 1, attention factor 1.13863)\n"},
+        {"gguf/llama3_rope.gguf",
+         "rope_scaling  rope_freqs [1, 1.29398, 7.66739, 8, 8, 8, 8, 8]\n"},
+        {"qwen2", "rope_scaling  none\n"},
+    };
+    for (const auto& [model, line] : cases) {
+        const auto r = run_cli({"inspect", "--model", (shared / "zoo" / model).string()});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+    }
+}
+
+// An unknown rope_scaling type stops the command with one line naming config.json and the type.
+TEST(CliRopeScaling, UnknownTypeIsOneLineError) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const fs::path dir = tmp / "m";
+    fs::create_directories(dir);
+    for (const auto& e : fs::directory_iterator(shared / "zoo" / "llama3_rope"))
+        if (e.is_regular_file()) fs::copy_file(e.path(), dir / e.path().filename());
+    auto config = nlohmann::json::parse(read_file(dir / "config.json"));
+    config["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 2.0}};
+    std::ofstream(dir / "config.json", std::ios::trunc) << config.dump();
+    const auto r = run_cli({"inspect", "--model", dir.string()});
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_EQ(r.err, "sinkscope: error: " + (dir / "config.json").string() +
+                         ": not supported: rope_scaling type 'longrope'\n");
+}
 
 }  // namespace

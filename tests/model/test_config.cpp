@@ -56,7 +56,8 @@ TEST(Config, ArchitectureSpecifics) {
     EXPECT_EQ(gc.act, Activation::GeluTanh);
 }
 
-// Unknown model_type is UnsupportedError naming the file and the type; bad dims InputError.
+// Unknown model_type or rope_scaling type is UnsupportedError naming the file and the type; bad
+// dims InputError.
 TEST(Config, BadConfigs) {
     try {
         config_from_hf_json(base("t5"), "dir/config.json");
@@ -72,7 +73,7 @@ TEST(Config, BadConfigs) {
     j.erase("hidden_size");
     EXPECT_THROW(config_from_hf_json(j, "x"), InputError);
     j = base("llama");
-    j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+    j["rope_scaling"] = {{"type", "longrope"}, {"factor", 2.0}};
     EXPECT_THROW(config_from_hf_json(j, "x"), UnsupportedError);
 }
 

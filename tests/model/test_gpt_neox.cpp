@@ -167,7 +167,7 @@ TEST(GptNeox, ParameterCountIsExact) {
 }
 
 // config.json: rotary_pct -> rotary_dim = int(d_head * pct), rotary_emb_base, parallel residual
-// by default, exact gelu, untied; rope_scaling is refused.
+// by default, exact gelu, untied; rope_scaling read on the rotary dims, unknown types refused.
 TEST(GptNeox, ConfigJson) {
     nlohmann::json j = {
         {"model_type", "gpt_neox"}, {"hidden_size", 64},        {"num_hidden_layers", 2},
@@ -183,5 +183,7 @@ TEST(GptNeox, ConfigJson) {
     j["use_parallel_residual"] = false;
     EXPECT_FALSE(config_from_hf_json(j, "config.json").parallel_residual);
     j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+    EXPECT_EQ(config_from_hf_json(j, "config.json").rope_scaling.kind, RopeScalingKind::Linear);
+    j["rope_scaling"] = {{"type", "longrope"}, {"factor", 2.0}};
     EXPECT_THROW(config_from_hf_json(j, "config.json"), UnsupportedError);
 }

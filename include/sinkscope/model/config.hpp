@@ -23,6 +23,30 @@ const char* activation_name(Activation a);
 // HF hidden_act strings -> Activation; UnsupportedError naming `origin` otherwise.
 Activation parse_hf_activation(const std::string& hidden_act, const std::string& origin);
 
+// RoPE frequency scaling as Hugging Face's ROPE_INIT_FUNCTIONS define it (config.json
+// rope_scaling; GGUF rope.scaling.* keys and rope_freqs.weight map onto the same fields).
+enum class RopeScalingKind { None, Linear, Dynamic, Llama3, Yarn };
+const char* rope_scaling_kind_name(RopeScalingKind k);
+
+struct RopeScaling {
+    RopeScalingKind kind = RopeScalingKind::None;
+    double factor = 1.0;
+    double low_freq_factor = 1.0;   // llama3
+    double high_freq_factor = 4.0;  // llama3
+    int64_t original_n_ctx = 0;     // llama3, yarn: original_max_position_embeddings
+    double beta_fast = 32.0;        // yarn correction range (rotations)
+    double beta_slow = 1.0;
+    bool truncate = true;           // yarn: floor / ceil of the correction range
+    double attention_factor = 1.0;  // yarn: cos and sin multiplied by it (HF attention_scaling)
+    // GGUF rope_freqs.weight: divisor of the frequency of each rotated pair, [rotary dims / 2]
+    // (llama.cpp freq_factors; empty: none). Applied after `kind`.
+    std::vector<float> freq_factors;
+
+    bool active() const { return kind != RopeScalingKind::None || !freq_factors.empty(); }
+};
+// One line for `inspect`: "none", "llama3 (factor 8, ...)", "rope_freqs [1, ...]".
+std::string describe_rope_scaling(const RopeScaling& s);
+
 enum class NormKind { RmsNorm, LayerNorm };
 enum class PositionKind { Rotary, Learned };
 
@@ -42,6 +66,7 @@ struct ModelConfig {
     int64_t d_vocab = 0;
     int64_t n_ctx = 0;       // trained context (informational: RoPE is not limited by it)
     double rope_theta = 10000.0;
+    RopeScaling rope_scaling;  // none unless the checkpoint asks for it
     double norm_eps = 1e-5;
     Activation act = Activation::Silu;
     int64_t window = 0;      // sliding-window attention (0 = full causal)

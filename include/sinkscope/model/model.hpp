@@ -138,6 +138,10 @@ Model load_model(const std::filesystem::path& path, const LoadOptions& options =
 Model build_model(const ModelConfig& config, const WeightSource& weights,
                   const RuntimeOptions& runtime = {});
 
+// RoPE inverse frequencies [rotary dims / 2] f32 (CPU) of a forward over `n_tokens` positions:
+// theta^(-2i/d) with c.rope_scaling applied (dynamic NTK depends on n_tokens).
+at::Tensor rope_inverse_frequencies(const ModelConfig& c, int64_t n_tokens);
+
 // One image as a vision model's input: the model's image processor applied, pixel_values
 // [1, channels, image_size, image_size] f32 on the model's device. UnsupportedError for a text
 // model; InputError naming the image when its size or channels do not fit.

@@ -25,7 +25,8 @@ class Transformer;
 struct RuntimeOptions;
 
 // Tensor roles of every family (a family uses the subset it needs; absent roles map to nullptr).
-// Weight and bias of one layer are separate roles.
+// Weight and bias of one layer are separate roles. One line per group (not clang-formatted):
+// clang-format off
 enum class TensorRole {
     // Model ends (decoders: TokenEmbed .. OutputBias; encoders and ViT add the rest).
     TokenEmbed, OutputNorm, Output,
@@ -43,8 +44,11 @@ enum class TensorRole {
     HeadDense, HeadDenseBias, HeadNorm, HeadNormBias,
     // ViT: patch projection (Conv2d weight [d_model, channels, patch, patch]) and the CLS token.
     PatchEmbed, PatchEmbedBias, ClsToken,
+    // GGUF: per-pair RoPE frequency divisors (llama.cpp rope_freqs; read into the config).
+    RopeFreqs,
     Count_,
 };
+// clang-format on
 constexpr int kNumTensorRoles = static_cast<int>(TensorRole::Count_);
 
 // Tensor names of one naming scheme; "{L}" stands for the layer index. nullptr: role absent.

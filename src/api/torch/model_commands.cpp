@@ -58,6 +58,10 @@ std::string inspect_model(const InspectOptions& o) {
                     std::to_string(c.rotary_dim > 0 ? c.rotary_dim : c.d_head) + " of " +
                     std::to_string(c.d_head) + " dims)")
       << "\n"
+      << "rope_scaling  "
+      << (c.positions == PositionKind::Learned ? std::string("none")
+                                               : describe_rope_scaling(c.rope_scaling))
+      << "\n"
       << "norm          " << (c.norm == NormKind::LayerNorm ? "layernorm" : "rmsnorm") << " (eps "
       << c.norm_eps << ")" << (c.parallel_residual ? ", parallel residual" : "") << "\n"
       << "activation    " << activation_name(c.act) << "\n"

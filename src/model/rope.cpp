@@ -1,0 +1,289 @@
+// RoPE scaling: the config readers (config.json rope_scaling, GGUF rope.scaling.* and
+// rope_freqs.weight) and the scaled inverse frequencies, following transformers'
+// modeling_rope_utils.py (_compute_{linear_scaling,dynamic_ntk,llama3,yarn}_parameters) and
+// llama.cpp (rope_freqs: theta_i = p * base^(-2i/n_rot) / rope_freqs[i]).
+#include "rope.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <sstream>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "config_json.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/io/gguf.hpp"
+#include "sinkscope/model/model.hpp"
+
+namespace sinkscope::model {
+
+namespace {
+
+constexpr uint32_t kGgmlTypeF32 = 0;
+
+// transformers' get_mscale: the YaRN attention temperature for a context scale factor.
+double yarn_mscale(double scale, double mscale = 1.0) {
+    if (scale <= 1.0) return 1.0;
+    return 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+double required_float(const nlohmann::json& s, const char* key, const std::string& origin) {
+    SS_CHECK_INPUT(s.contains(key) && !s[key].is_null(), origin, "rope_scaling lacks '", key, "'");
+    return json_float_or(s, key, 0.0, origin);
+}
+
+}  // namespace
+
+const char* rope_scaling_kind_name(RopeScalingKind k) {
+    switch (k) {
+        case RopeScalingKind::None:
+            return "none";
+        case RopeScalingKind::Linear:
+            return "linear";
+        case RopeScalingKind::Dynamic:
+            return "dynamic";
+        case RopeScalingKind::Llama3:
+            return "llama3";
+        case RopeScalingKind::Yarn:
+            return "yarn";
+    }
+    return "?";
+}
+
+std::string describe_rope_scaling(const RopeScaling& s) {
+    std::ostringstream o;
+    if (s.kind != RopeScalingKind::None || s.freq_factors.empty())
+        o << rope_scaling_kind_name(s.kind);
+    switch (s.kind) {
+        case RopeScalingKind::None:
+            break;
+        case RopeScalingKind::Linear:
+        case RopeScalingKind::Dynamic:
+            o << " (factor " << s.factor << ")";
+            break;
+        case RopeScalingKind::Llama3:
+            o << " (factor " << s.factor << ", low_freq_factor " << s.low_freq_factor
+              << ", high_freq_factor " << s.high_freq_factor << ", original context "
+              << s.original_n_ctx << ")";
+            break;
+        case RopeScalingKind::Yarn:
+            o << " (factor " << s.factor << ", original context " << s.original_n_ctx
+              << ", beta_fast " << s.beta_fast << ", beta_slow " << s.beta_slow
+              << ", attention factor " << s.attention_factor << ")";
+            break;
+    }
+    if (!s.freq_factors.empty()) {
+        o << (s.kind == RopeScalingKind::None ? "" : ", ") << "rope_freqs [";
+        for (size_t i = 0; i < s.freq_factors.size(); ++i)
+            o << (i ? ", " : "") << s.freq_factors[i];
+        o << "]";
+    }
+    return o.str();
+}
+
+RopeScaling read_hf_rope_scaling(const nlohmann::json& j, int64_t n_ctx,
+                                 const std::string& origin) {
+    RopeScaling r;
+    if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return r;
+    const nlohmann::json& s = j["rope_scaling"];
+    SS_CHECK_INPUT(s.is_object(), origin, "rope_scaling is not a JSON object");
+    // transformers reads rope_type, falling back to the older key "type".
+    const char* type_key = s.contains("rope_type") ? "rope_type" : "type";
+    SS_CHECK_INPUT(s.contains(type_key) && s[type_key].is_string(), origin,
+                   "rope_scaling lacks a string 'rope_type'");
+    const std::string type = s[type_key].get<std::string>();
+    if (type == "default") return r;
+    if (type == "linear") {
+        r.kind = RopeScalingKind::Linear;
+    } else if (type == "dynamic") {
+        r.kind = RopeScalingKind::Dynamic;
+        SS_CHECK_INPUT(n_ctx > 0, origin, "rope_scaling dynamic needs max_position_embeddings");
+    } else if (type == "llama3") {
+        r.kind = RopeScalingKind::Llama3;
+    } else if (type == "yarn") {
+        r.kind = RopeScalingKind::Yarn;
+    } else {
+        throw UnsupportedError(origin, "rope_scaling type '" + type + "'");
+    }
+    r.factor = required_float(s, "factor", origin);
+    SS_CHECK_INPUT(r.factor > 0, origin, "rope_scaling factor must be positive, found ", r.factor);
+    if (r.kind == RopeScalingKind::Llama3) {
+        r.low_freq_factor = required_float(s, "low_freq_factor", origin);
+        r.high_freq_factor = required_float(s, "high_freq_factor", origin);
+        SS_CHECK_INPUT(s.contains("original_max_position_embeddings"), origin,
+                       "rope_scaling lacks 'original_max_position_embeddings'");
+        r.original_n_ctx = json_int(s, "original_max_position_embeddings", origin);
+        SS_CHECK_INPUT(r.high_freq_factor > r.low_freq_factor, origin,
+                       "rope_scaling high_freq_factor must exceed low_freq_factor");
+        SS_CHECK_INPUT(r.original_n_ctx > 0, origin,
+                       "rope_scaling original_max_position_embeddings must be positive");
+    }
+    if (r.kind == RopeScalingKind::Yarn) {
+        // transformers (since the DeepSeek-V3 change): with original_max_position_embeddings the
+        // correction range uses it and the factor is max_position_embeddings / original.
+        r.original_n_ctx = json_int_or(s, "original_max_position_embeddings", 0, origin);
+        if (r.original_n_ctx > 0) {
+            SS_CHECK_INPUT(n_ctx > 0, origin, "rope_scaling yarn needs max_position_embeddings");
+            r.factor = static_cast<double>(n_ctx) / static_cast<double>(r.original_n_ctx);
+        } else {
+            r.original_n_ctx = n_ctx;
+            SS_CHECK_INPUT(n_ctx > 0, origin, "rope_scaling yarn needs max_position_embeddings");
+        }
+        // `x or default` in transformers: absent, null and 0 take the default.
+        r.beta_fast = json_float_or(s, "beta_fast", 0.0, origin);
+        if (r.beta_fast == 0.0) r.beta_fast = 32.0;
+        r.beta_slow = json_float_or(s, "beta_slow", 0.0, origin);
+        if (r.beta_slow == 0.0) r.beta_slow = 1.0;
+        r.truncate = json_bool_or(s, "truncate", true, origin);
+        const double mscale = json_float_or(s, "mscale", 0.0, origin);
+        const double mscale_all_dim = json_float_or(s, "mscale_all_dim", 0.0, origin);
+        if (s.contains("attention_factor") && !s["attention_factor"].is_null())
+            r.attention_factor = json_float_or(s, "attention_factor", 1.0, origin);
+        else if (mscale != 0.0 && mscale_all_dim != 0.0)
+            r.attention_factor =
+                yarn_mscale(r.factor, mscale) / yarn_mscale(r.factor, mscale_all_dim);
+        else
+            r.attention_factor = yarn_mscale(r.factor);
+    }
+    return r;
+}
+
+RopeScaling read_gguf_rope_scaling(const io::GgufFile& f, const std::string& p,
+                                   const std::string& freq_name, int64_t rot_dim, int64_t n_ctx) {
+    const std::string origin = f.path().string();
+    RopeScaling r;
+    const std::string type_key = p + "rope.scaling.type";
+    const std::string type = f.has(type_key) ? f.get_string(type_key) : "";
+    const double factor =
+        f.get_float_or(p + "rope.scaling.factor", f.get_float_or(p + "rope.scale_linear", 0.0));
+    if (type == "linear" || (type.empty() && factor != 0.0 && factor != 1.0)) {
+        // llama.cpp: freq_scale = 1 / factor multiplies every angle.
+        r.kind = RopeScalingKind::Linear;
+    } else if (type == "yarn") {
+        r.kind = RopeScalingKind::Yarn;
+        r.original_n_ctx = f.get_int_or(p + "rope.scaling.original_context_length", n_ctx);
+        SS_CHECK_INPUT(r.original_n_ctx > 0, origin, "key ", p,
+                       "rope.scaling.original_context_length is missing (yarn)");
+        // llama.cpp: mscale = attn_factor * (1 + 0.1 ln(1 / freq_scale)), beta 32 / 1.
+        r.attention_factor = f.get_float_or(p + "rope.scaling.attn_factor", 1.0);
+    } else if (!type.empty() && type != "none") {
+        throw UnsupportedError(origin, "key " + type_key + " = '" + type + "' (RoPE scaling type)");
+    }
+    if (r.kind != RopeScalingKind::None) {
+        SS_CHECK_INPUT(factor > 0, origin, "key ", p, "rope.scaling.factor must be positive");
+        r.factor = factor;
+        if (r.kind == RopeScalingKind::Yarn) r.attention_factor *= yarn_mscale(factor);
+    }
+    if (const io::GgufTensorInfo* t = f.find_tensor(freq_name)) {
+        const int64_t n_pairs = rot_dim / 2;
+        SS_CHECK_INPUT(t->type == kGgmlTypeF32, origin, "tensor ", freq_name, ": type ",
+                       io::ggml_type_name(t->type), ", expected F32");
+        SS_CHECK_INPUT(t->dims.size() == 1 && t->dims[0] == n_pairs, origin, "tensor ", freq_name,
+                       ": expected ", n_pairs, " values (rotary dims ", rot_dim, " / 2), found ",
+                       t->numel());
+        r.freq_factors.resize(static_cast<size_t>(n_pairs));
+        std::memcpy(r.freq_factors.data(), f.tensor_data(*t),
+                    sizeof(float) * r.freq_factors.size());
+        for (float v : r.freq_factors)
+            SS_CHECK_INPUT(std::isfinite(v) && v > 0, origin, "tensor ", freq_name,
+                           ": frequency divisors must be finite and positive, found ", v);
+    }
+    return r;
+}
+
+namespace detail {
+
+at::Tensor rope_inv_freq(const ModelConfig& c, int64_t rot_dim, int64_t n_tokens,
+                         const at::Device& device) {
+    const RopeScaling& s = c.rope_scaling;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+    // [rot_dim / 2] f32: 2i / rot_dim, as transformers (int64 arange cast to float32)
+    const at::Tensor expo = at::arange(0, rot_dim, 2, f32.dtype(at::kLong)).to(at::kFloat) /
+                            static_cast<double>(rot_dim);
+    at::Tensor inv_freq;  // [rot_dim / 2] f32
+    switch (s.kind) {
+        case RopeScalingKind::None:
+            inv_freq = 1.0 / at::pow(c.rope_theta, expo);
+            break;
+        case RopeScalingKind::Linear:
+            inv_freq = 1.0 / at::pow(c.rope_theta, expo) / s.factor;
+            break;
+        case RopeScalingKind::Dynamic: {
+            if (n_tokens <= c.n_ctx) {  // max(position_ids) + 1 <= max_position_embeddings
+                inv_freq = 1.0 / at::pow(c.rope_theta, expo);
+                break;
+            }
+            // base * (factor * T / n_ctx - (factor - 1)) ^ (d / (d - 2)), in float32 because
+            // transformers computes it from the position tensor.
+            const at::Tensor seq = at::scalar_tensor(n_tokens, f32.dtype(at::kLong));
+            const double d = static_cast<double>(rot_dim);
+            const at::Tensor base =
+                c.rope_theta *
+                at::pow(seq * s.factor / static_cast<double>(c.n_ctx) - (s.factor - 1.0),
+                        d / (d - 2.0));
+            inv_freq = 1.0 / at::pow(base, expo);
+            break;
+        }
+        case RopeScalingKind::Llama3: {
+            const at::Tensor base_freq = 1.0 / at::pow(c.rope_theta, expo);
+            const double old_ctx = static_cast<double>(s.original_n_ctx);
+            const double low_wavelen = old_ctx / s.low_freq_factor;
+            const double high_wavelen = old_ctx / s.high_freq_factor;
+            // Python's scalar / tensor is reciprocal() * scalar.
+            const at::Tensor wavelen = base_freq.reciprocal() * (2.0 * std::numbers::pi);
+            at::Tensor scaled = at::where(wavelen > low_wavelen, base_freq / s.factor, base_freq);
+            const at::Tensor smooth = (wavelen.reciprocal() * old_ctx - s.low_freq_factor) /
+                                      (s.high_freq_factor - s.low_freq_factor);
+            const at::Tensor smoothed = (1.0 - smooth) * scaled / s.factor + smooth * scaled;
+            const at::Tensor medium = (wavelen < high_wavelen)
+                                          .logical_not()
+                                          .logical_and((wavelen > low_wavelen).logical_not());
+            inv_freq = at::where(medium, smoothed, scaled);
+            break;
+        }
+        case RopeScalingKind::Yarn: {
+            const double d = static_cast<double>(rot_dim);
+            const double base = c.rope_theta;
+            auto correction_dim = [&](double n_rot) {
+                return d *
+                       std::log(static_cast<double>(s.original_n_ctx) /
+                                (n_rot * 2.0 * std::numbers::pi)) /
+                       (2.0 * std::log(base));
+            };
+            double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+            if (s.truncate) {
+                low = std::floor(low);
+                high = std::ceil(high);
+            }
+            low = std::max(low, 0.0);
+            high = std::min(high, d - 1.0);
+            if (low == high) high += 0.001;  // no division by zero
+            const at::Tensor pos_freqs = at::pow(base, expo);
+            const at::Tensor extrapolation = 1.0 / pos_freqs;
+            const at::Tensor interpolation = 1.0 / (s.factor * pos_freqs);
+            const at::Tensor ramp =
+                at::clamp((at::arange(rot_dim / 2, f32) - low) / (high - low), 0.0, 1.0);
+            const at::Tensor extrapolation_factor = 1.0 - ramp;
+            inv_freq =
+                interpolation * (1.0 - extrapolation_factor) + extrapolation * extrapolation_factor;
+            break;
+        }
+    }
+    if (!s.freq_factors.empty()) {
+        SS_CHECK(static_cast<int64_t>(s.freq_factors.size()) == rot_dim / 2, "rope_freqs has ",
+                 s.freq_factors.size(), " values for ", rot_dim, " rotary dims");
+        inv_freq = inv_freq / at::tensor(s.freq_factors, f32);
+    }
+    return inv_freq;
+}
+
+}  // namespace detail
+
+at::Tensor rope_inverse_frequencies(const ModelConfig& c, int64_t n_tokens) {
+    return detail::rope_inv_freq(c, c.rotary_dim > 0 ? c.rotary_dim : c.d_head, n_tokens, at::kCPU);
+}
+
+}  // namespace sinkscope::model
