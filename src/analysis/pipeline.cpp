@@ -50,7 +50,7 @@ AnalysisPipeline::AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOp
     collect_per_input_ = options_.raw.per_input;
     for (const auto& info : registry()) {
         if (!options_.selected(info.name)) continue;
-        analyses_.emplace_back(info.name, info.make(context_));
+        analyses_.push_back({&info, info.make(context_)});
         collect_per_input_ = collect_per_input_ || info.needs.per_input_values;
     }
 }
@@ -77,7 +77,7 @@ void AnalysisPipeline::open_streams(const fs::path& dir) {
 }
 
 void AnalysisPipeline::set_progress(const StageProgress& fn) {
-    for (auto& [name, a] : analyses_) a->set_progress(fn);
+    for (auto& [info, a] : analyses_) a->set_progress(fn);
 }
 
 void AnalysisPipeline::add(const metrics::AttentionInput& input,
@@ -111,18 +111,16 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
     PerInputValues* pi = collect_per_input_ ? &per_input : nullptr;
     // Analyses that read hidden states first; then the caller's hidden states and values are
     // released before the attention analyses allocate (peak memory of long inputs).
-    for (auto& [name, a] : analyses_)
-        if (find_analysis(name).needs.hidden_states) a->add(view, pi);
+    for (auto& [info, a] : analyses_)
+        if (info->needs.hidden_states) a->add(view, pi);
     if (hidden) *hidden = {};
     if (values) *values = {};
     view.hidden = view.values = nullptr;
-    for (auto& [name, a] : analyses_)
-        if (!find_analysis(name).needs.hidden_states) a->add(view, pi);
+    for (auto& [info, a] : analyses_)
+        if (!info->needs.hidden_states) a->add(view, pi);
     if (collect_per_input_) {
-        for (const auto& info : registry())
-            if (info.needs.per_input_values && options_.selected(info.name))
-                for (auto& [name, a] : analyses_)
-                    if (name == info.name) a->add_per_input(n_inputs_, per_input);
+        for (auto& [info, a] : analyses_)
+            if (info->needs.per_input_values) a->add_per_input(n_inputs_, per_input);
         if (options_.raw.per_input && !dir_.empty())
             for (const auto& v : per_input)
                 stream(tables::per_input_name(v.table)).out
@@ -142,8 +140,8 @@ void AnalysisPipeline::save(BinaryWriter& w) {
     }
     w.put_string(positions_.dump());
     w.put<uint64_t>(analyses_.size());
-    for (const auto& [name, a] : analyses_) {
-        w.put_string(name);
+    for (const auto& [info, a] : analyses_) {
+        w.put_string(info->name);
         a->save(w);
     }
 }
@@ -159,8 +157,8 @@ void AnalysisPipeline::load(BinaryReader& r) {
     }
     positions_ = nlohmann::json::parse(r.get_string());
     if (r.get<uint64_t>() != analyses_.size()) r.fail("state was written with other analyses");
-    for (auto& [name, a] : analyses_) {
-        if (r.get_string() != name) r.fail("state was written with other analyses");
+    for (auto& [info, a] : analyses_) {
+        if (r.get_string() != info->name) r.fail("state was written with other analyses");
         a->load(r);
     }
 }
@@ -185,7 +183,8 @@ PipelineResults AnalysisPipeline::finish() {
     res.outputs.reserve(analyses_.size());  // FinishContext keeps pointers into it
     FinishContext context;
     nlohmann::json selected = nlohmann::json::array();
-    for (auto& [name, a] : analyses_) {
+    for (auto& [info, a] : analyses_) {
+        const std::string name = info->name;
         res.outputs.emplace_back(name, a->finish(context));
         const AnalysisOutput& out = res.outputs.back().second;
         context.finished[name] = &out;

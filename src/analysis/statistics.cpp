@@ -240,7 +240,7 @@ public:
              "from Student t with n - 2 df; non-finite pairs left out"},
             {"paired_tests", "paired t-test over inputs (two-sided, df n - 1)"}};
         std::ostringstream summary;
-        summary << "statistics over " << n_inputs_seen() << " inputs: "
+        summary << "statistics over " << n_inputs_ << " inputs: "
                 << (o.bootstrap > 0 ? std::to_string(o.bootstrap) + " bootstrap resamples, "
                                     : std::string())
                 << "correlations and paired tests in correlations.csv, paired_tests.csv\n";
@@ -249,8 +249,6 @@ public:
     }
 
 private:
-    int64_t n_inputs_seen() const { return n_inputs_; }
-
     AnalysisContext ctx_;
     int64_t n_inputs_ = 0;
     std::map<Key, Series> series_;

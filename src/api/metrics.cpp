@@ -16,6 +16,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/progress.hpp"
+#include "sinkscope/core/random.hpp"
 #include "sinkscope/core/sha256.hpp"
 #include "sinkscope/io/run_record.hpp"
 
@@ -29,12 +30,7 @@ namespace {
 // splitmix64 + Box-Muller: the example is the same on every platform and standard library.
 struct ExampleRng {
     uint64_t state;
-    uint64_t next() {
-        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
+    uint64_t next() { return splitmix64(state); }
     double uniform() { return (double(next() >> 11) + 0.5) * 0x1.0p-53; }
     double normal() {
         const double u = uniform(), v = uniform();

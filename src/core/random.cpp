@@ -9,14 +9,6 @@ namespace sinkscope {
 
 namespace {
 
-// splitmix64 (Steele, Lea & Flood 2014; Vigna's reference constants): seeds xoshiro's state.
-uint64_t splitmix64(uint64_t& state) {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 uint64_t rotl(uint64_t x, int k) {
     return (x << k) | (x >> (64 - k));
 }
@@ -33,6 +25,13 @@ uint64_t mul_hi_lo(uint64_t a, uint64_t b, uint64_t& lo) {
 }
 
 }  // namespace
+
+uint64_t splitmix64(uint64_t& state) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
 
 Xoshiro256::Xoshiro256(uint64_t seed) {
     for (uint64_t& s : s_) s = splitmix64(seed);

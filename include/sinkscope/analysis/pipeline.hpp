@@ -71,7 +71,11 @@ private:
     int64_t n_layers_, n_heads_;
     ResolvedOptions options_;
     AnalysisContext context_;
-    std::vector<std::pair<std::string, std::unique_ptr<Analysis>>> analyses_;
+    struct Selected {
+        const AnalysisInfo* info;  // its registry row
+        std::unique_ptr<Analysis> analysis;
+    };
+    std::vector<Selected> analyses_;  // registry order
     bool collect_per_input_ = false;
     int64_t n_inputs_ = 0;
     std::filesystem::path dir_;

@@ -1,11 +1,14 @@
 // The schemas of every table sinkscope writes: file name, columns and the metric names of its
 // long-format rows. One definition shared by the analyses that write the tables and by the
 // report figures that read them, so a renamed column or metric is a compile error on both sides
-// instead of an empty figure. Header-only (the report module reads it without linking analysis).
+// instead of an empty figure. Header-only (the report module reads it without linking analysis;
+// it needs io, which both link).
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "sinkscope/io/table.hpp"
 
 namespace sinkscope::analysis::tables {
 
@@ -16,10 +19,8 @@ struct TableSchema {
 };
 
 // Long format of DESIGN.md (heads.csv, value_space.csv).
-inline const TableSchema kHeads{
-    "heads", {"model", "checkpoint", "layer", "head", "metric", "convention", "value"}};
-inline const TableSchema kValueSpace{
-    "value_space", {"model", "checkpoint", "layer", "head", "metric", "convention", "value"}};
+inline const TableSchema kHeads{"heads", io::make_long_table().columns()};
+inline const TableSchema kValueSpace{"value_space", io::make_long_table().columns()};
 inline const TableSchema kDistances{
     "distances", {"distance", "layer_a", "head_a", "layer_b", "head_b", "value"}};
 inline const TableSchema kDispersion{"dispersion",

@@ -10,6 +10,10 @@
 
 namespace sinkscope {
 
+// splitmix64 (Steele, Lea & Flood 2014; Vigna's reference constants): advances `state` and
+// returns its next output. Seeds Xoshiro256, and drives `metrics --example`.
+uint64_t splitmix64(uint64_t& state);
+
 class Xoshiro256 {
 public:
     // The 256-bit state is filled by four outputs of splitmix64(seed).
