@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
 #include "testing.hpp"
 #include "tolerance.hpp"
@@ -57,12 +58,15 @@ std::map<Key, std::vector<std::pair<double, double>>> per_input(const fs::path& 
     return out;
 }
 
+// `sinkscope metrics` into a scratch folder: on the built-in example plus `extra`, or (no
+// example) on the inputs `extra` names.
 struct MetricsRun {
     testutil::ScratchDir dir;
     fs::path out;
-    explicit MetricsRun(const std::vector<std::string>& extra) {
+    explicit MetricsRun(const std::vector<std::string>& extra, bool example = true) {
         out = dir / "run";
-        std::vector<std::string> args = {"metrics", "--example", "--out", out.string()};
+        std::vector<std::string> args = {"metrics", "--out", out.string()};
+        if (example) args.push_back("--example");
         args.insert(args.end(), extra.begin(), extra.end());
         const auto r = testutil::run_cli(args);
         EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -76,7 +80,14 @@ struct MetricsRun {
 // equal to sum(mean_i n_i) / sum(n_i) up to the rounding of summing R rows in another grouping:
 // relative gamma_{R + 2N + 2} for non-negative values.
 TEST(PerInput, AggregatesToTheSummaryTables) {
-    MetricsRun run({"--per-input"});
+    // The example's inputs cut to different lengths, so heads use different numbers of rows per
+    // input and the row weights of heads.csv matter (equal weights would hide a wrong weight).
+    MetricsRun example({});
+    const fs::path lengths = example.dir / "lengths.npy";
+    io::write_npy(lengths, io::make_npy_i64({8}, {16, 12, 9, 16, 5, 14, 11, 7}));
+    MetricsRun run({"--attention", (example.out / "attention.npy").string(), "--lengths",
+                    lengths.string(), "--per-input"},
+                   false);
     for (const char* table : {"graphs", "kl", "entropy", "spectra", "topology"}) {
         const auto values = per_input(run.out / (std::string(table) + "_per_input.csv"), "param");
         const io::Table summary = io::Table::read_csv(run.out / (std::string(table) + ".csv"));
