@@ -20,56 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Runs one golden input through the model and compares every golden array it has.
-void check_input(const Model& m, const fs::path& dir) {
-    SCOPED_TRACE(dir.string());
-    const ModelConfig& c = m.config();
-    ModelInput input;
-    std::vector<int32_t> ids;
-    if (fs::exists(dir / "pixel_values.npy")) {
-        const at::Tensor px = testutil::zoo_tensor(dir / "pixel_values.npy");  // [C, H, W]
-        input.pixel_values = px.to(at::kFloat).unsqueeze(0);
-    } else {
-        ids = testutil::zoo_ids(dir);
-        // The model's own tokenizer reproduces the golden ids (text and special tokens).
-        if (m.tokenizer()) {
-            const auto manifest_text = testutil::zoo_text(dir);
-            if (manifest_text) {
-                EXPECT_EQ(m.encode(*manifest_text, tokenizer::BosPolicy::ModelDefault), ids)
-                    << "token ids of '" << *manifest_text << "'";
-            }
-        }
-        std::vector<int64_t> wide(ids.begin(), ids.end());
-        input.ids = at::tensor(wide, at::TensorOptions().dtype(at::kLong)).view({1, -1});
-        if (fs::exists(dir / "token_type_ids.npy"))
-            input.token_type_ids = testutil::zoo_tensor(dir / "token_type_ids.npy")
-                                       .to(at::kLong)
-                                       .view({1, -1});
-    }
-    const ForwardResult r = m.forward(input, CaptureSpec::all());
-    const testutil::ZooTolerances tol = testutil::zoo_tolerances(c, dir);
-    const at::Tensor logits_golden = testutil::zoo_tensor(dir / "logits.npy");
-    testutil::expect_close("logits", r.logits.reshape(logits_golden.sizes()), logits_golden,
-                           tol.logits);
-
-    std::vector<at::Tensor> pattern, scores, hidden;
-    for (int64_t l = 0; l < c.n_layers; ++l) {
-        pattern.push_back(r.captured.at(hook_name(HookPoint::Pattern, l))[0]);
-        scores.push_back(r.captured.at(hook_name(HookPoint::AttnScores, l))[0]);
-        hidden.push_back(r.captured.at(hook_name(HookPoint::ResidPre, l))[0]);
-    }
-    // HF's last hidden state: after the final norm for decoders; the raw last block output for
-    // BERT/RoBERTa (no final norm) and ViT (vit.layernorm comes after output_hidden_states).
-    hidden.push_back(c.causal ? r.captured.at(hook_name(HookPoint::FinalNorm))[0]
-                              : r.captured.at(hook_name(HookPoint::ResidPost, c.n_layers - 1))[0]);
-    testutil::expect_close("attentions", at::stack(pattern),
-                           testutil::zoo_tensor(dir / "attentions.npy"), tol.attention);
-    testutil::expect_close("attn_scores", at::stack(scores),
-                           testutil::zoo_tensor(dir / "attn_scores.npy"), tol.scores);
-    testutil::expect_close("hidden_states", at::stack(hidden),
-                           testutil::zoo_tensor(dir / "hidden_states.npy"), tol.hidden);
-}
-
 class ZooGolden : public ::testing::TestWithParam<const char*> {};
 
 // Logits, attention, scores and hidden states within the float32 bound of two evaluations of the
@@ -81,7 +31,7 @@ TEST_P(ZooGolden, MatchesGoldenOutputs) {
     const Model m = load_model(dir);
     const auto inputs = testutil::zoo_inputs(dir);
     ASSERT_FALSE(inputs.empty());
-    for (const auto& in : inputs) check_input(m, in);
+    for (const auto& in : inputs) testutil::check_zoo_input(m, in);
 }
 
 INSTANTIATE_TEST_SUITE_P(Llama, ZooGolden, ::testing::Values("qwen2", "mistral", "gemma"),
@@ -146,7 +96,7 @@ TEST(ZooGguf, RopeFreqsGiveTheLlama3Goldens) {
     EXPECT_EQ(m.config().rope_scaling.freq_factors.size(), 8u);
     const auto inputs = testutil::zoo_inputs(shared / "zoo" / "llama3_rope");
     ASSERT_FALSE(inputs.empty());
-    for (const auto& in : inputs) check_input(m, in);
+    for (const auto& in : inputs) testutil::check_zoo_input(m, in);
 }
 
 // The GGUF with rope_freqs and the HF directory with rope_scaling llama3 give the same attention,
@@ -221,7 +171,7 @@ TEST(ZooGguf, RopeScalingKeysGiveTheHfGoldens) {
     EXPECT_EQ(lin.config().rope_scaling.kind, RopeScalingKind::Linear);
     EXPECT_TRUE(lin.config().rope_scaling.freq_factors.empty());
     for (const auto& in : testutil::zoo_inputs(shared / "zoo" / "llama_linear_rope"))
-        check_input(lin, in);
+        testutil::check_zoo_input(lin, in);
 
     std::string yarn;
     put_str(yarn, "llama.rope.scaling.type");
@@ -236,7 +186,7 @@ TEST(ZooGguf, RopeScalingKeysGiveTheHfGoldens) {
     const Model y = load_model(gguf_with_scaling_keys(shared, tmp / "yarn.gguf", yarn, 3));
     EXPECT_EQ(y.config().rope_scaling.kind, RopeScalingKind::Yarn);
     for (const auto& in : testutil::zoo_inputs(shared / "zoo" / "llama_yarn_rope"))
-        check_input(y, in);
+        testutil::check_zoo_input(y, in);
 
     // An unknown scaling type: one line naming the file and the key.
     std::string unknown;

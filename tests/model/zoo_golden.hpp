@@ -75,4 +75,53 @@ inline ZooTolerances zoo_tolerances(const model::ModelConfig& c,
     return t;
 }
 
+// Runs one golden input (../shared/zoo/<model>/golden/<input>) through the model and compares every
+// golden array it has within zoo_tolerances; the model's tokenizer must give the golden ids.
+inline void check_zoo_input(const model::Model& m, const std::filesystem::path& dir) {
+    SCOPED_TRACE(dir.string());
+    const model::ModelConfig& c = m.config();
+    model::ModelInput input;
+    std::vector<int32_t> ids;
+    if (std::filesystem::exists(dir / "pixel_values.npy")) {
+        const at::Tensor px = zoo_tensor(dir / "pixel_values.npy");  // [C, H, W]
+        input.pixel_values = px.to(at::kFloat).unsqueeze(0);
+    } else {
+        ids = zoo_ids(dir);
+        // The model's own tokenizer reproduces the golden ids (text and special tokens).
+        if (m.tokenizer()) {
+            const auto manifest_text = zoo_text(dir);
+            if (manifest_text) {
+                EXPECT_EQ(m.encode(*manifest_text, tokenizer::BosPolicy::ModelDefault), ids)
+                    << "token ids of '" << *manifest_text << "'";
+            }
+        }
+        std::vector<int64_t> wide(ids.begin(), ids.end());
+        input.ids = at::tensor(wide, at::TensorOptions().dtype(at::kLong)).view({1, -1});
+        if (std::filesystem::exists(dir / "token_type_ids.npy"))
+            input.token_type_ids =
+                zoo_tensor(dir / "token_type_ids.npy").to(at::kLong).view({1, -1});
+    }
+    const model::ForwardResult r = m.forward(input, model::CaptureSpec::all());
+    const ZooTolerances tol = zoo_tolerances(c, dir);
+    const at::Tensor logits_golden = zoo_tensor(dir / "logits.npy");
+    expect_close("logits", r.logits.reshape(logits_golden.sizes()), logits_golden, tol.logits);
+
+    std::vector<at::Tensor> pattern, scores, hidden;
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+        pattern.push_back(r.captured.at(model::hook_name(model::HookPoint::Pattern, l))[0]);
+        scores.push_back(r.captured.at(model::hook_name(model::HookPoint::AttnScores, l))[0]);
+        hidden.push_back(r.captured.at(model::hook_name(model::HookPoint::ResidPre, l))[0]);
+    }
+    // HF's last hidden state: after the final norm for decoders; the raw last block output for
+    // BERT/RoBERTa (no final norm) and ViT (vit.layernorm comes after output_hidden_states).
+    hidden.push_back(
+        c.causal ? r.captured.at(model::hook_name(model::HookPoint::FinalNorm))[0]
+                 : r.captured.at(model::hook_name(model::HookPoint::ResidPost, c.n_layers - 1))[0]);
+    expect_close("attentions", at::stack(pattern), zoo_tensor(dir / "attentions.npy"),
+                 tol.attention);
+    expect_close("attn_scores", at::stack(scores), zoo_tensor(dir / "attn_scores.npy"), tol.scores);
+    expect_close("hidden_states", at::stack(hidden), zoo_tensor(dir / "hidden_states.npy"),
+                 tol.hidden);
+}
+
 }  // namespace sinkscope::testutil
