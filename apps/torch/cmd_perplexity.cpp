@@ -15,6 +15,9 @@ Registrar reg("perplexity", 82, [](CLI::App& app) {
     sub->add_option("--data", o->data, "Text (one sample per line), JSONL, CSV or .npy ids")
         ->required();
     sub->add_option("--max-samples", o->max_samples, "0 = all")->capture_default_str();
+    sub->add_option("--seed", o->seed, "With --max-samples: draw that many samples at random");
+    sub->add_option("--head-mask", o->head_mask,
+                    "Heads to ablate (output set to 0), LAYER.HEAD separated by commas: 0.3,1.0");
     sub->callback([o] { std::fputs(api::perplexity_report(*o).c_str(), stdout); });
 });
 

@@ -38,7 +38,16 @@ std::vector<int32_t> generate_greedy(const Model& model, std::vector<int32_t> pr
 }
 
 PerplexityResult compute_perplexity(const Model& model,
-                                    const std::vector<std::vector<int32_t>>& samples) {
+                                    const std::vector<std::vector<int32_t>>& samples,
+                                    const HeadMask* mask) {
+    const ModelConfig& c = model.config();
+    // An encoder's logits at position t see token t itself (bidirectional attention), so a
+    // "next-token" NLL of them measures nothing; a ViT has no tokens at all.
+    if (c.is_vision() || !c.causal)
+        throw UnsupportedError(model.path.string(),
+                               "next-token perplexity of " + c.architecture +
+                                   " (an encoder or vision model: its outputs are not next-token "
+                                   "predictions)");
     PerplexityResult out;
     double total = 0;
     for (const auto& ids : samples) {
@@ -47,7 +56,7 @@ PerplexityResult compute_perplexity(const Model& model,
             out.sample_tokens.push_back(0);
             continue;
         }
-        const ForwardResult r = model.forward(ids);
+        const ForwardResult r = model.forward(ids, {}, mask);
         const int64_t T = static_cast<int64_t>(ids.size());
         // [pos - 1, d_vocab] f64 log-probabilities of the next token
         const at::Tensor logp =

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace sinkscope::model {
 struct LoadOptions;
@@ -46,8 +48,9 @@ struct PerplexityOptions {
     std::string data;  // plain text (one sample per line), JSONL, CSV or .npy ids
     int64_t max_samples = 0;
     std::optional<uint64_t> seed;  // set: max_samples drawn at random with this seed
+    std::string head_mask;         // "LAYER.HEAD,..." heads ablated (z = 0); empty: none
 };
-// "perplexity P\nmean_nll X\ntokens N\nsamples S\n".
+// "perplexity P\nmean_nll X\ntokens N\nsamples S\n" (numbers in shortest round-trip form).
 std::string perplexity_report(const PerplexityOptions& o);
 
 struct DumpOptions {
@@ -63,5 +66,13 @@ struct DumpOptions {
 // layer's hook_pattern is selected (attn_scores.npy likewise), tokens.npy, lengths.npy and
 // run.json; staged, so a failure leaves no output. Returns the output directory.
 std::string dump_hooks(const DumpOptions& o);
+
+// Items of a comma-separated list, empty items dropped ("a,,b" -> a, b).
+std::vector<std::string> split_list(const std::string& s);
+
+// A head list written by hand: "LAYER.HEAD" items separated by commas ("0.3,1.0"); UsageError
+// naming the item when one is malformed or outside n_layers x n_heads.
+std::vector<std::pair<int64_t, int64_t>> parse_head_list(const std::string& spec, int64_t n_layers,
+                                                         int64_t n_heads);
 
 }  // namespace sinkscope::api

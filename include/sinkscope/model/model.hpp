@@ -155,7 +155,9 @@ at::Tensor compute_mean_z(const Model& model, const std::vector<std::vector<int3
 std::vector<int32_t> generate_greedy(const Model& model, std::vector<int32_t> prompt,
                                      int64_t n_new, int32_t stop_token = -1);
 
-// Perplexity exp(mean NLL) over every predicted token of every sample (token-weighted).
+// Next-token perplexity exp(mean NLL) over every predicted token of every sample
+// (token-weighted), optionally with heads ablated by `mask`. UnsupportedError for encoders and
+// vision models, whose outputs are not next-token predictions.
 struct PerplexityResult {
     double mean_nll = 0;
     double perplexity = 0;
@@ -164,6 +166,7 @@ struct PerplexityResult {
     std::vector<int64_t> sample_tokens;
 };
 PerplexityResult compute_perplexity(const Model& model,
-                                    const std::vector<std::vector<int32_t>>& samples);
+                                    const std::vector<std::vector<int32_t>>& samples,
+                                    const HeadMask* mask = nullptr);
 
 }  // namespace sinkscope::model

@@ -8,6 +8,7 @@
 
 #include "sinkscope/analysis/inputs.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/dataset.hpp"
 #include "sinkscope/io/image.hpp"
@@ -130,12 +131,57 @@ std::string perplexity_report(const PerplexityOptions& o) {
         analysis::load_inputs(m, {.data = o.data, .samples = o.max_samples, .seed = o.seed},
                               tokenizer::parse_bos_policy(o.m.bos))
             .ids;
-    const PerplexityResult r = compute_perplexity(m, samples);
+    HeadMask mask;
+    if (!o.head_mask.empty()) {
+        const ModelConfig& c = m.config();
+        mask = HeadMask(HeadMask::Kind::Zero, c.n_layers, c.n_heads);
+        for (const auto& [layer, head] : parse_head_list(o.head_mask, c.n_layers, c.n_heads))
+            mask.ablate(layer, head);
+    }
+    const PerplexityResult r =
+        compute_perplexity(m, samples, o.head_mask.empty() ? nullptr : &mask);
     std::ostringstream s;
-    s.precision(10);
-    s << "perplexity " << r.perplexity << "\nmean_nll " << r.mean_nll << "\ntokens " << r.n_tokens
-      << "\nsamples " << samples.size() << "\n";
+    s << "perplexity " << format_number(r.perplexity) << "\nmean_nll " << format_number(r.mean_nll)
+      << "\ntokens " << r.n_tokens << "\nsamples " << samples.size() << "\n";
     return s.str();
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream in(s);
+    std::string item;
+    while (std::getline(in, item, ','))
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> parse_head_list(const std::string& spec, int64_t n_layers,
+                                                         int64_t n_heads) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const std::string& item : split_list(spec)) {
+        const size_t dot = item.find('.');
+        int64_t layer = -1, head = -1;
+        try {
+            size_t a = 0, b = 0;
+            if (dot != std::string::npos) {
+                layer = std::stoll(item.substr(0, dot), &a);
+                head = std::stoll(item.substr(dot + 1), &b);
+            }
+            if (dot == std::string::npos || a != dot || b != item.size() - dot - 1)
+                layer = head = -1;
+        } catch (const std::exception&) {
+            layer = head = -1;
+        }
+        if (layer < 0 || head < 0)
+            throw UsageError("head '" + item + "' is not LAYER.HEAD (e.g. 0.3)");
+        if (layer >= n_layers || head >= n_heads)
+            throw UsageError("head '" + item + "' does not exist: the model has " +
+                             std::to_string(n_layers) + " layers of " + std::to_string(n_heads) +
+                             " heads");
+        out.emplace_back(layer, head);
+    }
+    if (out.empty()) throw UsageError("the head list '" + spec + "' names no head");
+    return out;
 }
 
 std::string dump_hooks(const DumpOptions& o) {

@@ -1,0 +1,78 @@
+// `sinkscope prune`: binds api::PruneOptions (redundancy-based head pruning with perplexity).
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "command.hpp"
+#include "model_options.hpp"
+#include "sinkscope/api/prune.hpp"
+
+namespace {
+
+sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
+    auto o = std::make_shared<sinkscope::api::PruneOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "prune",
+        "Prune the most redundant attention heads (distance to the nearest surviving head on the "
+        "calibration set, greedy) and measure next-token perplexity on held-out text, against "
+        "the unpruned model and random pruning");
+    sinkscope::cli::add_model_options(cmd, o->m);
+    cmd->add_option("--calib", o->calib,
+                    "Calibration prompts (head distances, mean z): .txt, .jsonl, .csv, .npy ids")
+        ->required()
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--eval", o->eval,
+                    "Evaluation text for perplexity, disjoint from --calib (same formats)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--text-column", o->text_column, "CSV column holding the text")
+        ->capture_default_str();
+    cmd->add_option("--channels", o->channels,
+                    "Distances that define redundancy: js (Jensen-Shannon on the rows), dA_perp "
+                    "(Aitchison distance of the content, sink removed), dA (Aitchison distance "
+                    "of the whole row), cosine (on the rows)")
+        ->capture_default_str();
+    cmd->add_option("--sparsity", o->sparsity,
+                    "Fractions of all heads to prune, each in (0, 1); round(fraction x heads)")
+        ->capture_default_str();
+    cmd->add_option("--ablation", o->ablation,
+                    "zero: a pruned head's output is 0; mean: its mean over the calibration set")
+        ->capture_default_str();
+    cmd->add_option("--random-seeds", o->random_seeds,
+                    "Random-pruning baselines per sparsity (seeds --seed, --seed + 1, ...)")
+        ->capture_default_str();
+    cmd->add_option("--seed", o->seed, "First seed of the random baselines")->capture_default_str();
+    cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")
+        ->capture_default_str();
+    cmd->add_option("--calib-samples", o->calib_samples,
+                    "Use the first N calibration samples (0: all)")
+        ->capture_default_str();
+    cmd->add_option("--eval-samples", o->eval_samples,
+                    "Use the first N evaluation samples (0: all)")
+        ->capture_default_str();
+    cmd->add_option("--out", o->out, "Output directory (written whole at the end)")->required();
+    sinkscope::cli::add_overwrite_flag(cmd, o->overwrite);
+    cmd->add_flag("--resume", o->resume,
+                  "Continue an interrupted run of the same command from its last evaluated point");
+    cmd->add_option("--progress", o->progress,
+                    "Progress line on stderr: auto (when stderr is a terminal), always, never")
+        ->capture_default_str();
+    auto kill_after = std::make_shared<int64_t>(0);
+    cmd->add_option("--debug-kill-after", *kill_after,
+                    "Testing: kill the process with SIGKILL after N evaluated points")
+        ->group("");
+    cmd->callback([o, kill_after] {
+        o->command_line = sinkscope::cli::command_line();
+        if (*kill_after > 0)
+            o->after_point = [n = *kill_after](int64_t done) {
+                if (done != n) return;
+                std::fflush(nullptr);
+                ::raise(SIGKILL);
+            };
+        const std::string dir = sinkscope::api::run_prune(*o, std::cout);
+        std::printf("wrote %s\n", dir.c_str());
+    });
+});
+
+}  // namespace

@@ -1,0 +1,44 @@
+// `prune` as a library function: redundancy-based head pruning with perplexity (spec section 5).
+// Head distances come from the calibration set; heads are removed greedily by redundancy under
+// each channel (metrics/pruning.hpp) and the pruned model's next-token perplexity is measured on
+// the evaluation set, against the unpruned model and random pruning with several seeds.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "sinkscope/api/model_commands.hpp"
+
+namespace sinkscope::api {
+
+struct PruneOptions {
+    ModelCliOptions m;
+    std::string calib;                              // calibration data (head distances, mean z)
+    std::string eval;                               // evaluation data (perplexity)
+    std::string text_column = "text";               // CSV column of both files
+    std::string channels = "js,dA_perp,dA,cosine";  // comma-separated
+    std::string sparsity = "0.1,0.2,0.3";           // comma-separated fractions in (0, 1)
+    std::string ablation = "zero";                  // zero | mean
+    int64_t random_seeds = 3;   // random-pruning baselines (seeds seed..seed+n-1)
+    uint64_t seed = 1;          // first random-baseline seed
+    int64_t max_tokens = 512;   // inputs are cut to this many tokens
+    int64_t calib_samples = 0;  // 0: every calibration sample
+    int64_t eval_samples = 0;   // 0: every evaluation sample
+    std::string out;
+    bool overwrite = false;
+    bool resume = false;
+    std::string progress = "auto";  // auto | always | never
+    std::string command_line;       // recorded in run.json
+    // Called after each evaluated point with the number of points done (tests interrupt here).
+    std::function<void(int64_t)> after_point;
+};
+
+// Runs the experiment and writes <out>/{prune.csv, prune_random.csv, prune_order.csv, run.json}
+// (staged: a failure leaves no output; an interrupted run keeps its state for --resume).
+// Returns the output directory.
+std::string run_prune(const PruneOptions& o, std::ostream& log);
+
+}  // namespace sinkscope::api

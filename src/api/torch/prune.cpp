@@ -1,0 +1,410 @@
+// The prune driver (spec section 5): calibration data -> head distance matrices (the same head
+// analysis and defaults as `analyze`) -> greedy removal order per channel -> next-token
+// perplexity of the pruned model on held-out evaluation data, for every (channel, sparsity),
+// the unpruned model and random pruning with several seeds. Every evaluated point is saved in
+// the staging folder, so --resume continues an interrupted run with identical tables.
+#include "sinkscope/api/prune.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "sinkscope/analysis/capture.hpp"
+#include "sinkscope/analysis/inputs.hpp"
+#include "sinkscope/analysis/options.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/progress.hpp"
+#include "sinkscope/core/sha256.hpp"
+#include "sinkscope/io/run_record.hpp"
+#include "sinkscope/io/table.hpp"
+#include "sinkscope/metrics/head.hpp"
+#include "sinkscope/metrics/pruning.hpp"
+#include "sinkscope/model/model.hpp"
+
+namespace fs = std::filesystem;
+
+namespace sinkscope::api {
+
+namespace {
+
+constexpr const char* kStateFile = "prune_state.json";
+constexpr int kStateVersion = 1;
+// Per-input attention above this many MB is recomputed row by row (as analyze's default).
+constexpr int64_t kAttentionMemoryMb = 1024;
+
+// Section 5 channels: the user's name and the head distance matrix it reads (metrics/head.hpp).
+struct Channel {
+    const char* name;
+    const char* matrix;
+};
+constexpr Channel kChannels[] = {
+    {"js", "js_keep"}, {"dA_perp", "dA_perp"}, {"dA", "dA"}, {"cosine", "cosine_keep"}};
+
+std::vector<Channel> parse_channels(const std::string& s) {
+    std::vector<Channel> out;
+    std::set<std::string> seen;
+    for (const std::string& name : split_list(s)) {
+        const Channel* found = nullptr;
+        for (const Channel& c : kChannels)
+            if (name == c.name) found = &c;
+        if (!found)
+            throw UsageError("--channels: unknown channel '" + name +
+                             "' (known: js, dA_perp, dA, cosine)");
+        if (seen.insert(name).second) out.push_back(*found);
+    }
+    if (out.empty()) throw UsageError("--channels names no channel");
+    return out;
+}
+
+std::vector<double> parse_sparsities(const std::string& s) {
+    std::vector<double> out;
+    for (const std::string& item : split_list(s)) {
+        size_t used = 0;
+        double v = std::nan("");
+        try {
+            v = std::stod(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used != item.size() || !(v > 0.0 && v < 1.0))
+            throw UsageError("--sparsity: '" + item +
+                             "' is not a fraction strictly between 0 and 1");
+        out.push_back(v);
+    }
+    if (out.empty()) throw UsageError("--sparsity names no value");
+    return out;
+}
+
+Progress::Mode progress_mode(const std::string& s) {
+    if (s == "auto") return Progress::Mode::Auto;
+    if (s == "always") return Progress::Mode::Always;
+    if (s == "never") return Progress::Mode::Never;
+    throw UsageError("--progress must be auto, always or never");
+}
+
+std::string ids_sha256(const std::vector<std::vector<int32_t>>& ids) {
+    Sha256 h;
+    for (const auto& s : ids) {
+        uint64_t n = s.size();
+        h.update(&n, sizeof n);
+        h.update(s.data(), s.size() * sizeof(int32_t));
+    }
+    return h.hex_digest();
+}
+
+// One evaluated point of the experiment.
+struct Point {
+    std::string method;  // "none" (unpruned), a channel name, or "random"
+    int64_t seed = -1;   // random only
+    double sparsity = 0;
+    std::vector<int64_t> heads;  // pruned, as layer * n_heads + head
+    // Results (filled when evaluated).
+    bool done = false;
+    double perplexity = 0, mean_nll = 0;
+    int64_t n_tokens = 0;
+};
+
+std::string head_list(const std::vector<int64_t>& heads, int64_t n_heads) {
+    std::string s;
+    for (int64_t h : heads) {
+        if (!s.empty()) s += ' ';
+        s += std::to_string(h / n_heads);
+        s += '.';
+        s += std::to_string(h % n_heads);
+    }
+    return s;
+}
+
+}  // namespace
+
+std::string run_prune(const PruneOptions& o, std::ostream& log) {
+    // ---- options, before anything is loaded -------------------------------------------------
+    if (o.calib.empty()) throw UsageError("--calib is required");
+    if (o.eval.empty()) throw UsageError("--eval is required");
+    if (o.out.empty()) throw UsageError("--out is required");
+    const std::vector<Channel> channels = parse_channels(o.channels);
+    const std::vector<double> sparsities = parse_sparsities(o.sparsity);
+    if (o.ablation != "zero" && o.ablation != "mean")
+        throw UsageError("--ablation must be zero or mean");
+    if (o.random_seeds < 0 || o.random_seeds > 1000)
+        throw UsageError("--random-seeds must be between 0 and 1000");
+    if (o.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
+    if (o.calib_samples < 0 || o.eval_samples < 0)
+        throw UsageError("--calib-samples and --eval-samples must be >= 0");
+    const auto progress = progress_mode(o.progress);
+    check_output_dir(o.out, o.overwrite);  // before the model loads
+    const auto bos = tokenizer::parse_bos_policy(o.m.bos);
+    io::RunRecord record(o.command_line);
+
+    // ---- model and data ----------------------------------------------------------------------
+    const model::Model m = model::load_model(o.m.model, load_options(o.m));
+    const model::ModelConfig& cfg = m.config();
+    if (cfg.is_vision() || !cfg.causal)
+        throw UnsupportedError(o.m.model, "prune on " + cfg.architecture +
+                                              ": only decoders (next-token perplexity) are "
+                                              "supported so far");
+    const int64_t n_heads_total = cfg.n_layers * cfg.n_heads;
+    std::vector<int64_t> counts;  // heads pruned per sparsity
+    for (double s : sparsities) {
+        try {
+            counts.push_back(metrics::heads_to_prune(s, n_heads_total));
+        } catch (const UsageError& e) {
+            throw UsageError(std::string("--sparsity: ") + e.what());
+        }
+    }
+    const analysis::AnalysisInputs calib = analysis::load_inputs(m,
+                                                                 {.data = o.calib,
+                                                                  .text_column = o.text_column,
+                                                                  .max_tokens = o.max_tokens,
+                                                                  .samples = o.calib_samples,
+                                                                  .seed = std::nullopt},
+                                                                 bos);
+    const analysis::AnalysisInputs eval = analysis::load_inputs(m,
+                                                                {.data = o.eval,
+                                                                 .text_column = o.text_column,
+                                                                 .max_tokens = o.max_tokens,
+                                                                 .samples = o.eval_samples,
+                                                                 .seed = std::nullopt},
+                                                                bos);
+    {  // section 5: calibration rows and evaluation text are disjoint
+        const std::set<std::vector<int32_t>> calib_set(calib.ids.begin(), calib.ids.end());
+        for (size_t k = 0; k < eval.size(); ++k)
+            if (calib_set.count(eval.ids[k]))
+                throw UsageError("--calib and --eval overlap: evaluation sample " +
+                                 std::to_string(eval.sample_index[k] + 1) + " of " + o.eval +
+                                 " is also a calibration sample (the evaluation must be held out)");
+        bool predictable = false;
+        for (const auto& ids : eval.ids) predictable = predictable || ids.size() >= 2;
+        if (!predictable)
+            throw UsageError("--eval " + o.eval + " has no sample of 2 or more tokens to predict");
+    }
+
+    // ---- the experiment's points ------------------------------------------------------------
+    // Removal order per channel is computed after calibration; the random points are known now.
+    std::vector<Point> points;
+    auto add_point = [&](std::string method, int64_t seed, double sparsity,
+                         std::vector<int64_t> heads) {
+        Point p;
+        p.method = std::move(method);
+        p.seed = seed;
+        p.sparsity = sparsity;
+        p.heads = std::move(heads);
+        points.push_back(std::move(p));
+    };
+    add_point("none", -1, 0.0, {});
+    for (const Channel& c : channels)
+        for (double s : sparsities) add_point(c.name, -1, s, {});
+    for (int64_t r = 0; r < o.random_seeds; ++r)
+        for (size_t i = 0; i < sparsities.size(); ++i)
+            add_point("random", int64_t(o.seed) + r, sparsities[i],
+                      metrics::random_prune(n_heads_total, counts[i], o.seed + uint64_t(r)));
+
+    const nlohmann::json fingerprint = {{"version", kStateVersion},
+                                        {"model", fs::absolute(o.m.model).string()},
+                                        {"calib_sha256", ids_sha256(calib.ids)},
+                                        {"eval_sha256", ids_sha256(eval.ids)},
+                                        {"channels", o.channels},
+                                        {"sparsity", o.sparsity},
+                                        {"ablation", o.ablation},
+                                        {"random_seeds", o.random_seeds},
+                                        {"seed", o.seed},
+                                        {"device", o.m.device},
+                                        {"dtype", o.m.dtype},
+                                        {"bos", o.m.bos}};
+    OutputDir out = OutputDir::resumable(o.out, o.overwrite);
+    const fs::path state_path = out.file(kStateFile);
+    if (fs::exists(state_path)) {
+        out.keep_on_failure();  // never discard an interrupted run's state by accident
+        if (!o.resume)
+            throw UsageError(
+                out.staging().string() +
+                " holds an interrupted run: pass --resume to continue it, or delete it");
+        nlohmann::json state;
+        try {
+            state = nlohmann::json::parse(read_file(state_path));
+        } catch (const nlohmann::json::exception&) {
+            throw InputError(state_path.string(), "not a prune state file");
+        }
+        if (!state.contains("fingerprint") || state["fingerprint"] != fingerprint)
+            throw UsageError("--resume: the interrupted run in " + out.staging().string() +
+                             " used other inputs or options; delete it or repeat its command");
+        const auto& done = state.at("points");
+        SS_CHECK_INPUT(done.is_array() && done.size() <= points.size(), state_path.string(),
+                       "holds more points than this run has");
+        for (size_t i = 0; i < done.size(); ++i) {
+            points[i].done = true;
+            points[i].perplexity = done[i].at("perplexity").get<double>();
+            points[i].mean_nll = done[i].at("mean_nll").get<double>();
+            points[i].n_tokens = done[i].at("n_tokens").get<int64_t>();
+        }
+        log << "resuming at point " << done.size() + 1 << " of " << points.size() << "\n";
+    } else if (o.resume) {
+        log << "--resume: nothing to resume in " << out.staging().string()
+            << ", starting from the beginning\n";
+    }
+
+    // ---- calibration: head distances (model scope) and, for mean ablation, mean z -------------
+    analysis::AnalysisOptions aopts;
+    aopts.threads = o.m.threads;
+    analysis::ResolvedOptions resolved =
+        analysis::resolve(aopts, {.hidden_states = true, .source = o.m.model});
+    metrics::HeadOptions hopts = resolved.head;
+    hopts.scope = metrics::Scope::Model;
+    if (hopts.sink.bos_id < 0)
+        hopts.sink.bos_id = cfg.bos_token_id >= 0 ? cfg.bos_token_id
+                            : m.tokenizer()       ? m.tokenizer()->bos_id()
+                                                  : -1;
+    metrics::HeadAccumulator acc(cfg.n_layers, cfg.n_heads, hopts);
+    {
+        Progress bar("prune: calibration", int64_t(calib.size()), progress);
+        int64_t tokens = 0;
+        for (size_t n = 0; n < calib.size(); ++n) {
+            const bool lazy =
+                analysis::use_lazy_attention(cfg, calib.n_tokens(n), kAttentionMemoryMb);
+            const analysis::Captured c = analysis::capture_input(m, calib, n, false, lazy);
+            acc.add(c.attention, int64_t(n));
+            tokens += calib.n_tokens(n);
+            bar.update(int64_t(n) + 1, tokens);
+        }
+        bar.finish();
+    }
+    const metrics::HeadResults heads = acc.finish();
+    model::HeadMask::Kind kind =
+        o.ablation == "mean" ? model::HeadMask::Kind::Mean : model::HeadMask::Kind::Zero;
+    at::Tensor z_mean;
+    if (kind == model::HeadMask::Kind::Mean) z_mean = model::compute_mean_z(m, calib.ids);
+
+    const int64_t k_max = *std::max_element(counts.begin(), counts.end());
+    io::Table order_table({"channel", "step", "layer", "head", "redundancy"});
+    for (const Channel& c : channels) {
+        const auto order = metrics::greedy_prune_order(heads.distances.at(c.matrix), k_max);
+        for (size_t s = 0; s < order.size(); ++s)
+            order_table.add_row({std::string(c.name), int64_t(s + 1), order[s].head / cfg.n_heads,
+                                 order[s].head % cfg.n_heads, order[s].redundancy});
+        for (Point& p : points)
+            if (p.method == c.name) {
+                const size_t i =
+                    size_t(std::find(sparsities.begin(), sparsities.end(), p.sparsity) -
+                           sparsities.begin());
+                for (int64_t s = 0; s < counts[i]; ++s) p.heads.push_back(order[size_t(s)].head);
+            }
+    }
+
+    // ---- evaluation -------------------------------------------------------------------------
+    auto save_state = [&]() {
+        nlohmann::json done = nlohmann::json::array();
+        for (const Point& p : points)
+            if (p.done)
+                done.push_back({{"perplexity", p.perplexity},
+                                {"mean_nll", p.mean_nll},
+                                {"n_tokens", p.n_tokens}});
+        write_file_atomic(state_path,
+                          nlohmann::json{{"fingerprint", fingerprint}, {"points", done}}.dump());
+        out.keep_on_failure();  // from now on an interruption leaves something to resume
+    };
+    Progress bar("prune: evaluation", int64_t(points.size()), progress);
+    int64_t n_done = 0;
+    for (Point& p : points) {
+        if (!p.done) {
+            model::HeadMask mask(kind, cfg.n_layers, cfg.n_heads);
+            mask.z_mean = z_mean;
+            for (int64_t h : p.heads) mask.ablate(h / cfg.n_heads, h % cfg.n_heads);
+            const model::PerplexityResult r =
+                model::compute_perplexity(m, eval.ids, p.heads.empty() ? nullptr : &mask);
+            p.perplexity = r.perplexity;
+            p.mean_nll = r.mean_nll;
+            p.n_tokens = r.n_tokens;
+            p.done = true;
+            save_state();
+        }
+        ++n_done;
+        bar.update(n_done, 0);
+        if (o.after_point) o.after_point(n_done);
+    }
+    bar.finish();
+
+    // ---- tables, run.json -------------------------------------------------------------------
+    const double baseline = points.front().perplexity;
+    io::Table table({"method", "seed", "sparsity", "n_pruned", "perplexity", "mean_nll", "n_tokens",
+                     "perplexity_increase", "pruned_heads"});
+    for (const Point& p : points)
+        table.add_row({p.method, p.seed, p.sparsity, int64_t(p.heads.size()), p.perplexity,
+                       p.mean_nll, p.n_tokens, p.perplexity - baseline,
+                       head_list(p.heads, cfg.n_heads)});
+    io::Table random_table({"sparsity", "n_pruned", "n_seeds", "perplexity_mean", "perplexity_std",
+                            "perplexity_min", "perplexity_max"});
+    if (o.random_seeds > 0)
+        for (size_t i = 0; i < sparsities.size(); ++i) {
+            std::vector<double> v;
+            for (const Point& p : points)
+                if (p.method == "random" && p.sparsity == sparsities[i]) v.push_back(p.perplexity);
+            double mean = 0;
+            for (double x : v) mean += x;
+            mean /= double(v.size());
+            double ss = 0;
+            for (double x : v) ss += (x - mean) * (x - mean);
+            // Sample standard deviation (n - 1); one seed has no spread (NaN).
+            const double sd = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1)) : std::nan("");
+            random_table.add_row({sparsities[i], counts[i], int64_t(v.size()), mean, sd,
+                                  *std::min_element(v.begin(), v.end()),
+                                  *std::max_element(v.begin(), v.end())});
+        }
+    fs::remove(state_path);
+    table.write(out.staging(), "prune");
+    random_table.write(out.staging(), "prune_random");
+    order_table.write(out.staging(), "prune_order");
+
+    nlohmann::json& rec = record.json();
+    record.set_model_files(o.m.model, m.files);
+    rec["subcommand"] = "prune";
+    rec["model"]["architecture"] = cfg.architecture;
+    rec["model"]["format"] = model::weight_format_name(m.format);
+    rec["device"] = o.m.device;
+    rec["dtype"] = o.m.dtype;
+    rec["bos_policy"] = tokenizer::bos_policy_name(bos);
+    rec["options"] = {{"channels", o.channels},         {"sparsity", o.sparsity},
+                      {"heads_pruned", counts},         {"ablation", o.ablation},
+                      {"random_seeds", o.random_seeds}, {"seed", o.seed},
+                      {"max_tokens", o.max_tokens},     {"sink", metrics::to_string(hopts.sink)},
+                      {"min_parts", hopts.min_parts}};
+    rec["calibration"] = {{"data", o.calib},
+                          {"n_samples", calib.size()},
+                          {"n_truncated", calib.n_truncated},
+                          {"rows_used", heads.counts.rows_used_model}};
+    rec["evaluation"] = {{"data", o.eval},
+                         {"n_samples", eval.size()},
+                         {"n_truncated", eval.n_truncated},
+                         {"n_tokens", points.front().n_tokens}};
+    rec["baseline_perplexity"] = io::json_number(baseline);
+    rec["definitions"] = {
+        {"redundancy",
+         "distance of a head to its nearest surviving head under the channel; the "
+         "smallest is removed first, recomputed after each removal, ties to the "
+         "lower (layer, head)"},
+        {"n_pruned", "round(sparsity x heads), halves up"},
+        {"perplexity", "exp of the mean next-token NLL over every predicted evaluation token"}};
+    record.write(out.staging());
+    out.commit();
+
+    std::ostringstream s;
+    s << "baseline perplexity " << format_number(baseline) << " (" << points.front().n_tokens
+      << " tokens)\n";
+    for (const Point& p : points)
+        if (p.method != "none" && p.method != "random")
+            s << p.method << " sparsity " << format_number(p.sparsity) << ": perplexity "
+              << format_number(p.perplexity) << "\n";
+    for (const auto& row : random_table.rows())
+        s << "random sparsity " << format_number(std::get<double>(row[0])) << ": perplexity "
+          << format_number(std::get<double>(row[3])) << " (mean of " << std::get<int64_t>(row[2])
+          << " seeds)\n";
+    log << s.str();
+    return out.final_path().string();
+}
+
+}  // namespace sinkscope::api

@@ -1,0 +1,211 @@
+// `sinkscope prune` end to end on ../shared/models/tinystories656K (2 layers x 8 heads): every
+// channel and sparsity is evaluated; the unpruned point and each pruned point equal what
+// `sinkscope perplexity` (with --head-mask for the pruned heads) prints for the same text, exactly;
+// the greedy order has the property that makes it greedy; random seeds differ; an interrupted run
+// resumes to identical tables; bad options are refused before any output exists.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/table.hpp"
+#include "testing.hpp"
+
+namespace fs = std::filesystem;
+using namespace sinkscope;
+using testutil::run_cli;
+
+namespace {
+
+std::string cell(const io::Table& t, size_t row, const std::string& column) {
+    const auto& c = t.columns();
+    const size_t i = size_t(std::find(c.begin(), c.end(), column) - c.begin());
+    EXPECT_LT(i, c.size()) << column;
+    const io::Cell& v = t.rows().at(row).at(i);
+    if (auto s = std::get_if<std::string>(&v)) return *s;
+    if (auto d = std::get_if<double>(&v)) return io::format_number(*d);
+    return std::to_string(std::get<int64_t>(v));
+}
+
+// Calibration: the first 12 sentences of the STEM prompt set; evaluation: the next 8 (disjoint).
+struct Data {
+    testutil::ScratchDir tmp;
+    fs::path model, calib, eval;
+    explicit Data(const fs::path& shared) {
+        model = shared / "models" / "tinystories656K";
+        const io::Table stem = io::Table::read_csv(shared / "data" / "stem_sentences.csv");
+        std::string a, b;
+        for (size_t i = 0; i < 20; ++i) (i < 12 ? a : b) += cell(stem, i, "text") + "\n";
+        calib = tmp / "calib.txt";
+        eval = tmp / "eval.txt";
+        testutil::write_text(calib, a);
+        testutil::write_text(eval, b);
+    }
+    std::vector<std::string> prune_args(const fs::path& out) const {
+        return {"prune",       "--model", model.string(), "--calib",    calib.string(), "--eval",
+                eval.string(), "--out",   out.string(),   "--progress", "never"};
+    }
+};
+
+// "perplexity P" of `sinkscope perplexity` output.
+std::string printed_perplexity(const std::string& out) {
+    std::istringstream in(out);
+    std::string key, value;
+    in >> key >> value;
+    EXPECT_EQ(key, "perplexity") << out;
+    return value;
+}
+
+TEST(CliPrune, EveryChannelAndSparsityAgainstPerplexity) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    Data d(shared);
+    const fs::path out = d.tmp / "run";
+    const auto r = run_cli(d.prune_args(out));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const io::Table t = io::Table::read_csv(out / "prune.csv");
+    // 1 unpruned + 4 channels x 3 sparsities + 3 seeds x 3 sparsities.
+    ASSERT_EQ(t.size(), 22u);
+    EXPECT_EQ(cell(t, 0, "method"), "none");
+    EXPECT_EQ(cell(t, 0, "n_pruned"), "0");
+
+    // The unpruned point is `sinkscope perplexity` on the same text, digit for digit (both print
+    // the shortest round-trip form of the same double).
+    const auto base =
+        run_cli({"perplexity", "--model", d.model.string(), "--data", d.eval.string()});
+    ASSERT_EQ(base.exit_code, 0) << base.err;
+    EXPECT_EQ(cell(t, 0, "perplexity"), printed_perplexity(base.out));
+
+    std::map<std::string, std::vector<std::string>> heads_by_method;  // in sparsity order
+    std::set<std::string> random_sets;
+    for (size_t i = 1; i < t.size(); ++i) {
+        const std::string method = cell(t, i, "method");
+        const std::string sparsity = cell(t, i, "sparsity");
+        const std::string n = cell(t, i, "n_pruned");
+        // round(s x 16), halves up: 0.1 -> 2, 0.2 -> 3, 0.3 -> 5.
+        EXPECT_EQ(n, sparsity == "0.1" ? "2" : sparsity == "0.2" ? "3" : "5") << sparsity;
+        const std::string heads = cell(t, i, "pruned_heads");
+        EXPECT_EQ(std::count(heads.begin(), heads.end(), '.'), std::stoi(n)) << heads;
+        if (method == "random")
+            random_sets.insert(heads);
+        else
+            heads_by_method[method].push_back(heads);
+    }
+    EXPECT_EQ(heads_by_method.size(), 4u);
+    EXPECT_EQ(random_sets.size(), 9u);  // 3 seeds x 3 sparsities: all different sets
+    for (const auto& [method, lists] : heads_by_method) {
+        ASSERT_EQ(lists.size(), 3u);
+        // One greedy order serves every sparsity: each list extends the previous one.
+        EXPECT_EQ(lists[1].rfind(lists[0], 0), 0u) << method;
+        EXPECT_EQ(lists[2].rfind(lists[1], 0), 0u) << method;
+    }
+
+    // A pruned point is the perplexity of the model with those heads zeroed, exactly.
+    for (size_t row : {size_t(1), size_t(13)}) {  // js at 0.1, the first random point
+        std::string mask = cell(t, row, "pruned_heads");
+        std::replace(mask.begin(), mask.end(), ' ', ',');
+        const auto p = run_cli({"perplexity", "--model", d.model.string(), "--data",
+                                d.eval.string(), "--head-mask", mask});
+        ASSERT_EQ(p.exit_code, 0) << p.err;
+        EXPECT_EQ(cell(t, row, "perplexity"), printed_perplexity(p.out)) << mask;
+    }
+
+    // Greedy by redundancy: removing heads can only raise the survivors' nearest-neighbour
+    // distances, so the redundancy of successive removals never decreases.
+    const io::Table order = io::Table::read_csv(out / "prune_order.csv");
+    ASSERT_EQ(order.size(), 4u * 5u);
+    for (size_t i = 1; i < order.size(); ++i) {
+        if (cell(order, i, "channel") != cell(order, i - 1, "channel")) continue;
+        EXPECT_GE(std::stod(cell(order, i, "redundancy")),
+                  std::stod(cell(order, i - 1, "redundancy")))
+            << "step " << i;
+    }
+    const io::Table random = io::Table::read_csv(out / "prune_random.csv");
+    ASSERT_EQ(random.size(), 3u);
+    EXPECT_EQ(cell(random, 0, "n_seeds"), "3");
+    EXPECT_TRUE(fs::exists(out / "run.json"));
+    EXPECT_FALSE(fs::exists(out / "prune_state.json"));
+}
+
+// Killed after 4 evaluated points (SIGKILL), then --resume: the same tables as a run that was
+// never interrupted.
+TEST(CliPrune, KilledRunResumesToIdenticalTables) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    Data d(shared);
+    auto args = [&](const fs::path& out) {
+        auto a = d.prune_args(out);
+        for (const char* x : {"--channels", "js,dA_perp", "--sparsity", "0.1,0.3", "--random-seeds",
+                              "2", "--ablation", "mean"})
+            a.push_back(x);
+        return a;
+    };
+    const auto whole = run_cli(args(d.tmp / "whole"));
+    ASSERT_EQ(whole.exit_code, 0) << whole.err;
+    auto killed_args = args(d.tmp / "part");
+    killed_args.push_back("--debug-kill-after");
+    killed_args.push_back("4");
+    const auto killed = run_cli(killed_args);
+    ASSERT_NE(killed.exit_code, 0);
+    EXPECT_FALSE(fs::exists(d.tmp / "part"));
+    auto resume_args = args(d.tmp / "part");
+    resume_args.push_back("--resume");
+    const auto resumed = run_cli(resume_args);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    EXPECT_NE(resumed.out.find("resuming at point 5"), std::string::npos) << resumed.out;
+    for (const char* f : {"prune.csv", "prune_random.csv", "prune_order.csv"})
+        EXPECT_EQ(read_file(d.tmp / "whole" / f), read_file(d.tmp / "part" / f)) << f;
+}
+
+// Bad options: exit 2 (usage), one line on stderr, and no output folder.
+TEST(CliPrune, BadOptionsAreRefusedWithoutOutput) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    Data d(shared);
+    testutil::write_text(d.tmp / "short.jsonl", "{\"ids\": [5]}\n{\"ids\": [7]}\n");
+    const fs::path out = d.tmp / "out";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--sparsity", "0"}, "between 0 and 1"},
+        {{"--sparsity", "0.2,1.5"}, "between 0 and 1"},
+        {{"--sparsity", "0.01"}, "prunes 0 heads"},
+        {{"--channels", "js,euclid"}, "unknown channel 'euclid'"},
+        {{"--ablation", "noise"}, "--ablation"},
+        {{"--eval", d.calib.string()}, "overlap"},
+        {{"--eval", (d.tmp / "short.jsonl").string()}, "2 or more tokens"},
+    };
+    for (const auto& [extra, message] : cases) {
+        auto a = d.prune_args(out);
+        if (extra[0] == "--eval")  // replace the value rather than give the option twice
+            *(std::find(a.begin(), a.end(), "--eval") + 1) = extra[1];
+        else
+            a.insert(a.end(), extra.begin(), extra.end());
+        const auto r = run_cli(a);
+        EXPECT_EQ(r.exit_code, 2) << message << ": " << r.err;
+        EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_FALSE(fs::exists(out)) << message;
+    }
+    // A head that does not exist, on perplexity --head-mask.
+    const auto r = run_cli({"perplexity", "--model", d.model.string(), "--data", d.eval.string(),
+                            "--head-mask", "0.1,2.0"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("head '2.0' does not exist"), std::string::npos) << r.err;
+}
+
+// An encoder's logits are not next-token predictions: perplexity refuses (exit 4, unsupported)
+// instead of printing a meaningless number.
+TEST(CliPrune, PerplexityRefusesEncoders) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    testutil::write_text(tmp / "t.txt", "the quick brown fox jumps over the lazy dog\n");
+    const auto r = run_cli({"perplexity", "--model", (shared / "zoo" / "bert").string(), "--data",
+                            (tmp / "t.txt").string()});
+    EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+    EXPECT_NE(r.err.find("not next-token predictions"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+}
+
+}  // namespace
