@@ -10,12 +10,16 @@ namespace {
 
 Registrar reg("perplexity", 82, [](CLI::App& app) {
     auto o = std::make_shared<api::PerplexityOptions>();
-    auto* sub = app.add_subcommand("perplexity", "Perplexity over a data file (one sample a line)");
+    auto* sub = app.add_subcommand("perplexity",
+                                   "Perplexity over a data file (one sample a line): next-token "
+                                   "for decoders, masked-LM pseudo-perplexity for encoders");
     add_model_options(sub, o->m);
     sub->add_option("--data", o->data, "Text (one sample per line), JSONL, CSV or .npy ids")
         ->required();
     sub->add_option("--max-samples", o->max_samples, "0 = all")->capture_default_str();
-    sub->add_option("--seed", o->seed, "With --max-samples: draw that many samples at random");
+    sub->add_option("--seed", o->seed,
+                    "Seed of the run: with --max-samples, draws that many samples at random; "
+                    "encoders: which tokens are masked (default 0)");
     sub->add_option("--head-mask", o->head_mask,
                     "Heads to ablate (output set to 0), LAYER.HEAD separated by commas: 0.3,1.0");
     sub->callback([o] { std::fputs(api::perplexity_report(*o).c_str(), stdout); });

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
 #include "testing.hpp"
 
@@ -79,7 +80,7 @@ TEST(CliPrune, EveryChannelAndSparsityAgainstPerplexity) {
     const auto base =
         run_cli({"perplexity", "--model", d.model.string(), "--data", d.eval.string()});
     ASSERT_EQ(base.exit_code, 0) << base.err;
-    EXPECT_EQ(cell(t, 0, "perplexity"), printed_perplexity(base.out));
+    EXPECT_EQ(cell(t, 0, "value"), printed_perplexity(base.out));
 
     std::map<std::string, std::vector<std::string>> heads_by_method;  // in sparsity order
     std::set<std::string> random_sets;
@@ -112,7 +113,7 @@ TEST(CliPrune, EveryChannelAndSparsityAgainstPerplexity) {
         const auto p = run_cli({"perplexity", "--model", d.model.string(), "--data",
                                 d.eval.string(), "--head-mask", mask});
         ASSERT_EQ(p.exit_code, 0) << p.err;
-        EXPECT_EQ(cell(t, row, "perplexity"), printed_perplexity(p.out)) << mask;
+        EXPECT_EQ(cell(t, row, "value"), printed_perplexity(p.out)) << mask;
     }
 
     // Greedy by redundancy: removing heads can only raise the survivors' nearest-neighbour
@@ -195,17 +196,92 @@ TEST(CliPrune, BadOptionsAreRefusedWithoutOutput) {
     EXPECT_NE(r.err.find("head '2.0' does not exist"), std::string::npos) << r.err;
 }
 
-// An encoder's logits are not next-token predictions: perplexity refuses (exit 4, unsupported)
-// instead of printing a meaningless number.
-TEST(CliPrune, PerplexityRefusesEncoders) {
+// Encoders: `perplexity` reports the masked-LM pseudo-perplexity under its own name (never a
+// next-token value), masking round(0.15 n) of each sample's n non-special tokens (at least 1):
+// 6 single-token words -> 1, 20 -> 3. The seed fixes which tokens are masked.
+TEST(CliPrune, EncodersGetPseudoPerplexity) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
-    testutil::write_text(tmp / "t.txt", "the quick brown fox jumps over the lazy dog\n");
-    const auto r = run_cli({"perplexity", "--model", (shared / "zoo" / "bert").string(), "--data",
+    testutil::write_text(tmp / "t.txt",
+                         "the cat sat on the mat\n"
+                         "a b c d e f g h i j k l m n o p q r s t\n");
+    auto run = [&](const char* seed) {
+        return run_cli({"perplexity", "--model", (shared / "zoo" / "bert").string(), "--data",
+                        (tmp / "t.txt").string(), "--seed", seed});
+    };
+    const auto a = run("1"), b = run("1"), c = run("2");
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    EXPECT_EQ(a.out.rfind("pseudo_perplexity ", 0), 0u) << a.out;
+    EXPECT_NE(a.out.find("\nmasked_tokens 4\n"), std::string::npos) << a.out;
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_NE(a.out, c.out);  // other tokens masked
+    // A vision model has no perplexity at all.
+    const auto v = run_cli({"perplexity", "--model", (shared / "zoo" / "vit").string(), "--data",
                             (tmp / "t.txt").string()});
-    EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
-    EXPECT_NE(r.err.find("not next-token predictions"), std::string::npos) << r.err;
-    EXPECT_EQ(r.out, "");
+    EXPECT_NE(v.exit_code, 0);
+    EXPECT_EQ(v.out, "");
+}
+
+// prune on the zoo BERT (pseudo-perplexity, seeded masking) and ViT (top-1 agreement with the
+// unpruned model on held-out random images): every channel and sparsity, and the unpruned
+// point equals `perplexity` with the same seed.
+TEST(CliPrune, EncoderAndVisionModels) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    Data d(shared);
+    {
+        const fs::path model = shared / "zoo" / "bert";
+        auto a = d.prune_args(d.tmp / "bert");
+        *(std::find(a.begin(), a.end(), "--model") + 1) = model.string();
+        for (const char* x : {"--seed", "5", "--random-seeds", "2"}) a.push_back(x);
+        const auto r = run_cli(a);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        const io::Table t = io::Table::read_csv(d.tmp / "bert" / "prune.csv");
+        ASSERT_EQ(t.size(), 1u + 4u * 3u + 2u * 3u);  // 2 x 4 = 8 heads: 0.1/0.2/0.3 -> 1, 2, 2
+        EXPECT_EQ(cell(t, 0, "measure"), "pseudo_perplexity");
+        EXPECT_EQ(cell(t, 1, "n_pruned"), "1");
+        const auto p = run_cli(
+            {"perplexity", "--model", model.string(), "--data", d.eval.string(), "--seed", "5"});
+        ASSERT_EQ(p.exit_code, 0) << p.err;
+        std::istringstream in(p.out);
+        std::string key, value;
+        in >> key >> value;
+        EXPECT_EQ(key, "pseudo_perplexity");
+        EXPECT_EQ(cell(t, 0, "value"), value);
+    }
+    {
+        // 32 x 32 RGB images in [0, 1]: 6 for calibration, 4 other ones for evaluation.
+        auto images = [&](const char* name, int n, int salt) {
+            std::vector<float> px(size_t(n) * 3 * 32 * 32);
+            for (size_t i = 0; i < px.size(); ++i)
+                px[i] = float((i * 2654435761u + size_t(salt) * 97u) % 1000u) / 999.0f;
+            io::write_npy(d.tmp / name, io::make_npy_f32({n, 3, 32, 32}, px));
+            return (d.tmp / name).string();
+        };
+        const std::string calib = images("calib.npy", 6, 1), eval = images("eval.npy", 4, 2);
+        auto a = d.prune_args(d.tmp / "vit");
+        *(std::find(a.begin(), a.end(), "--model") + 1) = (shared / "zoo" / "vit").string();
+        *(std::find(a.begin(), a.end(), "--calib") + 1) = calib;
+        *(std::find(a.begin(), a.end(), "--eval") + 1) = eval;
+        const auto r = run_cli(a);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        const io::Table t = io::Table::read_csv(d.tmp / "vit" / "prune.csv");
+        ASSERT_EQ(t.size(), 1u + 4u * 3u + 3u * 3u);
+        EXPECT_EQ(cell(t, 0, "measure"), "top1_agreement");
+        EXPECT_EQ(cell(t, 0, "value"), "1");  // the unpruned model agrees with itself
+        EXPECT_EQ(cell(t, 0, "n_scored"), "4");
+        for (size_t i = 1; i < t.size(); ++i) {
+            const double v = std::stod(cell(t, i, "value"));
+            EXPECT_TRUE(v >= 0 && v <= 1 && std::abs(v * 4 - std::round(v * 4)) < 1e-12) << v;
+        }
+        // The same images for calibration and evaluation are refused.
+        auto same = a;
+        *(std::find(same.begin(), same.end(), "--out") + 1) = (d.tmp / "vit2").string();
+        *(std::find(same.begin(), same.end(), "--eval") + 1) = calib;
+        const auto s = run_cli(same);
+        EXPECT_EQ(s.exit_code, 2);
+        EXPECT_NE(s.err.find("overlap"), std::string::npos) << s.err;
+        EXPECT_FALSE(fs::exists(d.tmp / "vit2"));
+    }
 }
 
 }  // namespace

@@ -50,7 +50,9 @@ struct PerplexityOptions {
     std::optional<uint64_t> seed;  // set: max_samples drawn at random with this seed
     std::string head_mask;         // "LAYER.HEAD,..." heads ablated (z = 0); empty: none
 };
-// "perplexity P\nmean_nll X\ntokens N\nsamples S\n" (numbers in shortest round-trip form).
+// Decoders: "perplexity P\nmean_nll X\ntokens N\nsamples S\n"; encoders: the masked-LM
+// pseudo-perplexity (15% of tokens, seed = `seed` or 0) as "pseudo_perplexity P\n...". Numbers in
+// shortest round-trip form. Vision models are refused.
 std::string perplexity_report(const PerplexityOptions& o);
 
 struct DumpOptions {

@@ -169,4 +169,20 @@ PerplexityResult compute_perplexity(const Model& model,
                                     const std::vector<std::vector<int32_t>>& samples,
                                     const HeadMask* mask = nullptr);
 
+// Masked-LM pseudo-perplexity of an encoder (BERT, RoBERTa): in each sample, round(rate x n)
+// of its n maskable tokens (at least 1; special tokens of the model's template are never
+// masked) are drawn with `seed` and the sample's index (core/random.hpp, the same on every
+// platform), all replaced by the mask token at once, and the model predicts the originals in
+// one forward: exp of the mean NLL over every masked token. The result's n_tokens counts masked
+// tokens. UnsupportedError for decoders and vision models, or without a mask token ([MASK] or
+// <mask> in the vocabulary).
+struct MaskedLmOptions {
+    double rate = 0.15;
+    uint64_t seed = 0;
+};
+PerplexityResult compute_masked_perplexity(const Model& model,
+                                           const std::vector<std::vector<int32_t>>& samples,
+                                           const MaskedLmOptions& options,
+                                           const HeadMask* mask = nullptr);
+
 }  // namespace sinkscope::model

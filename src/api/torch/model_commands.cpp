@@ -118,9 +118,12 @@ std::string generate_text(const GenerateOptions& o) {
     const auto prompt = m.encode(o.prompt, tokenizer::parse_bos_policy(o.m.bos));
     if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
     int32_t stop = -1;
-    if (o.stop == "eos") stop = m.tokenizer()->eos_id();
-    else if (o.stop == "bos") stop = m.tokenizer()->bos_id();
-    else if (o.stop != "none") throw UsageError("--stop must be eos, bos or none");
+    if (o.stop == "eos")
+        stop = m.tokenizer()->eos_id();
+    else if (o.stop == "bos")
+        stop = m.tokenizer()->bos_id();
+    else if (o.stop != "none")
+        throw UsageError("--stop must be eos, bos or none");
     const auto out = generate_greedy(m, prompt, o.max_new, stop);
     return m.tokenizer()->decode(out) + "\n";
 }
@@ -138,9 +141,18 @@ std::string perplexity_report(const PerplexityOptions& o) {
         for (const auto& [layer, head] : parse_head_list(o.head_mask, c.n_layers, c.n_heads))
             mask.ablate(layer, head);
     }
-    const PerplexityResult r =
-        compute_perplexity(m, samples, o.head_mask.empty() ? nullptr : &mask);
+    const HeadMask* ablate = o.head_mask.empty() ? nullptr : &mask;
     std::ostringstream s;
+    if (!m.config().causal && !m.config().is_vision()) {
+        // An encoder: masked-LM pseudo-perplexity, labelled as such (never a next-token value).
+        const MaskedLmOptions mlm{.rate = 0.15, .seed = o.seed.value_or(0)};
+        const PerplexityResult r = compute_masked_perplexity(m, samples, mlm, ablate);
+        s << "pseudo_perplexity " << format_number(r.perplexity) << "\nmean_nll "
+          << format_number(r.mean_nll) << "\nmasked_tokens " << r.n_tokens << "\nsamples "
+          << samples.size() << "\nmasking 15% of each sample's tokens, seed " << mlm.seed << "\n";
+        return s.str();
+    }
+    const PerplexityResult r = compute_perplexity(m, samples, ablate);
     s << "perplexity " << format_number(r.perplexity) << "\nmean_nll " << format_number(r.mean_nll)
       << "\ntokens " << r.n_tokens << "\nsamples " << samples.size() << "\n";
     return s.str();
@@ -204,7 +216,8 @@ std::string dump_hooks(const DumpOptions& o) {
     std::vector<std::string> selected;
     for (const auto& h : list_hooks(c))
         if (spec.wants(h)) selected.push_back(h);
-    if (selected.empty()) throw UsageError("--hooks '" + o.hooks + "' selects no hook of this model");
+    if (selected.empty())
+        throw UsageError("--hooks '" + o.hooks + "' selects no hook of this model");
 
     // Which hooks are [H, T, T] per sample (positions on dims 1 and 2) vs [T, ...] (dim 0).
     auto is_attention = [&](const std::string& h, HookPoint* p) {
@@ -247,7 +260,8 @@ std::string dump_hooks(const DumpOptions& o) {
     nlohmann::json files = nlohmann::json::object();
     for (HookPoint p : {HookPoint::Pattern, HookPoint::AttnScores}) {
         bool every_layer = true;
-        for (int64_t l = 0; l < c.n_layers; ++l) every_layer = every_layer && per_hook.count(hook_name(p, l));
+        for (int64_t l = 0; l < c.n_layers; ++l)
+            every_layer = every_layer && per_hook.count(hook_name(p, l));
         if (!every_layer) continue;
         std::vector<at::Tensor> layers;  // each [N, H, T, T]
         for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -286,8 +300,9 @@ std::string dump_hooks(const DumpOptions& o) {
     }
     rec.set("hooks", o.hooks);
     rec.set("files", files);
-    rec.set("padding", "positions beyond lengths[n]: pattern and other hooks 0, scores -inf, "
-                       "tokens -1");
+    rec.set("padding",
+            "positions beyond lengths[n]: pattern and other hooks 0, scores -inf, "
+            "tokens -1");
     rec.write(dir.staging());
     dir.commit();
     return dir.final_path().string();

@@ -1,8 +1,10 @@
 // The prune driver (spec section 5): calibration data -> head distance matrices (the same head
-// analysis and defaults as `analyze`) -> greedy removal order per channel -> next-token
-// perplexity of the pruned model on held-out evaluation data, for every (channel, sparsity),
-// the unpruned model and random pruning with several seeds. Every evaluated point is saved in
-// the staging folder, so --resume continues an interrupted run with identical tables.
+// analysis and defaults as `analyze`) -> greedy removal order per channel -> the pruned model
+// scored on held-out evaluation data (next-token perplexity for decoders, masked-LM
+// pseudo-perplexity for encoders, top-1 agreement with the unpruned model for ViT), for every
+// (channel, sparsity), the unpruned model and random pruning with several seeds. Every evaluated
+// point is saved in the staging folder, so --resume continues an interrupted run with identical
+// tables.
 #include "sinkscope/api/prune.hpp"
 
 #include <algorithm>
@@ -104,10 +106,11 @@ struct Point {
     int64_t seed = -1;   // random only
     double sparsity = 0;
     std::vector<int64_t> heads;  // pruned, as layer * n_heads + head
-    // Results (filled when evaluated).
+    // Results (filled when evaluated): the measure's value, the mean NLL behind a perplexity
+    // (NaN for top-1 agreement), and the tokens (or images) it was computed on.
     bool done = false;
-    double perplexity = 0, mean_nll = 0;
-    int64_t n_tokens = 0;
+    double value = 0, mean_nll = 0;
+    int64_t n_scored = 0;
 };
 
 std::string head_list(const std::vector<int64_t>& heads, int64_t n_heads) {
@@ -145,10 +148,11 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
     // ---- model and data ----------------------------------------------------------------------
     const model::Model m = model::load_model(o.m.model, load_options(o.m));
     const model::ModelConfig& cfg = m.config();
-    if (cfg.is_vision() || !cfg.causal)
-        throw UnsupportedError(o.m.model, "prune on " + cfg.architecture +
-                                              ": only decoders (next-token perplexity) are "
-                                              "supported so far");
+    // What a pruned model is scored by: next-token perplexity (decoders), masked-LM
+    // pseudo-perplexity (encoders) or top-1 agreement with the unpruned model (vision).
+    const std::string measure = cfg.is_vision() ? "top1_agreement"
+                                : cfg.causal    ? "perplexity"
+                                                : "pseudo_perplexity";
     const int64_t n_heads_total = cfg.n_layers * cfg.n_heads;
     std::vector<int64_t> counts;  // heads pruned per sparsity
     for (double s : sparsities) {
@@ -173,16 +177,25 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                                                                  .seed = std::nullopt},
                                                                 bos);
     {  // section 5: calibration rows and evaluation text are disjoint
-        const std::set<std::vector<int32_t>> calib_set(calib.ids.begin(), calib.ids.end());
+        // An input's identity: its token ids, or for images the bytes of its preprocessed pixels.
+        auto identity = [&](const analysis::AnalysisInputs& in, size_t k) {
+            if (!cfg.is_vision()) return ids_sha256({in.ids[k]});
+            const at::Tensor px = in.model_input(m, k).pixel_values.to(at::kCPU).contiguous();
+            Sha256 h;
+            h.update(px.data_ptr(), size_t(px.numel()) * px.element_size());
+            return h.hex_digest();
+        };
+        std::set<std::string> calib_set;
+        for (size_t k = 0; k < calib.size(); ++k) calib_set.insert(identity(calib, k));
         for (size_t k = 0; k < eval.size(); ++k)
-            if (calib_set.count(eval.ids[k]))
+            if (calib_set.count(identity(eval, k)))
                 throw UsageError("--calib and --eval overlap: evaluation sample " +
                                  std::to_string(eval.sample_index[k] + 1) + " of " + o.eval +
                                  " is also a calibration sample (the evaluation must be held out)");
-        bool predictable = false;
-        for (const auto& ids : eval.ids) predictable = predictable || ids.size() >= 2;
-        if (!predictable)
-            throw UsageError("--eval " + o.eval + " has no sample of 2 or more tokens to predict");
+        bool scorable = cfg.is_vision() && eval.size() > 0;
+        for (const auto& ids : eval.ids) scorable = scorable || ids.size() >= 2;
+        if (!scorable)
+            throw UsageError("--eval " + o.eval + " has no sample of 2 or more tokens to score");
     }
 
     // ---- the experiment's points ------------------------------------------------------------
@@ -216,7 +229,8 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                                         {"seed", o.seed},
                                         {"device", o.m.device},
                                         {"dtype", o.m.dtype},
-                                        {"bos", o.m.bos}};
+                                        {"bos", o.m.bos},
+                                        {"measure", measure}};
     OutputDir out = OutputDir::resumable(o.out, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
     if (fs::exists(state_path)) {
@@ -239,9 +253,10 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                        "holds more points than this run has");
         for (size_t i = 0; i < done.size(); ++i) {
             points[i].done = true;
-            points[i].perplexity = done[i].at("perplexity").get<double>();
-            points[i].mean_nll = done[i].at("mean_nll").get<double>();
-            points[i].n_tokens = done[i].at("n_tokens").get<int64_t>();
+            const auto& nll = done[i].at("mean_nll");
+            points[i].value = done[i].at("value").get<double>();
+            points[i].mean_nll = nll.is_null() ? std::nan("") : nll.get<double>();
+            points[i].n_scored = done[i].at("n_scored").get<int64_t>();
         }
         log << "resuming at point " << done.size() + 1 << " of " << points.size() << "\n";
     } else if (o.resume) {
@@ -301,12 +316,40 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
         nlohmann::json done = nlohmann::json::array();
         for (const Point& p : points)
             if (p.done)
-                done.push_back({{"perplexity", p.perplexity},
-                                {"mean_nll", p.mean_nll},
-                                {"n_tokens", p.n_tokens}});
+                done.push_back({{"value", p.value},
+                                {"mean_nll", std::isnan(p.mean_nll) ? nlohmann::json(nullptr)
+                                                                    : nlohmann::json(p.mean_nll)},
+                                {"n_scored", p.n_scored}});
         write_file_atomic(state_path,
                           nlohmann::json{{"fingerprint", fingerprint}, {"points", done}}.dump());
         out.keep_on_failure();  // from now on an interruption leaves something to resume
+    };
+    // Vision: the unpruned model's top-1 label of every evaluation image is the reference.
+    auto top1 = [&](const model::HeadMask* mask) {
+        std::vector<int64_t> labels;
+        for (size_t k = 0; k < eval.size(); ++k)
+            labels.push_back(
+                m.forward(eval.model_input(m, k), {}, mask).logits[0].argmax().item<int64_t>());
+        return labels;
+    };
+    const std::vector<int64_t> reference = cfg.is_vision() ? top1(nullptr) : std::vector<int64_t>{};
+    const model::MaskedLmOptions mlm{.rate = 0.15, .seed = o.seed};
+    auto score = [&](const model::HeadMask* mask, Point& p) {
+        if (cfg.is_vision()) {
+            const std::vector<int64_t> labels = top1(mask);
+            int64_t same = 0;
+            for (size_t k = 0; k < labels.size(); ++k) same += labels[k] == reference[k];
+            p.value = double(same) / double(labels.size());
+            p.mean_nll = std::nan("");
+            p.n_scored = int64_t(labels.size());
+            return;
+        }
+        const model::PerplexityResult r =
+            cfg.causal ? model::compute_perplexity(m, eval.ids, mask)
+                       : model::compute_masked_perplexity(m, eval.ids, mlm, mask);
+        p.value = r.perplexity;
+        p.mean_nll = r.mean_nll;
+        p.n_scored = r.n_tokens;
     };
     Progress bar("prune: evaluation", int64_t(points.size()), progress);
     int64_t n_done = 0;
@@ -315,11 +358,7 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
             model::HeadMask mask(kind, cfg.n_layers, cfg.n_heads);
             mask.z_mean = z_mean;
             for (int64_t h : p.heads) mask.ablate(h / cfg.n_heads, h % cfg.n_heads);
-            const model::PerplexityResult r =
-                model::compute_perplexity(m, eval.ids, p.heads.empty() ? nullptr : &mask);
-            p.perplexity = r.perplexity;
-            p.mean_nll = r.mean_nll;
-            p.n_tokens = r.n_tokens;
+            score(p.heads.empty() ? nullptr : &mask, p);
             p.done = true;
             save_state();
         }
@@ -330,20 +369,20 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
     bar.finish();
 
     // ---- tables, run.json -------------------------------------------------------------------
-    const double baseline = points.front().perplexity;
-    io::Table table({"method", "seed", "sparsity", "n_pruned", "perplexity", "mean_nll", "n_tokens",
-                     "perplexity_increase", "pruned_heads"});
+    const double baseline = points.front().value;
+    io::Table table({"method", "seed", "sparsity", "n_pruned", "measure", "value", "mean_nll",
+                     "n_scored", "change", "pruned_heads"});
     for (const Point& p : points)
-        table.add_row({p.method, p.seed, p.sparsity, int64_t(p.heads.size()), p.perplexity,
-                       p.mean_nll, p.n_tokens, p.perplexity - baseline,
+        table.add_row({p.method, p.seed, p.sparsity, int64_t(p.heads.size()), measure, p.value,
+                       p.mean_nll, p.n_scored, p.value - baseline,
                        head_list(p.heads, cfg.n_heads)});
-    io::Table random_table({"sparsity", "n_pruned", "n_seeds", "perplexity_mean", "perplexity_std",
-                            "perplexity_min", "perplexity_max"});
+    io::Table random_table(
+        {"sparsity", "n_pruned", "measure", "n_seeds", "mean", "std", "min", "max"});
     if (o.random_seeds > 0)
         for (size_t i = 0; i < sparsities.size(); ++i) {
             std::vector<double> v;
             for (const Point& p : points)
-                if (p.method == "random" && p.sparsity == sparsities[i]) v.push_back(p.perplexity);
+                if (p.method == "random" && p.sparsity == sparsities[i]) v.push_back(p.value);
             double mean = 0;
             for (double x : v) mean += x;
             mean /= double(v.size());
@@ -351,7 +390,7 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
             for (double x : v) ss += (x - mean) * (x - mean);
             // Sample standard deviation (n - 1); one seed has no spread (NaN).
             const double sd = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1)) : std::nan("");
-            random_table.add_row({sparsities[i], counts[i], int64_t(v.size()), mean, sd,
+            random_table.add_row({sparsities[i], counts[i], measure, int64_t(v.size()), mean, sd,
                                   *std::min_element(v.begin(), v.end()),
                                   *std::max_element(v.begin(), v.end())});
         }
@@ -380,28 +419,36 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
     rec["evaluation"] = {{"data", o.eval},
                          {"n_samples", eval.size()},
                          {"n_truncated", eval.n_truncated},
-                         {"n_tokens", points.front().n_tokens}};
-    rec["baseline_perplexity"] = io::json_number(baseline);
+                         {"n_scored", points.front().n_scored}};
+    rec["measure"] = measure;
+    rec["baseline"] = io::json_number(baseline);
     rec["definitions"] = {
         {"redundancy",
          "distance of a head to its nearest surviving head under the channel; the "
          "smallest is removed first, recomputed after each removal, ties to the "
          "lower (layer, head)"},
         {"n_pruned", "round(sparsity x heads), halves up"},
-        {"perplexity", "exp of the mean next-token NLL over every predicted evaluation token"}};
+        {"perplexity", "exp of the mean next-token NLL over every predicted evaluation token"},
+        {"pseudo_perplexity",
+         "encoders: exp of the mean NLL of masked tokens; in each sample round(0.15 x n) of its n "
+         "non-special tokens (at least 1) are replaced by the mask token at once, drawn with "
+         "--seed"},
+        {"top1_agreement",
+         "vision: share of evaluation images whose top-1 label equals the unpruned model's"}};
     record.write(out.staging());
     out.commit();
 
     std::ostringstream s;
-    s << "baseline perplexity " << format_number(baseline) << " (" << points.front().n_tokens
-      << " tokens)\n";
+    const char* unit = cfg.is_vision() ? " images" : cfg.causal ? " tokens" : " masked tokens";
+    s << "unpruned " << measure << " " << format_number(baseline) << " (" << points.front().n_scored
+      << unit << ")\n";
     for (const Point& p : points)
         if (p.method != "none" && p.method != "random")
-            s << p.method << " sparsity " << format_number(p.sparsity) << ": perplexity "
-              << format_number(p.perplexity) << "\n";
+            s << p.method << " sparsity " << format_number(p.sparsity) << ": " << measure << " "
+              << format_number(p.value) << "\n";
     for (const auto& row : random_table.rows())
-        s << "random sparsity " << format_number(std::get<double>(row[0])) << ": perplexity "
-          << format_number(std::get<double>(row[3])) << " (mean of " << std::get<int64_t>(row[2])
+        s << "random sparsity " << format_number(std::get<double>(row[0])) << ": " << measure << " "
+          << format_number(std::get<double>(row[4])) << " (mean of " << std::get<int64_t>(row[3])
           << " seeds)\n";
     log << s.str();
     return out.final_path().string();
