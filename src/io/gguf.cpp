@@ -2,11 +2,11 @@
 // memory-mapped; every count, length and offset is checked against the file size first.
 #include "sinkscope/io/gguf.hpp"
 
-
 #include <algorithm>
 #include <cstring>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/io/ggml_quant.hpp"
 
 namespace sinkscope::io {
 
@@ -16,38 +16,6 @@ enum ValueType : uint32_t {
     kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
     kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
 };
-
-struct TypeTraits {
-    const char* name;
-    int64_t block;  // elements per block (0: unknown size)
-    int64_t bytes;  // bytes per block
-};
-
-TypeTraits traits(uint32_t t) {
-    switch (t) {
-        case 0: return {"F32", 1, 4};
-        case 1: return {"F16", 1, 2};
-        case 2: return {"Q4_0", 32, 18};
-        case 3: return {"Q4_1", 32, 20};
-        case 6: return {"Q5_0", 32, 22};
-        case 7: return {"Q5_1", 32, 24};
-        case 8: return {"Q8_0", 32, 34};
-        case 9: return {"Q8_1", 32, 36};
-        case 10: return {"Q2_K", 256, 84};
-        case 11: return {"Q3_K", 256, 110};
-        case 12: return {"Q4_K", 256, 144};
-        case 13: return {"Q5_K", 256, 176};
-        case 14: return {"Q6_K", 256, 210};
-        case 15: return {"Q8_K", 256, 292};
-        case 24: return {"I8", 1, 1};
-        case 25: return {"I16", 1, 2};
-        case 26: return {"I32", 1, 4};
-        case 27: return {"I64", 1, 8};
-        case 28: return {"F64", 1, 8};
-        case 30: return {"BF16", 1, 2};
-        default: return {nullptr, 0, 0};
-    }
-}
 
 // Bounds-checked cursor over the mapping.
 struct Cursor {
@@ -134,8 +102,8 @@ GgufValue read_value(Cursor& c, uint32_t type, const std::string& key, int depth
 }  // namespace
 
 const char* ggml_type_name(uint32_t type) {
-    auto t = traits(type);
-    return t.name ? t.name : "UNKNOWN";
+    const GgmlTypeInfo* t = ggml_type_info(type);
+    return t ? t->name : "UNKNOWN";
 }
 
 int64_t GgufTensorInfo::numel() const {
@@ -190,13 +158,15 @@ GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
             }
             t.type = c.read<uint32_t>(t.name + " type");
             t.offset = c.read<uint64_t>(t.name + " offset");
-            auto tr = traits(t.type);
-            if (tr.block > 0) {
-                if (!t.dims.empty() && t.dims[0] % tr.block != 0)
+            // Size from the type table (ggml_row_size: rows of whole blocks). An unknown type
+            // keeps n_bytes 0; reading its data is refused (tensor_data, the weight store).
+            if (const GgmlTypeInfo* tr = ggml_type_info(t.type)) {
+                if (!t.dims.empty() && t.dims[0] % tr->block != 0)
                     throw InputError(file, "corrupt GGUF: tensor " + t.name + " row of " +
-                                               std::to_string(t.dims[0]) + " is not a multiple of the " +
-                                               tr.name + " block size");
-                t.n_bytes = numel / uint64_t(tr.block) * uint64_t(tr.bytes);
+                                               std::to_string(t.dims[0]) +
+                                               " values is not a whole number of " + tr->name +
+                                               " blocks (" + std::to_string(tr->block) + ")");
+                t.n_bytes = numel / uint64_t(tr->block) * uint64_t(tr->block_bytes);
             }
             tensors_.push_back(std::move(t));
         }
@@ -228,8 +198,12 @@ GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
                   [](auto* a, auto* b) { return a->offset < b->offset; });
         for (size_t i = 1; i < order.size(); ++i)
             if (order[i - 1]->offset + order[i - 1]->n_bytes > order[i]->offset)
-                throw InputError(file, "corrupt GGUF: tensors " + order[i - 1]->name + " and " +
-                                           order[i]->name + " overlap");
+                throw InputError(file, "corrupt GGUF: tensor " + order[i - 1]->name + " (" +
+                                           std::to_string(order[i - 1]->n_bytes) + " bytes of " +
+                                           ggml_type_name(order[i - 1]->type) + " at offset " +
+                                           std::to_string(order[i - 1]->offset) +
+                                           ") overlaps tensor " + order[i]->name + " at offset " +
+                                           std::to_string(order[i]->offset));
     }
 }
 
@@ -322,7 +296,7 @@ const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
 }
 
 const uint8_t* GgufFile::tensor_data(const GgufTensorInfo& t) const {
-    if (traits(t.type).block == 0)
+    if (!ggml_type_info(t.type))
         throw UnsupportedError(path_.string(), std::string("tensor type ") + ggml_type_name(t.type) +
                                                    " (id " + std::to_string(t.type) + ") in " + t.name);
     return map_ + data_offset_ + t.offset;

@@ -1,11 +1,12 @@
-// Weights of a GGUF file as a WeightStore: F32, F16, BF16, F64, I32, I64 and Q8_0 views into the
-// mapping (Q8_0 dequantized by convert_to_f32); any other GGML type is listed but get() throws
+// Weights of a GGUF file as a WeightStore: views into the mapping for every GGML type the table in
+// ggml_quant.hpp gives a WeightDType (F32, F16, BF16, F64, I32, I64 and the quantized types,
+// dequantized by convert_to_f32); any other type is listed but get() throws
 // "not supported: TYPE in TENSOR". GGUF dims are ne[] order (ne[0] fastest), so the shape is
 // reversed into PyTorch order: a Linear weight with ne = [in, out] becomes [out, in].
 #include <map>
-#include <optional>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/io/ggml_quant.hpp"
 #include "sinkscope/io/gguf.hpp"
 #include "sinkscope/io/weights.hpp"
 
@@ -14,27 +15,6 @@ namespace sinkscope::io {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::optional<WeightDType> weight_dtype_of(uint32_t type) {
-    switch (static_cast<GgmlType>(type)) {
-        case GgmlType::F32:
-            return WeightDType::F32;
-        case GgmlType::F16:
-            return WeightDType::F16;
-        case GgmlType::BF16:
-            return WeightDType::BF16;
-        case GgmlType::F64:
-            return WeightDType::F64;
-        case GgmlType::I32:
-            return WeightDType::I32;
-        case GgmlType::I64:
-            return WeightDType::I64;
-        case GgmlType::Q8_0:
-            return WeightDType::Q8_0;
-        default:
-            return std::nullopt;
-    }
-}
 
 class GgufStore final : public WeightStore {
   public:
@@ -54,15 +34,15 @@ class GgufStore final : public WeightStore {
         if (it == index_.end())
             throw InputError(file_->path().string(), "no tensor named '" + name + "'");
         const GgufTensorInfo& t = *it->second;
-        const auto dtype = weight_dtype_of(t.type);
-        if (!dtype) {
-            std::string type_name = ggml_type_name(t.type);
-            if (type_name == "UNKNOWN") type_name = "GGML type " + std::to_string(t.type);
+        const GgmlTypeInfo* info = ggml_type_info(t.type);
+        if (!info || !info->dtype) {
+            const std::string type_name =
+                info ? std::string(info->name) : "GGML type " + std::to_string(t.type);
             throw UnsupportedError(file_->path().string(), type_name + " in " + name);
         }
         TensorView v;
         v.name = name;
-        v.dtype = *dtype;
+        v.dtype = *info->dtype;
         v.shape.assign(t.dims.rbegin(), t.dims.rend());  // ne[] -> PyTorch order
         v.data = file_->tensor_data(t);
         v.n_bytes = size_t(t.n_bytes);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/io/ggml_quant.hpp"
 
 namespace sinkscope::io {
 
@@ -24,10 +25,15 @@ const char* weight_dtype_name(WeightDType t) {
             return "I32";
         case WeightDType::I64:
             return "I64";
-        case WeightDType::Q8_0:
-            return "Q8_0";
+        default:
+            break;
     }
-    return "?";
+    const GgmlTypeInfo* q = ggml_quant_info(t);
+    return q ? q->name : "?";
+}
+
+bool weight_dtype_is_float(WeightDType t) {
+    return t != WeightDType::I32 && t != WeightDType::I64;
 }
 
 int64_t TensorView::numel() const {
@@ -53,9 +59,12 @@ int64_t weight_dtype_n_bytes(WeightDType t, int64_t numel) {
         case WeightDType::I64:
             elem = 8;
             break;
-        case WeightDType::Q8_0:
-            if (numel % k_q8_0_block != 0) return -1;
-            return numel / k_q8_0_block * k_q8_0_block_bytes;  // <= numel * 34 / 32: no overflow
+        default: {
+            const GgmlTypeInfo* q = ggml_quant_info(t);
+            if (!q || numel % q->block != 0) return -1;
+            // block_bytes < 2 * block for every type: no overflow
+            return numel / q->block * q->block_bytes;
+        }
     }
     if (numel > max / elem) return -1;
     return numel * elem;
@@ -70,26 +79,8 @@ T load(const uint8_t* p) {
     return v;
 }
 
-float bf16_to_float(uint16_t h) {
+float bf16_to_f32(uint16_t h) {
     return std::bit_cast<float>(uint32_t(h) << 16);
-}
-
-// IEEE half -> float without a per-bit loop for subnormals (npy's half_to_float renormalises
-// bit by bit and is not inlined here): shift exponent and mantissa into place, rebias the
-// exponent, and let one float subtraction normalise subnormals.
-inline float f16_to_float(uint16_t h) {
-    constexpr uint32_t exp_mask = 0x7c00u << 13;  // half exponent field after the shift
-    uint32_t bits = uint32_t(h & 0x7fff) << 13;   // exponent + mantissa
-    const uint32_t exp = bits & exp_mask;
-    bits += (127 - 15) << 23;  // rebias
-    if (exp == exp_mask) {
-        bits += (128 - 16) << 23;  // Inf / NaN: exponent all ones
-    } else if (exp == 0) {         // zero / subnormal: m * 2^-24 = (2^-14 + m * 2^-24) - 2^-14
-        bits += 1 << 23;
-        bits = std::bit_cast<uint32_t>(std::bit_cast<float>(bits) -
-                                       std::bit_cast<float>(uint32_t(113) << 23));
-    }
-    return std::bit_cast<float>(bits | uint32_t(h & 0x8000) << 16);
 }
 
 // Product of the dimensions; -1 when one is negative or the product overflows int64.
@@ -119,6 +110,12 @@ void check_view(const TensorView& t) {
                    ": ", t.n_bytes, " bytes but shape ", shape_string(t.shape), " of ",
                    weight_dtype_name(t.dtype), " needs ",
                    need >= 0 ? std::to_string(need) : std::string("a whole number of blocks"));
+    // ggml quantizes row by row: a block never straddles two rows (ggml_row_size).
+    if (const GgmlTypeInfo* q = ggml_quant_info(t.dtype)) {
+        const int64_t row = t.shape.empty() ? 1 : t.shape.back();
+        SS_CHECK_INPUT(row % q->block == 0, t.file.string(), "tensor ", t.name, ": row of ", row,
+                       " values is not a whole number of ", q->name, " blocks (", q->block, ")");
+    }
 }
 
 }  // namespace
@@ -134,28 +131,25 @@ void convert_to_f32(const TensorView& t, float* out) {
             std::memcpy(out, p, size_t(n) * 4);
             return;
         case WeightDType::F16:
-            for (int64_t i = 0; i < n; ++i) out[i] = f16_to_float(load<uint16_t>(p + 2 * i));
+            for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(load<uint16_t>(p + 2 * i));
             return;
         case WeightDType::BF16:
-            for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(load<uint16_t>(p + 2 * i));
+            for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(load<uint16_t>(p + 2 * i));
             return;
         case WeightDType::F64:
             for (int64_t i = 0; i < n; ++i) out[i] = float(load<double>(p + 8 * i));
-            return;
-        case WeightDType::Q8_0:
-            // GGML block_q8_0 { ggml_half d; int8_t qs[32]; }: x[i] = d * qs[i]
-            for (int64_t b = 0; b < n / k_q8_0_block; ++b) {
-                const uint8_t* blk = p + b * k_q8_0_block_bytes;
-                const float d = f16_to_float(load<uint16_t>(blk));
-                float* o = out + b * k_q8_0_block;
-                for (int64_t i = 0; i < k_q8_0_block; ++i) o[i] = d * float(int8_t(blk[2 + i]));
-            }
             return;
         case WeightDType::I32:
         case WeightDType::I64:
             throw UnsupportedError(t.file.string(), std::string(weight_dtype_name(t.dtype)) +
                                                         " in " + t.name +
                                                         " (integer tensor, not a weight)");
+        default:
+            break;
+    }
+    if (const GgmlTypeInfo* q = ggml_quant_info(t.dtype)) {
+        q->dequantize(p, out, n / q->block);
+        return;
     }
     throw InternalError("convert_to_f32: unknown dtype");
 }

@@ -40,11 +40,8 @@ at::Tensor read_f32(const WeightSource& src, const std::string& name,
     const std::string file = view.file.empty() ? src.origin : view.file.string();
     SS_CHECK_INPUT(view.shape == expected, file, "tensor ", name, ": shape ", shape_str(view.shape),
                    " does not match the config (expected ", shape_str(expected), ")");
-    const bool numeric = view.dtype == io::WeightDType::F32 || view.dtype == io::WeightDType::F16 ||
-                         view.dtype == io::WeightDType::BF16 || view.dtype == io::WeightDType::F64 ||
-                         view.dtype == io::WeightDType::Q8_0;
-    SS_CHECK_INPUT(numeric, file, "tensor ", name, ": dtype ", io::weight_dtype_name(view.dtype),
-                   " is not a floating-point weight type");
+    SS_CHECK_INPUT(io::weight_dtype_is_float(view.dtype), file, "tensor ", name, ": dtype ",
+                   io::weight_dtype_name(view.dtype), " is not a floating-point weight type");
     int64_t numel = 1;
     for (int64_t d : expected) numel *= d;
     at::Tensor out = at::empty(expected, at::TensorOptions().dtype(at::kFloat));  // host f32

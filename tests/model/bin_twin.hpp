@@ -38,8 +38,9 @@ inline at::Tensor tensor_of(const io::TensorView& v) {
         case io::WeightDType::I64:
             t = at::kLong;
             break;
-        case io::WeightDType::Q8_0:
-            throw UnsupportedError("Q8_0 has no torch dtype");
+        default:  // GGML block-quantized types
+            throw UnsupportedError(std::string(io::weight_dtype_name(v.dtype)) +
+                                   " has no torch dtype");
     }
     at::Tensor out = at::empty(v.shape, at::TensorOptions().dtype(t));  // shape of the view
     std::memcpy(out.data_ptr(), v.data, v.n_bytes);

@@ -11,7 +11,28 @@
 
 namespace sinkscope::io {
 
-enum class WeightDType { F32, F16, BF16, F64, I32, I64, Q8_0 };
+// Plain element types, then GGML block-quantized types (layouts and dequantization in
+// ggml_quant.hpp, whose table gives each one's ggml id, name, block size and bytes).
+enum class WeightDType {
+    F32,
+    F16,
+    BF16,
+    F64,
+    I32,
+    I64,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    Q8_K,
+    IQ4_NL,
+};
 const char* weight_dtype_name(WeightDType t);
 
 // Bytes of one tensor inside a mapping owned by the WeightStore that returned it.
@@ -25,18 +46,18 @@ struct TensorView {
     int64_t numel() const;
 };
 
-// Converts any supported dtype (F32/F16/BF16/F64/Q8_0) to float32; `out` holds numel() floats.
-// I32/I64 throw UnsupportedError (integer tensors are not weights); a view whose n_bytes does
-// not match its dtype and shape throws InputError naming the file and tensor.
+// Converts any float or quantized dtype to float32; `out` holds numel() floats. I32/I64 throw
+// UnsupportedError (integer tensors are not weights); a view whose n_bytes does not match its
+// dtype and shape, or a quantized view whose rows (last dimension) are not whole blocks, throws
+// InputError naming the file and tensor.
 void convert_to_f32(const TensorView& t, float* out);
 // Same, into a new vector.
 std::vector<float> to_f32(const TensorView& t);
+// True for the dtypes convert_to_f32 turns into weights (everything but I32/I64).
+bool weight_dtype_is_float(WeightDType t);
 
-// Q8_0 (GGML): blocks of 32 values, each an f16 scale followed by 32 int8: x = d * q.
-inline constexpr int64_t k_q8_0_block = 32;
-inline constexpr int64_t k_q8_0_block_bytes = 34;
-// Bytes that `numel` values of `t` occupy; -1 when numel is not representable (Q8_0 needs a
-// multiple of 32) or the product overflows.
+// Bytes that `numel` values of `t` occupy; -1 when numel is not representable (a quantized type
+// needs whole blocks) or the product overflows.
 int64_t weight_dtype_n_bytes(WeightDType t, int64_t numel);
 
 class WeightStore {
