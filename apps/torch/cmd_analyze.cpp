@@ -1,6 +1,5 @@
 // `sinkscope analyze`: binds api::AnalyzeOptions and runs the whole analysis of a checkpoint.
 #include <malloc.h>
-#include <signal.h>
 
 #include <cstdio>
 #include <iostream>
@@ -24,8 +23,10 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
                     ".npy token ids; default: the built-in set of 211 English sentences. Vision "
                     "models: a .png, a directory of .png files or a .npy image stack")
         ->check(CLI::ExistingPath);
-    cmd->add_option("--text-column", o->text_column, "CSV column holding the text")->capture_default_str();
-    cmd->add_option("--out", o->out, "Output directory (written whole at the end)")->capture_default_str();
+    cmd->add_option("--text-column", o->text_column, "CSV column holding the text")
+        ->capture_default_str();
+    cmd->add_option("--out", o->out, "Output directory (written whole at the end)")
+        ->capture_default_str();
     sinkscope::cli::add_overwrite_flag(cmd, o->overwrite);
     cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")
         ->capture_default_str();
@@ -42,23 +43,15 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
     cmd->add_option("--checkpoint-every", o->checkpoint_every,
                     "Save the accumulator state every K inputs")
         ->capture_default_str();
-    cmd->add_option("--progress", o->progress,
-                    "Progress line on stderr: auto (when stderr is a terminal), always, never")
-        ->capture_default_str();
-    cmd->add_flag_callback("--quiet", [o] { o->progress = "never"; }, "Same as --progress never");
-    cmd->add_flag_callback("--no-report", [o] { o->report = false; }, "Skip report.html");
-    auto kill_after = std::make_shared<int64_t>(0);
-    cmd->add_option("--debug-kill-after", *kill_after,
-                    "Testing: kill the process with SIGKILL after N inputs")
-        ->group("");
+    sinkscope::cli::add_progress_option(cmd, o->progress);
+    cmd->add_flag_callback(
+        "--quiet", [o] { o->progress = "never"; }, "Same as --progress never");
+    cmd->add_flag_callback(
+        "--no-report", [o] { o->report = false; }, "Skip report.html");
+    auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "inputs");
     cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();
-        if (*kill_after > 0)
-            o->after_input = [n = *kill_after](int64_t done) {
-                if (done != n) return;
-                std::fflush(nullptr);
-                ::raise(SIGKILL);
-            };
+        o->after_input = sinkscope::cli::kill_after_hook(*kill_after);
         // Buffers of long inputs (hidden states, values, row blocks: tens of MB each) come and
         // go once per input. glibc raises its mmap threshold after the first such free and then
         // keeps freed buffers in the heap, so peak RSS would carry every phase's buffers; a

@@ -1,6 +1,4 @@
 // `sinkscope prune`: binds api::PruneOptions (redundancy-based head pruning with perplexity).
-#include <signal.h>
-
 #include <cstdio>
 #include <iostream>
 
@@ -55,21 +53,11 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
     sinkscope::cli::add_overwrite_flag(cmd, o->overwrite);
     cmd->add_flag("--resume", o->resume,
                   "Continue an interrupted run of the same command from its last evaluated point");
-    cmd->add_option("--progress", o->progress,
-                    "Progress line on stderr: auto (when stderr is a terminal), always, never")
-        ->capture_default_str();
-    auto kill_after = std::make_shared<int64_t>(0);
-    cmd->add_option("--debug-kill-after", *kill_after,
-                    "Testing: kill the process with SIGKILL after N evaluated points")
-        ->group("");
+    sinkscope::cli::add_progress_option(cmd, o->progress);
+    auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "evaluated points");
     cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();
-        if (*kill_after > 0)
-            o->after_point = [n = *kill_after](int64_t done) {
-                if (done != n) return;
-                std::fflush(nullptr);
-                ::raise(SIGKILL);
-            };
+        o->after_point = sinkscope::cli::kill_after_hook(*kill_after);
         const std::string dir = sinkscope::api::run_prune(*o, std::cout);
         std::printf("wrote %s\n", dir.c_str());
     });

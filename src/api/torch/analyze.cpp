@@ -12,6 +12,7 @@
 #include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/analysis/inputs.hpp"
 #include "sinkscope/analysis/pipeline.hpp"
+#include "sinkscope/api/resumable.hpp"
 #include "sinkscope/api/run_outputs.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
@@ -54,13 +55,6 @@ nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs
             {"attention_memory_mb", o.attention_memory_mb}};
 }
 
-Progress::Mode progress_mode(const std::string& s) {
-    if (s == "auto") return Progress::Mode::Auto;
-    if (s == "always") return Progress::Mode::Always;
-    if (s == "never") return Progress::Mode::Never;
-    throw UsageError("--progress must be auto, always or never");
-}
-
 }  // namespace
 
 void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
@@ -69,7 +63,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     if (o.attention_memory_mb < 0) throw UsageError("--attention-memory-mb must be >= 0");
     if (o.samples < 0) throw UsageError("--samples must be >= 0");
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
-    const auto progress = progress_mode(o.progress);
+    const auto progress = parse_progress_mode(o.progress);
     analysis::AnalysisOptions aopts = o.analysis;
     aopts.threads = o.m.threads;
     analysis::ResolvedOptions resolved =
@@ -107,14 +101,8 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     OutputDir out = OutputDir::resumable(o.out, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
     int64_t n_done = 0;
-    if (fs::exists(state_path)) {
-        out.keep_on_failure();  // never discard an interrupted run's state by accident
-        if (!o.resume)
-            throw UsageError(
-                out.staging().string() +
-                " holds an interrupted run: pass --resume to continue it, or delete it");
-        std::string bytes = read_file(state_path);
-        BinaryReader r(bytes, state_path.string());
+    if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
+        BinaryReader r(*bytes, state_path.string());
         r.expect_tag("sinkscope-analyze-state");
         if (r.get<uint32_t>() != kStateVersion) r.fail("written by another sinkscope version");
         if (r.get_string() != print.dump())

@@ -6,6 +6,7 @@
 // point is saved in the staging folder, so --resume continues an interrupted run with identical
 // tables.
 #include "sinkscope/api/prune.hpp"
+#include "sinkscope/api/resumable.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -83,13 +84,6 @@ std::vector<double> parse_sparsities(const std::string& s) {
     return out;
 }
 
-Progress::Mode progress_mode(const std::string& s) {
-    if (s == "auto") return Progress::Mode::Auto;
-    if (s == "always") return Progress::Mode::Always;
-    if (s == "never") return Progress::Mode::Never;
-    throw UsageError("--progress must be auto, always or never");
-}
-
 std::string ids_sha256(const std::vector<std::vector<int32_t>>& ids) {
     Sha256 h;
     for (const auto& s : ids) {
@@ -140,7 +134,7 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
     if (o.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
     if (o.calib_samples < 0 || o.eval_samples < 0)
         throw UsageError("--calib-samples and --eval-samples must be >= 0");
-    const auto progress = progress_mode(o.progress);
+    const auto progress = parse_progress_mode(o.progress);
     check_output_dir(o.out, o.overwrite);  // before the model loads
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     io::RunRecord record(o.command_line);
@@ -233,15 +227,10 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                                         {"measure", measure}};
     OutputDir out = OutputDir::resumable(o.out, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
-    if (fs::exists(state_path)) {
-        out.keep_on_failure();  // never discard an interrupted run's state by accident
-        if (!o.resume)
-            throw UsageError(
-                out.staging().string() +
-                " holds an interrupted run: pass --resume to continue it, or delete it");
+    if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
         nlohmann::json state;
         try {
-            state = nlohmann::json::parse(read_file(state_path));
+            state = nlohmann::json::parse(*bytes);
         } catch (const nlohmann::json::exception&) {
             throw InputError(state_path.string(), "not a prune state file");
         }
@@ -259,9 +248,6 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
             points[i].n_scored = done[i].at("n_scored").get<int64_t>();
         }
         log << "resuming at point " << done.size() + 1 << " of " << points.size() << "\n";
-    } else if (o.resume) {
-        log << "--resume: nothing to resume in " << out.staging().string()
-            << ", starting from the beginning\n";
     }
 
     // ---- calibration: head distances (model scope) and, for mean ablation, mean z -------------
