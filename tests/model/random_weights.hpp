@@ -93,7 +93,7 @@ inline model::ModelConfig tiny_config(const std::string& arch) {
 inline bool is_norm_weight(model::TensorRole r) {
     using R = model::TensorRole;
     return r == R::OutputNorm || r == R::AttnNorm || r == R::FfnNorm || r == R::EmbedNorm ||
-           r == R::HeadNorm;
+           r == R::HeadNorm || r == R::AttnPostNorm || r == R::FfnPostNorm;
 }
 
 // The shape of `role` in a Hugging Face checkpoint of config c: [out, in] linear weights, except
@@ -139,6 +139,8 @@ inline std::vector<int64_t> role_shape(const model::ArchitectureInfo& a,
             return linear(F, D);
         case R::FfnUpBias:
             return {F};
+        case R::FfnGateUp:
+            return linear(2 * F, D);
         case R::FfnDown:
             return linear(D, F);
         case R::HeadDense:
