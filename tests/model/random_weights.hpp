@@ -54,7 +54,7 @@ public:
 // where it reads head_dim, sliding window 3 where the architecture has one, 8x8 images in 4x4
 // patches for vision.
 inline nlohmann::json tiny_config_json(const model::ArchitectureInfo& a) {
-    return {
+    nlohmann::json j = {
         {"model_type", a.hf_model_types.front()},
         // Llama family, GPT-NeoX, Phi, BERT / RoBERTa, ViT
         {"hidden_size", 16},
@@ -80,6 +80,9 @@ inline nlohmann::json tiny_config_json(const model::ArchitectureInfo& a) {
         {"patch_size", 4},
         {"num_labels", 5},
     };
+    // Phi-3 rotates int(6 * factor) dims, which must be even (Phi's 0.5 would give 3).
+    if (a.hf_model_types.front() == "phi3") j["partial_rotary_factor"] = 1.0;
+    return j;
 }
 
 // tiny_config_json read by the architecture's own config reader (so every registry fact, e.g.
