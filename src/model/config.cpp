@@ -1,6 +1,9 @@
 // ModelConfig from Hugging Face config.json and llama2.c headers (GGUF: config_gguf.cpp).
 #include "sinkscope/model/config.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
@@ -43,6 +46,16 @@ int64_t ModelConfig::n_params() const {
     return n_layers * per_layer + d_model + d_vocab * d_model * (tied_embeddings ? 1 : 2);
 }
 
+int64_t ModelConfig::layer_window(int64_t layer) const {
+    if (window <= 0) return 0;
+    if (window_layers.empty()) return window;
+    return std::binary_search(window_layers.begin(), window_layers.end(), layer) ? window : 0;
+}
+
+double ModelConfig::score_scale() const {
+    return attn_scale > 0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(d_head));
+}
+
 void validate_config(const ModelConfig& c, const std::string& origin) {
     auto positive = [&](int64_t v, const char* what) {
         SS_CHECK_INPUT(v > 0, origin, what, " must be positive, found ", v);
@@ -61,9 +74,20 @@ void validate_config(const ModelConfig& c, const std::string& origin) {
         SS_CHECK_INPUT(rot % 2 == 0 && rot <= c.d_head, origin,
                        "rotary dims must be even and <= d_head, found ", rot);
         SS_CHECK_INPUT(c.rope_theta > 0, origin, "rope theta must be positive");
+        if (c.rope_scaling.kind == RopeScalingKind::LongRope)
+            SS_CHECK_INPUT(static_cast<int64_t>(c.rope_scaling.short_factor.size()) == rot / 2,
+                           origin, "rope_scaling longrope needs ", rot / 2,
+                           " factors (rotary dims / 2), found ",
+                           c.rope_scaling.short_factor.size());
     }
     SS_CHECK_INPUT(c.norm_eps > 0, origin, "norm eps must be positive");
     SS_CHECK_INPUT(c.window >= 0, origin, "sliding window must be >= 0, found ", c.window);
+    for (size_t i = 0; i < c.window_layers.size(); ++i)
+        SS_CHECK_INPUT(c.window_layers[i] >= 0 && c.window_layers[i] < c.n_layers &&
+                           (i == 0 || c.window_layers[i] > c.window_layers[i - 1]),
+                       origin, "sliding-window layers must be ascending layer indices");
+    SS_CHECK_INPUT(c.attn_scale >= 0 && c.attn_softcap >= 0 && c.final_softcap >= 0, origin,
+                   "attention scale and soft-caps must be >= 0");
 }
 
 ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& origin) {

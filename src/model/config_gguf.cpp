@@ -35,13 +35,15 @@ ModelConfig config_from_gguf(const io::GgufFile& f) {
     c.tied_embeddings = f.find_tensor(tensor_name(arch, WeightFormat::Gguf, TensorRole::Output)) == nullptr;
     c.bos_token_id = f.get_int_or("tokenizer.ggml.bos_token_id", -1);
     c.eos_token_id = f.get_int_or("tokenizer.ggml.eos_token_id", -1);
+    if (arch.read_gguf_config) arch.read_gguf_config(f, p, c);
     const int64_t n_rot = f.get_int_or(p + "rope.dimension_count", c.d_head);
-    if (n_rot != c.d_head)
+    if (n_rot != c.d_head && n_rot != c.rotary_dim)
         throw UnsupportedError(origin, "partial RoPE (rope.dimension_count " +
                                            std::to_string(n_rot) + " != d_head " +
                                            std::to_string(c.d_head) + ")");
-    c.rope_scaling = read_gguf_rope_scaling(
-        f, p, tensor_name(arch, WeightFormat::Gguf, TensorRole::RopeFreqs), n_rot, c.n_ctx);
+    if (c.rope_scaling.kind == RopeScalingKind::None)  // a family reader may have set it
+        c.rope_scaling = read_gguf_rope_scaling(
+            f, p, tensor_name(arch, WeightFormat::Gguf, TensorRole::RopeFreqs), n_rot, c.n_ctx);
     validate_config(c, origin);
     return c;
 }

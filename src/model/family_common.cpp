@@ -70,8 +70,10 @@ RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, const ModelConfig& c,
     const at::Tensor freqs = at::outer(at::arange(n_tokens, f32), inv_freq);  // [pos, rot/2]
     const at::Tensor emb = at::cat({freqs, freqs}, -1);                        // [pos, rot]
     at::Tensor cos = emb.cos(), sin = emb.sin();
-    // YaRN's attention factor scales cos and sin in f32 (transformers' attention_scaling).
-    if (c.rope_scaling.kind == RopeScalingKind::Yarn) {
+    // YaRN's and LongRoPE's attention factor scales cos and sin in f32 (transformers'
+    // attention_scaling).
+    if (c.rope_scaling.kind == RopeScalingKind::Yarn ||
+        c.rope_scaling.kind == RopeScalingKind::LongRope) {
         cos = cos * c.rope_scaling.attention_factor;
         sin = sin * c.rope_scaling.attention_factor;
     }
@@ -90,7 +92,18 @@ DecoderFrame::DecoderFrame(const ModelInput& input, const CaptureSpec& capture,
     SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
     if (rot_dim > 0) rope = rope_tables(n_tokens, rot_dim, c, dtype, device);
     hidden = causal_mask(n_tokens, c.window, device);
-    scale = 1.0 / std::sqrt(static_cast<double>(c.d_head));
+    if (c.window > 0 && !c.window_layers.empty()) {
+        hidden_full = causal_mask(n_tokens, 0, device);
+        window_layers = c.window_layers;
+    }
+    scale = c.score_scale();
+}
+
+const at::Tensor& DecoderFrame::mask_of(int64_t layer) const {
+    if (!hidden_full.defined() ||
+        std::binary_search(window_layers.begin(), window_layers.end(), layer))
+        return hidden;
+    return hidden_full;
 }
 
 ForwardResult DecoderFrame::finish(const at::Tensor& x_final, const at::Tensor& logits) {
@@ -110,7 +123,11 @@ at::Tensor RopeTables::apply(const at::Tensor& t) const {
 
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& hidden, double scale, int64_t layer, const HeadMask* mask,
-                  at::ScalarType dtype, HookRecorder& hooks) {
+                  at::ScalarType dtype, HookRecorder& hooks, double softcap) {
+    // Gemma-2 (transformers Gemma2Attention): scores / cap, tanh, * cap, then the mask.
+    const auto cap = [softcap](at::Tensor s) {
+        return softcap > 0 ? at::tanh(s / softcap) * softcap : s;
+    };
     const int64_t H = q.size(2), Hkv = k.size(2), dh = q.size(3);
     at::Tensor kh = k.transpose(1, 2);  // [batch, n_kv_heads, key, d_head]
     at::Tensor vh = v.transpose(1, 2);
@@ -128,7 +145,7 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
         for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
             const int64_t n = std::min(kQueryBlock, T - i0);
             at::Tensor scores =  // [batch, n_heads, n, key]
-                at::matmul(q.narrow(1, i0, n).transpose(1, 2), kh.transpose(-2, -1)) * scale;
+                cap(at::matmul(q.narrow(1, i0, n).transpose(1, 2), kh.transpose(-2, -1)) * scale);
             if (hidden.defined())
                 scores.masked_fill_(hidden.dim() >= 2 && hidden.size(-2) == T
                                         ? hidden.narrow(-2, i0, n)
@@ -139,7 +156,7 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
         z = at::cat(parts, 2).transpose(1, 2).contiguous();
     } else {
         // [batch, n_heads, query, key] after scale and mask; masked = -inf
-        at::Tensor scores = at::matmul(q.transpose(1, 2), kh.transpose(-2, -1)) * scale;
+        at::Tensor scores = cap(at::matmul(q.transpose(1, 2), kh.transpose(-2, -1)) * scale);
         if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
         hooks.keep(HookPoint::AttnScores, layer, scores);
         // [batch, n_heads, query, key]; softmax in f32, masked entries exactly 0

@@ -63,13 +63,16 @@ constexpr int64_t kQueryBlock = 256;
 // then `dtype`) and hook_z (after the head mask); returns z [batch, pos, n_heads, d_head].
 // When neither scores nor pattern is captured, inputs longer than kQueryBlock are processed in
 // query blocks (same values up to float rounding, O(T) instead of O(T^2) temporaries).
+// `softcap` > 0 (Gemma-2) replaces each scaled score s by softcap * tanh(s / softcap) before the
+// mask, so hook_attn_scores holds the capped scores.
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& hidden, double scale, int64_t layer, const HeadMask* mask,
-                  at::ScalarType dtype, HookRecorder& hooks);
+                  at::ScalarType dtype, HookRecorder& hooks, double softcap = 0.0);
 
 // The frame every causal decoder's forward shares (spec section 0): inference mode, checked
 // token ids, the head-mask check, no padding masks, the hook recorder, the causal (sliding-window
-// when c.window > 0) mask, the 1/sqrt(d_head) scale and, when rot_dim > 0, RoPE tables of the
+// when c.window > 0; per layer with c.window_layers: mask_of) mask, the score scale
+// (c.score_scale()) and, when rot_dim > 0, RoPE tables of the
 // first rot_dim dims of a head. The family runs its embedding and layers between construction and
 // finish(). Not copyable: `hooks` writes into `result`.
 struct DecoderFrame {
@@ -91,8 +94,12 @@ struct DecoderFrame {
     ForwardResult result;
     HookRecorder hooks;  // bound to `capture` (outlives the frame) and `result`
     RopeTables rope;     // rot_dim 0: none
-    at::Tensor hidden;   // [query, key] bool, true = masked
-    double scale = 1.0;  // 1 / sqrt(d_head)
+    at::Tensor hidden;   // [query, key] bool, true = masked (the window applied)
+    at::Tensor hidden_full;  // causal without window; defined when c.window_layers is not empty
+    std::vector<int64_t> window_layers;
+    double scale = 1.0;  // c.score_scale()
+    // The mask of `layer`: `hidden`, or hidden_full on layers outside c.window_layers.
+    const at::Tensor& mask_of(int64_t layer) const;
 };
 
 // ---- Weights: every family reads its tensors through WeightLoader ----

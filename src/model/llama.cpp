@@ -136,7 +136,8 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
         const at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
         hooks.keep(HookPoint::RotQ, l, rq);
         hooks.keep(HookPoint::RotK, l, rk);
-        const at::Tensor z = detail::attend(rq, rk, v, f.hidden, f.scale, l, mask, dtype_, hooks);
+        const at::Tensor z =
+            detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_, hooks);
         x = x + at::linear(z.view({B, T, H * dh}), w.wo);
         hooks.keep(HookPoint::ResidMid, l, x);
         // Pass 3: gated MLP, down(act(gate(x)) * up(x)).
@@ -179,6 +180,18 @@ void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, Mo
     if (arch.has_sliding_window) {
         const bool use = j.value("use_sliding_window", arch.sliding_window_by_default);
         c.window = use ? json_int_or(j, "sliding_window", 0, origin) : 0;
+        // Which layers use it: config.json layer_types when present (newer transformers), else
+        // Qwen2's max_window_layers (layers >= it slide), else every layer (Mistral).
+        if (c.window > 0 && j.contains("layer_types") && j["layer_types"].is_array()) {
+            for (size_t l = 0; l < j["layer_types"].size(); ++l)
+                if (j["layer_types"][l] == "sliding_attention")
+                    c.window_layers.push_back(static_cast<int64_t>(l));
+            if (c.window_layers.empty()) c.window = 0;
+        } else if (c.window > 0 && j.contains("max_window_layers")) {
+            for (int64_t l = json_int(j, "max_window_layers", origin); l < c.n_layers; ++l)
+                c.window_layers.push_back(l);
+            if (c.window_layers.empty()) c.window = 0;
+        }
     }
     c.rope_scaling = read_hf_rope_scaling(j, c.n_ctx, origin);
     if (j.value("attention_bias", false) && !arch.qkv_bias)

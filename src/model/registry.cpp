@@ -66,6 +66,74 @@ const TensorNames kLlama2cNames = make_tensor_names({
     {R::FfnDown, "w2.{L}"},
 });
 
+// HF Gemma2ForCausalLM (modeling_gemma2.py): Llama names plus the sandwich norms; its
+// post_attention_layernorm is the norm of the attention output, pre_feedforward_layernorm the
+// MLP's input norm (FfnNorm).
+const TensorNames kHfGemma2Names = make_tensor_names({
+    {R::TokenEmbed, "model.embed_tokens.weight"},
+    {R::OutputNorm, "model.norm.weight"},
+    {R::Output, "lm_head.weight"},
+    {R::AttnNorm, "model.layers.{L}.input_layernorm.weight"},
+    {R::AttnQ, "model.layers.{L}.self_attn.q_proj.weight"},
+    {R::AttnK, "model.layers.{L}.self_attn.k_proj.weight"},
+    {R::AttnV, "model.layers.{L}.self_attn.v_proj.weight"},
+    {R::AttnO, "model.layers.{L}.self_attn.o_proj.weight"},
+    {R::AttnPostNorm, "model.layers.{L}.post_attention_layernorm.weight"},
+    {R::FfnNorm, "model.layers.{L}.pre_feedforward_layernorm.weight"},
+    {R::FfnGate, "model.layers.{L}.mlp.gate_proj.weight"},
+    {R::FfnUp, "model.layers.{L}.mlp.up_proj.weight"},
+    {R::FfnDown, "model.layers.{L}.mlp.down_proj.weight"},
+    {R::FfnPostNorm, "model.layers.{L}.post_feedforward_layernorm.weight"},
+});
+
+// llama.cpp gemma2 names (src/llama-arch.cpp: LLM_TENSOR_ATTN_POST_NORM "post_attention_norm",
+// LLM_TENSOR_FFN_NORM = pre-feedforward, LLM_TENSOR_FFN_POST_NORM "post_ffw_norm").
+const TensorNames kGgufGemma2Names = make_tensor_names({
+    {R::TokenEmbed, "token_embd.weight"},
+    {R::OutputNorm, "output_norm.weight"},
+    {R::Output, "output.weight"},
+    {R::AttnNorm, "blk.{L}.attn_norm.weight"},
+    {R::AttnQ, "blk.{L}.attn_q.weight"},
+    {R::AttnK, "blk.{L}.attn_k.weight"},
+    {R::AttnV, "blk.{L}.attn_v.weight"},
+    {R::AttnO, "blk.{L}.attn_output.weight"},
+    {R::AttnPostNorm, "blk.{L}.post_attention_norm.weight"},
+    {R::FfnNorm, "blk.{L}.ffn_norm.weight"},
+    {R::FfnGate, "blk.{L}.ffn_gate.weight"},
+    {R::FfnUp, "blk.{L}.ffn_up.weight"},
+    {R::FfnDown, "blk.{L}.ffn_down.weight"},
+    {R::FfnPostNorm, "blk.{L}.post_ffw_norm.weight"},
+});
+
+// HF Phi3ForCausalLM (modeling_phi3.py): fused qkv_proj [q; k; v] and gate_up_proj [gate; up].
+const TensorNames kHfPhi3Names = make_tensor_names({
+    {R::TokenEmbed, "model.embed_tokens.weight"},
+    {R::OutputNorm, "model.norm.weight"},
+    {R::Output, "lm_head.weight"},
+    {R::AttnNorm, "model.layers.{L}.input_layernorm.weight"},
+    {R::AttnQKV, "model.layers.{L}.self_attn.qkv_proj.weight"},
+    {R::AttnO, "model.layers.{L}.self_attn.o_proj.weight"},
+    {R::FfnNorm, "model.layers.{L}.post_attention_layernorm.weight"},
+    {R::FfnGateUp, "model.layers.{L}.mlp.gate_up_proj.weight"},
+    {R::FfnDown, "model.layers.{L}.mlp.down_proj.weight"},
+});
+
+// llama.cpp phi3 names: attn_qkv, ffn_up holding [gate; up] (LLM_FFN_SWIGLU splits it), and the
+// longrope divisors rope_factors_short / rope_factors_long.
+const TensorNames kGgufPhi3Names = make_tensor_names({
+    {R::TokenEmbed, "token_embd.weight"},
+    {R::OutputNorm, "output_norm.weight"},
+    {R::Output, "output.weight"},
+    {R::AttnNorm, "blk.{L}.attn_norm.weight"},
+    {R::AttnQKV, "blk.{L}.attn_qkv.weight"},
+    {R::AttnO, "blk.{L}.attn_output.weight"},
+    {R::FfnNorm, "blk.{L}.ffn_norm.weight"},
+    {R::FfnGateUp, "blk.{L}.ffn_up.weight"},
+    {R::FfnDown, "blk.{L}.ffn_down.weight"},
+    {R::RopeFactorsShort, "rope_factors_short.weight"},
+    {R::RopeFactorsLong, "rope_factors_long.weight"},
+});
+
 // HF GPT2LMHeadModel (Conv1D weights stored [in, out]; lm_head.weight only when untied).
 const TensorNames kHfGpt2Names = make_tensor_names({
     {R::TokenEmbed, "transformer.wte.weight"},
@@ -267,6 +335,33 @@ const std::vector<ArchitectureInfo>& table() {
          .norm_add_one_hf = true,
          .embed_scale = true,
          .tied_by_default = true},
+        // Gemma-2 (src/model/gemma2.cpp): soft-capping, sandwich norms, local / global layers.
+        {.name = "gemma2",
+         .hf_model_types = {"gemma2"},
+         .gguf_arch = "gemma2",
+         .build = build_gemma2_family,
+         .read_hf_config = read_gemma2_hf_config,
+         .hf_names = &kHfGemma2Names,
+         .read_gguf_config = read_gemma2_gguf_config,
+         .gguf_names = &kGgufGemma2Names,
+         .default_act = Activation::GeluTanh,
+         .norm_add_one_hf = true,
+         .embed_scale = true,
+         .tied_by_default = true,
+         .has_sliding_window = true,
+         .sliding_window_by_default = true},
+        // Phi-3 (src/model/phi3.cpp): fused projections, longrope.
+        {.name = "phi3",
+         .hf_model_types = {"phi3"},
+         .gguf_arch = "phi3",
+         .build = build_phi3_family,
+         .read_hf_config = read_phi3_hf_config,
+         .hf_names = &kHfPhi3Names,
+         .read_gguf_config = read_phi3_gguf_config,
+         .gguf_names = &kGgufPhi3Names,
+         .default_act = Activation::Silu,
+         .has_sliding_window = true,
+         .sliding_window_by_default = true},
         {.name = "gpt2",
          .hf_model_types = {"gpt2"},
          .build = build_gpt2_family,

@@ -1,7 +1,7 @@
 // RoPE scaling: the config readers (config.json rope_scaling, GGUF rope.scaling.* and
 // rope_freqs.weight) and the scaled inverse frequencies, following transformers'
-// modeling_rope_utils.py (_compute_{linear_scaling,dynamic_ntk,llama3,yarn}_parameters) and
-// llama.cpp (rope_freqs: theta_i = p * base^(-2i/n_rot) / rope_freqs[i]).
+// modeling_rope_utils.py (_compute_{linear_scaling,dynamic_ntk,llama3,yarn,longrope}_parameters)
+// and llama.cpp (rope_freqs: theta_i = p * base^(-2i/n_rot) / rope_freqs[i]).
 #include "rope.hpp"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <numbers>
 #include <sstream>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -35,6 +36,61 @@ double required_float(const nlohmann::json& s, const char* key, const std::strin
     return json_float_or(s, key, 0.0, origin);
 }
 
+std::vector<float> required_factor_list(const nlohmann::json& s, const char* key,
+                                        const std::string& origin) {
+    SS_CHECK_INPUT(s.contains(key) && s[key].is_array() && !s[key].empty(), origin,
+                   "rope_scaling lacks a list '", key, "'");
+    std::vector<float> out;
+    for (const auto& v : s[key]) {
+        SS_CHECK_INPUT(v.is_number() && v.get<double>() > 0, origin, "rope_scaling '", key,
+                       "' must hold positive numbers");
+        out.push_back(v.get<float>());
+    }
+    return out;
+}
+
+void print_list(std::ostream& o, const char* name, const std::vector<float>& v) {
+    o << name << " [";
+    for (size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
+    o << "]";
+}
+
+// transformers' _compute_longrope_parameters (Phi-3; "su" is its older name): the divisor lists,
+// the original context (config.json top-level original_max_position_embeddings, which then also
+// sets factor = max_position_embeddings / original; newer configs put it in rope_scaling) and the
+// attention factor sqrt(1 + ln(factor) / ln(original)) unless given (1 when factor <= 1).
+RopeScaling read_longrope(const nlohmann::json& j, const nlohmann::json& s, int64_t n_ctx,
+                          const std::string& origin) {
+    RopeScaling r;
+    r.kind = RopeScalingKind::LongRope;
+    r.short_factor = required_factor_list(s, "short_factor", origin);
+    r.long_factor = required_factor_list(s, "long_factor", origin);
+    SS_CHECK_INPUT(r.short_factor.size() == r.long_factor.size(), origin,
+                   "rope_scaling short_factor and long_factor differ in length");
+    const int64_t top = json_int_or(j, "original_max_position_embeddings", 0, origin);
+    const int64_t inner = json_int_or(s, "original_max_position_embeddings", 0, origin);
+    if (top > 0 || inner > 0) {
+        r.original_n_ctx = top > 0 ? top : inner;
+        SS_CHECK_INPUT(n_ctx > 0, origin, "rope_scaling longrope needs max_position_embeddings");
+        const double ratio = static_cast<double>(n_ctx) / static_cast<double>(r.original_n_ctx);
+        r.factor = top > 0 ? ratio : json_float_or(s, "factor", ratio, origin);
+    } else {
+        r.original_n_ctx = n_ctx;
+        SS_CHECK_INPUT(n_ctx > 0, origin, "rope_scaling longrope needs max_position_embeddings");
+        r.factor = required_float(s, "factor", origin);
+    }
+    SS_CHECK_INPUT(r.original_n_ctx > 0 && r.factor > 0, origin,
+                   "rope_scaling longrope: original context and factor must be positive");
+    if (s.contains("attention_factor") && !s["attention_factor"].is_null())
+        r.attention_factor = json_float_or(s, "attention_factor", 1.0, origin);
+    else
+        r.attention_factor =
+            r.factor <= 1.0 ? 1.0
+                            : std::sqrt(1.0 + std::log(r.factor) /
+                                                  std::log(static_cast<double>(r.original_n_ctx)));
+    return r;
+}
+
 }  // namespace
 
 const char* rope_scaling_kind_name(RopeScalingKind k) {
@@ -49,6 +105,8 @@ const char* rope_scaling_kind_name(RopeScalingKind k) {
             return "llama3";
         case RopeScalingKind::Yarn:
             return "yarn";
+        case RopeScalingKind::LongRope:
+            return "longrope";
     }
     return "?";
 }
@@ -74,6 +132,14 @@ std::string describe_rope_scaling(const RopeScaling& s) {
               << ", beta_fast " << s.beta_fast << ", beta_slow " << s.beta_slow
               << ", attention factor " << s.attention_factor << ")";
             break;
+        case RopeScalingKind::LongRope:
+            o << " (factor " << s.factor << ", original context " << s.original_n_ctx
+              << ", attention factor " << s.attention_factor << ", ";
+            print_list(o, "short_factor", s.short_factor);
+            o << ", ";
+            print_list(o, "long_factor", s.long_factor);
+            o << "; long factors above " << s.original_n_ctx << " tokens)";
+            break;
     }
     if (!s.freq_factors.empty()) {
         o << (s.kind == RopeScalingKind::None ? "" : ", ") << "rope_freqs [";
@@ -96,6 +162,7 @@ RopeScaling read_hf_rope_scaling(const nlohmann::json& j, int64_t n_ctx,
                    "rope_scaling lacks a string 'rope_type'");
     const std::string type = s[type_key].get<std::string>();
     if (type == "default") return r;
+    if (type == "longrope" || type == "su") return read_longrope(j, s, n_ctx, origin);
     if (type == "linear") {
         r.kind = RopeScalingKind::Linear;
     } else if (type == "dynamic") {
@@ -242,6 +309,17 @@ at::Tensor rope_inv_freq(const ModelConfig& c, int64_t rot_dim, int64_t n_tokens
                                           .logical_not()
                                           .logical_and((wavelen > low_wavelen).logical_not());
             inv_freq = at::where(medium, smoothed, scaled);
+            break;
+        }
+        case RopeScalingKind::LongRope: {
+            // transformers: the long factors when max(position_ids) + 1 exceeds the original
+            // context (Phi-3's longrope frequency update), else the short ones;
+            // 1 / (ext * base^(2i/d)) in float32.
+            const std::vector<float>& ext =
+                n_tokens > s.original_n_ctx ? s.long_factor : s.short_factor;
+            SS_CHECK(static_cast<int64_t>(ext.size()) == rot_dim / 2, "longrope has ", ext.size(),
+                     " factors for ", rot_dim, " rotary dims");
+            inv_freq = 1.0 / (at::tensor(ext, f32) * at::pow(c.rope_theta, expo));
             break;
         }
         case RopeScalingKind::Yarn: {

@@ -18,8 +18,9 @@ namespace sinkscope::model {
 
 // config.json "rope_scaling" (null / absent / rope_type "default": none). `n_ctx` is
 // max_position_embeddings (dynamic: the length above which it scales; yarn: with
-// original_max_position_embeddings, the factor as transformers derives it). Unknown types
-// (longrope / su included) are an UnsupportedError naming `origin` and the type; a missing or
+// original_max_position_embeddings, the factor as transformers derives it; longrope / su: the
+// top-level original_max_position_embeddings of `j`). Unknown types are an UnsupportedError
+// naming `origin` and the type; a missing or
 // mistyped parameter an InputError naming `origin` and the key.
 RopeScaling read_hf_rope_scaling(const nlohmann::json& j, int64_t n_ctx, const std::string& origin);
 

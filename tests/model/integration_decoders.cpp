@@ -116,12 +116,12 @@ TEST(CliRopeScaling, UnknownTypeIsOneLineError) {
     for (const auto& e : fs::directory_iterator(shared / "zoo" / "llama3_rope"))
         if (e.is_regular_file()) fs::copy_file(e.path(), dir / e.path().filename());
     auto config = nlohmann::json::parse(read_file(dir / "config.json"));
-    config["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 2.0}};
+    config["rope_scaling"] = {{"rope_type", "ntk-by-parts"}, {"factor", 2.0}};
     std::ofstream(dir / "config.json", std::ios::trunc) << config.dump();
     const auto r = run_cli({"inspect", "--model", dir.string()});
     EXPECT_NE(r.exit_code, 0);
     EXPECT_EQ(r.err, "sinkscope: error: " + (dir / "config.json").string() +
-                         ": not supported: rope_scaling type 'longrope'\n");
+                         ": not supported: rope_scaling type 'ntk-by-parts'\n");
 }
 
 }  // namespace

@@ -54,7 +54,7 @@ public:
 // where it reads head_dim, sliding window 3 where the architecture has one, 8x8 images in 4x4
 // patches for vision.
 inline nlohmann::json tiny_config_json(const model::ArchitectureInfo& a) {
-    return {
+    nlohmann::json j = {
         {"model_type", a.hf_model_types.front()},
         // Llama family, GPT-NeoX, Phi, BERT / RoBERTa, ViT
         {"hidden_size", 16},
@@ -80,6 +80,9 @@ inline nlohmann::json tiny_config_json(const model::ArchitectureInfo& a) {
         {"patch_size", 4},
         {"num_labels", 5},
     };
+    // Phi-3 rotates int(6 * factor) dims, which must be even (Phi's 0.5 would give 3).
+    if (a.hf_model_types.front() == "phi3") j["partial_rotary_factor"] = 1.0;
+    return j;
 }
 
 // tiny_config_json read by the architecture's own config reader (so every registry fact, e.g.
@@ -93,7 +96,7 @@ inline model::ModelConfig tiny_config(const std::string& arch) {
 inline bool is_norm_weight(model::TensorRole r) {
     using R = model::TensorRole;
     return r == R::OutputNorm || r == R::AttnNorm || r == R::FfnNorm || r == R::EmbedNorm ||
-           r == R::HeadNorm;
+           r == R::HeadNorm || r == R::AttnPostNorm || r == R::FfnPostNorm;
 }
 
 // The shape of `role` in a Hugging Face checkpoint of config c: [out, in] linear weights, except
@@ -139,6 +142,8 @@ inline std::vector<int64_t> role_shape(const model::ArchitectureInfo& a,
             return linear(F, D);
         case R::FfnUpBias:
             return {F};
+        case R::FfnGateUp:
+            return linear(2 * F, D);
         case R::FfnDown:
             return linear(D, F);
         case R::HeadDense:

@@ -73,7 +73,7 @@ TEST(Config, BadConfigs) {
     j.erase("hidden_size");
     EXPECT_THROW(config_from_hf_json(j, "x"), InputError);
     j = base("llama");
-    j["rope_scaling"] = {{"type", "longrope"}, {"factor", 2.0}};
+    j["rope_scaling"] = {{"type", "ntk-by-parts"}, {"factor", 2.0}};
     EXPECT_THROW(config_from_hf_json(j, "x"), UnsupportedError);
 }
 

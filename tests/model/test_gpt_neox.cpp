@@ -184,6 +184,6 @@ TEST(GptNeox, ConfigJson) {
     EXPECT_FALSE(config_from_hf_json(j, "config.json").parallel_residual);
     j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
     EXPECT_EQ(config_from_hf_json(j, "config.json").rope_scaling.kind, RopeScalingKind::Linear);
-    j["rope_scaling"] = {{"type", "longrope"}, {"factor", 2.0}};
+    j["rope_scaling"] = {{"type", "ntk-by-parts"}, {"factor", 2.0}};
     EXPECT_THROW(config_from_hf_json(j, "config.json"), UnsupportedError);
 }

@@ -115,10 +115,56 @@ TEST(RopeScaling, ReadsEveryHfType) {
     EXPECT_EQ(describe_rope_scaling(RopeScaling{}), "none");
 }
 
-// Unknown types (and longrope / su, not implemented) are refused in one line naming the config
-// file and the type, by every family's reader; a missing parameter names its key.
+// longrope (and its older name su) as transformers' _compute_longrope_parameters: with the
+// top-level original_max_position_embeddings, factor = max_position_embeddings / original and the
+// attention factor sqrt(1 + ln(factor) / ln(original)); the long divisors when the sequence is
+// longer than the original context, the short ones otherwise. Closed forms in float64; the
+// float32 computation is within float32 rounding (a few ulps, 1e-6 relative).
+TEST(RopeScaling, LongRopeDivisorsBySequenceLength) {
+    std::vector<double> short_f, long_f;
+    for (int64_t i = 0; i < kDim / 2; ++i) {
+        short_f.push_back(1.0 + 0.1 * double(i));
+        long_f.push_back(2.0 + 0.5 * double(i));
+    }
+    for (const char* type : {"longrope", "su"}) {
+        json j = llama_config({{"type", type}, {"short_factor", short_f}, {"long_factor", long_f}},
+                              4096);
+        j["original_max_position_embeddings"] = 512;
+        const ModelConfig c = config_from_hf_json(j, "c.json");
+        EXPECT_EQ(c.rope_scaling.kind, RopeScalingKind::LongRope) << type;
+        EXPECT_EQ(c.rope_scaling.original_n_ctx, 512);
+        EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8.0);
+        EXPECT_NEAR(c.rope_scaling.attention_factor,
+                    std::sqrt(1.0 + std::log(8.0) / std::log(512.0)), 1e-15);
+        expect_divisors(inv_freq_of(c, 512), short_f, 1e-6);
+        expect_divisors(inv_freq_of(c, 513), long_f, 1e-6);
+        EXPECT_NE(describe_rope_scaling(c.rope_scaling).find("longrope (factor 8"),
+                  std::string::npos)
+            << describe_rope_scaling(c.rope_scaling);
+    }
+    // Without original_max_position_embeddings: factor from rope_scaling, original = n_ctx; an
+    // explicit attention_factor wins.
+    json j = llama_config({{"rope_type", "longrope"},
+                           {"short_factor", short_f},
+                           {"long_factor", long_f},
+                           {"factor", 2.0},
+                           {"attention_factor", 1.25}},
+                          1024);
+    ModelConfig c = config_from_hf_json(j, "c.json");
+    EXPECT_EQ(c.rope_scaling.original_n_ctx, 1024);
+    EXPECT_EQ(c.rope_scaling.factor, 2.0);
+    EXPECT_EQ(c.rope_scaling.attention_factor, 1.25);
+    // A list of the wrong length (rotary dims / 2 = 8) is refused naming the file.
+    j["rope_scaling"]["short_factor"] = {1.0, 2.0};
+    j["rope_scaling"]["long_factor"] = {1.0, 2.0};
+    EXPECT_THROW(config_from_hf_json(j, "c.json"), InputError);
+    EXPECT_NE(message_of(j, "c.json").find("c.json"), std::string::npos);
+}
+
+// Unknown types are refused in one line naming the config file and the type, by every family's
+// reader; a missing parameter names its key.
 TEST(RopeScaling, RefusesUnknownTypesInOneLine) {
-    for (const char* type : {"longrope", "su", "ntk-by-parts"}) {
+    for (const char* type : {"ntk-by-parts", "mrope"}) {
         const json j = llama_config({{"rope_type", type}, {"factor", 2.0}}, 512);
         EXPECT_THROW(config_from_hf_json(j, "dir/config.json"), UnsupportedError);
         EXPECT_EQ(message_of(j, "dir/config.json"),

@@ -22,6 +22,12 @@ metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
                                            const std::vector<int32_t>& token_ids,
                                            int64_t batch_index = 0);
 
+// The one sliding window the metrics apply to every layer (metrics::AttentionInput::window) for
+// an input of n_tokens: config.window, or 0 for encoders. A window on some layers only (Gemma-2's
+// local layers) hides nothing while n_tokens <= window, so 0 is exact then; longer inputs throw
+// UnsupportedError (the metrics have one visibility rule for all layers).
+int64_t metrics_window(const model::ModelConfig& config, int64_t n_tokens);
+
 // Whether one input's [L, H, T, T] pattern and scores (fp64) exceed `budget_mb`, so its rows are
 // recomputed from the rotated q and k instead of stored.
 bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb);

@@ -25,7 +25,7 @@ Activation parse_hf_activation(const std::string& hidden_act, const std::string&
 
 // RoPE frequency scaling as Hugging Face's ROPE_INIT_FUNCTIONS define it (config.json
 // rope_scaling; GGUF rope.scaling.* keys and rope_freqs.weight map onto the same fields).
-enum class RopeScalingKind { None, Linear, Dynamic, Llama3, Yarn };
+enum class RopeScalingKind { None, Linear, Dynamic, Llama3, Yarn, LongRope };
 const char* rope_scaling_kind_name(RopeScalingKind k);
 
 struct RopeScaling {
@@ -37,7 +37,10 @@ struct RopeScaling {
     double beta_fast = 32.0;        // yarn correction range (rotations)
     double beta_slow = 1.0;
     bool truncate = true;           // yarn: floor / ceil of the correction range
-    double attention_factor = 1.0;  // yarn: cos and sin multiplied by it (HF attention_scaling)
+    double attention_factor = 1.0;  // yarn, longrope: cos and sin times it (HF attention_scaling)
+    // longrope (Phi-3; "su" in older configs): per-pair divisors of the frequencies, [rotary dims
+    // / 2]; the long ones when the sequence is longer than original_n_ctx.
+    std::vector<float> short_factor, long_factor;
     // GGUF rope_freqs.weight: divisor of the frequency of each rotated pair, [rotary dims / 2]
     // (llama.cpp freq_factors; empty: none). Applied after `kind`.
     std::vector<float> freq_factors;
@@ -70,6 +73,14 @@ struct ModelConfig {
     double norm_eps = 1e-5;
     Activation act = Activation::Silu;
     int64_t window = 0;      // sliding-window attention (0 = full causal)
+    // Layers that use `window`, ascending; empty: every layer does (Mistral). Gemma-2 alternates
+    // local (windowed) and global layers; config.json layer_types may list them.
+    std::vector<int64_t> window_layers;
+    // Attention scores: q.k * attn_scale (0: 1/sqrt(d_head); Gemma-2: query_pre_attn_scalar^-0.5),
+    // then, when attn_softcap > 0, softcap * tanh(score / softcap) before the mask (Gemma-2).
+    double attn_scale = 0.0;
+    double attn_softcap = 0.0;
+    double final_softcap = 0.0;  // logits = cap * tanh(logits / cap) when > 0 (Gemma-2)
     bool tied_embeddings = false;
     bool qkv_bias = false;
     bool norm_add_one = false;   // Gemma RMSNorm scale (1 + w) as stored by HF
@@ -95,6 +106,10 @@ struct ModelConfig {
     // families report the exact count through Model::n_params().
     int64_t n_params() const;
     bool is_vision() const { return image_size > 0; }
+    // Sliding window of `layer` (0: full causal attention there).
+    int64_t layer_window(int64_t layer) const;
+    // The factor q.k is multiplied by (attn_scale, or 1/sqrt(d_head) when 0).
+    double score_scale() const;
 };
 
 // Validates dims (positive, divisible, ...); throws InputError naming `origin`.

@@ -17,6 +17,7 @@
 
 namespace sinkscope::io {
 class WeightStore;
+class GgufFile;
 }
 
 namespace sinkscope::model {
@@ -46,6 +47,13 @@ enum class TensorRole {
     PatchEmbed, PatchEmbedBias, ClsToken,
     // GGUF: per-pair RoPE frequency divisors (llama.cpp rope_freqs; read into the config).
     RopeFreqs,
+    // Gemma-2 sandwich norms: on the attention output and on the MLP output, before each
+    // residual add (FfnNorm is the pre-feedforward norm there).
+    AttnPostNorm, FfnPostNorm,
+    // Fused MLP input projection [gate; up] (Phi-3 gate_up_proj).
+    FfnGateUp,
+    // GGUF phi3 longrope divisors (llama.cpp rope_factors_short / _long; read into the config).
+    RopeFactorsShort, RopeFactorsLong,
     Count_,
 };
 // clang-format on
@@ -70,6 +78,9 @@ struct WeightSource {
 using HfConfigReader = void (*)(const nlohmann::json& j, const std::string& origin,
                                 ModelConfig& c);
 
+// Reads the family's own GGUF keys "<prefix>*" into c after the common ones (config_gguf.cpp).
+using GgufConfigReader = void (*)(const io::GgufFile& f, const std::string& prefix, ModelConfig& c);
+
 using FamilyBuilder = std::unique_ptr<Transformer> (*)(const ModelConfig&, const WeightSource&,
                                                         const RuntimeOptions&);
 
@@ -82,6 +93,7 @@ struct ArchitectureInfo {
     FamilyBuilder build = nullptr;
     HfConfigReader read_hf_config = nullptr;
     const TensorNames* hf_names = nullptr;
+    GgufConfigReader read_gguf_config = nullptr;  // nullptr: the common keys only
     const TensorNames* gguf_names = nullptr;     // nullptr: no GGUF layout
     const TensorNames* llama2c_names = nullptr;  // nullptr: no llama2.c export
     // llama.cpp's converter permutes Q/K rows of this architecture for interleaved RoPE
@@ -134,6 +146,15 @@ std::unique_ptr<Transformer> build_roberta_family(const ModelConfig&, const Weig
                                                   const RuntimeOptions&);
 void read_bert_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
 void read_roberta_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
+// Gemma-2 (src/model/gemma2.cpp) and Phi-3 (src/model/phi3.cpp).
+std::unique_ptr<Transformer> build_gemma2_family(const ModelConfig&, const WeightSource&,
+                                                 const RuntimeOptions&);
+void read_gemma2_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
+void read_gemma2_gguf_config(const io::GgufFile& f, const std::string& prefix, ModelConfig& c);
+std::unique_ptr<Transformer> build_phi3_family(const ModelConfig&, const WeightSource&,
+                                               const RuntimeOptions&);
+void read_phi3_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
+void read_phi3_gguf_config(const io::GgufFile& f, const std::string& prefix, ModelConfig& c);
 std::unique_ptr<Transformer> build_vit_family(const ModelConfig&, const WeightSource&,
                                               const RuntimeOptions&);
 void read_vit_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);

@@ -79,6 +79,19 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
     return c;
 }
 
+int64_t metrics_window(const model::ModelConfig& config, int64_t n_tokens) {
+    if (!config.causal || config.window <= 0) return 0;
+    if (config.window_layers.empty() ||
+        static_cast<int64_t>(config.window_layers.size()) == config.n_layers)
+        return config.window;
+    if (n_tokens <= config.window) return 0;
+    throw UnsupportedError("analysis of " + std::to_string(n_tokens) +
+                           " tokens with a sliding window (" + std::to_string(config.window) +
+                           ") on some layers only: the metrics apply one window to every layer; "
+                           "use inputs of at most " +
+                           std::to_string(config.window) + " tokens");
+}
+
 metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
                                            const model::ModelConfig& config,
                                            const std::vector<int32_t>& token_ids,
@@ -88,7 +101,6 @@ metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
     in.n_heads = config.n_heads;
     // Encoders attend both ways (spec section 0: their sink default is argmax).
     in.masking = config.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
-    in.window = config.causal ? config.window : 0;
     bool all_scores = true;
     for (int64_t l = 0; l < config.n_layers; ++l) {
         const auto it = result.captured.find(hook_name(HookPoint::Pattern, l));
@@ -109,6 +121,7 @@ metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
     };
     const at::Tensor& first = result.captured.at(hook_name(HookPoint::Pattern, 0));
     in.n_tokens = first.size(-1);
+    in.window = metrics_window(config, in.n_tokens);
     in.length = in.n_tokens;
     copy_hook(HookPoint::Pattern, in.pattern);
     if (all_scores) copy_hook(HookPoint::AttnScores, in.scores);

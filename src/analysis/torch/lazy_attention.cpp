@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/hooks.hpp"
 
@@ -28,7 +29,7 @@ LazyAttention::LazyAttention(model::ForwardResult& result, const model::ModelCon
     }
     n_tokens_ = q_.front().size(0);
     n_blocks_ = (n_tokens_ + kRowsPerBlock - 1) / kRowsPerBlock;
-    scale_ = 1.0 / std::sqrt(static_cast<double>(config.d_head));
+    scale_ = config.score_scale();
     // Every head's block of the current rows stays cached while the next rows start (the head
     // metrics read row i of every head before row i + 1).
     n_slots_ = std::max<int64_t>(64, 2 * config.n_layers * config.n_heads);
@@ -43,7 +44,7 @@ metrics::AttentionInput LazyAttention::input(const std::vector<int32_t>& token_i
     in.n_tokens = n_tokens_;
     in.length = n_tokens_;
     in.masking = config_.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
-    in.window = config_.causal ? config_.window : 0;
+    in.window = metrics_window(config_, n_tokens_);
     in.token_ids.assign(token_ids.begin(), token_ids.end());
     in.source = this;
     return in;
@@ -69,13 +70,17 @@ const LazyAttention::Slot& LazyAttention::fetch(int64_t l, int64_t h, int64_t i)
     const at::Tensor q = q_[static_cast<size_t>(l)].narrow(0, i0, n).select(1, h);  // [n, d_head]
     const at::Tensor k = k_[static_cast<size_t>(l)].select(1, kv);                  // [T, d_head]
     at::Tensor scores = at::matmul(q, k.transpose(0, 1)) * scale_;                  // [n, T] f32
+    // The model's attention: Gemma-2's soft-cap before the mask, its window on local layers only.
+    if (config_.attn_softcap > 0)
+        scores = at::tanh(scores / config_.attn_softcap) * config_.attn_softcap;
+    const int64_t window = config_.layer_window(l);
     // Spec section 0 visibility: causal rows see j <= i (and j > i - window).
     const auto opt = at::TensorOptions().dtype(at::kLong).device(scores.device());
     if (config_.causal) {
         const at::Tensor qpos = at::arange(i0, i0 + n, opt).unsqueeze(1);
         const at::Tensor kpos = at::arange(T, opt).unsqueeze(0);
         at::Tensor hidden = kpos > qpos;  // [n, T]
-        if (config_.window > 0) hidden = hidden.logical_or(kpos <= qpos - config_.window);
+        if (window > 0) hidden = hidden.logical_or(kpos <= qpos - window);
         scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
     }
     const at::Tensor pattern = at::softmax(scores, -1, at::kFloat);  // [n, T]

@@ -167,6 +167,21 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     rec["model"]["dims"] = {{"n_layers", cfg.n_layers},     {"n_heads", cfg.n_heads},
                             {"n_kv_heads", cfg.n_kv_heads}, {"d_model", cfg.d_model},
                             {"d_head", cfg.d_head},         {"d_vocab", cfg.d_vocab}};
+    // How the attention rows were computed (spec section 0: Z is after scale, soft-cap and mask).
+    nlohmann::json attn = {{"kind", cfg.causal ? "causal" : "bidirectional"},
+                           {"scale", cfg.score_scale()},
+                           {"softcap", nullptr},
+                           {"final_logit_softcap", nullptr},
+                           {"sliding_window", nullptr},
+                           {"window_layers", nlohmann::json::array()}};
+    if (cfg.attn_softcap > 0) attn["softcap"] = cfg.attn_softcap;
+    if (cfg.final_softcap > 0) attn["final_logit_softcap"] = cfg.final_softcap;
+    if (cfg.causal && cfg.window > 0) {
+        attn["sliding_window"] = cfg.window;
+        for (int64_t l = 0; l < cfg.n_layers; ++l)
+            if (cfg.layer_window(l) > 0) attn["window_layers"].push_back(l);
+    }
+    rec["model"]["attention"] = attn;
     rec["subcommand"] = "analyze";
     rec["device"] = o.m.device;
     rec["dtype"] = o.m.dtype;

@@ -35,6 +35,24 @@ std::string format_double(double v) {
     s << v;
     return s.str();
 }
+// "scale 0.0625, soft-cap 50, final logit soft-cap 30" (scores as spec section 0 defines them).
+std::string describe_scores(const ModelConfig& c) {
+    std::ostringstream s;
+    s << "scale " << c.score_scale();
+    if (c.attn_softcap > 0) s << ", soft-cap " << c.attn_softcap << " (cap * tanh(score / cap))";
+    if (c.final_softcap > 0) s << ", final logit soft-cap " << c.final_softcap;
+    return s.str();
+}
+// "4096 on layers 0 2 4" when only some layers slide, else the window alone.
+std::string describe_window(const ModelConfig& c) {
+    std::ostringstream s;
+    s << c.window;
+    if (c.window > 0 && !c.window_layers.empty()) {
+        s << " on layers";
+        for (int64_t l : c.window_layers) s << " " << l;
+    }
+    return s.str();
+}
 }  // namespace
 
 std::string inspect_model(const InspectOptions& o) {
@@ -66,8 +84,9 @@ std::string inspect_model(const InspectOptions& o) {
       << "norm          " << (c.norm == NormKind::LayerNorm ? "layernorm" : "rmsnorm") << " (eps "
       << c.norm_eps << ")" << (c.parallel_residual ? ", parallel residual" : "") << "\n"
       << "activation    " << activation_name(c.act) << "\n"
-      << "window        " << c.window << "\n"
+      << "window        " << describe_window(c) << "\n"
       << "attention     " << (c.causal ? "causal" : "bidirectional") << "\n"
+      << "scores        " << describe_scores(c) << "\n"
       << "tied_embed    " << (c.tied_embeddings ? "yes" : "no") << "\n"
       << "device        " << device_name(m.runtime().device) << "\n"
       << "dtype         " << compute_dtype_name(m.runtime().dtype) << "\n"

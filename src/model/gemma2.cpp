@@ -1,0 +1,215 @@
+// Gemma-2 (HF Gemma2ForCausalLM, transformers modeling_gemma2.py; llama.cpp arch "gemma2").
+// What differs from Gemma (src/model/llama.cpp):
+// * scores = q.k * query_pre_attn_scalar^-0.5, then soft-capped, cap * tanh(scores / cap)
+//   (attn_logit_softcapping), before the mask; hook_attn_scores holds the capped scores;
+// * sliding-window attention on the local layers (even layers, or config.json layer_types),
+//   global causal attention on the others; row i sees j with i - j < window (spec section 0);
+// * sandwich norms: x + post_attention_norm(attn(input_norm(x))), then
+//   x + post_feedforward_norm(mlp(pre_feedforward_norm(x)));
+// * logits = final_cap * tanh(logits / final_cap) (final_logit_softcapping).
+// Shared with Gemma: RMSNorm scale (1 + w) in f32, embeddings times sqrt(d_model), GeGLU with the
+// tanh GELU, grouped-query attention, tied embeddings.
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "config_json.hpp"
+#include "family_common.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/io/gguf.hpp"
+#include "sinkscope/model/model.hpp"
+#include "sinkscope/model/registry.hpp"
+#include "tensor_load.hpp"
+
+namespace sinkscope::model {
+
+namespace {
+
+struct Gemma2Layer {
+    at::Tensor input_norm;      // [d_model] f32, effective scale 1 + w
+    at::Tensor wq;              // [n_heads * d_head, d_model]
+    at::Tensor wk, wv;          // [n_kv_heads * d_head, d_model]
+    at::Tensor wo;              // [d_model, n_heads * d_head]
+    at::Tensor post_attn_norm;  // [d_model] f32
+    at::Tensor pre_ffn_norm;    // [d_model] f32
+    at::Tensor w_gate, w_up;    // [d_mlp, d_model]
+    at::Tensor w_down;          // [d_model, d_mlp]
+    at::Tensor post_ffn_norm;   // [d_model] f32
+};
+
+class Gemma2Family final : public Transformer {
+public:
+    Gemma2Family(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt);
+    ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
+                          const HeadMask* mask) const override;
+    int64_t n_params() const override { return n_params_; }
+
+private:
+    // Gemma2RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) in f32, back to the compute dtype.
+    at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& scale_f32) const;
+
+    ModelConfig c_;
+    at::ScalarType dtype_;
+    at::Device device_;
+    at::Tensor embed_;     // [d_vocab, d_model]
+    at::Tensor out_norm_;  // [d_model] f32
+    at::Tensor w_out_;     // [d_vocab, d_model] (aliases embed_ when tied)
+    std::vector<Gemma2Layer> layers_;
+    int64_t n_params_ = 0;
+};
+
+Gemma2Family::Gemma2Family(const ModelConfig& config, const WeightSource& src,
+                           const RuntimeOptions& rt)
+    : c_(config), dtype_(detail::scalar_type(rt.dtype)), device_(detail::device_of(rt)) {
+    using R = TensorRole;
+    detail::WeightLoader ld(c_, src, rt);
+    const int64_t D = c_.d_model, dh = c_.d_head, H = c_.n_heads, Hkv = c_.n_kv_heads;
+    // Norm weights as the f32 effective scale: HF stores w (scale 1 + w), llama.cpp's converter
+    // stores 1 + w (c.norm_add_one false). Counted once each.
+    auto norm = [&](R role, int64_t layer) {
+        at::Tensor host = ld.host(role, layer, {D});
+        if (c_.norm_add_one) host = host + 1.0f;
+        n_params_ += host.numel();
+        return host.to(device_).contiguous();
+    };
+    const bool embed_from_output =
+        c_.tied_embeddings && !ld.has(R::TokenEmbed) && ld.has(R::Output);
+    embed_ = ld.get(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
+    out_norm_ = norm(R::OutputNorm, -1);
+    const bool tied =
+        c_.tied_embeddings || (src.format != WeightFormat::HuggingFace && !ld.has(R::Output));
+    w_out_ = tied ? embed_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        Gemma2Layer w;
+        w.input_norm = norm(R::AttnNorm, l);
+        w.wq = ld.to_device(ld.host_rope_rows(R::AttnQ, l, H, dh, D));
+        w.wk = ld.to_device(ld.host_rope_rows(R::AttnK, l, Hkv, dh, D));
+        w.wv = ld.get(R::AttnV, l, {Hkv * dh, D});
+        w.wo = ld.get(R::AttnO, l, {D, H * dh});
+        w.post_attn_norm = norm(R::AttnPostNorm, l);
+        w.pre_ffn_norm = norm(R::FfnNorm, l);
+        w.w_gate = ld.get(R::FfnGate, l, {c_.d_mlp, D});
+        w.w_up = ld.get(R::FfnUp, l, {c_.d_mlp, D});
+        w.w_down = ld.get(R::FfnDown, l, {D, c_.d_mlp});
+        w.post_ffn_norm = norm(R::FfnPostNorm, l);
+        layers_.push_back(std::move(w));
+    }
+    n_params_ += ld.n_params();
+}
+
+at::Tensor Gemma2Family::rms_norm(const at::Tensor& x, const at::Tensor& scale_f32) const {
+    at::Tensor xf = x.to(at::kFloat);  // [batch, pos, d_model]
+    xf = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + c_.norm_eps);
+    return (xf * scale_f32).to(dtype_);
+}
+
+ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& capture,
+                                    const HeadMask* mask) const {
+    const int64_t H = c_.n_heads, Hkv = c_.n_kv_heads, dh = c_.d_head;
+    // RoPE over the whole head; f.mask_of(l): the window on local layers, causal on global ones;
+    // f.scale = query_pre_attn_scalar^-0.5.
+    detail::DecoderFrame f(input, capture, mask, c_, /*rot_dim=*/dh, dtype_, device_);
+    const int64_t B = f.ids.size(0), T = f.n_tokens;
+    auto& hooks = f.hooks;
+    // Embedding times sqrt(d_model) rounded to the compute dtype (HF's normalizer tensor).
+    at::Tensor x = at::embedding(embed_, f.ids) *  // [batch, pos, d_model]
+                   at::scalar_tensor(std::sqrt(static_cast<double>(c_.d_model)),
+                                     at::TensorOptions().dtype(dtype_).device(device_));
+    hooks.keep(HookPoint::Embed, -1, x);
+
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const Gemma2Layer& w = layers_[static_cast<size_t>(l)];
+        hooks.keep(HookPoint::ResidPre, l, x);
+        const at::Tensor h = rms_norm(x, w.input_norm);  // [batch, pos, d_model]
+        const at::Tensor q = at::linear(h, w.wq).view({B, T, H, dh});
+        const at::Tensor k = at::linear(h, w.wk).view({B, T, Hkv, dh});
+        const at::Tensor v = at::linear(h, w.wv).view({B, T, Hkv, dh});
+        hooks.keep(HookPoint::Q, l, q);
+        hooks.keep(HookPoint::K, l, k);
+        hooks.keep(HookPoint::V, l, v);
+        const at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
+        hooks.keep(HookPoint::RotQ, l, rq);
+        hooks.keep(HookPoint::RotK, l, rk);
+        const at::Tensor z = detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_,
+                                            hooks, c_.attn_softcap);
+        x = x + rms_norm(at::linear(z.view({B, T, H * dh}), w.wo), w.post_attn_norm);
+        hooks.keep(HookPoint::ResidMid, l, x);
+        const at::Tensor h2 = rms_norm(x, w.pre_ffn_norm);
+        const at::Tensor gate = at::gelu(at::linear(h2, w.w_gate), "tanh");  // [batch, pos, d_mlp]
+        x = x + rms_norm(at::linear(gate * at::linear(h2, w.w_up), w.w_down), w.post_ffn_norm);
+        hooks.keep(HookPoint::ResidPost, l, x);
+    }
+    const at::Tensor x_final = rms_norm(x, out_norm_);               // [batch, pos, d_model]
+    at::Tensor logits = at::linear(x_final, w_out_).to(at::kFloat);  // [batch, pos, d_vocab]
+    if (c_.final_softcap > 0) logits = at::tanh(logits / c_.final_softcap) * c_.final_softcap;
+    return f.finish(x_final, logits);
+}
+
+}  // namespace
+
+// Gemma2Config keys beyond the Llama ones (transformers configuration_gemma2.py defaults:
+// query_pre_attn_scalar 256, attn_logit_softcapping 50, final_logit_softcapping 30, sliding_window
+// 4096; null soft-caps switch capping off).
+void read_gemma2_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
+    read_llama_hf_config(j, origin, c);
+    // Gemma2 reads hidden_activation (hidden_act is the legacy key).
+    const char* act_key = j.contains("hidden_activation") ? "hidden_activation" : "hidden_act";
+    if (j.contains(act_key) && j[act_key].is_string())
+        c.act = parse_hf_activation(j[act_key].get<std::string>(), origin);
+    if (c.act != Activation::GeluTanh)
+        throw UnsupportedError(origin, std::string("gemma2 ") + act_key + " '" +
+                                           activation_name(c.act) + "' (GeGLU uses gelu tanh)");
+    const double scalar = json_float_or(j, "query_pre_attn_scalar", 256.0, origin);
+    SS_CHECK_INPUT(scalar > 0, origin, "query_pre_attn_scalar must be positive");
+    c.attn_scale = 1.0 / std::sqrt(scalar);
+    auto cap = [&](const char* key, double fallback) {
+        if (j.contains(key) && j[key].is_null()) return 0.0;
+        return json_float_or(j, key, fallback, origin);
+    };
+    c.attn_softcap = cap("attn_logit_softcapping", 50.0);
+    c.final_softcap = cap("final_logit_softcapping", 30.0);
+    if (!j.contains("sliding_window")) c.window = 4096;
+    c.window_layers.clear();
+    if (c.window > 0) {
+        if (j.contains("layer_types") && j["layer_types"].is_array()) {
+            const auto& types = j["layer_types"];
+            SS_CHECK_INPUT(static_cast<int64_t>(types.size()) == c.n_layers, origin,
+                           "layer_types has ", types.size(), " entries for ", c.n_layers,
+                           " layers");
+            for (int64_t l = 0; l < c.n_layers; ++l) {
+                const auto& t = types[static_cast<size_t>(l)];
+                SS_CHECK_INPUT(t == "sliding_attention" || t == "full_attention", origin,
+                               "layer_types[", l, "] must be sliding_attention or full_attention");
+                if (t == "sliding_attention") c.window_layers.push_back(l);
+            }
+        } else {
+            // transformers Gemma2: is_sliding = not bool(layer_idx % 2), the even layers.
+            for (int64_t l = 0; l < c.n_layers; l += 2) c.window_layers.push_back(l);
+        }
+        if (c.window_layers.empty()) c.window = 0;
+    }
+}
+
+// llama.cpp gemma2 keys (llama-model.cpp): attn_logit_softcapping (default 50),
+// final_logit_softcapping (default 30), attention.sliding_window (default 4096) on the layers
+// il % 2 == 0 (swa pattern 2). llama.cpp has no query_pre_attn_scalar key: it scales q by
+// 1/sqrt(head dim), except for the 27B model (46 layers), 1/sqrt(n_embd / n_head) (HF's 144);
+// an attention.scale key, where a converter writes one, wins.
+void read_gemma2_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c) {
+    c.attn_softcap = f.get_float_or(p + "attn_logit_softcapping", 50.0);
+    c.final_softcap = f.get_float_or(p + "final_logit_softcapping", 30.0);
+    c.window = f.get_int_or(p + "attention.sliding_window", 4096);
+    c.window_layers.clear();
+    for (int64_t l = 0; l < c.n_layers; l += 2) c.window_layers.push_back(l);
+    const double head = c.n_layers == 46 ? static_cast<double>(c.d_model / c.n_heads)
+                                         : static_cast<double>(c.d_head);
+    c.attn_scale = f.get_float_or(p + "attention.scale", 1.0 / std::sqrt(head));
+}
+
+std::unique_ptr<Transformer> build_gemma2_family(const ModelConfig& config, const WeightSource& src,
+                                                 const RuntimeOptions& runtime) {
+    return std::make_unique<Gemma2Family>(config, src, runtime);
+}
+
+}  // namespace sinkscope::model

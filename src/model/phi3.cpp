@@ -1,0 +1,192 @@
+// Phi-3 (HF Phi3ForCausalLM, transformers modeling_phi3.py; llama.cpp arch "phi3"): a Llama-style
+// decoder (RMSNorm, SwiGLU, pre-norm residuals) with fused projections:
+// * qkv_proj rows are [q (n_heads * d_head); k (n_kv_heads * d_head); v (n_kv_heads * d_head)];
+// * gate_up_proj rows are [gate (d_mlp); up (d_mlp)], MLP = down(up * silu(gate));
+// both are split on load so hook_q/k/v are the same tensors as in a Llama layout.
+// RoPE rotates the first int(d_head * partial_rotary_factor) dims (rotate_half within them);
+// rope_scaling longrope / su picks short or long divisors by sequence length (rope.cpp).
+// sliding_window applies to every layer (Mistral's mask, row i sees j > i - window).
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "config_json.hpp"
+#include "family_common.hpp"
+#include "rope.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/io/gguf.hpp"
+#include "sinkscope/model/model.hpp"
+#include "sinkscope/model/registry.hpp"
+#include "tensor_load.hpp"
+
+namespace sinkscope::model {
+
+namespace {
+
+struct Phi3Layer {
+    at::Tensor attn_norm;     // [d_model]
+    at::Tensor wq;            // [n_heads * d_head, d_model]
+    at::Tensor wk, wv;        // [n_kv_heads * d_head, d_model]
+    at::Tensor wo;            // [d_model, n_heads * d_head]
+    at::Tensor ffn_norm;      // [d_model]
+    at::Tensor w_gate, w_up;  // [d_mlp, d_model]
+    at::Tensor w_down;        // [d_model, d_mlp]
+};
+
+class Phi3Family final : public Transformer {
+public:
+    Phi3Family(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt);
+    ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
+                          const HeadMask* mask) const override;
+    int64_t n_params() const override { return n_params_; }
+
+private:
+    // Phi3RMSNorm (= LlamaRMSNorm): normalised in f32, weight applied in the compute dtype.
+    at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w) const;
+
+    ModelConfig c_;
+    at::ScalarType dtype_;
+    at::Device device_;
+    at::Tensor embed_;     // [d_vocab, d_model]
+    at::Tensor out_norm_;  // [d_model]
+    at::Tensor w_out_;     // [d_vocab, d_model] (aliases embed_ when tied)
+    std::vector<Phi3Layer> layers_;
+    int64_t n_params_ = 0;
+};
+
+Phi3Family::Phi3Family(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt)
+    : c_(config), dtype_(detail::scalar_type(rt.dtype)), device_(detail::device_of(rt)) {
+    using R = TensorRole;
+    detail::WeightLoader ld(c_, src, rt);
+    const int64_t D = c_.d_model, F = c_.d_mlp, qd = c_.n_heads * c_.d_head,
+                  kd = c_.n_kv_heads * c_.d_head;
+    const bool embed_from_output =
+        c_.tied_embeddings && !ld.has(R::TokenEmbed) && ld.has(R::Output);
+    embed_ = ld.get(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
+    out_norm_ = ld.get(R::OutputNorm, -1, {D});
+    const bool tied =
+        c_.tied_embeddings || (src.format != WeightFormat::HuggingFace && !ld.has(R::Output));
+    w_out_ = tied ? embed_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        Phi3Layer w;
+        w.attn_norm = ld.get(R::AttnNorm, l, {D});
+        const at::Tensor qkv = ld.host(R::AttnQKV, l, {qd + 2 * kd, D});  // [q; k; v] rows
+        w.wq = ld.to_device(qkv.narrow(0, 0, qd));
+        w.wk = ld.to_device(qkv.narrow(0, qd, kd));
+        w.wv = ld.to_device(qkv.narrow(0, qd + kd, kd));
+        w.wo = ld.get(R::AttnO, l, {D, qd});
+        w.ffn_norm = ld.get(R::FfnNorm, l, {D});
+        const at::Tensor gate_up = ld.host(R::FfnGateUp, l, {2 * F, D});  // [gate; up] rows
+        w.w_gate = ld.to_device(gate_up.narrow(0, 0, F));
+        w.w_up = ld.to_device(gate_up.narrow(0, F, F));
+        w.w_down = ld.get(R::FfnDown, l, {D, F});
+        layers_.push_back(std::move(w));
+    }
+    n_params_ = ld.n_params();
+}
+
+at::Tensor Phi3Family::rms_norm(const at::Tensor& x, const at::Tensor& w) const {
+    at::Tensor xf = x.to(at::kFloat);  // [batch, pos, d_model]
+    xf = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + c_.norm_eps);
+    return w * xf.to(dtype_);
+}
+
+ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& capture,
+                                  const HeadMask* mask) const {
+    const int64_t H = c_.n_heads, Hkv = c_.n_kv_heads, dh = c_.d_head;
+    const int64_t rot = c_.rotary_dim > 0 ? c_.rotary_dim : dh;
+    detail::DecoderFrame f(input, capture, mask, c_, rot, dtype_, device_);
+    const int64_t B = f.ids.size(0), T = f.n_tokens;
+    auto& hooks = f.hooks;
+    at::Tensor x = at::embedding(embed_, f.ids);  // [batch, pos, d_model]
+    hooks.keep(HookPoint::Embed, -1, x);
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const Phi3Layer& w = layers_[static_cast<size_t>(l)];
+        hooks.keep(HookPoint::ResidPre, l, x);
+        const at::Tensor h = rms_norm(x, w.attn_norm);  // [batch, pos, d_model]
+        const at::Tensor q = at::linear(h, w.wq).view({B, T, H, dh});
+        const at::Tensor k = at::linear(h, w.wk).view({B, T, Hkv, dh});
+        const at::Tensor v = at::linear(h, w.wv).view({B, T, Hkv, dh});
+        hooks.keep(HookPoint::Q, l, q);
+        hooks.keep(HookPoint::K, l, k);
+        hooks.keep(HookPoint::V, l, v);
+        const at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
+        hooks.keep(HookPoint::RotQ, l, rq);
+        hooks.keep(HookPoint::RotK, l, rk);
+        const at::Tensor z =
+            detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_, hooks);
+        x = x + at::linear(z.view({B, T, H * dh}), w.wo);
+        hooks.keep(HookPoint::ResidMid, l, x);
+        const at::Tensor h2 = rms_norm(x, w.ffn_norm);
+        const at::Tensor up = at::linear(h2, w.w_up) * at::silu(at::linear(h2, w.w_gate));
+        x = x + at::linear(up, w.w_down);
+        hooks.keep(HookPoint::ResidPost, l, x);
+    }
+    const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
+    return f.finish(x_final, at::linear(x_final, w_out_));
+}
+
+}  // namespace
+
+// Phi3Config: the Llama keys (hidden_act silu, rms_norm_eps, sliding_window, rope_scaling with
+// longrope, attention_bias refused) plus partial_rotary_factor (default 1; Phi-4-mini 0.75).
+void read_phi3_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
+    read_llama_hf_config(j, origin, c);
+    const double factor = json_float_or(j, "partial_rotary_factor", 1.0, origin);
+    c.rotary_dim = static_cast<int64_t>(factor * static_cast<double>(c.d_head));  // int() as HF
+    SS_CHECK_INPUT(c.rotary_dim > 0, origin, "partial_rotary_factor ", factor,
+                   " leaves no rotary dims");
+}
+
+// llama.cpp phi3: rope.dimension_count rotary dims; longrope as the divisor tensors
+// rope_factors_short / rope_factors_long ([rotary dims / 2] F32) with rope.scaling.
+// original_context_length and rope.scaling.attn_factor (convert_hf_to_gguf.py Phi3MiniModel
+// writes sqrt(1 + ln(factor) / ln(original)) there). The short / long choice follows transformers
+// (sequence length above the original context), not llama.cpp's context size.
+void read_phi3_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c) {
+    const std::string origin = f.path().string();
+    c.rotary_dim = f.get_int_or(p + "rope.dimension_count", c.d_head);
+    const ArchitectureInfo& arch = find_architecture(c.architecture);
+    const std::string short_name =
+        tensor_name(arch, WeightFormat::Gguf, TensorRole::RopeFactorsShort);
+    const std::string long_name =
+        tensor_name(arch, WeightFormat::Gguf, TensorRole::RopeFactorsLong);
+    const io::GgufTensorInfo* ts = f.find_tensor(short_name);
+    const io::GgufTensorInfo* tl = f.find_tensor(long_name);
+    if (!ts && !tl) return;
+    SS_CHECK_INPUT(ts && tl, origin, "tensor ", ts ? long_name : short_name,
+                   " is missing (longrope needs both)");
+    RopeScaling& r = c.rope_scaling;
+    r.kind = RopeScalingKind::LongRope;
+    auto read = [&](const io::GgufTensorInfo& t, const std::string& name) {
+        const int64_t n = c.rotary_dim / 2;
+        SS_CHECK_INPUT(t.type == 0 && t.dims.size() == 1 && t.dims[0] == n, origin, "tensor ", name,
+                       ": expected ", n, " F32 values (rotary dims / 2)");
+        std::vector<float> out(static_cast<size_t>(n));
+        std::memcpy(out.data(), f.tensor_data(t), sizeof(float) * out.size());
+        for (float x : out)
+            SS_CHECK_INPUT(std::isfinite(x) && x > 0, origin, "tensor ", name,
+                           ": divisors must be finite and positive, found ", x);
+        return out;
+    };
+    r.short_factor = read(*ts, short_name);
+    r.long_factor = read(*tl, long_name);
+    r.original_n_ctx = f.get_int_or(p + "rope.scaling.original_context_length", c.n_ctx);
+    SS_CHECK_INPUT(r.original_n_ctx > 0, origin, "key ", p,
+                   "rope.scaling.original_context_length is missing (longrope)");
+    r.factor = static_cast<double>(c.n_ctx) / static_cast<double>(r.original_n_ctx);
+    r.attention_factor = f.get_float_or(
+        p + "rope.scaling.attn_factor",
+        r.factor <= 1.0 ? 1.0
+                        : std::sqrt(1.0 + std::log(r.factor) / std::log(double(r.original_n_ctx))));
+}
+
+std::unique_ptr<Transformer> build_phi3_family(const ModelConfig& config, const WeightSource& src,
+                                               const RuntimeOptions& runtime) {
+    return std::make_unique<Phi3Family>(config, src, runtime);
+}
+
+}  // namespace sinkscope::model
