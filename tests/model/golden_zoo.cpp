@@ -204,4 +204,100 @@ TEST(ZooGguf, RopeScalingKeysGiveTheHfGoldens) {
     }
 }
 
+// A GGUF of ../shared/zoo/gguf and the zoo HF directory it was converted from.
+struct GgufTwin {
+    const char* file;
+    const char* hf_dir;
+};
+
+class ZooGgufTwin : public ::testing::TestWithParam<GgufTwin> {};
+
+// Every family's GGUF gives the goldens of its HF directory, tokenizer ids included: the
+// converter's layouts (GPT-2 Conv1D transposed, GPT-NeoX q/k/v re-ordered, Gemma 1 + w, partial
+// rotary as rope.dimension_count) are undone by the loader.
+TEST_P(ZooGgufTwin, GivesTheHfGoldens) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const Model m = load_model(shared / "zoo" / "gguf" / GetParam().file);
+    const auto inputs = testutil::zoo_inputs(shared / "zoo" / GetParam().hf_dir);
+    ASSERT_FALSE(inputs.empty());
+    for (const auto& in : inputs) testutil::check_zoo_input(m, in);
+}
+
+// The hyper-parameters read from GGUF metadata equal those read from the HF config.json (two
+// independent readers). Not compared: tied_embeddings (gpt2.gguf stores the tied head as a copy)
+// and norm_add_one (the converter stores Gemma's 1 + w).
+TEST_P(ZooGgufTwin, ConfigEqualsTheHfConfig) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const ModelConfig g = load_model(shared / "zoo" / "gguf" / GetParam().file).config();
+    const ModelConfig h = load_model(shared / "zoo" / GetParam().hf_dir).config();
+    EXPECT_EQ(g.architecture, h.architecture);
+    EXPECT_EQ(g.n_layers, h.n_layers);
+    EXPECT_EQ(g.n_heads, h.n_heads);
+    EXPECT_EQ(g.n_kv_heads, h.n_kv_heads);
+    EXPECT_EQ(g.d_model, h.d_model);
+    EXPECT_EQ(g.d_head, h.d_head);
+    EXPECT_EQ(g.d_mlp, h.d_mlp);
+    EXPECT_EQ(g.d_vocab, h.d_vocab);
+    EXPECT_EQ(g.norm, h.norm);
+    // GGUF stores the epsilon as float32: equal to the config's double within f32 rounding.
+    EXPECT_NEAR(g.norm_eps, h.norm_eps, h.norm_eps * 0x1p-23);
+    EXPECT_EQ(g.positions, h.positions);
+    EXPECT_EQ(g.rotary_dim, h.rotary_dim);
+    EXPECT_EQ(g.rope_theta, h.rope_theta);
+    EXPECT_EQ(g.parallel_residual, h.parallel_residual);
+    EXPECT_EQ(g.act, h.act);
+    EXPECT_EQ(g.qkv_bias, h.qkv_bias);
+    EXPECT_EQ(g.embed_scale, h.embed_scale);
+    EXPECT_EQ(g.window, h.window);
+    if (h.positions == PositionKind::Learned) {
+        EXPECT_EQ(g.n_ctx, h.n_ctx);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ZooGgufTwin,
+                         ::testing::Values(GgufTwin{"gpt2.gguf", "gpt2"},
+                                           GgufTwin{"pythia.gguf", "pythia"},
+                                           GgufTwin{"qwen2.gguf", "qwen2"},
+                                           GgufTwin{"gemma.gguf", "gemma"},
+                                           GgufTwin{"phi.gguf", "phi"}),
+                         [](const auto& info) { return std::string(info.param.hf_dir); });
+
+// A required key of a family GGUF, renamed (same length, so every offset stays valid), is a
+// one-line InputError naming the file and the key; nothing falls back to a default.
+TEST(ZooGguf, MissingFamilyKeyIsNamed) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const std::pair<const char*, const char*> cases[] = {
+        {"gpt2.gguf", "gpt2.attention.layer_norm_epsilon"},
+        {"gpt2.gguf", "gpt2.context_length"},
+        {"pythia.gguf", "gptneox.rope.dimension_count"},
+        {"pythia.gguf", "gptneox.use_parallel_residual"},
+        {"pythia.gguf", "gptneox.attention.layer_norm_epsilon"},
+        {"phi.gguf", "phi2.rope.dimension_count"},
+        {"qwen2.gguf", "qwen2.attention.layer_norm_rms_epsilon"},
+        {"gemma.gguf", "gemma.feed_forward_length"},
+    };
+    int n = 0;
+    for (const auto& [file, key] : cases) {
+        SCOPED_TRACE(std::string(file) + " " + key);
+        std::string bytes = read_file(shared / "zoo" / "gguf" / file);
+        std::string entry;  // the key as stored: u64 length, bytes
+        put_str(entry, key);
+        const size_t at = bytes.find(entry);
+        ASSERT_NE(at, std::string::npos);
+        bytes[at + entry.size() - 1] = '~';  // "...epsilon" -> "...epsilo~"
+        const fs::path bad = tmp / ("bad" + std::to_string(n++) + ".gguf");
+        testutil::write_text(bad, bytes);
+        try {
+            load_model(bad);
+            ADD_FAILURE() << "loaded without " << key;
+        } catch (const InputError& e) {
+            const std::string what = e.what();
+            EXPECT_NE(what.find(bad.string()), std::string::npos) << what;
+            EXPECT_NE(what.find(std::string("'") + key + "'"), std::string::npos) << what;
+            EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+        }
+    }
+}
+
 }  // namespace
