@@ -87,6 +87,30 @@ void read_phi_gguf_config(const io::GgufFile& f, const std::string& p, ModelConf
     c.parallel_residual = true;  // Phi-2: attention and MLP both read the one attn_norm
 }
 
+void read_bert_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c) {
+    const std::string origin = f.path().string();
+    read_layer_norm(f, p, c);
+    // llama.cpp's bert: bidirectional unless attention.causal says otherwise.
+    if (f.has(p + "attention.causal") && get_bool(f, p + "attention.causal"))
+        throw UnsupportedError(origin, "key " + p + "attention.causal = true (causal BERT)");
+    c.causal = false;
+    c.positions = PositionKind::Learned;
+    c.n_ctx = f.get_int(p + "context_length");  // rows of position_embd
+    c.pos_offset = 0;                           // BERT positions are 0..T-1
+    c.rotary_dim = 0;
+    c.rope_theta = 0;
+    // The segment vocabulary is the row count of token_types (llama.cpp sizes the tensor by
+    // tokenizer.ggml.token_type_count, which a file without a vocabulary lacks).
+    const std::string types_name =
+        tensor_name(find_architecture(c.architecture), WeightFormat::Gguf, TensorRole::TypeEmbed);
+    const io::GgufTensorInfo* types = f.find_tensor(types_name);
+    SS_CHECK_INPUT(types && types->dims.size() == 2, origin, "tensor ", types_name,
+                   " is missing or not a matrix");
+    c.n_token_types = types->dims[1];
+    // No MLM head in the converter's output (tied_embeddings describes the absent decoder).
+    c.tied_embeddings = false;
+}
+
 ModelConfig config_from_gguf(const io::GgufFile& f) {
     const std::string origin = f.path().string();
     const std::string gguf_arch = f.get_string("general.architecture");

@@ -196,6 +196,34 @@ const TensorNames kHfBertNames = make_tensor_names({
     {R::OutputBias, "cls.predictions.bias"},
 });
 
+// llama.cpp's "bert" (LLM_ARCH_BERT names in src/llama-arch.cpp): an embedding model, so the
+// converter keeps no MLM head (no HeadDense .. OutputBias: the family then gives no logits).
+// Post-LN as in HF: attn_output_norm is attention.output.LayerNorm, layer_output_norm is
+// output.LayerNorm.
+const TensorNames kGgufBertNames = make_tensor_names({
+    {R::TokenEmbed, "token_embd.weight"},
+    {R::PosEmbed, "position_embd.weight"},
+    {R::TypeEmbed, "token_types.weight"},
+    {R::EmbedNorm, "token_embd_norm.weight"},
+    {R::EmbedNormBias, "token_embd_norm.bias"},
+    {R::AttnQ, "blk.{L}.attn_q.weight"},
+    {R::AttnQBias, "blk.{L}.attn_q.bias"},
+    {R::AttnK, "blk.{L}.attn_k.weight"},
+    {R::AttnKBias, "blk.{L}.attn_k.bias"},
+    {R::AttnV, "blk.{L}.attn_v.weight"},
+    {R::AttnVBias, "blk.{L}.attn_v.bias"},
+    {R::AttnO, "blk.{L}.attn_output.weight"},
+    {R::AttnOBias, "blk.{L}.attn_output.bias"},
+    {R::AttnNorm, "blk.{L}.attn_output_norm.weight"},
+    {R::AttnNormBias, "blk.{L}.attn_output_norm.bias"},
+    {R::FfnUp, "blk.{L}.ffn_up.weight"},
+    {R::FfnUpBias, "blk.{L}.ffn_up.bias"},
+    {R::FfnDown, "blk.{L}.ffn_down.weight"},
+    {R::FfnDownBias, "blk.{L}.ffn_down.bias"},
+    {R::FfnNorm, "blk.{L}.layer_output_norm.weight"},
+    {R::FfnNormBias, "blk.{L}.layer_output_norm.bias"},
+});
+
 // RobertaForMaskedLM and XLMRobertaForMaskedLM: BERT's layout under "roberta." with lm_head.
 const TensorNames kHfRobertaNames = make_tensor_names({
     {R::TokenEmbed, "roberta.embeddings.word_embeddings.weight"},
@@ -334,12 +362,15 @@ const std::vector<ArchitectureInfo>& table() {
          .gguf_names = &kGgufLayerNormDecoderNames,
          .default_act = Activation::GeluTanh,
          .qkv_bias = true},
-        // Encoders (src/model/bert.cpp): HF weights only.
+        // Encoders (src/model/bert.cpp); BERT also from llama.cpp's embedding-model GGUF.
         {.name = "bert",
          .hf_model_types = {"bert"},
+         .gguf_arch = "bert",
          .build = build_bert_family,
          .read_hf_config = read_bert_hf_config,
+         .read_gguf_config = read_bert_gguf_config,
          .hf_names = &kHfBertNames,
+         .gguf_names = &kGgufBertNames,
          .default_act = Activation::Gelu,
          .qkv_bias = true},
         {.name = "roberta",

@@ -133,6 +133,7 @@ void read_llama_gguf_config(const io::GgufFile& f, const std::string& p, ModelCo
 void read_gpt2_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c);
 void read_gpt_neox_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c);
 void read_phi_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c);
+void read_bert_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c);
 
 // Family builders and config readers (one file each: src/model/<family>.cpp).
 std::unique_ptr<Transformer> build_llama_family(const ModelConfig&, const WeightSource&,
