@@ -71,6 +71,7 @@ private:
     Linear head_dense_;  // [d_model, d_model] MLM transform
     LayerNorm head_norm_;
     Linear out_;  // [d_vocab, d_model] (weight aliases word_ when tied) + bias [d_vocab]
+    bool has_head_ = true;  // false: no MLM head in the format (GGUF), no logits
     int64_t n_params_ = 0;
 };
 
@@ -110,11 +111,16 @@ BertFamily::BertFamily(const ModelConfig& config, const WeightSource& src, const
         w.ffn_norm = norm(R::FfnNorm, R::FfnNormBias, l);
         layers_.push_back(std::move(w));
     }
-    head_dense_ = linear(R::HeadDense, R::HeadDenseBias, -1, D, D);
-    head_norm_ = norm(R::HeadNorm, R::HeadNormBias, -1);
-    // save_pretrained drops the tied decoder weight; an untied checkpoint stores it.
-    out_.w = c_.tied_embeddings ? word_ : ld.get(R::Output, -1, {c_.d_vocab, D});
-    out_.b = ld.get(R::OutputBias, -1, {c_.d_vocab});
+    // llama.cpp's bert GGUF is an embedding model: its layout names no MLM head, and the model
+    // then gives no logits (the attention analyses do not need them).
+    has_head_ = !ld.name(R::HeadDense).empty();
+    if (has_head_) {
+        head_dense_ = linear(R::HeadDense, R::HeadDenseBias, -1, D, D);
+        head_norm_ = norm(R::HeadNorm, R::HeadNormBias, -1);
+        // save_pretrained drops the tied decoder weight; an untied checkpoint stores it.
+        out_.w = c_.tied_embeddings ? word_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+        out_.b = ld.get(R::OutputBias, -1, {c_.d_vocab});
+    }
     n_params_ = ld.n_params();
 }
 
@@ -178,7 +184,9 @@ ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& ca
         x = w.ffn_norm(x + w.mlp(x));
         hooks.keep(HookPoint::ResidPost, l, x);
     }
-    // Pass 4: MLM head: dense -> activation -> LayerNorm -> tied decoder + bias.
+    // Pass 4: MLM head: dense -> activation -> LayerNorm -> tied decoder + bias. Without a head
+    // the logits stay undefined.
+    if (!has_head_) return result;
     const Activation head_act = variant_.head_exact_gelu ? Activation::Gelu : c_.act;
     const at::Tensor h = head_norm_(detail::activate(head_dense_(x), head_act));  // [b, pos, D]
     result.logits = out_(h).to(at::kFloat);  // [batch, pos, d_vocab]

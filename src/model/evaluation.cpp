@@ -34,6 +34,7 @@ std::vector<int32_t> generate_greedy(const Model& model, std::vector<int32_t> pr
     // Full recomputation per step (no KV cache): generation is for parity checks on small models.
     for (int64_t step = 0; step < n_new; ++step) {
         const ForwardResult r = model.forward(prompt);
+        if (!r.logits.defined()) throw UsageError("generate: the model has no LM head");
         const int32_t next = static_cast<int32_t>(r.logits[0][-1].argmax().item<int64_t>());
         if (stop_token >= 0 && next == stop_token) break;
         prompt.push_back(next);
@@ -61,6 +62,7 @@ PerplexityResult compute_perplexity(const Model& model,
             continue;
         }
         const ForwardResult r = model.forward(ids, {}, mask);
+        if (!r.logits.defined()) throw UsageError("perplexity: the model has no LM head");
         const int64_t T = static_cast<int64_t>(ids.size());
         // [pos - 1, d_vocab] f64 log-probabilities of the next token
         const at::Tensor logp =
@@ -143,6 +145,8 @@ PerplexityResult compute_masked_perplexity(const Model& model,
         }
         const at::Tensor x = at::tensor(input, at::TensorOptions().dtype(at::kLong)).view({1, -1});
         const ForwardResult r = model.forward(x, {}, mask);
+        if (!r.logits.defined())
+            throw UnsupportedError(origin, "masked-LM pseudo-perplexity: the model has no LM head");
         const at::Tensor pos =
             at::tensor(positions, at::TensorOptions().dtype(at::kLong)).to(r.logits.device());
         const at::Tensor logp =

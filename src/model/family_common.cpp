@@ -263,6 +263,27 @@ at::Tensor WeightLoader::host_rope_rows(TensorRole role, int64_t layer, int64_t 
         .reshape({n_head * d_head, d_in});
 }
 
+at::Tensor WeightLoader::host_linear(TensorRole role, int64_t layer, int64_t n_out,
+                                     int64_t n_in) const {
+    if (src_.format == WeightFormat::HuggingFace && arch_.hf_conv1d)
+        return host(role, layer, {n_in, n_out}).t().contiguous();  // Conv1D: y = x W + b
+    return host(role, layer, {n_out, n_in});
+}
+
+at::Tensor WeightLoader::host_qkv(TensorRole role, int64_t layer, int64_t n_heads, int64_t d_head,
+                                  int64_t d_in) const {
+    const int64_t n = 3 * n_heads * d_head;
+    const bool bias = d_in == 0;
+    // [n] or [n, d_in], rows in the stored order
+    const at::Tensor w = bias ? host(role, layer, {n}) : host_linear(role, layer, n, d_in);
+    if (src_.format != WeightFormat::HuggingFace || !arch_.hf_qkv_per_head) return w;
+    // rows [head][part][d_head] -> [part][head][d_head] (convert_hf_to_gguf.py's GPT-NeoX order)
+    const at::Tensor grouped =
+        bias ? w.view({n_heads, 3, d_head}) : w.view({n_heads, 3, d_head, d_in});
+    const at::Tensor parts = grouped.transpose(0, 1).contiguous();
+    return bias ? parts.view({n}) : parts.view({n, d_in});
+}
+
 at::Tensor WeightLoader::to_device(const at::Tensor& host_f32) {
     n_params_ += host_f32.numel();
     return host_f32.to(device_, dtype_).contiguous();
@@ -275,7 +296,7 @@ at::Tensor Linear::operator()(const at::Tensor& x) const { return at::linear(x, 
 Linear load_linear(WeightLoader& ld, TensorRole w_role, std::optional<TensorRole> b_role,
                    int64_t layer, int64_t n_out, int64_t n_in) {
     Linear lin;
-    lin.w = ld.get(w_role, layer, {n_out, n_in});
+    lin.w = ld.to_device(ld.host_linear(w_role, layer, n_out, n_in));
     if (b_role) lin.b = ld.get(*b_role, layer, {n_out});
     return lin;
 }

@@ -118,6 +118,9 @@ struct DecoderFrame {
 //       w.reshape(n_head, d_head/2, 2, d_in).swapaxes(1, 2)
 //   which makes hook_q/hook_k identical across formats and q.k unchanged (a permutation applied
 //   to both q and k leaves their dot product unchanged), so attention is the same either way.
+// * GPT-2's HF Conv1D weights are [in, out]; GGUF stores them [out, in] (host_linear()).
+// * Fused q/k/v: HF GPT-NeoX interleaves the rows per head, GGUF (convert_hf_to_gguf.py) and
+//   GPT-2 store [all q; all k; all v]; host_qkv() returns the latter from every format.
 class WeightLoader {
 public:
     WeightLoader(const ModelConfig& c, const WeightSource& src, const RuntimeOptions& rt);
@@ -135,6 +138,16 @@ public:
     // whatever order the format stores (not counted).
     at::Tensor host_rope_rows(TensorRole role, int64_t layer, int64_t n_head, int64_t d_head,
                               int64_t d_in) const;
+    // Linear weight `role` [n_out, n_in] as host f32, whatever the format stores: HF Conv1D
+    // weights of ArchitectureInfo::hf_conv1d architectures are [n_in, n_out] and transposed here
+    // (llama.cpp's converter writes them as [n_out, n_in] rows already). Not counted.
+    at::Tensor host_linear(TensorRole role, int64_t layer, int64_t n_out, int64_t n_in) const;
+    // Fused q/k/v weight (AttnQKV: [3 * n_heads * d_head, d_in]) or bias (AttnQKVBias, d_in 0:
+    // [3 * n_heads * d_head]) as host f32 with rows [all q; all k; all v], head h at rows
+    // h * d_head .. of its part. HF GPT-NeoX groups them per head ([head][q|k|v][d_head],
+    // ArchitectureInfo::hf_qkv_per_head); GPT-2 and every GGUF store the q|k|v order. Not counted.
+    at::Tensor host_qkv(TensorRole role, int64_t layer, int64_t n_heads, int64_t d_head,
+                        int64_t d_in) const;
     // Host f32 -> device, compute dtype, contiguous; counted in n_params().
     at::Tensor to_device(const at::Tensor& host_f32);
     at::Tensor get(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) {

@@ -197,6 +197,7 @@ void read_gemma2_hf_config(const nlohmann::json& j, const std::string& origin, M
 // 1/sqrt(head dim), except for the 27B model (46 layers), 1/sqrt(n_embd / n_head) (HF's 144);
 // an attention.scale key, where a converter writes one, wins.
 void read_gemma2_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c) {
+    read_llama_gguf_config(f, p, c);  // RMS norm, RoPE: as the Llama family
     c.attn_softcap = f.get_float_or(p + "attn_logit_softcapping", 50.0);
     c.final_softcap = f.get_float_or(p + "final_logit_softcapping", 30.0);
     c.window = f.get_int_or(p + "attention.sliding_window", 4096);

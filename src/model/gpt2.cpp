@@ -1,9 +1,10 @@
 // The GPT-2 family (HF GPT2LMHeadModel): learned positions, pre-LN LayerNorm with bias, fused
 // c_attn, gelu_new MLP, final ln_f, lm_head tied to wte. Eager attention as in llama.cpp.
 //
-// Weight layout: GPT-2's Conv1D stores weights [in, out] (y = x W + b), so every projection is
-// transposed on load to the [out, in] layout of at::linear; c_attn's output columns are
-// [q | k | v], each d_model wide (head h = columns h*d_head .. (h+1)*d_head - 1 of its part).
+// Weight layout: HF GPT-2's Conv1D stores weights [in, out] (y = x W + b); the WeightLoader hands
+// out every projection in the [out, in] layout of at::linear (GGUF stores that already). c_attn's
+// output rows are [q; k; v], each d_model wide (head h = rows h*d_head .. (h+1)*d_head - 1 of its
+// part).
 // No RoPE: hook_rot_q / hook_rot_k are hook_q / hook_k.
 
 #include <ATen/ATen.h>
@@ -51,20 +52,6 @@ private:
     int64_t n_params_ = 0;
 };
 
-// A Conv1D stored [n_in, n_out] (+ bias [n_out]) as host f32 [n_out, n_in] and [n_out].
-std::pair<at::Tensor, at::Tensor> read_conv1d(const WeightLoader& ld, TensorRole w_role,
-                                              TensorRole b_role, int64_t layer, int64_t n_in,
-                                              int64_t n_out) {
-    return {ld.host(w_role, layer, {n_in, n_out}).t().contiguous(),
-            ld.host(b_role, layer, {n_out})};
-}
-
-Linear conv1d_linear(WeightLoader& ld, TensorRole w_role, TensorRole b_role, int64_t layer,
-                     int64_t n_in, int64_t n_out) {
-    const auto [w, b] = read_conv1d(ld, w_role, b_role, layer, n_in, n_out);
-    return Linear{ld.to_device(w), ld.to_device(b)};
-}
-
 Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt)
     : c_(config), dtype_(detail::scalar_type(rt.dtype)), device_(detail::device_of(rt)) {
     using R = TensorRole;
@@ -77,17 +64,18 @@ Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src, const
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         Gpt2Layer w;
         w.ln_1 = detail::load_layer_norm(ld, R::AttnNorm, R::AttnNormBias, l, D, c_.norm_eps);
-        // c_attn: [D, 3D] -> [3D, D]; rows [q; k; v]
-        const auto [qkv_w, qkv_b] = read_conv1d(ld, R::AttnQKV, R::AttnQKVBias, l, D, 3 * D);
+        // c_attn [3D, D] (transposed from Conv1D by the loader); rows [q; k; v]
+        const at::Tensor qkv_w = ld.host_qkv(R::AttnQKV, l, c_.n_heads, c_.d_head, D);
+        const at::Tensor qkv_b = ld.host_qkv(R::AttnQKVBias, l, c_.n_heads, c_.d_head, 0);
         Linear* parts[] = {&w.attn.q, &w.attn.k, &w.attn.v};
         for (int64_t p = 0; p < 3; ++p) {
             parts[p]->w = ld.to_device(qkv_w.narrow(0, p * D, D));
             parts[p]->b = ld.to_device(qkv_b.narrow(0, p * D, D));
         }
-        w.attn.o = conv1d_linear(ld, R::AttnO, R::AttnOBias, l, D, D);
+        w.attn.o = detail::load_linear(ld, R::AttnO, R::AttnOBias, l, D, D);
         w.ln_2 = detail::load_layer_norm(ld, R::FfnNorm, R::FfnNormBias, l, D, c_.norm_eps);
-        w.mlp.up = conv1d_linear(ld, R::FfnUp, R::FfnUpBias, l, D, F);
-        w.mlp.down = conv1d_linear(ld, R::FfnDown, R::FfnDownBias, l, F, D);
+        w.mlp.up = detail::load_linear(ld, R::FfnUp, R::FfnUpBias, l, F, D);
+        w.mlp.down = detail::load_linear(ld, R::FfnDown, R::FfnDownBias, l, D, F);
         w.mlp.act = c_.act;
         layers_.push_back(std::move(w));
     }

@@ -2,10 +2,11 @@
 // partial rotary embedding, parallel residual, LayerNorm with bias, exact-erf GELU, untied
 // embed_out. Eager attention with every hook of hooks.hpp.
 //
-// query_key_value layout: its 3 * d_model output rows are grouped per head, then per part:
+// query_key_value layout: in HF its 3 * d_model output rows are grouped per head, then per part:
 //     row h * 3 * d_head + p * d_head + i,   p = 0 (q), 1 (k), 2 (v)
-// (HF views the projection as [batch, pos, n_heads, 3 * d_head] and splits the last dim). The
-// loader splits it into separate q/k/v projections whose rows are h * d_head + i.
+// (HF views the projection as [batch, pos, n_heads, 3 * d_head] and splits the last dim); GGUF's
+// attn_qkv is [all q; all k; all v]. WeightLoader::host_qkv gives the latter from both, which
+// is split into separate q/k/v projections whose rows are h * d_head + i.
 // Partial rotary: only the first rotary_dim = int(d_head * rotary_pct) dims of each head are
 // rotated (rotate_half within those dims); the rest pass through.
 //
@@ -72,13 +73,14 @@ GptNeoxFamily::GptNeoxFamily(const ModelConfig& config, const WeightSource& src,
         NeoxLayer w;
         w.input_layernorm =
             detail::load_layer_norm(ld, R::AttnNorm, R::AttnNormBias, l, D, c_.norm_eps);
-        // [H * 3 * dh, D] -> [H, 3, dh, D]; part p of every head -> [H * dh, D]
-        const at::Tensor qkv_w = ld.host(R::AttnQKV, l, {3 * H * dh, D}).view({H, 3, dh, D});
-        const at::Tensor qkv_b = ld.host(R::AttnQKVBias, l, {3 * H * dh}).view({H, 3, dh});
+        // [3 * H * dh, D] with rows [all q; all k; all v] (the loader re-orders HF's per-head
+        // grouping); part p -> [H * dh, D]
+        const at::Tensor qkv_w = ld.host_qkv(R::AttnQKV, l, H, dh, D);
+        const at::Tensor qkv_b = ld.host_qkv(R::AttnQKVBias, l, H, dh, 0);
         Linear* parts[] = {&w.attn.q, &w.attn.k, &w.attn.v};
         for (int64_t p = 0; p < 3; ++p) {
-            parts[p]->w = ld.to_device(qkv_w.select(1, p).reshape({H * dh, D}));
-            parts[p]->b = ld.to_device(qkv_b.select(1, p).reshape({H * dh}));
+            parts[p]->w = ld.to_device(qkv_w.narrow(0, p * H * dh, H * dh));
+            parts[p]->b = ld.to_device(qkv_b.narrow(0, p * H * dh, H * dh));
         }
         w.attn.o = detail::load_linear(ld, R::AttnO, R::AttnOBias, l, D, H * dh);
         w.post_attention_layernorm =

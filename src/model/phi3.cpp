@@ -156,32 +156,35 @@ void read_phi3_gguf_config(const io::GgufFile& f, const std::string& p, ModelCon
         tensor_name(arch, WeightFormat::Gguf, TensorRole::RopeFactorsLong);
     const io::GgufTensorInfo* ts = f.find_tensor(short_name);
     const io::GgufTensorInfo* tl = f.find_tensor(long_name);
-    if (!ts && !tl) return;
-    SS_CHECK_INPUT(ts && tl, origin, "tensor ", ts ? long_name : short_name,
-                   " is missing (longrope needs both)");
-    RopeScaling& r = c.rope_scaling;
-    r.kind = RopeScalingKind::LongRope;
-    auto read = [&](const io::GgufTensorInfo& t, const std::string& name) {
-        const int64_t n = c.rotary_dim / 2;
-        SS_CHECK_INPUT(t.type == 0 && t.dims.size() == 1 && t.dims[0] == n, origin, "tensor ", name,
-                       ": expected ", n, " F32 values (rotary dims / 2)");
-        std::vector<float> out(static_cast<size_t>(n));
-        std::memcpy(out.data(), f.tensor_data(t), sizeof(float) * out.size());
-        for (float x : out)
-            SS_CHECK_INPUT(std::isfinite(x) && x > 0, origin, "tensor ", name,
-                           ": divisors must be finite and positive, found ", x);
-        return out;
-    };
-    r.short_factor = read(*ts, short_name);
-    r.long_factor = read(*tl, long_name);
-    r.original_n_ctx = f.get_int_or(p + "rope.scaling.original_context_length", c.n_ctx);
-    SS_CHECK_INPUT(r.original_n_ctx > 0, origin, "key ", p,
-                   "rope.scaling.original_context_length is missing (longrope)");
-    r.factor = static_cast<double>(c.n_ctx) / static_cast<double>(r.original_n_ctx);
-    r.attention_factor = f.get_float_or(
-        p + "rope.scaling.attn_factor",
-        r.factor <= 1.0 ? 1.0
-                        : std::sqrt(1.0 + std::log(r.factor) / std::log(double(r.original_n_ctx))));
+    if (ts || tl) {  // longrope: both factor tensors and the original context
+        SS_CHECK_INPUT(ts && tl, origin, "tensor ", ts ? long_name : short_name,
+                       " is missing (longrope needs both)");
+        RopeScaling& r = c.rope_scaling;
+        r.kind = RopeScalingKind::LongRope;
+        auto read = [&](const io::GgufTensorInfo& t, const std::string& name) {
+            const int64_t n = c.rotary_dim / 2;
+            SS_CHECK_INPUT(t.type == 0 && t.dims.size() == 1 && t.dims[0] == n, origin, "tensor ",
+                           name, ": expected ", n, " F32 values (rotary dims / 2)");
+            std::vector<float> out(static_cast<size_t>(n));
+            std::memcpy(out.data(), f.tensor_data(t), sizeof(float) * out.size());
+            for (float x : out)
+                SS_CHECK_INPUT(std::isfinite(x) && x > 0, origin, "tensor ", name,
+                               ": divisors must be finite and positive, found ", x);
+            return out;
+        };
+        r.short_factor = read(*ts, short_name);
+        r.long_factor = read(*tl, long_name);
+        r.original_n_ctx = f.get_int_or(p + "rope.scaling.original_context_length", c.n_ctx);
+        SS_CHECK_INPUT(r.original_n_ctx > 0, origin, "key ", p,
+                       "rope.scaling.original_context_length is missing (longrope)");
+        r.factor = static_cast<double>(c.n_ctx) / static_cast<double>(r.original_n_ctx);
+        r.attention_factor = f.get_float_or(
+            p + "rope.scaling.attn_factor",
+            r.factor <= 1.0
+                ? 1.0
+                : std::sqrt(1.0 + std::log(r.factor) / std::log(double(r.original_n_ctx))));
+    }
+    read_llama_gguf_config(f, p, c);  // RMS norm, theta, the RoPE check: as the Llama family
 }
 
 std::unique_ptr<Transformer> build_phi3_family(const ModelConfig& config, const WeightSource& src,

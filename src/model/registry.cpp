@@ -50,6 +50,38 @@ const TensorNames kGgufLlamaNames = make_tensor_names({
     {R::RopeFreqs, "rope_freqs.weight"},
 });
 
+// llama.cpp names of the LayerNorm decoders (src/llama-arch.cpp LLM_TENSOR_NAMES for
+// LLM_ARCH_GPT2, LLM_ARCH_GPTNEOX, LLM_ARCH_PHI2; the converter writes "<name>.weight" and
+// "<name>.bias"). One table: each family reads the roles it has (GPT-2 and GPT-NeoX the fused
+// attn_qkv, Phi-2 attn_q/k/v; Phi-2 feeds attention and MLP from attn_norm and has no ffn_norm;
+// only GPT-2 has position_embd).
+const TensorNames kGgufLayerNormDecoderNames = make_tensor_names({
+    {R::TokenEmbed, "token_embd.weight"},
+    {R::PosEmbed, "position_embd.weight"},
+    {R::OutputNorm, "output_norm.weight"},
+    {R::OutputNormBias, "output_norm.bias"},
+    {R::Output, "output.weight"},
+    {R::OutputBias, "output.bias"},
+    {R::AttnNorm, "blk.{L}.attn_norm.weight"},
+    {R::AttnNormBias, "blk.{L}.attn_norm.bias"},
+    {R::AttnQKV, "blk.{L}.attn_qkv.weight"},
+    {R::AttnQKVBias, "blk.{L}.attn_qkv.bias"},
+    {R::AttnQ, "blk.{L}.attn_q.weight"},
+    {R::AttnK, "blk.{L}.attn_k.weight"},
+    {R::AttnV, "blk.{L}.attn_v.weight"},
+    {R::AttnQBias, "blk.{L}.attn_q.bias"},
+    {R::AttnKBias, "blk.{L}.attn_k.bias"},
+    {R::AttnVBias, "blk.{L}.attn_v.bias"},
+    {R::AttnO, "blk.{L}.attn_output.weight"},
+    {R::AttnOBias, "blk.{L}.attn_output.bias"},
+    {R::FfnNorm, "blk.{L}.ffn_norm.weight"},
+    {R::FfnNormBias, "blk.{L}.ffn_norm.bias"},
+    {R::FfnUp, "blk.{L}.ffn_up.weight"},
+    {R::FfnUpBias, "blk.{L}.ffn_up.bias"},
+    {R::FfnDown, "blk.{L}.ffn_down.weight"},
+    {R::FfnDownBias, "blk.{L}.ffn_down.bias"},
+});
+
 // Names given by io::open_llama2c to the run.c checkpoint layout.
 const TensorNames kLlama2cNames = make_tensor_names({
     {R::TokenEmbed, "token_embedding_table"},
@@ -232,6 +264,34 @@ const TensorNames kHfBertNames = make_tensor_names({
     {R::OutputBias, "cls.predictions.bias"},
 });
 
+// llama.cpp's "bert" (LLM_ARCH_BERT names in src/llama-arch.cpp): an embedding model, so the
+// converter keeps no MLM head (no HeadDense .. OutputBias: the family then gives no logits).
+// Post-LN as in HF: attn_output_norm is attention.output.LayerNorm, layer_output_norm is
+// output.LayerNorm.
+const TensorNames kGgufBertNames = make_tensor_names({
+    {R::TokenEmbed, "token_embd.weight"},
+    {R::PosEmbed, "position_embd.weight"},
+    {R::TypeEmbed, "token_types.weight"},
+    {R::EmbedNorm, "token_embd_norm.weight"},
+    {R::EmbedNormBias, "token_embd_norm.bias"},
+    {R::AttnQ, "blk.{L}.attn_q.weight"},
+    {R::AttnQBias, "blk.{L}.attn_q.bias"},
+    {R::AttnK, "blk.{L}.attn_k.weight"},
+    {R::AttnKBias, "blk.{L}.attn_k.bias"},
+    {R::AttnV, "blk.{L}.attn_v.weight"},
+    {R::AttnVBias, "blk.{L}.attn_v.bias"},
+    {R::AttnO, "blk.{L}.attn_output.weight"},
+    {R::AttnOBias, "blk.{L}.attn_output.bias"},
+    {R::AttnNorm, "blk.{L}.attn_output_norm.weight"},
+    {R::AttnNormBias, "blk.{L}.attn_output_norm.bias"},
+    {R::FfnUp, "blk.{L}.ffn_up.weight"},
+    {R::FfnUpBias, "blk.{L}.ffn_up.bias"},
+    {R::FfnDown, "blk.{L}.ffn_down.weight"},
+    {R::FfnDownBias, "blk.{L}.ffn_down.bias"},
+    {R::FfnNorm, "blk.{L}.layer_output_norm.weight"},
+    {R::FfnNormBias, "blk.{L}.layer_output_norm.bias"},
+});
+
 // RobertaForMaskedLM and XLMRobertaForMaskedLM: BERT's layout under "roberta." with lm_head.
 const TensorNames kHfRobertaNames = make_tensor_names({
     {R::TokenEmbed, "roberta.embeddings.word_embeddings.weight"},
@@ -299,6 +359,7 @@ const std::vector<ArchitectureInfo>& table() {
          .gguf_arch = "llama",
          .build = build_llama_family,
          .read_hf_config = read_llama_hf_config,
+         .read_gguf_config = read_llama_gguf_config,
          .hf_names = &kHfLlamaNames,
          .gguf_names = &kGgufLlamaNames,
          .llama2c_names = &kLlama2cNames,
@@ -319,6 +380,7 @@ const std::vector<ArchitectureInfo>& table() {
          .gguf_arch = "qwen2",
          .build = build_llama_family,
          .read_hf_config = read_llama_hf_config,
+         .read_gguf_config = read_llama_gguf_config,
          .hf_names = &kHfLlamaNames,
          .gguf_names = &kGgufLlamaNames,
          .default_act = Activation::Silu,
@@ -329,6 +391,7 @@ const std::vector<ArchitectureInfo>& table() {
          .gguf_arch = "gemma",
          .build = build_llama_family,
          .read_hf_config = read_llama_hf_config,
+         .read_gguf_config = read_llama_gguf_config,
          .hf_names = &kHfLlamaNames,
          .gguf_names = &kGgufLlamaNames,
          .default_act = Activation::GeluTanh,
@@ -341,8 +404,8 @@ const std::vector<ArchitectureInfo>& table() {
          .gguf_arch = "gemma2",
          .build = build_gemma2_family,
          .read_hf_config = read_gemma2_hf_config,
-         .hf_names = &kHfGemma2Names,
          .read_gguf_config = read_gemma2_gguf_config,
+         .hf_names = &kHfGemma2Names,
          .gguf_names = &kGgufGemma2Names,
          .default_act = Activation::GeluTanh,
          .norm_add_one_hf = true,
@@ -356,39 +419,53 @@ const std::vector<ArchitectureInfo>& table() {
          .gguf_arch = "phi3",
          .build = build_phi3_family,
          .read_hf_config = read_phi3_hf_config,
-         .hf_names = &kHfPhi3Names,
          .read_gguf_config = read_phi3_gguf_config,
+         .hf_names = &kHfPhi3Names,
          .gguf_names = &kGgufPhi3Names,
          .default_act = Activation::Silu,
          .has_sliding_window = true,
          .sliding_window_by_default = true},
         {.name = "gpt2",
          .hf_model_types = {"gpt2"},
+         .gguf_arch = "gpt2",
          .build = build_gpt2_family,
          .read_hf_config = read_gpt2_hf_config,
+         .read_gguf_config = read_gpt2_gguf_config,
          .hf_names = &kHfGpt2Names,
+         .gguf_names = &kGgufLayerNormDecoderNames,
+         .hf_conv1d = true,
          .default_act = Activation::GeluTanh,
          .qkv_bias = true},
         {.name = "gpt_neox",
          .hf_model_types = {"gpt_neox"},
+         .gguf_arch = "gptneox",
          .build = build_gpt_neox_family,
          .read_hf_config = read_gpt_neox_hf_config,
+         .read_gguf_config = read_gpt_neox_gguf_config,
          .hf_names = &kHfGptNeoxNames,
+         .gguf_names = &kGgufLayerNormDecoderNames,
+         .hf_qkv_per_head = true,
          .default_act = Activation::Gelu,
          .qkv_bias = true},
         {.name = "phi",
          .hf_model_types = {"phi"},
+         .gguf_arch = "phi2",
          .build = build_phi_family,
          .read_hf_config = read_phi_hf_config,
+         .read_gguf_config = read_phi_gguf_config,
          .hf_names = &kHfPhiNames,
+         .gguf_names = &kGgufLayerNormDecoderNames,
          .default_act = Activation::GeluTanh,
          .qkv_bias = true},
-        // Encoders (src/model/bert.cpp): HF weights only.
+        // Encoders (src/model/bert.cpp); BERT also from llama.cpp's embedding-model GGUF.
         {.name = "bert",
          .hf_model_types = {"bert"},
+         .gguf_arch = "bert",
          .build = build_bert_family,
          .read_hf_config = read_bert_hf_config,
+         .read_gguf_config = read_bert_gguf_config,
          .hf_names = &kHfBertNames,
+         .gguf_names = &kGgufBertNames,
          .default_act = Activation::Gelu,
          .qkv_bias = true},
         {.name = "roberta",

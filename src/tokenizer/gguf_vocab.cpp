@@ -162,8 +162,10 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
     const std::string pre =
         f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : std::string("default");
     const char* pattern = nullptr;
+    // llama.cpp (llama-vocab.cpp) maps gpt-2, phi-2, roberta-bpe and olmo (the GPT-NeoX-20B
+    // tokenizer of Pythia, as convert_hf_to_gguf.py identifies it) to the GPT-2 regex.
     if (pre == "gpt-2" || pre == "default" || pre == "gpt-neox" || pre == "phi-2" ||
-        pre == "roberta-bpe") {
+        pre == "roberta-bpe" || pre == "olmo") {
         pattern = kGpt2Pattern;
     } else if (pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3") {
         pattern = kLlama3Pattern;

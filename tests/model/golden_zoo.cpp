@@ -4,12 +4,16 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/weights.hpp"
 #include "sinkscope/model/model.hpp"
 #include "testing.hpp"
 #include "zoo_golden.hpp"
@@ -202,6 +206,240 @@ TEST(ZooGguf, RopeScalingKeysGiveTheHfGoldens) {
                                              ": not supported: key llama.rope.scaling.type = "
                                              "'longrope' (RoPE scaling type)");
     }
+}
+
+// A GGUF of ../shared/zoo/gguf and the zoo HF directory it was converted from.
+struct GgufTwin {
+    const char* file;
+    const char* hf_dir;
+};
+
+class ZooGgufTwin : public ::testing::TestWithParam<GgufTwin> {};
+
+// Every family's GGUF gives the goldens of its HF directory, tokenizer ids included: the
+// converter's layouts (GPT-2 Conv1D transposed, GPT-NeoX q/k/v re-ordered, Gemma 1 + w, partial
+// rotary as rope.dimension_count) are undone by the loader.
+TEST_P(ZooGgufTwin, GivesTheHfGoldens) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const Model m = load_model(shared / "zoo" / "gguf" / GetParam().file);
+    const auto inputs = testutil::zoo_inputs(shared / "zoo" / GetParam().hf_dir);
+    ASSERT_FALSE(inputs.empty());
+    for (const auto& in : inputs) testutil::check_zoo_input(m, in);
+}
+
+// The hyper-parameters read from GGUF metadata equal those read from the HF config.json (two
+// independent readers). Not compared: tied_embeddings (gpt2.gguf stores the tied head as a copy)
+// and norm_add_one (the converter stores Gemma's 1 + w).
+TEST_P(ZooGgufTwin, ConfigEqualsTheHfConfig) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const ModelConfig g = load_model(shared / "zoo" / "gguf" / GetParam().file).config();
+    const ModelConfig h = load_model(shared / "zoo" / GetParam().hf_dir).config();
+    EXPECT_EQ(g.architecture, h.architecture);
+    EXPECT_EQ(g.n_layers, h.n_layers);
+    EXPECT_EQ(g.n_heads, h.n_heads);
+    EXPECT_EQ(g.n_kv_heads, h.n_kv_heads);
+    EXPECT_EQ(g.d_model, h.d_model);
+    EXPECT_EQ(g.d_head, h.d_head);
+    EXPECT_EQ(g.d_mlp, h.d_mlp);
+    EXPECT_EQ(g.d_vocab, h.d_vocab);
+    EXPECT_EQ(g.norm, h.norm);
+    // GGUF stores the epsilon as float32: equal to the config's double within f32 rounding.
+    EXPECT_NEAR(g.norm_eps, h.norm_eps, h.norm_eps * 0x1p-23);
+    EXPECT_EQ(g.positions, h.positions);
+    EXPECT_EQ(g.rotary_dim, h.rotary_dim);
+    EXPECT_EQ(g.rope_theta, h.rope_theta);
+    EXPECT_EQ(g.parallel_residual, h.parallel_residual);
+    EXPECT_EQ(g.act, h.act);
+    EXPECT_EQ(g.qkv_bias, h.qkv_bias);
+    EXPECT_EQ(g.embed_scale, h.embed_scale);
+    EXPECT_EQ(g.window, h.window);
+    if (h.positions == PositionKind::Learned) {
+        EXPECT_EQ(g.n_ctx, h.n_ctx);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ZooGgufTwin,
+                         ::testing::Values(GgufTwin{"gpt2.gguf", "gpt2"},
+                                           GgufTwin{"pythia.gguf", "pythia"},
+                                           GgufTwin{"qwen2.gguf", "qwen2"},
+                                           GgufTwin{"gemma.gguf", "gemma"},
+                                           GgufTwin{"phi.gguf", "phi"}),
+                         [](const auto& info) { return std::string(info.param.hf_dir); });
+
+// A required key of a family GGUF, renamed (same length, so every offset stays valid), is a
+// one-line InputError naming the file and the key; nothing falls back to a default.
+TEST(ZooGguf, MissingFamilyKeyIsNamed) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const std::pair<const char*, const char*> cases[] = {
+        {"gpt2.gguf", "gpt2.attention.layer_norm_epsilon"},
+        {"gpt2.gguf", "gpt2.context_length"},
+        {"pythia.gguf", "gptneox.rope.dimension_count"},
+        {"pythia.gguf", "gptneox.use_parallel_residual"},
+        {"pythia.gguf", "gptneox.attention.layer_norm_epsilon"},
+        {"phi.gguf", "phi2.rope.dimension_count"},
+        {"qwen2.gguf", "qwen2.attention.layer_norm_rms_epsilon"},
+        {"gemma.gguf", "gemma.feed_forward_length"},
+    };
+    int n = 0;
+    for (const auto& [file, key] : cases) {
+        SCOPED_TRACE(std::string(file) + " " + key);
+        std::string bytes = read_file(shared / "zoo" / "gguf" / file);
+        std::string entry;  // the key as stored: u64 length, bytes
+        put_str(entry, key);
+        const size_t at = bytes.find(entry);
+        ASSERT_NE(at, std::string::npos);
+        bytes[at + entry.size() - 1] = '~';  // "...epsilon" -> "...epsilo~"
+        const fs::path bad = tmp / ("bad" + std::to_string(n++) + ".gguf");
+        testutil::write_text(bad, bytes);
+        try {
+            load_model(bad);
+            ADD_FAILURE() << "loaded without " << key;
+        } catch (const InputError& e) {
+            const std::string what = e.what();
+            EXPECT_NE(what.find(bad.string()), std::string::npos) << what;
+            EXPECT_NE(what.find(std::string("'") + key + "'"), std::string::npos) << what;
+            EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+        }
+    }
+}
+
+// A minimal GGUF v3 writer (GGUF specification: header, key/values, tensor infos with ne in ggml
+// order = reversed PyTorch shape, F32 data at offsets aligned to the default alignment 32).
+class GgufWriter {
+public:
+    void str(const std::string& key, const std::string& v) {
+        head(key, kGgufString);
+        put_str(kv_, v);
+    }
+    void u32(const std::string& key, uint32_t v) {
+        head(key, kGgufUint32);
+        put_u32(kv_, v);
+    }
+    void f32(const std::string& key, float v) {
+        head(key, kGgufFloat32);
+        kv_.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    void boolean(const std::string& key, bool v) {
+        head(key, kGgufBool);
+        kv_.push_back(v ? 1 : 0);
+    }
+    // shape in PyTorch order, data row-major
+    void tensor(const std::string& name, const std::vector<int64_t>& shape,
+                std::vector<float> data) {
+        tensors_.push_back({name, shape, std::move(data)});
+    }
+    std::string bytes() const {
+        std::string b = "GGUF";
+        put_u32(b, 3);
+        put_u64(b, tensors_.size());
+        put_u64(b, n_kv_);
+        b += kv_;
+        std::string data;
+        for (const auto& t : tensors_) {
+            put_str(b, t.name);
+            put_u32(b, static_cast<uint32_t>(t.shape.size()));
+            for (auto d = t.shape.rbegin(); d != t.shape.rend(); ++d) put_u64(b, uint64_t(*d));
+            put_u32(b, 0);  // GGML_TYPE_F32
+            put_u64(b, data.size());
+            data.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
+            data.resize((data.size() + 31) / 32 * 32, '\0');
+        }
+        b.resize((b.size() + 31) / 32 * 32, '\0');
+        return b + data;
+    }
+
+private:
+    static constexpr uint32_t kGgufBool = 7;
+    struct Tensor {
+        std::string name;
+        std::vector<int64_t> shape;
+        std::vector<float> data;
+    };
+    void head(const std::string& key, uint32_t type) {
+        put_str(kv_, key);
+        put_u32(kv_, type);
+        ++n_kv_;
+    }
+    std::string kv_;
+    uint64_t n_kv_ = 0;
+    std::vector<Tensor> tensors_;
+};
+
+// ../shared/zoo/bert as llama.cpp's convert_hf_to_gguf.py writes a BERT (arch "bert", an
+// embedding model: the MLM head cls.* is dropped). Names from llama.cpp's LLM_TENSOR_NAMES /
+// gguf-py's TensorNameMap, written out here independently of the registry; hyper-parameters
+// from config.json under the converter's keys. No vocabulary: ids only.
+fs::path write_bert_gguf(const fs::path& shared, const fs::path& out) {
+    const fs::path dir = shared / "zoo" / "bert";
+    const auto cfg = nlohmann::json::parse(read_file(dir / "config.json"));
+    GgufWriter w;
+    w.str("general.architecture", "bert");
+    w.u32("bert.block_count", cfg.at("num_hidden_layers").get<uint32_t>());
+    w.u32("bert.context_length", cfg.at("max_position_embeddings").get<uint32_t>());
+    w.u32("bert.embedding_length", cfg.at("hidden_size").get<uint32_t>());
+    w.u32("bert.feed_forward_length", cfg.at("intermediate_size").get<uint32_t>());
+    w.u32("bert.attention.head_count", cfg.at("num_attention_heads").get<uint32_t>());
+    w.f32("bert.attention.layer_norm_epsilon", cfg.at("layer_norm_eps").get<float>());
+    w.boolean("bert.attention.causal", false);
+    w.u32("bert.pooling_type", 2);  // CLS (unused by sinkscope)
+    const std::pair<const char*, const char*> renames[] = {
+        {"embeddings.word_embeddings", "token_embd"},
+        {"embeddings.position_embeddings", "position_embd"},
+        {"embeddings.token_type_embeddings", "token_types"},
+        {"embeddings.LayerNorm", "token_embd_norm"},
+        {"attention.self.query", "attn_q"},
+        {"attention.self.key", "attn_k"},
+        {"attention.self.value", "attn_v"},
+        {"attention.output.dense", "attn_output"},
+        {"attention.output.LayerNorm", "attn_output_norm"},
+        {"intermediate.dense", "ffn_up"},
+        {"output.dense", "ffn_down"},
+        {"output.LayerNorm", "layer_output_norm"},
+    };
+    const auto store = io::open_safetensors(dir / "model.safetensors");
+    int n = 0;
+    for (const std::string& name : store->names()) {
+        if (name.rfind("bert.", 0) != 0) continue;  // cls.*: the MLM head
+        std::string rest = name.substr(5), gguf;    // e.g. encoder.layer.1.output.dense.weight
+        const std::string layer_prefix = "encoder.layer.";
+        if (rest.rfind(layer_prefix, 0) == 0) {
+            const size_t dot = rest.find('.', layer_prefix.size());
+            gguf = "blk." + rest.substr(layer_prefix.size(), dot - layer_prefix.size()) + ".";
+            rest = rest.substr(dot + 1);
+        }
+        const size_t last = rest.rfind('.');
+        const std::string module = rest.substr(0, last), param = rest.substr(last);
+        bool found = false;
+        for (const auto& [hf, ll] : renames)
+            if (module == hf) {
+                gguf += ll + param;
+                found = true;
+            }
+        if (!found) throw InputError(name, "no GGUF name in the test's table");
+        const io::TensorView v = store->get(name);
+        w.tensor(gguf, v.shape, io::to_f32(v));
+        ++n;
+    }
+    if (n != 5 + 16 * cfg.at("num_hidden_layers").get<int>())
+        throw InputError(dir.string(), "unexpected tensor count " + std::to_string(n));
+    testutil::write_text(out, w.bytes());
+    return out;
+}
+
+// A BERT GGUF (no MLM head) gives the attention, scores and hidden states of the HF goldens and no
+// logits; generation-style uses of the logits are refused.
+TEST(ZooGguf, BertWithoutHeadGivesTheHfAttention) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const Model m = load_model(write_bert_gguf(shared, tmp / "bert.gguf"));
+    EXPECT_EQ(m.config().architecture, "bert");
+    EXPECT_FALSE(m.config().causal);
+    EXPECT_EQ(m.config().n_token_types, 2);
+    const auto inputs = testutil::zoo_inputs(shared / "zoo" / "bert");
+    ASSERT_FALSE(inputs.empty());
+    for (const auto& in : inputs) testutil::check_zoo_input(m, in, /*lm_head=*/false);
+    EXPECT_THROW(compute_perplexity(m, {{101, 102, 103}}), UsageError);
 }
 
 }  // namespace

@@ -94,8 +94,10 @@ TEST(Registry, LookupsAreConsistent) {
     for (const auto& a : architectures()) {
         EXPECT_TRUE(names.insert(a.name).second) << a.name;
         for (const auto& t : a.hf_model_types) EXPECT_EQ(find_by_hf_model_type(t, "x").name, a.name);
-        if (a.gguf_arch) {
+        if (a.gguf_arch) {  // loadable from GGUF: names and a metadata reader
             EXPECT_EQ(find_by_gguf_arch(a.gguf_arch, "x").name, a.name);
+            EXPECT_NE(a.gguf_names, nullptr) << a.name;
+            EXPECT_NE(a.read_gguf_config, nullptr) << a.name;
         }
     }
     EXPECT_EQ(tensor_name(find_architecture("llama"), WeightFormat::Gguf, TensorRole::AttnQ, 3),

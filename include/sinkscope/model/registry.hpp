@@ -78,8 +78,11 @@ struct WeightSource {
 using HfConfigReader = void (*)(const nlohmann::json& j, const std::string& origin,
                                 ModelConfig& c);
 
-// Reads the family's own GGUF keys "<prefix>*" into c after the common ones (config_gguf.cpp).
-using GgufConfigReader = void (*)(const io::GgufFile& f, const std::string& prefix, ModelConfig& c);
+// Reads the family's "<gguf_arch>.*" keys beyond those every GGUF decoder has (norm kind and
+// epsilon, positions, rotary dims, residual layout) into c; `p` is "<gguf_arch>.". Throws
+// InputError naming the file and the key when a key the family needs is missing.
+// Defined in config_gguf.cpp.
+using GgufConfigReader = void (*)(const io::GgufFile& f, const std::string& p, ModelConfig& c);
 
 using FamilyBuilder = std::unique_ptr<Transformer> (*)(const ModelConfig&, const WeightSource&,
                                                         const RuntimeOptions&);
@@ -92,13 +95,20 @@ struct ArchitectureInfo {
     const char* gguf_arch = nullptr;          // general.architecture (nullptr: not from GGUF)
     FamilyBuilder build = nullptr;
     HfConfigReader read_hf_config = nullptr;
+    GgufConfigReader read_gguf_config = nullptr;  // set with gguf_arch
     const TensorNames* hf_names = nullptr;
-    GgufConfigReader read_gguf_config = nullptr;  // nullptr: the common keys only
     const TensorNames* gguf_names = nullptr;     // nullptr: no GGUF layout
     const TensorNames* llama2c_names = nullptr;  // nullptr: no llama2.c export
     // llama.cpp's converter permutes Q/K rows of this architecture for interleaved RoPE
     // (convert_hf_to_gguf.py LlamaModel.permute); the loader undoes it (detail::WeightLoader).
     bool gguf_qk_interleaved = false;
+    // HF stores the projection weights [in, out] (GPT-2's Conv1D); llama.cpp's converter writes
+    // them [out, in] like every linear (detail::WeightLoader::host_linear undoes the difference).
+    bool hf_conv1d = false;
+    // HF's fused q/k/v rows are grouped per head, [head][q|k|v][d_head] (GPT-NeoX
+    // query_key_value); llama.cpp's converter re-orders them to [all q; all k; all v]
+    // (detail::WeightLoader::host_qkv returns that order from every format).
+    bool hf_qkv_per_head = false;
     // HF-config facts that are properties of the architecture rather than of config.json.
     Activation default_act = Activation::Gelu;
     bool qkv_bias = false;
@@ -125,6 +135,13 @@ const ArchitectureInfo& llama2c_architecture();
 // Tensor name for a role in a format ("" when the role is absent in that format).
 std::string tensor_name(const ArchitectureInfo& arch, WeightFormat format, TensorRole role,
                         int64_t layer = -1);
+
+// GGUF metadata readers per family (src/model/config_gguf.cpp).
+void read_llama_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c);
+void read_gpt2_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c);
+void read_gpt_neox_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c);
+void read_phi_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c);
+void read_bert_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c);
 
 // Family builders and config readers (one file each: src/model/<family>.cpp).
 std::unique_ptr<Transformer> build_llama_family(const ModelConfig&, const WeightSource&,
