@@ -439,7 +439,10 @@ TEST(ZooGguf, BertWithoutHeadGivesTheHfAttention) {
     const auto inputs = testutil::zoo_inputs(shared / "zoo" / "bert");
     ASSERT_FALSE(inputs.empty());
     for (const auto& in : inputs) testutil::check_zoo_input(m, in, /*lm_head=*/false);
-    EXPECT_THROW(compute_perplexity(m, {{101, 102, 103}}), UsageError);
+    // An encoder without an LM head (nor, in this test file, a vocabulary): no perplexity of
+    // either kind.
+    EXPECT_THROW(compute_perplexity(m, {{101, 102, 103}}), UnsupportedError);
+    EXPECT_THROW(compute_masked_perplexity(m, {{101, 2000, 102}}, {}), UnsupportedError);
 }
 
 }  // namespace
