@@ -156,20 +156,18 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
             throw UsageError(std::string("--sparsity: ") + e.what());
         }
     }
-    const analysis::AnalysisInputs calib = analysis::load_inputs(m,
-                                                                 {.data = o.calib,
-                                                                  .text_column = o.text_column,
-                                                                  .max_tokens = o.max_tokens,
-                                                                  .samples = o.calib_samples,
-                                                                  .seed = std::nullopt},
-                                                                 bos);
-    const analysis::AnalysisInputs eval = analysis::load_inputs(m,
-                                                                {.data = o.eval,
-                                                                 .text_column = o.text_column,
-                                                                 .max_tokens = o.max_tokens,
-                                                                 .samples = o.eval_samples,
-                                                                 .seed = std::nullopt},
-                                                                bos);
+    // The first `samples` samples (0: all) of a data file, cut to --max-tokens.
+    auto load = [&](const std::string& data, int64_t samples) {
+        return analysis::load_inputs(m,
+                                     {.data = data,
+                                      .text_column = o.text_column,
+                                      .max_tokens = o.max_tokens,
+                                      .samples = samples,
+                                      .seed = std::nullopt},
+                                     bos);
+    };
+    const analysis::AnalysisInputs calib = load(o.calib, o.calib_samples);
+    const analysis::AnalysisInputs eval = load(o.eval, o.eval_samples);
     {  // section 5: calibration rows and evaluation text are disjoint
         // An input's identity: its token ids, or for images the bytes of its preprocessed pixels.
         auto identity = [&](const analysis::AnalysisInputs& in, size_t k) {
