@@ -13,17 +13,20 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
         "prune",
         "Prune the most redundant attention heads (distance to the nearest surviving head on the "
-        "calibration set, greedy) and measure next-token perplexity on held-out text, against "
+        "calibration set, greedy) and score the pruned model on held-out data (perplexity; "
+        "pseudo-perplexity for encoders, "
+        "top-1 agreement for ViT) against "
         "the unpruned model and random pruning");
     sinkscope::cli::add_model_options(cmd, o->m);
-    cmd->add_option("--calib", o->calib,
-                    "Calibration prompts (head distances, mean z): .txt, .jsonl, .csv, .npy ids")
+    cmd->add_option(
+           "--calib", o->calib,
+           "Calibration data (head distances, mean z): .txt, .jsonl, .csv, .npy ids; ViT: images")
         ->required()
-        ->check(CLI::ExistingFile);
+        ->check(CLI::ExistingPath);
     cmd->add_option("--eval", o->eval,
-                    "Evaluation text for perplexity, disjoint from --calib (same formats)")
+                    "Held-out evaluation data, disjoint from --calib (same formats)")
         ->required()
-        ->check(CLI::ExistingFile);
+        ->check(CLI::ExistingPath);
     cmd->add_option("--text-column", o->text_column, "CSV column holding the text")
         ->capture_default_str();
     cmd->add_option("--channels", o->channels,
@@ -40,7 +43,9 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
     cmd->add_option("--random-seeds", o->random_seeds,
                     "Random-pruning baselines per sparsity (seeds --seed, --seed + 1, ...)")
         ->capture_default_str();
-    cmd->add_option("--seed", o->seed, "First seed of the random baselines")->capture_default_str();
+    cmd->add_option("--seed", o->seed,
+                    "First seed of the random baselines; encoders: also which tokens are masked")
+        ->capture_default_str();
     cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")
         ->capture_default_str();
     cmd->add_option("--calib-samples", o->calib_samples,
