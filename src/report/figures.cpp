@@ -275,6 +275,49 @@ void frames_section(const fs::path& dir, ReportContent& c) {
     }
 }
 
+// `sinkscope prune` (prune.csv, prune_random.csv): the pruned model's score against sparsity, one
+// line per channel, the random baseline as its mean with min-max bars; sparsity 0 is the
+// unpruned model in every series.
+void prune_section(const fs::path& dir, ReportContent& c) {
+    if (!fs::exists(dir / "prune.csv")) return;
+    const json rows = table_rows(dir / "prune.csv");
+    if (rows.empty()) return;
+    const std::string measure = str(rows[0], "measure");
+    double unpruned = std::nan("");
+    for (const auto& r : rows)
+        if (is(r, "method", "none")) unpruned = num(r, "value");
+    json pts = json::array();
+    std::set<std::string> series;
+    for (const auto& r : rows) {
+        const std::string method = str(r, "method");
+        if (method == "none" || method == "random") continue;
+        pts.push_back(
+            {{"series", method}, {"sparsity", num(r, "sparsity")}, {measure, num(r, "value")}});
+        series.insert(method);
+    }
+    const std::string random = "random (mean)";
+    if (fs::exists(dir / "prune_random.csv"))
+        for (const auto& r : table_rows(dir / "prune_random.csv")) {
+            pts.push_back({{"series", random},
+                           {"sparsity", num(r, "sparsity")},
+                           {measure, num(r, "mean")},
+                           {"ci_lo", num(r, "min")},
+                           {"ci_hi", num(r, "max")}});
+            series.insert(random);
+        }
+    for (const auto& s : series)
+        pts.push_back({{"series", s}, {"sparsity", 0.0}, {measure, unpruned}});
+    c.figures.push_back(
+        {"Pruning", "Pruned model against sparsity",
+         measure + " of the model after removing the most redundant heads (greedy: the head "
+                   "nearest to another surviving head under each channel goes first), against "
+                   "random pruning of as many heads (mean over the seeds, bars from the lowest to "
+                   "the highest "
+                   "seed). Sparsity 0 is the unpruned model. A channel "
+                   "below the random band removes heads the model needs less than random ones.",
+         line_spec(pts, "sparsity", measure, "series")});
+}
+
 }  // namespace
 
 ReportContent collect_report(const fs::path& run_dir) {
@@ -288,6 +331,7 @@ ReportContent collect_report(const fs::path& run_dir) {
     sinks_section(run_dir, c);
     compositional_section(run_dir, c);
     frames_section(run_dir, c);
+    prune_section(run_dir, c);
     if (c.run.contains("p2") && c.run["p2"].value("mode", "") == "ruscio2025")
         c.notes.push_back("Compat mode ruscio2025: section 8 numbers follow the released notebooks; "
                           "on causal models their Betti numbers only count tokens (PAPERS.md B.3).");

@@ -131,6 +131,10 @@ TEST(CliPrune, EveryChannelAndSparsityAgainstPerplexity) {
     EXPECT_EQ(cell(random, 0, "n_seeds"), "3");
     EXPECT_TRUE(fs::exists(out / "run.json"));
     EXPECT_FALSE(fs::exists(out / "prune_state.json"));
+    // The report draws the score against sparsity with the random band.
+    const std::string html = read_file(out / "report.html");
+    EXPECT_NE(html.find("Pruned model against sparsity"), std::string::npos);
+    EXPECT_NE(html.find("random (mean)"), std::string::npos);
 }
 
 // Killed after 4 evaluated points (SIGKILL), then --resume: the same tables as a run that was

@@ -36,9 +36,9 @@ struct PruneOptions {
     std::function<void(int64_t)> after_point;
 };
 
-// Runs the experiment and writes <out>/{prune.csv, prune_random.csv, prune_order.csv, run.json}
-// (staged: a failure leaves no output; an interrupted run keeps its state for --resume).
-// Returns the output directory.
+// Runs the experiment and writes <out>/{prune.csv, prune_random.csv, prune_order.csv, run.json,
+// report.html} (staged: a failure leaves no output; an interrupted run keeps its state for
+// --resume). Returns the output directory.
 std::string run_prune(const PruneOptions& o, std::ostream& log);
 
 }  // namespace sinkscope::api

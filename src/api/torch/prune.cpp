@@ -29,6 +29,7 @@
 #include "sinkscope/metrics/head.hpp"
 #include "sinkscope/metrics/pruning.hpp"
 #include "sinkscope/model/model.hpp"
+#include "sinkscope/report/report.hpp"
 
 namespace fs = std::filesystem;
 
@@ -420,6 +421,7 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
         {"top1_agreement",
          "vision: share of evaluation images whose top-1 label equals the unpruned model's"}};
     record.write(out.staging());
+    report::write_report(out.staging(), true);  // our own staging folder
     out.commit();
 
     std::ostringstream s;
