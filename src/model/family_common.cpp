@@ -310,6 +310,11 @@ LayerNorm load_layer_norm(WeightLoader& ld, TensorRole w_role, TensorRole b_role
     return LayerNorm{ld.get(w_role, layer, {d}), ld.get(b_role, layer, {d}), eps};
 }
 
+at::Tensor rms_normalized_f32(const at::Tensor& x, double eps) {
+    const at::Tensor xf = x.to(at::kFloat);
+    return xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+}
+
 at::Tensor activate(const at::Tensor& x, Activation act) {
     switch (act) {
         case Activation::Silu: return at::silu(x);

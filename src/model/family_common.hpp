@@ -185,6 +185,10 @@ struct LayerNorm {
 LayerNorm load_layer_norm(WeightLoader& ld, TensorRole w_role, TensorRole b_role, int64_t layer,
                           int64_t d, double eps);
 
+// RMS normalisation of the last dim in f32, as HF's Llama / Gemma / Phi-3 RMSNorm compute it:
+// x * rsqrt(mean(x^2) + eps) with x cast to f32 (the family applies its weight after).
+at::Tensor rms_normalized_f32(const at::Tensor& x, double eps);
+
 // Elementwise activation of an MLP (Silu, GeluTanh = HF gelu_new, Gelu = exact erf).
 at::Tensor activate(const at::Tensor& x, Activation act);
 

@@ -99,9 +99,8 @@ Gemma2Family::Gemma2Family(const ModelConfig& config, const WeightSource& src,
 }
 
 at::Tensor Gemma2Family::rms_norm(const at::Tensor& x, const at::Tensor& scale_f32) const {
-    at::Tensor xf = x.to(at::kFloat);  // [batch, pos, d_model]
-    xf = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + c_.norm_eps);
-    return (xf * scale_f32).to(dtype_);
+    // [batch, pos, d_model]
+    return (detail::rms_normalized_f32(x, c_.norm_eps) * scale_f32).to(dtype_);
 }
 
 ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& capture,

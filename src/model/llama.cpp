@@ -101,8 +101,7 @@ LlamaFamily::LlamaFamily(const ModelConfig& config, const WeightSource& src,
 at::Tensor LlamaFamily::rms_norm(const at::Tensor& x, const at::Tensor& w,
                                  const at::Tensor& w_f32) const {
     // [batch, pos, d_model]; normalised in f32 as HF LlamaRMSNorm / GemmaRMSNorm do.
-    at::Tensor xf = x.to(at::kFloat);
-    xf = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + c_.norm_eps);
+    const at::Tensor xf = detail::rms_normalized_f32(x, c_.norm_eps);
     if (c_.norm_add_one) return (xf * w_f32).to(dtype_);
     return w * xf.to(dtype_);
 }

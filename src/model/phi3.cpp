@@ -89,9 +89,8 @@ Phi3Family::Phi3Family(const ModelConfig& config, const WeightSource& src, const
 }
 
 at::Tensor Phi3Family::rms_norm(const at::Tensor& x, const at::Tensor& w) const {
-    at::Tensor xf = x.to(at::kFloat);  // [batch, pos, d_model]
-    xf = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + c_.norm_eps);
-    return w * xf.to(dtype_);
+    // [batch, pos, d_model]
+    return w * detail::rms_normalized_f32(x, c_.norm_eps).to(dtype_);
 }
 
 ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& capture,
