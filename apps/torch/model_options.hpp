@@ -22,7 +22,8 @@ inline void add_model_options(CLI::App* sub, api::ModelCliOptions& m, bool with_
         sub->add_option("--bos", m.bos, "BOS policy: default (the tokenizer's config) | always | never")
             ->capture_default_str();
     sub->add_option("--device", m.device, "cpu | cuda")->capture_default_str();
-    sub->add_option("--dtype", m.dtype, "float32 | bfloat16 | float16")->capture_default_str();
+    sub->add_option("--dtype", m.dtype, "float32 | bfloat16 | float16 | float64")
+        ->capture_default_str();
     sub->add_option("--tokenizer", m.tokenizer, "Tokenizer file (llama2.c tok*.bin)");
     sub->add_option("--threads", m.threads,
                     "Threads of the model runtime and the analyses (0 = all cores)")

@@ -53,6 +53,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
+    std::vector<Parameter> parameters() const override;
 
 private:
     // [batch, pos] int64 position ids (see EncoderVariant).
@@ -133,9 +134,32 @@ at::Tensor BertFamily::position_ids(const at::Tensor& ids) const {
     return at::cumsum(real, 1) * real + padding_idx;
 }
 
+std::vector<Parameter> BertFamily::parameters() const {
+    using R = TensorRole;
+    detail::ParameterList p;
+    p.add(R::TokenEmbed, -1, word_);
+    p.add(R::PosEmbed, -1, pos_);
+    p.add(R::TypeEmbed, -1, type_);
+    p.add(embed_norm_, R::EmbedNorm, R::EmbedNormBias, -1);
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const LayerWeights& w = layers_[static_cast<size_t>(l)];
+        p.add(w.attn, l);
+        p.add(w.attn_norm, R::AttnNorm, R::AttnNormBias, l);
+        p.add(w.mlp.up, R::FfnUp, R::FfnUpBias, l);
+        p.add(w.mlp.down, R::FfnDown, R::FfnDownBias, l);
+        p.add(w.ffn_norm, R::FfnNorm, R::FfnNormBias, l);
+    }
+    if (has_head_) {
+        p.add(head_dense_, R::HeadDense, R::HeadDenseBias, -1);
+        p.add(head_norm_, R::HeadNorm, R::HeadNormBias, -1);
+        p.add(out_, R::Output, R::OutputBias, -1);
+    }
+    return std::move(p.items);
+}
+
 ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& capture,
                                   const HeadMask* mask) const {
-    c10::InferenceMode guard;
+    c10::InferenceMode guard{!detail::gradients_recorded()};
     const at::Tensor ids = detail::checked_ids(input, c_.d_vocab, device_);  // [batch, pos]
     const int64_t T = ids.size(1);
     detail::check_head_mask(mask, c_);
@@ -189,7 +213,7 @@ ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& ca
     if (!has_head_) return result;
     const Activation head_act = variant_.head_exact_gelu ? Activation::Gelu : c_.act;
     const at::Tensor h = head_norm_(detail::activate(head_dense_(x), head_act));  // [b, pos, D]
-    result.logits = out_(h).to(at::kFloat);  // [batch, pos, d_vocab]
+    result.logits = out_(h).to(detail::accum_type(dtype_));  // [batch, pos, d_vocab]
     return result;
 }
 

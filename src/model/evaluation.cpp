@@ -2,7 +2,6 @@
 // generation, perplexity.
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -10,6 +9,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/random.hpp"
 #include "sinkscope/model/model.hpp"
+#include "sinkscope/model/objective.hpp"
 #include "sinkscope/tokenizer/tokenizer.hpp"
 
 namespace sinkscope::model {
@@ -82,83 +82,32 @@ PerplexityResult compute_perplexity(const Model& model,
     return out;
 }
 
-namespace {
-
-// The tokenizer's mask token: the vocabulary entry spelled [MASK] (BERT WordPiece) or <mask>
-// (RoBERTa / XLM-R); -1 when there is none.
-int32_t find_mask_token(const tokenizer::Tokenizer& t) {
-    for (int64_t id = 0; id < t.vocab_size(); ++id) {
-        const std::string p = t.piece(int32_t(id));
-        if (p == "[MASK]" || p == "<mask>") return int32_t(id);
-    }
-    return -1;
-}
-
-}  // namespace
-
 PerplexityResult compute_masked_perplexity(const Model& model,
                                            const std::vector<std::vector<int32_t>>& samples,
                                            const MaskedLmOptions& options, const HeadMask* mask) {
     const ModelConfig& c = model.config();
-    const std::string origin = model.path.string();
     if (c.is_vision() || c.causal)
-        throw UnsupportedError(
-            origin, "masked-LM pseudo-perplexity of " + c.architecture + " (not an encoder)");
+        throw UnsupportedError(model.path.string(), "masked-LM pseudo-perplexity of " +
+                                                        c.architecture + " (not an encoder)");
     if (!(options.rate > 0.0 && options.rate < 1.0))
         throw UsageError("masking rate must be in (0, 1)");
-    const tokenizer::Tokenizer* tok = model.tokenizer();
-    const int32_t mask_id = tok ? find_mask_token(*tok) : -1;
-    if (mask_id < 0)
-        throw UnsupportedError(origin,
-                               "masked-LM pseudo-perplexity without a mask token "
-                               "([MASK] or <mask>) in the tokenizer");
-    // The template's special tokens ([CLS], [SEP], <s>, </s>) are never masked.
-    std::set<int32_t> special;
-    for (int32_t id : tok->template_prefix()) special.insert(id);
-    for (int32_t id : tok->template_suffix()) special.insert(id);
-
+    const MaskedLmVocabulary vocab = masked_lm_vocabulary(model);
     PerplexityResult out;
     double total = 0;
     for (size_t k = 0; k < samples.size(); ++k) {
-        const std::vector<int32_t>& ids = samples[k];
-        std::vector<int64_t> maskable;
-        for (size_t t = 0; t < ids.size(); ++t)
-            if (!special.count(ids[t])) maskable.push_back(int64_t(t));
-        if (maskable.empty()) {
+        const PredictionTask task = masked_lm_task(samples[k], vocab, options, k);
+        if (task.rows.empty()) {
             out.sample_nll.push_back(std::nan(""));
             out.sample_tokens.push_back(0);
             continue;
         }
-        const auto n_mask =
-            std::max<size_t>(1, size_t(std::floor(options.rate * double(maskable.size()) + 0.5)));
-        // One stream per sample: the choice of a sample does not depend on the others.
-        uint64_t state = options.seed ^ (0x9e3779b97f4a7c15ull * (k + 1));
-        const std::vector<size_t> chosen =
-            sample_indices(maskable.size(), n_mask, splitmix64(state));
-        std::vector<int64_t> input(ids.begin(), ids.end());
-        std::vector<int64_t> positions, targets;
-        for (size_t i : chosen) {
-            const int64_t t = maskable[i];
-            positions.push_back(t);
-            targets.push_back(ids[size_t(t)]);
-            input[size_t(t)] = mask_id;
-        }
-        const at::Tensor x = at::tensor(input, at::TensorOptions().dtype(at::kLong)).view({1, -1});
-        const ForwardResult r = model.forward(x, {}, mask);
-        if (!r.logits.defined())
-            throw UnsupportedError(origin, "masked-LM pseudo-perplexity: the model has no LM head");
-        const at::Tensor pos =
-            at::tensor(positions, at::TensorOptions().dtype(at::kLong)).to(r.logits.device());
-        const at::Tensor logp =
-            at::log_softmax(r.logits[0].index_select(0, pos).to(at::kDouble), -1);
-        const at::Tensor target = at::tensor(targets, at::TensorOptions().dtype(at::kLong))
-                                      .to(logp.device())
-                                      .view({-1, 1});
-        const double nll = -logp.gather(1, target).sum().item<double>();
-        out.sample_nll.push_back(nll / double(positions.size()));
-        out.sample_tokens.push_back(int64_t(positions.size()));
+        const int64_t n = int64_t(task.rows.size());
+        const at::Tensor logp = scored_log_probs(model, task, mask, at::kDouble);
+        const double nll = mean_nll(logp, task.targets).item<double>() * double(n);
+        out.sample_nll.push_back(nll / double(n));
+        out.sample_tokens.push_back(n);
         total += nll;
-        out.n_tokens += int64_t(positions.size());
+        out.n_tokens += n;
     }
     if (out.n_tokens == 0) throw UsageError("pseudo-perplexity: no sample has a maskable token");
     out.mean_nll = total / double(out.n_tokens);

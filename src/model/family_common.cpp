@@ -108,7 +108,7 @@ const at::Tensor& DecoderFrame::mask_of(int64_t layer) const {
 
 ForwardResult DecoderFrame::finish(const at::Tensor& x_final, const at::Tensor& logits) {
     hooks.keep(HookPoint::FinalNorm, -1, x_final);
-    result.logits = logits.to(at::kFloat);
+    result.logits = logits.to(accum_type(logits.scalar_type()));
     return std::move(result);
 }
 
@@ -151,7 +151,7 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         ? hidden.narrow(-2, i0, n)
                                         : hidden,
                                     -std::numeric_limits<double>::infinity());
-            parts.push_back(at::matmul(at::softmax(scores, -1, at::kFloat).to(dtype), vh));
+            parts.push_back(at::matmul(at::softmax(scores, -1, accum_type(dtype)).to(dtype), vh));
         }
         z = at::cat(parts, 2).transpose(1, 2).contiguous();
     } else {
@@ -160,7 +160,7 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
         if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
         hooks.keep(HookPoint::AttnScores, layer, scores);
         // [batch, n_heads, query, key]; softmax in f32, masked entries exactly 0
-        const at::Tensor pattern = at::softmax(scores, -1, at::kFloat).to(dtype);
+        const at::Tensor pattern = at::softmax(scores, -1, accum_type(dtype)).to(dtype);
         hooks.keep(HookPoint::Pattern, layer, pattern);
         z = at::matmul(pattern, vh).transpose(1, 2).contiguous();
     }
@@ -310,8 +310,8 @@ LayerNorm load_layer_norm(WeightLoader& ld, TensorRole w_role, TensorRole b_role
     return LayerNorm{ld.get(w_role, layer, {d}), ld.get(b_role, layer, {d}), eps};
 }
 
-at::Tensor rms_normalized_f32(const at::Tensor& x, double eps) {
-    const at::Tensor xf = x.to(at::kFloat);
+at::Tensor rms_normalized(const at::Tensor& x, double eps) {
+    const at::Tensor xf = x.to(accum_type(x.scalar_type()));
     return xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
 }
 

@@ -15,6 +15,16 @@
 
 namespace sinkscope::model::detail {
 
+// The type in which a family computes what HF computes in f32 whatever the model's dtype
+// (softmax, RMS normalisation, logits, the f32 norm scales): f32, or f64 for a float64 model.
+inline at::ScalarType accum_type(at::ScalarType dtype) {
+    return dtype == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// True inside a model::GradientScope on this thread: forwards then record the autograd graph
+// instead of running under c10::InferenceMode (model/gradients.hpp).
+bool gradients_recorded();
+
 // Keeps the hooks a CaptureSpec selects in a ForwardResult.
 class HookRecorder {
 public:
@@ -69,7 +79,8 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& hidden, double scale, int64_t layer, const HeadMask* mask,
                   at::ScalarType dtype, HookRecorder& hooks, double softcap = 0.0);
 
-// The frame every causal decoder's forward shares (spec section 0): inference mode, checked
+// The frame every causal decoder's forward shares (spec section 0): inference mode (unless
+// gradients_recorded()), checked
 // token ids, the head-mask check, no padding masks, the hook recorder, the causal (sliding-window
 // when c.window > 0; per layer with c.window_layers: mask_of) mask, the score scale
 // (c.score_scale()) and, when rot_dim > 0, RoPE tables of the
@@ -88,7 +99,7 @@ struct DecoderFrame {
     // The RoPE tables, or null when the family has learned positions (rot_dim 0).
     const RopeTables* rope_or_null() const { return rope.rot_dim > 0 ? &rope : nullptr; }
 
-    c10::InferenceMode guard;
+    c10::InferenceMode guard{!gradients_recorded()};
     at::Tensor ids;  // [batch, pos] int64 on the device
     int64_t n_tokens = 0;
     ForwardResult result;
@@ -185,9 +196,9 @@ struct LayerNorm {
 LayerNorm load_layer_norm(WeightLoader& ld, TensorRole w_role, TensorRole b_role, int64_t layer,
                           int64_t d, double eps);
 
-// RMS normalisation of the last dim in f32, as HF's Llama / Gemma / Phi-3 RMSNorm compute it:
-// x * rsqrt(mean(x^2) + eps) with x cast to f32 (the family applies its weight after).
-at::Tensor rms_normalized_f32(const at::Tensor& x, double eps);
+// RMS normalisation of the last dim in accum_type (f32), as HF's Llama / Gemma / Phi-3 RMSNorm
+// compute it: x * rsqrt(mean(x^2) + eps) with x cast to f32 (the family applies its weight after).
+at::Tensor rms_normalized(const at::Tensor& x, double eps);
 
 // Elementwise activation of an MLP (Silu, GeluTanh = HF gelu_new, Gelu = exact erf).
 at::Tensor activate(const at::Tensor& x, Activation act);
@@ -205,6 +216,29 @@ struct AttentionWeights {
     Linear q;     // [n_heads * d_head, d_model]
     Linear k, v;  // [n_kv_heads * d_head, d_model]
     Linear o;     // [d_model, n_heads * d_head]
+};
+
+// Builds a family's Transformer::parameters() list; undefined tensors (absent biases) are skipped.
+struct ParameterList {
+    std::vector<Parameter> items;
+    void add(TensorRole role, int64_t layer, const at::Tensor& t) {
+        if (t.defined()) items.push_back(Parameter{role, layer, t});
+    }
+    void add(const Linear& lin, TensorRole w_role, TensorRole b_role, int64_t layer) {
+        add(w_role, layer, lin.w);
+        add(b_role, layer, lin.b);
+    }
+    void add(const LayerNorm& n, TensorRole w_role, TensorRole b_role, int64_t layer) {
+        add(w_role, layer, n.w);
+        add(b_role, layer, n.b);
+    }
+    // q, k, v, o weights and their biases.
+    void add(const AttentionWeights& a, int64_t layer) {
+        add(a.q, TensorRole::AttnQ, TensorRole::AttnQBias, layer);
+        add(a.k, TensorRole::AttnK, TensorRole::AttnKBias, layer);
+        add(a.v, TensorRole::AttnV, TensorRole::AttnVBias, layer);
+        add(a.o, TensorRole::AttnO, TensorRole::AttnOBias, layer);
+    }
 };
 
 // One attention sub-block on normalised input h [batch, pos, d_model]: projections, hook_q/k/v,

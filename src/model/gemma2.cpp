@@ -44,6 +44,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
+    std::vector<Parameter> parameters() const override;
 
 private:
     // Gemma2RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) in f32, back to the compute dtype.
@@ -71,7 +72,7 @@ Gemma2Family::Gemma2Family(const ModelConfig& config, const WeightSource& src,
         at::Tensor host = ld.host(role, layer, {D});
         if (c_.norm_add_one) host = host + 1.0f;
         n_params_ += host.numel();
-        return host.to(device_).contiguous();
+        return host.to(device_, detail::accum_type(dtype_)).contiguous();
     };
     const bool embed_from_output =
         c_.tied_embeddings && !ld.has(R::TokenEmbed) && ld.has(R::Output);
@@ -100,7 +101,30 @@ Gemma2Family::Gemma2Family(const ModelConfig& config, const WeightSource& src,
 
 at::Tensor Gemma2Family::rms_norm(const at::Tensor& x, const at::Tensor& scale_f32) const {
     // [batch, pos, d_model]
-    return (detail::rms_normalized_f32(x, c_.norm_eps) * scale_f32).to(dtype_);
+    return (detail::rms_normalized(x, c_.norm_eps) * scale_f32).to(dtype_);
+}
+
+std::vector<Parameter> Gemma2Family::parameters() const {
+    using R = TensorRole;
+    detail::ParameterList p;
+    p.add(R::TokenEmbed, -1, embed_);
+    p.add(R::OutputNorm, -1, out_norm_);
+    p.add(R::Output, -1, w_out_);
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const Gemma2Layer& w = layers_[static_cast<size_t>(l)];
+        p.add(R::AttnNorm, l, w.input_norm);
+        p.add(R::AttnQ, l, w.wq);
+        p.add(R::AttnK, l, w.wk);
+        p.add(R::AttnV, l, w.wv);
+        p.add(R::AttnO, l, w.wo);
+        p.add(R::AttnPostNorm, l, w.post_attn_norm);
+        p.add(R::FfnNorm, l, w.pre_ffn_norm);
+        p.add(R::FfnGate, l, w.w_gate);
+        p.add(R::FfnUp, l, w.w_up);
+        p.add(R::FfnDown, l, w.w_down);
+        p.add(R::FfnPostNorm, l, w.post_ffn_norm);
+    }
+    return std::move(p.items);
 }
 
 ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& capture,
@@ -139,8 +163,9 @@ ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& 
         x = x + rms_norm(at::linear(gate * at::linear(h2, w.w_up), w.w_down), w.post_ffn_norm);
         hooks.keep(HookPoint::ResidPost, l, x);
     }
-    const at::Tensor x_final = rms_norm(x, out_norm_);               // [batch, pos, d_model]
-    at::Tensor logits = at::linear(x_final, w_out_).to(at::kFloat);  // [batch, pos, d_vocab]
+    const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
+    at::Tensor logits =
+        at::linear(x_final, w_out_).to(detail::accum_type(dtype_));  // [batch, pos, d_vocab]
     if (c_.final_softcap > 0) logits = at::tanh(logits / c_.final_softcap) * c_.final_softcap;
     return f.finish(x_final, logits);
 }

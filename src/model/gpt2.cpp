@@ -39,6 +39,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
+    std::vector<Parameter> parameters() const override;
 
 private:
     ModelConfig c_;
@@ -80,6 +81,24 @@ Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src, const
         layers_.push_back(std::move(w));
     }
     n_params_ = ld.n_params();
+}
+
+std::vector<Parameter> Gpt2Family::parameters() const {
+    using R = TensorRole;
+    detail::ParameterList p;
+    p.add(R::TokenEmbed, -1, wte_);
+    p.add(R::PosEmbed, -1, wpe_);
+    p.add(ln_f_, R::OutputNorm, R::OutputNormBias, -1);
+    p.add(R::Output, -1, out_.w);
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const Gpt2Layer& w = layers_[static_cast<size_t>(l)];
+        p.add(w.ln_1, R::AttnNorm, R::AttnNormBias, l);
+        p.add(w.attn, l);
+        p.add(w.ln_2, R::FfnNorm, R::FfnNormBias, l);
+        p.add(w.mlp.up, R::FfnUp, R::FfnUpBias, l);
+        p.add(w.mlp.down, R::FfnDown, R::FfnDownBias, l);
+    }
+    return std::move(p.items);
 }
 
 ForwardResult Gpt2Family::forward(const ModelInput& input, const CaptureSpec& capture,

@@ -47,6 +47,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
+    std::vector<Parameter> parameters() const override;
 
 private:
     ModelConfig c_;
@@ -91,6 +92,23 @@ GptNeoxFamily::GptNeoxFamily(const ModelConfig& config, const WeightSource& src,
         layers_.push_back(std::move(w));
     }
     n_params_ = ld.n_params();
+}
+
+std::vector<Parameter> GptNeoxFamily::parameters() const {
+    using R = TensorRole;
+    detail::ParameterList p;
+    p.add(R::TokenEmbed, -1, embed_in_);
+    p.add(final_layer_norm_, R::OutputNorm, R::OutputNormBias, -1);
+    p.add(R::Output, -1, embed_out_.w);
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const NeoxLayer& w = layers_[static_cast<size_t>(l)];
+        p.add(w.input_layernorm, R::AttnNorm, R::AttnNormBias, l);
+        p.add(w.attn, l);
+        p.add(w.post_attention_layernorm, R::FfnNorm, R::FfnNormBias, l);
+        p.add(w.mlp.up, R::FfnUp, R::FfnUpBias, l);
+        p.add(w.mlp.down, R::FfnDown, R::FfnDownBias, l);
+    }
+    return std::move(p.items);
 }
 
 ForwardResult GptNeoxFamily::forward(const ModelInput& input, const CaptureSpec& capture,

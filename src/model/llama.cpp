@@ -38,6 +38,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
+    std::vector<Parameter> parameters() const override;
 
 private:
     at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_f32) const;
@@ -63,7 +64,7 @@ LlamaFamily::LlamaFamily(const ModelConfig& config, const WeightSource& src,
     auto norm = [&](R role, int64_t layer, at::Tensor& w, at::Tensor& w_f32) {
         at::Tensor host = ld.host(role, layer, {D});
         if (c_.norm_add_one) host = host + 1.0f;
-        w_f32 = host.to(device_).contiguous();
+        w_f32 = host.to(device_, detail::accum_type(dtype_)).contiguous();
         w = ld.to_device(host);
     };
 
@@ -101,9 +102,37 @@ LlamaFamily::LlamaFamily(const ModelConfig& config, const WeightSource& src,
 at::Tensor LlamaFamily::rms_norm(const at::Tensor& x, const at::Tensor& w,
                                  const at::Tensor& w_f32) const {
     // [batch, pos, d_model]; normalised in f32 as HF LlamaRMSNorm / GemmaRMSNorm do.
-    const at::Tensor xf = detail::rms_normalized_f32(x, c_.norm_eps);
+    const at::Tensor xf = detail::rms_normalized(x, c_.norm_eps);
     if (c_.norm_add_one) return (xf * w_f32).to(dtype_);
     return w * xf.to(dtype_);
+}
+
+std::vector<Parameter> LlamaFamily::parameters() const {
+    using R = TensorRole;
+    // The norm scale the forward multiplies by: the f32 copy holds 1 + w when norm_add_one.
+    auto norm = [&](const at::Tensor& w, const at::Tensor& w_f32) {
+        return c_.norm_add_one ? w_f32 : w;
+    };
+    detail::ParameterList p;
+    p.add(R::TokenEmbed, -1, embed_);
+    p.add(R::OutputNorm, -1, norm(out_norm_, out_norm_f32_));
+    p.add(R::Output, -1, w_out_);
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const LayerWeights& w = layers_[static_cast<size_t>(l)];
+        p.add(R::AttnNorm, l, norm(w.attn_norm, w.attn_norm_f32));
+        p.add(R::AttnQ, l, w.wq);
+        p.add(R::AttnK, l, w.wk);
+        p.add(R::AttnV, l, w.wv);
+        p.add(R::AttnO, l, w.wo);
+        p.add(R::AttnQBias, l, w.bq);
+        p.add(R::AttnKBias, l, w.bk);
+        p.add(R::AttnVBias, l, w.bv);
+        p.add(R::FfnNorm, l, norm(w.ffn_norm, w.ffn_norm_f32));
+        p.add(R::FfnGate, l, w.w_gate);
+        p.add(R::FfnUp, l, w.w_up);
+        p.add(R::FfnDown, l, w.w_down);
+    }
+    return std::move(p.items);
 }
 
 ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& capture,

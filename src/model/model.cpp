@@ -21,6 +21,8 @@ const char* compute_dtype_name(ComputeDType t) {
         case ComputeDType::Float32: return "float32";
         case ComputeDType::BFloat16: return "bfloat16";
         case ComputeDType::Float16: return "float16";
+        case ComputeDType::Float64:
+            return "float64";
     }
     return "?";
 }
@@ -35,7 +37,8 @@ ComputeDType parse_compute_dtype(const std::string& s) {
     if (s == "float32") return ComputeDType::Float32;
     if (s == "bfloat16") return ComputeDType::BFloat16;
     if (s == "float16") return ComputeDType::Float16;
-    throw UsageError("--dtype must be float32, bfloat16 or float16, got '" + s + "'");
+    if (s == "float64") return ComputeDType::Float64;
+    throw UsageError("--dtype must be float32, bfloat16, float16 or float64, got '" + s + "'");
 }
 
 Model::Model(ModelConfig config, std::unique_ptr<Transformer> net, RuntimeOptions runtime)
@@ -47,6 +50,18 @@ Model& Model::operator=(Model&&) noexcept = default;
 void Model::set_tokenizer(std::unique_ptr<tokenizer::Tokenizer> t) { tokenizer_ = std::move(t); }
 
 int64_t Model::n_params() const { return net_->n_params(); }
+
+std::vector<Parameter> Model::parameters() const {
+    // A family may hand out one tensor twice (a tied output matrix is the embedding).
+    std::vector<Parameter> out;
+    for (Parameter& p : net_->parameters()) {
+        const bool seen = std::any_of(out.begin(), out.end(), [&](const Parameter& q) {
+            return q.tensor.unsafeGetTensorImpl() == p.tensor.unsafeGetTensorImpl();
+        });
+        if (!seen) out.push_back(std::move(p));
+    }
+    return out;
+}
 
 int64_t ModelInput::batch_size() const {
     return ids.defined() ? ids.size(0) : pixel_values.defined() ? pixel_values.size(0) : 0;

@@ -40,6 +40,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
+    std::vector<Parameter> parameters() const override;
 
 private:
     ModelConfig c_;
@@ -77,6 +78,22 @@ PhiFamily::PhiFamily(const ModelConfig& config, const WeightSource& src, const R
         layers_.push_back(std::move(w));
     }
     n_params_ = ld.n_params();
+}
+
+std::vector<Parameter> PhiFamily::parameters() const {
+    using R = TensorRole;
+    detail::ParameterList p;
+    p.add(R::TokenEmbed, -1, embed_);
+    p.add(final_layernorm_, R::OutputNorm, R::OutputNormBias, -1);
+    p.add(lm_head_, R::Output, R::OutputBias, -1);
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const PhiLayer& w = layers_[static_cast<size_t>(l)];
+        p.add(w.input_layernorm, R::AttnNorm, R::AttnNormBias, l);
+        p.add(w.attn, l);
+        p.add(w.mlp.up, R::FfnUp, R::FfnUpBias, l);
+        p.add(w.mlp.down, R::FfnDown, R::FfnDownBias, l);
+    }
+    return std::move(p.items);
 }
 
 ForwardResult PhiFamily::forward(const ModelInput& input, const CaptureSpec& capture,

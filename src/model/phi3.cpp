@@ -42,6 +42,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
+    std::vector<Parameter> parameters() const override;
 
 private:
     // Phi3RMSNorm (= LlamaRMSNorm): normalised in f32, weight applied in the compute dtype.
@@ -90,7 +91,28 @@ Phi3Family::Phi3Family(const ModelConfig& config, const WeightSource& src, const
 
 at::Tensor Phi3Family::rms_norm(const at::Tensor& x, const at::Tensor& w) const {
     // [batch, pos, d_model]
-    return w * detail::rms_normalized_f32(x, c_.norm_eps).to(dtype_);
+    return w * detail::rms_normalized(x, c_.norm_eps).to(dtype_);
+}
+
+std::vector<Parameter> Phi3Family::parameters() const {
+    using R = TensorRole;
+    detail::ParameterList p;
+    p.add(R::TokenEmbed, -1, embed_);
+    p.add(R::OutputNorm, -1, out_norm_);
+    p.add(R::Output, -1, w_out_);
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const Phi3Layer& w = layers_[static_cast<size_t>(l)];
+        p.add(R::AttnNorm, l, w.attn_norm);
+        p.add(R::AttnQ, l, w.wq);
+        p.add(R::AttnK, l, w.wk);
+        p.add(R::AttnV, l, w.wv);
+        p.add(R::AttnO, l, w.wo);
+        p.add(R::FfnNorm, l, w.ffn_norm);
+        p.add(R::FfnGate, l, w.w_gate);
+        p.add(R::FfnUp, l, w.w_up);
+        p.add(R::FfnDown, l, w.w_down);
+    }
+    return std::move(p.items);
 }
 
 ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& capture,

@@ -2,6 +2,7 @@
 // architecture and tensor-role name lives here and nowhere else).
 #include "sinkscope/model/registry.hpp"
 
+#include <iterator>
 #include <string>
 
 #include "sinkscope/core/error.hpp"
@@ -488,6 +489,81 @@ const std::vector<ArchitectureInfo>& table() {
 }
 
 }  // namespace
+
+const RoleInfo& role_info(TensorRole role) {
+    using C = Component;
+    // One row per role, in enum order (checked below).
+    static const std::pair<TensorRole, RoleInfo> kRoles[] = {
+        {R::TokenEmbed, {"token_embed", C::Embedding}},
+        {R::OutputNorm, {"output_norm", C::Norm}},
+        {R::Output, {"output", C::Output}},
+        {R::AttnNorm, {"attn_norm", C::Norm}},
+        {R::AttnQ, {"attn_q", C::AttentionQ, 0, false}},
+        {R::AttnK, {"attn_k", C::AttentionK, 0, true}},
+        {R::AttnV, {"attn_v", C::AttentionV, 0, true}},
+        {R::AttnO, {"attn_o", C::AttentionO, 1, false}},
+        {R::AttnQBias, {"attn_q_bias", C::AttentionQ, 0, false}},
+        {R::AttnKBias, {"attn_k_bias", C::AttentionK, 0, true}},
+        {R::AttnVBias, {"attn_v_bias", C::AttentionV, 0, true}},
+        {R::FfnNorm, {"ffn_norm", C::Norm}},
+        {R::FfnGate, {"ffn_gate", C::Mlp}},
+        {R::FfnUp, {"ffn_up", C::Mlp}},
+        {R::FfnDown, {"ffn_down", C::Mlp}},
+        {R::PosEmbed, {"pos_embed", C::Embedding}},
+        {R::TypeEmbed, {"type_embed", C::Embedding}},
+        {R::EmbedNorm, {"embed_norm", C::Norm}},
+        {R::EmbedNormBias, {"embed_norm_bias", C::Norm}},
+        {R::OutputNormBias, {"output_norm_bias", C::Norm}},
+        {R::OutputBias, {"output_bias", C::Output}},
+        {R::AttnNormBias, {"attn_norm_bias", C::Norm}},
+        {R::AttnOBias, {"attn_o_bias", C::AttentionO}},  // one vector for all heads
+        {R::FfnNormBias, {"ffn_norm_bias", C::Norm}},
+        {R::FfnUpBias, {"ffn_up_bias", C::Mlp}},
+        {R::FfnDownBias, {"ffn_down_bias", C::Mlp}},
+        // Fused q/k/v: families split them into AttnQ/K/V on load; the row is for completeness.
+        {R::AttnQKV, {"attn_qkv", C::AttentionQ}},
+        {R::AttnQKVBias, {"attn_qkv_bias", C::AttentionQ}},
+        {R::HeadDense, {"head_dense", C::Output}},
+        {R::HeadDenseBias, {"head_dense_bias", C::Output}},
+        {R::HeadNorm, {"head_norm", C::Output}},
+        {R::HeadNormBias, {"head_norm_bias", C::Output}},
+        {R::PatchEmbed, {"patch_embed", C::Embedding}},
+        {R::PatchEmbedBias, {"patch_embed_bias", C::Embedding}},
+        {R::ClsToken, {"cls_token", C::Embedding}},
+        {R::RopeFreqs, {"rope_freqs", C::Embedding}},  // read into the config, not a parameter
+        {R::AttnPostNorm, {"attn_post_norm", C::Norm}},
+        {R::FfnPostNorm, {"ffn_post_norm", C::Norm}},
+        {R::FfnGateUp, {"ffn_gate_up", C::Mlp}},
+        {R::RopeFactorsShort, {"rope_factors_short", C::Embedding}},  // config, not a parameter
+        {R::RopeFactorsLong, {"rope_factors_long", C::Embedding}},    // config, not a parameter
+    };
+    static_assert(std::size(kRoles) == kNumTensorRoles, "one RoleInfo row per TensorRole");
+    const auto i = static_cast<size_t>(role);
+    SS_CHECK(i < std::size(kRoles) && kRoles[i].first == role, "role_info table order");
+    return kRoles[i].second;
+}
+
+const char* component_name(Component c) {
+    switch (c) {
+        case Component::Embedding:
+            return "embedding";
+        case Component::AttentionQ:
+            return "attention_q";
+        case Component::AttentionK:
+            return "attention_k";
+        case Component::AttentionV:
+            return "attention_v";
+        case Component::AttentionO:
+            return "attention_o";
+        case Component::Mlp:
+            return "mlp";
+        case Component::Norm:
+            return "norm";
+        case Component::Output:
+            return "output";
+    }
+    return "?";
+}
 
 TensorNames make_tensor_names(std::initializer_list<std::pair<TensorRole, const char*>> entries) {
     TensorNames names;

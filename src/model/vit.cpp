@@ -36,6 +36,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
+    std::vector<Parameter> parameters() const override;
 
 private:
     ModelConfig c_;
@@ -90,9 +91,29 @@ VitFamily::VitFamily(const ModelConfig& config, const WeightSource& src, const R
     n_params_ = ld.n_params();
 }
 
+std::vector<Parameter> VitFamily::parameters() const {
+    using R = TensorRole;
+    detail::ParameterList p;
+    p.add(R::PatchEmbed, -1, patch_w_);
+    p.add(R::PatchEmbedBias, -1, patch_b_);
+    p.add(R::ClsToken, -1, cls_);
+    p.add(R::PosEmbed, -1, pos_);
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const VitLayer& w = layers_[static_cast<size_t>(l)];
+        p.add(w.ln1, R::AttnNorm, R::AttnNormBias, l);
+        p.add(w.attn, l);
+        p.add(w.ln2, R::FfnNorm, R::FfnNormBias, l);
+        p.add(w.mlp.up, R::FfnUp, R::FfnUpBias, l);
+        p.add(w.mlp.down, R::FfnDown, R::FfnDownBias, l);
+    }
+    p.add(out_norm_, R::OutputNorm, R::OutputNormBias, -1);
+    p.add(classifier_, R::Output, R::OutputBias, -1);
+    return std::move(p.items);
+}
+
 ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& capture,
                                  const HeadMask* mask) const {
-    c10::InferenceMode guard;
+    c10::InferenceMode guard{!detail::gradients_recorded()};
     const at::Tensor& px_in = input.pixel_values;
     if (!px_in.defined())
         throw UsageError("a vision model (ViT) reads pixel_values, not token ids");
@@ -136,7 +157,7 @@ ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& cap
     // Pass 4: vit.layernorm, classifier on the CLS token -> logits [batch, n_labels] f32.
     const at::Tensor x_final = out_norm_(x);  // [batch, pos, d_model]
     hooks.keep(HookPoint::FinalNorm, -1, x_final);
-    result.logits = classifier_(x_final.select(1, 0)).to(at::kFloat);
+    result.logits = classifier_(x_final.select(1, 0)).to(detail::accum_type(dtype_));
     return result;
 }
 

@@ -279,8 +279,8 @@ void frames_section(const fs::path& dir, ReportContent& c) {
 // line per channel, the random baseline as its mean with min-max bars; sparsity 0 is the
 // unpruned model in every series.
 void prune_section(const fs::path& dir, ReportContent& c) {
-    if (!fs::exists(dir / "prune.csv")) return;
-    const json rows = table_rows(dir / "prune.csv");
+    if (!fs::exists(table_file(dir, t::kPrune.name))) return;
+    const json rows = table_rows(table_file(dir, t::kPrune.name));
     if (rows.empty()) return;
     const std::string measure = str(rows[0], "measure");
     double unpruned = std::nan("");
@@ -296,8 +296,8 @@ void prune_section(const fs::path& dir, ReportContent& c) {
         series.insert(method);
     }
     const std::string random = "random (mean)";
-    if (fs::exists(dir / "prune_random.csv"))
-        for (const auto& r : table_rows(dir / "prune_random.csv")) {
+    if (fs::exists(table_file(dir, t::kPruneRandom.name)))
+        for (const auto& r : table_rows(table_file(dir, t::kPruneRandom.name))) {
             pts.push_back({{"series", random},
                            {"sparsity", num(r, "sparsity")},
                            {measure, num(r, "mean")},
@@ -318,6 +318,48 @@ void prune_section(const fs::path& dir, ReportContent& c) {
          line_spec(pts, "sparsity", measure, "series")});
 }
 
+// `sinkscope fisher` (fisher.csv): the Fisher trace per layer stacked by component, the
+// attention share per layer, and the per-head trace as a layer x head heat map.
+void fisher_section(const fs::path& dir, ReportContent& c) {
+    const fs::path file = table_file(dir, t::kFisher.name);
+    if (!fs::exists(file)) return;
+    const json rows = table_rows(file);
+    if (rows.empty()) return;
+    const std::string sec = "Fisher information";
+    const std::string prefix = m::kFisherPrefix;
+    const std::string kind = str(rows[0], "convention");
+    json parts = json::array(), shares = json::array(), heads = json::array();
+    for (const auto& r : rows) {
+        const std::string metric = str(r, "metric");
+        const double layer = num(r, "layer"), head = num(r, "head");
+        if (head >= 0) {
+            if (metric == m::kFisherHead) heads.push_back(r);
+        } else if (layer >= 0 && metric == m::kAttentionShare) {
+            shares.push_back({{"layer", layer}, {"attention share", num(r, "value")}});
+        } else if (layer >= 0 && metric.rfind(prefix, 0) == 0 && metric != m::kFisherAttention &&
+                   metric != m::kFisherLayerTotal) {
+            parts.push_back({{"layer", layer},
+                             {"component", metric.substr(prefix.size())},
+                             {"fisher", num(r, "value")}});
+        }
+    }
+    c.notes.push_back("Fisher information (" + kind +
+                      "): mean over samples of the squared gradient of each sample's mean NLL, "
+                      "summed over a tensor's elements (run.json definitions).");
+    c.figures.push_back({sec, "Fisher trace per layer by component",
+                         "Sum of the diagonal Fisher over each layer's tensors, stacked by what "
+                         "the tensor is (attention q/k/v/o, mlp, norm).",
+                         stacked_bar_spec(parts, "layer", "fisher", "component")});
+    c.figures.push_back({sec, "Attention share of the Fisher trace per layer",
+                         "F_attention / (F_attention + F_mlp): how much of the layer's "
+                         "sensitivity sits in attention rather than in the MLP.",
+                         line_spec(shares, "layer", "attention share", "")});
+    c.figures.push_back({sec, "Fisher trace per head",
+                         "Each head's rows of q, k, v and its columns of the output projection "
+                         "(a key/value head shared by g query heads counts 1/g for each).",
+                         heatmap_spec(heads, "head", "layer", "value", "Fisher trace")});
+}
+
 }  // namespace
 
 ReportContent collect_report(const fs::path& run_dir) {
@@ -332,6 +374,7 @@ ReportContent collect_report(const fs::path& run_dir) {
     compositional_section(run_dir, c);
     frames_section(run_dir, c);
     prune_section(run_dir, c);
+    fisher_section(run_dir, c);
     if (c.run.contains("p2") && c.run["p2"].value("mode", "") == "ruscio2025")
         c.notes.push_back("Compat mode ruscio2025: section 8 numbers follow the released notebooks; "
                           "on causal models their Betti numbers only count tokens (PAPERS.md B.3).");

@@ -43,6 +43,10 @@ struct AnalysisInputs {
     model::ModelInput model_input(const model::Model& m, size_t k) const;
 };
 
+// sha256 of what the inputs are (token ids with their lengths; images: their files): a resumed
+// run must see the same value.
+std::string inputs_sha256(const AnalysisInputs& in);
+
 // Loads the data for model `m`: text models get token ids (ids beyond the vocabulary or negative
 // and samples without tokens are InputErrors naming the data file); vision models get the images
 // of the data (a .png, a directory of .png files or a .npy image / stack; max_tokens does not

@@ -69,6 +69,23 @@ inline std::string per_input_name(const std::string& table) {
     return table + "_per_input";
 }
 
+// `sinkscope fisher` (spec 8, Fisher): fisher.csv is the long format (per layer and per head,
+// metric names below, convention = the Fisher kind); fisher_tensors.csv one row per parameter
+// tensor.
+inline const TableSchema kFisher{"fisher", io::make_long_table().columns()};
+inline const TableSchema kFisherTensors{
+    "fisher_tensors",
+    {"model", "checkpoint", "layer", "tensor", "role", "component", "n_params", "fisher",
+     "fisher_per_param", "convention"}};
+// `sinkscope prune`.
+inline const TableSchema kPrune{"prune",
+                                {"method", "seed", "sparsity", "n_pruned", "measure", "value",
+                                 "mean_nll", "n_scored", "change", "pruned_heads"}};
+inline const TableSchema kPruneRandom{
+    "prune_random", {"sparsity", "n_pruned", "measure", "n_seeds", "mean", "std", "min", "max"}};
+inline const TableSchema kPruneOrder{"prune_order",
+                                     {"channel", "step", "layer", "head", "redundancy"}};
+
 // Metric names read by other analyses or by the report.
 namespace metric {
 inline constexpr const char* kSinkMass = "sink_mass";
@@ -91,6 +108,16 @@ inline constexpr const char* kKlReduction = "kl_reduction";
 inline constexpr const char* kRowEntropy = "row_entropy";
 inline constexpr const char* kRelativeMagnitude = "relative_magnitude";
 inline constexpr const char* kTransformationMagnitude = "transformation_magnitude";
+// fisher.csv: per layer "fisher_<component>" (component names of model::component_name),
+// kFisherAttention (q + k + v + o), kFisherLayerTotal, kAttentionShare; per head kFisherHead
+// + "_q" / "_k" / "_v" / "_o" and kFisherHead (their sum); at layer -1 the tensors outside the
+// blocks and kFisherModelTotal.
+inline constexpr const char* kFisherPrefix = "fisher_";
+inline constexpr const char* kFisherAttention = "fisher_attention";
+inline constexpr const char* kFisherLayerTotal = "fisher_total";
+inline constexpr const char* kFisherModelTotal = "fisher_model_total";
+inline constexpr const char* kAttentionShare = "attention_share";
+inline constexpr const char* kFisherHead = "fisher_head";
 }  // namespace metric
 
 }  // namespace sinkscope::analysis::tables

@@ -18,7 +18,7 @@ namespace sinkscope::api {
 struct ModelCliOptions {
     std::string model;              // HF directory, .gguf or llama2.c .bin
     std::string device = "cpu";     // cpu | cuda
-    std::string dtype = "float32";  // float32 | bfloat16 | float16
+    std::string dtype = "float32";  // float32 | bfloat16 | float16 | float64
     std::string tokenizer;          // tokenizer file overriding the one beside the weights
     std::string bos = "default";    // default | always | never
     int threads = 0;                // torch intra-op and analysis threads; 0 = all cores

@@ -25,11 +25,13 @@ class WeightStore;
 namespace sinkscope::model {
 
 enum class DeviceKind { Cpu, Cuda };
-enum class ComputeDType { Float32, BFloat16, Float16 };
+// Float64: every step in double precision (gradient checks, exact comparisons; slow).
+enum class ComputeDType { Float32, BFloat16, Float16, Float64 };
 const char* device_name(DeviceKind d);
 const char* compute_dtype_name(ComputeDType t);
 DeviceKind parse_device(const std::string& s);         // "cpu" | "cuda"; UsageError otherwise
-ComputeDType parse_compute_dtype(const std::string& s);  // "float32" | "bfloat16" | "float16"
+ComputeDType parse_compute_dtype(
+    const std::string& s);  // "float32" | "bfloat16" | "float16" | "float64"
 
 // Where and in which precision the model runs.
 struct RuntimeOptions {
@@ -75,8 +77,20 @@ struct ModelInput {
 };
 
 struct ForwardResult {
-    at::Tensor logits;  // [batch, pos, d_vocab] f32 on the model's device (ViT: [batch, n_labels])
+    // [batch, pos, d_vocab] on the model's device (ViT: [batch, n_labels]); f32, or f64 when the
+    // model computes in float64.
+    at::Tensor logits;
     std::map<std::string, at::Tensor> captured;  // hook name -> tensor (shapes in hooks.hpp)
+};
+
+// One trainable tensor of a built model, as its forward reads it: the model's own tensor (not a
+// copy), so gradients with respect to it are gradients of the model (model/gradients.hpp). Fused
+// checkpoint tensors (GPT-2 c_attn, Phi-3 qkv_proj / gate_up_proj) are split by role on load and
+// listed per part; a tied output matrix is the embedding and is listed once.
+struct Parameter {
+    TensorRole role = TensorRole::TokenEmbed;
+    int64_t layer = -1;  // -1: outside the blocks (embeddings, final norm, heads)
+    at::Tensor tensor;
 };
 
 // One architecture family's computation (src/model/<family>.cpp).
@@ -87,6 +101,9 @@ public:
     virtual ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                                   const HeadMask* mask) const = 0;
     virtual int64_t n_params() const = 0;
+    // Every tensor the forward reads that comes from the weights (their sizes add up to
+    // n_params()). Derived constants (RoPE tables, masks) are not parameters.
+    virtual std::vector<Parameter> parameters() const = 0;
 };
 
 class Model {
@@ -119,6 +136,8 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture = {},
                           const HeadMask* mask = nullptr) const;
     int64_t n_params() const;
+    // The family's parameters, each tensor once (Transformer::parameters).
+    std::vector<Parameter> parameters() const;
 
     // Encodes text with the model's tokenizer and a BOS policy; UnsupportedError without one.
     std::vector<int32_t> encode(const std::string& text, tokenizer::BosPolicy bos) const;

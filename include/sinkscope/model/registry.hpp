@@ -59,6 +59,34 @@ enum class TensorRole {
 // clang-format on
 constexpr int kNumTensorRoles = static_cast<int>(TensorRole::Count_);
 
+// What a role is, whatever the architecture (spec section 8, Fisher: tensors are grouped by the
+// component their role belongs to, never by name substrings).
+enum class Component {
+    Embedding,
+    AttentionQ,
+    AttentionK,
+    AttentionV,
+    AttentionO,
+    Mlp,
+    Norm,
+    Output
+};
+struct RoleInfo {
+    const char* name;     // sinkscope's name of the role ("attn_q", "ffn_up_bias", ...)
+    Component component;  // Output: the LM / MLM / classifier head (not a tied embedding)
+    // Per-head layout of an attention tensor: the axis that holds the heads' d_head blocks (0:
+    // rows of q/k/v weights and biases, 1: columns of the output projection), -1: none.
+    int head_axis = -1;
+    bool kv_heads = false;  // blocks are key/value heads (n_kv_heads), else query heads
+};
+const RoleInfo& role_info(TensorRole role);
+const char* component_name(Component c);  // "embedding", "attention_q", ..., "output"
+// Components of the attention sub-block (q, k, v, o).
+inline bool is_attention(Component c) {
+    return c == Component::AttentionQ || c == Component::AttentionK || c == Component::AttentionV ||
+           c == Component::AttentionO;
+}
+
 // Tensor names of one naming scheme; "{L}" stands for the layer index. nullptr: role absent.
 struct TensorNames {
     std::array<const char*, kNumTensorRoles> by_role{};

@@ -21,6 +21,17 @@ model::ModelInput AnalysisInputs::model_input(const model::Model& m, size_t k) c
     return input;
 }
 
+std::string inputs_sha256(const AnalysisInputs& in) {
+    Sha256 h;
+    h.update(in.images_sha256.data(), in.images_sha256.size());  // images: their files
+    for (const auto& s : in.ids) {
+        uint64_t n = s.size();
+        h.update(&n, sizeof n);
+        h.update(s.data(), s.size() * sizeof(int32_t));
+    }
+    return h.hex_digest();
+}
+
 namespace {
 
 // Which of n samples are used: the first `samples`, or a seeded random subset.

@@ -37,17 +37,10 @@ constexpr uint32_t kStateVersion = 3;
 
 // What a run depends on: a resumed run must have exactly these.
 nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs) {
-    Sha256 h;
-    h.update(inputs.images_sha256.data(), inputs.images_sha256.size());  // images: their files
-    for (const auto& s : inputs.ids) {
-        uint64_t n = s.size();
-        h.update(&n, sizeof n);
-        h.update(s.data(), s.size() * sizeof(int32_t));
-    }
     nlohmann::json options = analysis::to_json(o.analysis);
     options.erase("threads");  // results do not depend on it
     return {{"model", fs::absolute(o.m.model).string()},
-            {"inputs_sha256", h.hex_digest()},
+            {"inputs_sha256", analysis::inputs_sha256(inputs)},
             {"options", options},
             {"device", o.m.device},
             {"dtype", o.m.dtype},

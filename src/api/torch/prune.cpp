@@ -19,6 +19,7 @@
 #include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/analysis/inputs.hpp"
 #include "sinkscope/analysis/options.hpp"
+#include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
@@ -281,7 +282,7 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
     if (kind == model::HeadMask::Kind::Mean) z_mean = model::compute_mean_z(m, calib.ids);
 
     const int64_t k_max = *std::max_element(counts.begin(), counts.end());
-    io::Table order_table({"channel", "step", "layer", "head", "redundancy"});
+    io::Table order_table(analysis::tables::kPruneOrder.columns);
     for (const Channel& c : channels) {
         const auto order = metrics::greedy_prune_order(heads.distances.at(c.matrix), k_max);
         for (size_t s = 0; s < order.size(); ++s)
@@ -355,14 +356,12 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
 
     // ---- tables, run.json -------------------------------------------------------------------
     const double baseline = points.front().value;
-    io::Table table({"method", "seed", "sparsity", "n_pruned", "measure", "value", "mean_nll",
-                     "n_scored", "change", "pruned_heads"});
+    io::Table table(analysis::tables::kPrune.columns);
     for (const Point& p : points)
         table.add_row({p.method, p.seed, p.sparsity, int64_t(p.heads.size()), measure, p.value,
                        p.mean_nll, p.n_scored, p.value - baseline,
                        head_list(p.heads, cfg.n_heads)});
-    io::Table random_table(
-        {"sparsity", "n_pruned", "measure", "n_seeds", "mean", "std", "min", "max"});
+    io::Table random_table(analysis::tables::kPruneRandom.columns);
     if (o.random_seeds > 0)
         for (size_t i = 0; i < sparsities.size(); ++i) {
             std::vector<double> v;
@@ -380,9 +379,9 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                                   *std::max_element(v.begin(), v.end())});
         }
     fs::remove(state_path);
-    table.write(out.staging(), "prune");
-    random_table.write(out.staging(), "prune_random");
-    order_table.write(out.staging(), "prune_order");
+    table.write(out.staging(), analysis::tables::kPrune.name);
+    random_table.write(out.staging(), analysis::tables::kPruneRandom.name);
+    order_table.write(out.staging(), analysis::tables::kPruneOrder.name);
 
     nlohmann::json& rec = record.json();
     record.set_model_files(o.m.model, m.files);

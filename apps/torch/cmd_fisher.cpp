@@ -1,0 +1,61 @@
+// `sinkscope fisher`: binds api::FisherCommandOptions (diagonal Fisher information by tensor,
+// layer, component and head).
+#include <cstdio>
+#include <iostream>
+
+#include "command.hpp"
+#include "model_options.hpp"
+#include "sinkscope/api/fisher.hpp"
+
+namespace {
+
+sinkscope::cli::Registrar registrar("fisher", 21, [](CLI::App& app) {
+    auto o = std::make_shared<sinkscope::api::FisherCommandOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "fisher",
+        "Fisher information of the parameters on a data set: the mean squared gradient of each "
+        "sample's loss (next token; encoders: masked tokens; ViT: the image's class), per "
+        "tensor, per layer by component (attention q/k/v/o, mlp, norm, embedding, output) and "
+        "per attention head");
+    sinkscope::cli::add_model_options(cmd, o->m);
+    cmd->add_option("--data", o->data,
+                    "Samples: .txt (one per line), .jsonl (text or ids), .csv (--text-column), "
+                    ".npy token ids; ViT: a .png, a directory of .png files or a .npy stack")
+        ->required()
+        ->check(CLI::ExistingPath);
+    cmd->add_option("--text-column", o->text_column, "CSV column holding the text")
+        ->capture_default_str();
+    cmd->add_option("--kind", o->kind,
+                    "empirical: the data's labels; true: labels drawn from the model's own "
+                    "predictions with --seed (the only kind for images, which have no labels)")
+        ->capture_default_str();
+    cmd->add_option("--samples", o->samples, "Use the first N samples of the data (0: all)")
+        ->capture_default_str();
+    cmd->add_option("--draws", o->draws,
+                    "--kind true: label draws per sample (their squared gradients are averaged)")
+        ->capture_default_str();
+    cmd->add_option("--seed", o->seed, "Seed of the label draws and of the encoders' masks")
+        ->capture_default_str();
+    cmd->add_option("--mask-rate", o->mask_rate,
+                    "Encoders: share of each sample's tokens replaced by the mask token")
+        ->capture_default_str();
+    cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")
+        ->capture_default_str();
+    cmd->add_option("--out", o->out, "Output directory (written whole at the end)")->required();
+    sinkscope::cli::add_overwrite_flag(cmd, o->overwrite);
+    cmd->add_flag("--resume", o->resume,
+                  "Continue an interrupted run of the same command from its last saved sums");
+    cmd->add_option("--checkpoint-every", o->checkpoint_every,
+                    "Save the sums every K samples (for --resume)")
+        ->capture_default_str();
+    sinkscope::cli::add_progress_option(cmd, o->progress);
+    auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "samples");
+    cmd->callback([o, kill_after] {
+        o->command_line = sinkscope::cli::command_line();
+        o->after_sample = sinkscope::cli::kill_after_hook(*kill_after);
+        const std::string dir = sinkscope::api::run_fisher(*o, std::cout);
+        std::printf("wrote %s\n", dir.c_str());
+    });
+});
+
+}  // namespace

@@ -1,0 +1,38 @@
+// `fisher` as a library function: the diagonal Fisher information of a model's parameters on a
+// data set (spec section 8, Fisher; analysis/fisher.hpp), by tensor, layer, component and head.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include "sinkscope/api/model_commands.hpp"
+
+namespace sinkscope::api {
+
+struct FisherCommandOptions {
+    ModelCliOptions m;
+    std::string data;                  // text (decoders, encoders) or images (ViT)
+    std::string text_column = "text";  // CSV column
+    std::string kind = "empirical";    // empirical | true
+    int64_t samples = 0;               // the first N samples of the data (0: all)
+    int64_t draws = 1;                 // --kind true: label draws per sample
+    uint64_t seed = 1;                 // label draws and encoders' masks
+    double mask_rate = 0.15;           // encoders: share of tokens masked
+    int64_t max_tokens = 512;          // inputs are cut to this many tokens
+    std::string out;
+    bool overwrite = false;
+    bool resume = false;
+    int64_t checkpoint_every = 1;   // save the sums every K samples
+    std::string progress = "auto";  // auto | always | never
+    std::string command_line;       // recorded in run.json
+    // Called after each sample with the number of samples done (tests interrupt here).
+    std::function<void(int64_t)> after_sample;
+};
+
+// Writes <out>/{fisher.csv, fisher_tensors.csv, run.json, report.html} (staged: a failure leaves
+// no output; an interrupted run keeps its sums for --resume). Returns the output directory.
+std::string run_fisher(const FisherCommandOptions& o, std::ostream& log);
+
+}  // namespace sinkscope::api

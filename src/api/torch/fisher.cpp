@@ -1,0 +1,218 @@
+// The fisher driver (spec section 8, Fisher): data -> one prediction task per sample (the
+// model's objective) -> squared gradients summed per tensor and head (analysis/fisher.hpp) ->
+// fisher.csv, fisher_tensors.csv, run.json and the report. The sums are saved in the staging
+// folder every --checkpoint-every samples, so --resume continues an interrupted run with
+// identical tables.
+#include "sinkscope/api/fisher.hpp"
+
+#include <cmath>
+#include <iostream>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "sinkscope/analysis/fisher.hpp"
+#include "sinkscope/analysis/inputs.hpp"
+#include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/api/resumable.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/progress.hpp"
+#include "sinkscope/io/run_record.hpp"
+#include "sinkscope/io/table.hpp"
+#include "sinkscope/model/model.hpp"
+#include "sinkscope/model/objective.hpp"
+#include "sinkscope/report/report.hpp"
+
+namespace fs = std::filesystem;
+
+namespace sinkscope::api {
+
+namespace {
+
+constexpr const char* kStateFile = "fisher_state.json";
+constexpr int kStateVersion = 1;
+
+}  // namespace
+
+std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
+    // ---- options, before anything is loaded -------------------------------------------------
+    if (o.data.empty()) throw UsageError("--data is required");
+    if (o.out.empty()) throw UsageError("--out is required");
+    analysis::FisherOptions fo;
+    fo.kind = analysis::parse_fisher_kind(o.kind);
+    if (o.draws < 1 || o.draws > 10000) throw UsageError("--draws must be between 1 and 10000");
+    if (o.draws != 1 && fo.kind != analysis::FisherKind::True)
+        throw UsageError(
+            "--draws applies to --kind true (the empirical Fisher uses the data's "
+            "labels once)");
+    fo.draws = o.draws;
+    fo.seed = o.seed;
+    if (!(o.mask_rate > 0.0 && o.mask_rate < 1.0))
+        throw UsageError("--mask-rate must be strictly between 0 and 1");
+    if (o.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
+    if (o.samples < 0) throw UsageError("--samples must be >= 0");
+    if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
+    const auto progress = parse_progress_mode(o.progress);
+    check_output_dir(o.out, o.overwrite);  // before the model loads
+    const auto bos = tokenizer::parse_bos_policy(o.m.bos);
+    io::RunRecord record(o.command_line);
+
+    // ---- model and data ----------------------------------------------------------------------
+    const model::Model m = model::load_model(o.m.model, load_options(o.m));
+    const model::ModelConfig& cfg = m.config();
+    if (cfg.is_vision() && fo.kind == analysis::FisherKind::Empirical)
+        throw UsageError(
+            "--kind empirical needs the data's labels, and images carry none: use "
+            "--kind true (labels drawn from the model's own predictions)");
+    const model::MaskedLmOptions mlm{.rate = o.mask_rate, .seed = o.seed};
+    const analysis::AnalysisInputs inputs = analysis::load_inputs(m,
+                                                                  {.data = o.data,
+                                                                   .text_column = o.text_column,
+                                                                   .max_tokens = o.max_tokens,
+                                                                   .samples = o.samples,
+                                                                   .seed = std::nullopt},
+                                                                  bos);
+    // What the loss of each sample predicts (decoders: next tokens; encoders: masked tokens).
+    const std::string objective = cfg.is_vision() ? "image class"
+                                  : cfg.causal    ? "next token"
+                                                  : "masked tokens";
+    const model::MaskedLmVocabulary vocab = cfg.is_vision() || cfg.causal
+                                                ? model::MaskedLmVocabulary{}
+                                                : model::masked_lm_vocabulary(m);
+    auto task_of = [&](size_t k) {
+        if (cfg.is_vision()) {
+            model::PredictionTask t;
+            t.input = inputs.model_input(m, k);
+            t.rows = {0};
+            return t;
+        }
+        if (cfg.causal) return model::next_token_task(inputs.ids[k]);
+        return model::masked_lm_task(inputs.ids[k], vocab, mlm, inputs.sample_index[k]);
+    };
+
+    const nlohmann::json fingerprint = {{"version", kStateVersion},
+                                        {"model", fs::absolute(o.m.model).string()},
+                                        {"inputs_sha256", analysis::inputs_sha256(inputs)},
+                                        {"kind", o.kind},
+                                        {"draws", o.draws},
+                                        {"seed", o.seed},
+                                        {"mask_rate", o.mask_rate},
+                                        {"device", o.m.device},
+                                        {"dtype", o.m.dtype},
+                                        {"bos", o.m.bos}};
+    analysis::FisherAccumulator acc(m);
+    int64_t n_done = 0, n_skipped = 0;  // inputs processed (scored or skipped)
+    OutputDir out = OutputDir::resumable(o.out, o.overwrite);
+    const fs::path state_path = out.file(kStateFile);
+    if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
+        nlohmann::json state;
+        try {
+            state = nlohmann::json::parse(*bytes);
+        } catch (const nlohmann::json::exception&) {
+            throw InputError(state_path.string(), "not a fisher state file");
+        }
+        if (!state.contains("fingerprint") || state["fingerprint"] != fingerprint)
+            throw UsageError("--resume: the interrupted run in " + out.staging().string() +
+                             " used other inputs or options; delete it or repeat its command");
+        try {
+            n_done = state.at("inputs_done").get<int64_t>();
+            n_skipped = state.at("inputs_skipped").get<int64_t>();
+        } catch (const nlohmann::json::exception&) {
+            throw InputError(state_path.string(), "not a fisher state file");
+        }
+        SS_CHECK_INPUT(n_done >= 0 && n_done <= int64_t(inputs.size()) && n_skipped >= 0 &&
+                           n_skipped <= n_done,
+                       state_path.string(), "holds more inputs than this run has");
+        acc.load_state(state.at("sums"), state_path.string());
+        SS_CHECK_INPUT(acc.n_samples() == n_done - n_skipped, state_path.string(),
+                       "damaged Fisher sums");
+        log << "resuming at input " << n_done + 1 << " of " << inputs.size() << "\n";
+    }
+    auto save_state = [&]() {
+        write_file_atomic(state_path, nlohmann::json{{"fingerprint", fingerprint},
+                                                     {"inputs_done", n_done},
+                                                     {"inputs_skipped", n_skipped},
+                                                     {"sums", acc.state()}}
+                                          .dump());
+        out.keep_on_failure();  // from now on an interruption leaves something to resume
+    };
+
+    // ---- one backward per sample (and label draw) --------------------------------------------
+    {
+        Progress bar("fisher", int64_t(inputs.size()), progress);
+        int64_t tokens = 0;
+        for (size_t k = size_t(n_done); k < inputs.size(); ++k) {
+            const model::PredictionTask task = task_of(k);
+            if (!acc.add(m, task, inputs.sample_index[k], fo)) ++n_skipped;
+            ++n_done;
+            tokens += inputs.n_tokens(k);
+            bar.update(n_done, tokens);
+            if (n_done % o.checkpoint_every == 0 && n_done < int64_t(inputs.size())) save_state();
+            if (o.after_sample) o.after_sample(n_done);
+        }
+        bar.finish();
+    }
+    if (acc.n_samples() == 0)
+        throw UsageError(
+            "--data " + o.data + " has no sample to score (" +
+            (cfg.causal ? "each needs 2 or more tokens" : "none has a maskable token") + ")");
+
+    // ---- tables, run.json -------------------------------------------------------------------
+    const std::string model_name = fs::absolute(o.m.model).filename().string();
+    const analysis::FisherTables tables = acc.finish(cfg, model_name, fo.kind);
+    fs::remove(state_path);
+    tables.fisher.write(out.staging(), analysis::tables::kFisher.name);
+    tables.tensors.write(out.staging(), analysis::tables::kFisherTensors.name);
+
+    nlohmann::json& rec = record.json();
+    record.set_model_files(o.m.model, m.files);
+    rec["subcommand"] = "fisher";
+    rec["model"]["architecture"] = cfg.architecture;
+    rec["model"]["format"] = model::weight_format_name(m.format);
+    rec["model"]["n_params"] = m.n_params();
+    rec["device"] = o.m.device;
+    rec["dtype"] = o.m.dtype;
+    rec["bos_policy"] = tokenizer::bos_policy_name(bos);
+    rec["options"] = {
+        {"kind", o.kind},           {"draws", o.draws},           {"seed", o.seed},
+        {"mask_rate", o.mask_rate}, {"max_tokens", o.max_tokens}, {"samples", o.samples}};
+    rec["data"] = {{"path", o.data},
+                   {"n_samples", inputs.size()},
+                   {"n_scored", acc.n_samples()},
+                   {"n_skipped", n_skipped},
+                   {"n_truncated", inputs.n_truncated}};
+    rec["objective"] = objective;
+    rec["fisher"] = {{"total", io::json_number(tables.total)}};
+    nlohmann::json shares = nlohmann::json::array();
+    for (double s : tables.attention_share) shares.push_back(io::json_number(s));
+    rec["fisher"]["attention_share"] = shares;
+    rec["definitions"] = {
+        {"fisher",
+         "trace of the diagonal Fisher: mean over samples of the squared gradient of the "
+         "sample's mean NLL, summed over the tensor's elements"},
+        {"empirical", "labels are the data's (next token; encoders: the masked tokens)"},
+        {"true",
+         "labels drawn from the model's own output distribution at each scored position, "
+         "--draws times per sample with --seed; their squared gradients averaged"},
+        {"attention_share", "F_attention / (F_attention + F_mlp) of the layer"},
+        {"fisher_head",
+         "the head's rows of q/k/v (a key/value head shared by g query heads counts 1/g "
+         "for each) and its columns of the output projection"}};
+    record.write(out.staging());
+    report::write_report(out.staging(), true);  // our own staging folder
+    out.commit();
+
+    std::ostringstream s;
+    s << analysis::fisher_kind_name(fo.kind) << " Fisher over " << acc.n_samples() << " samples ("
+      << objective << "): total " << format_number(tables.total) << "\n";
+    s << "attention share per layer:";
+    for (double v : tables.attention_share) s << " " << format_number(v);
+    s << "\n";
+    if (n_skipped > 0) s << n_skipped << " samples had nothing to score and were skipped\n";
+    log << s.str();
+    return out.final_path().string();
+}
+
+}  // namespace sinkscope::api
