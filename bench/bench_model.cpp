@@ -10,7 +10,9 @@
 
 #include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/io/weights.hpp"
+#include "sinkscope/model/gradients.hpp"
 #include "sinkscope/model/model.hpp"
+#include "sinkscope/model/objective.hpp"
 #include "sinkscope/model/registry.hpp"
 
 using namespace sinkscope;
@@ -96,14 +98,17 @@ const Model& model_125m() {
     static const ModelConfig c = config_125m();
     static const RandomStore random(c.d_vocab * c.d_model);
     static const ShapedStore store(c, random);
-    static const Model m = build_model(c, WeightSource{&store, WeightFormat::HuggingFace, "random"});
+    static const Model m =
+        build_model(c, WeightSource{&store, WeightFormat::HuggingFace, "random"});
     return m;
 }
 
 // Matmul FLOPs of one eager forward of T tokens (attention computed on the full T x T square).
 double forward_flops(const ModelConfig& c, int64_t T) {
-    const double per_token = 2.0 * (c.d_model * c.d_head * (2 * c.n_heads + 2 * c.n_kv_heads) +
-                                    3.0 * c.d_model * c.d_mlp) * c.n_layers +
+    const double per_token = 2.0 *
+                                 (c.d_model * c.d_head * (2 * c.n_heads + 2 * c.n_kv_heads) +
+                                  3.0 * c.d_model * c.d_mlp) *
+                                 c.n_layers +
                              2.0 * c.d_vocab * c.d_model;
     const double attn = 4.0 * c.n_layers * c.n_heads * double(T) * double(T) * c.d_head;
     return per_token * double(T) + attn;
@@ -117,7 +122,8 @@ void BM_Forward125M(benchmark::State& state) {
     const int64_t T = state.range(0);
     const int64_t mode = state.range(1);
     std::vector<int32_t> ids(static_cast<size_t>(T));
-    for (int64_t i = 0; i < T; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % 32000);
+    for (int64_t i = 0; i < T; ++i)
+        ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % 32000);
     const CaptureSpec spec = mode == 0 ? CaptureSpec() : CaptureSpec::attention();
     for (auto _ : state) {
         ForwardResult r = m.forward(ids, spec);
@@ -135,6 +141,39 @@ BENCHMARK(BM_Forward125M)
     ->ArgNames({"T", "capture"})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2)
+    ->UseRealTime();
+
+// The cost of gradients (sinkscope fisher, one sample per backward): mode 0 is the forward and
+// the mean next-token NLL under inference mode; mode 1 records the graph (GradientScope) and adds
+// the backward pass to every parameter. Issue target: mode 1 at most 3x mode 0.
+void BM_Gradients125M(benchmark::State& state) {
+    at::set_num_threads(2);
+    const Model& m = model_125m();
+    const int64_t T = state.range(0);
+    const bool grad = state.range(1) != 0;
+    std::vector<int32_t> ids(static_cast<size_t>(T));
+    for (int64_t i = 0; i < T; ++i)
+        ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % 32000);
+    const PredictionTask task = next_token_task(ids);
+    for (auto _ : state) {
+        if (grad) {
+            GradientScope scope(m);
+            const std::vector<at::Tensor> g =
+                scope.gradients(mean_nll(scored_log_probs(m, task), task.targets));
+            benchmark::DoNotOptimize(g.front().data_ptr());
+        } else {
+            const at::Tensor loss = mean_nll(scored_log_probs(m, task), task.targets);
+            benchmark::DoNotOptimize(loss.data_ptr());
+        }
+    }
+    state.counters["tokens/s"] =
+        benchmark::Counter(double(T) * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Gradients125M)
+    ->ArgsProduct({{128, 512}, {0, 1}})
+    ->ArgNames({"T", "grad"})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
     ->UseRealTime();
 
 }  // namespace
