@@ -28,4 +28,22 @@ std::optional<std::string> interrupted_state(OutputDir& out,
     return read_file(state_path);
 }
 
+std::optional<nlohmann::json> interrupted_json_state(OutputDir& out,
+                                                     const std::filesystem::path& state_path,
+                                                     bool resume, const nlohmann::json& fingerprint,
+                                                     const std::string& what, std::ostream& log) {
+    std::optional<std::string> bytes = interrupted_state(out, state_path, resume, log);
+    if (!bytes) return std::nullopt;
+    nlohmann::json state;
+    try {
+        state = nlohmann::json::parse(*bytes);
+    } catch (const nlohmann::json::exception&) {
+        throw InputError(state_path.string(), "not " + what);
+    }
+    if (!state.is_object() || !state.contains("fingerprint") || state["fingerprint"] != fingerprint)
+        throw UsageError("--resume: the interrupted run in " + out.staging().string() +
+                         " used other inputs or options; delete it or repeat its command");
+    return state;
+}
+
 }  // namespace sinkscope::api

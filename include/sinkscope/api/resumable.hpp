@@ -7,6 +7,8 @@
 #include <ostream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/progress.hpp"
 
@@ -22,5 +24,13 @@ Progress::Mode parse_progress_mode(const std::string& s);
 std::optional<std::string> interrupted_state(OutputDir& out,
                                              const std::filesystem::path& state_path, bool resume,
                                              std::ostream& log);
+
+// interrupted_state() of a JSON state file whose "fingerprint" must equal this run's: the parsed
+// state, or nullopt when there is none. InputError naming the file when it is not JSON (`what`:
+// "a prune state file"), UsageError saying how to proceed when it belongs to another run.
+std::optional<nlohmann::json> interrupted_json_state(OutputDir& out,
+                                                     const std::filesystem::path& state_path,
+                                                     bool resume, const nlohmann::json& fingerprint,
+                                                     const std::string& what, std::ostream& log);
 
 }  // namespace sinkscope::api

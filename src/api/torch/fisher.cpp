@@ -106,26 +106,18 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
     int64_t n_done = 0, n_skipped = 0;  // inputs processed (scored or skipped)
     OutputDir out = OutputDir::resumable(o.out, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
-    if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
-        nlohmann::json state;
+    if (std::optional<nlohmann::json> state = interrupted_json_state(
+            out, state_path, o.resume, fingerprint, "a fisher state file", log)) {
         try {
-            state = nlohmann::json::parse(*bytes);
-        } catch (const nlohmann::json::exception&) {
-            throw InputError(state_path.string(), "not a fisher state file");
-        }
-        if (!state.contains("fingerprint") || state["fingerprint"] != fingerprint)
-            throw UsageError("--resume: the interrupted run in " + out.staging().string() +
-                             " used other inputs or options; delete it or repeat its command");
-        try {
-            n_done = state.at("inputs_done").get<int64_t>();
-            n_skipped = state.at("inputs_skipped").get<int64_t>();
+            n_done = state->at("inputs_done").get<int64_t>();
+            n_skipped = state->at("inputs_skipped").get<int64_t>();
         } catch (const nlohmann::json::exception&) {
             throw InputError(state_path.string(), "not a fisher state file");
         }
         SS_CHECK_INPUT(n_done >= 0 && n_done <= int64_t(inputs.size()) && n_skipped >= 0 &&
                            n_skipped <= n_done,
                        state_path.string(), "holds more inputs than this run has");
-        acc.load_state(state.at("sums"), state_path.string());
+        acc.load_state(state->value("sums", nlohmann::json()), state_path.string());
         SS_CHECK_INPUT(acc.n_samples() == n_done - n_skipped, state_path.string(),
                        "damaged Fisher sums");
         log << "resuming at input " << n_done + 1 << " of " << inputs.size() << "\n";

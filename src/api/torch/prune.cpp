@@ -227,17 +227,9 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                                         {"measure", measure}};
     OutputDir out = OutputDir::resumable(o.out, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
-    if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
-        nlohmann::json state;
-        try {
-            state = nlohmann::json::parse(*bytes);
-        } catch (const nlohmann::json::exception&) {
-            throw InputError(state_path.string(), "not a prune state file");
-        }
-        if (!state.contains("fingerprint") || state["fingerprint"] != fingerprint)
-            throw UsageError("--resume: the interrupted run in " + out.staging().string() +
-                             " used other inputs or options; delete it or repeat its command");
-        const auto& done = state.at("points");
+    if (std::optional<nlohmann::json> state = interrupted_json_state(
+            out, state_path, o.resume, fingerprint, "a prune state file", log)) {
+        const auto& done = state->at("points");
         SS_CHECK_INPUT(done.is_array() && done.size() <= points.size(), state_path.string(),
                        "holds more points than this run has");
         for (size_t i = 0; i < done.size(); ++i) {
