@@ -53,7 +53,7 @@ COMPARISONS = [("flip", "cosine", "cosine_keep", "cosine_drop"),
                ("check", "dA_perp", "dA_perp", "dA_perp")]
 
 
-def make_attention(path, n_inputs, n_layers, n_heads, t, seed):
+def make_attention(path, n_inputs, n_layers, n_heads, t, t_keys, seed):
     """Causal rows: Gamma(alpha_h) weights (a Dirichlet row once closed), key 0 scaled by a
     per-head sink factor, zeros above the diagonal, float32 like a real attention dump."""
     rng = np.random.default_rng(seed)
@@ -352,7 +352,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "attention.npy")
     shape = (args.inputs, args.layers, args.heads, args.tokens, args.tokens)
-    make_attention(path, *shape, args.seed)
+    make_attention(path, *shape, args.seed)  # shape ends (T, T)
     print("attention %s float32, seed %d, %s; sinkscope --threads %d" %
           ("x".join(map(str, shape)), args.seed, path, args.threads))
 

@@ -46,29 +46,28 @@ namespace {
 
 enum ClassicalIndex { kCosKeep, kCosDrop, kJsKeep, kJsDrop, kEucKeep, kEucDrop };
 
-// Row quantities of every head, one row per head: those of the current query row set, and the
-// probability rows of the last `slots` row sets for the classical pair kernel, which takes a
-// batch of row sets at a time (the [n, n] sums are then read and written once per batch).
+// Row quantities of every head for the current query row set, one row per head, and the
+// probability rows of the last `slots` row sets stored part-major for the classical pair kernel,
+// which takes a batch of row sets at a time (the [n, n] sums are read and written once per
+// batch) with heads in the vector lanes.
 struct RowBatch {
-    int64_t n = 0, slots = 0, width = 0;
-    // [slots * n, width]: slot s holds rows [s n, (s + 1) n); the first D (p) or D-1 (pi)
-    // columns used and zero after them up to padded(D) resp. padded(D-1) (the pair kernels read
-    // whole vectors).
-    RowMatrix p, pi;
-    Eigen::VectorXd h_keep, norm_keep, h_drop, norm_drop;  // [slots * n] kernels::row_statistics
-    RowMatrix clr, content;  // [n, width] current row set: first D resp. D-1 columns used
-    Eigen::VectorXd sink_mass, balance, entropy, binary_entropy, content_entropy;  // [n] current
+    int64_t n = 0, width = 0, slots = 0, ld = 0;
+    RowMatrix p, pi, clr, content;  // [n, width]: first D (p, clr) or D-1 (pi, content) columns
+    Eigen::VectorXd sink_mass, balance, entropy, binary_entropy, content_entropy;  // [n]
+    // [slots * width, ld]: part j of slot s is row s * width + j, heads along it, zero past n.
+    RowMatrix p_parts, pi_parts;
+    // [slots * ld]: kernels::row_statistics of the queued heads, slot s at s * ld.
+    Eigen::VectorXd h_keep, norm_keep, h_drop, norm_drop;
     void resize(int64_t n_heads, int64_t t, int64_t n_slots) {
         n = n_heads;
+        width = std::max<int64_t>(t, 1);
         slots = n_slots;
-        width = kernels::padded(std::max<int64_t>(t, 1));
-        p.resize(slots * n, width);
-        pi.resize(slots * n, width);
-        for (auto* v : {&h_keep, &norm_keep, &h_drop, &norm_drop}) v->resize(slots * n);
-        clr.resize(n, width);
-        content.resize(n, width);
+        ld = n + kernels::kPad;
+        for (auto* m : {&p, &pi, &clr, &content}) m->resize(n, width);
         for (auto* v : {&sink_mass, &balance, &entropy, &binary_entropy, &content_entropy})
             v->resize(n);
+        for (auto* m : {&p_parts, &pi_parts}) m->setZero(slots * width, ld);
+        for (auto* v : {&h_keep, &norm_keep, &h_drop, &norm_drop}) v->setZero(slots * ld);
     }
 };
 
@@ -227,13 +226,18 @@ struct HeadKernel {
         c.balance.col(c.n_balance++) = b.balance.segment(g.first_head, g.n);
     }
 
-    // Queues slot `slot` of `b` (D parts) for the group's classical metrics: the row statistics
-    // of its heads now, the pairs with the batch (run_classical).
+    // Queues the current row set of `b` (D parts) for the group's classical metrics: its rows
+    // into slot `slot` part-major and their statistics now, the pairs with the batch
+    // (run_classical).
     static void queue_classical(const PairGroup& g, RowBatch& b, int64_t slot, int64_t d,
                                 std::vector<PendingRows>& pending) {
-        const int64_t at = slot * b.n + g.first_head;
-        kernels::row_statistics({&b.p(at, 0), b.width, d}, g.n, &b.h_keep(at), &b.norm_keep(at));
-        kernels::row_statistics({&b.pi(at, 0), b.width, d - 1}, g.n, &b.h_drop(at),
+        const int64_t first = g.first_head, n = g.n, part0 = slot * b.width,
+                      at = slot * b.ld + first;
+        b.p_parts.block(part0, first, d, n) = b.p.block(first, 0, n, d).transpose();
+        b.pi_parts.block(part0, first, d - 1, n) = b.pi.block(first, 0, n, d - 1).transpose();
+        kernels::row_statistics({&b.p_parts(part0, first), b.ld, d}, n, &b.h_keep(at),
+                                &b.norm_keep(at));
+        kernels::row_statistics({&b.pi_parts(part0, first), b.ld, d - 1}, n, &b.h_drop(at),
                                 &b.norm_drop(at));
         pending.push_back({&b, slot, d});
     }
@@ -245,15 +249,17 @@ struct HeadKernel {
         std::vector<kernels::ClassicalRows> keep, drop;
         for (const PendingRows& q : pending) {
             const RowBatch& b = *q.batch;
-            const int64_t at = q.slot * b.n + g.first_head;
-            keep.push_back({&b.p(at, 0), q.d, &b.h_keep(at), &b.norm_keep(at)});
-            drop.push_back({&b.pi(at, 0), q.d - 1, &b.h_drop(at), &b.norm_drop(at)});
+            const int64_t first = g.first_head, part0 = q.slot * b.width,
+                          at = q.slot * b.ld + first;
+            keep.push_back(
+                {{&b.p_parts(part0, first), b.ld, q.d}, &b.h_keep(at), &b.norm_keep(at)});
+            drop.push_back(
+                {{&b.pi_parts(part0, first), b.ld, q.d - 1}, &b.h_drop(at), &b.norm_drop(at)});
         }
-        const int64_t stride = pending.front().batch->width, n = g.n;
+        const int64_t n = g.n;
         auto args = [&](const std::vector<kernels::ClassicalRows>& sets, int cos, int js, int euc) {
             return kernels::ClassicalPairs{.sets = sets.data(),
                                            .n_sets = static_cast<int64_t>(sets.size()),
-                                           .stride = stride,
                                            .cos_sum = g.classical[cos].data(),
                                            .js_sum = g.classical[js].data(),
                                            .euc_sum = g.classical[euc].data(),
@@ -314,8 +320,8 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
 
     // Slots of the row batches: up to 16 row sets per classical pair pass, within ~64 MB of p
     // and pi rows per batch. model_batch only when sinks differ.
-    const int64_t width = kernels::padded(std::max<int64_t>(t, 1));
-    const int64_t n_slots = std::clamp<int64_t>((int64_t(1) << 26) / (2 * 8 * n * width), 1, 16);
+    const int64_t n_slots =
+        std::clamp<int64_t>((int64_t(1) << 26) / (2 * 8 * n * std::max<int64_t>(t, 1)), 1, 16);
     RowBatch layer_batch, model_batch;
     layer_batch.resize(n, t, n_slots);
     if (!shared_sink) model_batch.resize(n, t, n_slots);
@@ -351,8 +357,8 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
 
     auto compose = [&](RowBatch& b, int64_t l, int64_t h, int64_t i, int64_t kb, int64_t d,
                        int64_t sink) {
-        const int64_t r = l * n_h + h, rs = slot * n + r;
-        RowOut o{&b.p(rs, 0), &b.pi(rs, 0), &b.clr(r, 0), &b.content(r, 0), 0, 0, 0, 0, 0, 0};
+        const int64_t r = l * n_h + h;
+        RowOut o{&b.p(r, 0), &b.pi(r, 0), &b.clr(r, 0), &b.content(r, 0), 0, 0, 0, 0, 0, 0};
         if (x.has_scores()) {
             compose_row_scores(x.score_row(l, h, i) + kb, d, sink - kb, o);
         } else {
@@ -360,8 +366,6 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
                                                      options_.zeros, o, scratch.data());
             if (zero >= 0) throw_zero(origin, idx, l, h, i, kb + zero);
         }
-        b.p.row(rs).segment(d, kernels::padded(d) - d).setZero();
-        b.pi.row(rs).segment(d - 1, kernels::padded(d - 1) - (d - 1)).setZero();
         b.sink_mass(r) = o.sink_mass;
         b.balance(r) = o.sink_balance;
         b.entropy(r) = o.entropy;

@@ -28,29 +28,6 @@ HWY_INLINE double lane_sum(V v) {
     return hn::GetLane(hn::SumOfLanes(d, v));
 }
 
-// m_j = (x_j + y_j) / 2 and the running sums of m_j ln m_j and (x_j - y_j)^2 over the padded
-// rows (the zero padding adds 0). max(m, DBL_MIN) only changes m = 0 (0 ln 0 = 0) and subnormal
-// m, whose m ln m is below 1e-305; it keeps Log in its documented range (0, DBL_MAX]. With
-// x == y, m == x exactly, so row_statistics and classical_pairs give the same bits.
-struct PairSums {
-    double m_log_m = 0, squared_difference = 0;
-};
-HWY_INLINE PairSums pair_sums(const double* x, const double* y, int64_t k) {
-    const hn::ScalableTag<double> d;
-    const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-    const auto half = hn::Set(d, 0.5);
-    const auto tiny = hn::Set(d, DBL_MIN);
-    auto acc = hn::Zero(d), acc_sq = hn::Zero(d);
-    for (int64_t j = 0; j < k; j += lanes) {
-        const auto vx = hn::LoadU(d, x + j), vy = hn::LoadU(d, y + j);
-        const auto m = hn::Mul(half, hn::Add(vx, vy));
-        acc = hn::MulAdd(m, hn::Log(d, hn::Max(m, tiny)), acc);
-        const auto diff = hn::Sub(vx, vy);
-        acc_sq = hn::MulAdd(diff, diff, acc_sq);
-    }
-    return {lane_sum(acc), lane_sum(acc_sq)};
-}
-
 // sum_j (x_j - y_j)^2 over the padded rows.
 HWY_INLINE double sum_squared_difference(const double* x, const double* y, int64_t k) {
     const hn::ScalableTag<double> d;
@@ -73,53 +50,82 @@ HWY_INLINE double squared_distance(const double* gram, int64_t ld, int64_t a, in
     return sum_squared_difference(xa, xb, k);
 }
 
-void row_statistics_impl(const Rows& rows, int64_t n, double* h, double* norm) {
-    for (int64_t r = 0; r < n; ++r) {
-        const double* x = rows.x + r * rows.stride;
-        h[r] = -pair_sums(x, x, rows.k).m_log_m;
-        const hn::ScalableTag<double> d;
-        auto acc = hn::Zero(d);
-        for (int64_t j = 0; j < rows.k; j += static_cast<int64_t>(hn::Lanes(d))) {
-            const auto v = hn::LoadU(d, x + j);
-            acc = hn::MulAdd(v, v, acc);
+// One part of the Jensen-Shannon sum of L pairs (heads in lanes): acc += m ln m with
+// m = (x + y) / 2. max(m, DBL_MIN) only changes m = 0 (0 ln 0 = 0) and subnormal m, whose m ln m
+// is below 1e-305; it keeps Log in its documented range (0, DBL_MAX]. With x == y, m == x
+// exactly, so row_statistics (y = x) and classical_pairs give a pair of identical heads the same
+// bits.
+template <class D, class V>
+HWY_INLINE V add_m_log_m(D d, V x, V y, V acc) {
+    const V m = hn::Mul(hn::Set(d, 0.5), hn::Add(x, y));
+    return hn::MulAdd(m, hn::Log(d, hn::Max(m, hn::Set(d, DBL_MIN))), acc);
+}
+
+void row_statistics_impl(const PartMajor& rows, int64_t n, double* h, double* norm) {
+    const hn::ScalableTag<double> d;
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+    for (int64_t a0 = 0; a0 < n; a0 += lanes) {
+        auto acc = hn::Zero(d), acc_sq = hn::Zero(d);
+        for (int64_t j = 0; j < rows.k; ++j) {
+            const auto x = hn::LoadU(d, rows.x + j * rows.ld + a0);
+            acc = add_m_log_m(d, x, x, acc);
+            acc_sq = hn::MulAdd(x, x, acc_sq);
         }
-        norm[r] = std::sqrt(lane_sum(acc));
+        hn::StoreU(hn::Neg(acc), d, h + a0);
+        hn::StoreU(hn::Sqrt(acc_sq), d, norm + a0);
     }
 }
 
-// Pairs a > b with b in [b_begin, b_end) (at most kPairBlock columns), rows a in blocks of
-// kPairBlock: per block the distances of all row sets are summed in a tile and added once, so
-// the [n, n] sums are read and written once per batch of row sets, not once per row set.
+// Heads a in lanes [a0, a0 + L), b in [b_begin, b_end): per block of lanes, the distances of
+// every row set are summed in a tile and added once, so the [n, n] sums are read and written
+// once per batch of row sets, and the rows of one set stay in L1 while its b rows are swept.
 void classical_pairs_impl(const ClassicalPairs& c, int64_t n, int64_t b_begin, int64_t b_end) {
+    const hn::ScalableTag<double> d;
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
     constexpr int64_t kB = kPairBlock;
-    double tile[3][kB][kB];  // [metric][a - a0][b - b_begin]: cosine, JS, Euclidean
-    for (int64_t a0 = b_begin; a0 < n; a0 += kB) {
-        const int64_t a1 = std::min(n, a0 + kB);
-        for (auto& m : tile)
-            for (auto& row : m)
-                for (double& v : row) v = 0;
+    HWY_ALIGN double tile[3 * kB * kPad];  // [metric][b - b_begin][lane]: cosine, JS, Euclidean
+    const auto zero = hn::Zero(d), half = hn::Set(d, 0.5), two = hn::Set(d, 2.0);
+    for (int64_t a0 = (b_begin + 1) / lanes * lanes; a0 < n; a0 += lanes) {
+        const int64_t b_stop = std::min(b_end, a0 + lanes - 1);  // pairs need a > b
+        for (int64_t i = 0; i < 3 * kB * lanes; ++i) tile[i] = 0;
         for (int64_t r = 0; r < c.n_sets; ++r) {
             const ClassicalRows& set = c.sets[r];
-            for (int64_t b = b_begin; b < b_end; ++b) {
-                const double* xb = set.x + b * c.stride;
-                const double hb = set.entropy[b], nb = set.norm[b];
-                for (int64_t a = std::max(a0, b + 1); a < a1; ++a) {
-                    const PairSums p = pair_sums(set.x + a * c.stride, xb, set.k);
-                    const double s = p.squared_difference;
-                    const double na = set.norm[a], dn = na - nb;
-                    tile[0][a - a0][b - b_begin] += std::max(0.0, s - dn * dn) / (2.0 * na * nb);
-                    tile[1][a - a0][b - b_begin] +=
-                        std::max(0.0, -p.m_log_m - 0.5 * (set.entropy[a] + hb));
-                    tile[2][a - a0][b - b_begin] += std::sqrt(s);
+            const PartMajor& x = set.rows;
+            const auto ha = hn::LoadU(d, set.entropy + a0), na = hn::LoadU(d, set.norm + a0);
+            for (int64_t b = b_begin; b < b_stop; ++b) {
+                auto acc = zero, acc_sq = zero;
+                for (int64_t j = 0; j < x.k; ++j) {
+                    const auto xa = hn::LoadU(d, x.x + j * x.ld + a0);
+                    const auto xb = hn::Set(d, x.x[j * x.ld + b]);
+                    acc = add_m_log_m(d, xa, xb, acc);
+                    const auto diff = hn::Sub(xa, xb);
+                    acc_sq = hn::MulAdd(diff, diff, acc_sq);
                 }
+                const auto nb = hn::Set(d, set.norm[b]), hb = hn::Set(d, set.entropy[b]);
+                const auto dn = hn::Sub(na, nb);
+                const auto cos = hn::Div(hn::Max(zero, hn::NegMulAdd(dn, dn, acc_sq)),
+                                         hn::Mul(two, hn::Mul(na, nb)));
+                const auto js =
+                    hn::Max(zero, hn::Sub(hn::Neg(acc), hn::Mul(half, hn::Add(ha, hb))));
+                double* t = tile + (b - b_begin) * lanes;
+                hn::StoreU(hn::Add(hn::LoadU(d, t), cos), d, t);
+                t += kB * lanes;
+                hn::StoreU(hn::Add(hn::LoadU(d, t), js), d, t);
+                t += kB * lanes;
+                hn::StoreU(hn::Add(hn::LoadU(d, t), hn::Sqrt(acc_sq)), d, t);
             }
         }
-        for (int64_t b = b_begin; b < b_end; ++b)
-            for (int64_t a = std::max(a0, b + 1); a < a1; ++a) {
-                const int64_t at = b * c.ld + a;
-                c.cos_sum[at] += tile[0][a - a0][b - b_begin];
-                c.js_sum[at] += tile[1][a - a0][b - b_begin];
-                c.euc_sum[at] += tile[2][a - a0][b - b_begin];
+        double* sums[3] = {c.cos_sum, c.js_sum, c.euc_sum};
+        for (int64_t b = b_begin; b < b_stop; ++b)
+            for (int m = 0; m < 3; ++m) {
+                const double* t = tile + (m * kB + (b - b_begin)) * lanes;
+                double* out = sums[m] + b * c.ld;
+                if (a0 > b && a0 + lanes <= n) {
+                    hn::StoreU(hn::Add(hn::LoadU(d, out + a0), hn::LoadU(d, t)), d, out + a0);
+                } else {
+                    for (int64_t a = std::max(a0, b + 1); a < std::min(n, a0 + lanes); ++a)
+                        out[a] += t[a - a0];
+                }
             }
     }
 }
@@ -160,7 +166,7 @@ HWY_EXPORT(classical_pairs_impl);
 HWY_EXPORT(squared_pairs_impl);
 HWY_EXPORT(target_impl);
 
-void row_statistics(const Rows& rows, int64_t n, double* h, double* norm) {
+void row_statistics(const PartMajor& rows, int64_t n, double* h, double* norm) {
     HWY_DYNAMIC_DISPATCH(row_statistics_impl)(rows, n, h, norm);
 }
 

@@ -22,7 +22,9 @@
 // The classical metrics need one distance per row (a mean of square roots, not a root of a sum),
 // and Jensen-Shannon a pass over every pair's parts anyway: the same pass takes the exact
 // sum_j (x_aj - x_bj)^2 with two more vector operations per part, which costs less than a
-// per-row Gram product (measured: bench/README.md) and needs no correction.
+// per-row Gram product and needs no correction. That kernel keeps heads in the vector lanes
+// (rows stored part-major), so a vector holds L pairs (a, b), ..., (a + L - 1, b): no horizontal
+// sums, no padding of short rows, and every per-pair step vectorised.
 #pragma once
 
 #include <cstdint>
@@ -47,20 +49,29 @@ struct Rows {
     int64_t k = 0;
 };
 
-// h[r] = -sum_j x_rj ln x_rj (0 ln 0 = 0) and norm[r] = |x_r| for r < n, with the vectorised
-// logarithm and summation order of classical_pairs, so identical rows get a Jensen-Shannon
-// divergence of exactly 0.
-void row_statistics(const Rows& rows, int64_t n, double* h, double* norm);
-
-// One row set of the classical kernel: heads [0, n), head r's row at x + r * stride.
-struct ClassicalRows {
-    const double* x = nullptr;        // [n, stride] probability rows (keep: p, drop: pi), padded
-    int64_t k = 0;                    // parts
-    const double* entropy = nullptr;  // [n] from row_statistics
-    const double* norm = nullptr;     // [n] from row_statistics
+// Rows of heads stored part-major: part j of head a at x[j * ld + a], parts 0..k-1. Vectors
+// of heads read up to kPad - 1 entries past the last head, so ld >= n + kPad (those lanes are
+// computed and discarded).
+struct PartMajor {
+    const double* x = nullptr;
+    int64_t ld = 0;
+    int64_t k = 0;
 };
-// Per pair a > b with b in [b_begin, b_end), the distances of every row set in `sets`, summed
-// and added once to the column-major [n, n] sums (leading dimension ld):
+
+// h[a] = -sum_j x_aj ln x_aj (0 ln 0 = 0) and norm[a] = |x_a| for heads a < n (h and norm hold
+// n + kPad values), with the vectorised logarithm and summation order of classical_pairs, so
+// identical rows get a Jensen-Shannon divergence of exactly 0.
+void row_statistics(const PartMajor& rows, int64_t n, double* h, double* norm);
+
+// One row set of the classical kernel.
+struct ClassicalRows {
+    PartMajor rows;                   // probability rows (keep: p, drop: pi)
+    const double* entropy = nullptr;  // [n + kPad] from row_statistics
+    const double* norm = nullptr;     // [n + kPad] from row_statistics
+};
+// Per pair a > b with b in [b_begin, b_end) (at most kPairBlock columns), the distances of every
+// row set in `sets`, summed and added once to the column-major [n, n] sums (leading dimension
+// ld):
 //   Euclidean sqrt(s), s = sum_j (x_aj - x_bj)^2;
 //   cosine 1 - cos = (s - (|x_a| - |x_b|)^2) / (2 |x_a| |x_b|), the same identity without the
 //     cancellation of 1 - x_a.x_b / (|x_a| |x_b|) near 1;
@@ -69,7 +80,6 @@ struct ClassicalRows {
 struct ClassicalPairs {
     const ClassicalRows* sets = nullptr;
     int64_t n_sets = 0;
-    int64_t stride = 0;
     double* cos_sum = nullptr;
     double* js_sum = nullptr;
     double* euc_sum = nullptr;
