@@ -31,7 +31,7 @@ import tempfile
 import time
 
 import numpy as np
-from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.cluster.hierarchy import cut_tree, linkage
 from scipy.linalg import eigh
 from scipy.spatial.distance import pdist, squareform
 
@@ -198,7 +198,8 @@ def first_appearance(labels):
 
 def cluster(d, k):
     z = linkage(squareform(d, checks=False), method="average")
-    return first_appearance(fcluster(z, k, criterion="maxclust"))
+    # cut_tree gives exactly k clusters (fcluster's maxclust may give fewer)
+    return first_appearance(cut_tree(z, n_clusters=k)[:, 0])
 
 
 def classical_mds(d):
@@ -322,7 +323,7 @@ def sinkscope_heads(out, n_layers, n_heads):
 def max_difference(ours, theirs):
     """Largest |difference| over every result of the Python side; integer results (counts,
     labels, k) must agree exactly and are reported as the number of mismatches."""
-    worst, mismatches, keys = 0.0, 0, 0
+    worst, worst_key, mismatches, keys = 0.0, "", 0, 0
     for key, v in theirs.items():
         if key not in ours:
             raise SystemExit("sinkscope output lacks " + key)
@@ -330,10 +331,13 @@ def max_difference(ours, theirs):
         a, b = np.asarray(ours[key]), np.asarray(v)
         if a.dtype.kind in "iu" and b.dtype.kind in "iu":
             mismatches += int(np.count_nonzero(a != b))
+            if np.any(a != b):
+                worst_key += " " + key
         else:
-            diff = np.abs(a - b)
-            worst = max(worst, float(np.nanmax(diff)) if diff.size else 0.0)
-    return worst, mismatches, keys
+            diff = float(np.nanmax(np.abs(a - b))) if a.size else 0.0
+            if diff > worst:
+                worst, worst_key = diff, key
+    return worst, mismatches, keys, worst_key
 
 
 def main():
@@ -345,6 +349,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--baseline", default=None,
+                    help="another sinkscope executable (an earlier build) timed on the same runs")
     ap.add_argument("--work", default=None, help="folder for the .npy and outputs (temp)")
     args = ap.parse_args()
 
@@ -356,7 +362,7 @@ def main():
     print("attention %s float32, seed %d, %s; sinkscope --threads %d" %
           ("x".join(map(str, shape)), args.seed, path, args.threads))
 
-    runs = {}
+    runs, base = {}, {}
     for name, analyses in (("compositional", "compositional"),
                            ("compositional+heads", "compositional,heads"),
                            ("all", "")):
@@ -364,6 +370,11 @@ def main():
         runs[name] = (run_sinkscope(args.sinkscope, path, out, analyses, args.threads), out)
         print("  sinkscope metrics --analyses %-22s CPU %8.2f s  wall %8.2f s" %
               (analyses or "(all)", runs[name][0][0], runs[name][0][1]))
+        if args.baseline:
+            base[name] = run_sinkscope(args.baseline, path, out + "_baseline", analyses,
+                                       args.threads)
+            print("  baseline  metrics --analyses %-22s CPU %8.2f s  wall %8.2f s" %
+                  (analyses or "(all)", base[name][0], base[name][1]))
 
     t0, w0 = time.process_time(), time.perf_counter()
     comp = compositional(path)
@@ -385,9 +396,9 @@ def main():
           ("analysis", "sinkscope", "(wall)", "python", "(wall)", "CPU ratio", "max |diff|",
            "integer mismatches / keys"))
     total = [0.0, 0.0, 0.0, 0.0]
-    for name, s_cpu, s_wall, p_cpu, p_wall, (diff, bad, keys) in rows:
-        print("%-22s %10.2f s %10.2f s %10.2f s %10.2f s %8.1fx %12.3g %d / %d" %
-              (name, s_cpu, s_wall, p_cpu, p_wall, p_cpu / s_cpu, diff, bad, keys))
+    for name, s_cpu, s_wall, p_cpu, p_wall, (diff, bad, keys, where) in rows:
+        print("%-22s %10.2f s %10.2f s %10.2f s %10.2f s %8.1fx %12.3g %d / %d  (%s)" %
+              (name, s_cpu, s_wall, p_cpu, p_wall, p_cpu / s_cpu, diff, bad, keys, where))
         for j, v in enumerate((s_cpu, s_wall, p_cpu, p_wall)):
             total[j] += v
     print("%-22s %10.2f s %10.2f s %10.2f s %10.2f s %8.1fx" %
@@ -395,6 +406,13 @@ def main():
     (a_cpu, a_wall), _ = runs["all"]
     print("%-22s %10.2f s %10.2f s   (every analysis of `sinkscope metrics`; section 8 has no "
           "Python side here)" % ("sinkscope all", a_cpu, a_wall))
+    if base:
+        print("\nbaseline %s (CPU s / wall s): compositional %.2f / %.2f, heads %.2f / %.2f, "
+              "all %.2f / %.2f" % (args.baseline, base["compositional"][0],
+                                   base["compositional"][1],
+                                   base["compositional+heads"][0] - base["compositional"][0],
+                                   base["compositional+heads"][1] - base["compositional"][1],
+                                   base["all"][0], base["all"][1]))
 
 
 if __name__ == "__main__":

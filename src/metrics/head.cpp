@@ -8,10 +8,11 @@
 //   the content CLR vectors of a chunk of row sets placed side by side (columns centred over the
 //   heads; distances are translation invariant): one matrix product per chunk, the pairs where
 //   G_aa + G_bb - 2 G_ab cancels recomputed from the rows (pair_kernels.hpp states the bound);
-//   (b - b')^2 directly. Classical metrics are means of per-row distances: cosine and Euclidean
-//   from one centred Gram matrix per row set (same correction), Jensen-Shannon
-//   JS = H(m) - (H(p) + H(q)) / 2 from a vectorised pair loop. The pair loops are the SIMD
-//   kernels of pair_kernels.cpp, in column blocks spread over n_threads threads.
+//   (b - b')^2 directly. Classical metrics are means of per-row distances, from one vectorised
+//   pass over every pair's parts per batch of row sets: Jensen-Shannon
+//   JS = H(m) - (H(p) + H(q)) / 2 and, with the exact sum of squared differences of the same
+//   pass, Euclidean and cosine. The pair loops are the SIMD kernels of pair_kernels.cpp, in
+//   column blocks spread over n_threads threads.
 #include "sinkscope/metrics/head.hpp"
 
 #include <algorithm>

@@ -54,11 +54,15 @@ HWY_INLINE double squared_distance(const double* gram, int64_t ld, int64_t a, in
 // m = (x + y) / 2. max(m, DBL_MIN) only changes m = 0 (0 ln 0 = 0) and subnormal m, whose m ln m
 // is below 1e-305; it keeps Log in its documented range (0, DBL_MAX]. With x == y, m == x
 // exactly, so row_statistics (y = x) and classical_pairs give a pair of identical heads the same
-// bits.
+// bits. hn::Log is impl::Log<D, V, true>, which first rescales subnormal inputs; for normal
+// inputs (all of ours) impl::Log<D, V, false> computes the same bits without that step, ~20%
+// faster on AVX-512 (bench/README.md), so the documented 4-ulp bound is unchanged.
 template <class D, class V>
 HWY_INLINE V add_m_log_m(D d, V x, V y, V acc) {
     const V m = hn::Mul(hn::Set(d, 0.5), hn::Add(x, y));
-    return hn::MulAdd(m, hn::Log(d, hn::Max(m, hn::Set(d, DBL_MIN))), acc);
+    const V log_m =
+        hn::impl::Log<D, V, /*kAllowSubnormals=*/false>(d, hn::Max(m, hn::Set(d, DBL_MIN)));
+    return hn::MulAdd(m, log_m, acc);
 }
 
 void row_statistics_impl(const PartMajor& rows, int64_t n, double* h, double* norm) {
