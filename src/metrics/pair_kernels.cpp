@@ -1,6 +1,6 @@
-// Vectorised pair kernels of the head accumulator (see pair_kernels.hpp) and the SIMD target
-// control of sinkscope/metrics/simd.hpp. Highway compiles this file once per target
-// (foreach_target.h re-includes it) and HWY_DYNAMIC_DISPATCH picks the best one at run time.
+// Vectorised pair kernels of the head accumulator (see pair_kernels.hpp). Highway compiles this
+// file once per target (foreach_target.h re-includes it) and HWY_DYNAMIC_DISPATCH picks the best
+// one at run time (sinkscope/metrics/simd.hpp names it and can restrict it).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "metrics/pair_kernels.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -150,25 +150,17 @@ void squared_pairs_impl(const Rows& rows, const double* gram, double* sum, int64
     }
 }
 
-int64_t target_impl() {
-    return HWY_TARGET;
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace sinkscope::metrics::kernels
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 
-#include "sinkscope/core/error.hpp"
-#include "sinkscope/metrics/simd.hpp"
-
 namespace sinkscope::metrics::kernels {
 
 HWY_EXPORT(row_statistics_impl);
 HWY_EXPORT(classical_pairs_impl);
 HWY_EXPORT(squared_pairs_impl);
-HWY_EXPORT(target_impl);
 
 void row_statistics(const PartMajor& rows, int64_t n, double* h, double* norm) {
     HWY_DYNAMIC_DISPATCH(row_statistics_impl)(rows, n, h, norm);
@@ -184,41 +176,5 @@ void squared_pairs(const Rows& rows, const double* gram, double* sum, int64_t ld
 }
 
 }  // namespace sinkscope::metrics::kernels
-
-namespace sinkscope::metrics::simd {
-
-namespace {
-int64_t forced = 0;  // the mask given to force_target (0: none)
-
-Target make_target(int64_t bits) {
-    return Target{bits, hwy::TargetName(bits)};
-}
-}  // namespace
-
-std::vector<Target> available_targets() {
-    if (forced != 0) hwy::SetSupportedTargetsForTest(0);
-    std::vector<Target> out;
-    for (int64_t bits : hwy::SupportedAndGeneratedTargets()) out.push_back(make_target(bits));
-    if (forced != 0) hwy::SetSupportedTargetsForTest(forced);
-    return out;
-}
-
-Target active_target() {
-    return make_target(HWY_DYNAMIC_DISPATCH(kernels::target_impl)());
-}
-
-void force_target(int64_t bits) {
-    if (bits != 0) {
-        bool known = false;
-        for (const Target& t : available_targets()) known = known || t.bits == bits;
-        if (!known)
-            throw UsageError("SIMD target " + std::to_string(bits) +
-                             " is not compiled in or not supported by this CPU");
-    }
-    forced = bits;
-    hwy::SetSupportedTargetsForTest(bits);
-}
-
-}  // namespace sinkscope::metrics::simd
 
 #endif  // HWY_ONCE
