@@ -96,17 +96,14 @@ const Model& model_125m() {
     static const ModelConfig c = config_125m();
     static const RandomStore random(c.d_vocab * c.d_model);
     static const ShapedStore store(c, random);
-    static const Model m =
-        build_model(c, WeightSource{&store, WeightFormat::HuggingFace, "random"});
+    static const Model m = build_model(c, WeightSource{&store, WeightFormat::HuggingFace, "random"});
     return m;
 }
 
 // Matmul FLOPs of one eager forward of T tokens (attention computed on the full T x T square).
 double forward_flops(const ModelConfig& c, int64_t T) {
-    const double per_token = 2.0 *
-                                 (c.d_model * c.d_head * (2 * c.n_heads + 2 * c.n_kv_heads) +
-                                  3.0 * c.d_model * c.d_mlp) *
-                                 c.n_layers +
+    const double per_token = 2.0 * (c.d_model * c.d_head * (2 * c.n_heads + 2 * c.n_kv_heads) +
+                                    3.0 * c.d_model * c.d_mlp) * c.n_layers +
                              2.0 * c.d_vocab * c.d_model;
     const double attn = 4.0 * c.n_layers * c.n_heads * double(T) * double(T) * c.d_head;
     return per_token * double(T) + attn;
@@ -120,8 +117,7 @@ void BM_Forward125M(benchmark::State& state) {
     const int64_t T = state.range(0);
     const int64_t mode = state.range(1);
     std::vector<int32_t> ids(static_cast<size_t>(T));
-    for (int64_t i = 0; i < T; ++i)
-        ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % 32000);
+    for (int64_t i = 0; i < T; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % 32000);
     const CaptureSpec spec = mode == 0 ? CaptureSpec() : CaptureSpec::attention();
     for (auto _ : state) {
         ForwardResult r = m.forward(ids, spec);

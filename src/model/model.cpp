@@ -20,8 +20,7 @@ const char* compute_dtype_name(ComputeDType t) {
     switch (t) {
         case ComputeDType::Float32: return "float32";
         case ComputeDType::BFloat16: return "bfloat16";
-        case ComputeDType::Float16:
-            return "float16";
+        case ComputeDType::Float16: return "float16";
     }
     return "?";
 }

@@ -15,8 +15,7 @@ at::ScalarType scalar_type(ComputeDType t) {
     switch (t) {
         case ComputeDType::Float32: return at::kFloat;
         case ComputeDType::BFloat16: return at::kBFloat16;
-        case ComputeDType::Float16:
-            return at::kHalf;
+        case ComputeDType::Float16: return at::kHalf;
     }
     return at::kFloat;
 }
