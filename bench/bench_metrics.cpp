@@ -1,9 +1,11 @@
 // Head distance matrices (spec 2): one input of T = 128 causal rows through HeadAccumulator for
-// 144 heads (12 x 12) and 1,024 heads (32 x 32). Counters: rows/s (one row = one head's query
-// row) and GFLOP/s under the flop model below.
+// 144 heads (12 x 12) and 1,024 heads (32 x 32), and the 144 heads on each SIMD target the pair
+// kernels can dispatch to. Counters: rows/s (one row = one head's query row) and GFLOP/s under
+// the flop model below (a nominal rate: the same model before and after the kernels changed).
 #include <benchmark/benchmark.h>
 
 #include "sinkscope/metrics/head.hpp"
+#include "sinkscope/metrics/simd.hpp"
 #include "synthetic_attention.hpp"
 
 using namespace sinkscope::metrics;
@@ -46,7 +48,37 @@ void BM_HeadDistances(benchmark::State& state) {
         benchmark::Counter(flops_per_input(n, t, 3) * 1e-9 * iters, benchmark::Counter::kIsRate);
 }
 
+// The same on SIMD target number range(0) of simd::available_targets() (best first).
+void BM_HeadDistancesPerTarget(benchmark::State& state) {
+    const auto targets = simd::available_targets();
+    const auto index = static_cast<size_t>(state.range(0));
+    if (index >= targets.size()) {
+        state.SkipWithError("no such SIMD target on this CPU");
+        return;
+    }
+    simd::force_target(targets[index].bits);
+    state.SetLabel(targets[index].name);
+    const int64_t n_layers = 12, n_heads = 12, t = 128;
+    const AttentionInput x = make_input(n_layers, n_heads, t);
+    for (auto _ : state) {
+        HeadAccumulator acc(n_layers, n_heads);
+        acc.add(x);
+        HeadResults r = acc.finish();
+        benchmark::DoNotOptimize(r.distances.at("js_keep").data());
+    }
+    simd::force_target(0);
+    state.counters["GFLOP/s"] = benchmark::Counter(
+        flops_per_input(n_layers * n_heads, t, 3) * 1e-9 * double(state.iterations()),
+        benchmark::Counter::kIsRate);
+}
+
 }  // namespace
+
+BENCHMARK(BM_HeadDistancesPerTarget)
+    ->DenseRange(0, 4)
+    ->ArgName("target")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 BENCHMARK(BM_HeadDistances)
     ->ArgsProduct({{144, 1024}, {128}, {1, 2}})

@@ -14,6 +14,14 @@ else()
 endif()
 target_link_libraries(sinkscope_metrics PUBLIC Boost::headers)
 
+# Google Highway (libhwy-dev): the vectorised pair kernels of the head distances (Jensen-Shannon's
+# logarithm, Gram corrections), compiled for every x86 target and dispatched at run time.
+find_package(hwy REQUIRED)
+target_link_libraries(sinkscope_metrics PRIVATE hwy::hwy)
+# src/metrics/pair_kernels.cpp includes itself once per SIMD target (HWY_TARGET_INCLUDE), by a
+# path relative to src/.
+target_include_directories(sinkscope_metrics PRIVATE ${CMAKE_SOURCE_DIR}/src)
+
 find_package(PkgConfig REQUIRED)
 function(sinkscope_link_pcre2 target)
   pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)

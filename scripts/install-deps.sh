@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build git pkg-config
   libtorch-dev libopenblas0-pthread          # model runtime; OpenBLAS makes libtorch's BLAS fast
   libeigen3-dev libgudhi-dev libboost-dev libspectra-dev
+  libhwy-dev                                 # SIMD with run-time dispatch (metrics pair kernels)
   nlohmann-json3-dev libcli11-dev libpcre2-dev libsentencepiece-dev
   libpng-dev                                 # PNG images for vision models (ViT)
   libgtest-dev libbenchmark-dev

@@ -32,7 +32,9 @@ P2Stat get_stat(BinaryReader& r) {
 }  // namespace
 
 void HeadAccumulator::save(BinaryWriter& w) const {
-    w.tag("head_accumulator");
+    // Pair sums of squared distances since the Gram sums of earlier versions: another tag, so
+    // such a state is refused rather than misread.
+    w.tag("head_accumulator/pair-sums");
     w.put(n_layers_), w.put(n_heads_);
     w.put(counts_);
     w.put_vector(head_sums_);
@@ -42,9 +44,8 @@ void HeadAccumulator::save(BinaryWriter& w) const {
         w.put<uint64_t>(groups.size());
         for (const auto& g : groups) {
             w.put(g.first_head), w.put(g.n), w.put(g.n_rows);
-            put_matrix(w, g.gram_clr);
-            put_matrix(w, g.gram_content);
-            put_matrix(w, g.gram_balance);
+            put_matrix(w, g.sq_content);
+            put_matrix(w, g.sq_balance);
             for (const auto& c : g.classical) put_matrix(w, c);
         }
     };
@@ -53,7 +54,7 @@ void HeadAccumulator::save(BinaryWriter& w) const {
 }
 
 void HeadAccumulator::load(BinaryReader& r) {
-    r.expect_tag("head_accumulator");
+    r.expect_tag("head_accumulator/pair-sums");
     if (r.get<int64_t>() != n_layers_ || r.get<int64_t>() != n_heads_)
         r.fail("head accumulator of another model shape");
     counts_ = r.get<RowCounts>();
@@ -69,9 +70,8 @@ void HeadAccumulator::load(BinaryReader& r) {
             if (r.get<int64_t>() != g.first_head || r.get<int64_t>() != g.n)
                 r.fail("head accumulator group layout differs");
             g.n_rows = r.get<int64_t>();
-            get_matrix(r, g.gram_clr);
-            get_matrix(r, g.gram_content);
-            get_matrix(r, g.gram_balance);
+            get_matrix(r, g.sq_content);
+            get_matrix(r, g.sq_balance);
             for (auto& c : g.classical) get_matrix(r, c);
         }
     };

@@ -2,22 +2,27 @@
 //
 // Pass 1 (per query row set): every head's row quantities (spec 1) into row-major batches.
 // Pass 2: per-head sums and the content/sink dispersion of each layer and of the model.
-// Pass 3: pairwise sums. The Aitchison family is a root mean square, and
-//   sum_rows ||x_a - x_b||^2 = G_aa + G_bb - 2 G_ab with G the Gram matrix of the rows'
-//   CLR vectors concatenated over all rows, so it is a symmetric rank-K update per chunk of rows
-//   (columns centred over heads first: distances are translation invariant, centring removes
-//   most of the cancellation). Classical metrics are means of per-row distances: cosine and
-//   Euclidean come from one per-row Gram matrix, Jensen-Shannon from a vectorised pairwise loop
-//   JS = H(m) - (H(p) + H(q)) / 2.
+// Pass 3: pairwise sums. The Aitchison family is a root mean square: per pair, the sums over
+//   rows of dA_perp^2 and of (b - b')^2, and dA^2 = dA_perp^2 + (b - b')^2 (spec 1: an identity
+//   of the CLR, so it also holds exactly at head level). dA_perp^2 comes from the Gram matrix of
+//   the content CLR vectors of a chunk of row sets placed side by side (columns centred over the
+//   heads; distances are translation invariant): one matrix product per chunk, the pairs where
+//   G_aa + G_bb - 2 G_ab cancels recomputed from the rows (pair_kernels.hpp states the bound);
+//   (b - b')^2 directly. Classical metrics are means of per-row distances, from one vectorised
+//   pass over every pair's parts per batch of row sets: Jensen-Shannon
+//   JS = H(m) - (H(p) + H(q)) / 2 and, with the exact sum of squared differences of the same
+//   pass, Euclidean and cosine. The pair loops are the SIMD kernels of pair_kernels.cpp, in
+//   column blocks spread over n_threads threads.
 #include "sinkscope/metrics/head.hpp"
 
-#include <cfloat>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <thread>
 
 #include <Eigen/Dense>
 
+#include "metrics/pair_kernels.hpp"
 #include "sinkscope/core/error.hpp"
 
 namespace sinkscope::metrics {
@@ -42,24 +47,50 @@ namespace {
 
 enum ClassicalIndex { kCosKeep, kCosDrop, kJsKeep, kJsDrop, kEucKeep, kEucDrop };
 
-// Row quantities of every head for one query row set, one row per head.
+// Row quantities of every head for the current query row set, one row per head, and the
+// probability rows of the last `slots` row sets stored part-major for the classical pair kernel,
+// which takes a batch of row sets at a time (the [n, n] sums are read and written once per
+// batch) with heads in the vector lanes.
 struct RowBatch {
-    RowMatrix p, pi, clr, content;  // [n, T] (first D or D-1 columns used)
+    int64_t n = 0, width = 0, slots = 0, ld = 0;
+    RowMatrix p, pi, clr, content;  // [n, width]: first D (p, clr) or D-1 (pi, content) columns
     Eigen::VectorXd sink_mass, balance, entropy, binary_entropy, content_entropy;  // [n]
-    void resize(int64_t n, int64_t t) {
-        p.resize(n, t);
-        pi.resize(n, t);
-        clr.resize(n, t);
-        content.resize(n, t);
+    // [slots * width, ld]: part j of slot s is row s * width + j, heads along it, zero past n.
+    RowMatrix p_parts, pi_parts;
+    // [slots * ld]: kernels::row_statistics of the queued heads, slot s at s * ld.
+    Eigen::VectorXd h_keep, norm_keep, h_drop, norm_drop;
+    void resize(int64_t n_heads, int64_t t, int64_t n_slots) {
+        n = n_heads;
+        width = std::max<int64_t>(t, 1);
+        slots = n_slots;
+        ld = n + kernels::kPad;
+        for (auto* m : {&p, &pi, &clr, &content}) m->resize(n, width);
         for (auto* v : {&sink_mass, &balance, &entropy, &binary_entropy, &content_entropy})
             v->resize(n);
+        for (auto* m : {&p_parts, &pi_parts}) m->setZero(slots * width, ld);
+        for (auto* v : {&h_keep, &norm_keep, &h_drop, &norm_drop}) v->setZero(slots * ld);
     }
 };
 
-// Chunk of concatenated rows waiting for a rank-K update of a group's Gram matrices.
-struct GramChunk {
-    Eigen::MatrixXd clr, content, balance;  // [group n, capacity] column-major
-    int64_t n_clr = 0, n_content = 0, n_balance = 0;
+// A row set of a RowBatch slot waiting for a group's classical pair kernel.
+struct PendingRows {
+    const RowBatch* batch = nullptr;
+    int64_t slot = 0, d = 0;
+};
+
+// Content CLR vectors and sink balances of consecutive row sets of one group, side by side,
+// waiting for the pair sums of squared Aitchison distances.
+struct PairChunk {
+    int64_t cap = 0, cap_balance = 0;  // columns
+    RowMatrix content;                 // [group n, cap + kPad] uncentred
+    RowMatrix balance;                 // [group n, cap_balance + kPad]
+    int64_t n_content = 0, n_balance = 0;
+};
+
+// Scratch of the Gram products, reused over chunks.
+struct GramScratch {
+    RowMatrix centred;     // [n, k]
+    Eigen::MatrixXd gram;  // [n, n] lower triangle
 };
 
 [[noreturn]] void throw_zero(const std::string& origin, int64_t n, int64_t l, int64_t h, int64_t i,
@@ -79,23 +110,49 @@ double mean_sq_dev(const Block& x) {
     return (x.rowwise() - mu).squaredNorm() / double(x.rows());
 }
 
-// Runs fn(first, step) on `n_threads` threads (the caller's included) when the work is big
-// enough to pay for starting them.
+// Runs fn(task) for every task in [0, n_tasks) on up to `n_threads` threads (the caller's
+// included), tasks interleaved over the threads. Every task writes its own outputs, so the
+// results do not depend on the thread count.
 template <typename Fn>
-void parallel_columns(int64_t n, int n_threads, const Fn& fn) {
-    const int k = static_cast<int>(std::min<int64_t>(n_threads, n / 16));
+void parallel_tasks(int64_t n_tasks, int n_threads, const Fn& fn) {
+    const int k = static_cast<int>(std::min<int64_t>(n_threads, n_tasks));
+    auto run = [&fn, n_tasks](int64_t first, int64_t step) {
+        for (int64_t t = first; t < n_tasks; t += step) fn(t);
+    };
     if (k <= 1) {
-        fn(0, 1);
+        run(0, 1);
         return;
     }
     std::vector<std::thread> pool;
     try {
-        for (int t = 1; t < k; ++t) pool.emplace_back([&fn, t, k] { fn(t, k); });
-    } catch (...) {  // could not start them all: finish the missing columns here
-        for (int t = int(pool.size()) + 1; t < k; ++t) fn(t, k);
+        for (int t = 1; t < k; ++t) pool.emplace_back([&run, t, k] { run(t, k); });
+    } catch (...) {  // could not start them all: run the missing ones here
+        for (int t = int(pool.size()) + 1; t < k; ++t) run(t, k);
     }
-    fn(0, k);
+    run(0, k);
     for (auto& th : pool) th.join();
+}
+
+// Column blocks of the pair kernels over n heads; fn(b_begin, b_end).
+template <typename Fn>
+void for_pair_blocks(int64_t n, int n_threads, const Fn& fn) {
+    const int64_t block = kernels::kPairBlock;
+    parallel_tasks((n + block - 1) / block, n_threads,
+                   [&](int64_t t) { fn(t * block, std::min(n, (t + 1) * block)); });
+}
+
+// Lower triangle (diagonal blocks whole) of G = X X^T for X [n, k]: one matrix product per
+// fixed block of 64 columns, so the blocking, and with it every bit, is the same for any thread
+// count.
+void gram_lower(const RowMatrix& x, Eigen::MatrixXd& g, int n_threads) {
+    constexpr int64_t kBlock = 64;
+    const int64_t n = x.rows();
+    g.resize(n, n);
+    parallel_tasks((n + kBlock - 1) / kBlock, n_threads, [&](int64_t t) {
+        const int64_t j0 = t * kBlock, w = std::min(kBlock, n - j0);
+        g.block(j0, j0, n - j0, w).noalias() =
+            x.middleRows(j0, n - j0) * x.middleRows(j0, w).transpose();
+    });
 }
 
 }  // namespace
@@ -105,17 +162,15 @@ struct HeadKernel {
     using PairGroup = HeadAccumulator::PairGroup;
 
     // The sums a group of heads [first, first + size) of `model` would hold had it been
-    // accumulated alone on the same rows: the diagonal block (distances from a Gram matrix do not
-    // depend on how each row was centred; classical sums are per pair).
+    // accumulated alone on the same rows: the diagonal block (the sums are per pair).
     static PairGroup block_of(const PairGroup& model, int64_t first, int64_t size) {
         PairGroup g;
         g.first_head = first;
         g.n = size;
         g.n_rows = model.n_rows;
         const int64_t at = first - model.first_head;
-        g.gram_clr = model.gram_clr.block(at, at, size, size);
-        g.gram_content = model.gram_content.block(at, at, size, size);
-        g.gram_balance = model.gram_balance.block(at, at, size, size);
+        g.sq_content = model.sq_content.block(at, at, size, size);
+        g.sq_balance = model.sq_balance.block(at, at, size, size);
         for (size_t c = 0; c < g.classical.size(); ++c)
             g.classical[c] = model.classical[c].block(at, at, size, size);
         return g;
@@ -123,9 +178,8 @@ struct HeadKernel {
 
     static void add_group(PairGroup& a, const PairGroup& b) {
         a.n_rows += b.n_rows;
-        a.gram_clr += b.gram_clr;
-        a.gram_content += b.gram_content;
-        a.gram_balance += b.gram_balance;
+        a.sq_content += b.sq_content;
+        a.sq_balance += b.sq_balance;
         for (size_t k = 0; k < a.classical.size(); ++k) a.classical[k] += b.classical[k];
     }
 
@@ -136,78 +190,89 @@ struct HeadKernel {
         return block_of(acc.groups_[0], l * acc.n_heads_, acc.n_heads_);
     }
 
-    static void flush(HeadAccumulator::PairGroup& g, GramChunk& c) {
-        if (c.n_clr > 0)
-            g.gram_clr.selfadjointView<Eigen::Lower>().rankUpdate(c.clr.leftCols(c.n_clr));
-        if (c.n_content > 0)
-            g.gram_content.selfadjointView<Eigen::Lower>().rankUpdate(
-                c.content.leftCols(c.n_content));
-        if (c.n_balance > 0)
-            g.gram_balance.selfadjointView<Eigen::Lower>().rankUpdate(
-                c.balance.leftCols(c.n_balance));
-        c.n_clr = c.n_content = c.n_balance = 0;
+    // Adds the chunk's squared content distances (centred Gram with recomputation) and squared
+    // balance differences (directly) to the group's sums, and empties the chunk.
+    static void flush(PairGroup& g, PairChunk& c, GramScratch& s, int n_threads) {
+        const int64_t n = g.n;
+        if (c.n_content > 0) {
+            const int64_t k = c.n_content;
+            c.content.middleCols(k, kernels::padded(k) - k).setZero();
+            auto x = c.content.leftCols(k);
+            Eigen::RowVectorXd mu = x.colwise().mean();
+            s.centred = x.rowwise() - mu;
+            gram_lower(s.centred, s.gram, n_threads);
+            const kernels::Rows rows{c.content.data(), c.content.cols(), k};
+            for_pair_blocks(n, n_threads, [&](int64_t b0, int64_t b1) {
+                kernels::squared_pairs(rows, s.gram.data(), g.sq_content.data(), n, n, b0, b1);
+            });
+        }
+        if (c.n_balance > 0) {
+            const int64_t k = c.n_balance;
+            c.balance.middleCols(k, kernels::padded(k) - k).setZero();
+            const kernels::Rows rows{c.balance.data(), c.balance.cols(), k};
+            for_pair_blocks(n, n_threads, [&](int64_t b0, int64_t b1) {
+                kernels::squared_pairs(rows, nullptr, g.sq_balance.data(), n, n, b0, b1);
+            });
+        }
+        c.n_content = c.n_balance = 0;
     }
 
     // Appends one row set (rows [first, first + n) of `b`, D parts) to the group's chunk.
-    static void append(HeadAccumulator::PairGroup& g, GramChunk& c, const RowBatch& b, int64_t d) {
-        const int64_t cap = c.clr.cols();
-        if (c.n_clr + d > cap || c.n_content + d - 1 > cap || c.n_balance + 1 > c.balance.cols())
-            flush(g, c);
-        auto put = [&](Eigen::MatrixXd& dst, int64_t& at, const RowMatrix& src, int64_t k) {
-            auto x = src.block(g.first_head, 0, g.n, k);
-            Eigen::RowVectorXd mu = x.colwise().mean();
-            dst.middleCols(at, k) = x.rowwise() - mu;
-            at += k;
-        };
-        put(c.clr, c.n_clr, b.clr, d);
-        put(c.content, c.n_content, b.content, d - 1);
-        auto bal = b.balance.segment(g.first_head, g.n);
-        c.balance.col(c.n_balance++) = bal.array() - bal.mean();
+    static void append(PairGroup& g, PairChunk& c, const RowBatch& b, int64_t d, GramScratch& s,
+                       int n_threads) {
+        if (c.n_content + d - 1 > c.cap || c.n_balance + 1 > c.cap_balance)
+            flush(g, c, s, n_threads);
+        c.content.middleCols(c.n_content, d - 1) = b.content.block(g.first_head, 0, g.n, d - 1);
+        c.n_content += d - 1;
+        c.balance.col(c.n_balance++) = b.balance.segment(g.first_head, g.n);
     }
 
-    // Classical metrics of one row set on the group's rows of `xs` (k columns), added to the
-    // cosine / JS / Euclidean sums. `hs` holds each row's entropy (H(p) or H(pi)) for JS.
-    static void classical(HeadAccumulator::PairGroup& g, const RowMatrix& xs, int64_t k,
-                          const Eigen::VectorXd& hs, Eigen::MatrixXd& cos_sum,
-                          Eigen::MatrixXd& js_sum, Eigen::MatrixXd& euc_sum, Eigen::MatrixXd& gram,
-                          Eigen::MatrixXd& centred, int n_threads) {
-        const int64_t n = g.n;
-        auto x = xs.block(g.first_head, 0, n, k);  // [n, k] rows are probability vectors
-        Eigen::RowVectorXd mu = x.colwise().mean();
-        centred.resize(n, k);
-        centred = x.rowwise() - mu;
-        gram.setZero(n, n);
-        gram.selfadjointView<Eigen::Lower>().rankUpdate(centred);
-        Eigen::VectorXd u = centred * mu.transpose();  // [n] x_c . mu
-        const double mm = mu.squaredNorm();
-        for (int64_t b = 0; b < n; ++b) {
-            const double nb = gram(b, b) + 2 * u(b) + mm;  // ||x_b||^2
-            for (int64_t a = b + 1; a < n; ++a) {
-                const double na = gram(a, a) + 2 * u(a) + mm;
-                const double dot = gram(a, b) + u(a) + u(b) + mm;
-                cos_sum(a, b) += 1.0 - dot / std::sqrt(na * nb);
-                euc_sum(a, b) += std::sqrt(std::max(0.0, gram(a, a) + gram(b, b) - 2 * gram(a, b)));
-            }
+    // Queues the current row set of `b` (D parts) for the group's classical metrics: its rows
+    // into slot `slot` part-major and their statistics now, the pairs with the batch
+    // (run_classical).
+    static void queue_classical(const PairGroup& g, RowBatch& b, int64_t slot, int64_t d,
+                                std::vector<PendingRows>& pending) {
+        const int64_t first = g.first_head, n = g.n, part0 = slot * b.width,
+                      at = slot * b.ld + first;
+        b.p_parts.block(part0, first, d, n) = b.p.block(first, 0, n, d).transpose();
+        b.pi_parts.block(part0, first, d - 1, n) = b.pi.block(first, 0, n, d - 1).transpose();
+        kernels::row_statistics({&b.p_parts(part0, first), b.ld, d}, n, &b.h_keep(at),
+                                &b.norm_keep(at));
+        kernels::row_statistics({&b.pi_parts(part0, first), b.ld, d - 1}, n, &b.h_drop(at),
+                                &b.norm_drop(at));
+        pending.push_back({&b, slot, d});
+    }
+
+    // Classical metrics (keep on p, drop on pi) of the queued row sets, added to the group's
+    // cosine / JS / Euclidean sums.
+    static void run_classical(PairGroup& g, std::vector<PendingRows>& pending, int n_threads) {
+        if (pending.empty()) return;
+        std::vector<kernels::ClassicalRows> keep, drop;
+        for (const PendingRows& q : pending) {
+            const RowBatch& b = *q.batch;
+            const int64_t first = g.first_head, part0 = q.slot * b.width,
+                          at = q.slot * b.ld + first;
+            keep.push_back(
+                {{&b.p_parts(part0, first), b.ld, q.d}, &b.h_keep(at), &b.norm_keep(at)});
+            drop.push_back(
+                {{&b.pi_parts(part0, first), b.ld, q.d - 1}, &b.h_drop(at), &b.norm_drop(at)});
         }
-        const double* base = xs.data();
-        const int64_t stride = xs.cols();
-        // Columns b are interleaved over threads (balanced triangle); each (a, b) entry is
-        // written by one thread in row order, so results do not depend on the thread count.
-        parallel_columns(n, n_threads, [&](int64_t b0, int64_t step) {
-            for (int64_t b = b0; b < n; b += step) {
-                Eigen::Map<const Eigen::ArrayXd> pb(base + (g.first_head + b) * stride, k);
-                const double hb = hs(g.first_head + b);
-                for (int64_t a = b + 1; a < n; ++a) {
-                    Eigen::Map<const Eigen::ArrayXd> pa(base + (g.first_head + a) * stride, k);
-                    const double ha = hs(g.first_head + a);
-                    // H(m) with 0 ln 0 = 0: max(m, DBL_MIN) only changes m = 0 (and subnormals,
-                    // whose contribution is below 1e-305).
-                    const double m_log_m =
-                        (0.5 * (pa + pb) * (0.5 * (pa + pb)).max(DBL_MIN).log()).sum();
-                    js_sum(a, b) += std::max(0.0, -m_log_m - 0.5 * (ha + hb));
-                }
-            }
+        const int64_t n = g.n;
+        auto args = [&](const std::vector<kernels::ClassicalRows>& sets, int cos, int js, int euc) {
+            return kernels::ClassicalPairs{.sets = sets.data(),
+                                           .n_sets = static_cast<int64_t>(sets.size()),
+                                           .cos_sum = g.classical[cos].data(),
+                                           .js_sum = g.classical[js].data(),
+                                           .euc_sum = g.classical[euc].data(),
+                                           .ld = n};
+        };
+        const auto args_keep = args(keep, kCosKeep, kJsKeep, kEucKeep);
+        const auto args_drop = args(drop, kCosDrop, kJsDrop, kEucDrop);
+        for_pair_blocks(n, n_threads, [&](int64_t b0, int64_t b1) {
+            kernels::classical_pairs(args_keep, n, b0, b1);
+            kernels::classical_pairs(args_drop, n, b0, b1);
         });
+        pending.clear();
     }
 };
 
@@ -254,9 +319,14 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
     for (int64_t l = 0; l < n_layers_; ++l)
         shared_sink = shared_sink && sinks.per_layer[l] == sinks.model;
 
-    RowBatch layer_batch, model_batch;  // [n, T] each; model_batch only when sinks differ
-    layer_batch.resize(n, t);
-    if (!shared_sink) model_batch.resize(n, t);
+    // Slots of the row batches: up to 16 row sets per classical pair pass, within ~64 MB of p
+    // and pi rows per batch. model_batch only when sinks differ.
+    const int64_t n_slots =
+        std::clamp<int64_t>((int64_t(1) << 26) / (2 * 8 * n * std::max<int64_t>(t, 1)), 1, 16);
+    RowBatch layer_batch, model_batch;
+    layer_batch.resize(n, t, n_slots);
+    if (!shared_sink) model_batch.resize(n, t, n_slots);
+    int64_t slot = 0;  // the current row set's slot in both batches
     std::vector<double> scratch(static_cast<size_t>(std::max<int64_t>(t, 1)));
 
     // Model scope, per-layer outputs (10.d): from the first input whose layer sinks differ from
@@ -266,20 +336,24 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
             layer_groups_.push_back(HeadKernel::block_of(groups_[0], l * n_h, n_h));
 
     auto make_chunks = [&](const std::vector<PairGroup>& groups) {
-        std::vector<GramChunk> chunks(groups.size());
+        std::vector<PairChunk> chunks(groups.size());
         for (size_t g = 0; g < groups.size(); ++g) {
             const int64_t gn = groups[g].n;
-            const int64_t cap =
-                std::max<int64_t>(2 * t, std::clamp<int64_t>((1 << 21) / gn, 256, 4096));
-            chunks[g].clr.resize(gn, cap);
-            chunks[g].content.resize(gn, cap);
-            chunks[g].balance.resize(gn, cap / 2 + 1);
+            PairChunk& c = chunks[g];
+            // >= 2T: one row set always fits; a row set has >= 2 content parts, so cap / 2 + 1
+            // balance columns never run out first.
+            c.cap = std::max<int64_t>(2 * t, std::clamp<int64_t>((1 << 21) / gn, 256, 4096));
+            c.cap_balance = c.cap / 2 + 1;
+            c.content.resize(gn, c.cap + kernels::kPad);
+            c.balance.resize(gn, c.cap_balance + kernels::kPad);
         }
         return chunks;
     };
-    std::vector<GramChunk> chunks = make_chunks(groups_);
-    std::vector<GramChunk> layer_chunks = make_chunks(layer_groups_);
-    Eigen::MatrixXd gram, centred;  // scratch of the classical kernel
+    std::vector<PairChunk> chunks = make_chunks(groups_);
+    std::vector<PairChunk> layer_chunks = make_chunks(layer_groups_);
+    std::vector<std::vector<PendingRows>> pending(groups_.size()),
+        layer_pending(layer_groups_.size());
+    GramScratch scratch_gram;
     const int n_threads = resolved_threads(options_.n_threads);
 
     auto compose = [&](RowBatch& b, int64_t l, int64_t h, int64_t i, int64_t kb, int64_t d,
@@ -305,14 +379,17 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
         acc.v_b += mean_sq_dev(b.balance.segment(first, m));
         acc.n_rows += 1;
     };
-    auto pairwise = [&](PairGroup& g, GramChunk& c, const RowBatch& b, int64_t d) {
-        HeadKernel::append(g, c, b, d);
-        HeadKernel::classical(g, b.p, d, b.entropy, g.classical[kCosKeep], g.classical[kJsKeep],
-                              g.classical[kEucKeep], gram, centred, n_threads);
-        HeadKernel::classical(g, b.pi, d - 1, b.content_entropy, g.classical[kCosDrop],
-                              g.classical[kJsDrop], g.classical[kEucDrop], gram, centred,
-                              n_threads);
+    auto pairwise = [&](PairGroup& g, PairChunk& c, std::vector<PendingRows>& queue, RowBatch& b,
+                        int64_t d) {
+        HeadKernel::append(g, c, b, d, scratch_gram, n_threads);
+        HeadKernel::queue_classical(g, b, slot, d, queue);
         g.n_rows += 1;
+    };
+    auto run_pending = [&] {
+        for (size_t g = 0; g < groups_.size(); ++g)
+            HeadKernel::run_classical(groups_[g], pending[g], n_threads);
+        for (size_t g = 0; g < layer_groups_.size(); ++g)
+            HeadKernel::run_classical(layer_groups_[g], layer_pending[g], n_threads);
     };
 
     // Progress in visible keys (a row's cost grows with its length).
@@ -341,7 +418,7 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
         if (!shared_sink && model_visible)
             for (int64_t l = 0; l < n_layers_; ++l)
                 for (int64_t h = 0; h < n_h; ++h) compose(model_batch, l, h, i, kb, d, sinks.model);
-        const RowBatch& model_rows = shared_sink ? layer_batch : model_batch;
+        RowBatch& model_rows = shared_sink ? layer_batch : model_batch;
 
         // Pass 2: head means and dispersion (per-layer sinks; model rho with the model sink).
         for (int64_t l = 0; l < n_layers_; ++l) {
@@ -374,18 +451,25 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
 
         // Pass 3: pairwise sums.
         if (options_.scope == Scope::Model) {
-            if (model_visible) pairwise(groups_[0], chunks[0], model_rows, d);
+            if (model_visible) pairwise(groups_[0], chunks[0], pending[0], model_rows, d);
             for (size_t l = 0; l < layer_groups_.size(); ++l)
                 if (visible(sinks.per_layer[l]))
-                    pairwise(layer_groups_[l], layer_chunks[l], layer_batch, d);
+                    pairwise(layer_groups_[l], layer_chunks[l], layer_pending[l], layer_batch, d);
         } else {
             for (int64_t l = 0; l < n_layers_; ++l)
-                if (visible(sinks.per_layer[l])) pairwise(groups_[l], chunks[l], layer_batch, d);
+                if (visible(sinks.per_layer[l]))
+                    pairwise(groups_[l], chunks[l], pending[l], layer_batch, d);
+        }
+        if (++slot == n_slots) {
+            run_pending();
+            slot = 0;
         }
     }
-    for (size_t g = 0; g < groups_.size(); ++g) HeadKernel::flush(groups_[g], chunks[g]);
+    run_pending();
+    for (size_t g = 0; g < groups_.size(); ++g)
+        HeadKernel::flush(groups_[g], chunks[g], scratch_gram, n_threads);
     for (size_t g = 0; g < layer_groups_.size(); ++g)
-        HeadKernel::flush(layer_groups_[g], layer_chunks[g]);
+        HeadKernel::flush(layer_groups_[g], layer_chunks[g], scratch_gram, n_threads);
     if (progress_) progress_("head metrics", keys_total, keys_total);
     counts_.n_inputs += 1;
     if (per_input) {
@@ -450,9 +534,6 @@ void fill_distances(const std::vector<Group>& groups, std::map<std::string, Eige
     Eigen::MatrixXd* classical[6] = {&out["cosine_keep"],    &out["cosine_drop"],
                                      &out["js_keep"],        &out["js_drop"],
                                      &out["euclidean_keep"], &out["euclidean_drop"]};
-    auto rms = [](const Eigen::MatrixXd& g, int64_t a, int64_t b, double k) {
-        return std::sqrt(std::max(0.0, (g(a, a) + g(b, b) - 2 * g(a, b)) * k));
-    };
     for (const auto& g : groups) {
         if (g.n_rows == 0) continue;
         const double k = 1.0 / double(g.n_rows);
@@ -462,9 +543,10 @@ void fill_distances(const std::vector<Group>& groups, std::map<std::string, Eige
             for (auto* m : classical) (*m)(gb, gb) = 0;
             for (int64_t a = b + 1; a < g.n; ++a) {
                 const int64_t ga = g.first_head + a;
-                d_a(ga, gb) = d_a(gb, ga) = rms(g.gram_clr, a, b, k);
-                d_perp(ga, gb) = d_perp(gb, ga) = rms(g.gram_content, a, b, k);
-                d_sink(ga, gb) = d_sink(gb, ga) = rms(g.gram_balance, a, b, k);
+                const double sq_content = g.sq_content(a, b), sq_balance = g.sq_balance(a, b);
+                d_a(ga, gb) = d_a(gb, ga) = std::sqrt((sq_content + sq_balance) * k);
+                d_perp(ga, gb) = d_perp(gb, ga) = std::sqrt(sq_content * k);
+                d_sink(ga, gb) = d_sink(gb, ga) = std::sqrt(sq_balance * k);
                 for (size_t c = 0; c < 6; ++c)
                     (*classical[c])(ga, gb) = (*classical[c])(gb, ga) = g.classical[c](a, b) * k;
             }

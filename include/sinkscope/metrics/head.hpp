@@ -138,14 +138,16 @@ class HeadAccumulator {
     struct PairGroup {
         int64_t first_head = 0, n = 0;
         int64_t n_rows = 0;
-        Eigen::MatrixXd gram_clr, gram_content, gram_balance;  // [n, n] sums of dot products
+        // [n, n] sums over rows of dA_perp^2 and (b - b')^2; dA^2 is their sum (spec 1).
+        Eigen::MatrixXd sq_content, sq_balance;
         std::array<Eigen::MatrixXd, 6> classical;  // [n, n] sums: cos k/d, js k/d, euc k/d
         // Heads [first, first + size) with every sum zero.
         static PairGroup zeros(int64_t first, int64_t size) {
             PairGroup g;
             g.first_head = first;
             g.n = size;
-            for (auto* m : {&g.gram_clr, &g.gram_content, &g.gram_balance}) m->setZero(size, size);
+            g.sq_content.setZero(size, size);
+            g.sq_balance.setZero(size, size);
             for (auto& m : g.classical) m.setZero(size, size);
             return g;
         }

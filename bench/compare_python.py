@@ -1,0 +1,419 @@
+#!/usr/bin/python3
+"""The metric suite of `sinkscope metrics` against the same analyses written with numpy/scipy.
+
+Generates one seeded attention file (N, L, H, T, T) float32 of random Dirichlet-like causal rows
+with a sink on key 0, runs `sinkscope metrics` on it, computes the same analyses in Python the
+way a careful researcher would (float64, scipy.spatial.distance.pdist, scipy.cluster.hierarchy,
+vectorised numpy), and prints per analysis both CPU times, the ratio and the largest
+difference of the results. bench/README.md has the figures and what is covered.
+
+Covered (spec/METRICS.md): sections 1-2 (the `compositional` analysis: per-head means, the nine
+head distance matrices, dispersion and rho) and sections 3, 4, 7 (the `heads` analysis: exact
+reversal rates over all triples, the k chosen by the dA_perp silhouette, MDS, average-linkage
+clusters and their silhouettes, ARI, the regime rows). The section 8 analyses run on the
+sinkscope side only (their total is printed), as gudhi and networkx are not in Debian's
+/usr/bin/python3 here.
+
+Usage (from the repository root, after building):
+    /usr/bin/python3 bench/compare_python.py [--sinkscope build/sinkscope] [--inputs 2]
+        [--layers 32] [--heads 32] [--tokens 128] [--seed 0] [--threads 2] [--work DIR]
+CPU times are process CPU seconds of every thread (the child's rusage for sinkscope,
+time.process_time() for Python, which includes BLAS threads).
+"""
+
+import argparse
+import csv
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from scipy.cluster.hierarchy import cut_tree, linkage
+from scipy.linalg import eigh
+from scipy.spatial.distance import pdist, squareform
+
+MIN_PARTS = 3  # spec 0 default
+TIE_REL = 1e-12  # spec 10.f
+REGIME_LO, REGIME_HI, UNSAFE_FLIP = 0.2, 0.5, 0.15  # spec 7 defaults
+DISTANCES = ["dA", "dA_perp", "sink_term", "cosine_keep", "cosine_drop", "js_keep", "js_drop",
+             "euclidean_keep", "euclidean_drop"]
+CLUSTERED = ["dA", "dA_perp", "cosine_keep", "cosine_drop", "js_keep", "js_drop",
+             "euclidean_keep", "euclidean_drop"]
+# spec 3 comparisons in table order: (comparison, metric, first, second)
+COMPARISONS = [("flip", "cosine", "cosine_keep", "cosine_drop"),
+               ("flip", "js", "js_keep", "js_drop"),
+               ("flip", "euclidean", "euclidean_keep", "euclidean_drop"),
+               ("vs_content", "cosine", "cosine_keep", "dA_perp"),
+               ("vs_content", "js", "js_keep", "dA_perp"),
+               ("vs_content", "euclidean", "euclidean_keep", "dA_perp"),
+               ("dA_vs_dA_perp", "dA", "dA", "dA_perp"),
+               ("check", "dA_perp", "dA_perp", "dA_perp")]
+
+
+def make_attention(path, n_inputs, n_layers, n_heads, t, t_keys, seed):
+    """Causal rows: Gamma(alpha_h) weights (a Dirichlet row once closed), key 0 scaled by a
+    per-head sink factor, zeros above the diagonal, float32 like a real attention dump."""
+    rng = np.random.default_rng(seed)
+    alpha = rng.uniform(0.5, 2.0, size=(n_layers, n_heads))
+    sink = np.exp(rng.normal(2.0, 1.5, size=(n_layers, n_heads)))
+    mask = np.tril(np.ones((t, t), dtype=bool))
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
+                                    shape=(n_inputs, n_layers, n_heads, t, t))
+    for n in range(n_inputs):
+        for l in range(n_layers):
+            g = rng.gamma(alpha[l][:, None, None], size=(n_heads, t, t))
+            g[:, :, 0] *= sink[l][:, None]
+            g = np.where(mask, g, 0.0)
+            out[n, l] = (g / g.sum(-1, keepdims=True)).astype(np.float32)
+    out.flush()
+    del out
+
+
+def run_sinkscope(exe, attention, out, analyses, threads):
+    """CPU seconds (all threads) and wall seconds of one `sinkscope metrics` run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    cmd = [exe, "metrics", "--attention", attention, "--out", out, "--overwrite",
+           "--threads", str(threads)]
+    if analyses:
+        cmd += ["--analyses", analyses]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
+
+
+# ---- sections 1-2 ------------------------------------------------------------------------------
+
+def compositional(path):
+    """Per-head means, the nine head distance matrices, dispersion (spec 1-2)."""
+    att = np.load(path, mmap_mode="r")
+    n_inputs, n_layers, n_heads, t, _ = att.shape
+    n = n_layers * n_heads
+    n_pairs = n * (n - 1) // 2
+    sums = {name: np.zeros(n_pairs) for name in DISTANCES}
+    means = {m: np.zeros(n) for m in ["sink_mass", "sink_balance", "entropy",
+                                      "binary_sink_entropy", "content_entropy"]}
+    disp_layer = np.zeros((n_layers, 2))
+    disp_model = np.zeros(2)
+    rows = 0
+    for inp in range(n_inputs):
+        for i in range(MIN_PARTS - 1, t):
+            d = i + 1
+            a = np.asarray(att[inp, :, :, i, :d], dtype=np.float64).reshape(n, d)
+            p = a / a.sum(1, keepdims=True)  # closure (10.a)
+            s = p[:, 0]
+            content = p[:, 1:].sum(1)
+            pi = p[:, 1:] / content[:, None]
+            logp = np.log(p)
+            clr = logp - logp.mean(1, keepdims=True)
+            clr_content = logp[:, 1:] - logp[:, 1:].mean(1, keepdims=True)
+            b = np.sqrt(d / (d - 1)) * clr[:, 0]
+            means["sink_mass"] += s
+            means["sink_balance"] += b
+            means["entropy"] += -(p * logp).sum(1)
+            means["binary_sink_entropy"] += -s * np.log(s) - content * np.log(content)
+            means["content_entropy"] += -(pi * np.log(pi)).sum(1)
+            sums["dA"] += pdist(clr, "sqeuclidean")
+            sums["dA_perp"] += pdist(clr_content, "sqeuclidean")
+            sums["sink_term"] += pdist(b[:, None], "sqeuclidean")
+            for conv, x in (("keep", p), ("drop", pi)):
+                sums["cosine_" + conv] += pdist(x, "cosine")
+                sums["js_" + conv] += pdist(x, "jensenshannon") ** 2  # scipy: sqrt(JS), nats
+                sums["euclidean_" + conv] += pdist(x, "euclidean")
+            cc = clr_content.reshape(n_layers, n_heads, d - 1)
+            bb = b.reshape(n_layers, n_heads)
+            disp_layer[:, 0] += ((cc - cc.mean(1, keepdims=True)) ** 2).sum((1, 2)) / n_heads
+            disp_layer[:, 1] += bb.var(1)
+            disp_model[0] += ((clr_content - clr_content.mean(0)) ** 2).sum() / n
+            disp_model[1] += b.var()
+            rows += 1
+    out = {}
+    for name in DISTANCES:
+        m = sums[name] / rows
+        if name in ("dA", "dA_perp", "sink_term"):
+            m = np.sqrt(m)
+        out[name] = squareform(m)
+    for k, v in means.items():
+        out["mean/" + k] = v / rows
+    disp_layer /= rows
+    disp_model /= rows
+    out["dispersion/layer"] = np.column_stack(
+        [disp_layer, disp_layer[:, 1] / disp_layer.sum(1)])  # c_perp, v_b, rho
+    out["dispersion/model"] = np.array(
+        [disp_model[0], disp_model[1], disp_model[1] / disp_model.sum()])
+    return out
+
+
+# ---- sections 3, 4, 7 --------------------------------------------------------------------------
+
+def verdicts(x):
+    """Verdict codes of all candidate pairs for one anchor row x (spec 3, ties 10.f)."""
+    diff = x[:, None] - x[None, :]
+    tol = TIE_REL * np.maximum(np.abs(x)[:, None], np.abs(x)[None, :])
+    return (diff > tol).astype(np.int8) - (diff < -tol).astype(np.int8)
+
+
+def reversal_counts(mats, comparisons, heads):
+    """Exact (compared, disagree) per comparison over the triples of `heads`."""
+    heads = np.asarray(heads)
+    counts = np.zeros((len(comparisons), 2), dtype=np.int64)
+    names = sorted({m for c in comparisons for m in c})
+    for a in heads:
+        others = heads[heads != a]
+        code = {m: verdicts(mats[m][a, others]) for m in names}
+        for q, (first, second) in enumerate(comparisons):
+            prod = code[first].astype(np.int16) * code[second]
+            # the code matrix is antisymmetric, the product symmetric: each pair counted twice
+            counts[q, 0] += np.count_nonzero(prod) // 2
+            counts[q, 1] += np.count_nonzero(prod < 0) // 2
+    return counts
+
+
+def silhouette(d, labels):
+    n = len(labels)
+    k = labels.max() + 1
+    one_hot = np.zeros((n, k))
+    one_hot[np.arange(n), labels] = 1
+    sums = d @ one_hot  # [n, k] sum of distances to each cluster (d_ii = 0)
+    count = one_hot.sum(0)
+    own = count[labels]
+    a = sums[np.arange(n), labels] / np.maximum(own - 1, 1)
+    other = np.where(one_hot > 0, np.inf, sums / np.maximum(count, 1))
+    other[:, count == 0] = np.inf
+    b = other.min(1)
+    s = np.where(own > 1, (b - a) / np.maximum(np.maximum(a, b), 1e-300), 0.0)
+    return s.mean()
+
+
+def first_appearance(labels):
+    """Relabels clusters 0, 1, ... in order of first appearance (sinkscope's convention)."""
+    mapping = {}
+    return np.array([mapping.setdefault(v, len(mapping)) for v in labels])
+
+
+def cluster(d, k):
+    z = linkage(squareform(d, checks=False), method="average")
+    # cut_tree gives exactly k clusters (fcluster's maxclust may give fewer)
+    return first_appearance(cut_tree(z, n_clusters=k)[:, 0])
+
+
+def classical_mds(d):
+    n = len(d)
+    sq = (0.5 * (d + d.T)) ** 2
+    j = np.eye(n) - 1.0 / n
+    b = -0.5 * j @ sq @ j
+    values, vectors = eigh(b, subset_by_index=[n - 2, n - 1])
+    coords = vectors[:, ::-1] * np.sqrt(np.maximum(values[::-1], 0))
+    for c in range(2):  # spec 10.h: the largest |coordinate| of each axis is positive
+        if coords[np.argmax(np.abs(coords[:, c])), c] < 0:
+            coords[:, c] = -coords[:, c]
+    return coords
+
+
+def ari(x, y):
+    from scipy.special import comb
+    table = np.zeros((x.max() + 1, y.max() + 1))
+    np.add.at(table, (x, y), 1)
+    index = comb(table, 2).sum()
+    rows, cols = comb(table.sum(1), 2).sum(), comb(table.sum(0), 2).sum()
+    expected = rows * cols / comb(len(x), 2)
+    top = 0.5 * (rows + cols)
+    return 1.0 if top == expected else (index - expected) / (top - expected)
+
+
+def regime(rho, compared, disagree):
+    rate = disagree / compared if compared else np.nan
+    return rho, rate
+
+
+def heads(comp, n_layers, n_heads):
+    n = n_layers * n_heads
+    mats = {name: comp[name] for name in DISTANCES}
+    out = {}
+    pairs = [(c[2], c[3]) for c in COMPARISONS]
+    counts = reversal_counts(mats, pairs, np.arange(n))
+    for q, c in enumerate(COMPARISONS):
+        out["reversal/" + "/".join(c)] = counts[q]
+    # k by the dA_perp silhouette (spec 4), then every matrix
+    d = mats["dA_perp"]
+    best, k_best = -np.inf, 0
+    for k in range(2, min(12, n - 1) + 1):
+        s = silhouette(d, cluster(d, k))
+        out["silhouette/dA_perp/%d" % k] = s
+        if s > best:
+            best, k_best = s, k
+    out["k"] = k_best
+    labels = {}
+    for name in CLUSTERED:
+        labels[name] = cluster(mats[name], k_best)
+        out["labels/" + name] = labels[name]
+        out["mds/" + name] = classical_mds(mats[name])
+        out["silhouette/%s/%d" % (name, k_best)] = silhouette(mats[name], labels[name])
+    for i, x in enumerate(CLUSTERED):
+        for y in CLUSTERED[i + 1:]:
+            out["ari/%s/%s" % (x, y)] = ari(labels[x], labels[y])
+    # spec 7: model row with the pooled model flips; layer rows with within-layer flips
+    flips = sum(counts[q] for q, c in enumerate(COMPARISONS) if c[0] == "flip")
+    out["regime/model"] = np.array(regime(comp["dispersion/model"][2], *flips))
+    flip_pairs = [(c[2], c[3]) for c in COMPARISONS if c[0] == "flip"]
+    for l in range(n_layers):
+        lc = reversal_counts(mats, flip_pairs, np.arange(l * n_heads, (l + 1) * n_heads)).sum(0)
+        out["regime/layer/%d" % l] = np.array(regime(comp["dispersion/layer"][l, 2], *lc))
+    return out
+
+
+# ---- reading sinkscope's outputs ---------------------------------------------------------------
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def sinkscope_compositional(out, n_layers, n_heads):
+    res = {name: np.load(os.path.join(out, "distances", name + ".npy")) for name in DISTANCES}
+    n = n_layers * n_heads
+    for row in read_csv(os.path.join(out, "heads.csv")):
+        key = "mean/" + row["metric"]
+        if row["metric"] == "n_rows":
+            continue
+        res.setdefault(key, np.zeros(n))[int(row["layer"]) * n_heads + int(row["head"])] = float(
+            row["value"])
+    layer = np.zeros((n_layers, 3))
+    for row in read_csv(os.path.join(out, "dispersion.csv")):
+        v = [float(row["c_perp"]), float(row["v_b"]), float(row["rho"])]
+        if row["scope"] == "model":
+            res["dispersion/model"] = np.array(v)
+        else:
+            layer[int(row["layer"])] = v
+    res["dispersion/layer"] = layer
+    return res
+
+
+def sinkscope_heads(out, n_layers, n_heads):
+    res = {}
+    for row in read_csv(os.path.join(out, "reversal.csv")):
+        if row["scope"] != "model":
+            continue
+        key = "reversal/" + "/".join([row["comparison"], row["metric"], row["first"],
+                                      row["second"]])
+        res[key] = np.array([int(row["n_compared"]), int(row["n_disagree"])])
+    for row in read_csv(os.path.join(out, "silhouette.csv")):
+        res["silhouette/%s/%s" % (row["matrix"], row["k"])] = float(row["mean_silhouette"])
+        if row["matrix"] == "dA_perp" and row["selected"] == "1":
+            res["k"] = int(row["k"])
+    n = n_layers * n_heads
+    for row in read_csv(os.path.join(out, "clusters.csv")):
+        lab = res.setdefault("labels/" + row["matrix"], np.zeros(n, dtype=int))
+        lab[int(row["layer"]) * n_heads + int(row["head"])] = int(row["cluster"])
+    for name in CLUSTERED:
+        res["mds/" + name] = np.load(os.path.join(out, "mds", name + ".npy"))
+    for row in read_csv(os.path.join(out, "ari.csv")):
+        res["ari/%s/%s" % (row["first"], row["second"])] = float(row["ari"])
+    for row in read_csv(os.path.join(out, "regime.csv")):
+        key = "regime/model" if row["scope"] == "model" else "regime/layer/" + row["layer"]
+        res[key] = np.array([float(row["rho"]), float(row["flip_rate"])])
+    return res
+
+
+def max_difference(ours, theirs):
+    """Largest |difference| over every result of the Python side; integer results (counts,
+    labels, k) must agree exactly and are reported as the number of mismatches."""
+    worst, worst_key, mismatches, keys = 0.0, "", 0, 0
+    for key, v in theirs.items():
+        if key not in ours:
+            raise SystemExit("sinkscope output lacks " + key)
+        keys += 1
+        a, b = np.asarray(ours[key]), np.asarray(v)
+        if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+            mismatches += int(np.count_nonzero(a != b))
+            if np.any(a != b):
+                worst_key += " " + key
+        else:
+            diff = float(np.nanmax(np.abs(a - b))) if a.size else 0.0
+            if diff > worst:
+                worst, worst_key = diff, key
+    return worst, mismatches, keys, worst_key
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sinkscope", default="build/sinkscope")
+    ap.add_argument("--inputs", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--baseline", default=None,
+                    help="another sinkscope executable (an earlier build) timed on the same runs")
+    ap.add_argument("--work", default=None, help="folder for the .npy and outputs (temp)")
+    args = ap.parse_args()
+
+    work = args.work or tempfile.mkdtemp(prefix="sinkscope-compare-")
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "attention.npy")
+    shape = (args.inputs, args.layers, args.heads, args.tokens, args.tokens)
+    make_attention(path, *shape, args.seed)  # shape ends (T, T)
+    print("attention %s float32, seed %d, %s; sinkscope --threads %d" %
+          ("x".join(map(str, shape)), args.seed, path, args.threads))
+
+    runs, base = {}, {}
+    for name, analyses in (("compositional", "compositional"),
+                           ("compositional+heads", "compositional,heads"),
+                           ("all", "")):
+        out = os.path.join(work, "out_" + name.replace("+", "_"))
+        runs[name] = (run_sinkscope(args.sinkscope, path, out, analyses, args.threads), out)
+        print("  sinkscope metrics --analyses %-22s CPU %8.2f s  wall %8.2f s" %
+              (analyses or "(all)", runs[name][0][0], runs[name][0][1]))
+        if args.baseline:
+            base[name] = run_sinkscope(args.baseline, path, out + "_baseline", analyses,
+                                       args.threads)
+            print("  baseline  metrics --analyses %-22s CPU %8.2f s  wall %8.2f s" %
+                  (analyses or "(all)", base[name][0], base[name][1]))
+
+    t0, w0 = time.process_time(), time.perf_counter()
+    comp = compositional(path)
+    t1, w1 = time.process_time(), time.perf_counter()
+    head = heads(comp, args.layers, args.heads)
+    t2, w2 = time.process_time(), time.perf_counter()
+
+    ss_comp = sinkscope_compositional(runs["compositional"][1], args.layers, args.heads)
+    ss_head = sinkscope_heads(runs["compositional+heads"][1], args.layers, args.heads)
+    (c_cpu, c_wall), _ = runs["compositional"]
+    (ch_cpu, ch_wall), _ = runs["compositional+heads"]
+    rows = [
+        ("compositional (1-2)", c_cpu, c_wall, t1 - t0, w1 - w0,
+         max_difference(ss_comp, comp)),
+        ("heads (3, 4, 7)", ch_cpu - c_cpu, ch_wall - c_wall, t2 - t1, w2 - w1,
+         max_difference(ss_head, head)),
+    ]
+    print("\n%-22s %12s %12s %12s %12s %9s %12s %s" %
+          ("analysis", "sinkscope", "(wall)", "python", "(wall)", "CPU ratio", "max |diff|",
+           "integer mismatches / keys"))
+    total = [0.0, 0.0, 0.0, 0.0]
+    for name, s_cpu, s_wall, p_cpu, p_wall, (diff, bad, keys, where) in rows:
+        print("%-22s %10.2f s %10.2f s %10.2f s %10.2f s %8.1fx %12.3g %d / %d  (%s)" %
+              (name, s_cpu, s_wall, p_cpu, p_wall, p_cpu / s_cpu, diff, bad, keys, where))
+        for j, v in enumerate((s_cpu, s_wall, p_cpu, p_wall)):
+            total[j] += v
+    print("%-22s %10.2f s %10.2f s %10.2f s %10.2f s %8.1fx" %
+          ("sections 1-4, 7", total[0], total[1], total[2], total[3], total[2] / total[0]))
+    (a_cpu, a_wall), _ = runs["all"]
+    print("%-22s %10.2f s %10.2f s   (every analysis of `sinkscope metrics`; section 8 has no "
+          "Python side here)" % ("sinkscope all", a_cpu, a_wall))
+    if base:
+        print("\nbaseline %s (CPU s / wall s): compositional %.2f / %.2f, heads %.2f / %.2f, "
+              "all %.2f / %.2f" % (args.baseline, base["compositional"][0],
+                                   base["compositional"][1],
+                                   base["compositional+heads"][0] - base["compositional"][0],
+                                   base["compositional+heads"][1] - base["compositional"][1],
+                                   base["all"][0], base["all"][1]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
