@@ -12,6 +12,7 @@
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/tokenizer/pipeline.hpp"
 #include "sinkscope/tokenizer/unigram.hpp"
 
@@ -92,12 +93,8 @@ private:
 json read_json_beside(const fs::path& model_file, const char* name) {
     const fs::path p = model_file.parent_path() / name;
     if (!fs::is_regular_file(p)) return json::object();
-    try {
-        json j = json::parse(read_file(p));
-        return j.is_object() ? j : json::object();
-    } catch (const json::exception& e) {
-        throw InputError(p.string(), std::string("not valid JSON: ") + e.what());
-    }
+    json j = io::read_json_file(p);
+    return j.is_object() ? j : json::object();
 }
 
 bool flag_or(const json& obj, const char* key, bool fallback) {
