@@ -130,7 +130,7 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
             pos = end + 1;
             if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
             check_limit(o.tokens.string(), Limit::LineBytes,
-                        "line " + std::to_string(line) + " has bytes", l.size());
+                        "line " + std::to_string(line) + ": bytes", l.size());
             const nlohmann::json j = io::parse_json(l, o.tokens.string());
             if (!j.is_array() ||
                 !std::all_of(j.begin(), j.end(), [](const auto& v) { return v.is_string(); }))

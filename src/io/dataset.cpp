@@ -27,7 +27,7 @@ std::string lower_ext(const std::filesystem::path& p) {
 // Refuses a line (or CSV record) longer than the limit: one sample's text is tokenized and held
 // several times over, so its length is a resource the file controls.
 void check_line(const std::string& file, size_t line_no, size_t n_bytes) {
-    check_limit(file, Limit::LineBytes, "line " + std::to_string(line_no) + " has bytes", n_bytes);
+    check_limit(file, Limit::LineBytes, "line " + std::to_string(line_no) + ": bytes", n_bytes);
 }
 
 std::vector<Sample> from_lines(const std::string& text, int64_t max_samples,

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/json.hpp"
 #include "sinkscope/tokenizer/pipeline.hpp"
@@ -397,6 +398,7 @@ SpmModelInfo read_spm_model_info(std::string_view serialized, const std::string&
         }
     }
     SS_CHECK_INPUT(info.n_pieces > 0, origin, "not a SentencePiece model (no pieces)");
+    check_limit(origin, Limit::VocabSize, "pieces", uint64_t(info.n_pieces));
     return info;
 }
 

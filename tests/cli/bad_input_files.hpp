@@ -4,6 +4,7 @@
 // bug.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,6 +60,20 @@ public:
     GgufBytes& f32(const std::string& key, float v) {
         head(key, 6);
         kv_.append(reinterpret_cast<const char*>(&v), 4);
+        return *this;
+    }
+    // An array of `n` u8 (GGUF type 9 of element type 0).
+    GgufBytes& u8_array(const std::string& key, uint64_t n) {
+        head(key, 9);
+        put_le(kv_, 0, 4);
+        put_le(kv_, n, 8);
+        kv_.append(size_t(n), '\1');
+        return *this;
+    }
+    // A key/value of any type code with `raw` value bytes (for unknown types).
+    GgufBytes& raw(const std::string& key, uint32_t type, const std::string& value) {
+        head(key, type);
+        kv_ += value;
         return *this;
     }
     // An F32 tensor of `ne` (ggml order: fastest dimension first), zero-filled.
@@ -136,6 +151,30 @@ inline std::string png_with_ihdr(uint32_t width, uint32_t height, uint8_t color_
     ihdr += char(color_type);
     ihdr += std::string(3, '\0');  // compression, filter, interlace
     return std::string("\x89PNG\r\n\x1a\n", 8) + png_chunk("IHDR", ihdr) + rest;
+}
+
+// A valid 8-bit RGB PNG of `width` x `height` (every pixel `level`): IDAT is a zlib stream
+// (RFC 1950: header 78 01, Adler-32 at the end) of stored deflate blocks (RFC 1951 3.2.4), each
+// scanline led by filter type 0 (PNG specification 9.2).
+inline std::string png_rgb(uint32_t width, uint32_t height, uint8_t level) {
+    std::string raw;
+    for (uint32_t y = 0; y < height; ++y) {
+        raw += '\0';
+        raw += std::string(size_t(width) * 3, char(level));
+    }
+    std::string z = "\x78\x01";
+    for (size_t at = 0; at < raw.size() || at == 0; at += 65535) {
+        const size_t n = std::min<size_t>(65535, raw.size() - at);
+        z += char(at + n >= raw.size() ? 1 : 0);  // BFINAL, BTYPE 00
+        put_le(z, n, 2);
+        put_le(z, ~n & 0xFFFF, 2);
+        z += raw.substr(at, n);
+        if (at + n >= raw.size()) break;
+    }
+    uint32_t a = 1, b = 0;
+    for (unsigned char c : raw) a = (a + c) % 65521, b = (b + a) % 65521;
+    put_be32(z, b << 16 | a);
+    return png_with_ihdr(width, height, 2, png_chunk("IDAT", z) + png_chunk("IEND", ""));
 }
 
 // `depth` nested JSON arrays around `inner`: [[[...inner...]]].

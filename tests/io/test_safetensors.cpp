@@ -262,3 +262,32 @@ TEST(Safetensors, NonexistentFileIsIoError) {
     EXPECT_EQ(kind, ErrorKind::Io) << msg;
     EXPECT_NE(msg.find("nope.safetensors"), std::string::npos) << msg;
 }
+
+// The Hugging Face cache links every file of a snapshot to its blob store outside the snapshot
+// folder: a shard that is such a link is read; a shard name that climbs out, or a linked folder
+// leading out, is refused before anything of the named file is read.
+TEST(Safetensors, ShardNamesStayInsideTheFolder) {
+    testutil::ScratchDir dir;
+    fs::create_directories(dir / "blobs");
+    fs::create_directories(dir / "snapshot/sub");
+    write(dir / "blobs/0123abcd",
+          st_bytes("{" + f32_header("a", "[1]", 0, 4) + "}", raw<float>({7.f})));
+    fs::create_symlink("../blobs/0123abcd", dir / "snapshot/s.safetensors");
+    fs::create_symlink("../../blobs/0123abcd", dir / "snapshot/sub/t.safetensors");
+    const fs::path index = dir / "snapshot/model.safetensors.index.json";
+    for (const char* shard : {"s.safetensors", "sub/t.safetensors", "./sub/../s.safetensors"}) {
+        SCOPED_TRACE(shard);
+        write(index, std::string(R"({"weight_map":{"a":")") + shard + "\"}}");
+        EXPECT_EQ(to_f32(open_safetensors(index)->get("a")), std::vector<float>{7.f});
+    }
+    fs::create_directory_symlink("../blobs", dir / "snapshot/linked");
+    for (const char* shard :
+         {"../blobs/0123abcd", "sub/../../blobs/0123abcd", "linked/0123abcd", "/etc/passwd", ""}) {
+        SCOPED_TRACE(shard);
+        write(index, std::string(R"({"weight_map":{"a":")") + shard + "\"}}");
+        ErrorKind kind{};
+        const std::string msg = open_error(index, &kind);
+        EXPECT_EQ(kind, ErrorKind::Input) << msg;
+        EXPECT_EQ(msg.rfind(index.string() + ": tensor 'a': shard '" + shard + "' ", 0), 0u) << msg;
+    }
+}
