@@ -3,7 +3,6 @@
 #include <charconv>
 #include <cstdio>
 #include <exception>
-#include <limits>
 
 #include "command.hpp"
 #include "sinkscope/core/error.hpp"
@@ -79,9 +78,10 @@ void add_common_options(CLI::App* sub) {
 }  // namespace sinkscope::cli
 
 // The last guard of the one-line rule: whatever text reached a message unescaped (a file's bytes,
-// an option value) cannot end the line or send terminal escapes.
+// an option value) cannot end the line or send terminal escapes, nor make it pages long.
 static std::string one_line(const char* message) {
-    return sinkscope::printable(message, std::numeric_limits<size_t>::max());
+    constexpr size_t kMaxMessageBytes = 4096;
+    return sinkscope::printable(message, kMaxMessageBytes);
 }
 
 int main(int argc, char** argv) {

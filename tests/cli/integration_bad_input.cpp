@@ -582,6 +582,17 @@ TEST(BadInput, Tokenizer) {
             {"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Weird\n"}};
     });
     tok("norm_type", [](json& t) { t["normalizer"] = {{"type", "Nope"}}; });
+    tok("regex_evil", [](json& t) {
+        t["pre_tokenizer"] = {
+            {"type", "Split"}, {"pattern", {{"Regex", "\x1b[31m(\n"}}}, {"behavior", "Isolated"}};
+    });
+    // A literal pattern holding "\E(" compiles (the old \Q...\E quoting ended at its "\E" and
+    // left "(" unbalanced); loading then stops at the decoder, which comes later.
+    tok("literal_e", [](json& t) {
+        t["pre_tokenizer"] = {
+            {"type", "Split"}, {"pattern", {{"String", "\\E("}}}, {"behavior", "Isolated"}};
+        t["decoder"] = {{"type", "Nope"}};
+    });
     tok("norm_list", [](json& t) { t["normalizer"] = {{"type", "Sequence"}, {"normalizers", 5}}; });
     tok("roberta", [](json& t) {
         t["post_processor"] = {{"type", "RobertaProcessing"}, {"cls", "<s>"}, {"sep", "</s>"}};
@@ -680,6 +691,12 @@ TEST(BadInput, Tokenizer) {
          f("regex") + ": not supported: pre-tokenizer regex '(' does not compile at offset 1..."},
         {"Split behavior unknown", inspect("behavior"), 4,
          f("behavior") + ": not supported: Split behavior 'Weird\\x0a'"},
+        {"Split regex with escapes", inspect("regex_evil"), 4,
+         f("regex_evil") +
+             ": not supported: pre-tokenizer regex '\\x1b[31m(\\x0a' does not compile "
+             "at offset 7..."},
+        {"Split String holding \\E(", inspect("literal_e"), 4,
+         f("literal_e") + ": not supported: decoder 'Nope'"},
         {"normalizer type unknown", inspect("norm_type"), 4,
          f("norm_type") + ": not supported: normalizer 'Nope'"},
         {"normalizers not a list", inspect("norm_list"), 3,
