@@ -26,7 +26,8 @@ constexpr LimitInfo kLimits[] = {
     {Limit::PickleStack, "pickle_stack", uint64_t(1) << 16,
      "values on one pickle's stack (and open marks)"},
     {Limit::PickleObjects, "pickle_objects", uint64_t(1) << 21, "values one pickle makes"},
-    {Limit::VocabSize, "vocab_size", uint64_t(1) << 21, "tokens of a vocabulary (largest id + 1)"},
+    {Limit::VocabSize, "vocab_size", uint64_t(1) << 21,
+     "tokens of a vocabulary, and the largest token id"},
     {Limit::Layers, "layers", 1024, "transformer layers of a checkpoint"},
     {Limit::TokenizerNesting, "tokenizer_nesting", 16,
      "tokenizer.json Sequence steps nested in Sequence steps"},
@@ -39,14 +40,16 @@ constexpr bool rows_in_enum_order() {
 }
 static_assert(rows_in_enum_order(), "kLimits is indexed by Limit");
 
-std::array<std::atomic<uint64_t>, kNumLimits>& values() {
-    static std::array<std::atomic<uint64_t>, kNumLimits> v;
-    static const bool initialised = [] {
+// The current values (atomic: worker threads read them while a Python caller may set one).
+struct Values {
+    std::array<std::atomic<uint64_t>, kNumLimits> v;
+    Values() {
         for (size_t i = 0; i < kNumLimits; ++i) v[i] = kLimits[i].default_value;
-        return true;
-    }();
-    (void)initialised;
-    return v;
+    }
+};
+std::array<std::atomic<uint64_t>, kNumLimits>& values() {
+    static Values values;
+    return values.v;
 }
 
 const LimitInfo& info(Limit id) {

@@ -1,6 +1,8 @@
 // Hugging Face tokenizer.json (BPE: byte-level and SentencePiece-style with byte fallback;
 // WordPiece; Unigram) loaded into the generic pipeline; tokenizer_config.json beside it can
 // switch BOS/EOS.
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
@@ -240,6 +242,8 @@ struct Loader {
         if (!v.is_number_integer() || v.get<int64_t>() < 0)
             fail(where + ": id " + io::brief(v) + " is not a non-negative integer");
         check_limit(file, Limit::VocabSize, where + ": token id", v.get<uint64_t>());
+        if (v.get<uint64_t>() > uint64_t(INT32_MAX))  // ids are int32 (a raised limit)
+            fail(where + ": id " + io::brief(v) + " does not fit a 32-bit token id");
         return v.get<int32_t>();
     }
 
