@@ -1,10 +1,13 @@
 // sinkscope command line: parses the subcommand and maps library errors to one line + exit code.
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <exception>
 
 #include "command.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/system.hpp"
 
 namespace sinkscope::cli {
@@ -17,7 +20,69 @@ std::vector<Command>& registry() {
 static std::string g_command_line;
 const std::string& command_line() { return g_command_line; }
 
+namespace {
+
+// CLI11 reads integers with strtoll/strtoull, which saturate: "99999999999999999999" would become
+// the largest value instead of an error. Every integer option is checked here first.
+CLI::Validator integer_in_range(bool is_unsigned) {
+    return CLI::Validator(
+        [is_unsigned](std::string& v) -> std::string {
+            const char* b = v.data();
+            const char* e = v.data() + v.size();
+            if (b != e && *b == '+') ++b;
+            const bool decimal = b != e && std::all_of(b + (*b == '-'), e,
+                                                       [](char c) { return c >= '0' && c <= '9'; });
+            if (!decimal) return {};  // CLI11's own conversion judges other forms
+            std::from_chars_result r{};
+            if (is_unsigned) {
+                uint64_t x = 0;
+                r = std::from_chars(b, e, x);
+            } else {
+                int64_t x = 0;
+                r = std::from_chars(b, e, x);
+            }
+            if (r.ec == std::errc::result_out_of_range) return v + " is out of range";
+            return {};
+        },
+        "", "integer_in_range");
+}
+
+// What every subcommand gets: --limit, and the range check of its integer options.
+void add_common_options(CLI::App* sub) {
+    for (CLI::Option* opt : sub->get_options()) {
+        const std::string type = opt->get_type_name();
+        if (type == "INT" || type == "UINT") opt->check(integer_in_range(type == "UINT"));
+    }
+    sub->add_option_function<std::vector<std::string>>(
+           "--limit",
+           [](const std::vector<std::string>& v) {
+               for (const std::string& a : v) set_limit(a);
+           },
+           "Raise (or lower) a limit on what an input file may make sinkscope allocate, as "
+           "NAME=N; repeatable. NAME (default): " +
+               [] {
+                   std::string names;
+                   size_t n = 0;
+                   const LimitInfo* t = limit_table(&n);
+                   for (size_t i = 0; i < n; ++i)
+                       names += (i ? ", " : "") + std::string(t[i].name) + " (" +
+                                std::to_string(t[i].default_value) + ")";
+                   return names;
+               }())
+        ->type_name("NAME=N")
+        ->group("Limits");
+}
+
+}  // namespace
+
 }  // namespace sinkscope::cli
+
+// The last guard of the one-line rule: whatever text reached a message unescaped (a file's bytes,
+// an option value) cannot end the line or send terminal escapes, nor make it pages long.
+static std::string one_line(const char* message) {
+    constexpr size_t kMaxMessageBytes = 4096;
+    return sinkscope::printable(message, kMaxMessageBytes);
+}
 
 int main(int argc, char** argv) {
     using namespace sinkscope;
@@ -34,6 +99,7 @@ int main(int argc, char** argv) {
     std::sort(commands.begin(), commands.end(),
               [](const auto& a, const auto& b) { return a.order < b.order; });
     for (auto& c : commands) c.setup(app);
+    for (CLI::App* sub : app.get_subcommands({})) cli::add_common_options(sub);
 
     try {
         app.parse(argc, argv);
@@ -45,16 +111,17 @@ int main(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         // One line, like every other error (CLI11 would add a second "Run with --help" line).
-        std::fprintf(stderr, "sinkscope: error: %s (see sinkscope --help)\n", e.what());
+        std::fprintf(stderr, "sinkscope: error: %s (see sinkscope --help)\n",
+                     one_line(e.what()).c_str());
         return static_cast<int>(ErrorKind::Usage);
     } catch (const Error& e) {
-        std::fprintf(stderr, "sinkscope: error: %s\n", e.what());
+        std::fprintf(stderr, "sinkscope: error: %s\n", one_line(e.what()).c_str());
         return e.exit_code();
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "sinkscope: error: out of memory\n");
         return 6;
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "sinkscope: error: %s\n", e.what());
+        std::fprintf(stderr, "sinkscope: error: %s\n", one_line(e.what()).c_str());
         return 1;
     }
     return 0;

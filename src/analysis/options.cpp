@@ -10,6 +10,7 @@
 
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/system.hpp"
 
 namespace sinkscope::analysis {
 
@@ -91,7 +92,7 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
             "--scope must be model or layer, got '" + o.scope + "'");
     r.head.min_parts = o.min_parts;
     r.head.scope = metrics::parse_scope(o.scope);
-    require(o.threads >= 0, "--threads must be >= 0 (0 = all cores)");
+    check_threads(o.threads);
     r.threads = metrics::resolved_threads(o.threads);
     r.head.n_threads = r.threads;
 

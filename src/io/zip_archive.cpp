@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 
 namespace sinkscope::io {
 
@@ -190,10 +191,11 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 }
 
 const uint8_t* ZipArchive::data(const ZipEntry& e) const {
-    if (e.flags & 1u) throw UnsupportedError(path().string(), "encrypted zip entry " + e.name);
+    if (e.flags & 1u)
+        throw UnsupportedError(path().string(), "encrypted zip entry " + quote(e.name));
     if (e.method != 0)
         throw UnsupportedError(path().string(),
-                               "zip entry " + e.name + " is compressed (method " +
+                               "zip entry " + quote(e.name) + " is compressed (method " +
                                    std::to_string(e.method) +
                                    "); only stored entries are read, as torch.save writes them");
     return map_.data() + e.data_offset;

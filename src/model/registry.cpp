@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 
 namespace sinkscope::model {
 
@@ -584,13 +585,13 @@ const ArchitectureInfo& find_by_hf_model_type(const std::string& model_type,
     for (const auto& a : table())
         for (const auto& t : a.hf_model_types)
             if (t == model_type) return a;
-    throw UnsupportedError(origin, "model_type '" + model_type + "'");
+    throw UnsupportedError(origin, "model_type " + quote(model_type));
 }
 
 const ArchitectureInfo& find_by_gguf_arch(const std::string& arch, const std::string& origin) {
     for (const auto& a : table())
         if (a.gguf_arch && arch == a.gguf_arch) return a;
-    throw UnsupportedError(origin, "GGUF architecture '" + arch + "'");
+    throw UnsupportedError(origin, "GGUF architecture " + quote(arch));
 }
 
 const ArchitectureInfo& llama2c_architecture() { return table().front(); }

@@ -8,7 +8,10 @@
 #include <set>
 
 #include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/report/report.hpp"
 
@@ -189,13 +192,14 @@ void compositional_section(const fs::path& dir, ReportContent& c) {
 void frames_section(const fs::path& dir, ReportContent& c) {
     const std::string sec = "Reference frames (section 8)";
     if (fs::exists(dir / t::kFrameFile)) {
-        json f = json::parse(read_file(dir / t::kFrameFile));
-        c.notes.push_back("Reference-frame type: " + f.value("verdict", std::string("?")) +
-                          " (share of first-position anchors in middle and late layers " +
-                          (f.contains("share_first_mid_late") ? f["share_first_mid_late"].dump() : "?") +
-                          ", mean reference count " +
-                          (f.contains("mean_reference_count") ? f["mean_reference_count"].dump() : "?") +
-                          "; rule: " + f.value("rule", std::string("")) + ").");
+        const json f = io::read_json_file(dir / t::kFrameFile);
+        c.notes.push_back(
+            "Reference-frame type: " + f.value("verdict", std::string("?")) +
+            " (share of first-position anchors in middle and late layers " +
+            (f.contains("share_first_mid_late") ? io::brief(f["share_first_mid_late"]) : "?") +
+            ", mean reference count " +
+            (f.contains("mean_reference_count") ? io::brief(f["mean_reference_count"]) : "?") +
+            "; rule: " + f.value("rule", std::string("")) + ").");
         json bars = json::array();
         for (const auto& l : f.value("layers", json::array()))
             for (const char* k : {"first", "last", "other"})
@@ -365,17 +369,24 @@ void fisher_section(const fs::path& dir, ReportContent& c) {
 ReportContent collect_report(const fs::path& run_dir) {
     ReportContent c;
     c.title = "sinkscope report: " + fs::absolute(run_dir).filename().string();
-    if (fs::exists(run_dir / "run.json")) {
-        c.run = json::parse(read_file(run_dir / "run.json"));
-        if (c.run.contains("model") && c.run["model"].contains("path"))
-            c.title = "sinkscope report: " + c.run["model"]["path"].get<std::string>();
+    try {
+        if (fs::exists(run_dir / "run.json")) {
+            c.run = io::read_json_file(run_dir / "run.json");
+            if (c.run.contains("model") && c.run["model"].contains("path"))
+                c.title = "sinkscope report: " + c.run["model"]["path"].get<std::string>();
+        }
+        sinks_section(run_dir, c);
+        compositional_section(run_dir, c);
+        frames_section(run_dir, c);
+        prune_section(run_dir, c);
+        fisher_section(run_dir, c);
+    } catch (const json::exception& e) {
+        // A run folder edited by hand (or not written by sinkscope): one line naming it.
+        throw InputError(run_dir.string(), "run.json or frame.json has an unexpected structure: " +
+                                               printable(e.what()));
     }
-    sinks_section(run_dir, c);
-    compositional_section(run_dir, c);
-    frames_section(run_dir, c);
-    prune_section(run_dir, c);
-    fisher_section(run_dir, c);
-    if (c.run.contains("p2") && c.run["p2"].value("mode", "") == "ruscio2025")
+    if (c.run.contains("p2") && c.run["p2"].is_object() &&
+        c.run["p2"].value("mode", "") == "ruscio2025")
         c.notes.push_back("Compat mode ruscio2025: section 8 numbers follow the released notebooks; "
                           "on causal models their Betti numbers only count tokens (PAPERS.md B.3).");
     return c;

@@ -32,8 +32,9 @@ using analysis::AnalysisInputs;
 namespace {
 
 constexpr const char* kStateFile = "state.bin";
-// State format 3: one state per registry analysis, named, and the streamed tables' sizes.
-constexpr uint32_t kStateVersion = 3;
+// State format 4: resumable.hpp's checked header line, then the inputs done and one state per
+// registry analysis, named, and the streamed tables' sizes.
+constexpr StateFormat kState{"analyze", 4};
 
 // What a run depends on: a resumed run must have exactly these.
 nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs) {
@@ -95,25 +96,23 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     const fs::path state_path = out.file(kStateFile);
     int64_t n_done = 0;
     if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
-        BinaryReader r(*bytes, state_path.string());
-        r.expect_tag("sinkscope-analyze-state");
-        if (r.get<uint32_t>() != kStateVersion) r.fail("written by another sinkscope version");
-        if (r.get_string() != print.dump())
-            throw UsageError("--resume: the interrupted run in " + out.staging().string() +
-                             " used other inputs or options; delete it or repeat its command");
+        const std::string payload = open_state(*bytes, state_path, kState, print, out);
+        BinaryReader r(payload, state_path.string());
         n_done = r.get<int64_t>();
+        // Checked before it indexes anything: the count of this run's inputs already analysed.
+        if (n_done < 0 || n_done > int64_t(ids.size()))
+            r.fail("it says " + std::to_string(n_done) + " inputs were done, of " +
+                   std::to_string(ids.size()));
         pipeline.load(r);
+        if (!r.at_end()) r.fail("bytes after the last analysis state");
         log << "resuming at input " << n_done << " of " << ids.size() << "\n";
         log.flush();
     }
     auto save_state = [&](int64_t done) {
         BinaryWriter w;
-        w.tag("sinkscope-analyze-state");
-        w.put<uint32_t>(kStateVersion);
-        w.put_string(print.dump());
         w.put<int64_t>(done);
         pipeline.save(w);
-        write_file_atomic(state_path, w.bytes());
+        write_file_atomic(state_path, seal_state(kState, print, w.bytes()));
         out.keep_on_failure();  // from now on an interruption leaves something to resume
     };
     if (n_done > 0) out.keep_on_failure();

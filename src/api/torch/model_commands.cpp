@@ -10,6 +10,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/system.hpp"
 #include "sinkscope/io/dataset.hpp"
 #include "sinkscope/io/image.hpp"
 #include "sinkscope/io/npy.hpp"
@@ -24,6 +25,7 @@ LoadOptions load_options(const ModelCliOptions& m) {
     LoadOptions o;
     o.runtime.device = parse_device(m.device);
     o.runtime.dtype = parse_compute_dtype(m.dtype);
+    check_threads(m.threads);
     o.runtime.n_threads = m.threads;
     o.tokenizer = m.tokenizer;
     return o;
