@@ -64,18 +64,42 @@ size_t scalar_size(uint32_t type) {
 GgufValue read_value(Cursor& c, uint32_t type, const std::string& key, int depth) {
     GgufValue out;
     switch (type) {
-        case kU8: out.v = uint64_t(c.read<uint8_t>(key)); break;
-        case kI8: out.v = int64_t(c.read<int8_t>(key)); break;
-        case kU16: out.v = uint64_t(c.read<uint16_t>(key)); break;
-        case kI16: out.v = int64_t(c.read<int16_t>(key)); break;
-        case kU32: out.v = uint64_t(c.read<uint32_t>(key)); break;
-        case kI32: out.v = int64_t(c.read<int32_t>(key)); break;
-        case kU64: out.v = c.read<uint64_t>(key); break;
-        case kI64: out.v = c.read<int64_t>(key); break;
-        case kF32: out.v = double(c.read<float>(key)); break;
-        case kF64: out.v = c.read<double>(key); break;
-        case kBool: out.v = c.read<uint8_t>(key) != 0; break;
-        case kString: out.v = c.string(key); break;
+        case kU8:
+            out.v = uint64_t(c.read<uint8_t>(quote(key)));
+            break;
+        case kI8:
+            out.v = int64_t(c.read<int8_t>(quote(key)));
+            break;
+        case kU16:
+            out.v = uint64_t(c.read<uint16_t>(quote(key)));
+            break;
+        case kI16:
+            out.v = int64_t(c.read<int16_t>(quote(key)));
+            break;
+        case kU32:
+            out.v = uint64_t(c.read<uint32_t>(quote(key)));
+            break;
+        case kI32:
+            out.v = int64_t(c.read<int32_t>(quote(key)));
+            break;
+        case kU64:
+            out.v = c.read<uint64_t>(quote(key));
+            break;
+        case kI64:
+            out.v = c.read<int64_t>(quote(key));
+            break;
+        case kF32:
+            out.v = double(c.read<float>(quote(key)));
+            break;
+        case kF64:
+            out.v = c.read<double>(quote(key));
+            break;
+        case kBool:
+            out.v = c.read<uint8_t>(quote(key)) != 0;
+            break;
+        case kString:
+            out.v = c.string(quote(key));
+            break;
         case kArray: {
             if (depth > 4)
                 throw InputError(c.file,

@@ -11,6 +11,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/mmap_file.hpp"
 
 namespace sinkscope::io {
 
@@ -293,8 +294,10 @@ NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& origin)
 }
 
 NpyArray read_npy(const std::filesystem::path& path) {
-    std::string bytes = read_file(path);
-    return parse_npy(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path.string());
+    // Mapped rather than read: a regular file only (no device or pipe read without end), and the
+    // array's bytes are copied once, from the mapping into the result.
+    const MappedFile file(path);
+    return parse_npy(file.data(), file.size(), path.string());
 }
 
 std::string serialize_npy(const NpyArray& a) {
@@ -379,9 +382,9 @@ void wr16(std::string& s, uint16_t v) {
 }  // namespace
 
 std::map<std::string, NpyArray> read_npz(const std::filesystem::path& path) {
-    std::string file = read_file(path);
+    const MappedFile file(path);  // as read_npy: regular files only, no copy of the archive
     const std::string origin = path.string();
-    auto b = reinterpret_cast<const uint8_t*>(file.data());
+    const uint8_t* b = file.data();
     size_t n = file.size();
     if (n < 22) throw InputError(origin, "truncated .npz (zip) file");
     // End of central directory: scan back over a possible comment (<= 65535 bytes).

@@ -158,8 +158,8 @@ std::string archive_prefix(const ZipArchive& zip) {
         const size_t slash = e.name.find('/');
         if (slash == std::string::npos || e.name.compare(slash, std::string::npos, "/data.pkl"))
             continue;
-        SS_CHECK_INPUT(prefix.empty(), zip.path().string(), "archive holds both ", prefix,
-                       "/data.pkl and ", e.name);
+        SS_CHECK_INPUT(prefix.empty(), zip.path().string(), "archive holds both ",
+                       quote(prefix + "/data.pkl"), " and ", quote(e.name));
         prefix = e.name.substr(0, slash);
     }
     SS_CHECK_INPUT(!prefix.empty(), zip.path().string(),

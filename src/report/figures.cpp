@@ -49,12 +49,20 @@ json select(const json& rows, const std::function<bool(const json&)>& keep) {
     return out;
 }
 
+// A field of a row, null when the row lacks it (a hand-edited table may miss a column; reading a
+// missing key through a const json's operator[] would be undefined behaviour).
+const json& field(const json& r, const char* key) {
+    static const json null_value;
+    if (!r.is_object()) return null_value;
+    const auto it = r.find(key);
+    return it == r.end() ? null_value : *it;
+}
 double num(const json& r, const char* key) {
-    const auto& v = r[key];
+    const auto& v = field(r, key);
     return v.is_number() ? v.get<double>() : std::nan("");
 }
 std::string str(const json& r, const char* key) {
-    const auto& v = r[key];
+    const auto& v = field(r, key);
     if (v.is_string()) return v.get<std::string>();
     if (v.is_number()) return io::format_number(v.get<double>());
     return "";
@@ -62,7 +70,7 @@ std::string str(const json& r, const char* key) {
 bool is(const json& r, const char* key, const std::string& value) { return str(r, key) == value; }
 // Long-format "param" columns hold numbers (thresholds, eps, percentiles) as text or number.
 double param(const json& r) {
-    const auto& v = r["param"];
+    const auto& v = field(r, "param");
     if (v.is_number()) return v.get<double>();
     try {
         return std::stod(v.get<std::string>());
@@ -111,7 +119,9 @@ void sinks_section(const fs::path& dir, ReportContent& c) {
     // Entropy identity H = H_b(s) + (1-s) H(pi) holds per row, so its means split exactly.
     std::map<int64_t, std::array<double, 3>> per_layer;  // sum H, sum Hb, count
     for (const auto& r : heads) {
-        auto l = int64_t(num(r, "layer"));
+        const double layer = num(r, "layer");  // a hand-edited table may hold anything here
+        if (!(std::fabs(layer) < 1e9)) continue;
+        const auto l = int64_t(layer);
         if (is(r, "metric", m::kEntropy)) per_layer[l][0] += num(r, "value"), per_layer[l][2] += 1;
         if (is(r, "metric", m::kBinarySinkEntropy)) per_layer[l][1] += num(r, "value");
     }
@@ -203,7 +213,8 @@ void frames_section(const fs::path& dir, ReportContent& c) {
         json bars = json::array();
         for (const auto& l : f.value("layers", json::array()))
             for (const char* k : {"first", "last", "other"})
-                bars.push_back({{"layer", l["layer"]}, {"anchor", k}, {"count", l[k]}});
+                bars.push_back(
+                    {{"layer", field(l, "layer")}, {"anchor", k}, {"count", field(l, k)}});
         c.figures.push_back({sec, "Frame-type evidence: anchor position per layer",
                              "Number of (input, head) anchors whose top key is the first position, the "
                              "last position or another position (spec 8, 10.n).",

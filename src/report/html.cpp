@@ -136,9 +136,16 @@ std::string render_html(const ReportContent& c) {
 #endif
     h += "</head><body>\n<header><h1>" + escape_html(c.title) + "</h1>";
     std::string sub = "sinkscope";
-    if (c.run.contains("tool") && c.run["tool"].contains("version"))
-        sub += " " + c.run["tool"]["version"].get<std::string>();
-    if (c.run.contains("started_utc")) sub += " · run started " + c.run["started_utc"].get<std::string>();
+    // run.json may come from elsewhere: only string fields are shown.
+    const auto text_at = [&](const char* a, const char* b) -> std::string {
+        if (!c.run.is_object() || !c.run.contains(a)) return "";
+        const auto& v =
+            b ? (c.run[a].is_object() && c.run[a].contains(b) ? c.run[a][b] : nullptr) : c.run[a];
+        return v.is_string() ? v.get<std::string>() : "";
+    };
+    if (const std::string v = text_at("tool", "version"); !v.empty()) sub += " " + v;
+    if (const std::string t = text_at("started_utc", nullptr); !t.empty())
+        sub += " · run started " + t;
     h += "<p>" + escape_html(sub) + "</p></header>\n<main>\n";
     h += "<p id=\"status\" data-done=\"0\">rendering figures…</p>\n";
     for (const auto& n : c.notes) h += "<div class=\"note\">" + escape_html(n) + "</div>\n";
@@ -163,7 +170,9 @@ std::string render_html(const ReportContent& c) {
     for (const auto& [k, v] : rows)
         h += "<tr><td>" + escape_html(k) + "</td><td>" + escape_html(v) + "</td></tr>\n";
     h += "</table>\n</main>\n";
-    h += "<script type=\"application/json\" id=\"sinkscope-specs\">" + json_safe(specs.dump()) +
+    // Table cells are bytes from CSV files: invalid UTF-8 becomes U+FFFD instead of an error.
+    h += "<script type=\"application/json\" id=\"sinkscope-specs\">" +
+         json_safe(specs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) +
          "</script>\n";
     h += std::string("<script>") + kDriver + "</script>\n</body></html>\n";
     return h;

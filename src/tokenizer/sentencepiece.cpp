@@ -343,6 +343,10 @@ std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const fs::path& model_fi
             origin, "SentencePiece model_type " + m.info.model_type + " (supported: unigram, bpe)");
     }
     if (id_map == SpmIdMap::Identity) return tok;
+    // The fairseq dictionary puts <unk> at 3 and <mask> after the last piece: with fewer than
+    // the 3 pieces every such model starts with (<unk>, <s>, </s>) its ids would not fit.
+    SS_CHECK_INPUT(m.pieces.size() >= 3, origin, "has ", m.pieces.size(),
+                   " pieces; read with the fairseq id map (XLM-RoBERTa) it needs at least 3");
     return std::make_unique<FairseqIdTokenizer>(std::move(tok), unk);
 }
 

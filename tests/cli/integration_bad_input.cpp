@@ -956,6 +956,10 @@ TEST(BadInput, AttentionFiles) {
          "{d}/key.npy: malformed .npy header: unknown key 'evil\\x0a'"},
         {"data cut short", metrics("trunc.npy"), 3,
          "{d}/trunc.npy: truncated .npy data: expected 128 bytes, found 4"},
+        {"a device as the attention file",
+         {"metrics", "--attention", "/dev/zero", "--out", "{d}/out"},
+         5,
+         "/dev/zero: not a regular file"},
         {"T = 1", metrics("t1.npy"), 3, "{d}/t1.npy: head distance cosine_drop" + undefined},
         {"T = 2", metrics("t2.npy"), 3, "{d}/t2.npy: head distance cosine_drop" + undefined},
         {"rank 3", metrics("rank3.npy"), 3,
@@ -1281,7 +1285,7 @@ TEST(BadInput, Options) {
         {"--device tpu", analyze({"--device", "tpu"}), 2,
          "--device must be cpu or cuda, got 'tpu'"},
         {"--dtype int8", analyze({"--dtype", "int8"}), 2,
-         "--dtype must be float32, bfloat16 or float16, got 'int8'"},
+         "--dtype must be float32, bfloat16, float16 or float64, got 'int8'"},
         {"--sink middle", analyze({"--sink", "middle"}), 2,
          "--sink must be auto, first, bos, argmax or a key position >= 0, got 'middle'"},
         {"--min-parts 1", analyze({"--min-parts", "1"}), 2,
@@ -1507,6 +1511,10 @@ TEST(BadInput, ResumeState) {
         s.payload.resize(20);
         s.write_sealed(p);
     });
+    variant("folder", [&](const fs::path& p) {
+        fs::remove(p);
+        fs::create_directory(p);
+    });
     variant("options", [&](const fs::path&) {});
     variant("no_flag", [&](const fs::path&) {});
 
@@ -1586,6 +1594,8 @@ TEST(BadInput, ResumeState) {
         {"bytes after the state", resume("appended"), 3,
          corrupt("appended", "bytes after the last analysis state")},
         {"state cut and resealed", resume("short"), 3, corrupt("short", "truncated")},
+        {"state file a folder", resume("folder"), 5,
+         "{d}/folder.partial/state.bin: not a regular file"},
         {"other options", analyze("{d}/options", {"--resume", "--min-parts", "4"}), 2,
          "--resume: the interrupted run in {d}/options.partial used other inputs or options; "
          "delete it or repeat its command"},
