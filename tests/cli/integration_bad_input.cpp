@@ -262,7 +262,10 @@ TEST(BadInput, ConfigJson) {
         {"model_type 5", inspect("type_int"), 3,
          f("type_int") + ": missing string key 'model_type'"},
         {"model_type with escapes", inspect("type_evil"), 4,
-         f("type_evil") + ": not supported: model_type 'llama\\x0a\\x1b[2Jfake line'"},
+         f("type_evil") +
+             ": not supported: model_type 'llama\\x0a\\x1b[2Jfake line' (supported: llama, "
+             "mistral, qwen2, gemma, gemma2, phi3, gpt2, gpt_neox, phi, bert, "
+             "roberta, xlm-roberta, vit)"},
         {"hidden_act: 5", inspect("act_int"), 3,
          f("act_int") + ": key 'hidden_act' must be a string, found integer 5"},
         {"hidden_act relu", inspect("act_relu"), 4,
@@ -813,7 +816,8 @@ TEST(BadInput, Gguf) {
         {"head_count = 0", inspect("heads0.gguf"), 3,
          "{d}/heads0.gguf: key llama.attention.head_count = 0 must be positive"},
         {"architecture with an escape", inspect("arch.gguf"), 4,
-         "{d}/arch.gguf: not supported: GGUF architecture 'll\\x1bama'"},
+         "{d}/arch.gguf: not supported: GGUF architecture 'll\\x1bama' (supported: llama, qwen2, "
+         "gemma, gemma2, phi3, gpt2, gptneox, phi2, bert)"},
         {"no block_count", inspect("no_blocks.gguf"), 3,
          "{d}/no_blocks.gguf: GGUF metadata 'llama.block_count' is missing or not an integer"},
         {"cut after 60 bytes", inspect("cut.gguf"), 3,
@@ -1130,12 +1134,14 @@ TEST(BadInput, DataFiles) {
          "{d}/oov.jsonl: sample 0 has token id 99999 outside the vocabulary [0, 2048)"},
         {"CSV quote never closed", ppl("{d}/bad.csv"), 3, "{d}/bad.csv: unterminated quoted field"},
         {"CSV without the column", ppl("{d}/cols.csv"), 3,
-         "{d}/cols.csv: no column named 'text' in the header"},
+         "{d}/cols.csv: no column named 'text' in the header (columns: 'body'; choose one with "
+         "--text-column)"},
         {"CSV column named with an escape",
          {"analyze", "--model", "{s}/models/tinystories656K", "--data", "{d}/cols.csv",
           "--text-column", "a\x1b[1mb", "--out", "{d}/out"},
          3,
-         "{d}/cols.csv: no column named 'a\\x1b[1mb' in the header"},
+         "{d}/cols.csv: no column named 'a\\x1b[1mb' in the header (columns: 'body'; choose one "
+         "with --text-column)"},
         {"CSV record of one field", ppl("{d}/fields.csv"), 3,
          "{d}/fields.csv: record 3 has 1 fields, header has 2"},
         {"only blank lines", ppl("{d}/empty.txt"), 3, "{d}/empty.txt: no samples"},
@@ -1321,7 +1327,8 @@ TEST(BadInput, Options) {
          {"dump", "--model", tiny, "--data", "{d}/ok.txt", "--hooks", "nothing", "--out",
           "{d}/out"},
          2,
-         "--hooks 'nothing' selects no hook of this model"},
+         "--hooks 'nothing' selects no hook of this model (`sinkscope inspect --model '" + tiny +
+             "' --all-hooks` lists them)"},
         {"--tokenizer that does not exist",
          {"inspect", "--model", tiny, "--tokenizer", "{d}/nope.bin"},
          5,
@@ -1623,6 +1630,8 @@ TEST(BadInput, Report) {
     write(d / "big/run.json", tool + ", \"x\": \"" + std::string(100, 'x') + "\"}");
     write(d / "html/run.json", tool + "}");
     write(d / "html/report.html", "<html>mine</html>");
+    fs::create_directories(d / "empty");
+    write(d / "frame_type_ok/run.json", tool + ", \"subcommand\": \"dump\"}");
     const std::string unexpected = ": run.json or frame.json has an unexpected structure: ";
     const std::vector<Case> cases = {
         {"run.json 100000 deep",
@@ -1648,8 +1657,19 @@ TEST(BadInput, Report) {
          "{d}/syntax/run.json: not valid JSON: [json.exception..."},
         {"another tool's run",
          {"report", "--run", "{d}/foreign"},
-         2,
-         "{d}/foreign is not a sinkscope run directory (no run.json written by sinkscope)"},
+         3,
+         "{d}/foreign: not a sinkscope run directory (no run.json written by sinkscope); give the "
+         "--out directory of sinkscope analyze, metrics, prune or fisher"},
+        {"an empty folder",
+         {"report", "--run", "{d}/empty"},
+         3,
+         "{d}/empty: not a sinkscope run directory (no run.json written by sinkscope); give the "
+         "--out directory of sinkscope analyze, metrics, prune or fisher"},
+        {"a run without tables",
+         {"report", "--run", "{d}/frame_type_ok"},
+         3,
+         "{d}/frame_type_ok: holds no table to report on (analyze, metrics, prune and fisher "
+         "write them; dump does not)"},
         {"run.json over --limit json_bytes",
          {"report", "--run", "{d}/big", "--limit", "json_bytes=50"},
          3,
