@@ -1268,7 +1268,9 @@ TEST(BadInput, Options) {
          {"generate", "--model", tiny, "--prompt", "a", "--max-new", "99999999999999999999"},
          2,
          "--max-new: 99999999999999999999 is out of range" + usage},
-        {"--max-tokens 1", analyze({"--max-tokens", "1"}), 2, "--max-tokens must be >= 2"},
+        {"--max-tokens 1", analyze({"--max-tokens", "1"}), 2,
+         "--max-tokens 1 leaves no row to analyse: rows need 3 visible keys (--min-parts 3, and "
+         "two keys besides the sink), so give --max-tokens >= 3"},
         {"--samples -1", analyze({"--samples", "-1"}), 2, "--samples must be >= 0"},
         {"--checkpoint-every 0", analyze({"--checkpoint-every", "0"}), 2,
          "--checkpoint-every must be >= 1"},
@@ -1287,7 +1289,7 @@ TEST(BadInput, Options) {
         {"--device tpu", analyze({"--device", "tpu"}), 2,
          "--device must be cpu or cuda, got 'tpu'"},
         {"--dtype int8", analyze({"--dtype", "int8"}), 2,
-         "--dtype must be float32, bfloat16 or float16, got 'int8'"},
+         "--dtype must be float32, bfloat16, float16 or float64, got 'int8'"},
         {"--sink middle", analyze({"--sink", "middle"}), 2,
          "--sink must be auto, first, bos, argmax or a key position >= 0, got 'middle'"},
         {"--min-parts 1", analyze({"--min-parts", "1"}), 2,
@@ -1347,6 +1349,8 @@ TEST(BadInput, OutputPaths) {
     const fs::path d = tmp.path();
     write(d / "ok.txt", "Once upon a time there was a cat.\nThe dog ran home.\n");
     write(d / "notes.txt", "my notes\n");
+    // Two tokens each: no row has 3 visible keys.
+    write(d / "short.jsonl", "{\"ids\": [1, 50]}\n{\"ids\": [1, 60]}\n");
     write(d / "folder/paper.tex", "\\documentclass{article}\n");
     // (N=2, L=1, H=2, T=4, T=4) causal rows; the second input's last row holds a NaN, found only
     // after the staging folder exists.
@@ -1400,8 +1404,8 @@ TEST(BadInput, OutputPaths) {
          3,
          "{d}/late_nan.npy: NaN at visible entry (n, l, h, i, j) = (1, 0, 1, 3, 3)"},
         {"analyze failing after staging, in new parents",
-         {"analyze", "--model", tiny, "--data", "{d}/ok.txt", "--max-tokens", "2", "--out",
-          "{d}/q1/q2/run", "--no-report"},
+         {"analyze", "--model", tiny, "--data", "{d}/short.jsonl", "--out", "{d}/q1/q2/run",
+          "--no-report"},
          3,
          "{s}/models/tinystories656K: head distance cosine_drop is undefined: no row of the inputs "
          "has enough visible keys besides the sink (inputs of 1 or 2 tokens, or every row under "
