@@ -99,6 +99,12 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
     // Head-level analyses.
     require(o.k >= 0, "--k must be >= 0, got " + std::to_string(o.k));
     require(o.triples >= 0, "--triples must be >= 0, got " + std::to_string(o.triples));
+    // Sampling costs time in proportion to N; beyond this an exact count (--triples 0, which
+    // handles 5e8 triples of 1,024 heads) is both faster and exact.
+    require(o.triples <= 100000000,
+            "--triples is capped at 100000000 sampled triples (0 counts every triple exactly), "
+            "got " +
+                std::to_string(o.triples));
     require(std::isfinite(o.regime_lo) && std::isfinite(o.regime_hi) && o.regime_lo <= o.regime_hi,
             "--regime-lo must be <= --regime-hi (both finite)");
     r.seed = o.seed.value_or(0);

@@ -184,8 +184,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
                            {"auto_detected", file.masking_detected()},
                            {"window", o.window},
                            {"lengths", o.lengths.empty() ? "all T" : o.lengths.string()}});
-    record.set("quantities_from", o.scores.empty() ? "probabilities (closed rows, spec 10.a)"
-                                                   : "scores (fp64 log-softmax, spec 10.b)");
+    record.set("quantities_from",
+               o.scores.empty() ? "probabilities (closed rows)" : "scores (fp64 log-softmax)");
     record.set("sink_policy", {{"requested", metrics::to_string(head_options.sink)},
                                {"resolved", metrics::to_string(resolved_policy)},
                                {"positions_file", "sinks.csv"},

@@ -173,8 +173,14 @@ std::vector<Sample> load_dataset(const std::filesystem::path& path, const Datase
         }
         const auto& header = records[0];
         auto it = std::find(header.begin(), header.end(), opts.text_column);
-        if (it == header.end())
-            throw InputError(file, "no column named " + quote(opts.text_column) + " in the header");
+        if (it == header.end()) {
+            // The header's names, so the right --text-column can be picked from the message.
+            std::string names;
+            for (const auto& h : header) names += (names.empty() ? "" : ", ") + quote(h);
+            throw InputError(file, "no column named " + quote(opts.text_column) +
+                                       " in the header (columns: " + names +
+                                       "; choose one with --text-column)");
+        }
         size_t col = static_cast<size_t>(it - header.begin());
         for (size_t r = 1; r < records.size() && !full(); ++r) {
             const auto& rec = records[r];

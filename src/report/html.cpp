@@ -189,12 +189,19 @@ bool is_sinkscope_report(const std::filesystem::path& file) {
 }
 
 std::filesystem::path write_report(const std::filesystem::path& run_dir, bool overwrite) {
+    // A folder that is not a run, or a run without tables (dump's), would give an empty report
+    // that looks like a result: refused, saying what is expected.
     if (!is_sinkscope_run(run_dir))
-        throw UsageError(run_dir.string() +
-                         " is not a sinkscope run directory (no run.json written by sinkscope)");
+        throw InputError(run_dir.string(),
+                         "not a sinkscope run directory (no run.json written by sinkscope); give "
+                         "the --out directory of sinkscope analyze, metrics, prune or fisher");
     const auto path = run_dir / "report.html";
     check_output_file(path, overwrite, is_sinkscope_report);  // before the (slow) rendering
     ReportContent content = collect_report(run_dir);
+    if (content.figures.empty())
+        throw InputError(run_dir.string(),
+                         "holds no table to report on (analyze, metrics, prune and fisher write "
+                         "them; dump does not)");
     std::string html = render_html(content);
     write_output_file(path, html, overwrite, is_sinkscope_report);
     return path;

@@ -262,7 +262,10 @@ TEST(BadInput, ConfigJson) {
         {"model_type 5", inspect("type_int"), 3,
          f("type_int") + ": missing string key 'model_type'"},
         {"model_type with escapes", inspect("type_evil"), 4,
-         f("type_evil") + ": not supported: model_type 'llama\\x0a\\x1b[2Jfake line'"},
+         f("type_evil") +
+             ": not supported: model_type 'llama\\x0a\\x1b[2Jfake line' (supported: llama, "
+             "mistral, qwen2, gemma, gemma2, phi3, gpt2, gpt_neox, phi, bert, "
+             "roberta, xlm-roberta, vit)"},
         {"hidden_act: 5", inspect("act_int"), 3,
          f("act_int") + ": key 'hidden_act' must be a string, found integer 5"},
         {"hidden_act relu", inspect("act_relu"), 4,
@@ -813,7 +816,8 @@ TEST(BadInput, Gguf) {
         {"head_count = 0", inspect("heads0.gguf"), 3,
          "{d}/heads0.gguf: key llama.attention.head_count = 0 must be positive"},
         {"architecture with an escape", inspect("arch.gguf"), 4,
-         "{d}/arch.gguf: not supported: GGUF architecture 'll\\x1bama'"},
+         "{d}/arch.gguf: not supported: GGUF architecture 'll\\x1bama' (supported: llama, qwen2, "
+         "gemma, gemma2, phi3, gpt2, gptneox, phi2, bert)"},
         {"no block_count", inspect("no_blocks.gguf"), 3,
          "{d}/no_blocks.gguf: GGUF metadata 'llama.block_count' is missing or not an integer"},
         {"cut after 60 bytes", inspect("cut.gguf"), 3,
@@ -1134,12 +1138,14 @@ TEST(BadInput, DataFiles) {
          "{d}/oov.jsonl: sample 0 has token id 99999 outside the vocabulary [0, 2048)"},
         {"CSV quote never closed", ppl("{d}/bad.csv"), 3, "{d}/bad.csv: unterminated quoted field"},
         {"CSV without the column", ppl("{d}/cols.csv"), 3,
-         "{d}/cols.csv: no column named 'text' in the header"},
+         "{d}/cols.csv: no column named 'text' in the header (columns: 'body'; choose one with "
+         "--text-column)"},
         {"CSV column named with an escape",
          {"analyze", "--model", "{s}/models/tinystories656K", "--data", "{d}/cols.csv",
           "--text-column", "a\x1b[1mb", "--out", "{d}/out"},
          3,
-         "{d}/cols.csv: no column named 'a\\x1b[1mb' in the header"},
+         "{d}/cols.csv: no column named 'a\\x1b[1mb' in the header (columns: 'body'; choose one "
+         "with --text-column)"},
         {"CSV record of one field", ppl("{d}/fields.csv"), 3,
          "{d}/fields.csv: record 3 has 1 fields, header has 2"},
         {"only blank lines", ppl("{d}/empty.txt"), 3, "{d}/empty.txt: no samples"},
@@ -1266,7 +1272,9 @@ TEST(BadInput, Options) {
          {"generate", "--model", tiny, "--prompt", "a", "--max-new", "99999999999999999999"},
          2,
          "--max-new: 99999999999999999999 is out of range" + usage},
-        {"--max-tokens 1", analyze({"--max-tokens", "1"}), 2, "--max-tokens must be >= 2"},
+        {"--max-tokens 1", analyze({"--max-tokens", "1"}), 2,
+         "--max-tokens 1 leaves no row to analyse: rows need 3 visible keys (--min-parts 3, and "
+         "two keys besides the sink), so give --max-tokens >= 3"},
         {"--samples -1", analyze({"--samples", "-1"}), 2, "--samples must be >= 0"},
         {"--checkpoint-every 0", analyze({"--checkpoint-every", "0"}), 2,
          "--checkpoint-every must be >= 1"},
@@ -1325,7 +1333,8 @@ TEST(BadInput, Options) {
          {"dump", "--model", tiny, "--data", "{d}/ok.txt", "--hooks", "nothing", "--out",
           "{d}/out"},
          2,
-         "--hooks 'nothing' selects no hook of this model"},
+         "--hooks 'nothing' selects no hook of this model (`sinkscope inspect --model '" + tiny +
+             "' --all-hooks` lists them)"},
         {"--tokenizer that does not exist",
          {"inspect", "--model", tiny, "--tokenizer", "{d}/nope.bin"},
          5,
@@ -1344,6 +1353,8 @@ TEST(BadInput, OutputPaths) {
     const fs::path d = tmp.path();
     write(d / "ok.txt", "Once upon a time there was a cat.\nThe dog ran home.\n");
     write(d / "notes.txt", "my notes\n");
+    // Two tokens each: no row has 3 visible keys.
+    write(d / "short.jsonl", "{\"ids\": [1, 50]}\n{\"ids\": [1, 60]}\n");
     write(d / "folder/paper.tex", "\\documentclass{article}\n");
     // (N=2, L=1, H=2, T=4, T=4) causal rows; the second input's last row holds a NaN, found only
     // after the staging folder exists.
@@ -1397,8 +1408,8 @@ TEST(BadInput, OutputPaths) {
          3,
          "{d}/late_nan.npy: NaN at visible entry (n, l, h, i, j) = (1, 0, 1, 3, 3)"},
         {"analyze failing after staging, in new parents",
-         {"analyze", "--model", tiny, "--data", "{d}/ok.txt", "--max-tokens", "2", "--out",
-          "{d}/q1/q2/run", "--no-report"},
+         {"analyze", "--model", tiny, "--data", "{d}/short.jsonl", "--out", "{d}/q1/q2/run",
+          "--no-report"},
          3,
          "{s}/models/tinystories656K: head distance cosine_drop is undefined: no row of the inputs "
          "has enough visible keys besides the sink (inputs of 1 or 2 tokens, or every row under "
@@ -1633,6 +1644,8 @@ TEST(BadInput, Report) {
     write(d / "big/run.json", tool + ", \"x\": \"" + std::string(100, 'x') + "\"}");
     write(d / "html/run.json", tool + "}");
     write(d / "html/report.html", "<html>mine</html>");
+    fs::create_directories(d / "empty");
+    write(d / "frame_type_ok/run.json", tool + ", \"subcommand\": \"dump\"}");
     const std::string unexpected = ": run.json or frame.json has an unexpected structure: ";
     const std::vector<Case> cases = {
         {"run.json 100000 deep",
@@ -1658,8 +1671,19 @@ TEST(BadInput, Report) {
          "{d}/syntax/run.json: not valid JSON: [json.exception..."},
         {"another tool's run",
          {"report", "--run", "{d}/foreign"},
-         2,
-         "{d}/foreign is not a sinkscope run directory (no run.json written by sinkscope)"},
+         3,
+         "{d}/foreign: not a sinkscope run directory (no run.json written by sinkscope); give the "
+         "--out directory of sinkscope analyze, metrics, prune or fisher"},
+        {"an empty folder",
+         {"report", "--run", "{d}/empty"},
+         3,
+         "{d}/empty: not a sinkscope run directory (no run.json written by sinkscope); give the "
+         "--out directory of sinkscope analyze, metrics, prune or fisher"},
+        {"a run without tables",
+         {"report", "--run", "{d}/frame_type_ok"},
+         3,
+         "{d}/frame_type_ok: holds no table to report on (analyze, metrics, prune and fisher "
+         "write them; dump does not)"},
         {"run.json over --limit json_bytes",
          {"report", "--run", "{d}/big", "--limit", "json_bytes=50"},
          3,

@@ -56,6 +56,7 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
     if (o.samples < 0) throw UsageError("--samples must be >= 0");
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
     const auto progress = parse_progress_mode(o.progress);
+    const auto over_context = analysis::parse_over_context(o.m.over_context);
     check_output_dir(o.out, o.overwrite);  // before the model loads
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     io::RunRecord record(o.command_line);
@@ -72,9 +73,11 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
                                                                   {.data = o.data,
                                                                    .text_column = o.text_column,
                                                                    .max_tokens = o.max_tokens,
+                                                                   .over_context = over_context,
                                                                    .samples = o.samples,
                                                                    .seed = std::nullopt},
                                                                   bos);
+    print_note(inputs.truncation_note());
     // What the loss of each sample predicts (decoders: next tokens; encoders: masked tokens).
     const std::string objective = cfg.is_vision() ? "image class"
                                   : cfg.causal    ? "next token"
@@ -175,7 +178,10 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
                    {"n_samples", inputs.size()},
                    {"n_scored", acc.n_samples()},
                    {"n_skipped", n_skipped},
-                   {"n_truncated", inputs.n_truncated}};
+                   {"n_truncated", inputs.n_truncated},
+                   {"truncated_to", inputs.cut_length},
+                   {"model_context", inputs.context},
+                   {"over_context", o.m.over_context}};
     rec["objective"] = objective;
     rec["fisher"] = {{"total", io::json_number(tables.total)}};
     nlohmann::json shares = nlohmann::json::array();

@@ -140,6 +140,7 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
     if (o.calib_samples < 0 || o.eval_samples < 0)
         throw UsageError("--calib-samples and --eval-samples must be >= 0");
     const auto progress = parse_progress_mode(o.progress);
+    const auto over_context = analysis::parse_over_context(o.m.over_context);
     check_output_dir(o.out, o.overwrite);  // before the model loads
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     io::RunRecord record(o.command_line);
@@ -167,12 +168,15 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                                      {.data = data,
                                       .text_column = o.text_column,
                                       .max_tokens = o.max_tokens,
+                                      .over_context = over_context,
                                       .samples = samples,
                                       .seed = std::nullopt},
                                      bos);
     };
     const analysis::AnalysisInputs calib = load(o.calib, o.calib_samples);
     const analysis::AnalysisInputs eval = load(o.eval, o.eval_samples);
+    if (!calib.truncation_note().empty()) print_note("--calib: " + calib.truncation_note());
+    if (!eval.truncation_note().empty()) print_note("--eval: " + eval.truncation_note());
     {  // section 5: calibration rows and evaluation text are disjoint
         // An input's identity: its token ids, or for images the bytes of its preprocessed pixels.
         auto identity = [&](const analysis::AnalysisInputs& in, size_t k) {
@@ -398,14 +402,17 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                       {"heads_pruned", counts},         {"ablation", o.ablation},
                       {"random_seeds", o.random_seeds}, {"seed", o.seed},
                       {"max_tokens", o.max_tokens},     {"sink", metrics::to_string(hopts.sink)},
-                      {"min_parts", hopts.min_parts}};
+                      {"min_parts", hopts.min_parts},   {"over_context", o.m.over_context},
+                      {"model_context", cfg.n_ctx}};
     rec["calibration"] = {{"data", o.calib},
                           {"n_samples", calib.size()},
                           {"n_truncated", calib.n_truncated},
+                          {"truncated_to", calib.cut_length},
                           {"rows_used", heads.counts.rows_used_model}};
     rec["evaluation"] = {{"data", o.eval},
                          {"n_samples", eval.size()},
                          {"n_truncated", eval.n_truncated},
+                         {"truncated_to", eval.cut_length},
                          {"n_scored", points.front().n_scored}};
     rec["measure"] = measure;
     rec["baseline"] = io::json_number(baseline);
