@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/io/weights.hpp"
 
 namespace sinkscope::fuzz {
 
@@ -93,6 +94,15 @@ inline std::pair<std::string_view, std::string_view> split_at(std::string_view s
     const size_t k = s.find(sep);
     if (k == std::string_view::npos) return {s, {}};
     return {s.substr(0, k), s.substr(k + sep.size())};
+}
+
+// Reads every tensor of a weight store as the model loader would (float32), skipping only
+// tensors over 2^20 elements (a small fuzz input cannot hold one; it only declares it).
+inline void read_tensors(const io::WeightStore& store) {
+    for (const std::string& name : store.names()) {
+        const io::TensorView t = store.get(name);
+        if (t.numel() <= (int64_t(1) << 20)) (void)io::to_f32(t);
+    }
 }
 
 inline std::string_view as_view(const uint8_t* data, size_t size) {

@@ -15,11 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::expect_clean([&] {
         auto file = std::make_shared<const io::GgufFile>(path);
         for (const auto& [key, value] : file->metadata()) (void)key;
-        const auto store = io::open_gguf_weights(file);
-        for (const std::string& name : store->names()) {
-            const io::TensorView t = store->get(name);
-            if (t.numel() <= (int64_t(1) << 20)) (void)io::to_f32(t);
-        }
+        fuzz::read_tensors(*io::open_gguf_weights(file));
     });
     fuzz::expect_clean([&] {
         const auto tok = tokenizer::load_gguf_tokenizer(path);
