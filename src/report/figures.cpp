@@ -211,10 +211,19 @@ void frames_section(const fs::path& dir, ReportContent& c) {
             (f.contains("mean_reference_count") ? io::brief(f["mean_reference_count"]) : "?") +
             "; rule: " + f.value("rule", std::string("")) + ").");
         json bars = json::array();
-        for (const auto& l : f.value("layers", json::array()))
+        const json layers = f.value("layers", json::array());
+        auto unexpected = [&](const std::string& what) {
+            return InputError(dir.string(),
+                              "run.json or frame.json has an unexpected structure: " + what);
+        };
+        if (!layers.is_array()) throw unexpected("frame.json 'layers' is not a list");
+        for (const auto& l : layers) {
+            if (!l.is_object())
+                throw unexpected("an entry of frame.json 'layers' is not an object");
             for (const char* k : {"first", "last", "other"})
                 bars.push_back(
                     {{"layer", field(l, "layer")}, {"anchor", k}, {"count", field(l, k)}});
+        }
         c.figures.push_back({sec, "Frame-type evidence: anchor position per layer",
                              "Number of (input, head) anchors whose top key is the first position, the "
                              "last position or another position (spec 8, 10.n).",
