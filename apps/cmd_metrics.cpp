@@ -11,8 +11,8 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
     auto opts = std::make_shared<sinkscope::api::MetricsCommandOptions>();
     CLI::App* cmd = app.add_subcommand(
         "metrics",
-        "Every analysis of spec/METRICS.md on an attention dump from any framework: compositional "
-        "metrics (sections 1-4, 7) and the reference-frame analyses of section 8");
+        "Every analysis on an attention dump from any framework: compositional metrics and the "
+        "reference-frame analyses (every quantity is defined in docs/metrics.md)");
     auto* attention = cmd->add_option("--attention", opts->attention,
                                       "Attention probabilities .npy shaped (N, L, H, T, T) or "
                                       "(L, H, T, T), dtype f2/f4/f8")
@@ -24,7 +24,7 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
     attention->excludes(example);
     cmd->add_option("--scores", opts->scores,
                     "Pre-softmax scores .npy of the same shape (masked = -inf); when given every "
-                    "quantity comes from their fp64 log-softmax (spec 10.b)")
+                    "quantity comes from their fp64 log-softmax")
         ->check(CLI::ExistingFile);
     auto* causal = cmd->add_flag_callback(
         "--causal", [opts] { opts->masking = "causal"; },
@@ -40,7 +40,7 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--lengths", opts->lengths,
                     "Real lengths (N,) of padded encoder inputs; padding keys are absent parts and "
-                    "padding queries are skipped (spec 10.p)")
+                    "padding queries are skipped")
         ->check(CLI::ExistingFile);
     cmd->add_option("--token-ids", opts->token_ids,
                     "Token ids (N, T) of the inputs (for --sink bos)")

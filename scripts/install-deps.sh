@@ -13,6 +13,8 @@ PACKAGES=(
   libpng-dev                                 # PNG images for vision models (ViT)
   libgtest-dev libbenchmark-dev
   clang-format                               # scripts/check-format.sh (ctest label format)
+  clang libclang-rt-dev llvm                 # scripts/sanitize.sh, scripts/fuzz.sh (ASan, UBSan,
+                                             # libFuzzer, llvm-symbolizer for their reports)
   pybind11-dev python3-dev python3-numpy python3-pytest
   python3-scipy                              # reference values of tests/metrics/test_statistics
   chromium                                   # headless check that report.html renders

@@ -15,9 +15,10 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
     auto o = std::make_shared<sinkscope::api::AnalyzeOptions>();
     CLI::App* cmd = app.add_subcommand(
         "analyze",
-        "Run a checkpoint over a prompt set and compute every analysis (spec sections 1-4, 7, 8): "
-        "tables, run.json and an interactive report.html");
+        "Run a checkpoint over a prompt set and compute every analysis: tables (defined in "
+        "docs/metrics.md), run.json and an interactive report.html");
     sinkscope::cli::add_model_options(cmd, o->m);
+    sinkscope::cli::add_over_context_option(cmd, o->m);
     cmd->add_option("--data", o->data,
                     "Prompts: .txt (one per line), .jsonl (text or ids), .csv (--text-column), "
                     ".npy token ids; default: the built-in set of 211 English sentences. Vision "
@@ -51,6 +52,7 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "inputs");
     cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();
+        sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_input = sinkscope::cli::kill_after_hook(*kill_after);
         // Buffers of long inputs (hidden states, values, row blocks: tens of MB each) come and
         // go once per input. glibc raises its mmap threshold after the first such free and then

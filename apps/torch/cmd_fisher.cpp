@@ -18,6 +18,7 @@ sinkscope::cli::Registrar registrar("fisher", 21, [](CLI::App& app) {
         "tensor, per layer by component (attention q/k/v/o, mlp, norm, embedding, output) and "
         "per attention head");
     sinkscope::cli::add_model_options(cmd, o->m);
+    sinkscope::cli::add_over_context_option(cmd, o->m);
     cmd->add_option("--data", o->data,
                     "Samples: .txt (one per line), .jsonl (text or ids), .csv (--text-column), "
                     ".npy token ids; ViT: a .png, a directory of .png files or a .npy stack")
@@ -52,6 +53,7 @@ sinkscope::cli::Registrar registrar("fisher", 21, [](CLI::App& app) {
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "samples");
     cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();
+        sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_sample = sinkscope::cli::kill_after_hook(*kill_after);
         const std::string dir = sinkscope::api::run_fisher(*o, std::cout);
         std::printf("wrote %s\n", dir.c_str());

@@ -14,6 +14,7 @@ Registrar reg("perplexity", 82, [](CLI::App& app) {
                                    "Perplexity over a data file (one sample a line): next-token "
                                    "for decoders, masked-LM pseudo-perplexity for encoders");
     add_model_options(sub, o->m);
+    add_over_context_option(sub, o->m);
     sub->add_option("--data", o->data, "Text (one sample per line), JSONL, CSV or .npy ids")
         ->required();
     sub->add_option("--max-samples", o->max_samples, "0 = all")->capture_default_str();
@@ -22,6 +23,13 @@ Registrar reg("perplexity", 82, [](CLI::App& app) {
                     "encoders: which tokens are masked (default 0)");
     sub->add_option("--head-mask", o->head_mask,
                     "Heads to ablate (output set to 0), LAYER.HEAD separated by commas: 0.3,1.0");
+    sub->add_option("--stride", o->stride,
+                    "Decoders: sliding-window evaluation of inputs longer than the model's "
+                    "context (Hugging Face's perplexity guide): windows of the context length "
+                    "move by N tokens; each token is scored once, with the tokens before it in "
+                    "its window as context (0: no windows; inputs are cut to the context, see "
+                    "--over-context)")
+        ->capture_default_str();
     sub->callback([o] { std::fputs(api::perplexity_report(*o).c_str(), stdout); });
 });
 

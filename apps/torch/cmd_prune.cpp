@@ -18,6 +18,7 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
         "top-1 agreement for ViT) against "
         "the unpruned model and random pruning");
     sinkscope::cli::add_model_options(cmd, o->m);
+    sinkscope::cli::add_over_context_option(cmd, o->m);
     cmd->add_option(
            "--calib", o->calib,
            "Calibration data (head distances, mean z): .txt, .jsonl, .csv, .npy ids; ViT: images")
@@ -62,6 +63,7 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "evaluated points");
     cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();
+        sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_point = sinkscope::cli::kill_after_hook(*kill_after);
         const std::string dir = sinkscope::api::run_prune(*o, std::cout);
         std::printf("wrote %s\n", dir.c_str());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +31,15 @@ inline void add_model_options(CLI::App* sub, api::ModelCliOptions& m, bool with_
         ->capture_default_str();
 }
 
+// --over-context of the commands that feed data to a model.
+inline void add_over_context_option(CLI::App* cmd, api::ModelCliOptions& m) {
+    cmd->add_option("--over-context", m.over_context,
+                    "Inputs longer than the model's context (its max_position_embeddings, GGUF "
+                    "context_length or llama2.c seq_len): cap (cut them to it, with a note on "
+                    "the console) or refuse (stop with an input error)")
+        ->capture_default_str();
+}
+
 // --progress of the resumable commands (parsed by api::parse_progress_mode).
 inline void add_progress_option(CLI::App* cmd, std::string& progress) {
     cmd->add_option("--progress", progress,
@@ -37,23 +47,52 @@ inline void add_progress_option(CLI::App* cmd, std::string& progress) {
         ->capture_default_str();
 }
 
-// Hidden --debug-kill-after N for the resume tests: the returned value is read in the command's
-// callback by kill_after_hook().
-inline std::shared_ptr<int64_t> add_debug_kill_after(CLI::App* cmd, const std::string& unit) {
-    auto n = std::make_shared<int64_t>(0);
-    cmd->add_option("--debug-kill-after", *n,
+// Hidden --debug-kill-after N / --debug-interrupt-after N for the resume tests: the returned
+// value is read in the command's callback by kill_after_hook().
+struct DebugStop {
+    int64_t kill_after = 0;       // SIGKILL after N units (an abrupt end: no message)
+    int64_t interrupt_after = 0;  // SIGINT after N units (as Ctrl-C)
+};
+inline std::shared_ptr<DebugStop> add_debug_kill_after(CLI::App* cmd, const std::string& unit) {
+    auto n = std::make_shared<DebugStop>();
+    cmd->add_option("--debug-kill-after", n->kill_after,
                     "Testing: kill the process with SIGKILL after N " + unit)
+        ->group("");
+    cmd->add_option("--debug-interrupt-after", n->interrupt_after,
+                    "Testing: interrupt the process with SIGINT after N " + unit)
         ->group("");
     return n;
 }
-// The api's after-each-unit callback that kills the process after the n-th unit (none: n <= 0).
-inline std::function<void(int64_t)> kill_after_hook(int64_t n) {
-    if (n <= 0) return {};
-    return [n](int64_t done) {
-        if (done != n) return;
+// The api's after-each-unit callback that stops the process after the n-th unit (none: n <= 0).
+inline std::function<void(int64_t)> kill_after_hook(const DebugStop& stop) {
+    if (stop.kill_after <= 0 && stop.interrupt_after <= 0) return {};
+    return [stop](int64_t done) {
+        if (done != stop.kill_after && done != stop.interrupt_after) return;
         std::fflush(nullptr);
-        ::raise(SIGKILL);
+        ::raise(done == stop.kill_after ? SIGKILL : SIGINT);
     };
+}
+
+// Ctrl-C (SIGINT) or SIGTERM during a resumable command: one line saying how to continue, then
+// exit 130. The state file saved every few units stays in the output's staging folder, and the
+// same command with --resume continues from it. The line is composed now, because a signal
+// handler may only write() and _exit().
+inline void say_how_to_resume_on_interrupt(const std::string& command_line) {
+    static std::string note;
+    note =
+        "\nsinkscope: interrupted; to continue from the last saved state, run the same "
+        "command with --resume: " +
+        command_line + (command_line.find(" --resume") == std::string::npos ? " --resume" : "") +
+        "\n";
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {
+        ssize_t ignored = ::write(2, note.data(), note.size());
+        (void)ignored;
+        ::_exit(130);
+    };
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
 }
 
 }  // namespace sinkscope::cli

@@ -2,6 +2,7 @@
 // dispersion, streamed through metrics::HeadAccumulator. Tables heads, distances, dispersion;
 // arrays distances/<name>.npy; its HeadResults feed the head-level analyses.
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "sinkscope/analysis/registry.hpp"
@@ -15,6 +16,13 @@ namespace sinkscope::analysis {
 namespace {
 
 namespace t = tables;
+
+// Three significant digits, for console lines (the tables hold every digit).
+std::string sig3(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+    return buf;
+}
 
 class Compositional final : public Analysis {
 public:
@@ -92,9 +100,21 @@ public:
                       {"zero_policy", metrics::to_string(o.zeros)},
                       {"scope", metrics::to_string(o.scope)}};
         std::ostringstream s;
-        s << "compositional (spec 1-2): model rho " << r.model.rho << "; rows used " << c.rows_used
+        s << "compositional: model rho " << sig3(r.model.rho) << "; rows used " << c.rows_used
           << ", excluded " << c.rows_excluded << ", sink not visible " << c.sink_not_visible
-          << "\n";
+          << " (definitions: docs/metrics.md)\n";
+        // The central number: per layer, the heads' mean sink mass (heads.csv sink_mass, each
+        // head's mean over its rows with >= min_parts visible keys that see the sink).
+        s << "  sink mass per layer (mean over heads):";
+        for (int64_t l = 0; l < r.n_layers; ++l) {
+            double sum = 0;
+            int64_t n = 0;
+            for (size_t k = 0; k < r.heads.size(); ++k)
+                if (r.heads[k].layer == l && r.means[k].n_rows > 0)
+                    sum += r.means[k].sink_mass, ++n;
+            s << " " << (n > 0 ? sig3(sum / double(n)) : std::string("n/a"));
+        }
+        s << "\n";
         out.summary = s.str();
         out.result = r;
         return out;

@@ -3,12 +3,14 @@
 // clusters, ari, regime (each also .jsonl); arrays mds/<matrix>.npy ([head, 2] f64; scope layer:
 // each layer's rows are its own MDS). Scope layer adds a leading `layer` column to silhouette
 // and ari.
+#include <cmath>
 #include <limits>
 #include <map>
 #include <sstream>
 
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/error.hpp"
 #include "sinkscope/metrics/head.hpp"
 #include "sinkscope/metrics/head_analyses.hpp"
 
@@ -190,6 +192,27 @@ AnalysisOutput head_analyses_output(const HeadAnalysisResults& ha) {
 
 namespace {
 
+// A head distance needs rows with keys besides the sink (spec 2: JS and cosine of the
+// renormalised non-sink rows): inputs too short for any (T <= 2, or every row under
+// --min-parts) leave distances undefined, which the head analyses would refuse as a broken
+// invariant. Said here as what it is, naming the input.
+void check_defined(const std::map<std::string, Eigen::MatrixXd>& matrices,
+                   const std::vector<std::pair<int, int>>& labels, bool within_layers,
+                   const AnalysisContext& ctx) {
+    for (const auto& [name, d] : matrices)
+        for (size_t a = 0; a < labels.size(); ++a)
+            for (size_t b = 0; b < labels.size(); ++b) {
+                if (within_layers && labels[a].first != labels[b].first) continue;
+                if (std::isfinite(d(Eigen::Index(a), Eigen::Index(b)))) continue;
+                throw InputError(ctx.origin,
+                                 "head distance " + name +
+                                     " is undefined: no row of the inputs has enough visible "
+                                     "keys besides the sink (inputs of 1 or 2 tokens, or every "
+                                     "row under --min-parts " +
+                                     std::to_string(ctx.options->head.min_parts) + ")");
+            }
+}
+
 class Heads final : public Analysis {
 public:
     explicit Heads(const AnalysisContext& c) : ctx_(c) {}
@@ -209,6 +232,8 @@ public:
         // Per-layer regime rows take each layer's sink for rho and flips alike (10.d).
         std::map<std::string, Eigen::MatrixXd> layer_matrices(r.layer_distances.begin(),
                                                               r.layer_distances.end());
+        check_defined(matrices, labels, hopts.scope == ReversalScope::Layer, ctx_);
+        check_defined(layer_matrices, labels, true, ctx_);
         const HeadAnalysisResults ha =
             run_head_analyses(matrices, labels, layer_rho, r.model.rho, hopts, layer_matrices);
         return head_analyses_output(ha);

@@ -10,6 +10,7 @@
 
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/system.hpp"
 
 namespace sinkscope::analysis {
 
@@ -91,13 +92,19 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
             "--scope must be model or layer, got '" + o.scope + "'");
     r.head.min_parts = o.min_parts;
     r.head.scope = metrics::parse_scope(o.scope);
-    require(o.threads >= 0, "--threads must be >= 0 (0 = all cores)");
+    check_threads(o.threads);
     r.threads = metrics::resolved_threads(o.threads);
     r.head.n_threads = r.threads;
 
     // Head-level analyses.
     require(o.k >= 0, "--k must be >= 0, got " + std::to_string(o.k));
     require(o.triples >= 0, "--triples must be >= 0, got " + std::to_string(o.triples));
+    // Sampling costs time in proportion to N; beyond this an exact count (--triples 0, which
+    // handles 5e8 triples of 1,024 heads) is both faster and exact.
+    require(o.triples <= 100000000,
+            "--triples is capped at 100000000 sampled triples (0 counts every triple exactly), "
+            "got " +
+                std::to_string(o.triples));
     require(std::isfinite(o.regime_lo) && std::isfinite(o.regime_hi) && o.regime_lo <= o.regime_hi,
             "--regime-lo must be <= --regime-hi (both finite)");
     r.seed = o.seed.value_or(0);

@@ -5,6 +5,7 @@
 
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/io/table.hpp"
 
 namespace fs = std::filesystem;
@@ -155,7 +156,7 @@ void AnalysisPipeline::load(BinaryReader& r) {
         std::string name = r.get_string();
         saved_bytes_[name] = r.get<uint64_t>();
     }
-    positions_ = nlohmann::json::parse(r.get_string());
+    positions_ = io::parse_json(r.get_string(), "state file");
     if (r.get<uint64_t>() != analyses_.size()) r.fail("state was written with other analyses");
     for (auto& [info, a] : analyses_) {
         if (r.get_string() != info->name) r.fail("state was written with other analyses");

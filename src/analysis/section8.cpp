@@ -204,8 +204,8 @@ AnalysisOutput section8_output(const P2Results& r, bool header) {
     const P2Config& c = r.config;
     std::ostringstream s;
     if (header)
-        s << "P2 analyses (" << c.mode() << "): " << r.n_inputs << " input(s), " << r.n_layers
-          << " layers x " << r.n_heads << " heads\n";
+        s << "reference-frame analyses (" << c.mode() << "; docs/metrics.md): " << r.n_inputs
+          << " input(s), " << r.n_layers << " layers x " << r.n_heads << " heads\n";
     if (c.kl)
         s << "  KL reduction at t=0.9 (mean over layers): "
           << format_number(layer_mean(r, t::kKl, t::metric::kKlReduction, "0.9")) << "\n";

@@ -14,10 +14,12 @@
 #include "sinkscope/analysis/pipeline.hpp"
 #include "sinkscope/api/run_outputs.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/random.hpp"
 #include "sinkscope/core/sha256.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/io/run_record.hpp"
 
 namespace sinkscope::api {
@@ -118,7 +120,7 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     // Token strings for token specialisation (section 8): one JSON array per input.
     std::vector<std::vector<std::string>> token_strings;
     if (!o.tokens.empty()) {
-        const std::string text = read_file(o.tokens);
+        const std::string text = read_file_limited(o.tokens, Limit::DataBytes);
         size_t pos = 0, line = 0;
         while (pos < text.size()) {
             size_t end = text.find('\n', pos);
@@ -127,12 +129,14 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
             std::string l = text.substr(pos, end - pos);
             pos = end + 1;
             if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
-            try {
-                token_strings.push_back(nlohmann::json::parse(l).get<std::vector<std::string>>());
-            } catch (const std::exception&) {
+            check_limit(o.tokens.string(), Limit::LineBytes,
+                        "line " + std::to_string(line) + ": bytes", l.size());
+            const nlohmann::json j = io::parse_json(l, o.tokens.string());
+            if (!j.is_array() ||
+                !std::all_of(j.begin(), j.end(), [](const auto& v) { return v.is_string(); }))
                 throw InputError(o.tokens.string(), "line " + std::to_string(line) +
                                                         " is not a JSON array of strings");
-            }
+            token_strings.push_back(j.get<std::vector<std::string>>());
         }
         if (int64_t(token_strings.size()) != file.n_inputs())
             throw InputError(o.tokens.string(), "has " + std::to_string(token_strings.size()) +
@@ -180,8 +184,8 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
                            {"auto_detected", file.masking_detected()},
                            {"window", o.window},
                            {"lengths", o.lengths.empty() ? "all T" : o.lengths.string()}});
-    record.set("quantities_from", o.scores.empty() ? "probabilities (closed rows, spec 10.a)"
-                                                   : "scores (fp64 log-softmax, spec 10.b)");
+    record.set("quantities_from",
+               o.scores.empty() ? "probabilities (closed rows)" : "scores (fp64 log-softmax)");
     record.set("sink_policy", {{"requested", metrics::to_string(head_options.sink)},
                                {"resolved", metrics::to_string(resolved_policy)},
                                {"positions_file", "sinks.csv"},

@@ -318,6 +318,11 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
 }
 
 std::string read_file(const fs::path& path) {
+    // Only regular files: a device or a pipe named where a file belongs (/dev/zero as a state
+    // file or table) would otherwise be read until the memory runs out. Size = the file's own.
+    std::error_code ec;
+    if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+        throw IoError(path.string(), "not a regular file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw IoError(path.string(), "cannot open for reading");
     std::ostringstream buf;

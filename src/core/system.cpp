@@ -3,7 +3,11 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <ctime>
+#include <thread>
+
+#include "sinkscope/core/error.hpp"
 
 #ifndef SINKSCOPE_VERSION
 #define SINKSCOPE_VERSION "0.0.0"
@@ -30,6 +34,20 @@ std::string utc_timestamp() {
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
+}
+
+int64_t max_threads() {
+    const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    return kThreadsPerCore * cores;
+}
+
+void check_threads(int64_t n, const char* option) {
+    if (n < 0) throw UsageError(std::string(option) + " must be >= 0 (0 = all cores)");
+    if (n > max_threads())
+        throw UsageError(std::string(option) + " " + std::to_string(n) + " is more than " +
+                         std::to_string(kThreadsPerCore) + " x the " +
+                         std::to_string(max_threads() / kThreadsPerCore) +
+                         " cores of this machine (" + std::to_string(max_threads()) + ")");
 }
 
 }  // namespace sinkscope

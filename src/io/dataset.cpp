@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/io/npy.hpp"
 
 namespace sinkscope::io {
@@ -21,12 +24,20 @@ std::string lower_ext(const std::filesystem::path& p) {
     return e.empty() ? e : e.substr(1);
 }
 
-std::vector<Sample> from_lines(const std::string& text, int64_t max_samples) {
+// Refuses a line (or CSV record) longer than the limit: one sample's text is tokenized and held
+// several times over, so its length is a resource the file controls.
+void check_line(const std::string& file, size_t line_no, size_t n_bytes) {
+    check_limit(file, Limit::LineBytes, "line " + std::to_string(line_no) + ": bytes", n_bytes);
+}
+
+std::vector<Sample> from_lines(const std::string& text, int64_t max_samples,
+                               const std::string& file) {
     std::vector<Sample> out;
-    size_t pos = 0;
+    size_t pos = 0, line_no = 0;
     while (pos <= text.size() && (max_samples <= 0 || int64_t(out.size()) < max_samples)) {
         size_t end = text.find('\n', pos);
         if (end == std::string::npos) end = text.size();
+        check_line(file, ++line_no, end - pos);
         std::string line = text.substr(pos, end - pos);
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.find_first_not_of(" \t") != std::string::npos) out.push_back({line, {}});
@@ -111,23 +122,25 @@ std::vector<Sample> load_dataset(const std::filesystem::path& path, const Datase
         return out;
     }
 
-    std::string text = read_file(path);
+    const std::string text = read_file_limited(path, Limit::DataBytes);
     if (format == "txt") {
-        out = from_lines(text, opts.max_samples);
+        out = from_lines(text, opts.max_samples, file);
     } else if (format == "jsonl") {
         size_t pos = 0, line_no = 0;
         while (pos < text.size() && !full()) {
             size_t end = text.find('\n', pos);
             if (end == std::string::npos) end = text.size();
+            check_line(file, ++line_no, end - pos);
             std::string line = text.substr(pos, end - pos);
             pos = end + 1;
-            ++line_no;
             if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
             nlohmann::json j;
             try {
-                j = nlohmann::json::parse(line);
-            } catch (const std::exception&) {
-                throw InputError(file, "line " + std::to_string(line_no) + " is not valid JSON");
+                j = parse_json(line, file);
+            } catch (const InputError& e) {
+                // The JSON error names the file; say which line.
+                throw InputError(file, "line " + std::to_string(line_no) + ": " +
+                                           std::string(e.what()).substr(file.size() + 2));
             }
             Sample s;
             if (j.is_object() && j.contains("text") && j["text"].is_string()) {
@@ -153,10 +166,21 @@ std::vector<Sample> load_dataset(const std::filesystem::path& path, const Datase
             throw InputError(file, "unterminated quoted field");
         }
         if (records.empty()) throw InputError(file, "empty CSV file");
+        for (size_t r = 0; r < records.size(); ++r) {
+            size_t n = 0;
+            for (const auto& f : records[r]) n += f.size() + 1;
+            check_line(file, r + 1, n);
+        }
         const auto& header = records[0];
         auto it = std::find(header.begin(), header.end(), opts.text_column);
-        if (it == header.end())
-            throw InputError(file, "no column named '" + opts.text_column + "' in the header");
+        if (it == header.end()) {
+            // The header's names, so the right --text-column can be picked from the message.
+            std::string names;
+            for (const auto& h : header) names += (names.empty() ? "" : ", ") + quote(h);
+            throw InputError(file, "no column named " + quote(opts.text_column) +
+                                       " in the header (columns: " + names +
+                                       "; choose one with --text-column)");
+        }
         size_t col = static_cast<size_t>(it - header.begin());
         for (size_t r = 1; r < records.size() && !full(); ++r) {
             const auto& rec = records[r];
@@ -168,13 +192,13 @@ std::vector<Sample> load_dataset(const std::filesystem::path& path, const Datase
             if (!rec[col].empty()) out.push_back({rec[col], {}});
         }
     } else {
-        throw UnsupportedError(file, "data format '" + format + "' (txt, jsonl, csv, npy)");
+        throw UnsupportedError(file, "data format " + quote(format) + " (txt, jsonl, csv, npy)");
     }
     return out;
 }
 
 std::vector<Sample> builtin_prompts(int64_t max_samples) {
-    return from_lines(kBuiltinPrompts, max_samples);
+    return from_lines(kBuiltinPrompts, max_samples, "built-in prompts");
 }
 
 }  // namespace sinkscope::io

@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/io/ggml_quant.hpp"
 
 namespace sinkscope::io {
@@ -62,30 +64,61 @@ size_t scalar_size(uint32_t type) {
 GgufValue read_value(Cursor& c, uint32_t type, const std::string& key, int depth) {
     GgufValue out;
     switch (type) {
-        case kU8: out.v = uint64_t(c.read<uint8_t>(key)); break;
-        case kI8: out.v = int64_t(c.read<int8_t>(key)); break;
-        case kU16: out.v = uint64_t(c.read<uint16_t>(key)); break;
-        case kI16: out.v = int64_t(c.read<int16_t>(key)); break;
-        case kU32: out.v = uint64_t(c.read<uint32_t>(key)); break;
-        case kI32: out.v = int64_t(c.read<int32_t>(key)); break;
-        case kU64: out.v = c.read<uint64_t>(key); break;
-        case kI64: out.v = c.read<int64_t>(key); break;
-        case kF32: out.v = double(c.read<float>(key)); break;
-        case kF64: out.v = c.read<double>(key); break;
-        case kBool: out.v = c.read<uint8_t>(key) != 0; break;
-        case kString: out.v = c.string(key); break;
+        case kU8:
+            out.v = uint64_t(c.read<uint8_t>(quote(key)));
+            break;
+        case kI8:
+            out.v = int64_t(c.read<int8_t>(quote(key)));
+            break;
+        case kU16:
+            out.v = uint64_t(c.read<uint16_t>(quote(key)));
+            break;
+        case kI16:
+            out.v = int64_t(c.read<int16_t>(quote(key)));
+            break;
+        case kU32:
+            out.v = uint64_t(c.read<uint32_t>(quote(key)));
+            break;
+        case kI32:
+            out.v = int64_t(c.read<int32_t>(quote(key)));
+            break;
+        case kU64:
+            out.v = c.read<uint64_t>(quote(key));
+            break;
+        case kI64:
+            out.v = c.read<int64_t>(quote(key));
+            break;
+        case kF32:
+            out.v = double(c.read<float>(quote(key)));
+            break;
+        case kF64:
+            out.v = c.read<double>(quote(key));
+            break;
+        case kBool:
+            out.v = c.read<uint8_t>(quote(key)) != 0;
+            break;
+        case kString:
+            out.v = c.string(quote(key));
+            break;
         case kArray: {
-            if (depth > 4) throw InputError(c.file, "GGUF metadata '" + key + "' nests arrays too deeply");
-            auto elem = c.read<uint32_t>(key + " array type");
-            auto n = c.read<uint64_t>(key + " array count");
+            if (depth > 4)
+                throw InputError(c.file,
+                                 "GGUF metadata " + quote(key) + " nests arrays too deeply");
+            auto elem = c.read<uint32_t>(quote(key) + " array type");
+            auto n = c.read<uint64_t>(quote(key) + " array count");
             // Each element takes at least one byte (strings at least 8): bound n by the file.
             uint64_t min_elem = elem == kString ? 8 : elem == kArray ? 12 : scalar_size(elem);
             if (min_elem == 0)
-                throw InputError(c.file, "GGUF metadata '" + key + "' has unknown array element type " +
+                throw InputError(c.file, "GGUF metadata " + quote(key) +
+                                             " has unknown array element type " +
                                              std::to_string(elem));
             if (n > (c.size - c.pos) / min_elem)
-                throw InputError(c.file, "GGUF metadata '" + key + "' array count " + std::to_string(n) +
-                                             " exceeds the file size");
+                throw InputError(c.file, "GGUF metadata " + quote(key) + " array count " +
+                                             std::to_string(n) + " exceeds the file size");
+            // Arrays hold one entry per token (tokens, scores, types, merges): bounded by the
+            // vocabulary limit, since each element costs far more in memory than in the file.
+            check_limit(c.file, Limit::VocabSize, "GGUF metadata " + quote(key) + " array count",
+                        n);
             auto arr = std::make_shared<GgufArray>();
             arr->reserve(static_cast<size_t>(n));
             for (uint64_t i = 0; i < n; ++i) arr->push_back(read_value(c, elem, key, depth + 1));
@@ -93,7 +126,7 @@ GgufValue read_value(Cursor& c, uint32_t type, const std::string& key, int depth
             break;
         }
         default:
-            throw InputError(c.file, "GGUF metadata '" + key + "' has unknown value type " +
+            throw InputError(c.file, "GGUF metadata " + quote(key) + " has unknown value type " +
                                          std::to_string(type));
     }
     return out;
@@ -138,31 +171,33 @@ GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
                                        " exceeds what the file can hold");
         for (uint64_t k = 0; k < n_kv; ++k) {
             std::string key = c.string("metadata key " + std::to_string(k));
-            auto type = c.read<uint32_t>(key + " type");
+            auto type = c.read<uint32_t>(quote(key) + " type");
             kv_[key] = read_value(c, type, key, 0);
         }
         tensors_.reserve(static_cast<size_t>(n_tensors));
         for (uint64_t k = 0; k < n_tensors; ++k) {
             GgufTensorInfo t;
             t.name = c.string("tensor name " + std::to_string(k));
-            auto n_dims = c.read<uint32_t>(t.name + " n_dims");
-            if (n_dims > 8) throw InputError(file, "corrupt GGUF: tensor " + t.name + " has " +
-                                                       std::to_string(n_dims) + " dimensions");
+            auto n_dims = c.read<uint32_t>(quote(t.name) + " n_dims");
+            if (n_dims > 8)
+                throw InputError(file, "corrupt GGUF: tensor " + quote(t.name) + " has " +
+                                           std::to_string(n_dims) + " dimensions");
             uint64_t numel = 1;
             for (uint32_t d = 0; d < n_dims; ++d) {
-                auto dim = c.read<uint64_t>(t.name + " dims");
+                auto dim = c.read<uint64_t>(quote(t.name) + " dims");
                 if (dim > (uint64_t(1) << 40) || (dim && numel > (uint64_t(1) << 50) / dim))
-                    throw InputError(file, "corrupt GGUF: tensor " + t.name + " dimension too large");
+                    throw InputError(
+                        file, "corrupt GGUF: tensor " + quote(t.name) + " dimension too large");
                 numel *= dim;
                 t.dims.push_back(static_cast<int64_t>(dim));
             }
-            t.type = c.read<uint32_t>(t.name + " type");
-            t.offset = c.read<uint64_t>(t.name + " offset");
+            t.type = c.read<uint32_t>(quote(t.name) + " type");
+            t.offset = c.read<uint64_t>(quote(t.name) + " offset");
             // Size from the type table (ggml_row_size: rows of whole blocks). An unknown type
             // keeps n_bytes 0; reading its data is refused (tensor_data, the weight store).
             if (const GgmlTypeInfo* tr = ggml_type_info(t.type)) {
                 if (!t.dims.empty() && t.dims[0] % tr->block != 0)
-                    throw InputError(file, "corrupt GGUF: tensor " + t.name + " row of " +
+                    throw InputError(file, "corrupt GGUF: tensor " + quote(t.name) + " row of " +
                                                std::to_string(t.dims[0]) +
                                                " values is not a whole number of " + tr->name +
                                                " blocks (" + std::to_string(tr->block) + ")");
@@ -186,11 +221,12 @@ GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
         std::vector<const GgufTensorInfo*> order;
         for (const auto& t : tensors_) {
             if (t.offset % alignment != 0)
-                throw InputError(file, "corrupt GGUF: tensor " + t.name + " offset " +
+                throw InputError(file, "corrupt GGUF: tensor " + quote(t.name) + " offset " +
                                            std::to_string(t.offset) + " is not aligned");
             if (t.offset > data_size || t.n_bytes > data_size - t.offset)
-                throw InputError(file, "truncated or corrupt GGUF: tensor " + t.name + " data [" +
-                                           std::to_string(t.offset) + ", +" + std::to_string(t.n_bytes) +
+                throw InputError(file, "truncated or corrupt GGUF: tensor " + quote(t.name) +
+                                           " data [" + std::to_string(t.offset) + ", +" +
+                                           std::to_string(t.n_bytes) +
                                            ") lies beyond the end of the file");
             order.push_back(&t);
         }
@@ -198,12 +234,12 @@ GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
                   [](auto* a, auto* b) { return a->offset < b->offset; });
         for (size_t i = 1; i < order.size(); ++i)
             if (order[i - 1]->offset + order[i - 1]->n_bytes > order[i]->offset)
-                throw InputError(file, "corrupt GGUF: tensor " + order[i - 1]->name + " (" +
+                throw InputError(file, "corrupt GGUF: tensor " + quote(order[i - 1]->name) + " (" +
                                            std::to_string(order[i - 1]->n_bytes) + " bytes of " +
                                            ggml_type_name(order[i - 1]->type) + " at offset " +
                                            std::to_string(order[i - 1]->offset) +
-                                           ") overlaps tensor " + order[i]->name + " at offset " +
-                                           std::to_string(order[i]->offset));
+                                           ") overlaps tensor " + quote(order[i]->name) +
+                                           " at offset " + std::to_string(order[i]->offset));
     }
 }
 
@@ -211,7 +247,7 @@ GgufFile::~GgufFile() = default;
 
 namespace {
 [[noreturn]] void bad_key(const std::filesystem::path& p, const std::string& key, const char* want) {
-    throw InputError(p.string(), "GGUF metadata '" + key + "' is missing or not " + want);
+    throw InputError(p.string(), "GGUF metadata " + quote(key) + " is missing or not " + want);
 }
 }  // namespace
 
@@ -297,8 +333,9 @@ const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
 
 const uint8_t* GgufFile::tensor_data(const GgufTensorInfo& t) const {
     if (!ggml_type_info(t.type))
-        throw UnsupportedError(path_.string(), std::string("tensor type ") + ggml_type_name(t.type) +
-                                                   " (id " + std::to_string(t.type) + ") in " + t.name);
+        throw UnsupportedError(path_.string(),
+                               std::string("tensor type ") + ggml_type_name(t.type) + " (id " +
+                                   std::to_string(t.type) + ") in " + quote(t.name));
     return map_ + data_offset_ + t.offset;
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/io/ggml_quant.hpp"
 #include "sinkscope/io/gguf.hpp"
 #include "sinkscope/io/weights.hpp"
@@ -32,13 +33,13 @@ class GgufStore final : public WeightStore {
     TensorView get(const std::string& name) const override {
         auto it = index_.find(name);
         if (it == index_.end())
-            throw InputError(file_->path().string(), "no tensor named '" + name + "'");
+            throw InputError(file_->path().string(), "no tensor named " + quote(name));
         const GgufTensorInfo& t = *it->second;
         const GgmlTypeInfo* info = ggml_type_info(t.type);
         if (!info || !info->dtype) {
             const std::string type_name =
                 info ? std::string(info->name) : "GGML type " + std::to_string(t.type);
-            throw UnsupportedError(file_->path().string(), type_name + " in " + name);
+            throw UnsupportedError(file_->path().string(), type_name + " in " + quote(name));
         }
         TensorView v;
         v.name = name;

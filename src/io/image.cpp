@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/io/npy.hpp"
 
 namespace sinkscope::io {
@@ -21,9 +23,6 @@ namespace sinkscope::io {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Largest image accepted (pixels): guards allocations against corrupt headers.
-constexpr uint64_t kMaxPixels = uint64_t(1) << 28;
 
 // ---- PNG decoding ------------------------------------------------------------------------------
 // libpng reports errors by longjmp; everything that must survive it lives in PngRead, owned by the
@@ -74,7 +73,8 @@ bool decode_png(PngRead* r) {
     png_set_read_fn(png, r, png_read_memory);
     png_read_info(png, info);
     const png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
-    if (uint64_t(w) * uint64_t(h) > kMaxPixels) png_error(png, "image too large");
+    // read_png checked the IHDR's size against the limit; libpng read the same one.
+    if (w != r->width || h != r->height) png_error(png, "image size differs from its IHDR");
     const int color = png_get_color_type(png, info);
     if (png_get_bit_depth(png, info) == 16) png_set_strip_16(png);
     if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
@@ -83,8 +83,6 @@ bool decode_png(PngRead* r) {
     if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
-    r->width = w;
-    r->height = h;
     r->channels = png_get_channels(png, info);
     const size_t row_bytes = png_get_rowbytes(png, info);
     if (row_bytes != size_t(w) * size_t(r->channels)) png_error(png, "unexpected row layout");
@@ -182,7 +180,21 @@ Image read_png(const fs::path& path) {
     static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     SS_CHECK_INPUT(bytes.size() >= 8 && std::memcmp(bytes.data(), kSignature, 8) == 0, file,
                    "not a PNG file (bad signature)");
+    // The size comes from the IHDR chunk, which the PNG specification (11.2.2) puts first: 4-byte
+    // length 13, "IHDR", then width and height as big-endian uint32. Checked against the limit
+    // before libpng allocates anything for the pixels.
+    SS_CHECK_INPUT(bytes.size() >= 33 && std::memcmp(bytes.data() + 12, "IHDR", 4) == 0, file,
+                   "corrupt PNG: the first chunk is not IHDR");
+    auto be32 = [&](size_t at) {
+        const auto* b = reinterpret_cast<const uint8_t*>(bytes.data()) + at;
+        return uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | uint32_t(b[3]);
+    };
     PngRead r;
+    r.width = be32(16);
+    r.height = be32(20);
+    check_limit(file, Limit::ImagePixels,
+                "PNG of " + std::to_string(r.width) + "x" + std::to_string(r.height) + ": pixels",
+                uint64_t(r.width) * uint64_t(r.height));
     r.bytes = reinterpret_cast<const uint8_t*>(bytes.data());
     r.size = bytes.size();
     if (!decode_png(&r)) throw InputError(file, std::string("corrupt PNG: ") + r.message);
@@ -250,6 +262,9 @@ std::vector<Image> read_npy_images(const fs::path& path) {
                    "images must be shaped [C, H, W], [H, W, C] or [N, C, H, W] with C in "
                    "{1, 3, 4}, found rank ",
                    s.size());
+    check_limit(file, Limit::ImagePixels,
+                "image of " + std::to_string(h) + "x" + std::to_string(w) + ": pixels",
+                uint64_t(h) * uint64_t(w));
     const std::vector<double> v = a.to_f64();
     std::vector<Image> out;
     for (int64_t k = 0; k < n; ++k) {
@@ -318,12 +333,7 @@ Image ImageSet::get(size_t k) const {
 
 ImageProcessor ImageProcessor::from_file(const fs::path& path) {
     const std::string file = path.string();
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(read_file(path));
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(file, std::string("invalid JSON: ") + e.what());
-    }
+    const nlohmann::json j = read_json_file(path);
     SS_CHECK_INPUT(j.is_object(), file, "not a JSON object");
     ImageProcessor p;
     p.origin = file;
@@ -348,6 +358,9 @@ ImageProcessor ImageProcessor::from_file(const fs::path& path) {
         }
     }
     SS_CHECK_INPUT(p.height > 0 && p.width > 0, file, "size must be positive");
+    check_limit(file, Limit::ImagePixels,
+                "size " + std::to_string(p.height) + "x" + std::to_string(p.width) + ": pixels",
+                uint64_t(p.height) * uint64_t(p.width));
     if (j.contains("resample") && !j["resample"].is_null()) {
         SS_CHECK_INPUT(j["resample"].is_number_integer(), file, "key 'resample' is not an integer");
         p.resample = j["resample"].get<int>();
@@ -409,7 +422,11 @@ std::vector<float> ImageProcessor::preprocess(const Image& image, int64_t n_chan
     if (img.channels != n_channels && do_convert_rgb && n_channels == 3) img = to_rgb(img);
     SS_CHECK_INPUT(img.channels == n_channels, src, "image has ", image.channels,
                    " channels, the model expects ", n_channels);
-    // 2. Resize (only when the size differs: PIL would return the same pixels).
+    // 2. Resize (only when the size differs: PIL would return the same pixels). A size other
+    // than the model's is refused first, before any pixel of it is computed.
+    SS_CHECK_INPUT(!do_resize || (height == image_size && width == image_size), origin, "size ",
+                   height, "x", width, " differs from the model's image size ", image_size, "x",
+                   image_size);
     if (do_resize && (img.height != height || img.width != width)) {
         if (resample != 2)
             throw UnsupportedError(origin, "resample " + std::to_string(resample) +

@@ -7,6 +7,8 @@
 #include <map>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/io/mmap_file.hpp"
 #include "sinkscope/io/weights.hpp"
 
@@ -39,7 +41,7 @@ class Llama2cStore final : public WeightStore {
     TensorView get(const std::string& name) const override {
         auto it = views_.find(name);
         if (it == views_.end())
-            throw InputError(map_.path().string(), "no tensor named '" + name + "'");
+            throw InputError(map_.path().string(), "no tensor named " + quote(name));
         return it->second;
     }
     std::vector<fs::path> files() const override { return {map_.path()}; }
@@ -133,6 +135,15 @@ std::unique_ptr<WeightStore> open_llama2c(const std::filesystem::path& path,
                        ? std::string("more than 2^64")
                        : std::to_string(uint64_t(expected)),
                    actual < expected ? " (truncated)" : " (trailing bytes)");
+    // The size above bounds the bytes, not the views: each view costs far more memory than the
+    // four bytes of a width-1 tensor, so a header of 2^20 layers of width 1 would allocate
+    // gigabytes before failing later. What the model needs of the header is checked first.
+    check_limit(file, Limit::Layers, "header: n_layers", uint64_t(hd.n_layers));
+    check_limit(file, Limit::VocabSize, "header: vocab_size", uint64_t(vocab));
+    SS_CHECK_INPUT((hd.dim / hd.n_heads) % 2 == 0, file,
+                   "header: head size dim / n_heads = ", hd.dim / hd.n_heads,
+                   " is odd (RoPE rotates pairs of dimensions)");
+
     llama2c_layout(hd, vocab, store.get());
     if (header != nullptr) *header = hd;
     return store;

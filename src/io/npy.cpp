@@ -9,7 +9,9 @@
 #include <limits>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/mmap_file.hpp"
 
 namespace sinkscope::io {
 
@@ -245,7 +247,7 @@ NpyHeader parse_npy_header(const uint8_t* bytes, size_t size, const std::string&
             a.shape = p.tuple();
             have_shape = true;
         } else {
-            p.fail("unknown key '" + key + "'");
+            p.fail("unknown key " + quote(key));
         }
         p.ws();
         if (p.i < header.size() && header[p.i] == ',') ++p.i;
@@ -257,7 +259,9 @@ NpyHeader parse_npy_header(const uint8_t* bytes, size_t size, const std::string&
     else if (descr == "<f8") a.dtype = DType::F64;
     else if (descr == "<i4") a.dtype = DType::I32;
     else if (descr == "<i8") a.dtype = DType::I64;
-    else throw UnsupportedError(origin, "dtype '" + descr + "' (supported: <f2 <f4 <f8 <i4 <i8)");
+    else
+        throw UnsupportedError(origin,
+                               "dtype " + quote(descr) + " (supported: <f2 <f4 <f8 <i4 <i8)");
 
     size_t data_start = header_start + header_len;
     // numel with overflow check
@@ -290,8 +294,10 @@ NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& origin)
 }
 
 NpyArray read_npy(const std::filesystem::path& path) {
-    std::string bytes = read_file(path);
-    return parse_npy(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path.string());
+    // Mapped rather than read: a regular file only (no device or pipe read without end), and the
+    // array's bytes are copied once, from the mapping into the result.
+    const MappedFile file(path);
+    return parse_npy(file.data(), file.size(), path.string());
 }
 
 std::string serialize_npy(const NpyArray& a) {
@@ -376,9 +382,9 @@ void wr16(std::string& s, uint16_t v) {
 }  // namespace
 
 std::map<std::string, NpyArray> read_npz(const std::filesystem::path& path) {
-    std::string file = read_file(path);
+    const MappedFile file(path);  // as read_npy: regular files only, no copy of the archive
     const std::string origin = path.string();
-    auto b = reinterpret_cast<const uint8_t*>(file.data());
+    const uint8_t* b = file.data();
     size_t n = file.size();
     if (n < 22) throw InputError(origin, "truncated .npz (zip) file");
     // End of central directory: scan back over a possible comment (<= 65535 bytes).
@@ -408,16 +414,16 @@ std::map<std::string, NpyArray> read_npz(const std::filesystem::path& path) {
         std::string name(reinterpret_cast<const char*>(b + p + 46), name_len);
         p += 46 + name_len + extra_len + comment_len;
         if (method != 0)
-            throw UnsupportedError(origin, "compressed member '" + name +
-                                               "' (save with np.savez, not savez_compressed)");
-        if (csize != usize) throw InputError(origin, "member '" + name + "' size mismatch");
+            throw UnsupportedError(origin, "compressed member " + quote(name) +
+                                               " (save with np.savez, not savez_compressed)");
+        if (csize != usize) throw InputError(origin, "member " + quote(name) + " size mismatch");
         if (uint64_t(local) + 30 > n || rd32(b + local) != 0x04034b50)
-            throw InputError(origin, "member '" + name + "' local header out of range");
+            throw InputError(origin, "member " + quote(name) + " local header out of range");
         size_t data = local + 30 + rd16(b + local + 26) + rd16(b + local + 28);
         if (data > n || csize > n - data)
-            throw InputError(origin, "member '" + name + "' data beyond end of file");
+            throw InputError(origin, "member " + quote(name) + " data beyond end of file");
         std::string key = name.size() > 4 && name.ends_with(".npy") ? name.substr(0, name.size() - 4) : name;
-        out[key] = parse_npy(b + data, csize, origin + ":" + name);
+        out[key] = parse_npy(b + data, csize, origin + ":" + printable(name));
     }
     return out;
 }

@@ -12,16 +12,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shard_index.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/io/mmap_file.hpp"
 #include "sinkscope/io/torch_pickle.hpp"
 #include "sinkscope/io/zip_archive.hpp"
-#include "shard_index.hpp"
 
 namespace sinkscope::io {
 
 using detail::ends_with;
-using detail::quoted;
 
 namespace {
 
@@ -62,7 +62,7 @@ struct Entry {
 // Checks one pickled tensor against its storage entry and returns its view into the archive.
 Entry tensor_view(const ZipArchive& zip, const std::string& prefix, const PickledTensor& t) {
     const std::string file = zip.path().string();
-    const std::string what = "tensor " + quoted(t.name) + ": ";
+    const std::string what = "tensor " + quote(t.name) + ": ";
     const StorageDType* st = nullptr;
     for (const StorageDType& s : k_storage_dtypes)
         if (t.storage_type == s.storage) st = &s;
@@ -70,12 +70,12 @@ Entry tensor_view(const ZipArchive& zip, const std::string& prefix, const Pickle
 
     const std::string entry_name = prefix + "/data/" + t.storage_key;
     const ZipEntry* e = zip.find(entry_name);
-    SS_CHECK_INPUT(e != nullptr, file, what, "storage ", quoted(t.storage_key), " (entry ",
+    SS_CHECK_INPUT(e != nullptr, file, what, "storage ", quote(t.storage_key), " (entry ",
                    entry_name, ") is missing from the archive");
     constexpr int64_t max = std::numeric_limits<int64_t>::max();
     SS_CHECK_INPUT(t.storage_numel <= max / st->elem_bytes &&
                        uint64_t(t.storage_numel * st->elem_bytes) == e->size,
-                   file, what, "storage ", quoted(t.storage_key), " holds ", e->size,
+                   file, what, "storage ", quote(t.storage_key), " holds ", e->size,
                    " bytes but its pickle record says ", t.storage_numel, " ", t.storage_type,
                    " elements of ", st->elem_bytes, " bytes");
 
@@ -93,7 +93,7 @@ Entry tensor_view(const ZipArchive& zip, const std::string& prefix, const Pickle
     const bool inside = numel == 0 ? t.offset <= t.storage_numel : last < t.storage_numel;
     SS_CHECK_INPUT(inside, file, what, "shape ", list_string(t.shape), ", stride ",
                    list_string(t.stride), " and offset ", t.offset, " reach element ",
-                   int64_t(last), " but storage ", quoted(t.storage_key), " has only ",
+                   int64_t(last), " but storage ", quote(t.storage_key), " has only ",
                    t.storage_numel, " elements");
 
     Entry out;
@@ -133,7 +133,7 @@ public:
     TensorView get(const std::string& name) const override {
         auto it = entries_.find(name);
         if (it == entries_.end())
-            throw InputError(description_.string(), "no tensor named " + quoted(name));
+            throw InputError(description_.string(), "no tensor named " + quote(name));
         if (!it->second.unsupported.empty())
             throw UnsupportedError(it->second.view.file.string(), it->second.unsupported);
         return it->second.view;
@@ -158,8 +158,8 @@ std::string archive_prefix(const ZipArchive& zip) {
         const size_t slash = e.name.find('/');
         if (slash == std::string::npos || e.name.compare(slash, std::string::npos, "/data.pkl"))
             continue;
-        SS_CHECK_INPUT(prefix.empty(), zip.path().string(), "archive holds both ", prefix,
-                       "/data.pkl and ", e.name);
+        SS_CHECK_INPUT(prefix.empty(), zip.path().string(), "archive holds both ",
+                       quote(prefix + "/data.pkl"), " and ", quote(e.name));
         prefix = e.name.substr(0, slash);
     }
     SS_CHECK_INPUT(!prefix.empty(), zip.path().string(),
@@ -185,7 +185,7 @@ std::vector<std::string> PytorchBinStore::add_file(const fs::path& path,
     if (const ZipEntry* bo = zip->find(prefix + "/byteorder")) {
         const std::string order(reinterpret_cast<const char*>(zip->data(*bo)), bo->size);
         if (order != "little")
-            throw UnsupportedError(file, "byte order '" + order + "' (only little-endian)");
+            throw UnsupportedError(file, "byte order " + quote(order) + " (only little-endian)");
     }
     const ZipEntry& pkl = *zip->find(prefix + "/data.pkl");
     const std::vector<PickledTensor> tensors = unpickle_state_dict(zip->data(pkl), pkl.size, file);
@@ -207,7 +207,7 @@ std::unique_ptr<WeightStore> open_index(const fs::path& index_path) {
         const std::vector<std::string> added = store->add_file(shard_path, &tensors);
         const std::set<std::string> found(added.begin(), added.end());
         for (const std::string& name : tensors)
-            SS_CHECK_INPUT(found.count(name), shard_path.string(), "tensor ", quoted(name),
+            SS_CHECK_INPUT(found.count(name), shard_path.string(), "tensor ", quote(name),
                            " listed in ", index_path.filename().string(),
                            " is missing from this shard");
     }

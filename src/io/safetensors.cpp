@@ -12,15 +12,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shard_index.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/io/mmap_file.hpp"
 #include "sinkscope/io/weights.hpp"
-#include "shard_index.hpp"
 
 namespace sinkscope::io {
 
 using detail::ends_with;
-using detail::quoted;
 
 namespace {
 
@@ -69,15 +70,15 @@ std::map<std::string, Entry> parse_safetensors(const MappedFile& map) {
                    " bytes) for the 8-byte safetensors header length");
     uint64_t header_len = 0;
     std::memcpy(&header_len, map.data(), 8);  // little-endian host (static_assert in npy.cpp)
-    SS_CHECK_INPUT(header_len <= size - 8, file, "header length ", header_len,
-                   " runs past the end of the file (", size, " bytes; truncated?)");
+    // The length itself is not printed: from a file that is not safetensors at all it would be
+    // eight of that file's bytes.
+    SS_CHECK_INPUT(header_len <= size - 8, file,
+                   "header length (the first 8 bytes) runs past the end of the file (", size,
+                   " bytes): truncated, or not a safetensors file");
     const char* hbegin = reinterpret_cast<const char*>(map.data() + 8);
-    json header;
-    try {
-        header = json::parse(hbegin, hbegin + header_len);
-    } catch (const json::exception& e) {
-        throw InputError(file, std::string("header is not valid JSON: ") + e.what());
-    }
+    // Two entries for one tensor name would leave which one is used to the JSON library.
+    const json header = parse_json(std::string_view(hbegin, header_len), file,
+                                   {.reject_duplicate_keys = true, .what = "header"});
     SS_CHECK_INPUT(header.is_object(), file, "header is not a JSON object");
 
     const uint64_t data_start = 8 + header_len;
@@ -96,13 +97,13 @@ std::map<std::string, Entry> parse_safetensors(const MappedFile& map) {
             SS_CHECK_INPUT(ok, file, "__metadata__ must map strings to strings");
             continue;
         }
-        const std::string t = "tensor " + quoted(name) + ": ";
+        const std::string t = "tensor " + quote(name) + ": ";
         SS_CHECK_INPUT(info.is_object(), file, t, "entry is not a JSON object");
         SS_CHECK_INPUT(info.contains("dtype") && info["dtype"].is_string(), file, t,
                        "missing or non-string dtype");
         const std::string dtype_name = info["dtype"].get<std::string>();
         const SafetensorsDType* dtype = find_dtype(dtype_name);
-        SS_CHECK_INPUT(dtype != nullptr, file, t, "unknown dtype ", quoted(dtype_name));
+        SS_CHECK_INPUT(dtype != nullptr, file, t, "unknown dtype ", quote(dtype_name));
 
         SS_CHECK_INPUT(info.contains("shape") && info["shape"].is_array(), file, t,
                        "missing shape list");
@@ -110,11 +111,11 @@ std::map<std::string, Entry> parse_safetensors(const MappedFile& map) {
         int64_t numel = 1;
         for (const auto& d : info["shape"]) {
             SS_CHECK_INPUT(d.is_number_unsigned(), file, t,
-                           "shape must be a list of non-negative integers, found ", d.dump());
+                           "shape must be a list of non-negative integers, found ", brief(d));
             const uint64_t v = d.get<uint64_t>();
             constexpr auto max = uint64_t(std::numeric_limits<int64_t>::max());
             SS_CHECK_INPUT(v <= max && (v == 0 || uint64_t(numel) <= max / v), file, t, "shape ",
-                           info["shape"].dump(), " overflows");
+                           brief(info["shape"]), " overflows");
             shape.push_back(int64_t(v));
             numel *= int64_t(v);
         }
@@ -124,14 +125,14 @@ std::map<std::string, Entry> parse_safetensors(const MappedFile& map) {
                            offs[1].is_number_unsigned(),
                        file, t, "data_offsets must be two non-negative integers");
         const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
-        SS_CHECK_INPUT(begin <= end, file, t, "data_offsets ", offs.dump(), " end before begin");
-        SS_CHECK_INPUT(end <= data_size, file, t, "data_offsets ", offs.dump(),
+        SS_CHECK_INPUT(begin <= end, file, t, "data_offsets ", brief(offs), " end before begin");
+        SS_CHECK_INPUT(end <= data_size, file, t, "data_offsets ", brief(offs),
                        " run past the data section (", data_size, " bytes; truncated?)");
         const bool fits = numel <= std::numeric_limits<int64_t>::max() / dtype->elem_bytes;
         const uint64_t need = fits ? uint64_t(numel * dtype->elem_bytes) : 0;
-        SS_CHECK_INPUT(fits && need == end - begin, file, t, "shape ", info["shape"].dump(), " of ",
+        SS_CHECK_INPUT(fits && need == end - begin, file, t, "shape ", brief(info["shape"]), " of ",
                        dtype->name, " needs ", fits ? std::to_string(need) : "too many",
-                       " bytes but data_offsets ", offs.dump(), " span ", end - begin);
+                       " bytes but data_offsets ", brief(offs), " span ", end - begin);
 
         Entry e;
         e.view.name = name;
@@ -152,16 +153,16 @@ std::map<std::string, Entry> parse_safetensors(const MappedFile& map) {
     uint64_t pos = 0;
     const Span* prev = nullptr;
     for (const Span& s : spans) {
-        SS_CHECK_INPUT(s.begin >= pos, file, "tensor ", quoted(s.name), ": data_offsets ",
-                       span_string(s.begin, s.end), " overlap tensor ", quoted(prev->name), " ",
+        SS_CHECK_INPUT(s.begin >= pos, file, "tensor ", quote(s.name), ": data_offsets ",
+                       span_string(s.begin, s.end), " overlap tensor ", quote(prev->name), " ",
                        span_string(prev->begin, prev->end));
-        SS_CHECK_INPUT(s.begin == pos, file, "tensor ", quoted(s.name), ": data section bytes ",
+        SS_CHECK_INPUT(s.begin == pos, file, "tensor ", quote(s.name), ": data section bytes ",
                        span_string(pos, s.begin), " before it belong to no tensor");
         pos = s.end;
         prev = &s;
     }
     SS_CHECK_INPUT(pos == data_size, file, "data section has ", data_size - pos,
-                   " bytes after the last tensor", prev ? " " + quoted(prev->name) : std::string(),
+                   " bytes after the last tensor", prev ? " " + quote(prev->name) : std::string(),
                    " (", data_size, " bytes, tensors cover ", pos, ")");
     return out;
 }
@@ -184,11 +185,11 @@ class SafetensorsStore final : public WeightStore {
     bool has(const std::string& name) const override { return entries_.count(name) != 0; }
     TensorView get(const std::string& name) const override {
         auto it = entries_.find(name);
-        if (it == entries_.end())
-            throw InputError(description(), "no tensor named " + quoted(name));
+        if (it == entries_.end()) throw InputError(description(), "no tensor named " + quote(name));
         const Entry& e = it->second;
         if (!e.unsupported_dtype.empty())
-            throw UnsupportedError(e.view.file.string(), e.unsupported_dtype + " in " + name);
+            throw UnsupportedError(e.view.file.string(),
+                                   e.unsupported_dtype + " in " + quote(name));
         return e.view;
     }
     std::vector<fs::path> files() const override { return files_; }
@@ -223,7 +224,7 @@ std::unique_ptr<WeightStore> open_index(const fs::path& index_path) {
         auto entries = parse_safetensors(map);
         for (const std::string& name : tensors) {
             auto it = entries.find(name);
-            SS_CHECK_INPUT(it != entries.end(), shard_path.string(), "tensor ", quoted(name),
+            SS_CHECK_INPUT(it != entries.end(), shard_path.string(), "tensor ", quote(name),
                            " listed in ", index_path.filename().string(),
                            " is missing from this shard");
             store->add(name, it->second);  // only what the index places in this shard

@@ -9,9 +9,13 @@
 
 namespace sinkscope::io::detail {
 
-// 'name' (for error messages about tensors and files).
-std::string quoted(const std::string& s);
 bool ends_with(const std::string& s, const std::string& suffix);
+
+// `dir / name` for a file name read from a file in `dir`, after checking that it stays inside
+// `dir` (no "..", not absolute, no linked folder leading out): InputError naming `file` and
+// `what` otherwise, before anything of the named file is read.
+std::filesystem::path contained_path(const std::filesystem::path& dir, const std::string& name,
+                                     const std::string& file, const std::string& what);
 
 // Shard path (beside the index) -> the tensors the index's weight_map places there, in the
 // index's order. Throws InputError naming the index: invalid JSON, no weight_map object, a value

@@ -18,6 +18,8 @@
 #include <unordered_map>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/io/torch_pickle.hpp"
 
 namespace sinkscope::io {
@@ -133,10 +135,15 @@ public:
     }
 
 private:
+    // Every value costs an Obj (a few hundred bytes) for an opcode of one or two bytes: the
+    // number made is bounded, and only containers (which can form cycles) are kept in the arena.
     Ref make(Kind k) {
-        arena_.push_back(std::make_shared<Obj>());
-        arena_.back()->kind = k;
-        return arena_.back();
+        if (++n_made_ > max_objects_)
+            throw_limit(file_, Limit::PickleObjects, "pickle: values made", n_made_);
+        Ref r = std::make_shared<Obj>();
+        r->kind = k;
+        if (k == Kind::Tuple || k == Kind::List || k == Kind::Dict) arena_.push_back(r);
+        return r;
     }
 
     [[noreturn]] void fail(const std::string& what) const {
@@ -171,7 +178,12 @@ private:
         return s;
     }
 
-    void push(Ref r) { stack_.push_back(std::move(r)); }
+    void push(Ref r) {
+        if (stack_.size() >= max_stack_)
+            throw_limit(file_, Limit::PickleStack, "pickle: values on the stack",
+                        stack_.size() + 1);
+        stack_.push_back(std::move(r));
+    }
     Ref pop() {
         if (stack_.size() <= (marks_.empty() ? 0 : marks_.back())) fail("pop from an empty stack");
         Ref r = std::move(stack_.back());
@@ -207,7 +219,11 @@ private:
         if (kv.size() % 2 != 0) fail("SETITEMS with an odd number of values");
         for (size_t i = 0; i < kv.size(); i += 2) dict->dict.emplace_back(kv[i], kv[i + 1]);
     }
-    void memo_put(uint32_t idx) { memo_[idx] = top(); }
+    void memo_put(uint32_t idx) {
+        if (memo_.size() >= max_memo_ && memo_.count(idx) == 0)
+            throw_limit(file_, Limit::PickleMemo, "pickle: memo entries", memo_.size() + 1);
+        memo_[idx] = top();
+    }
     void memo_get(uint32_t idx) {
         auto it = memo_.find(idx);
         if (it == memo_.end()) fail("memo key " + std::to_string(idx) + " read before it is set");
@@ -230,7 +246,7 @@ private:
                     return g;
                 }
         throw InputError(file_,
-                         "pickle references '" + g->s + "', refused (only tensors are read)");
+                         "pickle references " + quote(g->s) + ", refused (only tensors are read)");
     }
 
     std::vector<int64_t> int_tuple(const Ref& r, const char* what) {
@@ -315,6 +331,8 @@ private:
                 take(8);
                 return;
             case '(':  // MARK
+                if (marks_.size() >= max_stack_)
+                    throw_limit(file_, Limit::PickleStack, "pickle: open marks", marks_.size() + 1);
                 marks_.push_back(stack_.size());
                 return;
             case '}':  // EMPTY_DICT
@@ -499,7 +517,11 @@ private:
     std::vector<Ref> stack_;
     std::vector<size_t> marks_;
     std::unordered_map<uint32_t, Ref> memo_;
-    std::vector<Ref> arena_;  // every object made, for the destructor
+    std::vector<Ref> arena_;  // every container made, for the destructor
+    uint64_t n_made_ = 0;
+    const uint64_t max_objects_ = limit_value(Limit::PickleObjects);
+    const uint64_t max_stack_ = limit_value(Limit::PickleStack);
+    const uint64_t max_memo_ = limit_value(Limit::PickleMemo);
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/io/ggml_quant.hpp"
 
 namespace sinkscope::io {
@@ -142,7 +143,7 @@ void convert_to_f32(const TensorView& t, float* out) {
         case WeightDType::I32:
         case WeightDType::I64:
             throw UnsupportedError(t.file.string(), std::string(weight_dtype_name(t.dtype)) +
-                                                        " in " + t.name +
+                                                        " in " + quote(t.name) +
                                                         " (integer tensor, not a weight)");
         default:
             break;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 
 namespace sinkscope::io {
 
@@ -109,15 +110,15 @@ void apply_zip64_extra(const uint8_t* extra, uint16_t n, uint64_t* size, uint64_
     size_t pos = 0;
     while (pos + 4 <= n) {
         const uint16_t id = le<uint16_t>(extra + pos), len = le<uint16_t>(extra + pos + 2);
-        SS_CHECK_INPUT(pos + 4 + len <= n, file, "entry '", name,
-                       "': extra field runs past its header (corrupt central directory)");
+        SS_CHECK_INPUT(pos + 4 + len <= n, file, "entry ", quote(name),
+                       ": extra field runs past its header (corrupt central directory)");
         if (id == k_zip64_extra_id) {
             const uint8_t* f = extra + pos + 4;
             size_t at = 0;
             for (uint64_t* v : {size, csize, offset}) {
                 if (*v != 0xFFFFFFFF) continue;
-                SS_CHECK_INPUT(at + 8 <= len, file, "entry '", name,
-                               "': zip64 extra field too short for its 64-bit sizes");
+                SS_CHECK_INPUT(at + 8 <= len, file, "entry ", quote(name),
+                               ": zip64 extra field too short for its 64-bit sizes");
                 *v = le<uint64_t>(f + at);
                 at += 8;
             }
@@ -125,8 +126,8 @@ void apply_zip64_extra(const uint8_t* extra, uint16_t n, uint64_t* size, uint64_
         }
         pos += 4 + size_t(len);
     }
-    SS_CHECK_INPUT(!need, file, "entry '", name,
-                   "': 32-bit size or offset is saturated but there is no zip64 extra field");
+    SS_CHECK_INPUT(!need, file, "entry ", quote(name),
+                   ": 32-bit size or offset is saturated but there is no zip64 extra field");
 }
 
 }  // namespace
@@ -163,22 +164,22 @@ ZipArchive::ZipArchive(const std::filesystem::path& path) : map_(path) {
         // The local header repeats the name; its own sizes may be zero (data descriptor).
         SS_CHECK_INPUT(
             fits(local, k_local_size, dir.offset) && le<uint32_t>(d + local) == k_local_sig, file,
-            "entry '", e.name, "': local header at offset ", local,
+            "entry ", quote(e.name), ": local header at offset ", local,
             " is missing or out of bounds (corrupt archive)");
         const uint16_t lname = le<uint16_t>(d + local + 26), lextra = le<uint16_t>(d + local + 28);
         SS_CHECK_INPUT(lname == name_len && fits(local + k_local_size, lname, dir.offset) &&
                            std::memcmp(d + local + k_local_size, e.name.data(), lname) == 0,
-                       file, "entry '", e.name,
-                       "': local header names a different file (corrupt archive)");
+                       file, "entry ", quote(e.name),
+                       ": local header names a different file (corrupt archive)");
         e.data_offset = local + k_local_size + lname + lextra;
-        SS_CHECK_INPUT(fits(e.data_offset, e.compressed_size, dir.offset), file, "entry '", e.name,
-                       "': data [", e.data_offset, ", +", e.compressed_size,
+        SS_CHECK_INPUT(fits(e.data_offset, e.compressed_size, dir.offset), file, "entry ",
+                       quote(e.name), ": data [", e.data_offset, ", +", e.compressed_size,
                        ") runs past the end of the entries (truncated or corrupt archive)");
-        SS_CHECK_INPUT(e.method != 0 || e.compressed_size == e.size, file, "entry '", e.name,
-                       "': stored entry with compressed size ", e.compressed_size, " != size ",
+        SS_CHECK_INPUT(e.method != 0 || e.compressed_size == e.size, file, "entry ", quote(e.name),
+                       ": stored entry with compressed size ", e.compressed_size, " != size ",
                        e.size);
-        SS_CHECK_INPUT(by_name_.emplace(e.name, entries_.size()).second, file, "entry '", e.name,
-                       "' appears twice");
+        SS_CHECK_INPUT(by_name_.emplace(e.name, entries_.size()).second, file, "entry ",
+                       quote(e.name), " appears twice");
         entries_.push_back(std::move(e));
         pos += rec_len;
     }
@@ -190,10 +191,11 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 }
 
 const uint8_t* ZipArchive::data(const ZipEntry& e) const {
-    if (e.flags & 1u) throw UnsupportedError(path().string(), "encrypted zip entry " + e.name);
+    if (e.flags & 1u)
+        throw UnsupportedError(path().string(), "encrypted zip entry " + quote(e.name));
     if (e.method != 0)
         throw UnsupportedError(path().string(),
-                               "zip entry " + e.name + " is compressed (method " +
+                               "zip entry " + quote(e.name) + " is compressed (method " +
                                    std::to_string(e.method) +
                                    "); only stored entries are read, as torch.save writes them");
     return map_.data() + e.data_offset;

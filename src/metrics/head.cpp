@@ -99,7 +99,7 @@ struct GramScratch {
                                  ", " + std::to_string(l) + ", " + std::to_string(h) + ", " +
                                  std::to_string(i) + ", " + std::to_string(j) +
                                  "): log-ratio metrics need the zero policy replace:DELTA (zeros "
-                                 "option) (spec 1, 10.c)");
+                                 "option) (docs/metrics.md)");
 }
 
 // Sum of squared distances to the centroid, / n rows: (1/(2n^2)) sum_{a,b} ||x_a - x_b||^2.
@@ -281,8 +281,7 @@ HeadAccumulator::HeadAccumulator(int64_t n_layers, int64_t n_heads, HeadOptions 
     if (n_layers <= 0 || n_heads <= 0)
         throw UsageError("a head accumulator needs n_layers > 0 and n_heads > 0");
     if (options_.min_parts < 2)
-        throw UsageError("min_parts must be >= 2 (spec 10.p), got " +
-                         std::to_string(options_.min_parts));
+        throw UsageError("min_parts must be >= 2, got " + std::to_string(options_.min_parts));
     const int64_t n = n_layers * n_heads;
     head_sums_.assign(static_cast<size_t>(n), {});
     layer_disp_.assign(static_cast<size_t>(n_layers), {});

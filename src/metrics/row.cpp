@@ -188,10 +188,9 @@ RowQuantities row_from_probabilities(const double* a, int64_t n_parts, int64_t s
     RowOut o = out_of(r);
     int64_t zero = compose_row_probabilities(a, n_parts, sink, zeros, o, scratch.data());
     if (zero >= 0)
-        throw InputError(
-            origin,
-            "exact zero at part " + std::to_string(zero) +
-                ": log-ratio metrics need the zero policy replace:DELTA (zeros option) (spec 1)");
+        throw InputError(origin, "exact zero at part " + std::to_string(zero) +
+                                     ": log-ratio metrics need the zero policy replace:DELTA "
+                                     "(zeros option; docs/metrics.md)");
     copy_scalars(o, r);
     return r;
 }

@@ -6,10 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sinkscope/core/error.hpp"
-#include "sinkscope/core/output_dir.hpp"
-#include "sinkscope/model/registry.hpp"
 #include "config_json.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/core/limits.hpp"
+#include "sinkscope/io/json.hpp"
+#include "sinkscope/model/registry.hpp"
 
 namespace sinkscope::model {
 
@@ -26,7 +28,7 @@ Activation parse_hf_activation(const std::string& act, const std::string& origin
     if (act == "silu" || act == "swish") return Activation::Silu;
     if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return Activation::GeluTanh;
     if (act == "gelu") return Activation::Gelu;
-    throw UnsupportedError(origin, "hidden_act '" + act + "'");
+    throw UnsupportedError(origin, "hidden_act " + quote(act));
 }
 
 const char* weight_format_name(WeightFormat f) {
@@ -67,6 +69,7 @@ void validate_config(const ModelConfig& c, const std::string& origin) {
     positive(c.d_head, "d_head");
     positive(c.d_mlp, "d_mlp");
     positive(c.d_vocab, "d_vocab");
+    check_limit(origin, Limit::Layers, "n_layers", uint64_t(c.n_layers));
     SS_CHECK_INPUT(c.n_heads % c.n_kv_heads == 0, origin, "n_heads (", c.n_heads,
                    ") is not a multiple of n_kv_heads (", c.n_kv_heads, ")");
     if (c.positions == PositionKind::Rotary) {
@@ -90,22 +93,91 @@ void validate_config(const ModelConfig& c, const std::string& origin) {
                    "attention scale and soft-caps must be >= 0");
 }
 
+namespace {
+
+enum class JsonKind { String, Bool, Object, StringArray, IdOrIds };
+
+// The config.json keys the family readers take as they come (with a default when absent), and
+// the JSON type each must have. Checked here, before any reader runs, so a wrong type is one
+// line naming the file and the key instead of the JSON library's text.
+struct TypedKey {
+    const char* key;
+    JsonKind kind;
+};
+constexpr TypedKey kTypedKeys[] = {
+    {"model_type", JsonKind::String},
+    {"hidden_act", JsonKind::String},
+    {"hidden_activation", JsonKind::String},
+    {"activation_function", JsonKind::String},
+    {"position_embedding_type", JsonKind::String},
+    {"attention_bias", JsonKind::Bool},
+    {"mlp_bias", JsonKind::Bool},
+    {"use_sliding_window", JsonKind::Bool},
+    {"rope_scaling", JsonKind::Object},
+    {"id2label", JsonKind::Object},
+    {"layer_types", JsonKind::StringArray},
+    {"bos_token_id", JsonKind::IdOrIds},
+    {"eos_token_id", JsonKind::IdOrIds},
+};
+
+void check_key_types(const nlohmann::json& j, const std::string& origin) {
+    for (const TypedKey& t : kTypedKeys) {
+        const auto it = j.find(t.key);
+        if (it == j.end() || it->is_null()) continue;
+        const nlohmann::json& v = *it;
+        bool ok = false;
+        const char* want = "";
+        switch (t.kind) {
+            case JsonKind::String:
+                ok = v.is_string(), want = "a string";
+                break;
+            case JsonKind::Bool:
+                ok = v.is_boolean(), want = "true or false";
+                break;
+            case JsonKind::Object:
+                ok = v.is_object(), want = "an object";
+                break;
+            case JsonKind::StringArray:
+                ok = v.is_array() &&
+                     std::all_of(v.begin(), v.end(), [](const auto& e) { return e.is_string(); });
+                want = "a list of strings";
+                break;
+            case JsonKind::IdOrIds:
+                ok = v.is_number_integer() ||
+                     (v.is_array() && std::all_of(v.begin(), v.end(), [](const auto& e) {
+                          return e.is_number_integer();
+                      }));
+                want = "an integer or a list of integers";
+                break;
+        }
+        SS_CHECK_INPUT(ok, origin, "key '", t.key, "' must be ", want, ", found ",
+                       io::json_type_name(v), " ", io::brief(v));
+    }
+}
+
+}  // namespace
+
 ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& origin) {
     SS_CHECK_INPUT(j.is_object(), origin, "not a JSON object");
     SS_CHECK_INPUT(j.contains("model_type") && j["model_type"].is_string(), origin,
                    "missing string key 'model_type'");
+    check_key_types(j, origin);
     const ArchitectureInfo& arch = find_by_hf_model_type(j["model_type"].get<std::string>(), origin);
     ModelConfig c;
     c.architecture = arch.name;
-    arch.read_hf_config(j, origin, c);
+    try {
+        arch.read_hf_config(j, origin, c);
+    } catch (const nlohmann::json::exception& e) {
+        // A nested value of a type no check above covers: still one line naming the file.
+        throw InputError(origin, "a key has an unexpected JSON type: " + printable(e.what()));
+    }
     validate_config(c, origin);
     return c;
 }
 
 int64_t json_int(const nlohmann::json& j, const char* key, const std::string& origin) {
-    SS_CHECK_INPUT(j.contains(key), origin, "missing key '", key, "'");
-    SS_CHECK_INPUT(j[key].is_number_integer(), origin, "key '", key, "' is not an integer");
-    return j[key].get<int64_t>();
+    SS_CHECK_INPUT(j.contains(key) && !j[key].is_null(), origin, "missing key '", key, "'");
+    return io::json_int_or(j, key, 0, origin);
 }
 
 int64_t json_int_or(const nlohmann::json& j, const char* key, int64_t fallback,
@@ -116,16 +188,12 @@ int64_t json_int_or(const nlohmann::json& j, const char* key, int64_t fallback,
 
 double json_float_or(const nlohmann::json& j, const char* key, double fallback,
                      const std::string& origin) {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    SS_CHECK_INPUT(j[key].is_number(), origin, "key '", key, "' is not a number");
-    return j[key].get<double>();
+    return io::json_number_or(j, key, fallback, origin);
 }
 
 bool json_bool_or(const nlohmann::json& j, const char* key, bool fallback,
                   const std::string& origin) {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    SS_CHECK_INPUT(j[key].is_boolean(), origin, "key '", key, "' is not a boolean");
-    return j[key].get<bool>();
+    return io::json_bool_or(j, key, fallback, origin);
 }
 
 int64_t json_token_id_or(const nlohmann::json& j, const char* key, const std::string& origin) {
@@ -136,14 +204,7 @@ int64_t json_token_id_or(const nlohmann::json& j, const char* key, const std::st
 
 ModelConfig config_from_hf_dir(const std::filesystem::path& dir) {
     const auto file = dir / "config.json";
-    const std::string text = read_file(file);
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(file.string(), std::string("invalid JSON: ") + e.what());
-    }
-    return config_from_hf_json(j, file.string());
+    return config_from_hf_json(io::read_json_file(file), file.string());
 }
 
 ModelConfig config_from_llama2c(const io::Llama2cHeader& h) {

@@ -127,6 +127,9 @@ ModelConfig config_from_gguf(const io::GgufFile& f) {
     c.d_model = f.get_int(p + "embedding_length");
     c.d_mlp = f.get_int(p + "feed_forward_length");
     c.n_heads = f.get_int(p + "attention.head_count");
+    // Checked before anything divides by it (d_head below, partial-RoPE checks in the readers).
+    SS_CHECK_INPUT(c.n_heads > 0, origin, "key ", p, "attention.head_count = ", c.n_heads,
+                   " must be positive");
     c.n_kv_heads = f.get_int_or(p + "attention.head_count_kv", c.n_heads);
     c.d_head = f.get_int_or(p + "attention.key_length", c.n_heads > 0 ? c.d_model / c.n_heads : 0);
     c.n_ctx = f.get_int_or(p + "context_length", 0);

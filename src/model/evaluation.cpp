@@ -10,6 +10,7 @@
 #include "sinkscope/core/random.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/objective.hpp"
+#include "sinkscope/model/sliding_window.hpp"
 #include "sinkscope/tokenizer/tokenizer.hpp"
 
 namespace sinkscope::model {
@@ -42,9 +43,29 @@ std::vector<int32_t> generate_greedy(const Model& model, std::vector<int32_t> pr
     return prompt;
 }
 
+namespace {
+
+// Summed NLL of ids[first, end) in one forward of the window ids[begin, end): token t is
+// predicted by the logits at window row t - 1 - begin (begin < first < end).
+double window_nll(const Model& model, const std::vector<int32_t>& ids, int64_t begin, int64_t first,
+                  int64_t end, const HeadMask* mask) {
+    const std::vector<int32_t> window(ids.begin() + begin, ids.begin() + end);
+    const ForwardResult r = model.forward(window, {}, mask);
+    if (!r.logits.defined()) throw UsageError("perplexity: the model has no LM head");
+    // [end - first, d_vocab] f64 log-probabilities of the scored tokens
+    const at::Tensor logp =
+        at::log_softmax(r.logits[0].narrow(0, first - 1 - begin, end - first).to(at::kDouble), -1);
+    const std::vector<int64_t> next(ids.begin() + first, ids.begin() + end);
+    const at::Tensor target =
+        at::tensor(next, at::TensorOptions().dtype(at::kLong)).to(logp.device()).view({-1, 1});
+    return -logp.gather(1, target).sum().item<double>();
+}
+
+}  // namespace
+
 PerplexityResult compute_perplexity(const Model& model,
                                     const std::vector<std::vector<int32_t>>& samples,
-                                    const HeadMask* mask) {
+                                    const HeadMask* mask, const SlidingWindow& window) {
     const ModelConfig& c = model.config();
     // An encoder's logits at position t see token t itself (bidirectional attention), so a
     // "next-token" NLL of them measures nothing; a ViT has no tokens at all.
@@ -53,33 +74,52 @@ PerplexityResult compute_perplexity(const Model& model,
                                "next-token perplexity of " + c.architecture +
                                    " (an encoder or vision model: its outputs are not next-token "
                                    "predictions)");
+    if (window.length > 0 &&
+        (window.length < 2 || window.stride < 1 || window.stride > window.length))
+        throw UsageError("sliding window of " + std::to_string(window.length) +
+                         " tokens needs a stride in [1, " + std::to_string(window.length) +
+                         "], got " + std::to_string(window.stride));
     PerplexityResult out;
     double total = 0;
     for (const auto& ids : samples) {
-        if (ids.size() < 2) {  // nothing to predict
+        const auto T = static_cast<int64_t>(ids.size());
+        double nll = 0;
+        int64_t scored = 0;
+        if (window.length == 0 || T <= window.length) {
+            if (T >= 2) nll = window_nll(model, ids, 0, 1, T, mask), scored = T - 1;
+        } else {
+            int64_t prev_end = 0;
+            for (int64_t begin = 0;; begin += window.stride) {
+                const int64_t end = std::min(begin + window.length, T);
+                const int64_t first = std::max(prev_end, begin + 1);
+                if (first < end) {
+                    nll += window_nll(model, ids, begin, first, end, mask);
+                    scored += end - first;
+                }
+                prev_end = end;
+                if (end == T) break;
+            }
+        }
+        if (scored == 0) {  // nothing to predict
             out.sample_nll.push_back(std::nan(""));
             out.sample_tokens.push_back(0);
             continue;
         }
-        const ForwardResult r = model.forward(ids, {}, mask);
-        if (!r.logits.defined()) throw UsageError("perplexity: the model has no LM head");
-        const int64_t T = static_cast<int64_t>(ids.size());
-        // [pos - 1, d_vocab] f64 log-probabilities of the next token
-        const at::Tensor logp =
-            at::log_softmax(r.logits[0].narrow(0, 0, T - 1).to(at::kDouble), -1);
-        std::vector<int64_t> next(ids.begin() + 1, ids.end());
-        const at::Tensor target =
-            at::tensor(next, at::TensorOptions().dtype(at::kLong)).to(logp.device()).view({-1, 1});
-        const double nll = -logp.gather(1, target).sum().item<double>();
-        out.sample_nll.push_back(nll / static_cast<double>(T - 1));
-        out.sample_tokens.push_back(T - 1);
+        out.sample_nll.push_back(nll / static_cast<double>(scored));
+        out.sample_tokens.push_back(scored);
         total += nll;
-        out.n_tokens += T - 1;
+        out.n_tokens += scored;
     }
     if (out.n_tokens == 0) throw UsageError("perplexity: no sample has two or more tokens");
     out.mean_nll = total / static_cast<double>(out.n_tokens);
     out.perplexity = std::exp(out.mean_nll);
     return out;
+}
+
+PerplexityResult compute_perplexity(const Model& model,
+                                    const std::vector<std::vector<int32_t>>& samples,
+                                    const HeadMask* mask) {
+    return compute_perplexity(model, samples, mask, SlidingWindow{});
 }
 
 PerplexityResult compute_masked_perplexity(const Model& model,

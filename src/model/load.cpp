@@ -18,8 +18,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // The tokenizer: options.tokenizer overrides what locate_model found beside the weights.
-std::unique_ptr<tokenizer::Tokenizer> open_tokenizer(const io::ModelFiles& files,
-                                                     const LoadOptions& opt, int64_t d_vocab) {
+std::unique_ptr<tokenizer::Tokenizer> open_tokenizer_file(const io::ModelFiles& files,
+                                                          const LoadOptions& opt, int64_t d_vocab) {
     const fs::path tok = opt.tokenizer.empty() ? files.tokenizer : opt.tokenizer;
     if (!opt.load_tokenizer || tok.empty()) return nullptr;
     if (tok.extension() == ".json") return tokenizer::load_hf_tokenizer(tok);
@@ -32,6 +32,13 @@ std::unique_ptr<tokenizer::Tokenizer> open_tokenizer(const io::ModelFiles& files
     // tokenizer.model / sentencepiece.bpe.model; XLM-R's gets the fairseq id layout.
     if (tok.extension() == ".model") return tokenizer::load_sentencepiece_tokenizer(tok);
     return nullptr;  // an unknown tokenizer format: ids only
+}
+
+std::unique_ptr<tokenizer::Tokenizer> open_tokenizer(const io::ModelFiles& files,
+                                                     const LoadOptions& opt, int64_t d_vocab) {
+    auto t = open_tokenizer_file(files, opt, d_vocab);
+    if (t) t->set_origin((opt.tokenizer.empty() ? files.tokenizer : opt.tokenizer).string());
+    return t;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/model/registry.hpp"
 #include "tensor_load.hpp"
 
@@ -96,7 +97,19 @@ ForwardResult Model::forward(const std::vector<int32_t>& ids, const CaptureSpec&
 std::vector<int32_t> Model::encode(const std::string& text, tokenizer::BosPolicy bos) const {
     if (!tokenizer_)
         throw UnsupportedError(path.string(), "no tokenizer found for this model (give token ids)");
-    return tokenizer_->encode_with_policy(text, bos);
+    std::vector<int32_t> ids = tokenizer_->encode_with_policy(text, bos);
+    // A tokenizer file can hold ids the model has no embedding for: name the file here, before
+    // the id reaches the forward (whose check cannot know where it came from).
+    for (int32_t id : ids)
+        if (id < 0 || id >= config_.d_vocab)
+            throw InputError(tokenizer_->origin().empty() ? path.string() : tokenizer_->origin(),
+                             "the tokenizer gives token id " + std::to_string(id) +
+                                 (id >= 0 && id < tokenizer_->vocab_size()
+                                      ? " (" + quote(tokenizer_->piece(id)) + ")"
+                                      : std::string()) +
+                                 " outside the model's vocabulary [0, " +
+                                 std::to_string(config_.d_vocab) + ")");
+    return ids;
 }
 
 Model build_model(const ModelConfig& config, const WeightSource& weights,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 
 namespace sinkscope::model {
 
@@ -584,13 +585,21 @@ const ArchitectureInfo& find_by_hf_model_type(const std::string& model_type,
     for (const auto& a : table())
         for (const auto& t : a.hf_model_types)
             if (t == model_type) return a;
-    throw UnsupportedError(origin, "model_type '" + model_type + "'");
+    std::string known;
+    for (const auto& a : table())
+        for (const auto& t : a.hf_model_types) known += (known.empty() ? "" : ", ") + t;
+    throw UnsupportedError(origin,
+                           "model_type " + quote(model_type) + " (supported: " + known + ")");
 }
 
 const ArchitectureInfo& find_by_gguf_arch(const std::string& arch, const std::string& origin) {
     for (const auto& a : table())
         if (a.gguf_arch && arch == a.gguf_arch) return a;
-    throw UnsupportedError(origin, "GGUF architecture '" + arch + "'");
+    std::string known;
+    for (const auto& a : table())
+        if (a.gguf_arch) known += (known.empty() ? "" : ", ") + std::string(a.gguf_arch);
+    throw UnsupportedError(origin,
+                           "GGUF architecture " + quote(arch) + " (supported: " + known + ")");
 }
 
 const ArchitectureInfo& llama2c_architecture() { return table().front(); }

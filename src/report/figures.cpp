@@ -8,7 +8,10 @@
 #include <set>
 
 #include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/report/report.hpp"
 
@@ -46,12 +49,20 @@ json select(const json& rows, const std::function<bool(const json&)>& keep) {
     return out;
 }
 
+// A field of a row, null when the row lacks it (a hand-edited table may miss a column; reading a
+// missing key through a const json's operator[] would be undefined behaviour).
+const json& field(const json& r, const char* key) {
+    static const json null_value;
+    if (!r.is_object()) return null_value;
+    const auto it = r.find(key);
+    return it == r.end() ? null_value : *it;
+}
 double num(const json& r, const char* key) {
-    const auto& v = r[key];
+    const auto& v = field(r, key);
     return v.is_number() ? v.get<double>() : std::nan("");
 }
 std::string str(const json& r, const char* key) {
-    const auto& v = r[key];
+    const auto& v = field(r, key);
     if (v.is_string()) return v.get<std::string>();
     if (v.is_number()) return io::format_number(v.get<double>());
     return "";
@@ -59,7 +70,7 @@ std::string str(const json& r, const char* key) {
 bool is(const json& r, const char* key, const std::string& value) { return str(r, key) == value; }
 // Long-format "param" columns hold numbers (thresholds, eps, percentiles) as text or number.
 double param(const json& r) {
-    const auto& v = r["param"];
+    const auto& v = field(r, "param");
     if (v.is_number()) return v.get<double>();
     try {
         return std::stod(v.get<std::string>());
@@ -108,7 +119,9 @@ void sinks_section(const fs::path& dir, ReportContent& c) {
     // Entropy identity H = H_b(s) + (1-s) H(pi) holds per row, so its means split exactly.
     std::map<int64_t, std::array<double, 3>> per_layer;  // sum H, sum Hb, count
     for (const auto& r : heads) {
-        auto l = int64_t(num(r, "layer"));
+        const double layer = num(r, "layer");  // a hand-edited table may hold anything here
+        if (!(std::fabs(layer) < 1e9)) continue;
+        const auto l = int64_t(layer);
         if (is(r, "metric", m::kEntropy)) per_layer[l][0] += num(r, "value"), per_layer[l][2] += 1;
         if (is(r, "metric", m::kBinarySinkEntropy)) per_layer[l][1] += num(r, "value");
     }
@@ -189,17 +202,28 @@ void compositional_section(const fs::path& dir, ReportContent& c) {
 void frames_section(const fs::path& dir, ReportContent& c) {
     const std::string sec = "Reference frames (section 8)";
     if (fs::exists(dir / t::kFrameFile)) {
-        json f = json::parse(read_file(dir / t::kFrameFile));
-        c.notes.push_back("Reference-frame type: " + f.value("verdict", std::string("?")) +
-                          " (share of first-position anchors in middle and late layers " +
-                          (f.contains("share_first_mid_late") ? f["share_first_mid_late"].dump() : "?") +
-                          ", mean reference count " +
-                          (f.contains("mean_reference_count") ? f["mean_reference_count"].dump() : "?") +
-                          "; rule: " + f.value("rule", std::string("")) + ").");
+        const json f = io::read_json_file(dir / t::kFrameFile);
+        c.notes.push_back(
+            "Reference-frame type: " + f.value("verdict", std::string("?")) +
+            " (share of first-position anchors in middle and late layers " +
+            (f.contains("share_first_mid_late") ? io::brief(f["share_first_mid_late"]) : "?") +
+            ", mean reference count " +
+            (f.contains("mean_reference_count") ? io::brief(f["mean_reference_count"]) : "?") +
+            "; rule: " + f.value("rule", std::string("")) + ").");
         json bars = json::array();
-        for (const auto& l : f.value("layers", json::array()))
+        const json layers = f.value("layers", json::array());
+        auto unexpected = [&](const std::string& what) {
+            return InputError(dir.string(),
+                              "run.json or frame.json has an unexpected structure: " + what);
+        };
+        if (!layers.is_array()) throw unexpected("frame.json 'layers' is not a list");
+        for (const auto& l : layers) {
+            if (!l.is_object())
+                throw unexpected("an entry of frame.json 'layers' is not an object");
             for (const char* k : {"first", "last", "other"})
-                bars.push_back({{"layer", l["layer"]}, {"anchor", k}, {"count", l[k]}});
+                bars.push_back(
+                    {{"layer", field(l, "layer")}, {"anchor", k}, {"count", field(l, k)}});
+        }
         c.figures.push_back({sec, "Frame-type evidence: anchor position per layer",
                              "Number of (input, head) anchors whose top key is the first position, the "
                              "last position or another position (spec 8, 10.n).",
@@ -365,17 +389,24 @@ void fisher_section(const fs::path& dir, ReportContent& c) {
 ReportContent collect_report(const fs::path& run_dir) {
     ReportContent c;
     c.title = "sinkscope report: " + fs::absolute(run_dir).filename().string();
-    if (fs::exists(run_dir / "run.json")) {
-        c.run = json::parse(read_file(run_dir / "run.json"));
-        if (c.run.contains("model") && c.run["model"].contains("path"))
-            c.title = "sinkscope report: " + c.run["model"]["path"].get<std::string>();
+    try {
+        if (fs::exists(run_dir / "run.json")) {
+            c.run = io::read_json_file(run_dir / "run.json");
+            if (c.run.contains("model") && c.run["model"].contains("path"))
+                c.title = "sinkscope report: " + c.run["model"]["path"].get<std::string>();
+        }
+        sinks_section(run_dir, c);
+        compositional_section(run_dir, c);
+        frames_section(run_dir, c);
+        prune_section(run_dir, c);
+        fisher_section(run_dir, c);
+    } catch (const json::exception& e) {
+        // A run folder edited by hand (or not written by sinkscope): one line naming it.
+        throw InputError(run_dir.string(), "run.json or frame.json has an unexpected structure: " +
+                                               printable(e.what()));
     }
-    sinks_section(run_dir, c);
-    compositional_section(run_dir, c);
-    frames_section(run_dir, c);
-    prune_section(run_dir, c);
-    fisher_section(run_dir, c);
-    if (c.run.contains("p2") && c.run["p2"].value("mode", "") == "ruscio2025")
+    if (c.run.contains("p2") && c.run["p2"].is_object() &&
+        c.run["p2"].value("mode", "") == "ruscio2025")
         c.notes.push_back("Compat mode ruscio2025: section 8 numbers follow the released notebooks; "
                           "on causal models their Betti numbers only count tokens (PAPERS.md B.3).");
     return c;

@@ -136,9 +136,16 @@ std::string render_html(const ReportContent& c) {
 #endif
     h += "</head><body>\n<header><h1>" + escape_html(c.title) + "</h1>";
     std::string sub = "sinkscope";
-    if (c.run.contains("tool") && c.run["tool"].contains("version"))
-        sub += " " + c.run["tool"]["version"].get<std::string>();
-    if (c.run.contains("started_utc")) sub += " · run started " + c.run["started_utc"].get<std::string>();
+    // run.json may come from elsewhere: only string fields are shown.
+    const auto text_at = [&](const char* a, const char* b) -> std::string {
+        if (!c.run.is_object() || !c.run.contains(a)) return "";
+        const auto& v =
+            b ? (c.run[a].is_object() && c.run[a].contains(b) ? c.run[a][b] : nullptr) : c.run[a];
+        return v.is_string() ? v.get<std::string>() : "";
+    };
+    if (const std::string v = text_at("tool", "version"); !v.empty()) sub += " " + v;
+    if (const std::string t = text_at("started_utc", nullptr); !t.empty())
+        sub += " · run started " + t;
     h += "<p>" + escape_html(sub) + "</p></header>\n<main>\n";
     h += "<p id=\"status\" data-done=\"0\">rendering figures…</p>\n";
     for (const auto& n : c.notes) h += "<div class=\"note\">" + escape_html(n) + "</div>\n";
@@ -163,7 +170,9 @@ std::string render_html(const ReportContent& c) {
     for (const auto& [k, v] : rows)
         h += "<tr><td>" + escape_html(k) + "</td><td>" + escape_html(v) + "</td></tr>\n";
     h += "</table>\n</main>\n";
-    h += "<script type=\"application/json\" id=\"sinkscope-specs\">" + json_safe(specs.dump()) +
+    // Table cells are bytes from CSV files: invalid UTF-8 becomes U+FFFD instead of an error.
+    h += "<script type=\"application/json\" id=\"sinkscope-specs\">" +
+         json_safe(specs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) +
          "</script>\n";
     h += std::string("<script>") + kDriver + "</script>\n</body></html>\n";
     return h;
@@ -180,12 +189,19 @@ bool is_sinkscope_report(const std::filesystem::path& file) {
 }
 
 std::filesystem::path write_report(const std::filesystem::path& run_dir, bool overwrite) {
+    // A folder that is not a run, or a run without tables (dump's), would give an empty report
+    // that looks like a result: refused, saying what is expected.
     if (!is_sinkscope_run(run_dir))
-        throw UsageError(run_dir.string() +
-                         " is not a sinkscope run directory (no run.json written by sinkscope)");
+        throw InputError(run_dir.string(),
+                         "not a sinkscope run directory (no run.json written by sinkscope); give "
+                         "the --out directory of sinkscope analyze, metrics, prune or fisher");
     const auto path = run_dir / "report.html";
     check_output_file(path, overwrite, is_sinkscope_report);  // before the (slow) rendering
     ReportContent content = collect_report(run_dir);
+    if (content.figures.empty())
+        throw InputError(run_dir.string(),
+                         "holds no table to report on (analyze, metrics, prune and fisher write "
+                         "them; dump does not)");
     std::string html = render_html(content);
     write_output_file(path, html, overwrite, is_sinkscope_report);
     return path;

@@ -2,6 +2,7 @@
 // `llama` = SentencePiece BPE (scores order merges, byte fallback, dummy-prefix space) and
 // `gpt2` = byte-level BPE with a merge list and a pre-tokenizer regex named by ggml.pre.
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/io/gguf.hpp"
 #include "sinkscope/tokenizer/pipeline.hpp"
 #include "sinkscope/tokenizer/wordpiece.hpp"
@@ -44,7 +45,7 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
     const std::string model = f.get_string("tokenizer.ggml.model");
     if (model != "llama" && model != "gpt2" && model != "bert")
         throw UnsupportedError(
-            file, "tokenizer.ggml.model '" + model + "' (supported: llama, gpt2, bert)");
+            file, "tokenizer.ggml.model " + quote(model) + " (supported: llama, gpt2, bert)");
 
     const std::vector<std::string> tokens = f.get_string_array("tokenizer.ggml.tokens");
     const auto n_vocab = static_cast<int64_t>(tokens.size());
@@ -172,7 +173,7 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
     } else if (pre == "qwen2") {
         pattern = kQwen2Pattern;
     } else {
-        throw UnsupportedError(file, "tokenizer.ggml.pre '" + pre + "'");
+        throw UnsupportedError(file, "tokenizer.ggml.pre " + quote(pre));
     }
     PreTokenizerStep split;
     split.kind = PreTokenizerStep::Kind::Split;

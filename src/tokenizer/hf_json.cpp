@@ -1,10 +1,14 @@
 // Hugging Face tokenizer.json (BPE: byte-level and SentencePiece-style with byte fallback;
 // WordPiece; Unigram) loaded into the generic pipeline; tokenizer_config.json beside it can
 // switch BOS/EOS.
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
-#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/core/limits.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/tokenizer/pipeline.hpp"
 #include "sinkscope/tokenizer/unigram.hpp"
 #include "sinkscope/tokenizer/wordpiece.hpp"
@@ -69,30 +73,55 @@ struct Loader {
 
     // HF patterns are {"String": s} (literal) or {"Regex": r}.
     std::string pattern_regex(const json& pattern, const std::string& where) const {
-        if (pattern.contains("Regex")) return pattern.at("Regex").get<std::string>();
-        if (pattern.contains("String")) {
-            std::string out = "\\Q" + pattern.at("String").get<std::string>() + "\\E";
+        if (pattern.is_object() && pattern.contains("Regex"))
+            return str(pattern, "Regex", where + " pattern");
+        if (pattern.is_object() && pattern.contains("String")) {
+            // A literal: every ASCII punctuation byte escaped, which PCRE2 reads as that byte
+            // (\Q...\E would end early at a "\E" inside the string).
+            std::string out;
+            for (char c : str(pattern, "String", where + " pattern")) {
+                const auto u = static_cast<unsigned char>(c);
+                if (u < 0x80 && !std::isalnum(u)) out += '\\';
+                out += c;
+            }
             return out;
         }
         fail(where + ": pattern is neither String nor Regex");
     }
     std::string pattern_string(const json& pattern, const std::string& where) const {
-        if (pattern.contains("String")) return pattern.at("String").get<std::string>();
+        if (pattern.is_object() && pattern.contains("String"))
+            return str(pattern, "String", where + " pattern");
         unsupported(where + " with a Regex pattern");
     }
+    std::shared_ptr<Regex> regex(const std::string& pattern) const {
+        return std::make_shared<Regex>(pattern, file);
+    }
+    // A Sequence inside a Sequence inside ...: bounded, so nesting cannot exhaust the stack.
+    void nest(int depth, const std::string& where) const {
+        if (uint64_t(depth) > limit_value(Limit::TokenizerNesting))
+            throw_limit(file, Limit::TokenizerNesting, where + " Sequence nesting depth",
+                        uint64_t(depth));
+    }
+    const json& list(const json& obj, const char* key, const std::string& where) const {
+        const json& v = need(obj, key, where);
+        if (!v.is_array()) fail(where + ": \"" + key + "\" is not a list");
+        return v;
+    }
 
-    void normalizer(const json& n, std::vector<NormalizerStep>& out) const {
+    void normalizer(const json& n, std::vector<NormalizerStep>& out, int depth = 0) const {
         if (n.is_null()) return;
         const std::string type = str(n, "type", "normalizer");
         if (type == "Sequence") {
-            for (const json& s : need(n, "normalizers", "normalizer Sequence")) normalizer(s, out);
+            nest(depth + 1, "normalizer");
+            for (const json& s : list(n, "normalizers", "normalizer Sequence"))
+                normalizer(s, out, depth + 1);
         } else if (type == "Prepend") {
             out.push_back({NormalizerStep::Kind::Prepend, str(n, "prepend", "Prepend"), ""});
         } else if (type == "Replace") {
             const json& pattern = need(n, "pattern", "Replace");
             NormalizerStep r{NormalizerStep::Kind::Replace, "", str(n, "content", "Replace")};
             if (pattern.contains("Regex")) {
-                r.regex = std::make_shared<Regex>(pattern_regex(pattern, "normalizer Replace"));
+                r.regex = regex(pattern_regex(pattern, "normalizer Replace"));
             } else {
                 r.a = pattern_string(pattern, "normalizer Replace");
             }
@@ -124,21 +153,26 @@ struct Loader {
             if (flag(n, "strip_right", true)) sides += 'r';
             out.push_back({NormalizerStep::Kind::Strip, sides, ""});
         } else {
-            unsupported("normalizer " + type);
+            unsupported("normalizer " + quote(type));
         }
     }
 
-    void pre_tokenizer(const json& p, std::vector<PreTokenizerStep>& out) const {
+    void pre_tokenizer(const json& p, std::vector<PreTokenizerStep>& out, int depth = 0) const {
         if (p.is_null()) return;
         const std::string type = str(p, "type", "pre_tokenizer");
         if (type == "Sequence") {
-            for (const json& s : need(p, "pretokenizers", "pre_tokenizer Sequence"))
-                pre_tokenizer(s, out);
+            nest(depth + 1, "pre_tokenizer");
+            for (const json& s : list(p, "pretokenizers", "pre_tokenizer Sequence"))
+                pre_tokenizer(s, out, depth + 1);
         } else if (type == "Split") {
             PreTokenizerStep s;
             s.kind = PreTokenizerStep::Kind::Split;
-            s.regex = std::make_shared<Regex>(pattern_regex(need(p, "pattern", "Split"), "Split"));
-            s.behavior = parse_split_behavior(str(p, "behavior", "Split"));
+            s.regex = regex(pattern_regex(need(p, "pattern", "Split"), "Split"));
+            try {
+                s.behavior = parse_split_behavior(str(p, "behavior", "Split"));
+            } catch (const UnsupportedError&) {  // that message cannot name the file
+                unsupported("Split behavior " + quote(str(p, "behavior", "Split")));
+            }
             s.invert = flag(p, "invert", false);
             out.push_back(std::move(s));
         } else if (type == "ByteLevel") {
@@ -165,7 +199,7 @@ struct Loader {
             } else if (scheme == "never") {
                 s.prepend = PreTokenizerStep::Prepend::Never;
             } else {
-                unsupported("Metaspace prepend_scheme " + scheme);
+                unsupported("Metaspace prepend_scheme " + quote(scheme));
             }
             out.push_back(std::move(s));
         } else if (type == "Digits") {
@@ -199,15 +233,28 @@ struct Loader {
             s.behavior = SplitBehavior::Removed;
             out.push_back(std::move(s));
         } else {
-            unsupported("pre_tokenizer " + type);
+            unsupported("pre_tokenizer " + quote(type));
         }
     }
 
+    // A token id from the file: a non-negative integer below the vocabulary limit.
+    int32_t id_value(const json& v, const std::string& where) const {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0)
+            fail(where + ": id " + io::brief(v) + " is not a non-negative integer");
+        check_limit(file, Limit::VocabSize, where + ": token id", v.get<uint64_t>());
+        if (v.get<uint64_t>() > uint64_t(INT32_MAX))  // ids are int32 (a raised limit)
+            fail(where + ": id " + io::brief(v) + " does not fit a 32-bit token id");
+        return v.get<int32_t>();
+    }
+
     void added_tokens(const json& root, PipelineConfig& cfg) const {
-        for (const json& t : root.value("added_tokens", json::array())) {
+        const json& added = root.contains("added_tokens") && !root.at("added_tokens").is_null()
+                                ? list(root, "added_tokens", "tokenizer.json")
+                                : json::array();
+        for (const json& t : added) {
             AddedToken a;
             a.content = str(t, "content", "added_tokens");
-            a.id = t.at("id").get<int32_t>();
+            a.id = id_value(need(t, "id", "added_tokens"), "added token " + quote(a.content));
             a.special = flag(t, "special", false);
             a.normalized = flag(t, "normalized", !a.special);
             a.lstrip = flag(t, "lstrip", false);
@@ -217,11 +264,13 @@ struct Loader {
         }
     }
 
-    void decoder(const json& d, DecoderConfig& out) const {
+    void decoder(const json& d, DecoderConfig& out, int depth = 0) const {
         if (d.is_null()) return;
         const std::string type = str(d, "type", "decoder");
         if (type == "Sequence") {
-            for (const json& s : need(d, "decoders", "decoder Sequence")) decoder(s, out);
+            nest(depth + 1, "decoder");
+            for (const json& s : list(d, "decoders", "decoder Sequence"))
+                decoder(s, out, depth + 1);
         } else if (type == "ByteLevel") {
             out.byte_level = true;
         } else if (type == "Replace") {
@@ -247,7 +296,7 @@ struct Loader {
                 scheme = "never";
             if (scheme != "never") out.strip_leading_spaces = 1;
         } else {
-            unsupported("decoder " + type);
+            unsupported("decoder " + quote(type));
         }
     }
 
@@ -256,17 +305,31 @@ struct Loader {
         for (const AddedToken& t : added)
             if (t.content == content) return t.id;
         if (const int32_t id = model_vocab.find(content); id >= 0) return id;
-        fail("special token '" + content + "' is not in the vocabulary");
+        fail("special token " + quote(content) + " is not in the vocabulary");
     }
 
     // Post-processor -> template around a single sequence.
+    // special_tokens[name].ids of a TemplateProcessing, each a valid id.
+    std::vector<int32_t> special_ids(const json& specials, const std::string& name,
+                                     const Vocab& vocab,
+                                     const std::vector<AddedToken>& added) const {
+        if (!specials.is_object() || !specials.contains(name) || !specials.at(name).is_object() ||
+            !specials.at(name).contains("ids"))
+            return {token_id(vocab, added, name)};
+        std::vector<int32_t> ids;
+        for (const json& v : list(specials.at(name), "ids", "special token " + quote(name)))
+            ids.push_back(id_value(v, "special token " + quote(name)));
+        return ids;
+    }
+
     void post_processor(const json& p, const Vocab& vocab, const std::vector<AddedToken>& added,
-                        PipelineConfig& cfg) const {
+                        PipelineConfig& cfg, int depth = 0) const {
         if (p.is_null()) return;
         const std::string type = str(p, "type", "post_processor");
         if (type == "Sequence") {
-            for (const json& s : need(p, "processors", "post_processor Sequence"))
-                post_processor(s, vocab, added, cfg);
+            nest(depth + 1, "post_processor");
+            for (const json& s : list(p, "processors", "post_processor Sequence"))
+                post_processor(s, vocab, added, cfg, depth + 1);
         } else if (type == "TemplateProcessing") {
             bool seen_sequence = false;
             for (const json& item : need(p, "single", "TemplateProcessing")) {
@@ -276,13 +339,8 @@ struct Loader {
                 }
                 if (!item.contains("SpecialToken")) fail("TemplateProcessing: unknown item");
                 const std::string name = str(item.at("SpecialToken"), "id", "SpecialToken");
-                std::vector<int32_t> ids;
-                const json& specials = p.value("special_tokens", json::object());
-                if (specials.contains(name) && specials.at(name).contains("ids")) {
-                    ids = specials.at(name).at("ids").get<std::vector<int32_t>>();
-                } else {
-                    ids = {token_id(vocab, added, name)};
-                }
+                const std::vector<int32_t> ids =
+                    special_ids(p.value("special_tokens", json::object()), name, vocab, added);
                 auto& dst = seen_sequence ? cfg.suffix : cfg.prefix;
                 dst.insert(dst.end(), ids.begin(), ids.end());
             }
@@ -295,12 +353,8 @@ struct Loader {
                     t.type_id = item.at("Sequence").value("type_id", 0);
                 } else if (item.contains("SpecialToken")) {
                     const std::string name = str(item.at("SpecialToken"), "id", "SpecialToken");
-                    const json& specials = p.value("special_tokens", json::object());
-                    if (specials.contains(name) && specials.at(name).contains("ids")) {
-                        t.ids = specials.at(name).at("ids").get<std::vector<int32_t>>();
-                    } else {
-                        t.ids = {token_id(vocab, added, name)};
-                    }
+                    t.ids =
+                        special_ids(p.value("special_tokens", json::object()), name, vocab, added);
                     t.type_id = item.at("SpecialToken").value("type_id", 0);
                 } else {
                     fail("TemplateProcessing: unknown pair item");
@@ -310,7 +364,10 @@ struct Loader {
         } else if (type == "RobertaProcessing" || type == "BertProcessing") {
             const json& cls = need(p, "cls", type);
             const json& sep = need(p, "sep", type);
-            const int32_t cls_id = cls.at(1).get<int32_t>(), sep_id = sep.at(1).get<int32_t>();
+            if (!cls.is_array() || cls.size() != 2 || !sep.is_array() || sep.size() != 2)
+                fail(type + ": cls and sep must be [token, id]");
+            const int32_t cls_id = id_value(cls.at(1), type + " cls");
+            const int32_t sep_id = id_value(sep.at(1), type + " sep");
             cfg.prefix.push_back(cls_id);
             cfg.suffix.push_back(sep_id);
             // Roberta: <s> A </s></s> B </s>, all type 0; Bert: [CLS] A [SEP] B [SEP], B type 1.
@@ -323,7 +380,7 @@ struct Loader {
         } else if (type == "ByteLevel") {
             // offsets only
         } else {
-            unsupported("post_processor " + type);
+            unsupported("post_processor " + quote(type));
         }
     }
 };
@@ -341,13 +398,8 @@ void apply_tokenizer_config(const fs::path& tokenizer_json, const Vocab& vocab,
                             PipelineConfig& cfg) {
     const fs::path config_path = tokenizer_json.parent_path() / "tokenizer_config.json";
     json config = json::object();
-    if (fs::exists(config_path)) {
-        try {
-            config = json::parse(read_file(config_path));
-        } catch (const json::exception& e) {
-            throw InputError(config_path.string(), std::string("not valid JSON: ") + e.what());
-        }
-    }
+    if (fs::exists(config_path)) config = io::read_json_file(config_path);
+    if (!config.is_object()) throw InputError(config_path.string(), "not a JSON object");
     auto lookup = [&](const std::string& name) -> int32_t {
         if (name.empty()) return -1;
         for (const AddedToken& t : cfg.added)
@@ -358,7 +410,8 @@ void apply_tokenizer_config(const fs::path& tokenizer_json, const Vocab& vocab,
     cfg.eos = lookup(token_name(config.value("eos_token", json())));
     if (cfg.bos < 0 && !cfg.prefix.empty()) cfg.bos = cfg.prefix.front();
     if (cfg.eos < 0 && !cfg.suffix.empty()) cfg.eos = cfg.suffix.back();
-    const std::string cls = config.value("tokenizer_class", std::string());
+    const std::string cls =
+        io::json_string_or(config, "tokenizer_class", std::string(), config_path.string());
     const bool rebuilds = cls.rfind("Llama", 0) == 0 || cls.rfind("CodeLlama", 0) == 0 ||
                           cls.rfind("Gemma", 0) == 0 || cls.rfind("GPTNeoX", 0) == 0;
     if (rebuilds && config.contains("add_bos_token") && config.at("add_bos_token").is_boolean()) {
@@ -378,8 +431,7 @@ std::unique_ptr<Tokenizer> load_unigram(const Loader& L, const json& root,
     const json& model = L.need(root, "model", "tokenizer.json");
     const json& vocab_json = L.need(model, "vocab", "model");
     if (!vocab_json.is_array()) L.fail("Unigram model.vocab is not a list of [piece, score]");
-    if (vocab_json.size() > (size_t{1} << 24))
-        L.fail("Unigram model.vocab has " + std::to_string(vocab_json.size()) + " entries");
+    check_limit(L.file, Limit::VocabSize, "Unigram model.vocab entries", vocab_json.size());
     std::vector<std::pair<std::string, double>> pieces;
     pieces.reserve(vocab_json.size());
     for (const json& entry : vocab_json) {
@@ -394,7 +446,7 @@ std::unique_ptr<Tokenizer> load_unigram(const Loader& L, const json& root,
         const json& u = model.at("unk_id");
         if (!u.is_number_integer() || u.get<int64_t>() < 0 ||
             u.get<int64_t>() >= static_cast<int64_t>(pieces.size()))
-            L.fail("Unigram unk_id " + u.dump() + " is not an id of its vocabulary of " +
+            L.fail("Unigram unk_id " + io::brief(u) + " is not an id of its vocabulary of " +
                    std::to_string(pieces.size()));
         unk_id = u.get<int32_t>();
     }
@@ -417,17 +469,12 @@ std::unique_ptr<Tokenizer> load_unigram(const Loader& L, const json& root,
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
     Loader L{tokenizer_json.string()};
-    json root;
-    try {
-        root = json::parse(read_file(tokenizer_json));
-    } catch (const json::exception& e) {
-        L.fail(std::string("not valid JSON: ") + e.what());
-    }
+    const json root = io::read_json_file(tokenizer_json);
     try {
         const json& model = L.need(root, "model", "tokenizer.json");
-        const std::string type = model.value("type", std::string("BPE"));
+        const std::string type = io::json_string_or(model, "type", "BPE", L.file);
         if (type != "BPE" && type != "WordPiece" && type != "Unigram")
-            L.unsupported("tokenizer model type " + type);
+            L.unsupported("tokenizer model type " + quote(type));
         for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
             if (type == "BPE" && model.contains(key) && model.at(key).is_string() &&
                 !model.at(key).get<std::string>().empty())
@@ -441,11 +488,9 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
         const json& vocab_json = L.need(model, "vocab", "model");
         if (!vocab_json.is_object()) L.fail("model.vocab is not an object");
         Vocab vocab;
-        for (const auto& [piece, id] : vocab_json.items()) {
-            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 24))
-                L.fail("model.vocab: bad id for piece '" + piece + "'");
-            vocab.set(id.get<int32_t>(), piece);
-        }
+        // Ids index a table: bounded by the vocabulary limit (and so by what a table may cost).
+        for (const auto& [piece, id] : vocab_json.items())
+            vocab.set(L.id_value(id, "model.vocab piece " + quote(piece)), piece);
 
         PipelineConfig cfg;
         cfg.origin = L.file;
@@ -477,24 +522,25 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
             opt.unk_id = vocab.find(model.at("unk_token").get<std::string>());
         BpeModel bpe(std::move(vocab), opt);
         int32_t rank = 0;
-        for (const json& m : L.need(model, "merges", "model")) {
+        for (const json& m : L.list(model, "merges", "model")) {
             std::string left, right;
             if (m.is_string()) {
                 const std::string s = m.get<std::string>();
                 const size_t sp = s.find(' ');
                 if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-                    L.fail("merge '" + s + "' is not two pieces separated by one space");
+                    L.fail("merge " + quote(s) + " is not two pieces separated by one space");
                 left = s.substr(0, sp);
                 right = s.substr(sp + 1);
-            } else if (m.is_array() && m.size() == 2) {
+            } else if (m.is_array() && m.size() == 2 && m.at(0).is_string() &&
+                       m.at(1).is_string()) {
                 left = m.at(0).get<std::string>();
                 right = m.at(1).get<std::string>();
             } else {
                 L.fail("merge entry is neither \"a b\" nor [a, b]");
             }
             if (!bpe.add_merge(left, right, rank))
-                L.fail("merge '" + left + " " + right +
-                       "' uses a piece that is not in the vocabulary");
+                L.fail("merge " + quote(left + " " + right) +
+                       " uses a piece that is not in the vocabulary");
             ++rank;
         }
 
@@ -508,7 +554,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const fs::path& tokenizer_json) {
         apply_tokenizer_config(tokenizer_json, bpe.vocab(), cfg);
         return make_pipeline_tokenizer(std::move(cfg), std::move(bpe));
     } catch (const json::exception& e) {
-        L.fail(std::string("unexpected structure: ") + e.what());
+        L.fail("unexpected structure: " + printable(e.what()));
     }
 }
 

@@ -5,6 +5,7 @@
 #include <pcre2.h>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 
 namespace sinkscope::tokenizer {
 
@@ -21,7 +22,8 @@ pcre2_code* as_code(void* p) {
 }
 }  // namespace
 
-Regex::Regex(const std::string& pattern) : pattern_(pattern) {
+Regex::Regex(const std::string& pattern, std::string origin)
+    : pattern_(pattern), origin_(std::move(origin)) {
     int err = 0;
     PCRE2_SIZE err_offset = 0;
     pcre2_code* code =
@@ -30,9 +32,11 @@ Regex::Regex(const std::string& pattern) : pattern_(pattern) {
     if (!code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        throw UnsupportedError(detail::concat("pre-tokenizer regex does not compile at offset ",
-                                              err_offset, " (", reinterpret_cast<char*>(msg),
-                                              "): ", pattern));
+        const std::string what =
+            detail::concat("pre-tokenizer regex ", quote(pattern), " does not compile at offset ",
+                           err_offset, " (", reinterpret_cast<char*>(msg), ")");
+        if (origin_.empty()) throw UnsupportedError(what);
+        throw UnsupportedError(origin_, what);
     }
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter on failure
     code_ = code;
@@ -55,8 +59,13 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
             pcre2_match_data_free(md);
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            throw InternalError(
-                detail::concat("pre-tokenizer regex match failed: ", reinterpret_cast<char*>(msg)));
+            // A pattern from a file can hit PCRE2's match or depth limit on some text
+            // (catastrophic backtracking): a property of that file, not a bug of sinkscope.
+            const std::string what =
+                detail::concat("pre-tokenizer regex ", quote(pattern_),
+                               " failed on the text: ", reinterpret_cast<char*>(msg));
+            if (origin_.empty()) throw InternalError(what);
+            throw InputError(origin_, what);
         }
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
         const size_t b = ov[0], e = ov[1];
@@ -81,7 +90,7 @@ SplitBehavior parse_split_behavior(const std::string& name) {
     if (name == "MergedWithPrevious") return SplitBehavior::MergedWithPrevious;
     if (name == "MergedWithNext") return SplitBehavior::MergedWithNext;
     if (name == "Contiguous") return SplitBehavior::Contiguous;
-    throw UnsupportedError("pre-tokenizer Split behavior '" + name + "'");
+    throw UnsupportedError("pre-tokenizer Split behavior " + quote(name));
 }
 
 std::vector<std::pair<size_t, size_t>> split_by_regex(std::string_view text, const Regex& re,

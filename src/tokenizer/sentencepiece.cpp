@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/tokenizer/pipeline.hpp"
 #include "sinkscope/tokenizer/unigram.hpp"
 
@@ -92,12 +94,8 @@ private:
 json read_json_beside(const fs::path& model_file, const char* name) {
     const fs::path p = model_file.parent_path() / name;
     if (!fs::is_regular_file(p)) return json::object();
-    try {
-        json j = json::parse(read_file(p));
-        return j.is_object() ? j : json::object();
-    } catch (const json::exception& e) {
-        throw InputError(p.string(), std::string("not valid JSON: ") + e.what());
-    }
+    json j = io::read_json_file(p);
+    return j.is_object() ? j : json::object();
 }
 
 bool flag_or(const json& obj, const char* key, bool fallback) {
@@ -345,6 +343,10 @@ std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const fs::path& model_fi
             origin, "SentencePiece model_type " + m.info.model_type + " (supported: unigram, bpe)");
     }
     if (id_map == SpmIdMap::Identity) return tok;
+    // The fairseq dictionary puts <unk> at 3 and <mask> after the last piece: with fewer than
+    // the 3 pieces every such model starts with (<unk>, <s>, </s>) its ids would not fit.
+    SS_CHECK_INPUT(m.pieces.size() >= 3, origin, "has ", m.pieces.size(),
+                   " pieces; read with the fairseq id map (XLM-RoBERTa) it needs at least 3");
     return std::make_unique<FairseqIdTokenizer>(std::move(tok), unk);
 }
 
@@ -400,6 +402,7 @@ SpmModelInfo read_spm_model_info(std::string_view serialized, const std::string&
         }
     }
     SS_CHECK_INPUT(info.n_pieces > 0, origin, "not a SentencePiece model (no pieces)");
+    check_limit(origin, Limit::VocabSize, "pieces", uint64_t(info.n_pieces));
     return info;
 }
 

@@ -139,7 +139,7 @@ TEST(OverwriteCli, ReportRules) {
     make_victim(victim);
     const auto victim_before = snapshot_tree(victim);
     auto r = run_cli({"report", "--run", victim.string(), "--overwrite"});
-    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.exit_code, 3) << r.err;
     EXPECT_NE(r.err.find("not a sinkscope run"), std::string::npos) << r.err;
     EXPECT_EQ(snapshot_tree(victim), victim_before);
 

@@ -48,3 +48,34 @@ TEST(Serialize, CorruptStateThrows) {
         EXPECT_NE(std::string(e.what()).find("s.bin"), std::string::npos);
     }
 }
+
+// Found by fuzz_state: a flag byte other than 0 / 1 is refused (reading it as a bool would be
+// undefined behaviour), and a section name from the file is escaped in the message.
+TEST(Serialize, BadFlagByteAndEscapedSectionName) {
+    BinaryWriter w;
+    w.put<uint8_t>(2);
+    BinaryReader r1(w.bytes(), "s.bin");
+    try {
+        (void)r1.get<bool>();
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_STREQ(e.what(),
+                     "s.bin: corrupt or incompatible state file: byte 2 where a flag (0 "
+                     "or 1) belongs");
+    }
+    BinaryWriter w2;
+    w2.put_string("a\x1b[2J\nb");
+    BinaryReader r2(w2.bytes(), "s.bin");
+    try {
+        r2.expect_tag("head");
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_STREQ(e.what(),
+                     "s.bin: corrupt or incompatible state file: expected section "
+                     "'head', found 'a\\x1b[2J\\x0ab'");
+    }
+    BinaryWriter w3;
+    w3.put<uint8_t>(1);
+    BinaryReader r3(w3.bytes(), "s.bin");
+    EXPECT_TRUE(r3.get<bool>());
+}

@@ -132,7 +132,7 @@ TEST(Convert, IntegerTensorsAreUnsupported) {
         to_f32(view(WeightDType::I32, {2}, b));
         FAIL() << "no error";
     } catch (const UnsupportedError& e) {
-        EXPECT_NE(std::string(e.what()).find("not supported: I32 in blk.0.attn_q.weight"),
+        EXPECT_NE(std::string(e.what()).find("not supported: I32 in 'blk.0.attn_q.weight'"),
                   std::string::npos)
             << e.what();
     }

@@ -147,7 +147,8 @@ TEST(GgufWeights, OtherTypesAreUnsupported) {
             ADD_FAILURE() << "no error for " << name;
         } catch (const UnsupportedError& e) {
             const std::string msg = e.what();
-            EXPECT_NE(msg.find("not supported: " + type + " in " + name), std::string::npos) << msg;
+            EXPECT_NE(msg.find("not supported: " + type + " in '" + name + "'"), std::string::npos)
+                << msg;
             EXPECT_EQ(msg.rfind((dir / "m.gguf").string(), 0), 0u) << msg;
         }
     }

@@ -128,7 +128,7 @@ TEST(Llama2c, BadFiles) {
          ErrorKind::Input,
          "not a multiple of n_kv_heads"},
         {"huge header",
-         {1 << 30, 1 << 30, 0x7fffffff, 1, 1, -0x7fffffff - 1, 0x7fffffff},
+         {1 << 30, 1 << 30, 1000, 1, 1, -0x7fffffff - 1, 0x7fffffff},
          4,
          ErrorKind::Input,
          "implies"},

@@ -106,7 +106,7 @@ TEST(Safetensors, DirectoryResolvesToModelFile) {
     EXPECT_NE(msg.find("model.safetensors"), std::string::npos) << msg;
 }
 
-// A valid dtype sinkscope does not read is listed but get() throws "not supported: U8 in t".
+// A valid dtype sinkscope does not read is listed but get() throws "not supported: U8 in 't'".
 TEST(Safetensors, UnreadableDtypeIsUnsupportedOnGet) {
     testutil::ScratchDir dir;
     write(dir / "m.safetensors",
@@ -117,7 +117,7 @@ TEST(Safetensors, UnreadableDtypeIsUnsupportedOnGet) {
         store->get("t");
         FAIL() << "no error";
     } catch (const UnsupportedError& e) {
-        EXPECT_NE(std::string(e.what()).find("not supported: U8 in t"), std::string::npos)
+        EXPECT_NE(std::string(e.what()).find("not supported: U8 in 't'"), std::string::npos)
             << e.what();
     }
 }
@@ -242,7 +242,7 @@ TEST(Safetensors, ShardedIndexErrors) {
          {index.string(), "'gone.safetensors'", "'b'", "not found"}},
         {R"({"weight_map":{"a":"s1.safetensors","z":"s1.safetensors"}})",
          {(dir / "s1.safetensors").string(), "'z'", "missing from this shard"}},
-        {R"({"weight_map":{"a":"/etc/passwd"}})", {index.string(), "relative"}},
+        {R"({"weight_map":{"a":"/etc/passwd"}})", {index.string(), "is not a file name inside"}},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.json);
@@ -261,4 +261,33 @@ TEST(Safetensors, NonexistentFileIsIoError) {
     const std::string msg = open_error(dir / "nope.safetensors", &kind);
     EXPECT_EQ(kind, ErrorKind::Io) << msg;
     EXPECT_NE(msg.find("nope.safetensors"), std::string::npos) << msg;
+}
+
+// The Hugging Face cache links every file of a snapshot to its blob store outside the snapshot
+// folder: a shard that is such a link is read; a shard name that climbs out, or a linked folder
+// leading out, is refused before anything of the named file is read.
+TEST(Safetensors, ShardNamesStayInsideTheFolder) {
+    testutil::ScratchDir dir;
+    fs::create_directories(dir / "blobs");
+    fs::create_directories(dir / "snapshot/sub");
+    write(dir / "blobs/0123abcd",
+          st_bytes("{" + f32_header("a", "[1]", 0, 4) + "}", raw<float>({7.f})));
+    fs::create_symlink("../blobs/0123abcd", dir / "snapshot/s.safetensors");
+    fs::create_symlink("../../blobs/0123abcd", dir / "snapshot/sub/t.safetensors");
+    const fs::path index = dir / "snapshot/model.safetensors.index.json";
+    for (const char* shard : {"s.safetensors", "sub/t.safetensors", "./sub/../s.safetensors"}) {
+        SCOPED_TRACE(shard);
+        write(index, std::string(R"({"weight_map":{"a":")") + shard + "\"}}");
+        EXPECT_EQ(to_f32(open_safetensors(index)->get("a")), std::vector<float>{7.f});
+    }
+    fs::create_directory_symlink("../blobs", dir / "snapshot/linked");
+    for (const char* shard :
+         {"../blobs/0123abcd", "sub/../../blobs/0123abcd", "linked/0123abcd", "/etc/passwd", ""}) {
+        SCOPED_TRACE(shard);
+        write(index, std::string(R"({"weight_map":{"a":")") + shard + "\"}}");
+        ErrorKind kind{};
+        const std::string msg = open_error(index, &kind);
+        EXPECT_EQ(kind, ErrorKind::Input) << msg;
+        EXPECT_EQ(msg.rfind(index.string() + ": tensor 'a': shard '" + shard + "' ", 0), 0u) << msg;
+    }
 }

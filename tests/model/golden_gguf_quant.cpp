@@ -130,6 +130,6 @@ INSTANTIATE_TEST_SUITE_P(
                  "not a whole number of Q5_1 blocks (32)", false},
         // A type id ggml does not define, and one it defines but sinkscope does not read.
         BadQuant{"type99", "Q6_K", "blk.0.attn_q.weight", 2, 99, "GGML type 99", true},
-        BadQuant{"iq2_xxs", "Q2_K", "token_embd.weight", 2, 16, "IQ2_XXS in token_embd.weight",
+        BadQuant{"iq2_xxs", "Q2_K", "token_embd.weight", 2, 16, "IQ2_XXS in 'token_embd.weight'",
                  true}),
     [](const auto& info) { return std::string(info.param.label); });

@@ -78,3 +78,23 @@ TEST(Report, RendersInHeadlessChromium) {
     EXPECT_NE(status.find("data-errors=\"0\""), std::string::npos) << status;
     EXPECT_TRUE(std::filesystem::exists(tmp / "shot.png"));
 }
+
+// Found by fuzz_report: a hand-edited run folder (heads.csv without a layer column, a NaN layer,
+// a cell that is not UTF-8, run.json fields of the wrong type) still gives a report, with the
+// bad cell replaced (U+FFFD) rather than an exception from the JSON writer.
+TEST(Report, HandEditedRunFolder) {
+    testutil::ScratchDir tmp;
+    const std::filesystem::path d = tmp.path();
+    auto write = [&](const char* name, const std::string& text) {
+        std::ofstream(d / name, std::ios::binary) << text;
+    };
+    write("heads.csv",
+          "model,layer,head,metric,value\nm,nan,0,entropy,1.5\nm,0,0,sink_mass,0.5\n"
+          "m\xd4,1,0,sink_mass,0.25\n");
+    write("run.json", R"({"tool": {"version": 3}, "started_utc": ["x"]})");
+    const ReportContent c = collect_report(d);
+    const std::string html = render_html(c);
+    EXPECT_NE(html.find("m\xef\xbf\xbd"), std::string::npos);  // U+FFFD for the bad byte
+    write("heads.csv", "model,head,metric,value\nm,0,sink_mass,0.5\n");
+    EXPECT_NO_THROW((void)render_html(collect_report(d)));
+}

@@ -566,3 +566,36 @@ TEST(HfBpe, MetaspacePreTokenizer) {
     EXPECT_EQ(tok->encode("hix"), (std::vector<int32_t>{5, 0}));  // 'x' unknown, no fallback
     EXPECT_EQ(tok->decode({5, 5}), "hi hi");
 }
+
+// A Split pattern {"String": s} is the literal s, whatever it holds: regex metacharacters and
+// "\E" (which ended the old \Q...\E quoting early and left "(" unbalanced). Isolating the
+// literal "\E(" keeps the merges a+\ and a\+E from reaching across it: ids are the bytes.
+TEST(HfBpe, SplitStringIsLiteral) {
+    testutil::ScratchDir dir;
+    json vocab = json::object();
+    for (int b = 0; b < 256; ++b) vocab[bytes_to_byte_level(std::string(1, char(b)))] = b;
+    vocab["a\\"] = 256;
+    vocab["a\\E"] = 257;
+    auto write_with = [&](const json& split) {
+        json root = {
+            {"normalizer", nullptr},
+            {"pre_tokenizer",
+             {{"type", "Sequence"},
+              {"pretokenizers",
+               json::array(
+                   {split,
+                    {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
+            {"post_processor", nullptr},
+            {"decoder", {{"type", "ByteLevel"}}},
+            {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a \\", "a\\ E"}}}}};
+        write_text(dir / "tokenizer.json", root.dump());
+        return load_hf_tokenizer(dir / "tokenizer.json");
+    };
+    const json literal = {
+        {"type", "Split"}, {"pattern", {{"String", "\\E("}}}, {"behavior", "Isolated"}};
+    EXPECT_EQ(write_with(literal)->encode("a\\E(b"), (std::vector<int32_t>{97, 92, 69, 40, 98}));
+    // Without the split the merges apply (the check above can fail).
+    const json elsewhere = {
+        {"type", "Split"}, {"pattern", {{"String", ".*"}}}, {"behavior", "Isolated"}};
+    EXPECT_EQ(write_with(elsewhere)->encode("a\\E(b"), (std::vector<int32_t>{257, 40, 98}));
+}

@@ -17,10 +17,23 @@
 
 namespace sinkscope::analysis {
 
+// What happens to a text input longer than the model's context (ModelConfig::n_ctx: config
+// max_position_embeddings, GGUF context_length, llama2.c seq_len; 0 = unknown, no limit): a model
+// run past the positions it was trained on gives numbers that mean nothing, so by default such
+// inputs are cut to the context.
+enum class OverContext {
+    Cap,     // cut to n_ctx tokens and counted
+    Refuse,  // an InputError naming the first such sample
+    Keep,    // left whole: the caller runs them in windows (perplexity --stride)
+};
+// "cap" | "refuse"; UsageError naming --over-context otherwise.
+OverContext parse_over_context(const std::string& s);
+
 struct InputsOptions {
     std::filesystem::path data;        // empty: the built-in prompt set (text models only)
     std::string text_column = "text";  // CSV column
     int64_t max_tokens = 0;            // text inputs are cut to this many tokens (0: no limit)
+    OverContext over_context = OverContext::Cap;
     int64_t samples = 0;               // 0: every sample
     // Unset: the first `samples` samples; set: `samples` samples drawn without replacement with
     // this seed (kept in data order).
@@ -32,12 +45,18 @@ struct AnalysisInputs {
     std::string kind = "text";              // "text" | "images"
     std::vector<std::vector<int32_t>> ids;  // per sample: token ids (images: empty)
     std::vector<size_t> sample_index;       // per input: its sample's index in the data
-    int64_t n_truncated = 0;                // text samples cut to max_tokens
+    int64_t n_truncated = 0;                // text samples cut to cut_length tokens
+    int64_t cut_length = 0;                 // what they were cut to (0: no cut applies)
+    bool cut_by_context = false;            // cut_length is the model's context, not max_tokens
+    int64_t context = 0;                    // the model's context (0: unknown)
     std::optional<io::ImageSet> images;     // vision models: decoded on demand
     int64_t image_tokens = 0;               // vision models: 1 + patches per image
     std::string images_sha256;              // vision models: hash of the image files
 
     size_t size() const { return ids.size(); }
+    // One console line saying how many inputs were cut and to what length, and why; empty when
+    // none was cut.
+    std::string truncation_note() const;
     int64_t n_tokens(size_t k) const;
     // Input k as the model reads it (batch of 1, on the model's device).
     model::ModelInput model_input(const model::Model& m, size_t k) const;
@@ -50,7 +69,9 @@ std::string inputs_sha256(const AnalysisInputs& in);
 // Loads the data for model `m`: text models get token ids (ids beyond the vocabulary or negative
 // and samples without tokens are InputErrors naming the data file); vision models get the images
 // of the data (a .png, a directory of .png files or a .npy image / stack; max_tokens does not
-// apply), each decoded and preprocessed once here so a bad image fails before any output.
+// apply), each decoded and preprocessed once here so a bad image fails before any output. Text
+// inputs are cut to max_tokens, then handled by over_context when still longer than the model's
+// context.
 AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o, tokenizer::BosPolicy bos);
 
 }  // namespace sinkscope::analysis

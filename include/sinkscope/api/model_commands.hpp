@@ -22,7 +22,14 @@ struct ModelCliOptions {
     std::string tokenizer;          // tokenizer file overriding the one beside the weights
     std::string bos = "default";    // default | always | never
     int threads = 0;                // torch intra-op and analysis threads; 0 = all cores
+    // Text inputs longer than the model's context: cap (cut to it, counted on the console) or
+    // refuse (an input error). Commands that feed no data ignore it.
+    std::string over_context = "cap";
 };
+
+// `line` as "sinkscope: note: LINE" on stderr (nothing when empty): what the user should know
+// about a run that is not an error (inputs cut, a resume that found nothing).
+void print_note(const std::string& line);
 
 // Device, dtype, threads and tokenizer of ModelCliOptions as load_model options.
 model::LoadOptions load_options(const ModelCliOptions& m);
@@ -49,8 +56,12 @@ struct PerplexityOptions {
     int64_t max_samples = 0;
     std::optional<uint64_t> seed;  // set: max_samples drawn at random with this seed
     std::string head_mask;         // "LAYER.HEAD,..." heads ablated (z = 0); empty: none
+    // > 0 (decoders): sliding-window evaluation with windows of the model's context moved by
+    // `stride` tokens; inputs longer than the context are then scored whole, not cut.
+    int64_t stride = 0;
 };
-// Decoders: "perplexity P\nmean_nll X\ntokens N\nsamples S\n"; encoders: the masked-LM
+// Decoders: "perplexity P\nmean_nll X\ntokens N\nsamples S\n" (with a stride, a last line
+// "sliding window W, stride S"); encoders: the masked-LM
 // pseudo-perplexity (15% of tokens, seed = `seed` or 0) as "pseudo_perplexity P\n...". Numbers in
 // shortest round-trip form. Vision models are refused.
 std::string perplexity_report(const PerplexityOptions& o);

@@ -1,11 +1,27 @@
-// Number formatting shared by tables, run.json and table keys: the shortest text that reads back
-// to the same double (std::to_chars); non-finite values as "nan", "inf", "-inf" (spec 10.p).
+// Text formatting shared across modules: numbers for tables, run.json and table keys (the shortest
+// text that reads back to the same double, std::to_chars; non-finite values as "nan", "inf",
+// "-inf", spec 10.p), and file-provided strings made safe to print in a one-line message.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace sinkscope {
 
 std::string format_number(double v);
+
+// At most this many bytes of one file-provided string reach a message (then "...").
+inline constexpr size_t kMaxPrintedBytes = 120;
+
+// `s` as it may appear in a one-line message: bytes that could end the line, move the cursor or
+// start a terminal escape (C0 controls, DEL, C1 controls U+0080..U+009F, and bytes that are not
+// valid UTF-8) become \xNN; longer than `max_bytes`, it is cut at a character boundary and
+// "...(N bytes)" says how long it was. Every string read from a file goes through this (or
+// quote()) before it reaches an error message.
+std::string printable(std::string_view s, size_t max_bytes = kMaxPrintedBytes);
+
+// 'printable(s)' in single quotes: a file-provided name (tensor, key, token, pattern) in a message.
+std::string quote(std::string_view s, size_t max_bytes = kMaxPrintedBytes);
 
 }  // namespace sinkscope

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 
 namespace sinkscope {
 
@@ -50,6 +51,12 @@ public:
     template <typename T>
     T get() {
         static_assert(std::is_trivially_copyable_v<T>);
+        if constexpr (std::is_same_v<T, bool>) {
+            // A byte other than 0 or 1 is not a bool (reading it as one is undefined behaviour).
+            const auto b = get<uint8_t>();
+            if (b > 1) fail("byte " + std::to_string(b) + " where a flag (0 or 1) belongs");
+            return b == 1;
+        }
         need(sizeof(T));
         T v;
         std::memcpy(&v, data_.data() + pos_, sizeof(T));
@@ -81,7 +88,7 @@ public:
     }
     void expect_tag(const char* name) {
         std::string t = get_string();
-        if (t != name) fail(std::string("expected section '") + name + "', found '" + t + "'");
+        if (t != name) fail(std::string("expected section '") + name + "', found " + quote(t));
     }
     bool at_end() const { return pos_ == data_.size(); }
     [[noreturn]] void fail(const std::string& what) const {

@@ -18,16 +18,19 @@ extern const char* const kQwen2Pattern;   // Qwen2 (single digits)
 // such bytes never match and end up in the gaps between matches.
 class Regex {
   public:
-    explicit Regex(const std::string& pattern);  // throws UnsupportedError if it does not compile
-    ~Regex();
-    Regex(const Regex&) = delete;
-    Regex& operator=(const Regex&) = delete;
-    // [begin, end) byte ranges of successive non-overlapping matches, left to right.
-    std::vector<std::pair<size_t, size_t>> find_all(std::string_view text) const;
-    const std::string& pattern() const { return pattern_; }
+      // `origin`: the file the pattern came from, named in errors (empty: a built-in pattern).
+      // Throws UnsupportedError if it does not compile.
+      explicit Regex(const std::string& pattern, std::string origin = {});
+      ~Regex();
+      Regex(const Regex&) = delete;
+      Regex& operator=(const Regex&) = delete;
+      // [begin, end) byte ranges of successive non-overlapping matches, left to right.
+      std::vector<std::pair<size_t, size_t>> find_all(std::string_view text) const;
+      const std::string& pattern() const { return pattern_; }
 
   private:
     std::string pattern_;
+    std::string origin_;
     void* code_ = nullptr;  // pcre2_code_8*
 };
 

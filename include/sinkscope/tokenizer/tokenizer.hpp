@@ -58,11 +58,18 @@ class Tokenizer {
     // decode(encode_with_policy(x, any)) == x for text the vocabulary covers.
     std::string decode(const std::vector<int32_t>& ids) const;
 
-  protected:
+    // The file the tokenizer was read from (for messages about the ids it produces).
+    const std::string& origin() const { return origin_; }
+    void set_origin(std::string origin) { origin_ = std::move(origin); }
+
+protected:
     // decode() without argument checks; the default concatenates decode_token of each
     // non-special id.
     virtual std::string decode_ids(const std::vector<int32_t>& ids) const;
     virtual bool is_special(int32_t id) const { return id == bos_id() || id == eos_id(); }
+
+private:
+    std::string origin_;
 };
 
 // Hugging Face tokenizer.json (+ tokenizer_config.json beside it when present).

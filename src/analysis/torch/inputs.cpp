@@ -9,6 +9,21 @@
 
 namespace sinkscope::analysis {
 
+OverContext parse_over_context(const std::string& s) {
+    if (s == "cap") return OverContext::Cap;
+    if (s == "refuse") return OverContext::Refuse;
+    throw UsageError("--over-context must be cap or refuse, got '" + s + "'");
+}
+
+std::string AnalysisInputs::truncation_note() const {
+    if (n_truncated == 0) return {};
+    std::string s = std::to_string(n_truncated) + " of " + std::to_string(size()) +
+                    " inputs were cut to " + std::to_string(cut_length) + " tokens";
+    if (cut_by_context)
+        return s + ", the model's context (--over-context refuse makes longer inputs an error)";
+    return s + " (--max-tokens)";
+}
+
 int64_t AnalysisInputs::n_tokens(size_t k) const {
     return images ? image_tokens : int64_t(ids[k].size());
 }
@@ -81,6 +96,15 @@ AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
             ? io::builtin_prompts(read)
             : io::load_dataset(o.data, {.text_column = o.text_column, .max_samples = read});
     if (samples.empty()) throw InputError(in.data_name, "no samples");
+    // The one length every input is cut to: max_tokens, or the context when that is shorter and
+    // over_context caps.
+    in.context = cfg.n_ctx;
+    in.cut_length = o.max_tokens;
+    if (cfg.n_ctx > 0 && o.over_context == OverContext::Cap &&
+        (in.cut_length == 0 || cfg.n_ctx < in.cut_length)) {
+        in.cut_length = cfg.n_ctx;
+        in.cut_by_context = true;
+    }
     in.sample_index = choose(samples.size(), o);
     for (size_t k : in.sample_index) {
         const io::Sample& s = samples[k];
@@ -95,8 +119,14 @@ AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
         } else {
             x = m.encode(s.text, bos);
         }
-        if (o.max_tokens > 0 && int64_t(x.size()) > o.max_tokens)
-            x.resize(size_t(o.max_tokens)), ++in.n_truncated;
+        if (in.cut_length > 0 && int64_t(x.size()) > in.cut_length)
+            x.resize(size_t(in.cut_length)), ++in.n_truncated;
+        if (o.over_context == OverContext::Refuse && cfg.n_ctx > 0 && int64_t(x.size()) > cfg.n_ctx)
+            throw InputError(in.data_name,
+                             "sample " + std::to_string(k) + " has " + std::to_string(x.size()) +
+                                 " tokens, more than the model's context of " +
+                                 std::to_string(cfg.n_ctx) +
+                                 " (--over-context cap cuts such inputs to the context)");
         if (x.empty())
             throw InputError(in.data_name, "sample " + std::to_string(k) + " has no tokens");
         in.ids.push_back(std::move(x));

@@ -3,9 +3,11 @@
 // report.html. State is saved atomically every K inputs; --resume continues from it.
 #include "sinkscope/api/analyze.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include <torch/torch.h>
 
@@ -15,6 +17,7 @@
 #include "sinkscope/api/resumable.hpp"
 #include "sinkscope/api/run_outputs.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/serialize.hpp"
@@ -32,8 +35,9 @@ using analysis::AnalysisInputs;
 namespace {
 
 constexpr const char* kStateFile = "state.bin";
-// State format 3: one state per registry analysis, named, and the streamed tables' sizes.
-constexpr uint32_t kStateVersion = 3;
+// State format 4: resumable.hpp's checked header line, then the inputs done and one state per
+// registry analysis, named, and the streamed tables' sizes.
+constexpr StateFormat kState{"analyze", 4};
 
 // What a run depends on: a resumed run must have exactly these.
 nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs) {
@@ -48,15 +52,100 @@ nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs
             {"attention_memory_mb", o.attention_memory_mb}};
 }
 
+// What the BOS policy resolved to: whether the tokenizer prepends BOS (policy and the tokenizer's
+// config), which token, and how many inputs start with it (ids given in the data bypass the
+// tokenizer, so this counts what was run).
+nlohmann::json resolved_bos(const model::Model& m, tokenizer::BosPolicy policy,
+                            const std::vector<std::vector<int32_t>>& ids) {
+    nlohmann::json j = {{"policy", tokenizer::bos_policy_name(policy)}};
+    const tokenizer::Tokenizer* t = m.tokenizer();
+    if (!t) {
+        j["prepended"] = false;
+        j["reason"] = m.config().is_vision() ? "images have no tokens" : "no tokenizer";
+        return j;
+    }
+    const bool prepend = policy == tokenizer::BosPolicy::Always ||
+                         (policy == tokenizer::BosPolicy::ModelDefault && t->adds_bos_by_default());
+    j["prepended"] = prepend;
+    j["reason"] = policy == tokenizer::BosPolicy::ModelDefault
+                      ? std::string("the tokenizer's config ") +
+                            (t->adds_bos_by_default() ? "adds BOS" : "adds no BOS")
+                      : std::string("--bos ") + tokenizer::bos_policy_name(policy);
+    const int32_t id = t->bos_id();
+    j["token_id"] = id;
+    j["token"] = id >= 0 ? t->piece(id) : std::string();
+    int64_t starting = 0;
+    for (const auto& x : ids) starting += !x.empty() && id >= 0 && x[0] == id ? 1 : 0;
+    j["inputs_starting_with_bos"] = starting;
+    return j;
+}
+
+// Token strings at each recorded input's model-wide sink position, with their counts.
+nlohmann::json sink_tokens(const model::Model& m, const std::vector<std::vector<int32_t>>& ids,
+                           const nlohmann::json& positions) {
+    nlohmann::json counts = nlohmann::json::object();
+    const tokenizer::Tokenizer* t = m.tokenizer();
+    if (!t) return counts;
+    for (size_t k = 0; k < positions.size() && k < ids.size(); ++k) {
+        const nlohmann::json& p = positions[k]["model"];
+        if (!p.is_number_integer()) continue;
+        const int64_t pos = p.get<int64_t>();
+        if (pos < 0 || pos >= int64_t(ids[k].size())) continue;
+        const std::string piece = t->piece(ids[k][size_t(pos)]);
+        counts[piece] = counts.value(piece, 0) + 1;
+    }
+    return counts;
+}
+
+// One console line: "BOS: prepended, id 1 '<s>' (the tokenizer's config adds BOS), first token of
+// 200 of 200 inputs; sink: first, token '<s>' in 200 inputs".
+std::string describe_bos_and_sink(const nlohmann::json& bos, const nlohmann::json& sink,
+                                  size_t n_inputs) {
+    std::ostringstream s;
+    s << "BOS: " << (bos["prepended"].get<bool>() ? "prepended" : "not prepended");
+    if (bos.contains("token_id"))
+        s << ", id " << bos["token_id"].get<int64_t>() << " "
+          << quote(bos["token"].get<std::string>()) << " (" << bos["reason"].get<std::string>()
+          << "), first token of " << bos["inputs_starting_with_bos"].get<int64_t>() << " of "
+          << n_inputs << " inputs";
+    else
+        s << " (" << bos["reason"].get<std::string>() << ")";
+    s << "; sink: " << sink["resolved"].get<std::string>();
+    const nlohmann::json& tokens = sink["tokens"];
+    if (!tokens.empty()) {
+        s << ", token";
+        size_t shown = 0;
+        for (const auto& [piece, count] : tokens.items()) {
+            if (shown++ == 3) {
+                s << " and " << tokens.size() - 3 << " more";
+                break;
+            }
+            s << (shown > 1 ? "," : "") << " " << quote(piece) << " in " << count.get<int64_t>()
+              << " inputs";
+        }
+    }
+    s << "\n";
+    return s.str();
+}
+
 }  // namespace
 
 void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     // ---- options --------------------------------------------------------------------------
-    if (o.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
+    // A row enters the compositional analyses with >= min_parts visible keys, and the content
+    // distances need two keys besides the sink: shorter inputs give no result at all.
+    const int64_t min_tokens = std::max<int64_t>(3, o.analysis.min_parts);
+    if (o.max_tokens < min_tokens)
+        throw UsageError("--max-tokens " + std::to_string(o.max_tokens) +
+                         " leaves no row to analyse: rows need " + std::to_string(min_tokens) +
+                         " visible keys (--min-parts " + std::to_string(o.analysis.min_parts) +
+                         ", and two keys besides the sink), so give --max-tokens >= " +
+                         std::to_string(min_tokens));
     if (o.attention_memory_mb < 0) throw UsageError("--attention-memory-mb must be >= 0");
     if (o.samples < 0) throw UsageError("--samples must be >= 0");
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
     const auto progress = parse_progress_mode(o.progress);
+    const auto over_context = analysis::parse_over_context(o.m.over_context);
     analysis::AnalysisOptions aopts = o.analysis;
     aopts.threads = o.m.threads;
     analysis::ResolvedOptions resolved =
@@ -76,9 +165,11 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
                                                         {.data = o.data,
                                                          .text_column = o.text_column,
                                                          .max_tokens = o.max_tokens,
+                                                         .over_context = over_context,
                                                          .samples = o.samples,
                                                          .seed = o.analysis.seed},
                                                         bos);  // text ids or images
+    print_note(inputs.truncation_note());
     const std::vector<std::vector<int32_t>>& ids = inputs.ids;
 
     // ---- analyses, resumable staging ----------------------------------------------------------
@@ -95,25 +186,23 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     const fs::path state_path = out.file(kStateFile);
     int64_t n_done = 0;
     if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
-        BinaryReader r(*bytes, state_path.string());
-        r.expect_tag("sinkscope-analyze-state");
-        if (r.get<uint32_t>() != kStateVersion) r.fail("written by another sinkscope version");
-        if (r.get_string() != print.dump())
-            throw UsageError("--resume: the interrupted run in " + out.staging().string() +
-                             " used other inputs or options; delete it or repeat its command");
+        const std::string payload = open_state(*bytes, state_path, kState, print, out);
+        BinaryReader r(payload, state_path.string());
         n_done = r.get<int64_t>();
+        // Checked before it indexes anything: the count of this run's inputs already analysed.
+        if (n_done < 0 || n_done > int64_t(ids.size()))
+            r.fail("it says " + std::to_string(n_done) + " inputs were done, of " +
+                   std::to_string(ids.size()));
         pipeline.load(r);
+        if (!r.at_end()) r.fail("bytes after the last analysis state");
         log << "resuming at input " << n_done << " of " << ids.size() << "\n";
         log.flush();
     }
     auto save_state = [&](int64_t done) {
         BinaryWriter w;
-        w.tag("sinkscope-analyze-state");
-        w.put<uint32_t>(kStateVersion);
-        w.put_string(print.dump());
         w.put<int64_t>(done);
         pipeline.save(w);
-        write_file_atomic(state_path, w.bytes());
+        write_file_atomic(state_path, seal_state(kState, print, w.bytes()));
         out.keep_on_failure();  // from now on an interruption leaves something to resume
     };
     if (n_done > 0) out.keep_on_failure();
@@ -183,11 +272,16 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
                        : cfg.is_vision() ? "none (images)"
                                          : "none (token ids given)";
     rec["bos_policy"] = tokenizer::bos_policy_name(bos);
+    const nlohmann::json bos_record = resolved_bos(m, bos, ids);
+    rec["bos"] = bos_record;
     rec["data"] = {{"source", inputs.data_name},
                    {"n_samples", ids.size()},
                    {"n_tokens", tokens},
                    {"max_tokens", o.max_tokens},
-                   {"n_truncated", inputs.n_truncated}};
+                   {"n_truncated", inputs.n_truncated},
+                   {"truncated_to", inputs.cut_length},
+                   {"model_context", inputs.context},
+                   {"over_context", o.m.over_context}};
     rec["data"]["kind"] = inputs.kind;
     rec["data"]["selection"] = o.analysis.seed && o.samples > 0
                                    ? "random subset (seed " + std::to_string(*o.analysis.seed) + ")"
@@ -200,7 +294,9 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
         {"requested", o.analysis.sink},
         {"resolved", metrics::to_string(metrics::resolve_auto(resolved.head.sink, masking))},
         {"positions_file", "sinks.csv"},
-        {"positions", pipeline.sink_positions()}};
+        {"positions", pipeline.sink_positions()},
+        {"tokens", sink_tokens(m, ids, pipeline.sink_positions())}};
+    log << describe_bos_and_sink(bos_record, rec["sink_policy"], ids.size());
     rec["compat"] = o.analysis.compat.empty() ? "none (principled)" : o.analysis.compat;
     int64_t n_recomputed = 0;
     for (size_t k = 0; k < inputs.size(); ++k)

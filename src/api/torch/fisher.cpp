@@ -19,6 +19,7 @@
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/progress.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/model/model.hpp"
@@ -32,7 +33,7 @@ namespace sinkscope::api {
 namespace {
 
 constexpr const char* kStateFile = "fisher_state.json";
-constexpr int kStateVersion = 1;
+constexpr StateFormat kState{"fisher", 1};
 
 }  // namespace
 
@@ -55,6 +56,7 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
     if (o.samples < 0) throw UsageError("--samples must be >= 0");
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
     const auto progress = parse_progress_mode(o.progress);
+    const auto over_context = analysis::parse_over_context(o.m.over_context);
     check_output_dir(o.out, o.overwrite);  // before the model loads
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     io::RunRecord record(o.command_line);
@@ -71,9 +73,11 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
                                                                   {.data = o.data,
                                                                    .text_column = o.text_column,
                                                                    .max_tokens = o.max_tokens,
+                                                                   .over_context = over_context,
                                                                    .samples = o.samples,
                                                                    .seed = std::nullopt},
                                                                   bos);
+    print_note(inputs.truncation_note());
     // What the loss of each sample predicts (decoders: next tokens; encoders: masked tokens).
     const std::string objective = cfg.is_vision() ? "image class"
                                   : cfg.causal    ? "next token"
@@ -92,8 +96,7 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
         return model::masked_lm_task(inputs.ids[k], vocab, mlm, inputs.sample_index[k]);
     };
 
-    const nlohmann::json fingerprint = {{"version", kStateVersion},
-                                        {"model", fs::absolute(o.m.model).string()},
+    const nlohmann::json fingerprint = {{"model", fs::absolute(o.m.model).string()},
                                         {"inputs_sha256", analysis::inputs_sha256(inputs)},
                                         {"kind", o.kind},
                                         {"draws", o.draws},
@@ -106,28 +109,29 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
     int64_t n_done = 0, n_skipped = 0;  // inputs processed (scored or skipped)
     OutputDir out = OutputDir::resumable(o.out, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
-    if (std::optional<nlohmann::json> state = interrupted_json_state(
-            out, state_path, o.resume, fingerprint, "a fisher state file", log)) {
-        try {
-            n_done = state->at("inputs_done").get<int64_t>();
-            n_skipped = state->at("inputs_skipped").get<int64_t>();
-        } catch (const nlohmann::json::exception&) {
-            throw InputError(state_path.string(), "not a fisher state file");
-        }
-        SS_CHECK_INPUT(n_done >= 0 && n_done <= int64_t(inputs.size()) && n_skipped >= 0 &&
-                           n_skipped <= n_done,
-                       state_path.string(), "holds more inputs than this run has");
-        acc.load_state(state->value("sums", nlohmann::json()), state_path.string());
-        SS_CHECK_INPUT(acc.n_samples() == n_done - n_skipped, state_path.string(),
-                       "damaged Fisher sums");
+    if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
+        const std::string file = state_path.string();
+        const nlohmann::json state =
+            io::parse_json(open_state(*bytes, state_path, kState, fingerprint, out), file);
+        const bool ok = state.is_object() && state.contains("inputs_done") &&
+                        state["inputs_done"].is_number_unsigned() &&
+                        state.contains("inputs_skipped") &&
+                        state["inputs_skipped"].is_number_unsigned();
+        SS_CHECK_INPUT(ok, file, "holds no {inputs_done, inputs_skipped, sums}");
+        n_done = state["inputs_done"].get<int64_t>();
+        n_skipped = state["inputs_skipped"].get<int64_t>();
+        SS_CHECK_INPUT(n_done <= int64_t(inputs.size()) && n_skipped <= n_done, file,
+                       "holds more inputs than this run has");
+        acc.load_state(state.value("sums", nlohmann::json()), file);
+        SS_CHECK_INPUT(acc.n_samples() == n_done - n_skipped, file, "damaged Fisher sums");
         log << "resuming at input " << n_done + 1 << " of " << inputs.size() << "\n";
     }
     auto save_state = [&]() {
-        write_file_atomic(state_path, nlohmann::json{{"fingerprint", fingerprint},
-                                                     {"inputs_done", n_done},
-                                                     {"inputs_skipped", n_skipped},
-                                                     {"sums", acc.state()}}
-                                          .dump());
+        write_file_atomic(state_path, seal_state(kState, fingerprint,
+                                                 nlohmann::json{{"inputs_done", n_done},
+                                                                {"inputs_skipped", n_skipped},
+                                                                {"sums", acc.state()}}
+                                                     .dump()));
         out.keep_on_failure();  // from now on an interruption leaves something to resume
     };
 
@@ -174,7 +178,10 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
                    {"n_samples", inputs.size()},
                    {"n_scored", acc.n_samples()},
                    {"n_skipped", n_skipped},
-                   {"n_truncated", inputs.n_truncated}};
+                   {"n_truncated", inputs.n_truncated},
+                   {"truncated_to", inputs.cut_length},
+                   {"model_context", inputs.context},
+                   {"over_context", o.m.over_context}};
     rec["objective"] = objective;
     rec["fisher"] = {{"total", io::json_number(tables.total)}};
     nlohmann::json shares = nlohmann::json::array();

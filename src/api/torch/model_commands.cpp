@@ -10,20 +10,27 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/system.hpp"
 #include "sinkscope/io/dataset.hpp"
 #include "sinkscope/io/image.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/model/model.hpp"
+#include "sinkscope/model/sliding_window.hpp"
 
 namespace sinkscope::api {
 
 using namespace model;
 
+void print_note(const std::string& line) {
+    if (!line.empty()) std::fprintf(stderr, "sinkscope: note: %s\n", line.c_str());
+}
+
 LoadOptions load_options(const ModelCliOptions& m) {
     LoadOptions o;
     o.runtime.device = parse_device(m.device);
     o.runtime.dtype = parse_compute_dtype(m.dtype);
+    check_threads(m.threads);
     o.runtime.n_threads = m.threads;
     o.tokenizer = m.tokenizer;
     return o;
@@ -136,6 +143,13 @@ std::string generate_text(const GenerateOptions& o) {
     if (!m.tokenizer()) throw UnsupportedError(o.m.model, "generate needs a tokenizer");
     const auto prompt = m.encode(o.prompt, tokenizer::parse_bos_policy(o.m.bos));
     if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
+    const int64_t n_ctx = m.config().n_ctx;
+    if (n_ctx > 0 && o.max_new > n_ctx - int64_t(prompt.size()))
+        throw UsageError("--max-new " + std::to_string(o.max_new) + ": the prompt's " +
+                         std::to_string(prompt.size()) + " tokens and the new ones would pass " +
+                         "the model's context of " + std::to_string(n_ctx) + " tokens (at most " +
+                         std::to_string(std::max<int64_t>(0, n_ctx - int64_t(prompt.size()))) +
+                         " new tokens)");
     int32_t stop = -1;
     if (o.stop == "eos")
         stop = m.tokenizer()->eos_id();
@@ -148,11 +162,27 @@ std::string generate_text(const GenerateOptions& o) {
 }
 
 std::string perplexity_report(const PerplexityOptions& o) {
+    if (o.stride < 0) throw UsageError("--stride must be >= 0 (0: no sliding window)");
+    auto over_context = analysis::parse_over_context(o.m.over_context);
     const Model m = load_model(o.m.model, load_options(o.m));
-    const auto samples =
-        analysis::load_inputs(m, {.data = o.data, .samples = o.max_samples, .seed = o.seed},
-                              tokenizer::parse_bos_policy(o.m.bos))
-            .ids;
+    const ModelConfig& cfg = m.config();
+    const bool sliding = o.stride > 0 && cfg.causal && !cfg.is_vision();
+    if (sliding) {
+        if (cfg.n_ctx < 2)
+            throw UnsupportedError(o.m.model,
+                                   "--stride: the model's context length is not known "
+                                   "(no max_position_embeddings / context_length)");
+        if (o.stride > cfg.n_ctx)
+            throw UsageError("--stride " + std::to_string(o.stride) +
+                             " is longer than the window, the model's context of " +
+                             std::to_string(cfg.n_ctx) + " tokens");
+        over_context = analysis::OverContext::Keep;  // long inputs are scored in windows
+    }
+    const analysis::AnalysisInputs inputs = analysis::load_inputs(
+        m, {.data = o.data, .over_context = over_context, .samples = o.max_samples, .seed = o.seed},
+        tokenizer::parse_bos_policy(o.m.bos));
+    print_note(inputs.truncation_note());
+    const auto& samples = inputs.ids;
     HeadMask mask;
     if (!o.head_mask.empty()) {
         const ModelConfig& c = m.config();
@@ -171,9 +201,11 @@ std::string perplexity_report(const PerplexityOptions& o) {
           << samples.size() << "\nmasking 15% of each sample's tokens, seed " << mlm.seed << "\n";
         return s.str();
     }
-    const PerplexityResult r = compute_perplexity(m, samples, ablate);
+    const SlidingWindow window{.length = sliding ? cfg.n_ctx : 0, .stride = o.stride};
+    const PerplexityResult r = compute_perplexity(m, samples, ablate, window);
     s << "perplexity " << format_number(r.perplexity) << "\nmean_nll " << format_number(r.mean_nll)
       << "\ntokens " << r.n_tokens << "\nsamples " << samples.size() << "\n";
+    if (sliding) s << "sliding window " << window.length << ", stride " << window.stride << "\n";
     return s.str();
 }
 
@@ -217,13 +249,16 @@ std::vector<std::pair<int64_t, int64_t>> parse_head_list(const std::string& spec
 
 std::string dump_hooks(const DumpOptions& o) {
     if (o.out.empty()) throw UsageError("--out is required");
+    const auto over_context = analysis::parse_over_context(o.m.over_context);
     check_output_dir(o.out, o.overwrite);  // before the model runs
     const Model m = load_model(o.m.model, load_options(o.m));
     const ModelConfig& c = m.config();
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     // Text models: token ids per sample; vision models: one image per sample (T = 1 + patches).
-    const analysis::AnalysisInputs data =
-        analysis::load_inputs(m, {.data = o.data, .samples = o.max_samples, .seed = o.seed}, bos);
+    const analysis::AnalysisInputs data = analysis::load_inputs(
+        m, {.data = o.data, .over_context = over_context, .samples = o.max_samples, .seed = o.seed},
+        bos);
+    print_note(data.truncation_note());
     const std::vector<std::vector<int32_t>>& samples = data.ids;
     std::vector<ModelInput> inputs;
     std::vector<int64_t> lengths;
@@ -236,7 +271,9 @@ std::string dump_hooks(const DumpOptions& o) {
     for (const auto& h : list_hooks(c))
         if (spec.wants(h)) selected.push_back(h);
     if (selected.empty())
-        throw UsageError("--hooks '" + o.hooks + "' selects no hook of this model");
+        throw UsageError("--hooks " + quote(o.hooks) +
+                         " selects no hook of this model (`sinkscope inspect --model " +
+                         quote(o.m.model) + " --all-hooks` lists them)");
 
     // Which hooks are [H, T, T] per sample (positions on dims 1 and 2) vs [T, ...] (dim 0).
     auto is_attention = [&](const std::string& h, HookPoint* p) {

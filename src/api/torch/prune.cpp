@@ -25,6 +25,7 @@
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/sha256.hpp"
+#include "sinkscope/io/json.hpp"
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/metrics/head.hpp"
@@ -38,8 +39,10 @@ namespace sinkscope::api {
 
 namespace {
 
+// resumable.hpp's checked header line, then {"points": [{value, mean_nll, n_scored}, ...]}, the
+// evaluated points in the order of the run's points.
 constexpr const char* kStateFile = "prune_state.json";
-constexpr int kStateVersion = 1;
+constexpr StateFormat kState{"prune", 2};
 // Per-input attention above this many MB is recomputed row by row (as analyze's default).
 constexpr int64_t kAttentionMemoryMb = 1024;
 
@@ -137,6 +140,7 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
     if (o.calib_samples < 0 || o.eval_samples < 0)
         throw UsageError("--calib-samples and --eval-samples must be >= 0");
     const auto progress = parse_progress_mode(o.progress);
+    const auto over_context = analysis::parse_over_context(o.m.over_context);
     check_output_dir(o.out, o.overwrite);  // before the model loads
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     io::RunRecord record(o.command_line);
@@ -164,12 +168,15 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                                      {.data = data,
                                       .text_column = o.text_column,
                                       .max_tokens = o.max_tokens,
+                                      .over_context = over_context,
                                       .samples = samples,
                                       .seed = std::nullopt},
                                      bos);
     };
     const analysis::AnalysisInputs calib = load(o.calib, o.calib_samples);
     const analysis::AnalysisInputs eval = load(o.eval, o.eval_samples);
+    if (!calib.truncation_note().empty()) print_note("--calib: " + calib.truncation_note());
+    if (!eval.truncation_note().empty()) print_note("--eval: " + eval.truncation_note());
     {  // section 5: calibration rows and evaluation text are disjoint
         // An input's identity: its token ids, or for images the bytes of its preprocessed pixels.
         auto identity = [&](const analysis::AnalysisInputs& in, size_t k) {
@@ -212,8 +219,7 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
             add_point("random", int64_t(o.seed) + r, sparsities[i],
                       metrics::random_prune(n_heads_total, counts[i], o.seed + uint64_t(r)));
 
-    const nlohmann::json fingerprint = {{"version", kStateVersion},
-                                        {"model", fs::absolute(o.m.model).string()},
+    const nlohmann::json fingerprint = {{"model", fs::absolute(o.m.model).string()},
                                         {"calib_sha256", ids_sha256(calib.ids)},
                                         {"eval_sha256", ids_sha256(eval.ids)},
                                         {"channels", o.channels},
@@ -227,17 +233,26 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                                         {"measure", measure}};
     OutputDir out = OutputDir::resumable(o.out, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
-    if (std::optional<nlohmann::json> state = interrupted_json_state(
-            out, state_path, o.resume, fingerprint, "a prune state file", log)) {
-        const auto& done = state->at("points");
-        SS_CHECK_INPUT(done.is_array() && done.size() <= points.size(), state_path.string(),
-                       "holds more points than this run has");
+    if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
+        const std::string file = state_path.string();
+        const nlohmann::json state =
+            io::parse_json(open_state(*bytes, state_path, kState, fingerprint, out), file);
+        const nlohmann::json& done =
+            state.is_object() ? state.value("points", nlohmann::json()) : nlohmann::json();
+        SS_CHECK_INPUT(done.is_array() && done.size() <= points.size(), file,
+                       "holds no list of points, or more points than this run has");
         for (size_t i = 0; i < done.size(); ++i) {
+            const nlohmann::json& d = done[i];
+            const bool ok = d.is_object() && d.contains("value") && d["value"].is_number() &&
+                            d.contains("mean_nll") &&
+                            (d["mean_nll"].is_number() || d["mean_nll"].is_null()) &&
+                            d.contains("n_scored") && d["n_scored"].is_number_unsigned();
+            SS_CHECK_INPUT(ok, file, "point ", i, " is not {value, mean_nll, n_scored}");
             points[i].done = true;
-            const auto& nll = done[i].at("mean_nll");
-            points[i].value = done[i].at("value").get<double>();
-            points[i].mean_nll = nll.is_null() ? std::nan("") : nll.get<double>();
-            points[i].n_scored = done[i].at("n_scored").get<int64_t>();
+            points[i].value = d["value"].get<double>();
+            points[i].mean_nll =
+                d["mean_nll"].is_null() ? std::nan("") : d["mean_nll"].get<double>();
+            points[i].n_scored = d["n_scored"].get<int64_t>();
         }
         log << "resuming at point " << done.size() + 1 << " of " << points.size() << "\n";
     }
@@ -299,7 +314,7 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                                                                     : nlohmann::json(p.mean_nll)},
                                 {"n_scored", p.n_scored}});
         write_file_atomic(state_path,
-                          nlohmann::json{{"fingerprint", fingerprint}, {"points", done}}.dump());
+                          seal_state(kState, fingerprint, nlohmann::json{{"points", done}}.dump()));
         out.keep_on_failure();  // from now on an interruption leaves something to resume
     };
     // Vision: the unpruned model's top-1 label of every evaluation image is the reference.
@@ -387,14 +402,17 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                       {"heads_pruned", counts},         {"ablation", o.ablation},
                       {"random_seeds", o.random_seeds}, {"seed", o.seed},
                       {"max_tokens", o.max_tokens},     {"sink", metrics::to_string(hopts.sink)},
-                      {"min_parts", hopts.min_parts}};
+                      {"min_parts", hopts.min_parts},   {"over_context", o.m.over_context},
+                      {"model_context", cfg.n_ctx}};
     rec["calibration"] = {{"data", o.calib},
                           {"n_samples", calib.size()},
                           {"n_truncated", calib.n_truncated},
+                          {"truncated_to", calib.cut_length},
                           {"rows_used", heads.counts.rows_used_model}};
     rec["evaluation"] = {{"data", o.eval},
                          {"n_samples", eval.size()},
                          {"n_truncated", eval.n_truncated},
+                         {"truncated_to", eval.cut_length},
                          {"n_scored", points.front().n_scored}};
     rec["measure"] = measure;
     rec["baseline"] = io::json_number(baseline);

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Configures and builds the sanitizer build (clang, AddressSanitizer + UBSan, libFuzzer coverage,
+# no model runtime) in ${SAN_BUILD_DIR:-build-san}: the torch-free modules, their unit and golden
+# tests, and the fuzz targets of tests/fuzz. Arguments: the ninja targets (default: all).
+# Used by scripts/sanitize.sh and scripts/fuzz.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${SAN_BUILD_DIR:-build-san}
+if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a \
+    >/dev/null 2>&1; then
+  echo "sanitized-build: needs clang and libclang-rt-dev (scripts/install-deps.sh installs them)" >&2
+  exit 1
+fi
+# -O1 with line tables: fast enough to run the tests, exact enough for the reports' stacks.
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DSINKSCOPE_FUZZ=ON \
+  -DSINKSCOPE_WITH_TORCH=OFF -DSINKSCOPE_BUILD_BENCH=OFF >/dev/null
+cmake --build "$BUILD" -j"${SAN_JOBS:-2}" ${1:+--target "$@"}
