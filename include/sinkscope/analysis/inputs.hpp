@@ -34,7 +34,7 @@ struct InputsOptions {
     std::string text_column = "text";  // CSV column
     int64_t max_tokens = 0;            // text inputs are cut to this many tokens (0: no limit)
     OverContext over_context = OverContext::Cap;
-    int64_t samples = 0;               // 0: every sample
+    int64_t samples = 0;  // 0: every sample
     // Unset: the first `samples` samples; set: `samples` samples drawn without replacement with
     // this seed (kept in data order).
     std::optional<uint64_t> seed;
