@@ -22,7 +22,7 @@ class GgufStore final : public WeightStore {
     explicit GgufStore(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) {
         const std::string path = file_->path().string();
         for (const GgufTensorInfo& t : file_->tensors()) {
-            SS_CHECK_INPUT(!index_.count(t.name), path, "tensor '", t.name, "' appears twice");
+            SS_CHECK_INPUT(!index_.count(t.name), path, "tensor ", quote(t.name), " appears twice");
             index_.emplace(t.name, &t);
             order_.push_back(t.name);
         }

@@ -537,9 +537,10 @@ std::vector<PickledTensor> unpickle_state_dict(const uint8_t* data, size_t size,
     for (const auto& [k, v] : result->dict) {
         SS_CHECK_INPUT(k->kind == Kind::Str, file, "state dict key is not a str (found ",
                        kind_name(k->kind), ")");
-        SS_CHECK_INPUT(v->kind == Kind::Tensor, file, "state dict entry '", k->s,
-                       "' is not a tensor (found ", kind_name(v->kind), ")");
-        SS_CHECK_INPUT(seen.insert(k->s).second, file, "state dict key '", k->s, "' appears twice");
+        SS_CHECK_INPUT(v->kind == Kind::Tensor, file, "state dict entry ", quote(k->s),
+                       " is not a tensor (found ", kind_name(v->kind), ")");
+        SS_CHECK_INPUT(seen.insert(k->s).second, file, "state dict key ", quote(k->s),
+                       " appears twice");
         out.push_back(v->tensor);
         out.back().name = k->s;
     }

@@ -12,6 +12,7 @@
 #include "config_json.hpp"
 #include "family_common.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
 #include "tensor_load.hpp"
@@ -179,8 +180,8 @@ std::vector<std::string> read_labels(const nlohmann::json& j, const std::string&
             }
             SS_CHECK_INPUT(
                 used == key.size() && id >= 0 && id < int64_t(m.size()) && !seen[size_t(id)],
-                origin, "id2label keys must be the ids 0..", m.size() - 1, ", found '", key, "'");
-            SS_CHECK_INPUT(value.is_string(), origin, "id2label['", key, "'] is not a string");
+                origin, "id2label keys must be the ids 0..", m.size() - 1, ", found ", quote(key));
+            SS_CHECK_INPUT(value.is_string(), origin, "id2label[", quote(key), "] is not a string");
             seen[size_t(id)] = true;
             labels[size_t(id)] = value.get<std::string>();
         }

@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/tokenizer/unicode.hpp"
 
 namespace sinkscope::tokenizer {
@@ -201,9 +202,10 @@ void BpeModel::encode_chunk(std::string_view piece, const size_t* starts, size_t
             continue;
         }
         if (options_.unk_id < 0)
-            throw InputError("<text>", detail::concat("character '", piece.substr(s.start, s.len),
-                                                      "' is not in the vocabulary and the "
-                                                      "tokenizer has no unknown token"));
+            throw InputError("<text>",
+                             detail::concat("character ", quote(piece.substr(s.start, s.len)),
+                                            " is not in the vocabulary and the "
+                                            "tokenizer has no unknown token"));
         if (!(options_.fuse_unk && last_unk)) out.push_back(options_.unk_id);
         last_unk = true;
     }
