@@ -104,18 +104,19 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 // Throws InputError unless the view's byte count is exactly what its dtype and shape need.
 void check_view(const TensorView& t) {
     const int64_t n = checked_numel(t.shape);
-    SS_CHECK_INPUT(n >= 0, t.file.string(), "tensor ", t.name, ": invalid shape ",
+    SS_CHECK_INPUT(n >= 0, t.file.string(), "tensor ", printable(t.name), ": invalid shape ",
                    shape_string(t.shape));
     const int64_t need = weight_dtype_n_bytes(t.dtype, n);
-    SS_CHECK_INPUT(need >= 0 && uint64_t(need) == t.n_bytes, t.file.string(), "tensor ", t.name,
-                   ": ", t.n_bytes, " bytes but shape ", shape_string(t.shape), " of ",
-                   weight_dtype_name(t.dtype), " needs ",
+    SS_CHECK_INPUT(need >= 0 && uint64_t(need) == t.n_bytes, t.file.string(), "tensor ",
+                   printable(t.name), ": ", t.n_bytes, " bytes but shape ", shape_string(t.shape),
+                   " of ", weight_dtype_name(t.dtype), " needs ",
                    need >= 0 ? std::to_string(need) : std::string("a whole number of blocks"));
     // ggml quantizes row by row: a block never straddles two rows (ggml_row_size).
     if (const GgmlTypeInfo* q = ggml_quant_info(t.dtype)) {
         const int64_t row = t.shape.empty() ? 1 : t.shape.back();
-        SS_CHECK_INPUT(row % q->block == 0, t.file.string(), "tensor ", t.name, ": row of ", row,
-                       " values is not a whole number of ", q->name, " blocks (", q->block, ")");
+        SS_CHECK_INPUT(row % q->block == 0, t.file.string(), "tensor ", printable(t.name),
+                       ": row of ", row, " values is not a whole number of ", q->name, " blocks (",
+                       q->block, ")");
     }
 }
 
@@ -125,7 +126,7 @@ void convert_to_f32(const TensorView& t, float* out) {
     check_view(t);
     const int64_t n = t.numel();
     if (n == 0) return;
-    SS_CHECK(t.data != nullptr, "tensor ", t.name, " has no data");
+    SS_CHECK(t.data != nullptr, "tensor ", printable(t.name), " has no data");
     const uint8_t* p = t.data;
     switch (t.dtype) {
         case WeightDType::F32:
