@@ -57,6 +57,10 @@ const json& field(const json& r, const char* key) {
     const auto it = r.find(key);
     return it == r.end() ? null_value : *it;
 }
+// A run folder edited by hand (or not written by sinkscope): one line naming it.
+InputError unexpected_structure(const fs::path& dir, const std::string& what) {
+    return InputError(dir.string(), "run.json or frame.json has an unexpected structure: " + what);
+}
 double num(const json& r, const char* key) {
     const auto& v = field(r, key);
     return v.is_number() ? v.get<double>() : std::nan("");
@@ -212,14 +216,11 @@ void frames_section(const fs::path& dir, ReportContent& c) {
             "; rule: " + f.value("rule", std::string("")) + ").");
         json bars = json::array();
         const json layers = f.value("layers", json::array());
-        auto unexpected = [&](const std::string& what) {
-            return InputError(dir.string(),
-                              "run.json or frame.json has an unexpected structure: " + what);
-        };
-        if (!layers.is_array()) throw unexpected("frame.json 'layers' is not a list");
+        if (!layers.is_array())
+            throw unexpected_structure(dir, "frame.json 'layers' is not a list");
         for (const auto& l : layers) {
             if (!l.is_object())
-                throw unexpected("an entry of frame.json 'layers' is not an object");
+                throw unexpected_structure(dir, "an entry of frame.json 'layers' is not an object");
             for (const char* k : {"first", "last", "other"})
                 bars.push_back(
                     {{"layer", field(l, "layer")}, {"anchor", k}, {"count", field(l, k)}});
@@ -401,9 +402,7 @@ ReportContent collect_report(const fs::path& run_dir) {
         prune_section(run_dir, c);
         fisher_section(run_dir, c);
     } catch (const json::exception& e) {
-        // A run folder edited by hand (or not written by sinkscope): one line naming it.
-        throw InputError(run_dir.string(), "run.json or frame.json has an unexpected structure: " +
-                                               printable(e.what()));
+        throw unexpected_structure(run_dir, printable(e.what()));
     }
     if (c.run.contains("p2") && c.run["p2"].is_object() &&
         c.run["p2"].value("mode", "") == "ruscio2025")

@@ -1,6 +1,7 @@
 // safetensors files (JSON header + data) and model.safetensors.index.json with its shards.
 // Input: the bytes of model.safetensors; or, when it starts with '{', an index file, beside two
 // small valid shards (a.safetensors, b.safetensors) and a folder it must not leave.
+#include "bad_input_files.hpp"
 #include "fuzz_common.hpp"
 #include "sinkscope/io/weights.hpp"
 
@@ -9,12 +10,9 @@ using namespace sinkscope;
 namespace {
 
 std::string shard(const std::string& name) {
-    const std::string header = "{\"" + name +
-                               "\":{\"dtype\":\"F32\",\"shape\":[2],"
-                               "\"data_offsets\":[0,8]}}";
-    std::string s;
-    for (int i = 0; i < 8; ++i) s += char((header.size() >> (8 * i)) & 0xff);
-    return s + header + std::string(8, '\0');
+    return testutil::safetensors_bytes(
+        "{\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+        std::string(8, '\0'));
 }
 
 }  // namespace
