@@ -1,8 +1,13 @@
-# sinkscope_module(NAME): a static library sinkscope_NAME from src/NAME/*.cpp (plus
-# src/NAME/torch/*.cpp when the torch runtime is built) with the public include directory. A
-# module folder with no sources yet compiles one empty file.
+# sinkscope_module(NAME [EXCLUDE FILE...]): a static library sinkscope_NAME from src/NAME/*.cpp
+# (plus src/NAME/torch/*.cpp when the torch runtime is built) with the public include directory,
+# leaving out the EXCLUDE files (absolute paths; a library of their own). A module folder with no
+# sources yet compiles one empty file.
 function(sinkscope_module name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "EXCLUDE")
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/*.cpp)
+  if(arg_EXCLUDE)
+    list(REMOVE_ITEM sources ${arg_EXCLUDE})
+  endif()
   if(SINKSCOPE_WITH_TORCH)
     file(GLOB torch_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/torch/*.cpp)
     list(APPEND sources ${torch_sources})

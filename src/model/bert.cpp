@@ -15,7 +15,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
-#include "config_json.hpp"
 #include "family_common.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
@@ -217,52 +216,7 @@ ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& ca
     return result;
 }
 
-// config.json keys shared by BERT and RoBERTa (transformers BertConfig / RobertaConfig).
-void read_encoder_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c,
-                            int64_t default_pad) {
-    c.d_model = json_int(j, "hidden_size", origin);
-    c.n_layers = json_int(j, "num_hidden_layers", origin);
-    c.n_heads = json_int(j, "num_attention_heads", origin);
-    c.n_kv_heads = c.n_heads;
-    SS_CHECK_INPUT(c.n_heads > 0 && c.d_model % c.n_heads == 0, origin, "hidden_size ", c.d_model,
-                   " is not a multiple of num_attention_heads ", c.n_heads);
-    c.d_head = c.d_model / c.n_heads;
-    c.d_mlp = json_int(j, "intermediate_size", origin);
-    c.d_vocab = json_int(j, "vocab_size", origin);
-    c.n_token_types = json_int_or(j, "type_vocab_size", 2, origin);
-    SS_CHECK_INPUT(c.n_token_types > 0, origin, "type_vocab_size must be positive");
-    c.norm_eps = json_float_or(j, "layer_norm_eps", 1e-12, origin);
-    c.act = parse_hf_activation(j.value("hidden_act", std::string("gelu")), origin);
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", true, origin);
-    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
-    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
-    c.causal = false;
-    c.norm = NormKind::LayerNorm;
-    c.positions = PositionKind::Learned;
-    c.qkv_bias = true;
-    const std::string pos_type = j.value("position_embedding_type", std::string("absolute"));
-    if (pos_type != "absolute")
-        throw UnsupportedError(origin, "position_embedding_type '" + pos_type + "'");
-    if (json_bool_or(j, "is_decoder", false, origin))
-        throw UnsupportedError(origin, "is_decoder=true (causal BERT)");
-    const int64_t n_positions = json_int_or(j, "max_position_embeddings", 512, origin);
-    c.pos_offset = default_pad < 0 ? 0 : json_int_or(j, "pad_token_id", default_pad, origin) + 1;
-    SS_CHECK_INPUT(c.pos_offset >= 0 && n_positions > c.pos_offset, origin,
-                   "max_position_embeddings ", n_positions, " leaves no position after ",
-                   "padding_idx + 1 = ", c.pos_offset);
-    c.n_ctx = n_positions - c.pos_offset;
-}
-
 }  // namespace
-
-void read_bert_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    read_encoder_hf_config(j, origin, c, /*default_pad=*/-1);
-}
-
-// RobertaConfig: pad_token_id 1 by default; positions start at pad_token_id + 1.
-void read_roberta_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    read_encoder_hf_config(j, origin, c, /*default_pad=*/1);
-}
 
 std::unique_ptr<Transformer> build_bert_family(const ModelConfig& config, const WeightSource& src,
                                                const RuntimeOptions& runtime) {

@@ -3,9 +3,10 @@
 // read_gguf_config (below), as llama.cpp's llama_model::load_hparams does per architecture.
 // Facts the converter does not store (activation, q/k/v biases, embedding scale) are properties
 // of the architecture and come from its registry row.
+#include <cmath>
 #include <variant>
 
-#include "rope.hpp"
+#include "rope_scaling.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/gguf.hpp"
 #include "sinkscope/model/config.hpp"
@@ -147,6 +148,58 @@ ModelConfig config_from_gguf(const io::GgufFile& f) {
     arch.read_gguf_config(f, p, c);
     validate_config(c, origin);
     return c;
+}
+
+// llama.cpp gemma2 keys (llama-model.cpp): attn_logit_softcapping (default 50),
+// final_logit_softcapping (default 30), attention.sliding_window (default 4096) on the layers
+// il % 2 == 0 (swa pattern 2). llama.cpp has no query_pre_attn_scalar key: it scales q by
+// 1/sqrt(head dim), except for the 27B model (46 layers), 1/sqrt(n_embd / n_head) (HF's 144);
+// an attention.scale key, where a converter writes one, wins.
+void read_gemma2_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c) {
+    read_llama_gguf_config(f, p, c);  // RMS norm, RoPE: as the Llama family
+    c.attn_softcap = f.get_float_or(p + "attn_logit_softcapping", 50.0);
+    c.final_softcap = f.get_float_or(p + "final_logit_softcapping", 30.0);
+    c.window = f.get_int_or(p + "attention.sliding_window", 4096);
+    c.window_layers.clear();
+    for (int64_t l = 0; l < c.n_layers; l += 2) c.window_layers.push_back(l);
+    const double head = c.n_layers == 46 ? static_cast<double>(c.d_model / c.n_heads)
+                                         : static_cast<double>(c.d_head);
+    c.attn_scale = f.get_float_or(p + "attention.scale", 1.0 / std::sqrt(head));
+}
+
+// llama.cpp phi3: rope.dimension_count rotary dims; longrope as the divisor tensors
+// rope_factors_short / rope_factors_long ([rotary dims / 2] F32) with rope.scaling.
+// original_context_length and rope.scaling.attn_factor (convert_hf_to_gguf.py Phi3MiniModel
+// writes sqrt(1 + ln(factor) / ln(original)) there). The short / long choice follows transformers
+// (sequence length above the original context), not llama.cpp's context size.
+void read_phi3_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c) {
+    const std::string origin = f.path().string();
+    c.rotary_dim = f.get_int_or(p + "rope.dimension_count", c.d_head);
+    const ArchitectureInfo& arch = find_architecture(c.architecture);
+    const std::string short_name =
+        tensor_name(arch, WeightFormat::Gguf, TensorRole::RopeFactorsShort);
+    const std::string long_name =
+        tensor_name(arch, WeightFormat::Gguf, TensorRole::RopeFactorsLong);
+    const bool ts = f.find_tensor(short_name) != nullptr;
+    const bool tl = f.find_tensor(long_name) != nullptr;
+    if (ts || tl) {  // longrope: both factor tensors and the original context
+        SS_CHECK_INPUT(ts && tl, origin, "tensor ", ts ? long_name : short_name,
+                       " is missing (longrope needs both)");
+        RopeScaling& r = c.rope_scaling;
+        r.kind = RopeScalingKind::LongRope;
+        r.short_factor = read_gguf_divisors(f, short_name, c.rotary_dim);
+        r.long_factor = read_gguf_divisors(f, long_name, c.rotary_dim);
+        r.original_n_ctx = f.get_int_or(p + "rope.scaling.original_context_length", c.n_ctx);
+        SS_CHECK_INPUT(r.original_n_ctx > 0, origin, "key ", p,
+                       "rope.scaling.original_context_length is missing (longrope)");
+        r.factor = static_cast<double>(c.n_ctx) / static_cast<double>(r.original_n_ctx);
+        r.attention_factor = f.get_float_or(
+            p + "rope.scaling.attn_factor",
+            r.factor <= 1.0
+                ? 1.0
+                : std::sqrt(1.0 + std::log(r.factor) / std::log(double(r.original_n_ctx))));
+    }
+    read_llama_gguf_config(f, p, c);  // RMS norm, theta, the RoPE check: as the Llama family
 }
 
 }  // namespace sinkscope::model

@@ -12,12 +12,9 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
-#include "config_json.hpp"
 #include "family_common.hpp"
 #include "sinkscope/core/error.hpp"
-#include "sinkscope/io/gguf.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
 #include "tensor_load.hpp"
@@ -171,66 +168,6 @@ ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& 
 }
 
 }  // namespace
-
-// Gemma2Config keys beyond the Llama ones (transformers configuration_gemma2.py defaults:
-// query_pre_attn_scalar 256, attn_logit_softcapping 50, final_logit_softcapping 30, sliding_window
-// 4096; null soft-caps switch capping off).
-void read_gemma2_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    read_llama_hf_config(j, origin, c);
-    // Gemma2 reads hidden_activation (hidden_act is the legacy key).
-    const char* act_key = j.contains("hidden_activation") ? "hidden_activation" : "hidden_act";
-    if (j.contains(act_key) && j[act_key].is_string())
-        c.act = parse_hf_activation(j[act_key].get<std::string>(), origin);
-    if (c.act != Activation::GeluTanh)
-        throw UnsupportedError(origin, std::string("gemma2 ") + act_key + " '" +
-                                           activation_name(c.act) + "' (GeGLU uses gelu tanh)");
-    const double scalar = json_float_or(j, "query_pre_attn_scalar", 256.0, origin);
-    SS_CHECK_INPUT(scalar > 0, origin, "query_pre_attn_scalar must be positive");
-    c.attn_scale = 1.0 / std::sqrt(scalar);
-    auto cap = [&](const char* key, double fallback) {
-        if (j.contains(key) && j[key].is_null()) return 0.0;
-        return json_float_or(j, key, fallback, origin);
-    };
-    c.attn_softcap = cap("attn_logit_softcapping", 50.0);
-    c.final_softcap = cap("final_logit_softcapping", 30.0);
-    if (!j.contains("sliding_window")) c.window = 4096;
-    c.window_layers.clear();
-    if (c.window > 0) {
-        if (j.contains("layer_types") && j["layer_types"].is_array()) {
-            const auto& types = j["layer_types"];
-            SS_CHECK_INPUT(static_cast<int64_t>(types.size()) == c.n_layers, origin,
-                           "layer_types has ", types.size(), " entries for ", c.n_layers,
-                           " layers");
-            for (int64_t l = 0; l < c.n_layers; ++l) {
-                const auto& t = types[static_cast<size_t>(l)];
-                SS_CHECK_INPUT(t == "sliding_attention" || t == "full_attention", origin,
-                               "layer_types[", l, "] must be sliding_attention or full_attention");
-                if (t == "sliding_attention") c.window_layers.push_back(l);
-            }
-        } else {
-            // transformers Gemma2: is_sliding = not bool(layer_idx % 2), the even layers.
-            for (int64_t l = 0; l < c.n_layers; l += 2) c.window_layers.push_back(l);
-        }
-        if (c.window_layers.empty()) c.window = 0;
-    }
-}
-
-// llama.cpp gemma2 keys (llama-model.cpp): attn_logit_softcapping (default 50),
-// final_logit_softcapping (default 30), attention.sliding_window (default 4096) on the layers
-// il % 2 == 0 (swa pattern 2). llama.cpp has no query_pre_attn_scalar key: it scales q by
-// 1/sqrt(head dim), except for the 27B model (46 layers), 1/sqrt(n_embd / n_head) (HF's 144);
-// an attention.scale key, where a converter writes one, wins.
-void read_gemma2_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c) {
-    read_llama_gguf_config(f, p, c);  // RMS norm, RoPE: as the Llama family
-    c.attn_softcap = f.get_float_or(p + "attn_logit_softcapping", 50.0);
-    c.final_softcap = f.get_float_or(p + "final_logit_softcapping", 30.0);
-    c.window = f.get_int_or(p + "attention.sliding_window", 4096);
-    c.window_layers.clear();
-    for (int64_t l = 0; l < c.n_layers; l += 2) c.window_layers.push_back(l);
-    const double head = c.n_layers == 46 ? static_cast<double>(c.d_model / c.n_heads)
-                                         : static_cast<double>(c.d_head);
-    c.attn_scale = f.get_float_or(p + "attention.scale", 1.0 / std::sqrt(head));
-}
 
 std::unique_ptr<Transformer> build_gemma2_family(const ModelConfig& config, const WeightSource& src,
                                                  const RuntimeOptions& runtime) {

@@ -8,9 +8,7 @@
 // No RoPE: hook_rot_q / hook_rot_k are hook_q / hook_k.
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
-#include "config_json.hpp"
 #include "family_common.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
@@ -128,35 +126,6 @@ ForwardResult Gpt2Family::forward(const ModelInput& input, const CaptureSpec& ca
 }
 
 }  // namespace
-
-void read_gpt2_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    c.d_model = json_int(j, "n_embd", origin);
-    c.n_layers = json_int(j, "n_layer", origin);
-    c.n_heads = json_int(j, "n_head", origin);
-    c.n_kv_heads = c.n_heads;
-    c.d_head = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
-    SS_CHECK_INPUT(c.d_head * c.n_heads == c.d_model, origin, "n_embd (", c.d_model,
-                   ") is not a multiple of n_head (", c.n_heads, ")");
-    c.d_mlp = json_int_or(j, "n_inner", 4 * c.d_model, origin);  // null -> 4 * n_embd
-    c.d_vocab = json_int(j, "vocab_size", origin);
-    c.n_ctx = json_int(j, "n_positions", origin);
-    c.norm_eps = json_float_or(j, "layer_norm_epsilon", 1e-5, origin);
-    c.act = parse_hf_activation(j.value("activation_function", std::string("gelu_new")), origin);
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", true, origin);
-    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
-    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
-    c.qkv_bias = true;
-    c.norm = NormKind::LayerNorm;
-    c.positions = PositionKind::Learned;
-    c.rotary_dim = 0;
-    c.rope_theta = 0;  // no RoPE
-    if (!json_bool_or(j, "scale_attn_weights", true, origin))
-        throw UnsupportedError(origin, "scale_attn_weights=false (unscaled attention)");
-    if (json_bool_or(j, "scale_attn_by_inverse_layer_idx", false, origin))
-        throw UnsupportedError(origin, "scale_attn_by_inverse_layer_idx=true");
-    if (json_bool_or(j, "reorder_and_upcast_attn", false, origin))
-        throw UnsupportedError(origin, "reorder_and_upcast_attn=true");
-}
 
 std::unique_ptr<Transformer> build_gpt2_family(const ModelConfig& config, const WeightSource& src,
                                                const RuntimeOptions& runtime) {

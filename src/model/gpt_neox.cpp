@@ -15,11 +15,8 @@
 // usual sequential residual stream after attention.
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
-#include "config_json.hpp"
 #include "family_common.hpp"
-#include "rope.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
@@ -137,39 +134,6 @@ ForwardResult GptNeoxFamily::forward(const ModelInput& input, const CaptureSpec&
 }
 
 }  // namespace
-
-void read_gpt_neox_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    c.d_model = json_int(j, "hidden_size", origin);
-    c.n_layers = json_int(j, "num_hidden_layers", origin);
-    c.n_heads = json_int(j, "num_attention_heads", origin);
-    c.n_kv_heads = c.n_heads;
-    c.d_head = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
-    SS_CHECK_INPUT(c.d_head * c.n_heads == c.d_model, origin, "hidden_size (", c.d_model,
-                   ") is not a multiple of num_attention_heads (", c.n_heads, ")");
-    c.d_mlp = json_int(j, "intermediate_size", origin);
-    c.d_vocab = json_int(j, "vocab_size", origin);
-    c.n_ctx = json_int_or(j, "max_position_embeddings", 0, origin);
-    c.norm_eps = json_float_or(j, "layer_norm_eps", 1e-5, origin);
-    c.act = parse_hf_activation(j.value("hidden_act", std::string("gelu")), origin);
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", false, origin);
-    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
-    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
-    c.parallel_residual = json_bool_or(j, "use_parallel_residual", true, origin);
-    // rotary_pct / rotary_emb_base are GPT-NeoX's names; newer configs repeat them as
-    // partial_rotary_factor / rope_theta (transformers' GPTNeoXConfig maps one onto the other).
-    const double pct = json_float_or(
-        j, "rotary_pct", json_float_or(j, "partial_rotary_factor", 0.25, origin), origin);
-    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.d_head) * pct);  // int() as HF
-    c.rope_theta = json_float_or(j, "rotary_emb_base",
-                                 json_float_or(j, "rope_theta", 10000.0, origin), origin);
-    SS_CHECK_INPUT(c.rotary_dim > 0, origin, "rotary_pct ", pct, " leaves no rotary dims");
-    c.qkv_bias = true;
-    c.norm = NormKind::LayerNorm;
-    c.positions = PositionKind::Rotary;
-    c.rope_scaling = read_hf_rope_scaling(j, c.n_ctx, origin);
-    if (!json_bool_or(j, "attention_bias", true, origin))
-        throw UnsupportedError(origin, "attention_bias=false (GPT-NeoX without q/k/v/dense bias)");
-}
 
 std::unique_ptr<Transformer> build_gpt_neox_family(const ModelConfig& config,
                                                    const WeightSource& src,

@@ -9,9 +9,7 @@
 
 #include <ATen/ATen.h>
 
-#include "config_json.hpp"
 #include "family_common.hpp"
-#include "rope.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
@@ -181,51 +179,6 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
 }
 
 }  // namespace
-
-void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    const ArchitectureInfo& arch = find_architecture(c.architecture);
-    c.d_model = json_int(j, "hidden_size", origin);
-    c.n_layers = json_int(j, "num_hidden_layers", origin);
-    c.n_heads = json_int(j, "num_attention_heads", origin);
-    c.n_kv_heads = json_int_or(j, "num_key_value_heads", c.n_heads, origin);
-    c.d_head = json_int_or(j, "head_dim", c.n_heads > 0 ? c.d_model / c.n_heads : 0, origin);
-    c.d_mlp = json_int(j, "intermediate_size", origin);
-    c.d_vocab = json_int(j, "vocab_size", origin);
-    c.n_ctx = json_int_or(j, "max_position_embeddings", 0, origin);
-    c.rope_theta = json_float_or(j, "rope_theta", 10000.0, origin);
-    c.norm_eps = json_float_or(j, "rms_norm_eps", 1e-6, origin);
-    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
-    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", arch.tied_by_default, origin);
-    c.qkv_bias = arch.qkv_bias;
-    c.norm_add_one = arch.norm_add_one_hf;
-    c.embed_scale = arch.embed_scale;
-    c.act = arch.default_act;
-    if (arch.default_act == Activation::Silu) {
-        const std::string act = j.value("hidden_act", std::string("silu"));
-        if (act != "silu") throw UnsupportedError(origin, "hidden_act '" + act + "'");
-    }
-    if (arch.has_sliding_window) {
-        const bool use = j.value("use_sliding_window", arch.sliding_window_by_default);
-        c.window = use ? json_int_or(j, "sliding_window", 0, origin) : 0;
-        // Which layers use it: config.json layer_types when present (newer transformers), else
-        // Qwen2's max_window_layers (layers >= it slide), else every layer (Mistral).
-        if (c.window > 0 && j.contains("layer_types") && j["layer_types"].is_array()) {
-            for (size_t l = 0; l < j["layer_types"].size(); ++l)
-                if (j["layer_types"][l] == "sliding_attention")
-                    c.window_layers.push_back(static_cast<int64_t>(l));
-            if (c.window_layers.empty()) c.window = 0;
-        } else if (c.window > 0 && j.contains("max_window_layers")) {
-            for (int64_t l = json_int(j, "max_window_layers", origin); l < c.n_layers; ++l)
-                c.window_layers.push_back(l);
-            if (c.window_layers.empty()) c.window = 0;
-        }
-    }
-    c.rope_scaling = read_hf_rope_scaling(j, c.n_ctx, origin);
-    if (j.value("attention_bias", false) && !arch.qkv_bias)
-        throw UnsupportedError(origin, "attention_bias=true (output projection bias)");
-    if (j.value("mlp_bias", false)) throw UnsupportedError(origin, "mlp_bias=true");
-}
 
 std::unique_ptr<Transformer> build_llama_family(const ModelConfig& config, const WeightSource& src,
                                                 const RuntimeOptions& runtime) {

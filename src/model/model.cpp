@@ -112,6 +112,40 @@ std::vector<int32_t> Model::encode(const std::string& text, tokenizer::BosPolicy
     return ids;
 }
 
+namespace {
+
+// The registry row's forward (ArchitectureInfo::forward) -> the family's builder.
+std::unique_ptr<Transformer> build_family(const ArchitectureInfo& arch, const ModelConfig& config,
+                                          const WeightSource& weights,
+                                          const RuntimeOptions& runtime) {
+    switch (arch.forward) {
+        case ForwardFamily::Llama:
+            return build_llama_family(config, weights, runtime);
+        case ForwardFamily::Gemma2:
+            return build_gemma2_family(config, weights, runtime);
+        case ForwardFamily::Phi3:
+            return build_phi3_family(config, weights, runtime);
+        case ForwardFamily::Gpt2:
+            return build_gpt2_family(config, weights, runtime);
+        case ForwardFamily::GptNeox:
+            return build_gpt_neox_family(config, weights, runtime);
+        case ForwardFamily::Phi:
+            return build_phi_family(config, weights, runtime);
+        case ForwardFamily::Bert:
+            return build_bert_family(config, weights, runtime);
+        case ForwardFamily::Roberta:
+            return build_roberta_family(config, weights, runtime);
+        case ForwardFamily::Vit:
+            return build_vit_family(config, weights, runtime);
+        case ForwardFamily::None:
+            break;
+    }
+    throw UnsupportedError(weights.origin, "architecture " + std::string(arch.name) +
+                                               " has no forward implementation in this build");
+}
+
+}  // namespace
+
 Model build_model(const ModelConfig& config, const WeightSource& weights,
                   const RuntimeOptions& runtime) {
     validate_config(config, weights.origin);
@@ -131,7 +165,7 @@ Model build_model(const ModelConfig& config, const WeightSource& weights,
     if (runtime.n_threads < 0) throw UsageError("--threads must be >= 0");
     if (runtime.n_threads > 0) at::set_num_threads(runtime.n_threads);
     const ArchitectureInfo& arch = find_architecture(config.architecture);
-    return Model(config, arch.build(config, weights, runtime), runtime);
+    return Model(config, build_family(arch, config, weights, runtime), runtime);
 }
 
 ModelInput image_input(const Model& model, const io::Image& image) {

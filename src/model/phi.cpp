@@ -8,11 +8,8 @@
 // x + attn(ln(x)) (the MLP reads ln(x), not resid_mid).
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
-#include "config_json.hpp"
 #include "family_common.hpp"
-#include "rope.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
@@ -120,36 +117,6 @@ ForwardResult PhiFamily::forward(const ModelInput& input, const CaptureSpec& cap
 }
 
 }  // namespace
-
-void read_phi_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    c.d_model = json_int(j, "hidden_size", origin);
-    c.n_layers = json_int(j, "num_hidden_layers", origin);
-    c.n_heads = json_int(j, "num_attention_heads", origin);
-    c.n_kv_heads = json_int_or(j, "num_key_value_heads", c.n_heads, origin);
-    c.d_head = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
-    SS_CHECK_INPUT(c.d_head * c.n_heads == c.d_model, origin, "hidden_size (", c.d_model,
-                   ") is not a multiple of num_attention_heads (", c.n_heads, ")");
-    c.d_mlp = json_int(j, "intermediate_size", origin);
-    c.d_vocab = json_int(j, "vocab_size", origin);
-    c.n_ctx = json_int_or(j, "max_position_embeddings", 2048, origin);
-    c.norm_eps = json_float_or(j, "layer_norm_eps", 1e-5, origin);
-    c.act = parse_hf_activation(j.value("hidden_act", std::string("gelu_new")), origin);
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", false, origin);
-    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
-    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
-    const double factor = json_float_or(j, "partial_rotary_factor", 0.5, origin);
-    c.rotary_dim = static_cast<int64_t>(factor * static_cast<double>(c.d_head));  // int() as HF
-    SS_CHECK_INPUT(c.rotary_dim > 0, origin, "partial_rotary_factor ", factor,
-                   " leaves no rotary dims");
-    c.rope_theta = json_float_or(j, "rope_theta", 10000.0, origin);
-    c.qkv_bias = true;
-    c.norm = NormKind::LayerNorm;
-    c.positions = PositionKind::Rotary;
-    c.parallel_residual = true;
-    if (json_bool_or(j, "qk_layernorm", false, origin))
-        throw UnsupportedError(origin, "qk_layernorm=true");
-    c.rope_scaling = read_hf_rope_scaling(j, c.n_ctx, origin);
-}
 
 std::unique_ptr<Transformer> build_phi_family(const ModelConfig& config, const WeightSource& src,
                                               const RuntimeOptions& runtime) {

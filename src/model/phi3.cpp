@@ -7,17 +7,12 @@
 // rope_scaling longrope / su picks short or long divisors by sequence length (rope.cpp).
 // sliding_window applies to every layer (Mistral's mask, row i sees j > i - window).
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
-#include "config_json.hpp"
 #include "family_common.hpp"
-#include "rope.hpp"
 #include "sinkscope/core/error.hpp"
-#include "sinkscope/io/gguf.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/registry.hpp"
 #include "tensor_load.hpp"
@@ -151,62 +146,6 @@ ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& ca
 }
 
 }  // namespace
-
-// Phi3Config: the Llama keys (hidden_act silu, rms_norm_eps, sliding_window, rope_scaling with
-// longrope, attention_bias refused) plus partial_rotary_factor (default 1; Phi-4-mini 0.75).
-void read_phi3_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    read_llama_hf_config(j, origin, c);
-    const double factor = json_float_or(j, "partial_rotary_factor", 1.0, origin);
-    c.rotary_dim = static_cast<int64_t>(factor * static_cast<double>(c.d_head));  // int() as HF
-    SS_CHECK_INPUT(c.rotary_dim > 0, origin, "partial_rotary_factor ", factor,
-                   " leaves no rotary dims");
-}
-
-// llama.cpp phi3: rope.dimension_count rotary dims; longrope as the divisor tensors
-// rope_factors_short / rope_factors_long ([rotary dims / 2] F32) with rope.scaling.
-// original_context_length and rope.scaling.attn_factor (convert_hf_to_gguf.py Phi3MiniModel
-// writes sqrt(1 + ln(factor) / ln(original)) there). The short / long choice follows transformers
-// (sequence length above the original context), not llama.cpp's context size.
-void read_phi3_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c) {
-    const std::string origin = f.path().string();
-    c.rotary_dim = f.get_int_or(p + "rope.dimension_count", c.d_head);
-    const ArchitectureInfo& arch = find_architecture(c.architecture);
-    const std::string short_name =
-        tensor_name(arch, WeightFormat::Gguf, TensorRole::RopeFactorsShort);
-    const std::string long_name =
-        tensor_name(arch, WeightFormat::Gguf, TensorRole::RopeFactorsLong);
-    const io::GgufTensorInfo* ts = f.find_tensor(short_name);
-    const io::GgufTensorInfo* tl = f.find_tensor(long_name);
-    if (ts || tl) {  // longrope: both factor tensors and the original context
-        SS_CHECK_INPUT(ts && tl, origin, "tensor ", ts ? long_name : short_name,
-                       " is missing (longrope needs both)");
-        RopeScaling& r = c.rope_scaling;
-        r.kind = RopeScalingKind::LongRope;
-        auto read = [&](const io::GgufTensorInfo& t, const std::string& name) {
-            const int64_t n = c.rotary_dim / 2;
-            SS_CHECK_INPUT(t.type == 0 && t.dims.size() == 1 && t.dims[0] == n, origin, "tensor ",
-                           name, ": expected ", n, " F32 values (rotary dims / 2)");
-            std::vector<float> out(static_cast<size_t>(n));
-            std::memcpy(out.data(), f.tensor_data(t), sizeof(float) * out.size());
-            for (float x : out)
-                SS_CHECK_INPUT(std::isfinite(x) && x > 0, origin, "tensor ", name,
-                               ": divisors must be finite and positive, found ", x);
-            return out;
-        };
-        r.short_factor = read(*ts, short_name);
-        r.long_factor = read(*tl, long_name);
-        r.original_n_ctx = f.get_int_or(p + "rope.scaling.original_context_length", c.n_ctx);
-        SS_CHECK_INPUT(r.original_n_ctx > 0, origin, "key ", p,
-                       "rope.scaling.original_context_length is missing (longrope)");
-        r.factor = static_cast<double>(c.n_ctx) / static_cast<double>(r.original_n_ctx);
-        r.attention_factor = f.get_float_or(
-            p + "rope.scaling.attn_factor",
-            r.factor <= 1.0
-                ? 1.0
-                : std::sqrt(1.0 + std::log(r.factor) / std::log(double(r.original_n_ctx))));
-    }
-    read_llama_gguf_config(f, p, c);  // RMS norm, theta, the RoPE check: as the Llama family
-}
 
 std::unique_ptr<Transformer> build_phi3_family(const ModelConfig& config, const WeightSource& src,
                                                const RuntimeOptions& runtime) {

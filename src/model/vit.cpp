@@ -7,9 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
-#include <nlohmann/json.hpp>
 
-#include "config_json.hpp"
 #include "family_common.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
@@ -52,11 +50,6 @@ private:
     int64_t n_params_ = 0;
 };
 
-int64_t n_patches_of(const ModelConfig& c) {
-    const int64_t side = c.image_size / c.patch_size;
-    return side * side;
-}
-
 VitFamily::VitFamily(const ModelConfig& config, const WeightSource& src, const RuntimeOptions& rt)
     : c_(config), dtype_(detail::scalar_type(rt.dtype)), device_(detail::device_of(rt)) {
     if (src.format != WeightFormat::HuggingFace)
@@ -68,7 +61,7 @@ VitFamily::VitFamily(const ModelConfig& config, const WeightSource& src, const R
     patch_w_ = ld.get(R::PatchEmbed, -1, {D, c_.n_channels, P, P});
     patch_b_ = ld.get(R::PatchEmbedBias, -1, {D});
     cls_ = ld.get(R::ClsToken, -1, {1, 1, D});
-    pos_ = ld.get(R::PosEmbed, -1, {1, 1 + n_patches_of(c_), D});
+    pos_ = ld.get(R::PosEmbed, -1, {1, 1 + c_.n_patches(), D});
     auto norm = [&](R w, R b, int64_t layer) {
         return detail::load_layer_norm(ld, w, b, layer, D, c_.norm_eps);
     };
@@ -162,66 +155,7 @@ ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& cap
     return result;
 }
 
-// id2label {"0": "airplane", ...} -> labels by class id; transformers' default without it is
-// num_labels (default 2) labels "LABEL_k".
-std::vector<std::string> read_labels(const nlohmann::json& j, const std::string& origin) {
-    std::vector<std::string> labels;
-    if (j.contains("id2label") && !j["id2label"].is_null()) {
-        const auto& m = j["id2label"];
-        SS_CHECK_INPUT(m.is_object() && !m.empty(), origin, "id2label is not a non-empty object");
-        labels.resize(m.size());
-        std::vector<bool> seen(m.size(), false);
-        for (const auto& [key, value] : m.items()) {
-            size_t used = 0;
-            int64_t id = -1;
-            try {
-                id = std::stoll(key, &used);
-            } catch (const std::exception&) {
-            }
-            SS_CHECK_INPUT(
-                used == key.size() && id >= 0 && id < int64_t(m.size()) && !seen[size_t(id)],
-                origin, "id2label keys must be the ids 0..", m.size() - 1, ", found ", quote(key));
-            SS_CHECK_INPUT(value.is_string(), origin, "id2label[", quote(key), "] is not a string");
-            seen[size_t(id)] = true;
-            labels[size_t(id)] = value.get<std::string>();
-        }
-        return labels;
-    }
-    const int64_t n = json_int_or(j, "num_labels", 2, origin);
-    SS_CHECK_INPUT(n > 0, origin, "num_labels must be positive, found ", n);
-    for (int64_t k = 0; k < n; ++k) labels.push_back("LABEL_" + std::to_string(k));
-    return labels;
-}
-
 }  // namespace
-
-void read_vit_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    c.image_size = json_int(j, "image_size", origin);
-    c.patch_size = json_int(j, "patch_size", origin);
-    c.n_channels = json_int_or(j, "num_channels", 3, origin);
-    c.d_model = json_int(j, "hidden_size", origin);
-    c.n_layers = json_int(j, "num_hidden_layers", origin);
-    c.n_heads = json_int(j, "num_attention_heads", origin);
-    c.n_kv_heads = c.n_heads;
-    SS_CHECK_INPUT(c.n_heads > 0 && c.d_model % c.n_heads == 0, origin, "hidden_size (", c.d_model,
-                   ") is not a multiple of num_attention_heads (", c.n_heads, ")");
-    c.d_head = c.d_model / c.n_heads;
-    c.d_mlp = json_int(j, "intermediate_size", origin);
-    c.norm_eps = json_float_or(j, "layer_norm_eps", 1e-12, origin);
-    c.act = parse_hf_activation(j.value("hidden_act", std::string("gelu")), origin);
-    c.qkv_bias = json_bool_or(j, "qkv_bias", true, origin);
-    SS_CHECK_INPUT(c.image_size > 0 && c.patch_size > 0 && c.image_size % c.patch_size == 0, origin,
-                   "image_size (", c.image_size, ") is not a multiple of patch_size (",
-                   c.patch_size, ")");
-    SS_CHECK_INPUT(c.n_channels > 0, origin, "num_channels must be positive");
-    c.labels = read_labels(j, origin);
-    c.d_vocab = static_cast<int64_t>(c.labels.size());
-    c.n_ctx = 1 + n_patches_of(c);
-    c.causal = false;
-    c.norm = NormKind::LayerNorm;
-    c.positions = PositionKind::Learned;
-    c.tied_embeddings = false;
-}
 
 std::unique_ptr<Transformer> build_vit_family(const ModelConfig& config, const WeightSource& src,
                                               const RuntimeOptions& runtime) {

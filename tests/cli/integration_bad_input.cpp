@@ -73,24 +73,58 @@ std::map<std::string, std::string> entries(const fs::path& dir, bool recursive =
     return out;
 }
 
-// Runs the cases of one table; `dir` holds every file they read or name.
+// Differences between two snapshots of entries(), one line each.
+std::string changes(const std::map<std::string, std::string>& before,
+                    const std::map<std::string, std::string>& after) {
+    std::string out;
+    for (const auto& [name, v] : after) {
+        const auto it = before.find(name);
+        if (it == before.end())
+            out += "  created " + name + "\n";
+        else if (it->second != v)
+            out += "  changed " + name + "\n";
+    }
+    for (const auto& [name, v] : before)
+        if (!after.count(name)) out += "  removed " + name + "\n";
+    return out;
+}
+
+// Runs the cases of one table; `dir` holds every file they read or name. The cases run one after
+// the other in one sinkscope process (testutil::run_cli_batch: each in a forked child, so
+// libtorch loads once per table instead of once per case). Every case must fail with its exact
+// one-line message and exit code, and after the table nothing under `dir` or in the working
+// folder was created, changed or removed (a difference is listed by name, which names its case:
+// every case writes only where its own arguments point).
 void run_cases(const std::vector<Case>& cases, const fs::path& dir, const fs::path& shared) {
     const fs::path cwd = fs::current_path();
+    std::vector<std::vector<std::string>> commands;
     for (const Case& c : cases) {
-        SCOPED_TRACE(c.name);
         std::vector<std::string> args;
         for (const auto& a : c.args) args.push_back(expand(a, dir, shared));
-        const auto before = entries(dir);
-        const auto cwd_before = entries(cwd, false);
-        const auto r = run_cli(args);
+        commands.push_back(std::move(args));
+    }
+    const auto before = entries(dir);
+    const auto cwd_before = entries(cwd, false);
+    const testutil::ScratchDir logs;  // outside `dir` and the working folder
+    const auto results = testutil::run_cli_batch(commands, logs.path());
+    for (size_t i = 0; i < cases.size(); ++i) {
+        const Case& c = cases[i];
+        const testutil::CliResult& r = results[i];
+        SCOPED_TRACE(c.name);
         EXPECT_EQ(r.exit_code, c.exit_code) << c.name << "\n" << r.err;
         // One line: the prefix, the message, one newline, nothing else.
-        ASSERT_FALSE(r.err.empty()) << c.name;
+        if (r.err.empty()) {
+            ADD_FAILURE() << c.name << ": no message";
+            continue;
+        }
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.name << "\n" << r.err;
         EXPECT_EQ(r.err.back(), '\n') << c.name;
         const std::string line = r.err.substr(0, r.err.size() - 1);
         const std::string prefix = "sinkscope: error: ";
-        ASSERT_EQ(line.rfind(prefix, 0), 0u) << c.name << "\n" << line;
+        if (line.rfind(prefix, 0) != 0) {
+            ADD_FAILURE() << c.name << ": not an error line\n" << line;
+            continue;
+        }
         const std::string got = line.substr(prefix.size());
         if (std::getenv("SINKSCOPE_SHOW_MESSAGES"))
             std::printf("%-50s %d %s\n", c.name.c_str(), r.exit_code, got.c_str());
@@ -103,9 +137,9 @@ void run_cases(const std::vector<Case>& cases, const fs::path& dir, const fs::pa
         }
         // No byte that could start a terminal escape or a second line reached the terminal.
         for (unsigned char ch : line) EXPECT_TRUE(ch >= 0x20 && ch != 0x7f) << c.name;
-        EXPECT_EQ(entries(dir), before) << c.name << ": the scratch folder changed";
-        EXPECT_EQ(entries(cwd, false), cwd_before) << c.name << ": the working folder changed";
     }
+    EXPECT_EQ(changes(before, entries(dir)), "") << "the scratch folder " << dir << " changed";
+    EXPECT_EQ(changes(cwd_before, entries(cwd, false)), "") << "the working folder changed";
 }
 
 void write(const fs::path& p, const std::string& bytes) {

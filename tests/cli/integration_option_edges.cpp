@@ -10,12 +10,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "sinkscope/core/output_dir.hpp"
@@ -38,32 +36,13 @@ struct Case {
 
 // Runs `cases` split over `n_processes` batch processes; fills exit_code and err.
 void run_batches(std::vector<Case>& cases, const fs::path& logs, size_t n_processes) {
-    fs::create_directories(logs);
-    ::setenv("SINKSCOPE_TEST_BATCH", "1", 1);  // run_cli's sinkscope reads its argument as a batch
-    std::vector<std::thread> workers;
-    for (size_t p = 0; p < n_processes; ++p) {
-        workers.emplace_back([&, p] {
-            const fs::path list = logs / ("batch" + std::to_string(p) + ".txt");
-            std::vector<size_t> mine;
-            {
-                std::ofstream f(list);
-                for (size_t i = p; i < cases.size(); i += n_processes) {
-                    f << (logs / std::to_string(i)).string();
-                    for (const auto& a : cases[i].args) f << '\t' << a;
-                    f << '\n';
-                    mine.push_back(i);
-                }
-            }
-            const testutil::CliResult r = testutil::run_cli({list.string()});
-            std::istringstream in(r.out);
-            for (size_t i : mine) {
-                if (!(in >> cases[i].exit_code)) break;
-                cases[i].err = read_file(logs / (std::to_string(i) + ".err"));
-            }
-        });
+    std::vector<std::vector<std::string>> commands;
+    for (const Case& c : cases) commands.push_back(c.args);
+    const auto results = testutil::run_cli_batch(commands, logs, n_processes);
+    for (size_t i = 0; i < cases.size(); ++i) {
+        cases[i].exit_code = results[i].exit_code;
+        cases[i].err = results[i].err;
     }
-    for (auto& w : workers) w.join();
-    ::unsetenv("SINKSCOPE_TEST_BATCH");
 }
 
 // "--name TYPE" of every option of a command's help whose value is a number (CLI11 prints INT,

@@ -1,6 +1,6 @@
 // Model configurations: Hugging Face config.json of every family in the registry (RoPE scaling
 // included), and the GGUF metadata a model's configuration is read from (input starting with
-// "GGUF"). Linked with the model module (libtorch), so only in builds with the model runtime.
+// "GGUF"). Links the torch-free part of the model module (sinkscope_model_config).
 #include "fuzz_common.hpp"
 #include "sinkscope/io/gguf.hpp"
 #include "sinkscope/io/json.hpp"

@@ -104,7 +104,7 @@ inline bool is_norm_weight(model::TensorRole r) {
 inline std::vector<int64_t> role_shape(const model::ArchitectureInfo& a,
                                        const model::ModelConfig& c, model::TensorRole r) {
     using R = model::TensorRole;
-    const bool conv1d = a.build == model::build_gpt2_family;  // HF Conv1D: weights [in, out]
+    const bool conv1d = a.hf_conv1d;  // HF Conv1D: weights [in, out]
     auto linear = [&](int64_t n_out, int64_t n_in) {
         return conv1d ? std::vector<int64_t>{n_in, n_out} : std::vector<int64_t>{n_out, n_in};
     };

@@ -138,7 +138,7 @@ const std::vector<int32_t> kIds{1, 5, 9, 2, 33, 17, 4, 8};
 std::vector<std::string> arch_names() {
     std::vector<std::string> out;
     for (const auto& a : architectures())
-        if (a.build == build_llama_family) out.push_back(a.name);
+        if (a.forward == ForwardFamily::Llama) out.push_back(a.name);
     return out;
 }
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #ifndef SINKSCOPE_EXE
 #define SINKSCOPE_EXE "sinkscope"
@@ -66,6 +67,49 @@ CliResult run_cli(const std::vector<std::string>& args) {
     r.out = slurp(tmp / "out");
     r.err = slurp(tmp / "err");
     return r;
+}
+
+std::vector<CliResult> run_cli_batch(const std::vector<std::vector<std::string>>& commands,
+                                     const fs::path& logs, size_t n_processes) {
+    fs::create_directories(logs);
+    std::vector<CliResult> results(commands.size(), CliResult{-1, "", ""});
+    std::vector<std::vector<size_t>> batches(std::max<size_t>(n_processes, 1));
+    for (size_t i = 0, next = 0; i < commands.size(); ++i) {
+        const bool separable = std::none_of(commands[i].begin(), commands[i].end(), [](auto& a) {
+            return a.find_first_of("\t\n") != std::string::npos;
+        });
+        if (separable) {
+            batches[next++ % batches.size()].push_back(i);
+        } else {
+            results[i] = run_cli(commands[i]);
+        }
+    }
+    ::setenv("SINKSCOPE_TEST_BATCH", "1", 1);  // run_cli's sinkscope reads its argument as a batch
+    std::vector<std::thread> workers;
+    for (size_t p = 0; p < batches.size(); ++p) {
+        if (batches[p].empty()) continue;
+        workers.emplace_back([&, p] {
+            const fs::path list = logs / ("batch" + std::to_string(p) + ".txt");
+            {
+                std::ofstream f(list);
+                for (size_t i : batches[p]) {
+                    f << (logs / std::to_string(i)).string();
+                    for (const auto& a : commands[i]) f << '\t' << a;
+                    f << '\n';
+                }
+            }
+            const CliResult r = run_cli({list.string()});
+            std::istringstream codes(r.out);
+            for (size_t i : batches[p]) {
+                if (!(codes >> results[i].exit_code)) break;  // -1: the batch process died
+                results[i].out = slurp(logs / (std::to_string(i) + ".out"));
+                results[i].err = slurp(logs / (std::to_string(i) + ".err"));
+            }
+        });
+    }
+    for (auto& w : workers) w.join();
+    ::unsetenv("SINKSCOPE_TEST_BATCH");
+    return results;
 }
 
 std::string render_in_chromium(const fs::path& html, const fs::path& screenshot) {

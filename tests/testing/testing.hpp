@@ -35,6 +35,13 @@ struct CliResult {
 };
 // Runs the built sinkscope executable with `args` (each one shell-quoted).
 CliResult run_cli(const std::vector<std::string>& args);
+// Runs many command lines through `n_processes` sinkscope processes in batch mode
+// (SINKSCOPE_TEST_BATCH, apps/main.cpp: each command in a forked child of one process, so
+// libtorch is loaded once per process instead of once per command), in order within a process;
+// the command files and each command's stdout / stderr go to `logs`. A command with a tab or a
+// newline in an argument (the batch file's separators) runs on its own through run_cli.
+std::vector<CliResult> run_cli_batch(const std::vector<std::vector<std::string>>& commands,
+                                     const std::filesystem::path& logs, size_t n_processes = 1);
 
 // Loads `html` in headless Chromium; returns the DOM after scripts ran (virtual time budget) and,
 // when `screenshot` is not empty, saves a PNG of the page there.

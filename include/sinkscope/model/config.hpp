@@ -106,6 +106,11 @@ struct ModelConfig {
     // families report the exact count through Model::n_params().
     int64_t n_params() const;
     bool is_vision() const { return image_size > 0; }
+    // ViT: patches per image, (image_size / patch_size)^2 (the tokens after CLS).
+    int64_t n_patches() const {
+        const int64_t side = patch_size > 0 ? image_size / patch_size : 0;
+        return side * side;
+    }
     // Sliding window of `layer` (0: full causal attention there).
     int64_t layer_window(int64_t layer) const;
     // The factor q.k is multiplied by (attn_scale, or 1/sqrt(d_head) when 0).

@@ -112,8 +112,11 @@ using HfConfigReader = void (*)(const nlohmann::json& j, const std::string& orig
 // Defined in config_gguf.cpp.
 using GgufConfigReader = void (*)(const io::GgufFile& f, const std::string& p, ModelConfig& c);
 
-using FamilyBuilder = std::unique_ptr<Transformer> (*)(const ModelConfig&, const WeightSource&,
-                                                        const RuntimeOptions&);
+// The forward implementation that runs an architecture (one file each: src/model/<family>.cpp).
+// A name rather than a function pointer, so that the registry and the config readers build
+// without libtorch (library sinkscope_model_config); build_family() in src/model/model.cpp maps
+// it to the family's builder.
+enum class ForwardFamily { None, Llama, Gemma2, Phi3, Gpt2, GptNeox, Phi, Bert, Roberta, Vit };
 
 // One registry row. Rows are written with designated initializers; a field left out takes the
 // default below, so a row names only what its architecture has.
@@ -121,7 +124,7 @@ struct ArchitectureInfo {
     const char* name = nullptr;               // sinkscope's name (ModelConfig::architecture)
     std::vector<std::string> hf_model_types;  // config.json "model_type" values
     const char* gguf_arch = nullptr;          // general.architecture (nullptr: not from GGUF)
-    FamilyBuilder build = nullptr;
+    ForwardFamily forward = ForwardFamily::None;
     HfConfigReader read_hf_config = nullptr;
     GgufConfigReader read_gguf_config = nullptr;  // set with gguf_arch
     const TensorNames* hf_names = nullptr;
@@ -171,7 +174,8 @@ void read_gpt_neox_gguf_config(const io::GgufFile& f, const std::string& p, Mode
 void read_phi_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c);
 void read_bert_gguf_config(const io::GgufFile& f, const std::string& p, ModelConfig& c);
 
-// Family builders and config readers (one file each: src/model/<family>.cpp).
+// Family builders (one file each: src/model/<family>.cpp; libtorch) and config.json readers
+// (src/model/config_hf.cpp; torch-free).
 std::unique_ptr<Transformer> build_llama_family(const ModelConfig&, const WeightSource&,
                                                 const RuntimeOptions&);
 void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
