@@ -167,16 +167,21 @@ json heatmap_spec(const json& rows, const std::string& x, const std::string& y,
                                  {"scale", cscale}};
     s["layer"] = json::array({rect});
     if (cells <= size_t(o.max_labelled_cells)) {
-        // Dark text on the light end of the scale, light text on the dark end (viridis and the
-        // diverging schemes are dark at low values).
-        const double mid = std::isfinite(o.lo) && std::isfinite(o.hi) ? (o.lo + o.hi) / 2 : 0.5;
+        // Light text on the dark cells: the low end of viridis, the far ends of a diverging
+        // scheme (a domain around 0).
+        const bool fixed = std::isfinite(o.lo) && std::isfinite(o.hi);
+        const std::vector<double> values = distinct_numbers(rows, color);
+        const double data_mid = values.empty() ? 0.0 : (values.front() + values.back()) / 2;
+        const std::string v = "datum['" + color + "']";
+        const std::string dark =
+            fixed && o.lo < 0 && o.hi > 0
+                ? "abs(" + v + ") > " + std::to_string(0.6 * std::max(-o.lo, o.hi))
+                : v + " < " + std::to_string(fixed ? (o.lo + o.hi) / 2 : data_mid);
         json text = {{"mark", {{"type", "text"}, {"fontSize", 11}}}, {"encoding", enc}};
         text["encoding"]["text"] = {
             {"field", color}, {"type", "quantitative"}, {"format", kNumberFormat}};
-        text["encoding"]["color"] = {
-            {"condition",
-             {{"test", "datum['" + color + "'] > " + std::to_string(mid)}, {"value", "black"}}},
-            {"value", "white"}};
+        text["encoding"]["color"] = {{"condition", {{"test", dark}, {"value", "white"}}},
+                                     {"value", "black"}};
         s["layer"].push_back(text);
     }
     return s;
