@@ -203,8 +203,9 @@ std::string render_html(const ReportContent& c) {
         specs.push_back(f.spec);
     }
 
-    h += "<h2>Conventions of this run</h2>\n<p class=\"caption\">Every choice that changes results, "
-         "as recorded in run.json (spec/METRICS.md section 9).</p>\n<table class=\"conv\">\n";
+    h +=
+        "<h2>Conventions of this run</h2>\n<p class=\"caption\">Every choice that changes results, "
+        "as recorded in run.json (definitions: docs/metrics.md).</p>\n<table class=\"conv\">\n";
     std::vector<std::pair<std::string, std::string>> rows;
     if (!c.run.is_null()) flatten(c.run, "", rows);
     for (const auto& [k, v] : rows)
