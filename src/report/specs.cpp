@@ -118,9 +118,11 @@ json line_layers(const json& rows, const std::string& x, const std::string& y,
     enc["tooltip"] = tooltip(tips);
     json layers = json::array({{{"mark", {{"type", "line"}, {"point", true}}}, {"encoding", enc}}});
     if (ci) {
-        json bars = {{"x", xenc},
-                     {"y", {{"field", "ci_lo"}, {"type", "quantitative"}}},
-                     {"y2", {{"field", "ci_hi"}}}};
+        json bars = {
+            {"x", xenc},
+            // The line's title: Vega-Lite joins differing layer titles ("..., ci_lo").
+            {"y", {{"field", "ci_lo"}, {"type", "quantitative"}, {"title", enc["y"]["title"]}}},
+            {"y2", {{"field", "ci_hi"}}}};
         if (!series.empty()) bars["color"] = enc["color"];
         layers.push_back({{"mark", {{"type", "errorbar"}, {"ticks", true}}}, {"encoding", bars}});
     }
