@@ -53,6 +53,7 @@ TEST(MetricsReport, WrittenByDefaultAndSkippedOnRequest) {
     EXPECT_GE(std::stoi(figures.empty() ? "0" : figures), 10);  // every analysis of the example
     EXPECT_EQ(status_attribute(dom, "drawn"), figures);
     const size_t at = dom.find("id=\"status\"");
-    for (const char* a : {"errors", "empty-panels", "untitled-axes", "layer-ticks", "clipped-labels"})
+    for (const char* a :
+         {"errors", "empty-panels", "untitled-axes", "layer-ticks", "clipped-labels"})
         EXPECT_EQ(status_attribute(dom, a), "0") << a << ": " << dom.substr(at, 3000);
 }

@@ -52,8 +52,8 @@ std::map<LongKey, double> long_values(const fs::path& csv, const std::string& pa
         if (has_param && !param.empty() && text(r[col(t, "param")]) != param &&
             number(r[col(t, "param")]) != std::stod(param))
             continue;
-        out.emplace(LongKey{int64_t(number(r[col(t, "layer")])),
-                            int64_t(number(r[col(t, "head")])), text(r[col(t, "metric")])},
+        out.emplace(LongKey{int64_t(number(r[col(t, "layer")])), int64_t(number(r[col(t, "head")])),
+                            text(r[col(t, "metric")])},
                     number(r[col(t, "value")]));
     }
     return out;
@@ -80,8 +80,8 @@ std::vector<double> bidirectional_attention(int64_t n, int64_t l, int64_t h, int
 // are strong, so a table that wrote H(pi) in the weighted column fails here.
 TEST(OneNameOneQuantity, EntropyIdentityFromHeadsTable) {
     testutil::ScratchDir dir;
-    const auto r = testutil::run_cli(
-        {"metrics", "--example", "--no-report", "--out", (dir / "o").string()});
+    const auto r =
+        testutil::run_cli({"metrics", "--example", "--no-report", "--out", (dir / "o").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto v = long_values(dir / "o" / "heads.csv");
     int checked = 0, renorm_differs = 0;
@@ -96,7 +96,8 @@ TEST(OneNameOneQuantity, EntropyIdentityFromHeadsTable) {
         // Per row the identity holds to kSpecEntropyRel; each column is a float64 mean of
         // n_rows terms of one sign (within gamma_n of exact each, so 3 gamma_n between the three
         // columns); the CSV holds 17 significant digits (round trip, exact).
-        const double tol = testutil::kSpecEntropyRel + 3 * testutil::gamma_k(n_rows, testutil::kU64);
+        const double tol =
+            testutil::kSpecEntropyRel + 3 * testutil::gamma_k(n_rows, testutil::kU64);
         EXPECT_REL_WITHIN(h, hb + weighted, tol) << "layer " << layer << " head " << head;
         if (std::abs(h - (hb + renorm)) > 1e-3 * h) ++renorm_differs;
         ++checked;
@@ -109,8 +110,8 @@ TEST(OneNameOneQuantity, EntropyIdentityFromHeadsTable) {
 // dispersion.csv and regime.csv.
 TEST(OneNameOneQuantity, RhoInDispersionAndRegime) {
     testutil::ScratchDir dir;
-    const auto r = testutil::run_cli(
-        {"metrics", "--example", "--no-report", "--out", (dir / "o").string()});
+    const auto r =
+        testutil::run_cli({"metrics", "--example", "--no-report", "--out", (dir / "o").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto rho_by_scope = [&](const char* file) {
         const io::Table t = io::Table::read_csv(dir / "o" / file);
@@ -139,9 +140,8 @@ TEST(OneNameOneQuantity, AllRowsTwinsAgreeWhereRowSetsDo) {
     io::write_npy(dir / "a.npy",
                   io::make_npy_f64({n, l, h, t, t}, bidirectional_attention(n, l, h, t)));
     const auto r = testutil::run_cli({"metrics", "--attention", (dir / "a.npy").string(),
-                                      "--analyses", "compositional,kl,entropy", "--sink",
-                                      "first", "--no-report",
-                                      "--out", (dir / "o").string()});
+                                      "--analyses", "compositional,kl,entropy", "--sink", "first",
+                                      "--no-report", "--out", (dir / "o").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto heads = long_values(dir / "o" / "heads.csv");
     const auto kl = long_values(dir / "o" / "kl.csv", "0");
