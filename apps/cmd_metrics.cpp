@@ -57,6 +57,8 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
     cmd->add_option("--out", opts->out, "Output directory (written whole or not at all)")
         ->required();
     sinkscope::cli::add_overwrite_flag(cmd, opts->overwrite);
+    cmd->add_flag_callback(
+        "--no-report", [opts] { opts->report = false; }, "Skip report.html");
     cmd->callback([opts] {
         opts->command_line = sinkscope::cli::command_line();
         sinkscope::api::run_metrics_command(*opts, std::cout);

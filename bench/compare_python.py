@@ -97,7 +97,7 @@ def compositional(path):
     n_pairs = n * (n - 1) // 2
     sums = {name: np.zeros(n_pairs) for name in DISTANCES}
     means = {m: np.zeros(n) for m in ["sink_mass", "sink_balance", "entropy",
-                                      "binary_sink_entropy", "content_entropy"]}
+                                      "binary_sink_entropy", "content_entropy_renorm"]}
     disp_layer = np.zeros((n_layers, 2))
     disp_model = np.zeros(2)
     rows = 0
@@ -117,7 +117,7 @@ def compositional(path):
             means["sink_balance"] += b
             means["entropy"] += -(p * logp).sum(1)
             means["binary_sink_entropy"] += -s * np.log(s) - content * np.log(content)
-            means["content_entropy"] += -(pi * np.log(pi)).sum(1)
+            means["content_entropy_renorm"] += -(pi * np.log(pi)).sum(1)
             sums["dA"] += pdist(clr, "sqeuclidean")
             sums["dA_perp"] += pdist(clr_content, "sqeuclidean")
             sums["sink_term"] += pdist(b[:, None], "sqeuclidean")

@@ -38,11 +38,13 @@ public:
             if (m.n_rows == 0) continue;  // no row of this head entered the summary
             const int64_t l = int64_t(r) / ctx_.n_heads, h = int64_t(r) % ctx_.n_heads;
             const double w = double(m.n_rows);
-            for (auto [metric, v] : {std::pair{t::metric::kSinkMass, m.sink_mass},
-                                     {t::metric::kSinkBalance, m.sink_balance},
-                                     {t::metric::kEntropy, m.entropy},
-                                     {t::metric::kBinarySinkEntropy, m.binary_sink_entropy},
-                                     {t::metric::kContentEntropy, m.content_entropy}})
+            for (auto [metric, v] :
+                 {std::pair{t::metric::kSinkMass, m.sink_mass},
+                  {t::metric::kSinkBalance, m.sink_balance},
+                  {t::metric::kEntropy, m.entropy},
+                  {t::metric::kBinarySinkEntropy, m.binary_sink_entropy},
+                  {t::metric::kContentEntropyRenorm, m.content_entropy},
+                  {t::metric::kContentEntropyWeighted, m.content_entropy_weighted}})
                 per_input->push_back({t::kHeads.name, l, h, metric, "", v, w});
         }
     }
@@ -57,6 +59,10 @@ public:
         const metrics::HeadResults r = acc_.finish();
         AnalysisOutput out;
         out.tables.push_back({t::kHeads.name, heads_table(r), true});
+        io::Table by_position(t::kSinkByPosition.columns);
+        for (const auto& p : r.by_position)
+            by_position.add_row({p.layer, p.position, p.sink_mass, p.n_rows});
+        out.tables.push_back({t::kSinkByPosition.name, std::move(by_position), false});
         io::Table dist(t::kDistances.columns);
         for (const char* name : metrics::kDistanceNames) {
             const Eigen::MatrixXd& m = r.distances.at(name);
@@ -105,7 +111,7 @@ public:
           << " (definitions: docs/metrics.md)\n";
         // The central number: per layer, the heads' mean sink mass (heads.csv sink_mass, each
         // head's mean over its rows with >= min_parts visible keys that see the sink).
-        s << "  sink mass per layer (mean over heads):";
+        s << "  sink mass per layer (heads.csv sink_mass, mean over heads):";
         for (int64_t l = 0; l < r.n_layers; ++l) {
             double sum = 0;
             int64_t n = 0;
@@ -132,12 +138,14 @@ private:
         for (size_t k = 0; k < r.heads.size(); ++k) {
             const auto& m = r.means[k];
             const int64_t l = r.heads[k].layer, h = r.heads[k].head;
-            for (auto [metric, v] : {std::pair{t::metric::kSinkMass, m.sink_mass},
-                                     {t::metric::kSinkBalance, m.sink_balance},
-                                     {t::metric::kEntropy, m.entropy},
-                                     {t::metric::kBinarySinkEntropy, m.binary_sink_entropy},
-                                     {t::metric::kContentEntropy, m.content_entropy},
-                                     {t::metric::kNRows, double(m.n_rows)}})
+            for (auto [metric, v] :
+                 {std::pair{t::metric::kSinkMass, m.sink_mass},
+                  {t::metric::kSinkBalance, m.sink_balance},
+                  {t::metric::kEntropy, m.entropy},
+                  {t::metric::kBinarySinkEntropy, m.binary_sink_entropy},
+                  {t::metric::kContentEntropyRenorm, m.content_entropy},
+                  {t::metric::kContentEntropyWeighted, m.content_entropy_weighted},
+                  {t::metric::kNRows, double(m.n_rows)}})
                 heads.add_row({model, std::string(), l, h, std::string(metric), std::string(), v});
         }
         return heads;

@@ -213,8 +213,11 @@ AnalysisOutput section8_output(const P2Results& r, bool header) {
         s << "  lambda2 at tau=0.01 (mean over layers): "
           << format_number(layer_mean(r, t::kGraphs, t::metric::kLambda2, "0.01")) << "\n";
     if (c.entropy)
-        s << "  head-average row entropy (mean over layers): "
-          << format_number(layer_mean(r, t::kEntropy, t::metric::kRowEntropy, "")) << " nats\n";
+        // Not heads.csv `entropy` (per head, rows with D >= min_parts): the entropy of the
+        // head-averaged attention over every row, entropy.csv `entropy_all_rows` at head -1.
+        s << "  entropy of the head-averaged attention, all rows (entropy.csv "
+          << t::metric::kEntropyAllRows << ", head -1; mean over layers): "
+          << format_number(layer_mean(r, t::kEntropy, t::metric::kEntropyAllRows, "")) << " nats\n";
     if (c.frame)
         s << "  reference frame: " << frame_type_name(r.verdict)
           << " (share of first-position anchors in layers >= " << r.frame.mid_late_begin() << ": "

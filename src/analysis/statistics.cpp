@@ -45,14 +45,14 @@ bool is_headline(const PerInputValue& v) {
     const std::string& x = v.metric;
     if (v.table == t::kHeads.name)
         return x == m::kSinkMass || x == m::kEntropy || x == m::kBinarySinkEntropy ||
-               x == m::kContentEntropy;
+               x == m::kContentEntropyRenorm || x == m::kContentEntropyWeighted;
     if (v.head != -1 || v.layer < 0) return false;
     if (v.table == t::kKl) return x == m::kKlReduction;
     if (v.table == t::kGraphs)
         return x == m::kDensity || x == m::kLambda2 || x == m::kLaplacianGap ||
                x == m::kCentralization || x == m::kDegreeVariance || x == m::kGini ||
                x == m::kStarCombined;
-    if (v.table == t::kEntropy) return x == m::kRowEntropy;
+    if (v.table == t::kEntropy) return x == m::kEntropyAllRows;
     if (v.table == t::kValueSpace.name) return x == m::kRelativeMagnitude;
     return false;
 }
@@ -64,7 +64,7 @@ bool is_paired_input(const PerInputValue& v) {
     if (v.table == t::kGraphs)
         return x == m::kLambda2 || x == m::kCentralization || x == m::kDegreeVariance;
     if (v.table == t::kKl) return x == m::kKlBefore || x == m::kKlAfter;
-    if (v.table == t::kEntropy) return x == m::kRowEntropy;
+    if (v.table == t::kEntropy) return x == m::kEntropyAllRows;
     if (v.table == t::kValueSpace.name) return x == m::kTransformationMagnitude;
     return false;
 }
@@ -202,7 +202,7 @@ public:
                     if (const auto it = series_.find(ko); it != series_.end())
                         correlate(s, it->second, k, ko);
                 }
-            if (k.table == t::kEntropy && k.metric == m::kRowEntropy) {
+            if (k.table == t::kEntropy && k.metric == m::kEntropyAllRows) {
                 for (const auto& [kv, sv] : series_)
                     if (kv.table == t::kValueSpace.name && kv.layer == k.layer &&
                         kv.metric == m::kTransformationMagnitude)

@@ -21,6 +21,7 @@
 #include "sinkscope/core/sha256.hpp"
 #include "sinkscope/io/json.hpp"
 #include "sinkscope/io/run_record.hpp"
+#include "sinkscope/report/report.hpp"
 
 namespace sinkscope::api {
 
@@ -193,7 +194,14 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     record.set("threads", resolved.threads);
     record.set("options", analysis::to_json(o.analysis));
     record.write(out.staging());
+    // Like analyze; a build without the Vega runtime still writes every table (the metrics must
+    // work without the report's dependencies), and says why the page is missing.
+    const bool report = o.report && report::have_vega_runtime();
+    if (report) report::write_report(out.staging(), true);  // our own staging folder
     out.commit();
+    if (o.report && !report)
+        log << "report.html not written: this build has no Vega runtime "
+               "(scripts/install-deps.sh); `sinkscope report --run DIR` writes it later\n";
 
     // Summary.
     char line[256];

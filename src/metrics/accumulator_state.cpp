@@ -32,14 +32,16 @@ P2Stat get_stat(BinaryReader& r) {
 }  // namespace
 
 void HeadAccumulator::save(BinaryWriter& w) const {
-    // Pair sums of squared distances since the Gram sums of earlier versions: another tag, so
+    // Pair sums of squared distances since the Gram sums of earlier versions, the weighted
+    // content entropy in the head sums and the sums per query position since then: another tag, so
     // such a state is refused rather than misread.
-    w.tag("head_accumulator/pair-sums");
+    w.tag("head_accumulator/pair-sums+weighted-entropy+positions");
     w.put(n_layers_), w.put(n_heads_);
     w.put(counts_);
     w.put_vector(head_sums_);
     w.put_vector(layer_disp_);
     w.put(model_disp_);
+    for (const auto& ps : position_sums_) w.put_vector(ps);
     auto put_groups = [&w](const std::vector<PairGroup>& groups) {
         w.put<uint64_t>(groups.size());
         for (const auto& g : groups) {
@@ -54,7 +56,7 @@ void HeadAccumulator::save(BinaryWriter& w) const {
 }
 
 void HeadAccumulator::load(BinaryReader& r) {
-    r.expect_tag("head_accumulator/pair-sums");
+    r.expect_tag("head_accumulator/pair-sums+weighted-entropy+positions");
     if (r.get<int64_t>() != n_layers_ || r.get<int64_t>() != n_heads_)
         r.fail("head accumulator of another model shape");
     counts_ = r.get<RowCounts>();
@@ -65,6 +67,7 @@ void HeadAccumulator::load(BinaryReader& r) {
     head_sums_ = std::move(sums);
     layer_disp_ = std::move(disp);
     model_disp_ = r.get<DispersionSums>();
+    for (auto& ps : position_sums_) ps = r.get_vector<PositionSums>();
     auto get_groups = [&r](std::vector<PairGroup>& groups) {
         for (auto& g : groups) {
             if (r.get<int64_t>() != g.first_head || r.get<int64_t>() != g.n)

@@ -54,7 +54,8 @@ enum ClassicalIndex { kCosKeep, kCosDrop, kJsKeep, kJsDrop, kEucKeep, kEucDrop }
 struct RowBatch {
     int64_t n = 0, width = 0, slots = 0, ld = 0;
     RowMatrix p, pi, clr, content;  // [n, width]: first D (p, clr) or D-1 (pi, content) columns
-    Eigen::VectorXd sink_mass, balance, entropy, binary_entropy, content_entropy;  // [n]
+    Eigen::VectorXd sink_mass, balance, entropy, binary_entropy, content_entropy,
+        content_entropy_weighted;  // [n]
     // [slots * width, ld]: part j of slot s is row s * width + j, heads along it, zero past n.
     RowMatrix p_parts, pi_parts;
     // [slots * ld]: kernels::row_statistics of the queued heads, slot s at s * ld.
@@ -65,7 +66,8 @@ struct RowBatch {
         slots = n_slots;
         ld = n + kernels::kPad;
         for (auto* m : {&p, &pi, &clr, &content}) m->resize(n, width);
-        for (auto* v : {&sink_mass, &balance, &entropy, &binary_entropy, &content_entropy})
+        for (auto* v : {&sink_mass, &balance, &entropy, &binary_entropy, &content_entropy,
+                        &content_entropy_weighted})
             v->resize(n);
         for (auto* m : {&p_parts, &pi_parts}) m->setZero(slots * width, ld);
         for (auto* v : {&h_keep, &norm_keep, &h_drop, &norm_drop}) v->setZero(slots * ld);
@@ -285,6 +287,7 @@ HeadAccumulator::HeadAccumulator(int64_t n_layers, int64_t n_heads, HeadOptions 
     const int64_t n = n_layers * n_heads;
     head_sums_.assign(static_cast<size_t>(n), {});
     layer_disp_.assign(static_cast<size_t>(n_layers), {});
+    position_sums_.assign(static_cast<size_t>(n_layers), {});
     if (options_.scope == Scope::Model) {
         groups_.push_back(PairGroup::zeros(0, n));
     } else {
@@ -371,6 +374,8 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
         b.entropy(r) = o.entropy;
         b.binary_entropy(r) = o.binary_sink_entropy;
         b.content_entropy(r) = o.content_entropy;
+        // (1 - s) H(pi) with 1 - s summed from the content parts (accurate near s = 1).
+        b.content_entropy_weighted(r) = o.content_mass * o.content_entropy;
     };
     auto dispersion = [](DispersionSums& acc, const RowBatch& b, int64_t first, int64_t m,
                          int64_t d) {
@@ -434,10 +439,15 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
                     s.entropy += layer_batch.entropy(r);
                     s.binary_sink_entropy += layer_batch.binary_entropy(r);
                     s.content_entropy += layer_batch.content_entropy(r);
+                    s.content_entropy_weighted += layer_batch.content_entropy_weighted(r);
                     s.n_rows += 1;
                 };
                 accumulate(head_sums_[r]);
                 if (per_input) accumulate(input_sums[r]);
+                auto& ps = position_sums_[size_t(l)];
+                if (ps.size() <= size_t(i)) ps.resize(size_t(i) + 1);
+                ps[size_t(i)].sink_mass += layer_batch.sink_mass(r);
+                ps[size_t(i)].n_rows += 1;
             }
             dispersion(layer_disp_[l], layer_batch, l * n_h, n_h, d);
         }
@@ -501,7 +511,17 @@ void HeadAccumulator::merge(const HeadAccumulator& o) {
         s.entropy += os.entropy;
         s.binary_sink_entropy += os.binary_sink_entropy;
         s.content_entropy += os.content_entropy;
+        s.content_entropy_weighted += os.content_entropy_weighted;
         s.n_rows += os.n_rows;
+    }
+    for (size_t l = 0; l < position_sums_.size(); ++l) {
+        auto& ps = position_sums_[l];
+        const auto& ops = o.position_sums_[l];
+        if (ps.size() < ops.size()) ps.resize(ops.size());
+        for (size_t i = 0; i < ops.size(); ++i) {
+            ps[i].sink_mass += ops[i].sink_mass;
+            ps[i].n_rows += ops[i].n_rows;
+        }
     }
     auto add_disp = [](DispersionSums& a, const DispersionSums& b) {
         a.c_perp += b.c_perp;
@@ -564,6 +584,7 @@ HeadMeans HeadAccumulator::means_of(const HeadSums& s) {
     m.entropy = s.entropy * k;
     m.binary_sink_entropy = s.binary_sink_entropy * k;
     m.content_entropy = s.content_entropy * k;
+    m.content_entropy_weighted = s.content_entropy_weighted * k;
     return m;
 }
 
@@ -593,6 +614,13 @@ HeadResults HeadAccumulator::finish() const {
     };
     for (int64_t l = 0; l < n_layers_; ++l) r.layers.push_back(finish_disp(layer_disp_[l], l));
     r.model = finish_disp(model_disp_, -1);
+    for (int64_t l = 0; l < n_layers_; ++l) {
+        const auto& ps = position_sums_[size_t(l)];
+        for (size_t i = 0; i < ps.size(); ++i)
+            if (ps[i].n_rows > 0)
+                r.by_position.push_back(
+                    {l, int64_t(i), ps[i].sink_mass / double(ps[i].n_rows), ps[i].n_rows});
+    }
 
     for (const char* name : kDistanceNames)
         r.distances[name] = Eigen::MatrixXd::Constant(n, n, nan);

@@ -284,7 +284,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                         e -= m(i, j) * std::log2(m(i, j) + 1e-10);
                 put("entropy", l, h, "matrix_entropy_bits", "", e);
             } else {
-                put("entropy", l, h, "row_entropy", "", mean_row_entropy(m, false));
+                put("entropy", l, h, "entropy_all_rows", "", mean_row_entropy(m, false));
             }
         }
         if (c.tokens || c.frame) top[static_cast<size_t>(h)] = top_key(m);
@@ -312,12 +312,12 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
         }
         // 10.k: mass on s, the layer's resolved sink (10.d: per-layer outputs, per-layer sink).
         const int64_t s = layer_sinks[static_cast<size_t>(l)];
-        put("kl", l, -1, "direct_sink_mass", direct_sink_param(resolve_auto(c.sink, in.masking)),
+        put("kl", l, -1, "sink_mass_all_rows", direct_sink_param(resolve_auto(c.sink, in.masking)),
             s < n ? direct_sink_mass(in, l, s) : k_nan);
     }
 
     // Pass 6: entropy of the head average (10.m).
-    if (c.entropy) put("entropy", l, -1, "row_entropy", "", mean_row_entropy(avg, compat));
+    if (c.entropy) put("entropy", l, -1, "entropy_all_rows", "", mean_row_entropy(avg, compat));
 
     // Pass 7: token specialisation (10.m; compat layers of B.10) and frame evidence (10.n).
     if (c.tokens || c.frame) {

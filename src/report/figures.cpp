@@ -112,33 +112,89 @@ void attach_intervals(const fs::path& dir, const char* table, json& rows,
     }
 }
 
-void sinks_section(const fs::path& dir, ReportContent& c) {
-    if (!fs::exists(table_file(dir, t::kHeads.name))) return;
-    json heads = table_rows(table_file(dir, t::kHeads.name));
-    json mass = select(heads, [](const json& r) { return is(r, "metric", m::kSinkMass); });
-    c.figures.push_back({"Sinks", "Sink mass per head",
-                         "Mean attention mass on the sink position (spec 1) over the rows each head "
-                         "used; layer by head.",
-                         heatmap_spec(mass, "head", "layer", "value", "sink mass")});
-    // Entropy identity H = H_b(s) + (1-s) H(pi) holds per row, so its means split exactly.
-    std::map<int64_t, std::array<double, 3>> per_layer;  // sum H, sum Hb, count
+// Three significant digits for the numbers printed in notes (the tables hold every digit).
+std::string sig3(double v) {
+    if (!std::isfinite(v)) return "n/a";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+    return buf;
+}
+std::string sig3(const json& r, const char* key) {
+    const double v = num(r, key);
+    return std::isfinite(v) ? sig3(v) : str(r, key);
+}
+
+// Where a reader finds the definitions (the report is read without the specification).
+constexpr const char* kGlossary = " Definitions: docs/metrics.md.";
+
+// Per layer, the mean over the layer's heads of one heads.csv metric.
+std::map<int64_t, double> layer_means(const json& heads, const char* metric) {
+    std::map<int64_t, std::pair<double, int>> acc;
     for (const auto& r : heads) {
-        const double layer = num(r, "layer");  // a hand-edited table may hold anything here
-        if (!(std::fabs(layer) < 1e9)) continue;
-        const auto l = int64_t(layer);
-        if (is(r, "metric", m::kEntropy)) per_layer[l][0] += num(r, "value"), per_layer[l][2] += 1;
-        if (is(r, "metric", m::kBinarySinkEntropy)) per_layer[l][1] += num(r, "value");
+        const double layer = num(r, "layer"), v = num(r, "value");
+        // a hand-edited table may hold anything in these cells
+        if (!is(r, "metric", metric) || !(std::fabs(layer) < 1e9) || !std::isfinite(v)) continue;
+        auto& [sum, n] = acc[int64_t(layer)];
+        sum += v, ++n;
     }
-    json ent = json::array();
-    for (const auto& [l, s] : per_layer) {
-        if (s[2] == 0) continue;
-        ent.push_back({{"layer", l}, {"term", "sink: H_b(s)"}, {"nats", s[1] / s[2]}});
-        ent.push_back({{"layer", l}, {"term", "content: (1-s) H(pi)"}, {"nats", (s[0] - s[1]) / s[2]}});
+    std::map<int64_t, double> out;
+    for (const auto& [l, sn] : acc) out[l] = sn.first / sn.second;
+    return out;
+}
+
+void sinks_section(const fs::path& dir, ReportContent& c) {
+    if (fs::exists(table_file(dir, t::kHeads.name))) {
+        json heads = table_rows(table_file(dir, t::kHeads.name));
+        json mass = select(heads, [](const json& r) { return is(r, "metric", m::kSinkMass); });
+        HeatmapOptions fixed;
+        fixed.lo = 0, fixed.hi = 1;  // a probability: the same colours mean the same in every run
+        c.figures.push_back(
+            {"Sinks", "Sink mass per head",
+             std::string("Mean attention each head puts on the sink token (heads.csv sink_mass, "
+                         "over the rows with at least min_parts visible keys). Bright cells are "
+                         "sink heads; a layer that is bright across its heads is a sink layer. The "
+                         "colour scale is fixed to 0-1, so reports of different runs compare.") +
+                 kGlossary,
+             heatmap_spec(mass, "head", "layer", "value", {"head", "layer", "sink mass"}, fixed)});
+        // H(p) = H_b(s) + (1-s) H(pi) holds per row, so the head means of the two terms stack to
+        // the mean entropy exactly; both come from their own columns.
+        const auto hb = layer_means(heads, m::kBinarySinkEntropy);
+        const auto weighted = layer_means(heads, m::kContentEntropyWeighted);
+        json ent = json::array();
+        for (const auto& [l, v] : hb) {
+            ent.push_back({{"layer", l}, {"term", "sink: H_b(s)"}, {"nats", v}, {"order", 0}});
+            if (weighted.count(l))
+                ent.push_back({{"layer", l},
+                               {"term", "content: (1-s) H(pi)"},
+                               {"nats", weighted.at(l)},
+                               {"order", 1}});
+        }
+        if (!ent.empty())
+            c.figures.push_back(
+                {"Sinks", "Entropy decomposition per layer",
+                 std::string("Mean row entropy (heads.csv entropy) split exactly into the sink "
+                             "term binary_sink_entropy and the content term "
+                             "content_entropy_weighted, averaged over the heads of each layer. A "
+                             "short content bar means the heads look at few tokens besides the "
+                             "sink; a tall sink bar means the sink takes a middling share.") +
+                     kGlossary,
+                 stacked_bar_spec(ent, "layer", "nats", "term",
+                                  {"layer", "mean row entropy (nats)", "term"})});
     }
-    c.figures.push_back({"Sinks", "Entropy decomposition per layer",
-                         "Mean row entropy split exactly into the binary sink term and the content "
-                         "term (spec 1 entropy identity), averaged over the heads of each layer.",
-                         stacked_bar_spec(ent, "layer", "nats", "term")});
+    if (fs::exists(table_file(dir, t::kSinkByPosition.name))) {
+        json rows = table_rows(table_file(dir, t::kSinkByPosition.name));
+        for (auto& r : rows) r["layer"] = "layer " + str(r, "layer");
+        c.figures.push_back(
+            {"Sinks", "Sink mass against query position",
+             std::string("Mean attention on the sink by query position, over heads and inputs "
+                         "(sink_by_position.csv), one line per layer. A flat line means the sink "
+                         "takes the same share at every length; a trend means the sink mass of a "
+                         "run depends on how long its inputs are. Positions that few inputs reach "
+                         "are noisier (n_rows).") +
+                 kGlossary,
+             line_spec(rows, "position", "sink_mass", "layer",
+                       {"query position (tokens from the start)", "sink mass", "layer"})});
+    }
 }
 
 void compositional_section(const fs::path& dir, ReportContent& c) {
@@ -148,25 +204,47 @@ void compositional_section(const fs::path& dir, ReportContent& c) {
         json bars = json::array();
         for (const auto& r : disp) {
             if (!is(r, "scope", "layer")) continue;
-            bars.push_back({{"layer", num(r, "layer")}, {"part", "content C_perp"}, {"value", num(r, "c_perp")}, {"rho", num(r, "rho")}});
-            bars.push_back({{"layer", num(r, "layer")}, {"part", "sink V_b"}, {"value", num(r, "v_b")}, {"rho", num(r, "rho")}});
+            bars.push_back({{"layer", num(r, "layer")},
+                            {"part", "content C_perp"},
+                            {"dispersion", num(r, "c_perp")},
+                            {"order", 0}});
+            bars.push_back({{"layer", num(r, "layer")},
+                            {"part", "sink V_b"},
+                            {"dispersion", num(r, "v_b")},
+                            {"order", 1}});
         }
-        c.figures.push_back({sec, "Distance decomposition per layer",
-                             "Total Aitchison dispersion of the heads of a layer split into content "
-                             "dispersion C_perp and sink dispersion V_b (spec 2); rho = V_b / total.",
-                             stacked_bar_spec(bars, "layer", "value", "part")});
+        c.figures.push_back(
+            {sec, "Distance decomposition per layer",
+             std::string("How different the heads of a layer are (mean squared Aitchison "
+                         "distance to their mean), split into what the content keys contribute "
+                         "(C_perp) and what the sink alone contributes (V_b). When V_b is a large "
+                         "share (rho = V_b / total, dispersion.csv) head comparisons are driven "
+                         "by the sink.") +
+                 kGlossary,
+             stacked_bar_spec(bars, "layer", "dispersion", "part",
+                              {"layer", "dispersion (squared Aitchison units, nats²)", "part"})});
     }
     if (fs::exists(table_file(dir, t::kReversal))) {
         json rev = table_rows(table_file(dir, t::kReversal));
         json bars = select(rev, [](const json& r) {
             return is(r, "scope", "model") && num(r, "layer") < 0 && !is(r, "comparison", "check");
         });
-        for (auto& r : bars) r["comparison_metric"] = str(r, "metric") + " " + str(r, "comparison");
-        c.figures.push_back({sec, "Reversal rates",
-                             "Share of head triples whose 'which head is closer' verdict flips: "
-                             "keep vs drop of the same metric (flip), keep vs dA_perp (vs_content), "
-                             "dA vs dA_perp (spec 3; ties excluded, 10.f).",
-                             bar_spec(bars, "comparison_metric", "rate")});
+        for (auto& r : bars) {
+            const std::string cmp = str(r, "comparison"), metric = str(r, "metric");
+            r["comparison"] = cmp == "flip"         ? metric + ": with vs without sink"
+                              : cmp == "vs_content" ? metric + " with sink vs dA_perp"
+                                                    : metric + " vs dA_perp";
+        }
+        c.figures.push_back(
+            {sec, "Reversal rates",
+             std::string("Share of head triples (a, b, c) whose verdict 'is b or c closer to a' "
+                         "flips between two distances: the same metric with and without the sink, "
+                         "a metric with the sink against the content-only Aitchison distance "
+                         "dA_perp, and dA against dA_perp. High rates mean the sink decides which "
+                         "heads look alike. Ties are left out.") +
+                 kGlossary,
+             hbar_spec(bars, "comparison", "rate",
+                       {"share of triples that flip", "comparison", ""})});
     }
     if (fs::exists(table_file(dir, t::kClusters))) {
         json clu = table_rows(table_file(dir, t::kClusters));
@@ -175,45 +253,67 @@ void compositional_section(const fs::path& dir, ReportContent& c) {
             return shown.count(str(r, "matrix")) > 0;
         });
         for (auto& r : pts) {
-            r["label"] = "L" + str(r, "layer") + "H" + str(r, "head");
+            r["label"] = str(r, "layer") + "." + str(r, "head");
             r["cluster"] = str(r, "cluster");
         }
-        c.figures.push_back({sec, "Head maps with and without the sink",
-                             "Classical MDS of the head distance matrices (spec 4), coloured by "
-                             "average-linkage cluster: dA and js_keep include the sink, dA_perp and "
-                             "js_drop do not.",
-                             scatter_spec(pts, "mds_x", "mds_y", "cluster", "matrix")});
+        c.figures.push_back(
+            {sec, "Head maps with and without the sink",
+             std::string("Classical multidimensional scaling of the distances between heads, "
+                         "one map per distance, points labelled layer.head and coloured by "
+                         "cluster; both axes share one scale, so distances on the map read the "
+                         "same in every direction. dA and js_keep include the sink, dA_perp and "
+                         "js_drop do not: heads that move between clusters are grouped by their "
+                         "sink.") +
+                 kGlossary,
+             map_spec(pts, "mds_x", "mds_y", "cluster", "matrix", "label",
+                      {"MDS axis 1 (distance units)", "MDS axis 2 (distance units)", "cluster"})});
     }
     if (fs::exists(table_file(dir, t::kAri))) {
         json ari = table_rows(table_file(dir, t::kAri));
-        for (auto& r : ari) r["pair"] = str(r, "first") + " vs " + str(r, "second");
-        c.figures.push_back({sec, "Agreement of clusterings (ARI)",
-                             "Adjusted Rand Index between the clusterings of every pair of matrices; "
-                             "the first bars are the headline pairs JS keep vs drop and dA vs dA_perp.",
-                             bar_spec(ari, "pair", "ari")});
+        // Symmetric: ARI(a, b) = ARI(b, a); both halves of the matrix are drawn.
+        json cells = json::array();
+        for (const auto& r : ari) {
+            cells.push_back(
+                {{"first", str(r, "first")}, {"second", str(r, "second")}, {"ari", num(r, "ari")}});
+            cells.push_back(
+                {{"first", str(r, "second")}, {"second", str(r, "first")}, {"ari", num(r, "ari")}});
+        }
+        HeatmapOptions ari_scale;
+        ari_scale.lo = -1, ari_scale.hi = 1, ari_scale.scheme = "redblue";
+        c.figures.push_back(
+            {sec, "Agreement of clusterings (ARI)",
+             std::string("Adjusted Rand Index between the head clusterings of every pair of "
+                         "distances: 1 = the same clusters, 0 = chance agreement. Look at js_keep "
+                         "vs js_drop and dA vs dA_perp: a low value means removing the sink "
+                         "regroups the heads.") +
+                 kGlossary,
+             heatmap_spec(cells, "second", "first", "ari", {"distance", "distance", "ARI"},
+                          ari_scale)});
     }
     if (fs::exists(table_file(dir, t::kRegime))) {
         json reg = table_rows(table_file(dir, t::kRegime));
         for (const auto& r : reg)
             if (is(r, "scope", "model"))
-                c.notes.push_back("Regime predictor (spec 7): rho = " + str(r, "rho") + " -> " +
+                c.notes.push_back("Regime predictor: rho = " + sig3(r, "rho") + " -> " +
                                   str(r, "predicted") + "; measured flip rate " +
-                                  str(r, "flip_rate") + " -> " + str(r, "measured") + " (" +
-                                  str(r, "agreement") + ").");
+                                  sig3(r, "flip_rate") + " -> " + str(r, "measured") + " (" +
+                                  str(r, "agreement") + ")." + kGlossary);
     }
 }
 
 void frames_section(const fs::path& dir, ReportContent& c) {
-    const std::string sec = "Reference frames (section 8)";
+    const std::string sec = "Reference frames";
     if (fs::exists(dir / t::kFrameFile)) {
         const json f = io::read_json_file(dir / t::kFrameFile);
-        c.notes.push_back(
-            "Reference-frame type: " + f.value("verdict", std::string("?")) +
-            " (share of first-position anchors in middle and late layers " +
-            (f.contains("share_first_mid_late") ? io::brief(f["share_first_mid_late"]) : "?") +
-            ", mean reference count " +
-            (f.contains("mean_reference_count") ? io::brief(f["mean_reference_count"]) : "?") +
-            "; rule: " + f.value("rule", std::string("")) + ").");
+        auto number = [&](const char* k) {
+            if (!f.contains(k)) return std::string("?");
+            return f[k].is_number() ? sig3(f[k].get<double>()) : io::brief(f[k]);
+        };
+        c.notes.push_back("Reference-frame type: " + f.value("verdict", std::string("?")) +
+                          " (share of first-position anchors in middle and late layers " +
+                          number("share_first_mid_late") + ", mean reference count " +
+                          number("mean_reference_count") +
+                          "; rule: " + f.value("rule", std::string("")) + ").");
         json bars = json::array();
         const json layers = f.value("layers", json::array());
         if (!layers.is_array())
@@ -221,14 +321,21 @@ void frames_section(const fs::path& dir, ReportContent& c) {
         for (const auto& l : layers) {
             if (!l.is_object())
                 throw unexpected_structure(dir, "an entry of frame.json 'layers' is not an object");
+            int order = 0;
             for (const char* k : {"first", "last", "other"})
-                bars.push_back(
-                    {{"layer", field(l, "layer")}, {"anchor", k}, {"count", field(l, k)}});
+                bars.push_back({{"layer", field(l, "layer")},
+                                {"anchor", k},
+                                {"anchors", field(l, k)},
+                                {"order", order++}});
         }
-        c.figures.push_back({sec, "Frame-type evidence: anchor position per layer",
-                             "Number of (input, head) anchors whose top key is the first position, the "
-                             "last position or another position (spec 8, 10.n).",
-                             stacked_bar_spec(bars, "layer", "count", "anchor")});
+        c.figures.push_back(
+            {sec, "Frame-type evidence: anchor position per layer",
+             std::string("Number of (input, head) pairs whose most attended key (the anchor) is "
+                         "the first position, the last position or another one. Mostly 'first' "
+                         "in the middle and late layers means one global reference frame.") +
+                 kGlossary,
+             stacked_bar_spec(bars, "layer", "anchors", "anchor",
+                              {"layer", "(input, head) pairs", "anchor position"})});
     }
     if (fs::exists(table_file(dir, t::kGraphs))) {
         json g = table_rows(table_file(dir, t::kGraphs));
@@ -240,49 +347,105 @@ void frames_section(const fs::path& dir, ReportContent& c) {
         });
         attach_intervals(dir, t::kGraphs, pts);
         for (auto& r : pts) r["threshold"] = param(r), r["layer"] = "layer " + str(r, "layer");
-        c.figures.push_back({sec, "Graph metrics vs threshold",
-                             "Thresholded head-averaged attention graphs per layer (spec 8, 10.i): "
-                             "density, algebraic connectivity, Laplacian gap, star-likeness, Gini, "
-                             "centralization.",
-                             facet_line_spec(pts, "threshold", "value", "layer", "metric", true)});
+        const double nan = std::nan("");
+        const std::map<std::string, PanelAxis> panels = {
+            {m::kDensity, {"density (share of edges)", 0, 1}},
+            {m::kLambda2, {"lambda2 (algebraic connectivity)", nan, nan}},
+            {m::kLaplacianGap, {"Laplacian gap lambda3 - lambda2", nan, nan}},
+            {m::kStarCombined, {"star-likeness (0-1)", 0, 1}},
+            {m::kGini, {"Gini of in-degrees (0-1)", 0, 1}},
+            {m::kCentralization, {"in-degree centralization (0-1)", 0, 1}}};
+        c.figures.push_back(
+            {sec, "Graph metrics vs threshold",
+             std::string("Graphs of the head-averaged attention per layer, keeping the edges "
+                         "above each threshold: density, connectivity (lambda2, Laplacian gap), "
+                         "star-likeness, Gini and centralization of the in-degrees. A sink shows "
+                         "as high centralization and star-likeness that persist to large "
+                         "thresholds.") +
+                 kGlossary,
+             panel_line_spec(pts, "threshold", "value", "layer", "metric",
+                             {"edge threshold tau (log scale)", "", "layer"}, true, panels)});
     }
     if (fs::exists(table_file(dir, t::kBetti))) {
         json b = table_rows(table_file(dir, t::kBetti));
         json pts = select(b, [](const json& r) { return num(r, "head") < 0; });
         for (auto& r : pts) r["eps"] = param(r), r["layer"] = "layer " + str(r, "layer");
-        c.figures.push_back({sec, "Betti curves per layer",
-                             "Number of bars alive at each filtration value of the Vietoris-Rips "
-                             "complex on the attention distance (spec 8, 10.j), mean over inputs.",
-                             facet_line_spec(pts, "eps", "value", "layer", "metric", false)});
+        const std::map<std::string, PanelAxis> panels = {
+            {"betti0", {"Betti 0 (connected components)"}}, {"betti1", {"Betti 1 (loops)"}}};
+        c.figures.push_back(
+            {sec, "Betti curves per layer",
+             std::string("Number of connected components (Betti 0) and loops (Betti 1) of the "
+                         "tokens joined when their attention distance is below eps, mean over "
+                         "inputs. Components that merge early mean tokens attend to each other "
+                         "strongly.") +
+                 kGlossary,
+             panel_line_spec(pts, "eps", "value", "layer", "metric",
+                             {"distance threshold eps (1 - attention)", "", "layer"}, false,
+                             panels)});
     }
     if (fs::exists(table_file(dir, t::kKl))) {
         json k = table_rows(table_file(dir, t::kKl));
         json pts = select(k, [](const json& r) { return is(r, "metric", m::kKlReduction); });
         attach_intervals(dir, t::kKl, pts);
         for (auto& r : pts) r["percentile"] = "t = " + str(r, "param");
-        c.figures.push_back({sec, "KL reduction on sink removal per layer",
-                             "Mean over heads of KL(head || head average) before minus after removing "
-                             "the sink set S_t (spec 8); positive: heads agree more without sinks.",
-                             line_spec(pts, "layer", "value", "percentile")});
+        c.figures.push_back(
+            {sec, "KL reduction on sink removal per layer",
+             std::string("How much closer the heads get to their average when the sink keys (those "
+                         "receiving attention at or above the t-percentile) are removed: KL before "
+                         "minus after, mean over heads. Positive: the heads disagree mainly about "
+                         "the sinks.") +
+                 kGlossary,
+             line_spec(pts, "layer", "value", "percentile",
+                       {"layer", "KL reduction (nats)", "sink percentile"})});
     }
     if (fs::exists(table_file(dir, t::kSpectra))) {
         json s = table_rows(table_file(dir, t::kSpectra));
-        json pts = select(s, [](const json& r) {
-            static const std::set<std::string> shown = {"stable_rank", "participation_ratio", "mp_ks",
-                                                        "spectral_gap", "eig_participation_ratio"};
-            return num(r, "head") < 0 && shown.count(str(r, "metric"));
-        });
-        c.figures.push_back({sec, "Random-matrix spectra per layer",
-                             "Singular-value statistics of the head-averaged attention (spec 8, 10.l).",
-                             facet_line_spec(pts, "layer", "value", "convention", "metric", false)});
+        json pts = select(s, [](const json& r) { return num(r, "head") < 0; });
+        const std::map<std::string, PanelAxis> panels = {
+            {"sigma1_sq", {"sigma1² (largest squared singular value)"}},
+            {"stable_rank", {"stable rank"}},
+            {"participation_ratio", {"participation ratio"}},
+            {"mp_ks", {"KS distance to the MP law", 0, 1}}};
+        c.figures.push_back(
+            {sec, "Random-matrix spectra per layer",
+             std::string("Singular values of the head-averaged attention: the largest one, the "
+                         "effective ranks, and how far the rest is from a random matrix's "
+                         "spectrum. A dominant sigma1² with a stable rank near 1 is a rank-one "
+                         "(sink) pattern.") +
+                 kGlossary,
+             panel_line_spec(pts, "layer", "value", "convention", "metric",
+                             {"layer", "", "convention"}, false, panels)});
     }
     if (fs::exists(table_file(dir, t::kTokens))) {
-        json t = table_rows(table_file(dir, t::kTokens));
-        json bars = select(t, [](const json& r) { return str(r, "metric").rfind("share_", 0) == 0; });
-        c.figures.push_back({sec, "Token specialisation",
-                             "Share of heads whose top key (largest column mean) is the first, last "
-                             "or another position, per layer (spec 8, 10.m).",
-                             stacked_bar_spec(bars, "layer", "value", "metric")});
+        json rows = table_rows(table_file(dir, t::kTokens));
+        // Per head: the share of inputs whose top key is first / last / other; per layer the
+        // mean over heads is the share of (input, head) pairs, and the three sum to 1.
+        std::map<std::pair<int64_t, std::string>, std::pair<double, int>> acc;
+        for (const auto& r : rows) {
+            const std::string metric = str(r, "metric");
+            const double layer = num(r, "layer"), v = num(r, "value");
+            if (metric.rfind("share_", 0) != 0 || num(r, "head") < 0 || !(std::fabs(layer) < 1e9) ||
+                !std::isfinite(v))
+                continue;
+            auto& [sum, n] = acc[{int64_t(layer), metric.substr(6)}];
+            sum += v, ++n;
+        }
+        json bars = json::array();
+        for (const auto& [key, sn] : acc)
+            bars.push_back({{"layer", key.first},
+                            {"top key", key.second},
+                            {"share", sn.first / sn.second},
+                            {"order", key.second == "first"  ? 0
+                                      : key.second == "last" ? 1
+                                                             : 2}});
+        c.figures.push_back(
+            {sec, "Token specialisation",
+             std::string("Share of (input, head) pairs of each layer whose top key (the key with "
+                         "the largest mean attention) is the first position, the last position "
+                         "or another one. Per-key counts are in token_keys.csv.") +
+                 kGlossary,
+             stacked_bar_spec(bars, "layer", "share", "top key",
+                              {"layer", "share of (input, head) pairs", "top key"})});
     }
     if (fs::exists(table_file(dir, t::kValueSpace.name))) {
         json v = table_rows(table_file(dir, t::kValueSpace.name));
@@ -292,11 +455,15 @@ void frames_section(const fs::path& dir, ReportContent& c) {
         });
         attach_intervals(dir, t::kValueSpace.name, pts, "convention");
         for (auto& r : pts) r["series"] = str(r, "metric") + " (" + str(r, "convention") + ")";
-        c.figures.push_back({sec, "Value-space magnitudes",
-                             "Share of each query's attention output carried by the reference tokens: "
-                             "relative magnitude and directional influence, in the hidden-state and "
-                             "true-V spaces (spec 8).",
-                             line_spec(pts, "layer", "value", "series")});
+        c.figures.push_back(
+            {sec, "Value-space magnitudes",
+             std::string("Share of each query's attention output carried by the reference "
+                         "tokens: relative magnitude and directional influence, in the "
+                         "hidden-state and value spaces. Near 1: the output is mostly the "
+                         "reference tokens' values.") +
+                 kGlossary,
+             line_spec(pts, "layer", "value", "series",
+                       {"layer", "share of the attention output", "quantity (space)"})});
     }
 }
 
@@ -340,7 +507,8 @@ void prune_section(const fs::path& dir, ReportContent& c) {
                    "the highest "
                    "seed). Sparsity 0 is the unpruned model. A channel "
                    "below the random band removes heads the model needs less than random ones.",
-         line_spec(pts, "sparsity", measure, "series")});
+         line_spec(pts, "sparsity", measure, "series",
+                   {"sparsity (share of heads removed)", measure, "pruning"})});
 }
 
 // `sinkscope fisher` (fisher.csv): the Fisher trace per layer stacked by component, the
@@ -374,15 +542,18 @@ void fisher_section(const fs::path& dir, ReportContent& c) {
     c.figures.push_back({sec, "Fisher trace per layer by component",
                          "Sum of the diagonal Fisher over each layer's tensors, stacked by what "
                          "the tensor is (attention q/k/v/o, mlp, norm).",
-                         stacked_bar_spec(parts, "layer", "fisher", "component")});
+                         stacked_bar_spec(parts, "layer", "fisher", "component",
+                                          {"layer", "Fisher trace", "component"})});
     c.figures.push_back({sec, "Attention share of the Fisher trace per layer",
                          "F_attention / (F_attention + F_mlp): how much of the layer's "
                          "sensitivity sits in attention rather than in the MLP.",
-                         line_spec(shares, "layer", "attention share", "")});
-    c.figures.push_back({sec, "Fisher trace per head",
-                         "Each head's rows of q, k, v and its columns of the output projection "
-                         "(a key/value head shared by g query heads counts 1/g for each).",
-                         heatmap_spec(heads, "head", "layer", "value", "Fisher trace")});
+                         line_spec(shares, "layer", "attention share", "",
+                                   {"layer", "attention share of the Fisher trace", ""})});
+    c.figures.push_back(
+        {sec, "Fisher trace per head",
+         "Each head's rows of q, k, v and its columns of the output projection "
+         "(a key/value head shared by g query heads counts 1/g for each).",
+         heatmap_spec(heads, "head", "layer", "value", {"head", "layer", "Fisher trace"})});
 }
 
 }  // namespace
@@ -406,8 +577,10 @@ ReportContent collect_report(const fs::path& run_dir) {
     }
     if (c.run.contains("p2") && c.run["p2"].is_object() &&
         c.run["p2"].value("mode", "") == "ruscio2025")
-        c.notes.push_back("Compat mode ruscio2025: section 8 numbers follow the released notebooks; "
-                          "on causal models their Betti numbers only count tokens (PAPERS.md B.3).");
+        c.notes.push_back(
+            "Compat mode ruscio2025: reference-frame numbers follow the released notebooks; "
+            "on causal models their Betti numbers only count tokens." +
+            std::string(kGlossary));
     return c;
 }
 

@@ -101,19 +101,59 @@ const char* kDriver = R"(
   var jobs=specs.map(function(spec,i){
     return vegaEmbed('#fig-'+i,spec,{actions:{export:true,source:false,compiled:false,editor:false},renderer:'svg'});
   });
+  // Properties of the drawn SVG a reader relies on (checked by the headless-browser test):
+  // no empty panel, every axis titled, layer axes with distinct integer ticks, no text outside
+  // the figure.
+  var counts={empty:0,untitled:0,layerticks:0,clipped:0},problems=[];
+  function note(kind,i,what){counts[kind]++;problems.push('figure '+i+': '+what);}
+  function inside(el,sel){for(var p=el.parentNode;p&&p.classList;p=p.parentNode){if(p.matches(sel))return true;}return false;}
+  function check(i,svg){
+    var guide='g.role-axis, g.role-legend, g.role-title';
+    var cells=[].filter.call(svg.querySelectorAll('g.role-scope'),function(g){
+      return !inside(g,guide)&&![].some.call(g.querySelectorAll('g.role-scope'),function(c){return !inside(c,guide);});});
+    if(!cells.length)cells=[svg];
+    cells.forEach(function(cell){
+      var items=0;
+      cell.querySelectorAll('g.role-mark').forEach(function(m){
+        if(!inside(m,guide))items+=m.children.length;});
+      if(!items)note('empty',i,'an empty panel');
+    });
+    svg.querySelectorAll('g.role-axis').forEach(function(ax){
+      var labels=[].map.call(ax.querySelectorAll('g.role-axis-label text'),function(t){return t.textContent;});
+      if(!labels.length)return;
+      var t=ax.querySelector('g.role-axis-title text'),title=t?t.textContent.trim():'';
+      if(!title){note('untitled',i,'an axis without a title');return;}
+      if(/^layer\b/i.test(title)){
+        var seen={};
+        labels.forEach(function(l){if(!/^-?[0-9]+$/.test(l)||seen[l])note('layerticks',i,'layer tick "'+l+'"');seen[l]=1;});
+      }
+    });
+    var box=svg.getBoundingClientRect();
+    svg.querySelectorAll('text').forEach(function(t){
+      var r=t.getBoundingClientRect();
+      if(!t.textContent||r.width===0)return;
+      if(r.left<box.left-1||r.right>box.right+1||r.top<box.top-1||r.bottom>box.bottom+1)
+        note('clipped',i,'text "'+t.textContent+'" outside the figure');
+    });
+  }
   Promise.allSettled(jobs).then(function(results){
     var drawn=0;
     results.forEach(function(r,i){
-      var el=document.getElementById('fig-'+i);
-      if(r.status==='fulfilled'&&el.querySelector('svg')){drawn++;}
+      var el=document.getElementById('fig-'+i),svg=el.querySelector('svg');
+      if(r.status==='fulfilled'&&svg){drawn++;check(i,svg);}
       else{errors.push('figure '+i+': '+(r.reason||'nothing drawn'));}
     });
     var st=document.getElementById('status');
     st.setAttribute('data-figures',String(specs.length));
     st.setAttribute('data-drawn',String(drawn));
     st.setAttribute('data-errors',String(errors.length));
+    st.setAttribute('data-empty-panels',String(counts.empty));
+    st.setAttribute('data-untitled-axes',String(counts.untitled));
+    st.setAttribute('data-layer-ticks',String(counts.layerticks));
+    st.setAttribute('data-clipped-labels',String(counts.clipped));
     st.setAttribute('data-done','1');
-    st.textContent=drawn+' of '+specs.length+' figures drawn'+(errors.length?'; errors: '+errors.join(' | '):'');
+    st.textContent=drawn+' of '+specs.length+' figures drawn'+(errors.length?'; errors: '+errors.join(' | '):'')+
+      (problems.length?'; layout problems: '+problems.join(' | '):'');
   });
 })();
 )";
@@ -163,8 +203,9 @@ std::string render_html(const ReportContent& c) {
         specs.push_back(f.spec);
     }
 
-    h += "<h2>Conventions of this run</h2>\n<p class=\"caption\">Every choice that changes results, "
-         "as recorded in run.json (spec/METRICS.md section 9).</p>\n<table class=\"conv\">\n";
+    h +=
+        "<h2>Conventions of this run</h2>\n<p class=\"caption\">Every choice that changes results, "
+        "as recorded in run.json (definitions: docs/metrics.md).</p>\n<table class=\"conv\">\n";
     std::vector<std::pair<std::string, std::string>> rows;
     if (!c.run.is_null()) flatten(c.run, "", rows);
     for (const auto& [k, v] : rows)

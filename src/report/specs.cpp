@@ -1,4 +1,12 @@
 // Vega-Lite specification builders used by the report's figures (inline data, SVG-friendly).
+// Conventions every figure follows, so a reader can compare them: axis titles say what is
+// plotted and its unit (never a raw column name); layer axes carry one integer tick per layer;
+// printed numbers (cell labels, tooltips) have 3 significant digits; panels are drawn only for
+// quantities with at least one finite value.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
 #include "sinkscope/report/report.hpp"
 
 namespace sinkscope::report {
@@ -6,140 +14,342 @@ namespace sinkscope::report {
 using nlohmann::json;
 
 namespace {
+
+// d3-format: 3 significant digits for printed values (0.135, 1.65, 0.100); axis labels drop
+// trailing zeros (0.001, 0.02, 3).
+constexpr const char* kNumberFormat = ".3g";
+constexpr const char* kAxisFormat = ".3~g";
+
+// Label angle of a category axis: horizontal only when every label is short.
+int label_angle(const json& values) {
+    for (const auto& v : values)
+        if ((v.is_string() ? v.get<std::string>().size() : v.dump().size()) > 4) return -40;
+    return 0;
+}
+
 json base(const json& rows) {
     return {{"$schema", "https://vega.github.io/schema/vega-lite/v6.json"},
             {"data", {{"values", rows}}},
-            {"width", 640},
-            {"config", {{"view", {{"stroke", nullptr}}}, {"axis", {{"labelFontSize", 11}}}}}};
-}
-}  // namespace
-
-json heatmap_spec(const json& rows, const std::string& x, const std::string& y,
-                  const std::string& color, const std::string& color_title) {
-    json s = base(rows);
-    s["width"] = 560;
-    s["mark"] = {{"type", "rect"}, {"tooltip", true}};
-    s["encoding"] = {
-        {"x", {{"field", x}, {"type", "ordinal"}, {"title", x}}},
-        {"y", {{"field", y}, {"type", "ordinal"}, {"title", y}}},
-        {"color", {{"field", color}, {"type", "quantitative"}, {"title", color_title},
-                   {"scale", {{"scheme", "viridis"}}}}}};
-    return s;
+            {"config",
+             {{"view", {{"stroke", nullptr}}},
+              {"axis", {{"labelFontSize", 11}, {"titleFontSize", 12}}},
+              {"legend", {{"labelFontSize", 11}, {"titleFontSize", 12}}}}}};
 }
 
-namespace {
+bool is_number(const json& v) {
+    return v.is_number() && std::isfinite(v.get<double>());
+}
+
+// The distinct finite values of a numeric field, ascending.
+std::vector<double> distinct_numbers(const json& rows, const std::string& field) {
+    std::set<double> s;
+    for (const auto& r : rows)
+        if (r.is_object() && r.contains(field) && is_number(r[field]))
+            s.insert(r[field].get<double>());
+    return {s.begin(), s.end()};
+}
+
+// The distinct values of a field in order of first appearance (strings or numbers).
+json distinct_in_order(const json& rows, const std::string& field) {
+    json out = json::array();
+    for (const auto& r : rows) {
+        if (!r.is_object() || !r.contains(field) || r[field].is_null()) continue;
+        if (std::find(out.begin(), out.end(), r[field]) == out.end()) out.push_back(r[field]);
+    }
+    return out;
+}
+
+// A quantitative layer axis: one tick per layer, printed as an integer (without explicit values
+// Vega picks fractional ticks that "d" prints as "0, 1, 1").
+json layer_axis(const json& rows, const std::string& field) {
+    json values = json::array();
+    for (double v : distinct_numbers(rows, field))
+        if (v == std::floor(v)) values.push_back(int64_t(v));
+    return {{"values", values}, {"format", "d"}, {"labelAngle", 0}};
+}
+
+std::string title_or(const std::string& title, const std::string& field) {
+    if (!title.empty()) return title;
+    std::string t = field;
+    std::replace(t.begin(), t.end(), '_', ' ');
+    return t;
+}
+
+json quantitative(const json& rows, const std::string& field, const std::string& title,
+                  bool log = false) {
+    json e = {{"field", field}, {"type", "quantitative"}, {"title", title_or(title, field)}};
+    if (log) e["scale"] = {{"type", "log"}};
+    if (field == "layer") e["axis"] = layer_axis(rows, field);
+    return e;
+}
+
+json tooltip(const std::vector<std::pair<std::string, bool>>& fields) {
+    json t = json::array();
+    for (const auto& [f, numeric] : fields) {
+        json e = {{"field", f}, {"type", numeric ? "quantitative" : "nominal"}};
+        if (numeric && f != "layer" && f != "head") e["format"] = kNumberFormat;
+        t.push_back(e);
+    }
+    return t;
+}
+
 // Rows carrying a bootstrap interval (ci_lo, ci_hi from bootstrap.csv) get error bars.
 bool has_intervals(const json& rows) {
     for (const auto& r : rows)
         if (r.contains("ci_lo") && r.contains("ci_hi")) return true;
     return false;
 }
+
+// Line (with points) of y against x per series, plus error bars from ci_lo / ci_hi when present.
+json line_layers(const json& rows, const std::string& x, const std::string& y,
+                 const std::string& series, const Titles& titles, bool log_x) {
+    const json xenc = quantitative(rows, x, titles.x, log_x);
+    json enc = {{"x", xenc}, {"y", quantitative(rows, y, titles.y)}};
+    std::vector<std::pair<std::string, bool>> tips = {{x, true}, {y, true}};
+    if (!series.empty()) {
+        enc["color"] = {{"field", series},
+                        {"type", "nominal"},
+                        {"title", title_or(titles.color, series)},
+                        {"sort", distinct_in_order(rows, series)}};
+        tips.emplace_back(series, false);
+    }
+    const bool ci = has_intervals(rows);
+    if (ci) tips.emplace_back("ci_lo", true), tips.emplace_back("ci_hi", true);
+    enc["tooltip"] = tooltip(tips);
+    json layers = json::array({{{"mark", {{"type", "line"}, {"point", true}}}, {"encoding", enc}}});
+    if (ci) {
+        json bars = {
+            {"x", xenc},
+            // The line's title: Vega-Lite joins differing layer titles ("..., ci_lo").
+            {"y", {{"field", "ci_lo"}, {"type", "quantitative"}, {"title", enc["y"]["title"]}}},
+            {"y2", {{"field", "ci_hi"}}}};
+        if (!series.empty()) bars["color"] = enc["color"];
+        layers.push_back({{"mark", {{"type", "errorbar"}, {"ticks", true}}}, {"encoding", bars}});
+    }
+    return layers;
+}
+
 }  // namespace
 
+json heatmap_spec(const json& rows, const std::string& x, const std::string& y,
+                  const std::string& color, const Titles& titles, const HeatmapOptions& o) {
+    json s = base(rows);
+    const json xs = distinct_in_order(rows, x), ys = distinct_in_order(rows, y);
+    const size_t cells = xs.size() * ys.size();
+    // Square cells: large enough to print a value in when there are few, at most ~640 px wide.
+    const double cell =
+        cells <= size_t(o.max_labelled_cells)
+            ? 44.0
+            : std::clamp(640.0 / double(std::max<size_t>(xs.size(), 1)), 10.0, 36.0);
+    s["width"] = {{"step", cell}};
+    s["height"] = {{"step", cell}};
+    auto sorted = [](json v) {
+        std::sort(v.begin(), v.end());
+        return v;
+    };
+    json cscale = {{"scheme", o.scheme}};
+    if (std::isfinite(o.lo) && std::isfinite(o.hi))
+        cscale["domain"] = {o.lo, o.hi}, cscale["clamp"] = true;
+    const json enc = {{"x",
+                       {{"field", x},
+                        {"type", "ordinal"},
+                        {"title", title_or(titles.x, x)},
+                        {"sort", sorted(xs)},
+                        {"axis", {{"labelAngle", label_angle(xs)}}}}},
+                      {"y",
+                       {{"field", y},
+                        {"type", "ordinal"},
+                        {"title", title_or(titles.y, y)},
+                        {"sort", sorted(ys)}}},
+                      {"tooltip", tooltip({{x, false}, {y, false}, {color, true}})}};
+    json rect = {{"mark", {{"type", "rect"}}}, {"encoding", enc}};
+    rect["encoding"]["color"] = {{"field", color},
+                                 {"type", "quantitative"},
+                                 {"title", title_or(titles.color, color)},
+                                 {"scale", cscale}};
+    s["layer"] = json::array({rect});
+    if (cells <= size_t(o.max_labelled_cells)) {
+        // Light text on the dark cells: the low end of viridis, the far ends of a diverging
+        // scheme (a domain around 0).
+        const bool fixed = std::isfinite(o.lo) && std::isfinite(o.hi);
+        const std::vector<double> values = distinct_numbers(rows, color);
+        const double data_mid = values.empty() ? 0.0 : (values.front() + values.back()) / 2;
+        const std::string v = "datum['" + color + "']";
+        const std::string dark =
+            fixed && o.lo < 0 && o.hi > 0
+                ? "abs(" + v + ") > " + std::to_string(0.6 * std::max(-o.lo, o.hi))
+                : v + " < " + std::to_string(fixed ? (o.lo + o.hi) / 2 : data_mid);
+        json text = {{"mark", {{"type", "text"}, {"fontSize", 11}}}, {"encoding", enc}};
+        text["encoding"]["text"] = {
+            {"field", color}, {"type", "quantitative"}, {"format", kNumberFormat}};
+        text["encoding"]["color"] = {{"condition", {{"test", dark}, {"value", "white"}}},
+                                     {"value", "black"}};
+        s["layer"].push_back(text);
+    }
+    return s;
+}
+
 json line_spec(const json& rows, const std::string& x, const std::string& y,
-               const std::string& series, bool log_x) {
+               const std::string& series, const Titles& titles, bool log_x) {
     json s = base(rows);
+    s["width"] = 560;
     s["height"] = 260;
-    json xenc = {{"field", x}, {"type", "quantitative"}, {"title", x}};
-    if (log_x) xenc["scale"] = {{"type", "log"}};
-    if (x == "layer") xenc["axis"] = {{"tickMinStep", 1}, {"format", "d"}};
-    json enc = {{"x", xenc}, {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}}}};
-    if (!series.empty()) enc["color"] = {{"field", series}, {"type", "nominal"}};
-    if (!has_intervals(rows)) {
-        s["mark"] = {{"type", "line"}, {"point", true}, {"tooltip", true}};
-        s["encoding"] = enc;
-        return s;
-    }
-    json bars = {{"x", xenc},
-                 {"y", {{"field", "ci_lo"}, {"type", "quantitative"}, {"title", y}}},
-                 {"y2", {{"field", "ci_hi"}}}};
-    if (!series.empty()) bars["color"] = {{"field", series}, {"type", "nominal"}};
-    s["layer"] = json::array(
-        {{{"mark", {{"type", "line"}, {"point", true}, {"tooltip", true}}}, {"encoding", enc}},
-         {{"mark", {{"type", "errorbar"}, {"ticks", true}}}, {"encoding", bars}}});
+    s["layer"] = line_layers(rows, x, y, series, titles, log_x);
     return s;
 }
 
-json bar_spec(const json& rows, const std::string& x, const std::string& y,
-              const std::string& color) {
+json hbar_spec(const json& rows, const std::string& category, const std::string& value,
+               const Titles& titles) {
     json s = base(rows);
-    s["height"] = 260;
-    s["mark"] = {{"type", "bar"}, {"tooltip", true}};
-    s["encoding"] = {{"x", {{"field", x}, {"type", "nominal"}, {"title", x}, {"sort", nullptr}}},
-                     {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}}}};
-    if (!color.empty()) {
-        s["encoding"]["color"] = {{"field", color}, {"type", "nominal"}};
-        s["encoding"]["xOffset"] = {{"field", color}};
-    }
+    s["width"] = 480;
+    s["height"] = {{"step", 22}};
+    s["mark"] = {{"type", "bar"}};
+    s["encoding"] = {{"y",
+                      {{"field", category},
+                       {"type", "nominal"},
+                       {"title", title_or(titles.y, category)},
+                       {"sort", distinct_in_order(rows, category)}}},
+                     {"x", quantitative(rows, value, titles.x)},
+                     {"tooltip", tooltip({{category, false}, {value, true}})}};
     return s;
 }
 
-json facet_line_spec(const json& rows, const std::string& x, const std::string& y,
-                     const std::string& series, const std::string& facet, bool log_x) {
-    json s = base(rows);
-    s.erase("width");
-    json xenc = {{"field", x}, {"type", "quantitative"}, {"title", x}};
-    if (log_x) xenc["scale"] = {{"type", "log"}};
-    if (x == "layer") xenc["axis"] = {{"tickMinStep", 1}, {"format", "d"}};
-    json enc = {{"x", xenc},
-                {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}}},
-                {"tooltip", json::array({{{"field", x}}, {{"field", y}}, {{"field", series}}})}};
-    if (!series.empty()) enc["color"] = {{"field", series}, {"type", "nominal"}};
-    s["facet"] = {{"field", facet}, {"type", "nominal"}, {"title", nullptr}};
+json panel_line_spec(const json& rows, const std::string& x, const std::string& y,
+                     const std::string& series, const std::string& panel, const Titles& titles,
+                     bool log_x, const std::map<std::string, PanelAxis>& panels) {
+    json s = base(json::array());
+    s.erase("data");
+    json concat = json::array();
+    for (const auto& name : distinct_in_order(rows, panel)) {
+        json sub = json::array();
+        bool finite = false;
+        for (const auto& r : rows)
+            if (r.is_object() && r.contains(panel) && r[panel] == name) {
+                sub.push_back(r);
+                finite = finite || (r.contains(y) && is_number(r[y]));
+            }
+        if (!finite) continue;  // no empty panels: a quantity without a finite value is left out
+        const std::string key = name.is_string() ? name.get<std::string>() : name.dump();
+        const auto it = panels.find(key);
+        Titles t = titles;
+        if (it != panels.end() && !it->second.title.empty()) t.y = it->second.title;
+        if (t.y.empty()) t.y = key;
+        json layers = line_layers(sub, x, y, series, t, log_x);
+        json yscale = {{"zero", true}};
+        if (it != panels.end() && std::isfinite(it->second.lo) && std::isfinite(it->second.hi))
+            yscale = {{"domain", {it->second.lo, it->second.hi}}};
+        for (auto& l : layers)
+            if (l["encoding"]["y"].contains("field") && l["encoding"]["y"]["field"] == y)
+                l["encoding"]["y"]["scale"] = yscale;
+        if (log_x) {
+            // One tick per grid value, labels thinned by Vega when they would collide.
+            json ticks = json::array();
+            for (double v : distinct_numbers(sub, x)) ticks.push_back(v);
+            // The axis ends at the first and last grid values (a "nice" log domain would run on
+            // to the next decade and leave the curves short of the right edge).
+            for (auto& l : layers) {
+                l["encoding"]["x"]["axis"] = {{"values", ticks},
+                                              {"format", kAxisFormat},
+                                              {"labelOverlap", "greedy"},
+                                              {"labelAngle", -45}};
+                if (!ticks.empty())
+                    l["encoding"]["x"]["scale"] = {{"type", "log"},
+                                                   {"domain", {ticks.front(), ticks.back()}},
+                                                   {"nice", false}};
+            }
+        }
+        concat.push_back({{"data", {{"values", sub}}},
+                          {"width", 300},
+                          {"height", 220},
+                          {"title", {{"text", key}, {"fontSize", 12}}},
+                          {"layer", layers}});
+    }
+    s["concat"] = concat;
     s["columns"] = 2;
-    if (has_intervals(rows)) {
-        json bars = {{"x", xenc},
-                     {"y", {{"field", "ci_lo"}, {"type", "quantitative"}, {"title", y}}},
-                     {"y2", {{"field", "ci_hi"}}}};
-        if (!series.empty()) bars["color"] = {{"field", series}, {"type", "nominal"}};
-        s["spec"] = {
-            {"width", 320},
-            {"height", 200},
-            {"layer",
-             json::array(
-                 {{{"mark", {{"type", "line"}, {"point", true}}}, {"encoding", enc}},
-                  {{"mark", {{"type", "errorbar"}, {"ticks", true}}}, {"encoding", bars}}})}};
-    } else {
-        s["spec"] = {{"width", 320},
-                     {"height", 200},
-                     {"mark", {{"type", "line"}, {"point", true}}},
-                     {"encoding", enc}};
-    }
-    s["resolve"] = {{"scale", {{"y", "independent"}}}};
+    s["resolve"] = {{"scale", {{"x", "independent"}, {"y", "independent"}}}};
     return s;
 }
 
 json stacked_bar_spec(const json& rows, const std::string& x, const std::string& y,
-                      const std::string& stack) {
+                      const std::string& stack, const Titles& titles) {
     json s = base(rows);
+    s["width"] = {{"step", 48}};
     s["height"] = 260;
-    s["mark"] = {{"type", "bar"}, {"tooltip", true}};
-    s["encoding"] = {{"x", {{"field", x}, {"type", "ordinal"}, {"title", x}}},
-                     {"y", {{"field", y}, {"type", "quantitative"}, {"title", y}, {"stack", "zero"}}},
-                     {"color", {{"field", stack}, {"type", "nominal"}, {"title", nullptr}}}};
+    s["mark"] = {{"type", "bar"}};
+    s["encoding"] = {{"x",
+                      {{"field", x},
+                       {"type", "ordinal"},
+                       {"title", title_or(titles.x, x)},
+                       {"axis", {{"labelAngle", 0}}}}},
+                     {"y",
+                      {{"field", y},
+                       {"type", "quantitative"},
+                       {"title", title_or(titles.y, y)},
+                       {"stack", "zero"}}},
+                     {"color",
+                      {{"field", stack},
+                       {"type", "nominal"},
+                       {"title", title_or(titles.color, stack)},
+                       {"sort", distinct_in_order(rows, stack)}}},
+                     {"order", {{"field", "order"}, {"type", "quantitative"}}},
+                     {"tooltip", tooltip({{x, false}, {stack, false}, {y, true}})}};
+    if (rows.empty() || !rows[0].contains("order")) s["encoding"].erase("order");
     return s;
 }
 
-json scatter_spec(const json& rows, const std::string& x, const std::string& y,
-                  const std::string& color, const std::string& facet) {
-    json s = base(rows);
-    json enc = {{"x", {{"field", x}, {"type", "quantitative"}}},
-                {"y", {{"field", y}, {"type", "quantitative"}}},
-                {"tooltip", json::array({{{"field", "label"}, {"type", "nominal"}},
-                                         {{"field", color}, {"type", "nominal"}}})}};
-    if (!color.empty()) enc["color"] = {{"field", color}, {"type", "nominal"}};
-    if (facet.empty()) {
-        s["height"] = 320;
-        s["mark"] = {{"type", "point"}, {"filled", true}};
-        s["encoding"] = enc;
-    } else {
-        s.erase("width");
-        s["facet"] = {{"field", facet}, {"type", "nominal"}};
-        s["columns"] = 2;
-        s["spec"] = {{"width", 300}, {"height", 260},
-                     {"mark", {{"type", "point"}, {"filled", true}}}, {"encoding", enc}};
-        s["resolve"] = {{"scale", {{"x", "independent"}, {"y", "independent"}}}};
+json map_spec(const json& rows, const std::string& x, const std::string& y,
+              const std::string& color, const std::string& panel, const std::string& label,
+              const Titles& titles) {
+    json s = base(json::array());
+    s.erase("data");
+    json concat = json::array();
+    for (const auto& name : distinct_in_order(rows, panel)) {
+        json sub = json::array();
+        double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+        for (const auto& r : rows) {
+            if (!r.is_object() || !r.contains(panel) || r[panel] != name) continue;
+            if (!r.contains(x) || !r.contains(y) || !is_number(r[x]) || !is_number(r[y])) continue;
+            sub.push_back(r);
+            const double vx = r[x].get<double>(), vy = r[y].get<double>();
+            x_lo = std::min(x_lo, vx), x_hi = std::max(x_hi, vx);
+            y_lo = std::min(y_lo, vy), y_hi = std::max(y_hi, vy);
+        }
+        if (sub.empty()) continue;
+        // Equal aspect: both axes span the same length on a square plot, so distances read the
+        // same in every direction; 15% margin keeps the point labels inside.
+        const double span = std::max({x_hi - x_lo, y_hi - y_lo, 1e-12}) * 1.3;
+        const double cx = (x_lo + x_hi) / 2, cy = (y_lo + y_hi) / 2;
+        const json xenc = {{"field", x},
+                           {"type", "quantitative"},
+                           {"title", title_or(titles.x, x)},
+                           {"scale", {{"domain", {cx - span / 2, cx + span / 2}}, {"nice", false}}},
+                           {"axis", {{"format", kAxisFormat}}}};
+        const json yenc = {{"field", y},
+                           {"type", "quantitative"},
+                           {"title", title_or(titles.y, y)},
+                           {"scale", {{"domain", {cy - span / 2, cy + span / 2}}, {"nice", false}}},
+                           {"axis", {{"format", kAxisFormat}}}};
+        json points = {
+            {"mark", {{"type", "point"}, {"filled", true}, {"size", 60}}},
+            {"encoding",
+             {{"x", xenc},
+              {"y", yenc},
+              {"color",
+               {{"field", color}, {"type", "nominal"}, {"title", title_or(titles.color, color)}}},
+              {"tooltip", tooltip({{label, false}, {color, false}, {x, true}, {y, true}})}}}};
+        json text = {
+            {"mark", {{"type", "text"}, {"dx", 5}, {"dy", -6}, {"fontSize", 9}, {"align", "left"}}},
+            {"encoding", {{"x", xenc}, {"y", yenc}, {"text", {{"field", label}}}}}};
+        const std::string key = name.is_string() ? name.get<std::string>() : name.dump();
+        concat.push_back({{"data", {{"values", sub}}},
+                          {"width", 280},
+                          {"height", 280},
+                          {"title", {{"text", key}, {"fontSize", 12}}},
+                          {"layer", json::array({points, text})}});
     }
+    s["concat"] = concat;
+    s["columns"] = 2;
+    s["resolve"] = {{"scale", {{"x", "independent"}, {"y", "independent"}}}};
     return s;
 }
 

@@ -79,7 +79,7 @@ TEST(CliMessages, SinkMassPerLayerAndBosResolution) {
             ++n;
         }
         ASSERT_EQ(per_layer.size(), 5u);  // stories260K: 5 layers
-        std::string expected = "  sink mass per layer (mean over heads):";
+        std::string expected = "  sink mass per layer (heads.csv sink_mass, mean over heads):";
         for (const auto& [layer, s] : per_layer) expected += " " + sig3(s.first / s.second);
         EXPECT_EQ(line_with(r.out, "sink mass per layer"), expected) << r.out;
 

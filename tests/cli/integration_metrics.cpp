@@ -64,12 +64,12 @@ TEST(MetricsCli, ExampleWritesEveryTable) {
     auto r = testutil::run_cli({"metrics", "--example", "--out", out.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("rho"), std::string::npos);
-    for (const char* f : {"heads.csv", "heads.jsonl", "distances.csv", "dispersion.csv",
-                          "dispersion.jsonl", "sinks.csv", "run.json", "attention.npy",
-                          // head analyses (spec 3, 4, 7) and section 8, run by default
-                          "reversal.csv", "clusters.csv", "ari.csv", "regime.csv", "graphs.csv",
-                          "topology.csv", "betti.csv", "kl.csv", "spectra.csv", "entropy.csv",
-                          "tokens.csv", "frame.json"})
+    for (const char* f :
+         {"heads.csv", "heads.jsonl", "distances.csv", "dispersion.csv", "dispersion.jsonl",
+          "sinks.csv", "sink_by_position.csv", "run.json", "attention.npy",
+          // head analyses (spec 3, 4, 7) and section 8, run by default
+          "reversal.csv", "clusters.csv", "ari.csv", "regime.csv", "graphs.csv", "topology.csv",
+          "betti.csv", "kl.csv", "spectra.csv", "entropy.csv", "tokens.csv", "frame.json"})
         EXPECT_TRUE(fs::exists(out / f)) << f;
     for (const char* name : {"dA", "dA_perp", "sink_term", "cosine_keep", "cosine_drop", "js_keep",
                              "js_drop", "euclidean_keep", "euclidean_drop"}) {

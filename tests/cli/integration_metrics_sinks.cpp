@@ -98,14 +98,14 @@ size_t col(const io::Table& t, const std::string& name) {
     return size_t(it - c.begin());
 }
 
-// kl.csv direct_sink_mass by layer (exactly one row per layer).
+// kl.csv sink_mass_all_rows by layer (exactly one row per layer).
 std::map<int64_t, double> direct_sink_rows(const fs::path& kl) {
     const io::Table t = io::Table::read_csv(kl);
     std::map<int64_t, double> out;
     for (const auto& r : t.rows())
-        if (std::get<std::string>(r[col(t, "metric")]) == "direct_sink_mass") {
+        if (std::get<std::string>(r[col(t, "metric")]) == "sink_mass_all_rows") {
             const auto layer = int64_t(num(r[col(t, "layer")]));
-            EXPECT_EQ(out.count(layer), 0u) << "two direct_sink_mass rows for layer " << layer;
+            EXPECT_EQ(out.count(layer), 0u) << "two sink_mass_all_rows rows for layer " << layer;
             out[layer] = num(r[col(t, "value")]);
         }
     return out;

@@ -35,10 +35,15 @@ ReportContent sample_content() {
     for (int i = 0; i < 8; ++i)
         pts.push_back({{"x", i}, {"y", i * i}, {"cluster", std::to_string(i % 2)}, {"label", "h"},
                        {"matrix", i < 4 ? "dA" : "dA_perp"}});
-    c.figures.push_back({"Sinks", "heat", "a heat map", heatmap_spec(cells, "head", "layer", "value", "v")});
-    c.figures.push_back({"Graphs", "lines", "a line", line_spec(lines, "threshold", "density", "layer", true)});
-    c.figures.push_back({"Graphs", "bars", "bars", bar_spec(lines, "threshold", "density", "layer")});
-    c.figures.push_back({"MDS", "points", "scatter", scatter_spec(pts, "x", "y", "cluster", "matrix")});
+    c.figures.push_back({"Sinks", "heat", "a heat map",
+                         heatmap_spec(cells, "head", "layer", "value", {"head", "layer", "v"})});
+    c.figures.push_back({"Graphs", "lines", "a line",
+                         line_spec(lines, "threshold", "density", "layer",
+                                   {"threshold", "density", "layer"}, true)});
+    c.figures.push_back(
+        {"Graphs", "bars", "bars", hbar_spec(lines, "layer", "density", {"density", "layer", ""})});
+    c.figures.push_back({"MDS", "points", "scatter",
+                         map_spec(pts, "x", "y", "cluster", "matrix", "label", {"x", "y", "c"})});
     return c;
 }
 
@@ -77,6 +82,95 @@ TEST(Report, RendersInHeadlessChromium) {
     EXPECT_NE(status.find("data-drawn=\"4\""), std::string::npos) << status;
     EXPECT_NE(status.find("data-errors=\"0\""), std::string::npos) << status;
     EXPECT_TRUE(std::filesystem::exists(tmp / "shot.png"));
+}
+
+namespace {
+
+bool have_chromium() {
+    if (std::system("command -v chromium >/dev/null 2>&1") == 0) return true;
+    if (std::getenv("CI")) ADD_FAILURE() << "chromium missing in CI";
+    return false;
+}
+
+// The status element's data-<name> attribute after the page's scripts ran, or "" when absent.
+std::string status_attribute(const std::string& dom, const std::string& name) {
+    std::smatch m;
+    if (!std::regex_search(dom, m, std::regex("id=\"status\"[^>]*"))) return "";
+    const std::string status = m.str();
+    if (!std::regex_search(status, m, std::regex("data-" + name + "=\"([^\"]*)\""))) return "";
+    return m[1];
+}
+
+std::string render_dom(const ReportContent& c, const testutil::ScratchDir& tmp) {
+    write_file_atomic(tmp / "report.html", render_html(c));
+    return testutil::render_in_chromium(tmp / "report.html");
+}
+
+json titled(const char* x, const char* y) {
+    return {{"x", {{"field", "x"}, {"type", "quantitative"}, {"title", x}}},
+            {"y", {{"field", "y"}, {"type", "quantitative"}, {"title", y}}}};
+}
+
+}  // namespace
+
+// The layout properties the page checks on its own SVG (html.cpp driver) hold for the figure
+// builders: no empty panel, titled axes, integer layer ticks, no text outside a figure.
+TEST(Report, LayoutPropertiesHold) {
+    if (!require_runtime()) GTEST_SKIP() << "Vega runtime not installed (scripts/install-deps.sh)";
+    if (!have_chromium()) GTEST_SKIP() << "chromium not installed (scripts/install-deps.sh)";
+    testutil::ScratchDir tmp;
+    const std::string dom = render_dom(sample_content(), tmp);
+    ASSERT_EQ(status_attribute(dom, "done"), "1") << dom.substr(0, 2000);
+    for (const char* a :
+         {"errors", "empty-panels", "untitled-axes", "layer-ticks", "clipped-labels"})
+        EXPECT_EQ(status_attribute(dom, a), "0")
+            << a << ": " << dom.substr(dom.find("id=\"status\""), 3000);
+}
+
+// Each check fails on a figure made to break it (and only that check): a panel whose only
+// points have no y value, an axis without a title, a layer axis with Vega's default ticks over
+// [0, 1] (0, 0.1, ...), and a figure without room for its axis labels (autosize none, padding 0).
+TEST(Report, EachLayoutCheckCanFail) {
+    if (!require_runtime()) GTEST_SKIP() << "Vega runtime not installed (scripts/install-deps.sh)";
+    if (!have_chromium()) GTEST_SKIP() << "chromium not installed (scripts/install-deps.sh)";
+    const json schema = "https://vega.github.io/schema/vega-lite/v6.json";
+    const json pts = json::array({{{"x", 0}, {"y", 1}}, {{"x", 1}, {"y", 2}}});
+    const json empty = {{"$schema", schema},
+                        {"data", {{"values", json::array({{{"x", 1}, {"y", nullptr}}})}}},
+                        {"mark", "point"},
+                        {"encoding", titled("x", "y")}};
+    json untitled = {{"$schema", schema},
+                     {"data", {{"values", pts}}},
+                     {"mark", "point"},
+                     {"encoding", titled("x", "y")}};
+    untitled["encoding"]["x"]["title"] = nullptr;
+    json layers = {{"$schema", schema},
+                   {"data", {{"values", pts}}},
+                   {"mark", "line"},
+                   {"encoding", titled("layer", "y")}};
+    json clipped = {{"$schema", schema},  {"data", {{"values", pts}}},
+                    {"mark", "point"},    {"encoding", titled("x", "y")},
+                    {"autosize", "none"}, {"padding", 0},
+                    {"width", 100},       {"height", 100}};
+    const std::vector<std::pair<std::string, json>> cases = {{"empty-panels", empty},
+                                                             {"untitled-axes", untitled},
+                                                             {"layer-ticks", layers},
+                                                             {"clipped-labels", clipped}};
+    for (const auto& [attribute, spec] : cases) {
+        ReportContent c;
+        c.title = attribute;
+        c.figures.push_back({"s", attribute, "made to fail one check", spec});
+        testutil::ScratchDir tmp;
+        const std::string dom = render_dom(c, tmp);
+        ASSERT_EQ(status_attribute(dom, "drawn"), "1") << attribute;
+        for (const auto& [other, unused] : cases) {
+            const std::string v = status_attribute(dom, other);
+            if (other == attribute)
+                EXPECT_NE(v, "0") << attribute << " not detected";
+            else
+                EXPECT_EQ(v, "0") << other << " reported on the " << attribute << " figure";
+        }
+    }
 }
 
 // Found by fuzz_report: a hand-edited run folder (heads.csv without a layer column, a NaN layer,

@@ -26,6 +26,9 @@ inline const TableSchema kDistances{
 inline const TableSchema kDispersion{"dispersion",
                                      {"scope", "layer", "c_perp", "v_b", "rho", "n_rows"}};
 inline const TableSchema kSinks{"sinks", {"input", "layer", "sink_position"}};
+// Per layer and query position, heads.csv sink_mass over the rows at that position.
+inline const TableSchema kSinkByPosition{"sink_by_position",
+                                         {"layer", "position", "sink_mass", "n_rows"}};
 
 // Section 8 tables: one row per (layer, head, metric, param), mean and population std over the
 // inputs; n_skipped (compat graphs only) counts inputs where the notebook skips the cell.
@@ -92,7 +95,11 @@ inline constexpr const char* kSinkMass = "sink_mass";
 inline constexpr const char* kSinkBalance = "sink_balance";
 inline constexpr const char* kEntropy = "entropy";
 inline constexpr const char* kBinarySinkEntropy = "binary_sink_entropy";
-inline constexpr const char* kContentEntropy = "content_entropy";
+// H(pi), the content composition renormalised to sum 1, and (1 - s) H(pi), the content term of
+// the entropy identity H(p) = H_b(s) + (1 - s) H(pi) (spec 1): both, so the identity can be checked
+// from heads.csv alone.
+inline constexpr const char* kContentEntropyRenorm = "content_entropy_renorm";
+inline constexpr const char* kContentEntropyWeighted = "content_entropy_weighted";
 inline constexpr const char* kNRows = "n_rows";
 inline constexpr const char* kDensity = "density";
 inline constexpr const char* kLambda2 = "lambda2";
@@ -105,7 +112,10 @@ inline constexpr const char* kDegreeVariance = "degree_variance";
 inline constexpr const char* kKlBefore = "kl_before";
 inline constexpr const char* kKlAfter = "kl_after";
 inline constexpr const char* kKlReduction = "kl_reduction";
-inline constexpr const char* kRowEntropy = "row_entropy";
+// Section 8 quantities over every row (any D, per input, then over inputs): named apart from
+// heads.csv entropy / sink_mass, which pool the rows with D >= min_parts.
+inline constexpr const char* kEntropyAllRows = "entropy_all_rows";
+inline constexpr const char* kSinkMassAllRows = "sink_mass_all_rows";
 inline constexpr const char* kRelativeMagnitude = "relative_magnitude";
 inline constexpr const char* kTransformationMagnitude = "transformation_magnitude";
 // fisher.csv: per layer "fisher_<component>" (component names of model::component_name),

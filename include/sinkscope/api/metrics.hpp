@@ -25,6 +25,7 @@ struct MetricsCommandOptions {
     bool example = false;          // generate the example tensor instead of --attention
     std::filesystem::path out;     // output directory (written whole or not at all)
     bool overwrite = false;    // replace an earlier sinkscope run at `out` (core/output_dir.hpp)
+    bool report = true;        // write report.html (as analyze does)
     std::string command_line;  // for run.json
 };
 

@@ -65,7 +65,8 @@ struct HeadMeans {
     double sink_balance = 0;
     double entropy = 0;
     double binary_sink_entropy = 0;
-    double content_entropy = 0;
+    double content_entropy = 0;           // mean H(pi)
+    double content_entropy_weighted = 0;  // mean (1 - s) H(pi): entropy = binary + this
     int64_t n_rows = 0;
 };
 
@@ -104,6 +105,14 @@ struct HeadResults {
     std::vector<Dispersion> layers;                    // [n_layers], per-layer sinks
     Dispersion model;                                  // model-wide sink, all heads
     RowCounts counts;
+    // Per layer and query position: the mean sink mass over the heads and inputs of the rows at
+    // that position that the head means use (D >= min_parts, the layer's sink visible).
+    struct PositionMean {
+        int64_t layer = 0, position = 0;
+        double sink_mass = 0;
+        int64_t n_rows = 0;
+    };
+    std::vector<PositionMean> by_position;  // layer-major, positions with rows only
 };
 
 class HeadAccumulator {
@@ -154,7 +163,7 @@ class HeadAccumulator {
     };
     struct HeadSums {
         double sink_mass = 0, sink_balance = 0, entropy = 0, binary_sink_entropy = 0,
-               content_entropy = 0;
+               content_entropy = 0, content_entropy_weighted = 0;
         int64_t n_rows = 0;
     };
     static HeadMeans means_of(const HeadSums& s);
@@ -167,6 +176,12 @@ class HeadAccumulator {
     HeadOptions options_;
     RowCounts counts_;
     std::vector<HeadSums> head_sums_;         // [n]
+    struct PositionSums {
+        double sink_mass = 0;
+        int64_t n_rows = 0;
+    };
+    // [n_layers][query position], grown to the longest input seen.
+    std::vector<std::vector<PositionSums>> position_sums_;
     std::vector<DispersionSums> layer_disp_;  // [n_layers]
     DispersionSums model_disp_;
     std::vector<PairGroup> groups_;

@@ -2,7 +2,9 @@
 // from the tables of a run directory, plus the run's conventions from run.json.
 #pragma once
 
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,21 +43,43 @@ bool is_sinkscope_report(const std::filesystem::path& file);
 // True when this build carries the Vega runtime (scripts/install-deps.sh installs it).
 bool have_vega_runtime();
 
-// Vega-Lite spec helpers (inline data rows as JSON objects).
+// Vega-Lite spec helpers (inline data rows as JSON objects). Titles say what an axis or legend
+// shows and its unit; an empty title falls back to the field name with spaces.
+struct Titles {
+    std::string x, y, color;
+};
+struct HeatmapOptions {
+    double lo = std::nan(""), hi = std::nan("");  // fixed colour domain; NaN: fitted to the data
+    std::string scheme = "viridis";
+    int max_labelled_cells = 100;  // values are printed in the cells up to this many cells
+};
+// Layer (or any ordinal) by head grid of one quantity, square cells.
 nlohmann::json heatmap_spec(const nlohmann::json& rows, const std::string& x, const std::string& y,
-                            const std::string& color, const std::string& color_title);
+                            const std::string& color, const Titles& titles,
+                            const HeatmapOptions& options = {});
+// y against x, one line per `series`, error bars where rows carry ci_lo / ci_hi.
 nlohmann::json line_spec(const nlohmann::json& rows, const std::string& x, const std::string& y,
-                         const std::string& series, bool log_x = false);
-nlohmann::json bar_spec(const nlohmann::json& rows, const std::string& x, const std::string& y,
-                        const std::string& color = "");
-// One small line chart per value of `facet` (independent y scales).
-nlohmann::json facet_line_spec(const nlohmann::json& rows, const std::string& x,
+                         const std::string& series, const Titles& titles, bool log_x = false);
+// One horizontal bar per category (in row order): long category names stay readable.
+nlohmann::json hbar_spec(const nlohmann::json& rows, const std::string& category,
+                         const std::string& value, const Titles& titles);
+// One small line chart per value of `panel` (independent scales), only for panels with a finite
+// value; `panels` gives a panel's y title and fixed y domain (else the domain includes 0).
+struct PanelAxis {
+    std::string title;
+    double lo = std::nan(""), hi = std::nan("");
+};
+nlohmann::json panel_line_spec(const nlohmann::json& rows, const std::string& x,
                                const std::string& y, const std::string& series,
-                               const std::string& facet, bool log_x = false);
+                               const std::string& panel, const Titles& titles, bool log_x = false,
+                               const std::map<std::string, PanelAxis>& panels = {});
 // Stacked bars of `y` per `x`, stacked by `stack`.
 nlohmann::json stacked_bar_spec(const nlohmann::json& rows, const std::string& x,
-                                const std::string& y, const std::string& stack);
-nlohmann::json scatter_spec(const nlohmann::json& rows, const std::string& x, const std::string& y,
-                            const std::string& color, const std::string& facet = "");
+                                const std::string& y, const std::string& stack,
+                                const Titles& titles);
+// Point maps (MDS) per `panel`: equal aspect, each point labelled with its `label` field.
+nlohmann::json map_spec(const nlohmann::json& rows, const std::string& x, const std::string& y,
+                        const std::string& color, const std::string& panel,
+                        const std::string& label, const Titles& titles);
 
 }  // namespace sinkscope::report

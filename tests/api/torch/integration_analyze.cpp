@@ -31,10 +31,13 @@ std::string slurp(const fs::path& p) {
 
 // The tables every full analyze run writes (besides run.json and report.html).
 const std::vector<std::string> kTables = {
-    "heads.csv",    "distances.csv",  "dispersion.csv",  "sinks.csv",        "reversal.csv",
-    "clusters.csv", "ari.csv",        "regime.csv",      "silhouette.csv",   "graphs.csv",
-    "topology.csv", "betti.csv",      "kl.csv",          "spectra.csv",      "entropy.csv",
-    "tokens.csv",   "token_keys.csv", "value_space.csv", "correlations.csv", "paired_tests.csv"};
+    "heads.csv",        "distances.csv",    "dispersion.csv",
+    "sinks.csv",        "reversal.csv",     "clusters.csv",
+    "ari.csv",          "regime.csv",       "silhouette.csv",
+    "graphs.csv",       "topology.csv",     "betti.csv",
+    "kl.csv",           "spectra.csv",      "entropy.csv",
+    "tokens.csv",       "token_keys.csv",   "value_space.csv",
+    "correlations.csv", "paired_tests.csv", "sink_by_position.csv"};
 
 }  // namespace
 
