@@ -161,6 +161,7 @@ TrainConfig train_preset(const std::string& name) {
         c.lr = 3e-3;
         c.min_lr = 3e-4;
         c.weight_decay = 0.5;
+        c.vocab = 512;
         c.checkpoint_every = 500;
         return c;
     }
