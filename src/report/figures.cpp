@@ -112,7 +112,25 @@ void attach_intervals(const fs::path& dir, const char* table, json& rows,
     }
 }
 
+// Sink_eps (spec 8.q): each head's mean attention to the key, with the share above eps.
+void sink_eps_figure(const fs::path& dir, ReportContent& c) {
+    if (!fs::exists(table_file(dir, t::kSinkEps.name))) return;
+    const json rows = table_rows(table_file(dir, t::kSinkEps.name));
+    const json alpha = select(rows, [](const json& r) { return is(r, "metric", "alpha"); });
+    std::string share = "not available";
+    for (const auto& r : rows)
+        if (is(r, "metric", "sink_eps") && num(r, "layer") < 0)
+            share = io::format_number(num(r, "value")) + " (" + str(r, "convention") + ")";
+    c.figures.push_back({"Sinks", "Sink_eps: mean attention to the first position per head",
+                         "alpha = mean attention of the queries that see the key (param) to it, "
+                         "averaged over inputs; Sink_eps, the share of heads with alpha > eps "
+                         "(Gu et al. 2025, spec 8.q), is " +
+                             share + ".",
+                         heatmap_spec(alpha, "head", "layer", "value", "alpha")});
+}
+
 void sinks_section(const fs::path& dir, ReportContent& c) {
+    sink_eps_figure(dir, c);
     if (!fs::exists(table_file(dir, t::kHeads.name))) return;
     json heads = table_rows(table_file(dir, t::kHeads.name));
     json mass = select(heads, [](const json& r) { return is(r, "metric", m::kSinkMass); });
