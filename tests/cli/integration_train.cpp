@@ -181,3 +181,28 @@ TEST(CliTrain, BadInputIsRefusedAndNothingIsWritten) {
     EXPECT_NE(r.err.find((tmp / "other").string()), std::string::npos) << r.err;
     EXPECT_EQ(snapshot_tree(tmp.path()), before);
 }
+
+// Without --model the model commands use the shipped models/default (found beside the
+// executable's folder), or $SINKSCOPE_DEFAULT_MODEL when set.
+TEST(CliTrain, CommandsWithoutModelUseTheDefault) {
+    testutil::ScratchDir tmp;
+    const fs::path text = write_corpus(tmp);
+    ASSERT_EQ(run_cli(train_args("tiny", text, tmp / "mine")).exit_code, 0);
+    ::setenv("SINKSCOPE_DEFAULT_MODEL", (tmp / "mine").c_str(), 1);
+    const auto ins = run_cli({"inspect"});
+    ::unsetenv("SINKSCOPE_DEFAULT_MODEL");
+    ASSERT_EQ(ins.exit_code, 0) << ins.err;
+    EXPECT_EQ(ins.err, "sinkscope: note: no --model: using the default model " +
+                           (tmp / "mine").string() + "\n");
+    EXPECT_NE(ins.out.find("d_model       32\n"), std::string::npos) << ins.out;
+
+    const auto r = run_cli({"analyze", "--out", (tmp / "first").string(), "--samples", "8",
+                            "--threads", "1", "--progress", "never"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json run = nlohmann::json::parse(read_file(tmp / "first" / "run.json"));
+    const fs::path used = run["model"]["path"].get<std::string>();
+    EXPECT_EQ(used.filename(), "default");
+    EXPECT_EQ(used.parent_path().filename(), "models");
+    EXPECT_TRUE(fs::exists(tmp / "first" / "report.html"));
+    EXPECT_TRUE(fs::exists(tmp / "first" / "sink_eps.csv"));
+}
