@@ -146,6 +146,12 @@ inline void add_analysis_flags(CLI::App* cmd, analysis::AnalysisOptions& o, Anal
                   "Also write every analysis' values per input: <table>_per_input.csv (long "
                   "format with an input column; the summary is their weighted mean)")
         ->group(stats);
+    cmd->add_option("--sink-eps", o.sink_eps,
+                    "Sink_eps: a head counts as a sink head when its mean attention to key "
+                    "--sink-eps-key exceeds this (Gu et al. 2025)")
+        ->capture_default_str();
+    cmd->add_option("--sink-eps-key", o.sink_eps_key, "Key position Sink_eps measures")
+        ->capture_default_str();
     cmd->add_option("--bootstrap", o.bootstrap,
                     "Bootstrap resamples over inputs for confidence intervals of the headline "
                     "numbers (bootstrap.csv; 0: none; typical 1000)")

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,11 +16,43 @@
 #include <CLI/CLI.hpp>
 
 #include "sinkscope/api/model_commands.hpp"
+#include "sinkscope/core/error.hpp"
 
 namespace sinkscope::cli {
 
+// The model shipped with sinkscope (models/default, trained by `sinkscope train`; its README
+// says how): $SINKSCOPE_DEFAULT_MODEL, else models/default beside the executable's folder
+// (build/sinkscope -> models/default) or inside it, else the source tree it was built from.
+inline std::string default_model_dir() {
+    namespace fs = std::filesystem;
+    if (const char* env = std::getenv("SINKSCOPE_DEFAULT_MODEL"); env && *env) return env;
+    std::vector<fs::path> candidates;
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        candidates.push_back(exe.parent_path().parent_path() / "models" / "default");
+        candidates.push_back(exe.parent_path() / "models" / "default");
+    }
+#ifdef SINKSCOPE_DEFAULT_MODEL_DIR
+    candidates.push_back(SINKSCOPE_DEFAULT_MODEL_DIR);
+#endif
+    for (const fs::path& c : candidates)
+        if (fs::exists(c / "config.json", ec)) return c.string();
+    throw UsageError(
+        "--model not given and the default model (models/default of the source tree) was not "
+        "found beside the executable; pass --model or set SINKSCOPE_DEFAULT_MODEL");
+}
+
 inline void add_model_options(CLI::App* sub, api::ModelCliOptions& m, bool with_bos = true) {
-    sub->add_option("--model", m.model, "HF directory, .gguf or llama2.c .bin")->required();
+    sub->add_option("--model", m.model,
+                    "HF directory, .gguf or llama2.c .bin (default: the small model shipped in "
+                    "models/default)");
+    // Runs after this subcommand's flags are parsed and before its callback.
+    sub->parse_complete_callback([&m] {
+        if (!m.model.empty()) return;
+        m.model = default_model_dir();
+        api::print_note("no --model: using the default model " + m.model);
+    });
     if (with_bos)
         sub->add_option("--bos", m.bos, "BOS policy: default (the tokenizer's config) | always | never")
             ->capture_default_str();

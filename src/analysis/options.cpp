@@ -167,6 +167,9 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
     r.value.cap_fraction = o.reference_cap_fraction;
 
     // Statistics.
+    require(std::isfinite(o.sink_eps) && o.sink_eps >= 0 && o.sink_eps < 1,
+            "--sink-eps must be in [0, 1)");
+    require(o.sink_eps_key >= 0, "--sink-eps-key must be >= 0");
     require(o.bootstrap >= 0, "--bootstrap must be >= 0 (0: no intervals)");
     require(o.bootstrap == 0 || o.bootstrap >= 100,
             "--bootstrap needs at least 100 resamples for a percentile interval, got " +
@@ -204,6 +207,8 @@ nlohmann::json to_json(const AnalysisOptions& o) {
         {"reference_fallback_fraction", o.reference_fallback_fraction},
         {"reference_cap_fraction", o.reference_cap_fraction},
         {"per_input", o.per_input},
+        {"sink_eps", o.sink_eps},
+        {"sink_eps_key", o.sink_eps_key},
         {"bootstrap", o.bootstrap},
         {"confidence", o.confidence},
         {"threads", o.threads}};

@@ -72,6 +72,11 @@ const std::vector<AnalysisInfo>& registry() {
                         "contribution, transformation magnitude, alignment",
          .needs = {.hidden_states = true},
          .make = make_value_space},
+        {.name = "sink_eps",
+         .description =
+             "Sink_eps: share of heads whose mean attention to position 0 (--sink-eps-key) "
+             "exceeds eps (--sink-eps, default 0.3), per layer and for the model",
+         .make = make_sink_eps},
         {.name = "statistics",
          .description = "over inputs: bootstrap intervals of the headline numbers (--bootstrap), "
                         "correlations with p-values, paired test of KL before/after sink removal",

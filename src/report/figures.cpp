@@ -142,7 +142,31 @@ std::map<int64_t, double> layer_means(const json& heads, const char* metric) {
     return out;
 }
 
+// Sink_eps (Gu et al. 2025): each head's mean attention to the sink key, and the share of heads
+// above eps.
+void sink_eps_figure(const fs::path& dir, ReportContent& c) {
+    if (!fs::exists(table_file(dir, t::kSinkEps.name))) return;
+    const json rows = table_rows(table_file(dir, t::kSinkEps.name));
+    const json alpha = select(rows, [](const json& r) { return is(r, "metric", "alpha"); });
+    std::string share = "not available";
+    for (const auto& r : rows)
+        if (is(r, "metric", "sink_eps") && num(r, "layer") < 0)
+            share = sig3(r, "value") + " (" + str(r, "convention") + ")";
+    HeatmapOptions fixed;
+    fixed.lo = 0, fixed.hi = 1;  // a probability, as the sink-mass map
+    c.figures.push_back(
+        {"Sinks", "Sink_eps: heads whose mean attention to the sink key exceeds eps",
+         "Each cell is a head's alpha, the mean attention of the queries that see the sink key to "
+         "it, averaged over inputs (sink_eps.csv). Sink_eps, the share of heads with alpha above "
+         "eps (Gu et al. 2025), is " +
+             share +
+             ". A model with sinks has many cells above eps; the colour scale is fixed to 0-1." +
+             kGlossary,
+         heatmap_spec(alpha, "head", "layer", "value", {"head", "layer", "alpha"}, fixed)});
+}
+
 void sinks_section(const fs::path& dir, ReportContent& c) {
+    sink_eps_figure(dir, c);
     if (fs::exists(table_file(dir, t::kHeads.name))) {
         json heads = table_rows(table_file(dir, t::kHeads.name));
         json mass = select(heads, [](const json& r) { return is(r, "metric", m::kSinkMass); });

@@ -1340,7 +1340,7 @@ TEST(BadInput, Options) {
         {"--analyses nope", analyze({"--analyses", "nope"}), 2,
          "--analyses: unknown analysis 'nope' (known: all, compositional, heads, graphs, topology, "
          "kl, "
-         "spectra, entropy, tokens, frame, value, statistics)"},
+         "spectra, entropy, tokens, frame, value, sink_eps, statistics)"},
         {"--compat other", analyze({"--compat", "other"}), 2,
          "--compat: unknown mode 'other' (known: ruscio2025)"},
         {"--symmetrize min", analyze({"--symmetrize", "min"}), 2,

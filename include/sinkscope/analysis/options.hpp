@@ -52,6 +52,10 @@ struct AnalysisOptions {
     double reference_fallback_fraction = metrics::ValueSpaceOptions{}.fallback_fraction;
     double reference_cap_fraction = metrics::ValueSpaceOptions{}.cap_fraction;
 
+    // Sink_eps (spec 8.q): share of heads whose mean attention to key `sink_eps_key` exceeds eps.
+    double sink_eps = 0.3;
+    int64_t sink_eps_key = 0;
+
     // Per-input values and statistics over inputs.
     bool per_input = false;    // also write <table>_per_input.csv (one row per input)
     int64_t bootstrap = 0;     // bootstrap resamples for confidence intervals (0: none)

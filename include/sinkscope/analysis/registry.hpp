@@ -140,5 +140,6 @@ std::unique_ptr<Analysis> make_heads(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_section8(const AnalysisContext& c, const std::string& which);
 std::unique_ptr<Analysis> make_value_space(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_statistics(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_sink_eps(const AnalysisContext& c);
 
 }  // namespace sinkscope::analysis

@@ -21,6 +21,8 @@ struct TableSchema {
 // Long format of DESIGN.md (heads.csv, value_space.csv).
 inline const TableSchema kHeads{"heads", io::make_long_table().columns()};
 inline const TableSchema kValueSpace{"value_space", io::make_long_table().columns()};
+// Sink_eps (spec 8.q): per head the mean attention to the key, per layer and model the share.
+inline const TableSchema kSinkEps{"sink_eps", io::make_long_table().columns()};
 inline const TableSchema kDistances{
     "distances", {"distance", "layer_a", "head_a", "layer_b", "head_b", "value"}};
 inline const TableSchema kDispersion{"dispersion",

@@ -1,0 +1,61 @@
+// `sinkscope train`: binds api::TrainOptions (train a small decoder on a text corpus).
+#include <cstdio>
+#include <iostream>
+
+#include "command.hpp"
+#include "model_options.hpp"
+#include "sinkscope/api/train.hpp"
+
+namespace {
+
+sinkscope::cli::Registrar registrar("train", 25, [](CLI::App& app) {
+    auto o = std::make_shared<sinkscope::api::TrainOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "train",
+        "Train a small Llama- or GPT-2-style decoder on a plain-text corpus (AdamW, warm-up + "
+        "cosine, gradient clipping) and write Hugging Face checkpoints every other command loads, "
+        "with a manifest (step, tokens, loss, Sink_eps, path)");
+    auto* preset =
+        cmd->add_option("--preset", o->preset, "Built-in settings: tiny, tiny-gpt2, default");
+    auto* config = cmd->add_option("--config", o->config, "JSON file of training settings")
+                       ->check(CLI::ExistingFile);
+    preset->excludes(config);
+    cmd->add_option("--text", o->text, "The corpus: a plain UTF-8 text file")
+        ->required()
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--out", o->out, "Output directory (staged in OUT.partial until done)")
+        ->required();
+    cmd->add_option("--steps", o->steps, "Optimizer steps (0: the preset's or config's)")
+        ->capture_default_str();
+    cmd->add_option("--checkpoint-every", o->checkpoint_every,
+                    "Write a checkpoint (and the resumable state) every K steps (0: the "
+                    "preset's, or steps / 4)")
+        ->capture_default_str();
+    cmd->add_option("--vocab", o->vocab,
+                    "Byte-level BPE vocabulary size learned on the corpus (0: bytes only; -1: "
+                    "the preset's or config's)")
+        ->capture_default_str();
+    cmd->add_option("--seed", o->seed, "Seed of the initial weights and of the batch order")
+        ->capture_default_str();
+    cmd->add_option("--threads", o->threads,
+                    "Torch threads (0: libtorch's default); identical results need the same "
+                    "seed and thread count")
+        ->capture_default_str();
+    cmd->add_option("--sink-eps", o->sink_eps,
+                    "eps of the Sink_eps recorded per checkpoint (share of heads whose mean "
+                    "attention to position 0 exceeds eps)")
+        ->capture_default_str();
+    sinkscope::cli::add_overwrite_flag(cmd, o->overwrite);
+    cmd->add_flag("--resume", o->resume, "Continue an interrupted run from its last checkpoint");
+    sinkscope::cli::add_progress_option(cmd, o->progress);
+    auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "steps");
+    cmd->callback([o, kill_after] {
+        o->command_line = sinkscope::cli::command_line();
+        sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
+        o->after_step = sinkscope::cli::kill_after_hook(*kill_after);
+        const std::string dir = sinkscope::api::run_train(*o, std::cout);
+        std::printf("wrote %s\n", dir.c_str());
+    });
+});
+
+}  // namespace

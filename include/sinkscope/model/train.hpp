@@ -1,0 +1,86 @@
+// Training small decoders from scratch (`sinkscope train`): a Llama-style (RoPE, RMSNorm,
+// SwiGLU) or GPT-2-style (learned positions, LayerNorm, GELU) model built by the project's own
+// families from seeded random weights, trained with AdamW, linear warm-up + cosine decay and
+// global gradient-norm clipping on next-token cross-entropy, and saved as Hugging Face
+// checkpoints that load_model reads back. The forward is the families' own (Model::forward
+// inside a GradientScope), so a saved checkpoint is exactly the model that was trained.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
+
+#include "sinkscope/model/model.hpp"
+
+namespace sinkscope::model {
+
+struct TrainConfig {
+    std::string architecture = "llama";  // "llama" | "gpt2"
+    int64_t d_model = 64;
+    int64_t n_layers = 2;
+    int64_t n_heads = 4;
+    int64_t d_mlp = 172;
+    int64_t seq_len = 64;  // tokens per training sequence, BOS included (= the model's context)
+    int64_t batch = 8;     // sequences per step
+    int64_t steps = 100;
+    int64_t warmup = 10;        // steps of linear warm-up from 0 to lr
+    double lr = 1e-3;           // peak learning rate
+    double min_lr = 1e-4;       // reached by the cosine at the last step
+    double weight_decay = 0.1;  // AdamW, decoupled, on matrices (embeddings included) only
+    double beta1 = 0.9;
+    double beta2 = 0.95;
+    double adam_eps = 1e-8;
+    double clip = 1.0;             // global gradient-norm clipping (<= 0: none)
+    double init_std = 0.02;        // N(0, std) for matrices; output projections std / sqrt(2 L)
+    int64_t vocab = 0;             // byte-level BPE vocabulary size (0: bytes only, 257 ids)
+    int64_t checkpoint_every = 0;  // 0: steps / 4
+};
+
+// Built-in presets: "tiny" and "tiny-gpt2" (tests: seconds), "default" (the shipped model).
+TrainConfig train_preset(const std::string& name);  // UsageError naming the unknown preset
+std::vector<std::string> train_preset_names();
+// The config as JSON (every field), and back: keys of TrainConfig, missing keys keep the
+// defaults above; unknown keys or values out of range are an InputError naming `origin`.
+nlohmann::json train_config_json(const TrainConfig& c);
+TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& origin);
+
+// config.json of the trained model (transformers' LlamaConfig / GPT2Config keys).
+nlohmann::json hf_config_json(const TrainConfig& c, int64_t vocab_size, int32_t bos_id);
+
+// The optimizer's state beside the model: AdamW moments of every parameter, and the step.
+class Trainer {
+public:
+    // A model of `c` with seeded random weights (the same on every platform: core/random.hpp).
+    Trainer(const TrainConfig& c, const nlohmann::json& hf_config, uint64_t seed);
+    ~Trainer();
+    Trainer(const Trainer&) = delete;
+    Trainer& operator=(const Trainer&) = delete;
+
+    // One optimizer step on `batch` [batch, seq_len] int64 ids: the mean next-token
+    // cross-entropy over every position but the last, its gradients, clipping, AdamW at the
+    // learning rate of the current step. Returns the loss before the update.
+    double step(const at::Tensor& batch);
+    int64_t steps_done() const { return step_; }
+    double learning_rate(int64_t step) const;  // schedule at 0-based `step`
+
+    const Model& model() const { return model_; }
+    // The weights under their Hugging Face names, f32 (model.safetensors bytes).
+    std::string checkpoint_safetensors() const;
+    // Everything a resumed run needs (weights, moments, step) as bytes, and back. load_state
+    // expects bytes of the same config (InternalError otherwise; the caller checks the run's
+    // fingerprint first).
+    std::string state_bytes() const;
+    void load_state(const std::string& bytes);
+
+private:
+    TrainConfig c_;
+    nlohmann::json hf_config_;
+    Model model_;
+    std::vector<at::Tensor> m_, v_;
+    int64_t step_ = 0;
+};
+
+}  // namespace sinkscope::model
