@@ -102,7 +102,7 @@ void section8_tables(const P2Results& results, AnalysisOutput& out) {
             "centralized: share_first_mid_late >= " + format_number(kc.centralized_share_first) +
             " and mean_reference_count < " + format_number(kc.centralized_max_reference_count) +
             "; bidirectional: some layer modal first and another modal last; else "
-            "distributed (spec 8, 10.n)";
+            "distributed (docs/user_guide.md, --frame-share-first)";
         out.texts.emplace_back(t::kFrameFile, f.dump(2) + "\n");
     }
 }
