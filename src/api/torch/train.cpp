@@ -15,10 +15,12 @@
 #include "sinkscope/api/resumable.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/random.hpp"
 #include "sinkscope/core/sha256.hpp"
+#include "sinkscope/core/system.hpp"
 #include "sinkscope/io/json.hpp"
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/metrics/sink_eps.hpp"
@@ -108,12 +110,17 @@ std::string run_train(const TrainOptions& o, std::ostream& log) {
     if (o.vocab >= 0) c.vocab = o.vocab;
     if (c.vocab != 0 && c.vocab < 257)
         throw UsageError("--vocab must be 0 (bytes) or >= 257 (256 bytes + BOS)");
+    if (static_cast<uint64_t>(c.vocab) > limit_value(Limit::VocabSize))
+        throw UsageError("--vocab " + std::to_string(c.vocab) + " exceeds the limit vocab_size = " +
+                         std::to_string(limit_value(Limit::VocabSize)) +
+                         " (raise it with --limit vocab_size=N)");
     if (c.checkpoint_every <= 0) c.checkpoint_every = std::max<int64_t>(1, c.steps / 4);
     check_output_dir(o.out, o.overwrite);
+    check_threads(o.threads);
     if (o.threads > 0) at::set_num_threads(o.threads);
 
     // ---- corpus and tokenizer ----------------------------------------------------------------
-    const std::string text = read_file(o.text);
+    const std::string text = read_file_limited(o.text, Limit::DataBytes);
     SS_CHECK_INPUT(text.find_first_not_of(" \t\r\n") != std::string::npos, o.text,
                    "the corpus is empty");
     const std::vector<tokenizer::Merge> merges =
