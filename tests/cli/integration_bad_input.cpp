@@ -1730,3 +1730,46 @@ TEST(BadInput, Report) {
     };
     run_cases(cases, d, shared);
 }
+
+// `train`: corpora that cannot make one training sequence, presets and settings that do not
+// exist or ask for more than the machine or the limits allow. The corpus is read through the
+// data_bytes limit like every data file.
+TEST(BadInput, Train) {
+    testutil::ScratchDir tmp;
+    const fs::path d = tmp.path();
+    write(d / "empty.txt", "\n \n\t\n");
+    write(d / "short.txt", "A cat.\n");
+    write(d / "corpus.txt", std::string(4000, 'a') + "\n");
+    auto train = [](const std::string& text, std::vector<std::string> extra = {}) {
+        std::vector<std::string> a = {"train", "--preset", "tiny",       "--text", text,
+                                      "--out", "{d}/out",  "--progress", "never"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    const std::vector<Case> cases = {
+        {"empty corpus", train("{d}/empty.txt"), 3, "{d}/empty.txt: the corpus is empty"},
+        {"corpus shorter than one sequence", train("{d}/short.txt"), 3,
+         "{d}/short.txt: the corpus has 7 tokens; one training sequence needs 31 (seq_len 32 "
+         "with BOS)"},
+        {"corpus over --limit data_bytes", train("{d}/corpus.txt", {"--limit", "data_bytes=100"}),
+         3, limit_msg("{d}/corpus.txt", "size in bytes", 4001, "data_bytes", 100)},
+        {"unknown preset",
+         {"train", "--preset", "huge", "--text", "{d}/corpus.txt", "--out", "{d}/out"},
+         2,
+         "--preset: unknown preset 'huge' (known: tiny, tiny-gpt2, default)"},
+        {"neither preset nor config",
+         {"train", "--text", "{d}/corpus.txt", "--out", "{d}/out"},
+         2,
+         "train needs exactly one of --preset NAME and --config FILE"},
+        {"--threads beyond 4 x cores", train("{d}/corpus.txt", {"--threads", "100000"}), 2,
+         "--threads 100000 is more than 4 x the ..."},
+        {"--vocab below the byte alphabet", train("{d}/corpus.txt", {"--vocab", "100"}), 2,
+         "--vocab must be 0 (bytes) or >= 257 (256 bytes + BOS)"},
+        {"--vocab over the vocab_size limit", train("{d}/corpus.txt", {"--vocab", "999999999"}), 2,
+         "--vocab 999999999 exceeds the limit vocab_size = 2097152 (raise it with --limit "
+         "vocab_size=N)"},
+        {"--sink-eps 1.5", train("{d}/corpus.txt", {"--sink-eps", "1.5"}), 2,
+         "--sink-eps must be in [0, 1)"},
+    };
+    run_cases(cases, d, {});
+}
