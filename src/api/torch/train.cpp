@@ -290,7 +290,8 @@ std::string run_train(const TrainOptions& o, std::ostream& log) {
          "mean next-token cross-entropy (nats) over the steps since the previous checkpoint"},
         {"sink_eps",
          "share of heads whose mean attention to position 0 (over queries and the first " +
-             std::to_string(sink_inputs.size(0)) + " sequences) exceeds eps (Gu et al. 2025; docs/metrics.md)"}};
+             std::to_string(sink_inputs.size(0)) +
+             " sequences) exceeds eps (Gu et al. 2025; docs/metrics.md)"}};
     record.write(out.staging());
     out.commit();
     log << "trained " << c.steps << " steps (" << c.steps * tokens_per_step
