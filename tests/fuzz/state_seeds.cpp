@@ -1,7 +1,7 @@
 // Writes the seeds of fuzz_state (tests/fuzz/corpus/state/): the state an `analyze` run saves
 // after one input of a 2-layer, 2-head model, sealed as a state file (byte 0 = 0) and as the bare
 // payload (byte 0 = 1). Built with the fuzz targets; run once after the state layout changes:
-//     build-fuzz/tests/fuzz/fuzz_state_seeds tests/fuzz/corpus/state
+//     build-san/tests/fuzz/fuzz_state_seeds tests/fuzz/corpus/state
 #include <filesystem>
 #include <fstream>
 #include <iostream>
