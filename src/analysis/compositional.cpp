@@ -1,6 +1,7 @@
 // The compositional analysis (spec 1-2): per-head sink/content means, head distance matrices and
 // dispersion, streamed through metrics::HeadAccumulator. Tables heads, distances, dispersion;
 // arrays distances/<name>.npy; its HeadResults feed the head-level analyses.
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -24,6 +25,17 @@ std::string sig3(double v) {
     return buf;
 }
 
+// The per-row quantities of one head, as heads.csv names them (its summary rows and the
+// --per-input rows write the same list).
+std::array<std::pair<const char*, double>, 6> row_metrics(const metrics::HeadMeans& m) {
+    return {{{t::metric::kSinkMass, m.sink_mass},
+             {t::metric::kSinkBalance, m.sink_balance},
+             {t::metric::kEntropy, m.entropy},
+             {t::metric::kBinarySinkEntropy, m.binary_sink_entropy},
+             {t::metric::kContentEntropyRenorm, m.content_entropy},
+             {t::metric::kContentEntropyWeighted, m.content_entropy_weighted}}};
+}
+
 class Compositional final : public Analysis {
 public:
     explicit Compositional(const AnalysisContext& c)
@@ -38,13 +50,7 @@ public:
             if (m.n_rows == 0) continue;  // no row of this head entered the summary
             const int64_t l = int64_t(r) / ctx_.n_heads, h = int64_t(r) % ctx_.n_heads;
             const double w = double(m.n_rows);
-            for (auto [metric, v] :
-                 {std::pair{t::metric::kSinkMass, m.sink_mass},
-                  {t::metric::kSinkBalance, m.sink_balance},
-                  {t::metric::kEntropy, m.entropy},
-                  {t::metric::kBinarySinkEntropy, m.binary_sink_entropy},
-                  {t::metric::kContentEntropyRenorm, m.content_entropy},
-                  {t::metric::kContentEntropyWeighted, m.content_entropy_weighted}})
+            for (auto [metric, v] : row_metrics(m))
                 per_input->push_back({t::kHeads.name, l, h, metric, "", v, w});
         }
     }
@@ -138,15 +144,11 @@ private:
         for (size_t k = 0; k < r.heads.size(); ++k) {
             const auto& m = r.means[k];
             const int64_t l = r.heads[k].layer, h = r.heads[k].head;
-            for (auto [metric, v] :
-                 {std::pair{t::metric::kSinkMass, m.sink_mass},
-                  {t::metric::kSinkBalance, m.sink_balance},
-                  {t::metric::kEntropy, m.entropy},
-                  {t::metric::kBinarySinkEntropy, m.binary_sink_entropy},
-                  {t::metric::kContentEntropyRenorm, m.content_entropy},
-                  {t::metric::kContentEntropyWeighted, m.content_entropy_weighted},
-                  {t::metric::kNRows, double(m.n_rows)}})
+            auto add = [&](const char* metric, double v) {
                 heads.add_row({model, std::string(), l, h, std::string(metric), std::string(), v});
+            };
+            for (auto [metric, v] : row_metrics(m)) add(metric, v);
+            add(t::metric::kNRows, double(m.n_rows));
         }
         return heads;
     }

@@ -14,17 +14,12 @@ namespace {
 const char* safetensors_dtype(WeightDType t) {
     switch (t) {
         case WeightDType::F32:
-            return "F32";
         case WeightDType::F16:
-            return "F16";
         case WeightDType::BF16:
-            return "BF16";
         case WeightDType::F64:
-            return "F64";
         case WeightDType::I32:
-            return "I32";
         case WeightDType::I64:
-            return "I64";
+            return weight_dtype_name(t);  // the format's own names
         default:
             break;
     }
