@@ -48,7 +48,7 @@ if [ ! -f third_party/report-js/node_modules/vega/build/vega.min.js ] ||
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}
-# SINKSCOPE_SANITIZE_MODEL=ON (scripts/test.sh): the libtorch modules under ASan + UBSan.
+# SINKSCOPE_SANITIZE_MODEL=ON (SANITIZE_MODEL=1 scripts/test.sh): the model module under ASan + UBSan.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSINKSCOPE_WITH_TORCH="${SINKSCOPE_WITH_TORCH:-ON}" \
   -DSINKSCOPE_SANITIZE_MODEL="${SINKSCOPE_SANITIZE_MODEL:-OFF}" >/dev/null
