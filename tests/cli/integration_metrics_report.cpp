@@ -4,25 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <regex>
 
 #include "sinkscope/core/output_dir.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope;
 namespace fs = std::filesystem;
-
-namespace {
-
-std::string status_attribute(const std::string& dom, const std::string& name) {
-    std::smatch m;
-    if (!std::regex_search(dom, m, std::regex("id=\"status\"[^>]*"))) return "";
-    const std::string status = m.str();
-    if (!std::regex_search(status, m, std::regex("data-" + name + "=\"([^\"]*)\""))) return "";
-    return m[1];
-}
-
-}  // namespace
 
 TEST(MetricsReport, WrittenByDefaultAndSkippedOnRequest) {
     testutil::ScratchDir dir;
@@ -48,12 +35,12 @@ TEST(MetricsReport, WrittenByDefaultAndSkippedOnRequest) {
         GTEST_SKIP() << "chromium not installed (scripts/install-deps.sh)";
     }
     const std::string dom = testutil::render_in_chromium(page);
-    ASSERT_EQ(status_attribute(dom, "done"), "1") << dom.substr(0, 2000);
-    const std::string figures = status_attribute(dom, "figures");
+    ASSERT_EQ(testutil::status_attribute(dom, "done"), "1") << dom.substr(0, 2000);
+    const std::string figures = testutil::status_attribute(dom, "figures");
     EXPECT_GE(std::stoi(figures.empty() ? "0" : figures), 10);  // every analysis of the example
-    EXPECT_EQ(status_attribute(dom, "drawn"), figures);
+    EXPECT_EQ(testutil::status_attribute(dom, "drawn"), figures);
     const size_t at = dom.find("id=\"status\"");
     for (const char* a :
          {"errors", "empty-panels", "untitled-axes", "layer-ticks", "clipped-labels"})
-        EXPECT_EQ(status_attribute(dom, a), "0") << a << ": " << dom.substr(at, 3000);
+        EXPECT_EQ(testutil::status_attribute(dom, a), "0") << a << ": " << dom.substr(at, 3000);
 }

@@ -92,15 +92,6 @@ bool have_chromium() {
     return false;
 }
 
-// The status element's data-<name> attribute after the page's scripts ran, or "" when absent.
-std::string status_attribute(const std::string& dom, const std::string& name) {
-    std::smatch m;
-    if (!std::regex_search(dom, m, std::regex("id=\"status\"[^>]*"))) return "";
-    const std::string status = m.str();
-    if (!std::regex_search(status, m, std::regex("data-" + name + "=\"([^\"]*)\""))) return "";
-    return m[1];
-}
-
 std::string render_dom(const ReportContent& c, const testutil::ScratchDir& tmp) {
     write_file_atomic(tmp / "report.html", render_html(c));
     return testutil::render_in_chromium(tmp / "report.html");
@@ -120,10 +111,10 @@ TEST(Report, LayoutPropertiesHold) {
     if (!have_chromium()) GTEST_SKIP() << "chromium not installed (scripts/install-deps.sh)";
     testutil::ScratchDir tmp;
     const std::string dom = render_dom(sample_content(), tmp);
-    ASSERT_EQ(status_attribute(dom, "done"), "1") << dom.substr(0, 2000);
+    ASSERT_EQ(testutil::status_attribute(dom, "done"), "1") << dom.substr(0, 2000);
     for (const char* a :
          {"errors", "empty-panels", "untitled-axes", "layer-ticks", "clipped-labels"})
-        EXPECT_EQ(status_attribute(dom, a), "0")
+        EXPECT_EQ(testutil::status_attribute(dom, a), "0")
             << a << ": " << dom.substr(dom.find("id=\"status\""), 3000);
 }
 
@@ -162,9 +153,9 @@ TEST(Report, EachLayoutCheckCanFail) {
         c.figures.push_back({"s", attribute, "made to fail one check", spec});
         testutil::ScratchDir tmp;
         const std::string dom = render_dom(c, tmp);
-        ASSERT_EQ(status_attribute(dom, "drawn"), "1") << attribute;
+        ASSERT_EQ(testutil::status_attribute(dom, "drawn"), "1") << attribute;
         for (const auto& [other, unused] : cases) {
-            const std::string v = status_attribute(dom, other);
+            const std::string v = testutil::status_attribute(dom, other);
             if (other == attribute)
                 EXPECT_NE(v, "0") << attribute << " not detected";
             else

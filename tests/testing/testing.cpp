@@ -11,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -110,6 +111,14 @@ std::vector<CliResult> run_cli_batch(const std::vector<std::vector<std::string>>
     for (auto& w : workers) w.join();
     ::unsetenv("SINKSCOPE_TEST_BATCH");
     return results;
+}
+
+std::string status_attribute(const std::string& dom, const std::string& name) {
+    std::smatch m;
+    if (!std::regex_search(dom, m, std::regex("id=\"status\"[^>]*"))) return "";
+    const std::string status = m.str();
+    if (!std::regex_search(status, m, std::regex("data-" + name + "=\"([^\"]*)\""))) return "";
+    return m[1];
 }
 
 std::string render_in_chromium(const fs::path& html, const fs::path& screenshot) {

@@ -47,6 +47,9 @@ std::vector<CliResult> run_cli_batch(const std::vector<std::vector<std::string>>
 // when `screenshot` is not empty, saves a PNG of the page there.
 std::string render_in_chromium(const std::filesystem::path& html,
                                const std::filesystem::path& screenshot = {});
+// The data-<name> attribute of report.html's status element in a DOM from render_in_chromium
+// (what the page's own scripts wrote there), or "" when absent.
+std::string status_attribute(const std::string& dom, const std::string& name);
 
 // Token ids as " 1 2 3" (one leading space each), for failure messages and id comparisons.
 std::string ids_str(const std::vector<int32_t>& ids);
