@@ -71,7 +71,7 @@ Entry tensor_view(const ZipArchive& zip, const std::string& prefix, const Pickle
     const std::string entry_name = prefix + "/data/" + t.storage_key;
     const ZipEntry* e = zip.find(entry_name);
     SS_CHECK_INPUT(e != nullptr, file, what, "storage ", quote(t.storage_key), " (entry ",
-                   entry_name, ") is missing from the archive");
+                   quote(entry_name), ") is missing from the archive");
     constexpr int64_t max = std::numeric_limits<int64_t>::max();
     SS_CHECK_INPUT(t.storage_numel <= max / st->elem_bytes &&
                        uint64_t(t.storage_numel * st->elem_bytes) == e->size,

@@ -266,6 +266,10 @@ TEST(TorchPickle, StorageTooSmallIsAnInputError) {
         {{"w", "FloatStorage", "0", 6, 4, {3}, {1}}, six, "has only 6 elements"},
         {{"w", "FloatStorage", "0", 6, 0, {2, 3}, {3, 1}}, six.substr(0, 20), "holds 20 bytes"},
         {{"w", "FloatStorage", "1", 6, 0, {6}, {1}}, six, "is missing from the archive"},
+        // A control byte in the storage key is escaped in the message, never printed raw.
+        {{"w", "FloatStorage", "0q\x06", 6, 0, {6}, {1}},
+         six,
+         "'0q\\x06' (entry 'archive/data/0q\\x06')"},
         {{"w", "FloatStorage", "0", 6, -1, {2}, {1}}, six, "negative"},
         {{"w", "FloatStorage", "0", 6, 0, {2}, {-1}}, six, "negative"},
     };
