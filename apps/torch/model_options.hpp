@@ -43,16 +43,20 @@ inline std::string default_model_dir() {
         "found beside the executable; pass --model or set SINKSCOPE_DEFAULT_MODEL");
 }
 
-inline void add_model_options(CLI::App* sub, api::ModelCliOptions& m, bool with_bos = true) {
-    sub->add_option("--model", m.model,
-                    "HF directory, .gguf or llama2.c .bin (default: the small model shipped in "
-                    "models/default)");
-    // Runs after this subcommand's flags are parsed and before its callback.
-    sub->parse_complete_callback([&m] {
-        if (!m.model.empty()) return;
-        m.model = default_model_dir();
-        api::print_note("no --model: using the default model " + m.model);
-    });
+// `with_model` false: the command names its models otherwise (dynamics: a manifest).
+inline void add_model_options(CLI::App* sub, api::ModelCliOptions& m, bool with_bos = true,
+                              bool with_model = true) {
+    if (with_model) {
+        sub->add_option("--model", m.model,
+                        "HF directory, .gguf or llama2.c .bin (default: the small model shipped "
+                        "in models/default)");
+        // Runs after this subcommand's flags are parsed and before its callback.
+        sub->parse_complete_callback([&m] {
+            if (!m.model.empty()) return;
+            m.model = default_model_dir();
+            api::print_note("no --model: using the default model " + m.model);
+        });
+    }
     if (with_bos)
         sub->add_option("--bos", m.bos, "BOS policy: default (the tokenizer's config) | always | never")
             ->capture_default_str();

@@ -36,15 +36,21 @@ std::string join_numbers(const std::vector<double>& v) {
 
 std::vector<std::string> select(const AnalysisOptions& o, const InputCapabilities& input) {
     std::vector<std::string> asked = o.analyses;
-    const bool all = asked.empty() || (asked.size() == 1 && asked[0] == "all");
+    // "all" (or nothing): every analysis the input can feed, except those run only when named;
+    // names given beside "all" add to it.
+    const bool all = asked.empty() || std::find(asked.begin(), asked.end(), "all") != asked.end();
+    auto named = [&](const std::string& n) {
+        return std::find(asked.begin(), asked.end(), n) != asked.end();
+    };
     std::vector<std::string> chosen;
     for (const auto& info : registry()) {
-        const bool wanted = all ? (!info.needs.hidden_states || input.hidden_states)
-                                : std::find(asked.begin(), asked.end(), info.name) != asked.end();
+        const bool wanted =
+            named(info.name) ||
+            (all && info.in_all && (!info.needs.hidden_states || input.hidden_states));
         if (wanted) chosen.emplace_back(info.name);
     }
-    if (!all)
-        for (const auto& name : asked) {
+    for (const auto& name : asked)
+        if (name != "all") {
             const AnalysisInfo& info = find_analysis(name);  // unknown names: UsageError
             if (info.needs.hidden_states && !input.hidden_states)
                 throw UsageError("--analyses " + name +

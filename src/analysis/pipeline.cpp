@@ -41,13 +41,15 @@ struct AnalysisPipeline::Stream {
 };
 
 AnalysisPipeline::AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOptions options,
-                                   std::string model_name, std::string origin)
+                                   std::string model_name, std::string origin,
+                                   std::string checkpoint)
     : n_layers_(n_layers), n_heads_(n_heads), options_(std::move(options)) {
     context_.n_layers = n_layers;
     context_.n_heads = n_heads;
     context_.options = &options_;
     context_.model_name = std::move(model_name);
     context_.origin = std::move(origin);
+    context_.checkpoint = std::move(checkpoint);
     collect_per_input_ = options_.raw.per_input;
     for (const auto& info : registry()) {
         if (!options_.selected(info.name)) continue;
@@ -125,8 +127,8 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
         if (options_.raw.per_input && !dir_.empty())
             for (const auto& v : per_input)
                 stream(tables::per_input_name(v.table)).out
-                    << io::csv_line({context_.model_name, std::string(), n_inputs_, v.layer, v.head,
-                                     v.metric, v.param, v.value, v.weight});
+                    << io::csv_line({context_.model_name, context_.checkpoint, n_inputs_, v.layer,
+                                     v.head, v.metric, v.param, v.value, v.weight});
     }
     ++n_inputs_;
 }
@@ -187,7 +189,13 @@ PipelineResults AnalysisPipeline::finish() {
     for (auto& [info, a] : analyses_) {
         const std::string name = info->name;
         res.outputs.emplace_back(name, a->finish(context));
-        const AnalysisOutput& out = res.outputs.back().second;
+        AnalysisOutput& out = res.outputs.back().second;
+        // The model and checkpoint columns, where an analysis left them empty (section 8's
+        // tables are written from results that carry no names).
+        for (auto& t : out.tables) {
+            t.table.fill_empty("model", context_.model_name);
+            if (!context_.checkpoint.empty()) t.table.fill_empty("checkpoint", context_.checkpoint);
+        }
         context.finished[name] = &out;
         merge_record(res.record, out.record);
         res.summary += out.summary;

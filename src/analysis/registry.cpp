@@ -77,6 +77,12 @@ const std::vector<AnalysisInfo>& registry() {
              "Sink_eps: share of heads whose mean attention to position 0 (--sink-eps-key) "
              "exceeds eps (--sink-eps, default 0.3), per layer and for the model",
          .make = make_sink_eps},
+        {.name = "entropy_rows",
+         .description = "every row's sink mass and entropy parts (entropy_rows.npy), so runs on "
+                        "the same inputs can be paired row by row (sinkscope dynamics); only when "
+                        "named",
+         .in_all = false,
+         .make = make_entropy_rows},
         {.name = "statistics",
          .description = "over inputs: bootstrap intervals of the headline numbers (--bootstrap), "
                         "correlations with p-values, paired test of KL before/after sink removal",

@@ -20,6 +20,14 @@ void Table::add_row(std::vector<Cell> row) {
     rows_.push_back(std::move(row));
 }
 
+void Table::fill_empty(const std::string& column, const std::string& value) {
+    for (size_t c = 0; c < columns_.size(); ++c) {
+        if (columns_[c] != column) continue;
+        for (auto& row : rows_)
+            if (const auto* s = std::get_if<std::string>(&row[c]); s && s->empty()) row[c] = value;
+    }
+}
+
 std::string format_number(double v) {
     return sinkscope::format_number(v);
 }

@@ -43,26 +43,34 @@ std::unique_ptr<tokenizer::Tokenizer> open_tokenizer(const io::ModelFiles& files
 
 }  // namespace
 
-Model load_model(const fs::path& path, const LoadOptions& options) {
-    const io::ModelFiles files = io::locate_model(path);
-    ModelConfig config;  // first, so an unknown architecture is reported before weight problems
-    WeightFormat format = WeightFormat::HuggingFace;
+ModelConfig read_model_config(const io::ModelFiles& files, WeightFormat* format) {
+    WeightFormat f = WeightFormat::HuggingFace;
+    ModelConfig config;
     switch (files.format) {
         case io::ModelFormat::HfDirectory:
             config = config_from_hf_dir(files.root);
             break;
         case io::ModelFormat::Gguf:
             config = config_from_gguf(io::GgufFile(files.root));
-            format = WeightFormat::Gguf;
+            f = WeightFormat::Gguf;
             break;
         case io::ModelFormat::Llama2c: {
             io::Llama2cHeader header{};
-            io::open_llama2c(files.root, &header);  // header only; the store is already open
+            io::open_llama2c(files.root, &header);  // header only
             config = config_from_llama2c(header);
-            format = WeightFormat::Llama2c;
+            f = WeightFormat::Llama2c;
             break;
         }
     }
+    if (format) *format = f;
+    return config;
+}
+
+Model load_model(const fs::path& path, const LoadOptions& options) {
+    const io::ModelFiles files = io::locate_model(path);
+    // The config first, so an unknown architecture is reported before weight problems.
+    WeightFormat format = WeightFormat::HuggingFace;
+    const ModelConfig config = read_model_config(files, &format);
     const std::unique_ptr<io::WeightStore> store = io::open_weights(files);
     Model m = build_model(config, WeightSource{store.get(), format, files.root.string()},
                           options.runtime);

@@ -580,6 +580,75 @@ void fisher_section(const fs::path& dir, ReportContent& c) {
          heatmap_spec(heads, "head", "layer", "value", {"head", "layer", "Fisher trace"})});
 }
 
+// `sinkscope dynamics` (trajectory.csv, entropy_split.csv): the analyses over training steps,
+// the entropy change split into its sink and content parts (spec 6), spectra over training.
+void dynamics_section(const fs::path& dir, ReportContent& c) {
+    const fs::path traj_file = table_file(dir, t::kTrajectory.name),
+                   split_file = table_file(dir, t::kEntropySplit.name);
+    if (!fs::exists(traj_file)) return;
+    const std::string sec = "Across checkpoints";
+    json rows = table_rows(traj_file);
+    // x: the training step when every checkpoint has one (log axis), else the manifest order.
+    bool steps = true;
+    std::map<std::string, double> order;
+    for (const auto& r : rows) {
+        steps = steps && num(r, "step") > 0;
+        order.emplace(str(r, "checkpoint"), double(order.size()));
+    }
+    for (auto& r : rows) r["x"] = steps ? num(r, "step") : order[str(r, "checkpoint")];
+    const std::string x_title = steps ? "training step (log scale)" : "checkpoint (manifest order)";
+    const json model_level = select(rows, [](const json& r) {
+        const std::string m = str(r, "metric");
+        return num(r, "layer") < 0 && str(r, "param") != "spectra" && m != "rho";
+    });
+    json panels = json::array();
+    for (json r : model_level) {
+        if (!str(r, "param").empty()) r["metric"] = str(r, "metric") + " (" + str(r, "param") + ")";
+        r["series"] = "model";
+        panels.push_back(r);
+    }
+    c.figures.push_back(
+        {sec, "The model's sink and entropy over training",
+         "Means over every row of every layer and head, one panel per quantity: sink mass s, row "
+         "entropy H, its sink part H_b(s) and content part (1 - s) H(pi), the content entropy "
+         "H(pi), Sink_eps and the flip rates of the classical metrics (trajectory.csv)." +
+             std::string(kGlossary),
+         panel_line_spec(panels, "x", "value", "series", "metric", {x_title, "value", ""}, steps)});
+    const json sink_layers = select(
+        rows, [](const json& r) { return is(r, "metric", "sink_mass") && num(r, "layer") >= 0; });
+    c.figures.push_back(
+        {sec, "Sink mass per layer over training",
+         "Mean attention of each layer's rows to the sink (trajectory.csv).",
+         line_spec(sink_layers, "x", "value", "layer", {x_title, "sink mass", "layer"}, steps)});
+    const json spectra = select(rows, [](const json& r) {
+        return is(r, "param", "spectra") && num(r, "layer") >= 0 && !is(r, "metric", "sigma1_sq");
+    });
+    if (!spectra.empty())
+        c.figures.push_back(
+            {sec, "Random-matrix spectra over training",
+             "Head-averaged per layer: stable rank, participation ratio of the squared singular "
+             "values, and the KS distance of their bulk from the Marchenko-Pastur law.",
+             panel_line_spec(spectra, "x", "value", "layer", "metric", {x_title, "value", "layer"},
+                             steps)});
+    if (!fs::exists(split_file)) return;
+    json bars = json::array();
+    for (const auto& r : table_rows(split_file)) {
+        if (num(r, "layer") >= 0) continue;
+        const std::string pair = str(r, "from") + " → " + str(r, "to");
+        bars.push_back(
+            {{"pair", pair}, {"term", "sink"}, {"nats", num(r, "sink_term")}, {"order", 0}});
+        bars.push_back(
+            {{"pair", pair}, {"term", "content"}, {"nats", num(r, "content_term")}, {"order", 1}});
+    }
+    c.figures.push_back(
+        {sec, "Entropy change split into sink and content parts",
+         "For each pair of checkpoints (consecutive, and first to last), the change of row "
+         "entropy summed over the rows present at both, split exactly into a sink part (the sink "
+         "mass moved) and a content part (the spread among the other keys changed); the two "
+         "bars add up to the measured change (entropy_split.csv).",
+         stacked_bar_spec(bars, "pair", "nats", "term",
+                          {"checkpoints", "entropy change (nats)", ""})});
+}
 }  // namespace
 
 ReportContent collect_report(const fs::path& run_dir) {
@@ -596,6 +665,7 @@ ReportContent collect_report(const fs::path& run_dir) {
         frames_section(run_dir, c);
         prune_section(run_dir, c);
         fisher_section(run_dir, c);
+        dynamics_section(run_dir, c);
     } catch (const json::exception& e) {
         throw unexpected_structure(run_dir, printable(e.what()));
     }

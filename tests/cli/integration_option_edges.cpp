@@ -88,6 +88,10 @@ TEST(CliOptionEdges, EveryNumericOptionOfEveryCommand) {
     testutil::write_text(tmp / "calib.txt", "The fox runs.\nA cat sleeps here now.\n");
     testutil::write_text(tmp / "eval.txt", "A robot reads a book today.\nRain falls.\n");
     const std::string data = (tmp / "data.txt").string();
+    // A series of two checkpoints for `dynamics` (the same model at two "steps").
+    testutil::write_text(
+        tmp / "series.json",
+        "[{\"step\": 1, \"path\": \"" + model + "\"}, {\"step\": 2, \"path\": \"" + model + "\"}]");
 
     // A run directory for `report` (metrics' built-in example).
     const fs::path run = tmp / "run";
@@ -109,6 +113,9 @@ TEST(CliOptionEdges, EveryNumericOptionOfEveryCommand) {
           (tmp / "eval.txt").string(), "--out", "{out}", "--progress", "never"}},
         {"fisher", {"--model", model, "--data", data, "--out", "{out}", "--progress", "never"}},
         {"report", {"--run", run.string(), "--overwrite"}},
+        {"dynamics",
+         {"--checkpoints", (tmp / "series.json").string(), "--data", data, "--out", "{out}",
+          "--progress", "never", "--no-report"}},
         {"train",
          {"--preset", "tiny", "--text", (tmp / "corpus.txt").string(), "--out", "{out}", "--steps",
           "2", "--threads", "1", "--progress", "never"}},
@@ -121,6 +128,7 @@ TEST(CliOptionEdges, EveryNumericOptionOfEveryCommand) {
     const std::map<std::string, std::vector<std::pair<std::string, std::vector<std::string>>>>
         numeric_text = {
             {"analyze", {{"--sink", {"0", "1", "-1", "1000000000", "nan"}}}},
+            {"dynamics", {{"--sink", {"0", "-1", "1000000000"}}}},
             {"metrics",
              {{"--sink", {"0", "-1", "1000000000"}},
               {"--zeros", {"replace:0", "replace:1", "replace:-1", "replace:nan", "replace:"}}}},

@@ -437,6 +437,13 @@ put("data", "prompts.txt", b"\x00" + "Once upon a time.\n\nThe cat sat.\r\nCaf\u
 put("data", "prompts.jsonl", b"\x01" + b'{"text": "one"}\n{"text": "two \\u00e9", "id": 3}\n\n{"ids": [1, 2, 3]}\n')
 put("data", "prompts.csv", b"\x02" + b'id,text,prompt\n1,"a, quoted ""one""",x\n2,plain,y\n3,"multi\nline",z\n')
 put("data", "ids.npy", b"\x03" + npy(np.array([[1, 5, 7], [1, 2, 3]], dtype=np.int64)))
+# ---- checkpoint manifests (byte 0 even: JSON, odd: CSV; "." exists beside the file) -----------
+put("manifest", "train_json", b"\x00" + json.dumps({"checkpoints": [{"step": 500, "path": ".", "loss": 1.2},
+                                                          {"step": 1000, "path": "."}]}).encode())
+put("manifest", "list_json", b"\x00" + json.dumps([{"label": "a", "path": "."},
+                                                    {"label": "b", "step": 3, "path": "."}]).encode())
+put("manifest", "labels_csv", b"\x01label,step,path\nrev1,1000,.\nrev2,2000,.\n")
+put("manifest", "train_csv", b"\x01step,tokens,loss,sink_eps,eps,path\n500,512000,1.1,0,0.3,.\n")
 # ---- report run folders ----------------------------------------------------------------------
 def pack(files):
     return "".join("=== %s\n%s\n" % (name, body) for name, body in files)

@@ -47,11 +47,21 @@ inline at::Tensor tensor_of(const io::TensorView& v) {
     return out;
 }
 
-// torch::pickle_save of {name: tensor} for `names` of `store`, written to `file`.
+// torch::pickle_save of {name: tensor} for `names` of `store`, written to `file`. With `perturb`
+// > 0 every floating tensor w becomes w (1 + perturb sin(k)) (k: the element's flat index), a
+// deterministic stand-in for another training step of the same model.
 inline void pickle_save_tensors(const io::WeightStore& store, const std::vector<std::string>& names,
-                                const std::filesystem::path& file) {
+                                const std::filesystem::path& file, double perturb = 0) {
     c10::Dict<std::string, at::Tensor> dict;
-    for (const std::string& n : names) dict.insert(n, tensor_of(store.get(n)));
+    for (const std::string& n : names) {
+        at::Tensor t = tensor_of(store.get(n));
+        if (perturb > 0 && t.is_floating_point()) {
+            const at::Tensor k = at::arange(t.numel(), at::TensorOptions().dtype(at::kDouble));
+            t = (t.to(at::kDouble) * (1 + perturb * k.sin()).reshape(t.sizes()))
+                    .to(t.scalar_type());
+        }
+        dict.insert(n, t);
+    }
     const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
     std::ofstream(file, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
 }
@@ -60,7 +70,7 @@ inline void pickle_save_tensors(const io::WeightStore& store, const std::vector<
 // and writes its weights as pytorch_model.bin, or, with `n_shards` > 1, as shards
 // pytorch_model-0000i-of-0000n.bin plus pytorch_model.bin.index.json (tensors dealt round-robin).
 inline void write_bin_twin(const std::filesystem::path& src, const std::filesystem::path& dst,
-                           int n_shards = 1) {
+                           int n_shards = 1, double perturb = 0) {
     namespace fs = std::filesystem;
     fs::create_directories(dst);
     for (const auto& e : fs::directory_iterator(src))
@@ -68,7 +78,8 @@ inline void write_bin_twin(const std::filesystem::path& src, const std::filesyst
             fs::copy_file(e.path(), dst / e.path().filename());
     const auto store = io::open_safetensors(src / "model.safetensors");
     const std::vector<std::string> names = store->names();
-    if (n_shards <= 1) return pickle_save_tensors(*store, names, dst / "pytorch_model.bin");
+    if (n_shards <= 1)
+        return pickle_save_tensors(*store, names, dst / "pytorch_model.bin", perturb);
     std::string index = "{\"metadata\": {}, \"weight_map\": {";
     for (int s = 0; s < n_shards; ++s) {
         const std::string file = "pytorch_model-0000" + std::to_string(s + 1) + "-of-0000" +
@@ -78,7 +89,7 @@ inline void write_bin_twin(const std::filesystem::path& src, const std::filesyst
             mine.push_back(names[i]);
             index += (index.back() == '{' ? "\"" : ", \"") + names[i] + "\": \"" + file + "\"";
         }
-        pickle_save_tensors(*store, mine, dst / file);
+        pickle_save_tensors(*store, mine, dst / file, perturb);
     }
     std::ofstream(dst / "pytorch_model.bin.index.json") << index << "}}";
 }

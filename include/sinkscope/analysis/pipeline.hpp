@@ -31,8 +31,9 @@ struct PipelineResults {
 
 class AnalysisPipeline {
 public:
+    // `checkpoint` labels the checkpoint column of every table (empty: left empty).
     AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOptions options,
-                     std::string model_name, std::string origin);
+                     std::string model_name, std::string origin, std::string checkpoint = {});
     ~AnalysisPipeline();
 
     // Streams sinks.csv (input, layer, sink_position; layer -1 = the model-wide sink) and, with

@@ -107,7 +107,8 @@ struct Needs {
 struct AnalysisContext {
     int64_t n_layers = 0, n_heads = 0;
     const ResolvedOptions* options = nullptr;
-    std::string model_name;  // the model / checkpoint columns of the long tables
+    std::string model_name;  // the model column of the long tables
+    std::string checkpoint;  // their checkpoint column ("" outside a series of checkpoints)
     std::string origin;      // names the input in errors (a file, a model)
 };
 
@@ -117,6 +118,7 @@ struct AnalysisInfo {
     Needs needs;
     const char* applies_to = "causal and bidirectional attention";
     bool layer_scope = false;        // --scope layer changes what it compares
+    bool in_all = true;              // false: runs only when named (--analyses all,NAME)
     std::vector<std::string> after;  // analyses whose finished results it reads (auto-selected)
     std::function<std::unique_ptr<Analysis>(const AnalysisContext&)> make;
 };
@@ -141,5 +143,6 @@ std::unique_ptr<Analysis> make_section8(const AnalysisContext& c, const std::str
 std::unique_ptr<Analysis> make_value_space(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_statistics(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_sink_eps(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_entropy_rows(const AnalysisContext& c);
 
 }  // namespace sinkscope::analysis

@@ -91,6 +91,20 @@ inline const TableSchema kPruneRandom{
 inline const TableSchema kPruneOrder{"prune_order",
                                      {"channel", "step", "layer", "head", "redundancy"}};
 
+// `sinkscope dynamics`: per checkpoint (step: training step, empty when the manifest gives only
+// labels) the model's and each layer's quantities over training; the exact split of the entropy
+// change (spec 6) per pair of checkpoints (pair: consecutive or first_last) and layer; the
+// reference-frame type per checkpoint.
+inline const TableSchema kTrajectory{
+    "trajectory", {"model", "checkpoint", "step", "layer", "head", "metric", "param", "value"}};
+inline const TableSchema kEntropySplit{
+    "entropy_split",
+    {"model", "from", "to", "from_step", "to_step", "pair", "layer", "n_rows", "sink_term",
+     "content_term", "delta_entropy", "residual", "sink_share", "unpaired_rows"}};
+inline const TableSchema kFrameTypes{
+    "frame_types",
+    {"model", "checkpoint", "step", "frame_type", "share_first_mid_late", "mean_reference_count"}};
+
 // Metric names read by other analyses or by the report.
 namespace metric {
 inline constexpr const char* kSinkMass = "sink_mass";

@@ -32,6 +32,8 @@ struct AnalyzeOptions {
     int64_t checkpoint_every = 25;      // inputs between saved states
     std::string progress = "auto";      // auto (when stderr is a terminal) | always | never
     bool report = true;                 // write report.html
+    std::string checkpoint;             // label of the checkpoint column and run.json (dynamics)
+    std::string model_name;             // the model column; empty: the model path's last part
     // Called after each input is added (n = inputs done); the CLI's test-only
     // --debug-kill-after hooks in here.
     std::function<void(int64_t n)> after_input;

@@ -17,6 +17,9 @@ public:
     explicit Table(std::vector<std::string> columns);
     // Appends one row; throws InternalError when the width differs from the header.
     void add_row(std::vector<Cell> row);
+    // Sets every empty-string cell of `column` to `value` (no-op without such a column): how a
+    // run's checkpoint label reaches the checkpoint column of every long table.
+    void fill_empty(const std::string& column, const std::string& value);
 
     const std::vector<std::string>& columns() const { return columns_; }
     const std::vector<std::vector<Cell>>& rows() const { return rows_; }

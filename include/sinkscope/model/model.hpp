@@ -19,6 +19,10 @@
 #include "sinkscope/tokenizer/tokenizer.hpp"
 
 namespace sinkscope::io {
+struct ModelFiles;
+}
+
+namespace sinkscope::io {
 class WeightStore;
 }
 
@@ -150,6 +154,9 @@ private:
     io::ImageProcessor image_processor_;
 };
 
+// The config of located model files, without opening the weights (GGUF: its metadata; llama2.c:
+// its header); `format` (may be null) receives the weight naming the files use.
+ModelConfig read_model_config(const io::ModelFiles& files, WeightFormat* format = nullptr);
 // Loads an HF directory (config.json + safetensors), a .gguf file or a llama2.c .bin checkpoint
 // (tokenizer: options.tokenizer, else tok<vocab>.bin or tokenizer.bin beside it).
 Model load_model(const std::filesystem::path& path, const LoadOptions& options = {});

@@ -49,7 +49,9 @@ nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs
             {"device", o.m.device},
             {"dtype", o.m.dtype},
             {"bos", o.m.bos},
-            {"attention_memory_mb", o.attention_memory_mb}};
+            {"attention_memory_mb", o.attention_memory_mb},
+            {"checkpoint", o.checkpoint},
+            {"model_name", o.model_name}};
 }
 
 // What the BOS policy resolved to: whether the tokenizer prepends BOS (policy and the tokenizer's
@@ -178,8 +180,10 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
                                     : m.tokenizer()       ? m.tokenizer()->bos_id()
                                                           : -1;
     resolved.p2.sink = resolved.head.sink;
-    const std::string model_name = fs::absolute(o.m.model).filename().string();
-    analysis::AnalysisPipeline pipeline(cfg.n_layers, cfg.n_heads, resolved, model_name, o.m.model);
+    const std::string model_name =
+        o.model_name.empty() ? fs::absolute(o.m.model).filename().string() : o.model_name;
+    analysis::AnalysisPipeline pipeline(cfg.n_layers, cfg.n_heads, resolved, model_name, o.m.model,
+                                        o.checkpoint);
 
     const nlohmann::json print = fingerprint(o, inputs);
     OutputDir out = OutputDir::resumable(o.out, o.overwrite);
@@ -265,6 +269,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     }
     rec["model"]["attention"] = attn;
     rec["subcommand"] = "analyze";
+    rec["checkpoint"] = o.checkpoint;
     rec["device"] = o.m.device;
     rec["dtype"] = o.m.dtype;
     rec["threads"] = resolved.threads;

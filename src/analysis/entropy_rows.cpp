@@ -1,0 +1,96 @@
+// The per-row entropy parts of spec/METRICS.md section 6 (H = H_b(s) + (1 - s) H(pi)), kept for
+// every row, so that two runs on the same inputs (checkpoints of one training run) can be paired
+// row by row and their entropy change split exactly into a sink and a content term afterwards
+// (`sinkscope dynamics`). Not part of "all": a run asks for it (--analyses all,entropy_rows).
+//
+// Output: entropy_rows.npy, float64 [R, 8], one row per (input, layer, head, query) with at least
+// min_parts visible keys and the layer's sink among them (the rows of heads.csv):
+//   input, layer, head, query, sink_mass s, content_mass (1 - s summed from the content parts,
+//   accurate near s = 1), content_entropy H(pi), entropy H(p) (nats, measured on the whole row).
+// The entropies come from the closed row (10.a), or from the fp64 log-softmax of the scores
+// (10.b); the zero policy never enters (10.c: zeros are harmless to entropies).
+#include <cstring>
+
+#include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/metrics/row.hpp"
+
+namespace sinkscope::analysis {
+
+namespace {
+
+constexpr int64_t kColumns = 8;
+
+class EntropyRows final : public Analysis {
+public:
+    explicit EntropyRows(const AnalysisContext& c) : ctx_(c) {}
+
+    void add(const InputView& in, PerInputValues*) override {
+        const metrics::AttentionInput& a = *in.attention;
+        const int64_t min_parts = ctx_.options->head.min_parts;
+        // Entropies are read before any log-ratio, so zeros need no replacement; a replacement
+        // this small leaves every other output of compose_row_probabilities unused anyway.
+        const metrics::ZeroPolicy zeros{metrics::ZeroPolicy::Kind::Replace, 1e-300};
+        std::vector<double> p(size_t(a.n_tokens)), pi(p.size()), clr(p.size()), clr_c(p.size()),
+            scratch(p.size());
+        for (int64_t l = 0; l < a.n_layers; ++l) {
+            const int64_t sink = in.sinks->per_layer[size_t(l)];
+            for (int64_t h = 0; h < a.n_heads; ++h)
+                for (int64_t i = 0; i < a.length; ++i) {
+                    const int64_t kb = a.key_begin(i), d = a.key_end(i) - kb;
+                    if (d < min_parts || sink < kb || sink >= kb + d) continue;
+                    metrics::RowOut o{p.data(), pi.data(), clr.data(), clr_c.data(), 0, 0, 0,
+                                      0,        0,         0};
+                    if (a.has_scores())
+                        metrics::compose_row_scores(a.score_row(l, h, i) + kb, d, sink - kb, o);
+                    else
+                        metrics::compose_row_probabilities(a.row(l, h, i) + kb, d, sink - kb, zeros,
+                                                           o, scratch.data());
+                    const double row[kColumns] = {double(in.index),  double(l),   double(h),
+                                                  double(i),         o.sink_mass, o.content_mass,
+                                                  o.content_entropy, o.entropy};
+                    rows_.insert(rows_.end(), row, row + kColumns);
+                }
+        }
+    }
+    void merge(const Analysis& other) override {
+        const auto& o = dynamic_cast<const EntropyRows&>(other);
+        rows_.insert(rows_.end(), o.rows_.begin(), o.rows_.end());
+    }
+    void save(BinaryWriter& w) const override {
+        w.tag("entropy_rows");
+        w.put_vector(rows_);
+    }
+    void load(BinaryReader& r) override {
+        r.expect_tag("entropy_rows");
+        std::vector<double> rows = r.get_vector<double>();
+        if (rows.size() % kColumns != 0) r.fail("entropy_rows state is not whole rows");
+        rows_ = std::move(rows);
+    }
+    AnalysisOutput finish(const FinishContext&) override {
+        io::NpyArray array;
+        array.dtype = io::DType::F64;
+        array.shape = {int64_t(rows_.size()) / kColumns, kColumns};
+        array.data.resize(rows_.size() * sizeof(double));
+        if (!rows_.empty()) std::memcpy(array.data.data(), rows_.data(), array.data.size());
+        AnalysisOutput out;
+        out.arrays.emplace_back("entropy_rows.npy", std::move(array));
+        out.record["entropy_rows"] = {{"file", "entropy_rows.npy"},
+                                      {"n_rows", rows_.size() / kColumns},
+                                      {"columns",
+                                       {"input", "layer", "head", "query", "sink_mass",
+                                        "content_mass", "content_entropy", "entropy"}}};
+        return out;
+    }
+
+private:
+    AnalysisContext ctx_;
+    std::vector<double> rows_;  // [R * kColumns]
+};
+
+}  // namespace
+
+std::unique_ptr<Analysis> make_entropy_rows(const AnalysisContext& c) {
+    return std::make_unique<EntropyRows>(c);
+}
+
+}  // namespace sinkscope::analysis
