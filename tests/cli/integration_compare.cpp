@@ -274,7 +274,7 @@ TEST(CliCompare, FittedThresholdsFrozenOnApplied) {
             if (lo > hi) continue;
             int correct = 0, wrong = 0, abstain = 0;
             for (const auto& [name, x, flip] : runs) {
-                if (!std::string("ABCD").contains(name)) continue;
+                if (std::string("ABCD").find(name) == std::string::npos) continue;
                 const std::string p = predict(x, lo, hi);
                 if (p == "abstain")
                     ++abstain;
@@ -303,7 +303,8 @@ TEST(CliCompare, FittedThresholdsFrozenOnApplied) {
         EXPECT_EQ(d(g, i, "hi"), hi);
         const std::string role = s(g, i, "role");
         const std::string name = fs::path(s(g, i, "run")).filename().string();
-        EXPECT_EQ(role, std::string("EFG").contains(name) ? "apply" : "fit") << name;
+        EXPECT_EQ(role, std::string("EFG").find(name) != std::string::npos ? "apply" : "fit")
+            << name;
         EXPECT_EQ(s(g, i, "predicted"), predict(d(g, i, "rho"), lo, hi));
         if (role == "apply") ++counted[{s(g, i, "predicted"), s(g, i, "measured")}];
     }
@@ -313,8 +314,8 @@ TEST(CliCompare, FittedThresholdsFrozenOnApplied) {
     for (size_t i = 0; i < conf.size(); ++i) {
         const int n = int(d(conf, i, "count"));
         total += n;
-        EXPECT_EQ(n, counted[{s(conf, i, "predicted"), s(conf, i, "measured")}])
-            << s(conf, i, "predicted") << " x " << s(conf, i, "measured");
+        const auto key = std::make_pair(s(conf, i, "predicted"), s(conf, i, "measured"));
+        EXPECT_EQ(n, counted[key]) << s(conf, i, "predicted") << " x " << s(conf, i, "measured");
     }
     EXPECT_EQ(total, 3);
 }
@@ -336,4 +337,37 @@ TEST(CliCompare, DefaultsWithoutFit) {
         EXPECT_EQ(s(g, i, "role"), "apply");
         EXPECT_EQ(s(g, i, "agreement"), "correct");
     }
+}
+
+// A dynamics run stands for its checkpoints' sub-runs, labelled from its "checkpoints" list;
+// --fit names the dynamics run as given, which fits on every checkpoint.
+TEST(CliCompare, DynamicsRunExpandsIntoCheckpoints) {
+    testutil::ScratchDir tmp;
+    fake_run(tmp / "dyn/ck/s10", 0.1, 0.05);
+    fake_run(tmp / "dyn/ck/s20", 0.6, 0.4);
+    fake_run(tmp / "other", 0.7, 0.1);
+    const json dyn = {{"tool", {{"name", "sinkscope"}}},
+                      {"subcommand", "dynamics"},
+                      {"checkpoints",
+                       {{{"label", "step-10"}, {"step", 10}, {"path", "ck/s10"}},
+                        {{"label", ""}, {"step", 20}, {"path", "ck/s20"}}}}};
+    testutil::write_text(tmp / "dyn/run.json", dyn.dump());
+    const fs::path out = tmp / "cmp";
+    const auto r = run_cli({"compare", (tmp / "dyn").string(), (tmp / "other").string(), "--out",
+                            out.string(), "--fit", (tmp / "dyn").string(), "--no-report"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const io::Table m = io::Table::read_csv(out / "models.csv");
+    ASSERT_EQ(m.size(), 3u);
+    EXPECT_EQ(s(m, 0, "checkpoint"), "step-10");
+    EXPECT_EQ(s(m, 1, "checkpoint"), "step 20");  // no label: the step
+    EXPECT_EQ(s(m, 0, "model"), "s10");
+    const io::Table g = io::Table::read_csv(out / "regime.csv");
+    ASSERT_EQ(g.size(), 3u);
+    EXPECT_EQ(s(g, 0, "role"), "fit");
+    EXPECT_EQ(s(g, 1, "role"), "fit");
+    EXPECT_EQ(s(g, 2, "role"), "apply");
+    // Fit points (0.1, safe) and (0.6, unsafe): candidates 0, 0.2, 0.35, 0.5, 1; the smallest
+    // lo classifying both is 0.2, then the smallest hi >= 0.2 that is <= 0.6: 0.2.
+    EXPECT_EQ(d(g, 2, "lo"), 0.2);
+    EXPECT_EQ(d(g, 2, "hi"), 0.2);
 }
