@@ -17,6 +17,9 @@
 
 namespace sinkscope::report {
 
+// figures_compare.cpp: the figures of a `sinkscope compare` directory (none for other runs).
+void compare_section(const std::filesystem::path& dir, ReportContent& c);
+
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -666,6 +669,7 @@ ReportContent collect_report(const fs::path& run_dir) {
         prune_section(run_dir, c);
         fisher_section(run_dir, c);
         dynamics_section(run_dir, c);
+        compare_section(run_dir, c);
     } catch (const json::exception& e) {
         throw unexpected_structure(run_dir, printable(e.what()));
     }

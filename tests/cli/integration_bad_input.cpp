@@ -1731,6 +1731,100 @@ TEST(BadInput, Report) {
     run_cases(cases, d, shared);
 }
 
+// compare RUN_DIR...: missing, foreign or damaged runs and runs of other conventions; each one
+// line naming the path, and no --out written.
+TEST(BadInput, Compare) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const fs::path d = tmp.path();
+    auto run_json = [](const std::string& sink, const std::string& extra = "") {
+        return "{\"tool\": {\"name\": \"sinkscope\"}, \"subcommand\": \"analyze\", "
+               "\"options\": {\"sink\": \"" +
+               sink + "\"}" + extra + "}";
+    };
+    const std::string regime_header =
+        "scope,layer,rho,regime_lo,regime_hi,predicted,flip_compared,flip_disagree,flip_rate,"
+        "unsafe_flip_rate,measured,agreement\n";
+    write(d / "ok/run.json", run_json("first"));
+    write(d / "ok/regime.csv", regime_header + "model,-1,0.3,0.2,0.5,x,1,0,0.1,0.15,x,x\n");
+    write(d / "argmax/run.json", run_json("argmax"));
+    write(d / "min_parts/run.json",
+          "{\"tool\": {\"name\": \"sinkscope\"}, \"subcommand\": \"analyze\", "
+          "\"options\": {\"sink\": \"first\", \"min_parts\": 4}}");
+    write(d / "other_inputs/run.json",
+          run_json("first", ", \"data\": {\"inputs_sha256\": \"" + std::string(64, 'b') + "\"}"));
+    write(d / "inputs/run.json",
+          run_json("first", ", \"data\": {\"inputs_sha256\": \"" + std::string(64, 'a') + "\"}"));
+    fs::create_directories(d / "empty");
+    write(d / "foreign/run.json", "{\"tool\": {\"name\": \"other\"}}");
+    write(d / "syntax/run.json", "{\"tool\": ");
+    write(d / "short_row/run.json", run_json("first"));
+    write(d / "short_row/regime.csv", regime_header + "model,-1,0.3\n");
+    write(d / "no_column/run.json", run_json("first"));
+    write(d / "no_column/regime.csv", "scope,layer,rho\nmodel,-1,0.3\n");
+    write(d / "text_rate/run.json", run_json("first"));
+    write(d / "text_rate/regime.csv", regime_header + "model,-1,0.3,0.2,0.5,x,1,0,high,0.15,x,x\n");
+    write(d / "compare_run/run.json",
+          "{\"tool\": {\"name\": \"sinkscope\"}, \"subcommand\": \"compare\"}");
+    write(d / "dyn/run.json",
+          "{\"tool\": {\"name\": \"sinkscope\"}, \"subcommand\": \"dynamics\", "
+          "\"checkpoints\": [{\"label\": \"s1\", \"step\": 1, \"path\": \"missing\"}]}");
+    write(d / "dyn_abs/run.json",
+          "{\"tool\": {\"name\": \"sinkscope\"}, \"subcommand\": \"dynamics\", "
+          "\"checkpoints\": [{\"path\": \"/etc\"}]}");
+    auto cmp = [](std::vector<std::string> runs, std::vector<std::string> extra = {}) {
+        std::vector<std::string> a = {"compare"};
+        a.insert(a.end(), runs.begin(), runs.end());
+        a.insert(a.end(), {"--out", "{d}/out"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    const std::vector<Case> cases = {
+        {"missing run", cmp({"{d}/ok", "{d}/nothing"}), 3, "{d}/nothing: no such run directory"},
+        {"folder without run.json", cmp({"{d}/empty"}), 3,
+         "{d}/empty: is not a sinkscope run directory (no run.json)"},
+        {"another tool's run", cmp({"{d}/foreign"}), 3,
+         "{d}/foreign/run.json: was not written by sinkscope (no tool.name \"sinkscope\")"},
+        {"run.json not JSON", cmp({"{d}/syntax"}), 3,
+         "{d}/syntax/run.json: not valid JSON: [json.exception..."},
+        {"regime.csv row too short", cmp({"{d}/short_row"}), 3,
+         "{d}/short_row/regime.csv: line 2 has 3 fields, header has 12"},
+        {"regime.csv without flip_rate", cmp({"{d}/no_column"}), 3,
+         "{d}/no_column/regime.csv: has no column 'flip_rate'"},
+        {"flip rate not a number", cmp({"{d}/text_rate"}), 3,
+         "{d}/text_rate/regime.csv: line 2: column 'flip_rate' is not a number: high"},
+        {"a compare run as input", cmp({"{d}/compare_run"}), 3,
+         "{d}/compare_run/run.json: is a 'compare' run; compare reads analyze, metrics, dynamics, "
+         "prune and fisher runs"},
+        {"dynamics checkpoint missing", cmp({"{d}/dyn"}), 3,
+         "{d}/dyn/missing: no such run directory"},
+        {"dynamics checkpoint path absolute", cmp({"{d}/dyn_abs"}), 3,
+         "{d}/dyn_abs/run.json: checkpoint path \"/etc\" must be relative to the dynamics run"},
+        {"different sink conventions", cmp({"{d}/ok", "{d}/argmax"}), 2,
+         "compare: runs differ in the sink convention (--sink): {d}/ok has first, {d}/argmax has "
+         "argmax; pass --allow-mixed to compare them anyway"},
+        {"different min_parts", cmp({"{d}/ok", "{d}/min_parts"}), 2,
+         "compare: runs differ in the minimum part count (--min-parts): {d}/ok has (not set), "
+         "{d}/min_parts has 4; pass --allow-mixed to compare them anyway"},
+        {"different inputs", cmp({"{d}/inputs", "{d}/other_inputs"}), 2,
+         "compare: runs differ in their inputs (the tokenised input set's sha256): {d}/inputs has "
+         "aaaaaaaaaaaa, {d}/other_inputs has bbbbbbbbbbbb; pass --allow-mixed to compare them "
+         "anyway"},
+        {"--fit names no given run", cmp({"{d}/ok"}, {"--fit", "{d}/argmax"}), 2,
+         "--fit {d}/argmax is not one of the run directories given (name it as given)"},
+        {"run in --fit and --apply", cmp({"{d}/ok"}, {"--fit", "{d}/ok", "--apply", "{d}/ok"}), 2,
+         "--fit and --apply both name {d}/ok: a run is either fitted on or predicted"},
+        {"run given twice", cmp({"{d}/ok", "{d}/ok"}), 2,
+         "compare: a run directory is given twice"},
+        {"--out a user's folder",
+         {"compare", "{d}/ok", "--out", "{d}/empty_user"},
+         2,
+         "{d}/empty_user..."},
+    };
+    write(d / "empty_user/mine.txt", "user file");
+    run_cases(cases, d, shared);
+}
+
 // `train`: corpora that cannot make one training sequence, presets and settings that do not
 // exist or ask for more than the machine or the limits allow. The corpus is read through the
 // data_bytes limit like every data file.

@@ -249,6 +249,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     rec["options"] = analysis::to_json(aopts);
     record.set_model_files(o.m.model, m.files);
     rec["model"]["architecture"] = cfg.architecture;
+    rec["model"]["n_params"] = m.n_params();  // compare plots sink quantities against it
     rec["model"]["format"] = model::weight_format_name(m.format);
     rec["model"]["dims"] = {{"n_layers", cfg.n_layers},     {"n_heads", cfg.n_heads},
                             {"n_kv_heads", cfg.n_kv_heads}, {"d_model", cfg.d_model},
@@ -288,6 +289,8 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
                    {"model_context", inputs.context},
                    {"over_context", o.m.over_context}};
     rec["data"]["kind"] = inputs.kind;
+    // The inputs as tokenised: compare refuses runs of different inputs by this hash.
+    rec["data"]["inputs_sha256"] = analysis::inputs_sha256(inputs);
     rec["data"]["selection"] = o.analysis.seed && o.samples > 0
                                    ? "random subset (seed " + std::to_string(*o.analysis.seed) + ")"
                                    : std::string("first samples");

@@ -1,0 +1,59 @@
+// `sinkscope compare`: joins finished run directories (analyze, dynamics, prune, fisher) into
+// cross-model tables, the regime predictor (spec 7) fitted on some runs and applied frozen to the
+// others, and report.html. Reads run.json and the CSV tables only: no model, no torch.
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "sinkscope/metrics/regime.hpp"
+
+namespace sinkscope::api {
+
+struct CompareOptions {
+    std::vector<std::string> runs;  // run directories as given (a dynamics run: its sub-runs)
+    std::filesystem::path out = "runs/compare";
+    bool overwrite = false;          // replace an earlier sinkscope result at `out`
+    std::vector<std::string> fit;    // runs (as given in `runs`) the thresholds are fitted on
+    std::vector<std::string> apply;  // runs the frozen thresholds are applied to (default: all)
+    bool allow_mixed = false;        // compare runs of different inputs or conventions
+    bool report = true;              // write report.html
+    std::string command_line;        // for run.json
+};
+
+// One model-level observation of the regime predictor: the sink share rho (spec 2) and the
+// pooled flip rate (spec 3, 7) of a run.
+struct RegimePoint {
+    double rho;
+    double flip_rate;  // non-finite: unmeasured (left out of fitting)
+};
+
+struct RegimeFit {
+    double lo = metrics::kRegimeLo;
+    double hi = metrics::kRegimeHi;
+    int64_t n_correct = 0, n_wrong = 0, n_abstain = 0;  // on the fitted points
+};
+
+// The candidate thresholds of the fitting rule: 0, 1, the spec defaults 0.2 and 0.5, and the
+// midpoints between consecutive distinct sorted finite rho values of `points` (only those with a
+// finite flip rate and a finite rho in [0, 1]); sorted, distinct.
+std::vector<double> regime_candidates(const std::vector<RegimePoint>& points);
+
+// The fitting rule (spec 7 leaves the choice of lo/hi open): over every candidate pair lo <= hi,
+// maximise the number of correct non-abstaining predictions on `points`; ties broken by fewer
+// wrong predictions, then fewer abstentions, then the smallest lo, then the smallest hi. Points
+// with a non-finite flip rate are ignored. No usable point: the spec defaults.
+RegimeFit fit_regime(const std::vector<RegimePoint>& points);
+
+// One line describing the fitting rule (run.json, regime.csv, report).
+extern const char* const kRegimeFitRule;
+
+// Runs the command: reads every run (InputError naming the path on a missing or damaged run),
+// checks that inputs and conventions agree (UsageError naming the first difference, unless
+// allow_mixed), then writes models.csv, compare.csv, frames.csv, regime.csv,
+// regime_confusion.csv, run.json and report.html into `out` (all or nothing).
+void run_compare_command(const CompareOptions& options, std::ostream& log);
+
+}  // namespace sinkscope::api

@@ -1,0 +1,517 @@
+// The `sinkscope compare` command: finished run directories -> cross-model tables, the regime
+// predictor (spec 7) fitted on some runs and frozen on the others, run.json and report.html.
+// Reads run.json and CSV tables only (no torch): the numbers are the runs' own.
+#include "sinkscope/api/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <ostream>
+#include <set>
+#include <tuple>
+
+#include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/io/json.hpp"
+#include "sinkscope/io/run_record.hpp"
+#include "sinkscope/io/table.hpp"
+#include "sinkscope/report/report.hpp"
+
+namespace sinkscope::api {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+namespace tables = analysis::tables;
+
+const char* const kRegimeFitRule =
+    "candidates: 0, 1, 0.2, 0.5 and the midpoints between consecutive distinct sorted rho of the "
+    "fit runs; over every pair lo <= hi maximise the correct non-abstaining predictions, then "
+    "fewer wrong, then fewer abstentions, then the smallest lo, then the smallest hi; fit runs "
+    "without a measured flip rate are left out";
+
+std::vector<double> regime_candidates(const std::vector<RegimePoint>& points) {
+    std::vector<double> rho;
+    for (const auto& p : points)
+        if (std::isfinite(p.flip_rate) && std::isfinite(p.rho) && p.rho >= 0 && p.rho <= 1)
+            rho.push_back(p.rho);
+    std::sort(rho.begin(), rho.end());
+    rho.erase(std::unique(rho.begin(), rho.end()), rho.end());
+    std::vector<double> c = {0.0, 1.0, metrics::kRegimeLo, metrics::kRegimeHi};
+    for (size_t i = 1; i < rho.size(); ++i) c.push_back(0.5 * (rho[i - 1] + rho[i]));
+    std::sort(c.begin(), c.end());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+    return c;
+}
+
+RegimeFit fit_regime(const std::vector<RegimePoint>& points) {
+    std::vector<RegimePoint> used;
+    for (const auto& p : points)
+        if (std::isfinite(p.flip_rate)) used.push_back(p);
+    auto score = [&](double lo, double hi) {
+        RegimeFit f{lo, hi, 0, 0, 0};
+        for (const auto& p : used) {
+            const metrics::Regime r = metrics::predict_regime(p.rho, lo, hi);
+            if (r == metrics::Regime::Abstain)
+                ++f.n_abstain;
+            else if (r == metrics::measured_regime(p.flip_rate))
+                ++f.n_correct;
+            else
+                ++f.n_wrong;
+        }
+        return f;
+    };
+    if (used.empty()) return score(metrics::kRegimeLo, metrics::kRegimeHi);
+    const std::vector<double> c = regime_candidates(used);
+    RegimeFit best;
+    bool have = false;
+    // Candidates ascend, so the first pair reaching a score has the smallest lo, then hi.
+    for (size_t i = 0; i < c.size(); ++i)
+        for (size_t j = i; j < c.size(); ++j) {
+            const RegimeFit f = score(c[i], c[j]);
+            if (!have || std::make_tuple(f.n_correct, -f.n_wrong, -f.n_abstain) >
+                             std::make_tuple(best.n_correct, -best.n_wrong, -best.n_abstain)) {
+                best = f;
+                have = true;
+            }
+        }
+    return best;
+}
+
+namespace {
+
+struct Value {
+    std::string metric, param;
+    double value;
+};
+
+struct Run {
+    std::string path;   // as shown in the tables: the argument, or argument/sub-run of dynamics
+    std::string given;  // the argument it came from (what --fit / --apply name)
+    fs::path dir;
+    json rec;
+    std::string subcommand, model, checkpoint, architecture, inputs_sha256, sink;
+    int64_t n_params = -1;  // -1: the run does not record it
+    double rho = std::nan(""), flip_rate = std::nan("");
+    bool has_regime = false;  // rho read from the run
+    std::vector<Value> values;
+    json frame;  // frame.json, or null
+    std::string role = "none";
+};
+
+// A column of a table read from `file`; a missing column is a damaged table.
+size_t column(const io::Table& t, const fs::path& file, const std::string& name) {
+    const auto& c = t.columns();
+    const auto it = std::find(c.begin(), c.end(), name);
+    if (it == c.end()) throw InputError(file.string(), "has no column '" + name + "'");
+    return size_t(it - c.begin());
+}
+std::string cell_str(const io::Cell& c) {
+    if (auto s = std::get_if<std::string>(&c)) return *s;
+    if (auto d = std::get_if<double>(&c)) return io::format_number(*d);
+    return std::to_string(std::get<int64_t>(c));
+}
+double cell_num(const io::Cell& c, const fs::path& file, const std::string& col, size_t line) {
+    if (auto d = std::get_if<double>(&c)) return *d;
+    if (auto i = std::get_if<int64_t>(&c)) return double(*i);
+    throw InputError(file.string(), "line " + std::to_string(line + 2) + ": column '" + col +
+                                        "' is not a number: " + printable(cell_str(c), 40));
+}
+
+// Reads one table of a run: (columns by name) -> rows; absent file: empty table.
+struct Reader {
+    fs::path file;
+    io::Table t{{}};
+    bool present = false;
+    Reader(const fs::path& dir, const std::string& name) : file(dir / (name + ".csv")) {
+        if (!fs::exists(file)) return;
+        t = io::Table::read_csv(file);
+        present = true;
+    }
+    std::string s(size_t row, const std::string& col) const {
+        return cell_str(t.rows()[row][column(t, file, col)]);
+    }
+    double d(size_t row, const std::string& col) const {
+        return cell_num(t.rows()[row][column(t, file, col)], file, col, row);
+    }
+};
+
+std::string model_name(const json& rec, const fs::path& dir) {
+    if (rec.contains("model") && rec["model"].is_object() && rec["model"].contains("path") &&
+        rec["model"]["path"].is_string()) {
+        fs::path p = fs::path(rec["model"]["path"].get<std::string>()).lexically_normal();
+        if (p.filename().empty()) p = p.parent_path();
+        if (!p.filename().empty()) return p.filename().string();
+    }
+    return fs::absolute(dir).lexically_normal().filename().string();
+}
+
+json read_run_json(const fs::path& dir, const std::string& shown) {
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) throw InputError(shown, "no such run directory");
+    if (!fs::is_directory(dir, ec)) throw InputError(shown, "is not a directory");
+    if (!fs::exists(dir / "run.json", ec))
+        throw InputError(shown, "is not a sinkscope run directory (no run.json)");
+    const json rec = io::read_json_file(dir / "run.json");
+    const std::string file = (dir / "run.json").string();
+    if (!rec.is_object() || !rec.contains("tool") || !rec["tool"].is_object() ||
+        io::json_string_or(rec["tool"], "name", "", file) != "sinkscope")
+        throw InputError(file, "was not written by sinkscope (no tool.name \"sinkscope\")");
+    return rec;
+}
+
+// Model-level numbers of one run, read from its own tables.
+void read_values(Run& r) {
+    const fs::path& dir = r.dir;
+    // Sink mass: the unweighted mean over the model's heads of heads.csv sink_mass.
+    if (Reader h(dir, tables::kHeads.name); h.present) {
+        double sum = 0;
+        int64_t n = 0;
+        for (size_t i = 0; i < h.t.size(); ++i)
+            if (h.s(i, "metric") == tables::metric::kSinkMass && h.d(i, "layer") >= 0 &&
+                h.d(i, "head") >= 0) {
+                sum += h.d(i, "value");
+                ++n;
+            }
+        if (n > 0) r.values.push_back({"sink_mass", "mean over heads", sum / double(n)});
+    }
+    // Sink_eps (spec 8.q): the model-level share, one row per eps.
+    if (Reader s(dir, tables::kSinkEps.name); s.present)
+        for (size_t i = 0; i < s.t.size(); ++i)
+            if (s.s(i, "metric") == "sink_eps" && s.d(i, "layer") < 0 && s.d(i, "head") < 0)
+                r.values.push_back({"sink_eps", s.s(i, "convention"), s.d(i, "value")});
+    // rho (spec 2) and the pooled flip rate (spec 7): the model row of regime.csv; rho from
+    // dispersion.csv when the run has no regime table.
+    if (Reader g(dir, tables::kRegime); g.present)
+        for (size_t i = 0; i < g.t.size(); ++i)
+            if (g.s(i, "scope") == "model") {
+                r.rho = g.d(i, "rho");
+                r.flip_rate = g.d(i, "flip_rate");
+                r.has_regime = true;
+            }
+    if (!r.has_regime)
+        if (Reader g(dir, tables::kDispersion.name); g.present)
+            for (size_t i = 0; i < g.t.size(); ++i)
+                if (g.s(i, "scope") == "model") {
+                    r.rho = g.d(i, "rho");
+                    r.has_regime = true;
+                }
+    if (r.has_regime) {
+        r.values.push_back({"rho", "", r.rho});
+        r.values.push_back({"flip_rate", "pooled", r.flip_rate});
+    }
+    // Reversal rates (spec 3) at model scope: comparison/metric as the run reports them.
+    if (Reader v(dir, tables::kReversal); v.present)
+        for (size_t i = 0; i < v.t.size(); ++i)
+            if (v.s(i, "scope") == "model")
+                r.values.push_back({"reversal_rate", v.s(i, "comparison") + "/" + v.s(i, "metric"),
+                                    v.d(i, "rate")});
+    // Fisher: the model-level rows (layer and head -1) of fisher.csv.
+    if (Reader f(dir, tables::kFisher.name); f.present)
+        for (size_t i = 0; i < f.t.size(); ++i)
+            if (f.d(i, "layer") < 0 && f.d(i, "head") < 0)
+                r.values.push_back({f.s(i, "metric"), f.s(i, "convention"), f.d(i, "value")});
+    if (fs::exists(dir / tables::kFrameFile)) {
+        r.frame = io::read_json_file(dir / tables::kFrameFile);
+        if (!r.frame.is_object())
+            throw InputError((dir / tables::kFrameFile).string(), "is not a JSON object");
+    }
+}
+
+Run read_run(const fs::path& dir, const std::string& shown, const std::string& given,
+             const std::string& checkpoint_label) {
+    Run r;
+    r.path = shown;
+    r.given = given;
+    r.dir = dir;
+    r.rec = read_run_json(dir, shown);
+    const std::string file = (dir / "run.json").string();
+    r.subcommand = io::json_string_or(r.rec, "subcommand", "", file);
+    static const std::set<std::string> known = {"analyze", "metrics", "prune", "fisher"};
+    if (!known.count(r.subcommand))
+        throw InputError(file, "is a '" + printable(r.subcommand, 40) +
+                                   "' run; compare reads analyze, metrics, dynamics, prune and "
+                                   "fisher runs");
+    r.model = model_name(r.rec, dir);
+    r.checkpoint = checkpoint_label.empty() ? io::json_string_or(r.rec, "checkpoint", "", file)
+                                            : checkpoint_label;
+    if (r.rec.contains("model") && r.rec["model"].is_object()) {
+        r.architecture = io::json_string_or(r.rec["model"], "architecture", "", file);
+        r.n_params = io::json_int_or(r.rec["model"], "n_params", -1, file);
+    }
+    if (r.rec.contains("data") && r.rec["data"].is_object())
+        r.inputs_sha256 = io::json_string_or(r.rec["data"], "inputs_sha256", "", file);
+    if (r.rec.contains("options") && r.rec["options"].is_object() &&
+        r.rec["options"].contains("sink") && r.rec["options"]["sink"].is_string())
+        r.sink = r.rec["options"]["sink"].get<std::string>();
+    read_values(r);
+    return r;
+}
+
+// A run argument: a plain run, or a dynamics run expanded into its checkpoints' sub-runs.
+void add_runs(const std::string& given, std::vector<Run>& runs) {
+    const fs::path dir(given);
+    const json rec = read_run_json(dir, given);
+    const std::string file = (dir / "run.json").string();
+    if (io::json_string_or(rec, "subcommand", "", file) != "dynamics" ||
+        !rec.contains("checkpoints")) {
+        runs.push_back(read_run(dir, given, given, ""));
+        return;
+    }
+    const json& cps = rec["checkpoints"];
+    if (!cps.is_array() || cps.empty())
+        throw InputError(file, "key 'checkpoints' must be a non-empty array");
+    for (const json& cp : cps) {
+        if (!cp.is_object()) throw InputError(file, "an entry of 'checkpoints' is not an object");
+        const std::string sub = io::json_string(cp, "path", file);
+        const fs::path rel(sub);
+        if (sub.empty() || rel.is_absolute())
+            throw InputError(file, "checkpoint path " + io::brief(cp["path"]) +
+                                       " must be relative to the dynamics run");
+        std::string label = io::json_string_or(cp, "label", "", file);
+        if (label.empty() && cp.contains("step") && cp["step"].is_number_integer())
+            label = "step " + std::to_string(cp["step"].get<int64_t>());
+        runs.push_back(read_run(dir / rel, (dir / rel).string(), given, label));
+        if (runs.back().subcommand == "prune" || runs.back().subcommand == "fisher")
+            throw InputError(runs.back().path, "a dynamics checkpoint must be an analyze run");
+    }
+}
+
+// What an option key is, for the messages.
+std::string option_label(const std::string& key) {
+    static const std::map<std::string, std::string> names = {
+        {"sink", "the sink convention"},
+        {"zeros", "the zero policy"},
+        {"min_parts", "the minimum part count"},
+        {"compat", "the compat mode"},
+        {"scope", "the head scope"},
+        {"regime_lo", "the regime threshold lo"},
+        {"regime_hi", "the regime threshold hi"}};
+    std::string flag = "--" + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const auto it = names.find(key);
+    return (it == names.end() ? "option " + key : it->second) + " (" + flag + ")";
+}
+
+// Option keys that do not change the compared numbers (how fast, what else is written).
+const std::set<std::string> kIgnoredOptions = {"threads",   "per_input",  "per_head",
+                                               "bootstrap", "confidence", "analyses"};
+
+std::string shown_value(const json& v) {
+    return v.is_string() ? printable(v.get<std::string>(), 80) : io::brief(v);
+}
+
+// Differences between each run and the first of its kind (inputs hash, options): one line each.
+std::vector<std::string> differences(const std::vector<Run>& runs) {
+    std::vector<std::string> out;
+    const Run* first_hash = nullptr;
+    std::map<std::string, const Run*> first_of_kind;  // options compare within one subcommand
+    for (const Run& r : runs) {
+        if (!r.inputs_sha256.empty()) {
+            if (!first_hash)
+                first_hash = &r;
+            else if (first_hash->inputs_sha256 != r.inputs_sha256)
+                out.push_back("runs differ in their inputs (the tokenised input set's sha256): " +
+                              first_hash->path + " has " + first_hash->inputs_sha256.substr(0, 12) +
+                              ", " + r.path + " has " + r.inputs_sha256.substr(0, 12));
+        }
+        const std::string kind = r.subcommand == "metrics" ? "analyze" : r.subcommand;
+        const auto [it, inserted] = first_of_kind.emplace(kind, &r);
+        if (inserted) continue;
+        const Run& a = *it->second;
+        const json none;
+        const json& oa = a.rec.contains("options") ? a.rec["options"] : none;
+        const json& ob = r.rec.contains("options") ? r.rec["options"] : none;
+        if (!oa.is_object() || !ob.is_object()) continue;
+        std::set<std::string> keys;
+        for (auto k = oa.begin(); k != oa.end(); ++k) keys.insert(k.key());
+        for (auto k = ob.begin(); k != ob.end(); ++k) keys.insert(k.key());
+        for (const std::string& k : keys) {
+            if (kIgnoredOptions.count(k)) continue;
+            const json va = oa.contains(k) ? oa[k] : json("(not set)");
+            const json vb = ob.contains(k) ? ob[k] : json("(not set)");
+            if (va != vb)
+                out.push_back("runs differ in " + option_label(k) + ": " + a.path + " has " +
+                              shown_value(va) + ", " + r.path + " has " + shown_value(vb));
+        }
+    }
+    return out;
+}
+
+double frame_num(const json& f, const char* key) {
+    return f.contains(key) && f[key].is_number() ? f[key].get<double>() : std::nan("");
+}
+std::string frame_str(const json& f, const char* key) {
+    return f.contains(key) && f[key].is_string() ? f[key].get<std::string>() : "";
+}
+
+}  // namespace
+
+void run_compare_command(const CompareOptions& o, std::ostream& log) {
+    if (o.runs.empty()) throw UsageError("compare needs at least one run directory");
+    if (o.out.empty()) throw UsageError("--out must not be empty");
+    std::set<std::string> given(o.runs.begin(), o.runs.end());
+    if (given.size() != o.runs.size()) throw UsageError("compare: a run directory is given twice");
+    for (const auto* list : {&o.fit, &o.apply})
+        for (const std::string& p : *list)
+            if (!given.count(p))
+                throw UsageError(std::string(list == &o.fit ? "--fit" : "--apply") + " " +
+                                 printable(p, 200) +
+                                 " is not one of the run directories given (name it as given)");
+    for (const std::string& p : o.fit)
+        if (std::find(o.apply.begin(), o.apply.end(), p) != o.apply.end())
+            throw UsageError("--fit and --apply both name " + printable(p, 200) +
+                             ": a run is either fitted on or predicted");
+    check_output_dir(o.out, o.overwrite);
+
+    // Read everything first: nothing is written unless every run is complete and consistent.
+    std::vector<Run> runs;
+    for (const std::string& p : o.runs) add_runs(p, runs);
+    for (const Run& r : runs) {
+        std::error_code ec;
+        if (fs::exists(o.out, ec) && fs::equivalent(o.out, r.dir, ec))
+            throw UsageError("--out " + o.out.string() + " is one of the runs compared");
+    }
+    const std::vector<std::string> diffs = differences(runs);
+    if (!diffs.empty() && !o.allow_mixed)
+        throw UsageError("compare: " + diffs.front() +
+                         (diffs.size() > 1
+                              ? " (and " + std::to_string(diffs.size() - 1) + " more differences)"
+                              : "") +
+                         "; pass --allow-mixed to compare them anyway");
+
+    // Roles and the regime predictor (spec 7): thresholds fitted on the --fit runs, applied
+    // frozen to the --apply runs (default: every run not fitted on).
+    const std::set<std::string> fit(o.fit.begin(), o.fit.end());
+    const std::set<std::string> apply(o.apply.begin(), o.apply.end());
+    std::vector<RegimePoint> fit_points;
+    std::vector<std::string> warnings;
+    for (Run& r : runs) {
+        r.role = fit.count(r.given)                      ? "fit"
+                 : apply.empty() || apply.count(r.given) ? "apply"
+                                                         : "none";
+        if (r.role == "fit") {
+            if (!r.has_regime)
+                warnings.push_back(r.path +
+                                   " has no rho (no regime.csv or dispersion.csv): left "
+                                   "out of fitting");
+            else if (!std::isfinite(r.flip_rate))
+                warnings.push_back(r.path + " has no measured flip rate: left out of fitting");
+            else
+                fit_points.push_back({r.rho, r.flip_rate});
+        }
+    }
+    const bool fitted = !fit.empty();
+    RegimeFit rf = fit_regime(fit_points);
+    if (fitted && fit_points.empty())
+        warnings.push_back(
+            "no fit run has rho and a measured flip rate: the thresholds stay at "
+            "the defaults 0.2 / 0.5");
+
+    // ---- tables -------------------------------------------------------------------------------
+    io::Table models({"run", "model", "checkpoint", "architecture", "n_params", "subcommand",
+                      "sink", "inputs_sha256"});
+    io::Table values({"model", "checkpoint", "n_params", "metric", "param", "value"});
+    io::Table frames({"run", "model", "checkpoint", "frame", "share_first_mid_late",
+                      "mean_reference_count", "mid_late_first_layer", "convention", "rule"});
+    io::Table regime({"run", "model", "checkpoint", "role", "rho", "lo", "hi", "predicted",
+                      "flip_rate", "unsafe_flip_rate", "measured", "agreement", "rule"});
+    const std::vector<std::string> predicted_names = {"classical-safe", "classical-unsafe",
+                                                      "abstain"};
+    const std::vector<std::string> measured_names = {"classical-safe", "classical-unsafe",
+                                                     "unmeasured"};
+    std::map<std::pair<std::string, std::string>, int64_t> confusion;
+    const std::string rule =
+        fitted ? std::string("fitted: ") + kRegimeFitRule : "defaults of spec 7 (no --fit)";
+    json run_list = json::array();
+    for (const Run& r : runs) {
+        models.add_row({r.path, r.model, r.checkpoint, r.architecture, r.n_params, r.subcommand,
+                        r.sink, r.inputs_sha256});
+        for (const Value& v : r.values)
+            values.add_row({r.model, r.checkpoint, r.n_params, v.metric, v.param, v.value});
+        if (r.frame.is_object())
+            frames.add_row({r.path, r.model, r.checkpoint, frame_str(r.frame, "verdict"),
+                            frame_num(r.frame, "share_first_mid_late"),
+                            frame_num(r.frame, "mean_reference_count"),
+                            frame_num(r.frame, "mid_late_first_layer"),
+                            frame_str(r.frame, "convention"), frame_str(r.frame, "rule")});
+        if (r.has_regime) {
+            const metrics::Regime p = metrics::predict_regime(r.rho, rf.lo, rf.hi);
+            const std::string measured =
+                std::isfinite(r.flip_rate)
+                    ? metrics::regime_name(metrics::measured_regime(r.flip_rate))
+                    : "unmeasured";
+            regime.add_row({r.path, r.model, r.checkpoint, r.role, r.rho, rf.lo, rf.hi,
+                            metrics::regime_name(p), r.flip_rate, metrics::kUnsafeFlipRate,
+                            measured, metrics::regime_agreement(p, r.flip_rate), rule});
+            if (r.role == "apply") ++confusion[{metrics::regime_name(p), measured}];
+        }
+        run_list.push_back({{"path", r.path},
+                            {"given", r.given},
+                            {"subcommand", r.subcommand},
+                            {"model", r.model},
+                            {"checkpoint", r.checkpoint},
+                            {"role", r.role}});
+    }
+    io::Table conf({"predicted", "measured", "count"});
+    for (const auto& p : predicted_names)
+        for (const auto& m : measured_names) conf.add_row({p, m, confusion[{p, m}]});
+
+    // ---- write --------------------------------------------------------------------------------
+    io::RunRecord record(o.command_line);
+    OutputDir out(o.out, o.overwrite);
+    models.write(out.staging(), "models", false);
+    values.write(out.staging(), "compare", false);
+    frames.write(out.staging(), "frames", false);
+    regime.write(out.staging(), "regime", false);
+    conf.write(out.staging(), "regime_confusion", false);
+    record.set("subcommand", "compare");
+    record.set("runs", run_list);
+    record.set("inputs", o.runs);
+    json reg = {{"lo", rf.lo},
+                {"hi", rf.hi},
+                {"fitted", fitted},
+                {"rule", fitted ? kRegimeFitRule : "spec 7 defaults (no --fit)"},
+                {"unsafe_flip_rate", metrics::kUnsafeFlipRate},
+                {"fit_runs", o.fit},
+                {"apply_runs", o.apply.empty() ? json("every run not fitted on") : json(o.apply)}};
+    if (fitted)
+        reg["fit_score"] = {{"n_points", fit_points.size()},
+                            {"correct", rf.n_correct},
+                            {"wrong", rf.n_wrong},
+                            {"abstain", rf.n_abstain}};
+    record.set("regime", reg);
+    record.set("allow_mixed", o.allow_mixed);
+    record.set("mixed", diffs);
+    record.set("warnings", warnings);
+    record.set("definitions",
+               {{"sink_mass", "unweighted mean over the model's heads of heads.csv sink_mass"},
+                {"sink_eps", "sink_eps.csv model row (layer and head -1), param = its eps"},
+                {"rho", "regime.csv model row (else dispersion.csv): V_b / (V_b + C_perp)"},
+                {"flip_rate", "regime.csv model row: flips pooled over the classical metrics"},
+                {"reversal_rate", "reversal.csv model rows, param = comparison/metric"}});
+    record.write(out.staging());
+    // Runs without any model-level number (e.g. prune runs only) give no figure: no page then.
+    const bool report = o.report && report::have_vega_runtime() &&
+                        !report::collect_report(out.staging()).figures.empty();
+    if (report) report::write_report(out.staging(), true);  // our own staging folder
+    out.commit();
+
+    for (const auto& w : warnings) std::cerr << "sinkscope: warning: " << w << "\n";
+    if (!diffs.empty())
+        log << "compare: " << diffs.size() << " difference(s) between the runs (--allow-mixed), "
+            << "listed in run.json\n";
+    log << "compare: " << runs.size()
+        << " runs, regime thresholds lo = " << io::format_number(rf.lo)
+        << ", hi = " << io::format_number(rf.hi) << (fitted ? " (fitted)" : " (defaults)") << "\n";
+    if (o.report && !report)
+        log << (report::have_vega_runtime()
+                    ? "report.html not written: the runs hold nothing to plot\n"
+                    : "report.html not written: this build has no Vega runtime "
+                      "(scripts/install-deps.sh); `sinkscope report --run DIR` writes it later\n");
+    log << "wrote " << o.out.string() << "\n";
+}
+
+}  // namespace sinkscope::api

@@ -1,0 +1,396 @@
+// `sinkscope compare` end to end: real analyze runs of three zoo models and tinystories656K
+// joined into the cross-model tables (values checked against each run's own CSVs, read here),
+// the refusal of runs of different conventions, and the regime predictor fitted on some runs and
+// applied frozen to others (checked against a brute force over the documented candidate set).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sinkscope/io/table.hpp"
+#include "testing.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace sinkscope;
+using testutil::run_cli;
+
+namespace {
+
+json read_json(const fs::path& p) {
+    std::ifstream in(p);
+    return json::parse(in);
+}
+
+size_t col(const io::Table& t, const std::string& name) {
+    const auto& c = t.columns();
+    const auto it = std::find(c.begin(), c.end(), name);
+    EXPECT_NE(it, c.end()) << "no column " << name;
+    return size_t(it - c.begin());
+}
+std::string s(const io::Table& t, size_t r, const std::string& name) {
+    const io::Cell& v = t.rows().at(r).at(col(t, name));
+    if (auto x = std::get_if<std::string>(&v)) return *x;
+    if (auto x = std::get_if<double>(&v)) return io::format_number(*x);
+    return std::to_string(std::get<int64_t>(v));
+}
+double d(const io::Table& t, size_t r, const std::string& name) {
+    const io::Cell& v = t.rows().at(r).at(col(t, name));
+    if (auto x = std::get_if<double>(&v)) return *x;
+    if (auto x = std::get_if<int64_t>(&v)) return double(*x);
+    return std::numeric_limits<double>::quiet_NaN();
+}
+
+// (metric, param) -> value of one model's compare.csv rows.
+using Values = std::map<std::pair<std::string, std::string>, double>;
+
+// The model-level numbers of one run, read from its own tables here (the definitions of the
+// user guide's compare section).
+Values expected_values(const fs::path& run) {
+    Values v;
+    const io::Table heads = io::Table::read_csv(run / "heads.csv");
+    double sum = 0;
+    int n = 0;
+    for (size_t r = 0; r < heads.size(); ++r)
+        if (s(heads, r, "metric") == "sink_mass" && d(heads, r, "layer") >= 0 &&
+            d(heads, r, "head") >= 0)
+            sum += d(heads, r, "value"), ++n;
+    v[{"sink_mass", "mean over heads"}] = sum / n;
+    const io::Table eps = io::Table::read_csv(run / "sink_eps.csv");
+    for (size_t r = 0; r < eps.size(); ++r)
+        if (s(eps, r, "metric") == "sink_eps" && d(eps, r, "layer") == -1)
+            v[{"sink_eps", s(eps, r, "convention")}] = d(eps, r, "value");
+    const io::Table reg = io::Table::read_csv(run / "regime.csv");
+    for (size_t r = 0; r < reg.size(); ++r)
+        if (s(reg, r, "scope") == "model") {
+            v[{"rho", ""}] = d(reg, r, "rho");
+            v[{"flip_rate", "pooled"}] = d(reg, r, "flip_rate");
+        }
+    const io::Table rev = io::Table::read_csv(run / "reversal.csv");
+    for (size_t r = 0; r < rev.size(); ++r)
+        if (s(rev, r, "scope") == "model")
+            v[{"reversal_rate", s(rev, r, "comparison") + "/" + s(rev, r, "metric")}] =
+                d(rev, r, "rate");
+    return v;
+}
+
+// The number of elements of every tensor in a safetensors file, from its JSON header (8-byte
+// little-endian length, then the header): an independent parameter count for these checkpoints,
+// which store each weight once and nothing else.
+double safetensors_elements(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    unsigned char len[8];
+    in.read(reinterpret_cast<char*>(len), 8);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = n * 256 + len[i];
+    std::string header(n, '\0');
+    in.read(header.data(), std::streamsize(n));
+    double total = 0;
+    const json h = json::parse(header);
+    for (auto it = h.begin(); it != h.end(); ++it) {
+        if (it.key() == "__metadata__") continue;
+        double e = 1;
+        for (const auto& dim : it.value().at("shape")) e *= dim.get<double>();
+        total += e;
+    }
+    return total;
+}
+
+// Spec 7 predictor and measurement, written out here.
+std::string predict(double rho, double lo, double hi) {
+    return rho >= hi ? "classical-unsafe" : rho <= lo ? "classical-safe" : "abstain";
+}
+std::string measure(double flip) {
+    return !std::isfinite(flip) ? "unmeasured"
+           : flip >= 0.15       ? "classical-unsafe"
+                                : "classical-safe";
+}
+
+}  // namespace
+
+// (a) Runs of three zoo models and tinystories656K on the same token ids (a JSONL of ids
+// bypasses the tokenizers, so every run has the same inputs hash and no --allow-mixed is needed).
+TEST(CliCompare, FourModelsTablesAndFrozenPredictor) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    std::string ids;
+    for (int n = 0; n < 4; ++n) {
+        ids += "{\"ids\": [";
+        for (int t = 0; t < 12; ++t)
+            ids += (t ? ", " : "") + std::to_string(1 + (n * 37 + t * 11) % 2000);
+        ids += "]}\n";
+    }
+    testutil::write_text(tmp / "ids.jsonl", ids);
+    const std::vector<std::pair<std::string, fs::path>> models = {
+        {"gpt2", shared / "zoo/gpt2"},
+        {"pythia", shared / "zoo/pythia"},
+        {"qwen2", shared / "zoo/qwen2"},
+        {"tinystories656K", shared / "models/tinystories656K"}};
+    std::vector<std::vector<std::string>> cmds;
+    for (const auto& [name, dir] : models)
+        cmds.push_back({"analyze", "--model", dir.string(), "--data", (tmp / "ids.jsonl").string(),
+                        "--analyses", "compositional,heads,frame,sink_eps", "--out",
+                        (tmp / name).string(), "--progress", "never", "--no-report"});
+    const auto results = testutil::run_cli_batch(cmds, tmp / "logs");
+    for (size_t i = 0; i < results.size(); ++i)
+        ASSERT_EQ(results[i].exit_code, 0) << models[i].first << ": " << results[i].err;
+
+    const fs::path out = tmp / "cmp";
+    const auto r =
+        run_cli({"compare", (tmp / "gpt2").string(), (tmp / "pythia").string(),
+                 (tmp / "qwen2").string(), (tmp / "tinystories656K").string(), "--out",
+                 out.string(), "--fit", (tmp / "gpt2").string(), (tmp / "pythia").string(),
+                 "--apply", (tmp / "qwen2").string(), (tmp / "tinystories656K").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+
+    // models.csv: every model once, with run.json's parameter count and inputs hash.
+    const io::Table m = io::Table::read_csv(out / "models.csv");
+    ASSERT_EQ(m.size(), models.size());
+    for (size_t i = 0; i < models.size(); ++i) {
+        const json rec = read_json(tmp / models[i].first / "run.json");
+        EXPECT_EQ(s(m, i, "model"), models[i].first);
+        EXPECT_EQ(d(m, i, "n_params"), rec["model"]["n_params"].get<double>());
+        EXPECT_EQ(d(m, i, "n_params"),
+                  safetensors_elements(models[i].second / "model.safetensors"));
+        EXPECT_EQ(s(m, i, "architecture"), rec["model"]["architecture"].get<std::string>());
+        EXPECT_EQ(s(m, i, "inputs_sha256"), rec["data"]["inputs_sha256"].get<std::string>());
+        EXPECT_EQ(s(m, i, "inputs_sha256").size(), 64u);
+    }
+
+    // compare.csv: exactly the numbers read from each run's own tables. Each value is copied,
+    // except sink mass, a mean over at most L*H <= 64 heads in [0, 1]: summed in file order by
+    // both, but allow the n * 2^-52 bound of a reordered sum.
+    const io::Table c = io::Table::read_csv(out / "compare.csv");
+    std::map<std::string, Values> got;
+    for (size_t i = 0; i < c.size(); ++i)
+        got[s(c, i, "model")][{s(c, i, "metric"), s(c, i, "param")}] = d(c, i, "value");
+    for (const auto& [name, dir] : models) {
+        SCOPED_TRACE(name);
+        const Values want = expected_values(tmp / name);
+        ASSERT_EQ(got[name].size(), want.size());
+        for (const auto& [key, value] : want) {
+            ASSERT_TRUE(got[name].count(key)) << key.first << " " << key.second;
+            const double g = got[name][key];
+            if (std::isnan(value))
+                EXPECT_TRUE(std::isnan(g)) << key.first;
+            else
+                EXPECT_NEAR(g, value, 64 * 0x1p-52) << key.first << " " << key.second;
+        }
+    }
+    // frames.csv: the verdict of each run's frame.json.
+    const io::Table f = io::Table::read_csv(out / "frames.csv");
+    ASSERT_EQ(f.size(), models.size());
+    for (size_t i = 0; i < models.size(); ++i)
+        EXPECT_EQ(s(f, i, "frame"),
+                  read_json(tmp / models[i].first / "frame.json")["verdict"].get<std::string>());
+
+    // The frozen predictor: the applied rows carry exactly the fitted thresholds of run.json.
+    const json rec = read_json(out / "run.json");
+    ASSERT_TRUE(rec["regime"]["fitted"].get<bool>());
+    const double lo = rec["regime"]["lo"].get<double>(), hi = rec["regime"]["hi"].get<double>();
+    const io::Table g = io::Table::read_csv(out / "regime.csv");
+    ASSERT_EQ(g.size(), models.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+        EXPECT_EQ(s(g, i, "role"), i < 2 ? "fit" : "apply");
+        EXPECT_EQ(d(g, i, "lo"), lo);
+        EXPECT_EQ(d(g, i, "hi"), hi);
+        EXPECT_EQ(s(g, i, "predicted"), predict(d(g, i, "rho"), lo, hi));
+        EXPECT_EQ(s(g, i, "measured"), measure(d(g, i, "flip_rate")));
+    }
+}
+
+namespace {
+
+// A minimal analyze run: run.json with the given sink convention and a regime.csv model row.
+void fake_run(const fs::path& dir, double rho, double flip, const std::string& sink = "first") {
+    const json rec = {{"tool", {{"name", "sinkscope"}}},
+                      {"subcommand", "analyze"},
+                      {"model",
+                       {{"path", "/models/" + dir.filename().string()},
+                        {"architecture", "llama"},
+                        {"n_params", 1000}}},
+                      {"data", {{"inputs_sha256", std::string(64, 'a')}}},
+                      {"options", {{"sink", sink}, {"zeros", "error"}, {"threads", 0}}}};
+    testutil::write_text(dir / "run.json", rec.dump());
+    testutil::write_text(dir / "regime.csv",
+                         "scope,layer,rho,regime_lo,regime_hi,predicted,flip_compared,"
+                         "flip_disagree,flip_rate,unsafe_flip_rate,measured,agreement\n"
+                         "model,-1," +
+                             io::format_number(rho) + ",0.2,0.5,x,1,0," + io::format_number(flip) +
+                             ",0.15,x,x\n");
+}
+
+}  // namespace
+
+// (b) Different --sink conventions: refused in one line naming the convention, nothing written;
+// with --allow-mixed the difference is listed in run.json.
+TEST(CliCompare, MixedSinkConventionsRefused) {
+    testutil::ScratchDir tmp;
+    fake_run(tmp / "a", 0.3, 0.1, "first");
+    fake_run(tmp / "b", 0.4, 0.2, "argmax");
+    const auto before = testutil::snapshot_tree(tmp.path());
+    const fs::path out = tmp / "cmp";
+    const auto r =
+        run_cli({"compare", (tmp / "a").string(), (tmp / "b").string(), "--out", out.string()});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err, "sinkscope: error: compare: runs differ in the sink convention (--sink): " +
+                         (tmp / "a").string() + " has first, " + (tmp / "b").string() +
+                         " has argmax; pass --allow-mixed to compare them anyway\n");
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_EQ(testutil::snapshot_tree(tmp.path()), before);
+
+    const auto ok = run_cli({"compare", (tmp / "a").string(), (tmp / "b").string(), "--out",
+                             out.string(), "--allow-mixed", "--no-report"});
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    const json rec = read_json(out / "run.json");
+    ASSERT_EQ(rec["mixed"].size(), 1u);
+    EXPECT_NE(rec["mixed"][0].get<std::string>().find("sink convention (--sink)"),
+              std::string::npos);
+    EXPECT_EQ(io::Table::read_csv(out / "models.csv").size(), 2u);
+}
+
+// (c) --fit A B C D --apply E F G: the fitted thresholds satisfy the documented rule (a brute
+// force here over the same candidate set), the applied rows use them unchanged, and the
+// confusion counts equal a count of the applied regime.csv rows.
+TEST(CliCompare, FittedThresholdsFrozenOnApplied) {
+    testutil::ScratchDir tmp;
+    // (rho, flip): fit runs with a clean split between 0.25 and 0.4 except one outlier, and one
+    // fit run whose flip rate is unmeasured (left out).
+    const std::vector<std::tuple<std::string, double, double>> runs = {
+        {"A", 0.10, 0.05},         {"B", 0.25, 0.10}, {"C", 0.40, 0.30}, {"D", 0.60, 0.50},
+        {"U", 0.30, std::nan("")}, {"E", 0.05, 0.20}, {"F", 0.35, 0.40}, {"G", 0.90, 0.01}};
+    std::vector<std::string> args = {"compare"};
+    for (const auto& [name, rho, flip] : runs) {
+        fake_run(tmp / name, rho, flip);
+        args.push_back((tmp / name).string());
+    }
+    args.push_back("--fit");
+    for (const char* n : {"A", "B", "C", "D", "U"}) args.push_back((tmp / n).string());
+    args.push_back("--apply");
+    for (const char* n : {"E", "F", "G"}) args.push_back((tmp / n).string());
+    const fs::path out = tmp / "cmp";
+    args.insert(args.end(), {"--out", out.string(), "--no-report"});
+    const auto r = run_cli(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("has no measured flip rate: left out of fitting"), std::string::npos)
+        << r.err;
+
+    // Brute force: candidates 0, 1, 0.2, 0.5 and midpoints of the sorted distinct fit rho;
+    // maximise correct, then minimise wrong, then abstentions, then lo, then hi.
+    std::vector<double> rho = {0.10, 0.25, 0.40, 0.60};
+    std::set<double> cand = {0.0, 1.0, 0.2, 0.5};
+    for (size_t i = 1; i < rho.size(); ++i) cand.insert((rho[i - 1] + rho[i]) / 2);
+    std::tuple<int, int, int, double, double> best{-1, 0, 0, 0, 0};
+    bool first = true;
+    for (double lo : cand)
+        for (double hi : cand) {
+            if (lo > hi) continue;
+            int correct = 0, wrong = 0, abstain = 0;
+            for (const auto& [name, x, flip] : runs) {
+                if (std::string("ABCD").find(name) == std::string::npos) continue;
+                const std::string p = predict(x, lo, hi);
+                if (p == "abstain")
+                    ++abstain;
+                else
+                    (p == measure(flip) ? correct : wrong)++;
+            }
+            // Lexicographic: higher correct, lower wrong, lower abstain, lower lo, lower hi.
+            const auto key = std::make_tuple(-correct, wrong, abstain, lo, hi);
+            const auto cur =
+                std::make_tuple(-std::get<0>(best), std::get<1>(best), std::get<2>(best),
+                                std::get<3>(best), std::get<4>(best));
+            if (first || key < cur) best = {correct, wrong, abstain, lo, hi}, first = false;
+        }
+    const json rec = read_json(out / "run.json");
+    const double lo = rec["regime"]["lo"].get<double>(), hi = rec["regime"]["hi"].get<double>();
+    EXPECT_EQ(lo, std::get<3>(best));
+    EXPECT_EQ(hi, std::get<4>(best));
+    EXPECT_EQ(rec["regime"]["fit_score"]["correct"].get<int>(), std::get<0>(best));
+    EXPECT_EQ(rec["regime"]["fit_score"]["n_points"].get<int>(), 4);
+
+    const io::Table g = io::Table::read_csv(out / "regime.csv");
+    ASSERT_EQ(g.size(), runs.size());
+    std::map<std::pair<std::string, std::string>, int> counted;
+    for (size_t i = 0; i < g.size(); ++i) {
+        EXPECT_EQ(d(g, i, "lo"), lo);
+        EXPECT_EQ(d(g, i, "hi"), hi);
+        const std::string role = s(g, i, "role");
+        const std::string name = fs::path(s(g, i, "run")).filename().string();
+        EXPECT_EQ(role, std::string("EFG").find(name) != std::string::npos ? "apply" : "fit")
+            << name;
+        EXPECT_EQ(s(g, i, "predicted"), predict(d(g, i, "rho"), lo, hi));
+        if (role == "apply") ++counted[{s(g, i, "predicted"), s(g, i, "measured")}];
+    }
+    const io::Table conf = io::Table::read_csv(out / "regime_confusion.csv");
+    EXPECT_EQ(conf.size(), 9u);
+    int total = 0;
+    for (size_t i = 0; i < conf.size(); ++i) {
+        const int n = int(d(conf, i, "count"));
+        total += n;
+        const auto key = std::make_pair(s(conf, i, "predicted"), s(conf, i, "measured"));
+        EXPECT_EQ(n, counted[key]) << s(conf, i, "predicted") << " x " << s(conf, i, "measured");
+    }
+    EXPECT_EQ(total, 3);
+}
+
+// Without --fit the spec 7 defaults are applied to every run.
+TEST(CliCompare, DefaultsWithoutFit) {
+    testutil::ScratchDir tmp;
+    fake_run(tmp / "a", 0.1, 0.05);
+    fake_run(tmp / "b", 0.7, 0.3);
+    const fs::path out = tmp / "cmp";
+    const auto r = run_cli({"compare", (tmp / "a").string(), (tmp / "b").string(), "--out",
+                            out.string(), "--no-report"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const io::Table g = io::Table::read_csv(out / "regime.csv");
+    ASSERT_EQ(g.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(d(g, i, "lo"), 0.2);
+        EXPECT_EQ(d(g, i, "hi"), 0.5);
+        EXPECT_EQ(s(g, i, "role"), "apply");
+        EXPECT_EQ(s(g, i, "agreement"), "correct");
+    }
+}
+
+// A dynamics run stands for its checkpoints' sub-runs, labelled from its "checkpoints" list;
+// --fit names the dynamics run as given, which fits on every checkpoint.
+TEST(CliCompare, DynamicsRunExpandsIntoCheckpoints) {
+    testutil::ScratchDir tmp;
+    fake_run(tmp / "dyn/ck/s10", 0.1, 0.05);
+    fake_run(tmp / "dyn/ck/s20", 0.6, 0.4);
+    fake_run(tmp / "other", 0.7, 0.1);
+    const json dyn = {{"tool", {{"name", "sinkscope"}}},
+                      {"subcommand", "dynamics"},
+                      {"checkpoints",
+                       {{{"label", "step-10"}, {"step", 10}, {"path", "ck/s10"}},
+                        {{"label", ""}, {"step", 20}, {"path", "ck/s20"}}}}};
+    testutil::write_text(tmp / "dyn/run.json", dyn.dump());
+    const fs::path out = tmp / "cmp";
+    const auto r = run_cli({"compare", (tmp / "dyn").string(), (tmp / "other").string(), "--out",
+                            out.string(), "--fit", (tmp / "dyn").string(), "--no-report"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const io::Table m = io::Table::read_csv(out / "models.csv");
+    ASSERT_EQ(m.size(), 3u);
+    EXPECT_EQ(s(m, 0, "checkpoint"), "step-10");
+    EXPECT_EQ(s(m, 1, "checkpoint"), "step 20");  // no label: the step
+    EXPECT_EQ(s(m, 0, "model"), "s10");
+    const io::Table g = io::Table::read_csv(out / "regime.csv");
+    ASSERT_EQ(g.size(), 3u);
+    EXPECT_EQ(s(g, 0, "role"), "fit");
+    EXPECT_EQ(s(g, 1, "role"), "fit");
+    EXPECT_EQ(s(g, 2, "role"), "apply");
+    // Fit points (0.1, safe) and (0.6, unsafe): candidates 0, 0.2, 0.35, 0.5, 1; the smallest
+    // lo classifying both is 0.2, then the smallest hi >= 0.2 that is <= 0.6: 0.2.
+    EXPECT_EQ(d(g, 2, "lo"), 0.2);
+    EXPECT_EQ(d(g, 2, "hi"), 0.2);
+}
