@@ -139,6 +139,10 @@ struct Reader {
 };
 
 std::string model_name(const json& rec, const fs::path& dir) {
+    // The name analyze wrote in its tables' model column (a dynamics series names its folder).
+    if (rec.contains("model") && rec["model"].is_object() && rec["model"].contains("name") &&
+        rec["model"]["name"].is_string() && !rec["model"]["name"].get<std::string>().empty())
+        return rec["model"]["name"].get<std::string>();
     if (rec.contains("model") && rec["model"].is_object() && rec["model"].contains("path") &&
         rec["model"]["path"].is_string()) {
         fs::path p = fs::path(rec["model"]["path"].get<std::string>()).lexically_normal();

@@ -45,7 +45,7 @@ std::vector<RawEntry> from_json(const fs::path& file) {
     std::vector<RawEntry> out;
     for (size_t k = 0; k < list->size(); ++k) {
         const nlohmann::json& e = (*list)[k];
-        const std::string where = "checkpoint " + std::to_string(k) + ": ";
+        const std::string where = "checkpoint " + std::to_string(k + 1) + ": ";
         SS_CHECK_INPUT(e.is_object(), f, where, "must be an object, found ", json_type_name(e));
         RawEntry r;
         if (e.contains("path")) {
@@ -117,7 +117,7 @@ std::vector<ManifestEntry> read_manifest(const fs::path& file) {
     bool all_steps = true;
     for (size_t k = 0; k < raw.size(); ++k) {
         const RawEntry& r = raw[k];
-        const std::string where = "checkpoint " + std::to_string(k) + ": ";
+        const std::string where = "checkpoint " + std::to_string(k + 1) + ": ";
         SS_CHECK_INPUT(r.path && !r.path->empty(), f, where, "has no path");
         SS_CHECK_INPUT(r.step || (r.label && !r.label->empty()), f, where,
                        "has neither a step nor a label");

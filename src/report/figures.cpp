@@ -656,7 +656,12 @@ void dynamics_section(const fs::path& dir, ReportContent& c) {
 
 ReportContent collect_report(const fs::path& run_dir) {
     ReportContent c;
-    c.title = "sinkscope report: " + fs::absolute(run_dir).filename().string();
+    // The folder's final name: a run renders its report while still staged as
+    // "<name>.partial[-pid]" (core/output_dir.hpp).
+    std::string name = fs::absolute(run_dir).filename().string();
+    if (const size_t at = name.rfind(".partial"); at != std::string::npos && at > 0)
+        name.resize(at);
+    c.title = "sinkscope report: " + name;
     try {
         if (fs::exists(run_dir / "run.json")) {
             c.run = io::read_json_file(run_dir / "run.json");

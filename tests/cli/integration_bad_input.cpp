@@ -1340,7 +1340,7 @@ TEST(BadInput, Options) {
         {"--analyses nope", analyze({"--analyses", "nope"}), 2,
          "--analyses: unknown analysis 'nope' (known: all, compositional, heads, graphs, topology, "
          "kl, "
-         "spectra, entropy, tokens, frame, value, sink_eps, statistics)"},
+         "spectra, entropy, tokens, frame, value, sink_eps, entropy_rows, statistics)"},
         {"--compat other", analyze({"--compat", "other"}), 2,
          "--compat: unknown mode 'other' (known: ruscio2025)"},
         {"--symmetrize min", analyze({"--symmetrize", "min"}), 2,
@@ -1866,4 +1866,47 @@ TEST(BadInput, Train) {
          "--sink-eps must be in [0, 1)"},
     };
     run_cases(cases, d, {});
+}
+
+// `dynamics --checkpoints`: a malformed manifest or a mixed series is refused before any model
+// runs (the series is read whole first).
+TEST(BadInput, Dynamics) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const fs::path d = tmp.path();
+    auto series = [&](const std::string& a, const std::string& b) {
+        return "[{\"step\": 1, \"path\": \"" + a + "\"}, {\"step\": 2, \"path\": \"" + b + "\"}]";
+    };
+    const std::string gpt2 = (shared / "zoo/gpt2").string(),
+                      pythia = (shared / "zoo/pythia").string();
+    write(d / "missing.json", "[{\"step\": 1, \"path\": \"nowhere\"}]");
+    write(d / "dup.json",
+          "[{\"step\": 1, \"path\": \"" + gpt2 + "\"}, {\"step\": 1, \"path\": \"" + gpt2 + "\"}]");
+    write(d / "syntax.json", "[{\"step\": ");
+    write(d / "mixed.json", series(gpt2, pythia));
+    write(d / "ok.json", series(gpt2, gpt2));
+    write(d / "nopath.csv", "step,where\n1,a\n");
+    auto dyn = [](const std::string& manifest, std::vector<std::string> extra = {}) {
+        std::vector<std::string> a = {"dynamics", "--checkpoints", manifest, "--out",
+                                      "{d}/out",  "--progress",    "never"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    const std::vector<Case> cases = {
+        {"manifest missing", dyn("{d}/none.json"), 3, "{d}/none.json: no such manifest file"},
+        {"path missing", dyn("{d}/missing.json"), 3,
+         "{d}/missing.json: checkpoint 1: path '{d}/nowhere' does not exist"},
+        {"step twice", dyn("{d}/dup.json"), 3, "{d}/dup.json: checkpoint 2: step 1 appears twice"},
+        {"not JSON", dyn("{d}/syntax.json"), 3, "{d}/syntax.json: not valid JSON: ..."},
+        {"CSV without path column", dyn("{d}/nopath.csv"), 3,
+         "{d}/nopath.csv: has no 'path' column (header: path, step and/or label)"},
+        {"two architectures", dyn("{d}/mixed.json"), 3,
+         "{d}/mixed.json: checkpoint '2' ({s}/zoo/pythia) is gpt_neox but checkpoint '1' is "
+         "gpt2: one series holds checkpoints of one architecture"},
+        {"--max-tokens too small", dyn("{d}/ok.json", {"--max-tokens", "2"}), 2,
+         "--max-tokens 2 leaves no row to analyse: ..."},
+        {"--sink unknown", dyn("{d}/ok.json", {"--sink", "middle"}), 2,
+         "--sink must be auto, first, bos, argmax or a key position >= 0, got 'middle'"},
+    };
+    run_cases(cases, d, shared);
 }

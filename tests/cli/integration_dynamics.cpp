@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -27,23 +28,12 @@ using testutil::snapshot_tree;
 
 namespace {
 
-fs::path write_corpus(const testutil::ScratchDir& tmp) {
-    const char* names[] = {"Tom", "Mia", "Ben", "Lily"};
-    const char* things[] = {"ball", "cat", "kite", "box", "cake"};
-    std::string s;
-    for (int i = 0; i < 400; ++i) {
-        const std::string n = names[i % 4], t = things[(i * 7) % 5];
-        s += n + " had a " + t + ". " + n + " liked the " + t + ".\n";
-    }
-    testutil::write_text(tmp / "corpus.txt", s);
-    return tmp / "corpus.txt";
-}
-
 // A tiny training run with a checkpoint every 10 steps; returns its manifest.json.
 fs::path train_series(const testutil::ScratchDir& tmp, const std::string& preset, int steps,
                       const std::string& name) {
-    const auto r = run_cli({"train", "--preset", preset, "--text", write_corpus(tmp).string(),
-                            "--out", (tmp / name).string(), "--steps", std::to_string(steps),
+    const auto r = run_cli({"train", "--preset", preset, "--text",
+                            testutil::write_training_corpus(tmp.path()).string(), "--out",
+                            (tmp / name).string(), "--steps", std::to_string(steps),
                             "--checkpoint-every", "10", "--threads", "1", "--progress", "never"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return tmp / name / "manifest.json";
@@ -233,5 +223,40 @@ TEST(CliDynamics, MalformedSeriesIsRefusedBeforeAnyModelRuns) {
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
         EXPECT_EQ(r.out.find("checkpoint 1/"), std::string::npos) << r.out;
         EXPECT_EQ(snapshot_tree(tmp.path()), before);
+    }
+}
+
+// The reports of dynamics and of compare (over the dynamics run's checkpoints) draw every figure
+// in headless Chromium with the layout properties the page checks itself (no empty panel, titled
+// axes, integer layer ticks, no text outside a figure).
+TEST(CliDynamics, ReportsDrawInChromium) {
+    testutil::ScratchDir tmp;
+    const fs::path manifest = train_series(tmp, "tiny", 40, "series");
+    auto args = dynamics_args(manifest, tmp / "dyn");
+    args.pop_back();  // with the report
+    const auto r = run_cli(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto c = run_cli({"compare", (tmp / "dyn").string(), "--out", (tmp / "cmp").string()});
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    if (!fs::exists(tmp / "dyn/report.html")) {
+        if (std::getenv("CI")) FAIL() << "Vega runtime missing in CI";
+        GTEST_SKIP() << "this build has no Vega runtime: " << r.out;
+    }
+    if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
+        if (std::getenv("CI")) FAIL() << "chromium missing in CI";
+        GTEST_SKIP() << "chromium not installed (scripts/install-deps.sh)";
+    }
+    for (const auto& [page, min_figures] :
+         {std::pair{tmp / "dyn/report.html", 4}, std::pair{tmp / "cmp/report.html", 2}}) {
+        SCOPED_TRACE(page.string());
+        const std::string dom = testutil::render_in_chromium(page);
+        ASSERT_EQ(testutil::status_attribute(dom, "done"), "1") << dom.substr(0, 2000);
+        const std::string figures = testutil::status_attribute(dom, "figures");
+        EXPECT_GE(std::stoi(figures.empty() ? "0" : figures), min_figures);
+        EXPECT_EQ(testutil::status_attribute(dom, "drawn"), figures);
+        const size_t at = dom.find("id=\"status\"");
+        for (const char* a :
+             {"errors", "empty-panels", "untitled-axes", "layer-ticks", "clipped-labels"})
+            EXPECT_EQ(testutil::status_attribute(dom, a), "0") << a << ": " << dom.substr(at, 3000);
     }
 }

@@ -20,19 +20,6 @@ using testutil::snapshot_tree;
 
 namespace {
 
-// A small repetitive corpus (about 40 KB): enough sequences of 32 bytes for every tiny run.
-fs::path write_corpus(const testutil::ScratchDir& tmp) {
-    const char* names[] = {"Tom", "Mia", "Ben", "Lily"};
-    const char* things[] = {"ball", "cat", "kite", "box", "cake"};
-    std::string s;
-    for (int i = 0; i < 400; ++i) {
-        const std::string n = names[i % 4], t = things[(i * 7) % 5];
-        s += n + " had a " + t + ". " + n + " liked the " + t + ".\n";
-    }
-    testutil::write_text(tmp / "corpus.txt", s);
-    return tmp / "corpus.txt";
-}
-
 std::vector<std::string> train_args(const std::string& preset, const fs::path& text,
                                     const fs::path& out) {
     return {"train",      "--preset",  preset, "--text",     text.string(), "--out",
@@ -52,7 +39,7 @@ std::map<std::string, std::string> results(const fs::path& dir) {
 
 TEST(CliTrain, SameSeedGivesIdenticalCheckpointsAndLossFalls) {
     testutil::ScratchDir tmp;
-    const fs::path text = write_corpus(tmp);
+    const fs::path text = testutil::write_training_corpus(tmp.path());
     const auto a = run_cli(train_args("tiny", text, tmp / "a"));
     ASSERT_EQ(a.exit_code, 0) << a.err;
     const auto b = run_cli(train_args("tiny", text, tmp / "b"));
@@ -90,7 +77,7 @@ TEST(CliTrain, SameSeedGivesIdenticalCheckpointsAndLossFalls) {
 // uninterrupted run, byte for byte.
 TEST(CliTrain, KilledRunResumesToIdenticalWeights) {
     testutil::ScratchDir tmp;
-    const fs::path text = write_corpus(tmp);
+    const fs::path text = testutil::write_training_corpus(tmp.path());
     ASSERT_EQ(run_cli(train_args("tiny", text, tmp / "whole")).exit_code, 0);
     auto killed_args = train_args("tiny", text, tmp / "part");
     for (const char* x : {"--debug-kill-after", "15"}) killed_args.push_back(x);
@@ -113,7 +100,7 @@ TEST(CliTrain, KilledRunResumesToIdenticalWeights) {
 // words (after 300 steps the tiny model has learnt the two sentence templates).
 TEST(CliTrain, CheckpointsLoadInOtherCommands) {
     testutil::ScratchDir tmp;
-    const fs::path text = write_corpus(tmp);
+    const fs::path text = testutil::write_training_corpus(tmp.path());
     auto llama = train_args("tiny", text, tmp / "llama");
     for (const char* x : {"--steps", "300", "--checkpoint-every", "150"}) llama.push_back(x);
     ASSERT_EQ(run_cli(llama).exit_code, 0);
@@ -157,7 +144,7 @@ TEST(CliTrain, CheckpointsLoadInOtherCommands) {
 // Bad input: one line on stderr naming the problem, and nothing created or changed.
 TEST(CliTrain, BadInputIsRefusedAndNothingIsWritten) {
     testutil::ScratchDir tmp;
-    const fs::path text = write_corpus(tmp);
+    const fs::path text = testutil::write_training_corpus(tmp.path());
     testutil::write_text(tmp / "empty.txt", "\n \n");
     testutil::write_text(tmp / "short.txt", "Tom had a ball.\n");
     testutil::write_text(tmp / "other" / "notes.txt", "mine\n");
@@ -186,7 +173,7 @@ TEST(CliTrain, BadInputIsRefusedAndNothingIsWritten) {
 // executable's folder), or $SINKSCOPE_DEFAULT_MODEL when set.
 TEST(CliTrain, CommandsWithoutModelUseTheDefault) {
     testutil::ScratchDir tmp;
-    const fs::path text = write_corpus(tmp);
+    const fs::path text = testutil::write_training_corpus(tmp.path());
     ASSERT_EQ(run_cli(train_args("tiny", text, tmp / "mine")).exit_code, 0);
     ::setenv("SINKSCOPE_DEFAULT_MODEL", (tmp / "mine").c_str(), 1);
     const auto ins = run_cli({"inspect"});

@@ -220,4 +220,16 @@ void write_text(const fs::path& file, const std::string& bytes) {
     std::ofstream(file, std::ios::binary) << bytes;
 }
 
+fs::path write_training_corpus(const fs::path& dir) {
+    const char* names[] = {"Tom", "Mia", "Ben", "Lily"};
+    const char* things[] = {"ball", "cat", "kite", "box", "cake"};
+    std::string s;
+    for (int i = 0; i < 400; ++i) {
+        const std::string n = names[i % 4], t = things[(i * 7) % 5];
+        s += n + " had a " + t + ". " + n + " liked the " + t + ".\n";
+    }
+    write_text(dir / "corpus.txt", s);
+    return dir / "corpus.txt";
+}
+
 }  // namespace sinkscope::testutil

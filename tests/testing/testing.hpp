@@ -64,6 +64,10 @@ std::map<std::string, std::string> snapshot_tree(const std::filesystem::path& di
 // Writes `bytes` to `file`, creating its parent folders.
 void write_text(const std::filesystem::path& file, const std::string& bytes);
 
+// A small repetitive corpus (about 40 KB, <dir>/corpus.txt, returned): enough sequences of 32
+// bytes for every `sinkscope train --preset tiny` run of the tests.
+std::filesystem::path write_training_corpus(const std::filesystem::path& dir);
+
 }  // namespace sinkscope::testutil
 
 // Skips the test with a clear message when ../shared is absent; binds `var` to its path.

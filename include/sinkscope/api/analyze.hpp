@@ -40,6 +40,9 @@ struct AnalyzeOptions {
     std::string command_line;
 };
 
+// UsageError for any option analyze would refuse (before a model loads or a file is written).
+void check_analyze_options(const AnalyzeOptions& options);
+
 // Runs the whole analysis; prints a summary on `log`. Errors are typed (core/error.hpp).
 void run_analyze(const AnalyzeOptions& options, std::ostream& log);
 

@@ -132,8 +132,7 @@ std::string describe_bos_and_sink(const nlohmann::json& bos, const nlohmann::jso
 
 }  // namespace
 
-void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
-    // ---- options --------------------------------------------------------------------------
+void check_analyze_options(const AnalyzeOptions& o) {
     // A row enters the compositional analyses with >= min_parts visible keys, and the content
     // distances need two keys besides the sink: shorter inputs give no result at all.
     const int64_t min_tokens = std::max<int64_t>(3, o.analysis.min_parts);
@@ -146,6 +145,18 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     if (o.attention_memory_mb < 0) throw UsageError("--attention-memory-mb must be >= 0");
     if (o.samples < 0) throw UsageError("--samples must be >= 0");
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
+    parse_progress_mode(o.progress);
+    analysis::parse_over_context(o.m.over_context);
+    tokenizer::parse_bos_policy(o.m.bos);
+    load_options(o.m);  // device, dtype, threads
+    analysis::AnalysisOptions aopts = o.analysis;
+    aopts.threads = o.m.threads;
+    analysis::resolve(aopts, {.hidden_states = true, .source = o.m.model});
+}
+
+void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
+    // ---- options --------------------------------------------------------------------------
+    check_analyze_options(o);
     const auto progress = parse_progress_mode(o.progress);
     const auto over_context = analysis::parse_over_context(o.m.over_context);
     analysis::AnalysisOptions aopts = o.analysis;
@@ -250,6 +261,7 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     record.set_model_files(o.m.model, m.files);
     rec["model"]["architecture"] = cfg.architecture;
     rec["model"]["n_params"] = m.n_params();  // compare plots sink quantities against it
+    rec["model"]["name"] = model_name;        // the tables' model column
     rec["model"]["format"] = model::weight_format_name(m.format);
     rec["model"]["dims"] = {{"n_layers", cfg.n_layers},     {"n_heads", cfg.n_heads},
                             {"n_kv_heads", cfg.n_kv_heads}, {"d_model", cfg.d_model},

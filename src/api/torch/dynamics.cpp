@@ -170,10 +170,7 @@ void run_dynamics(const DynamicsOptions& o, std::ostream& log) {
     const std::string manifest = o.manifest.string();
     // ---- the series, checked whole before anything runs --------------------------------------
     const std::vector<io::ManifestEntry> entries = io::read_manifest(o.manifest);
-    check_series(entries, manifest);
     const AnalyzeOptions& base = o.run;
-    check_output_dir(base.out, base.overwrite);
-    parse_progress_mode(base.progress);  // a bad --progress is refused before anything runs
 
     // Every checkpoint keeps its rows' entropy parts (the split pairs them).
     AnalyzeOptions run = base;
@@ -185,10 +182,12 @@ void run_dynamics(const DynamicsOptions& o, std::ostream& log) {
     run.overwrite = false;  // the checkpoint folders live in our own staging folder
     // The options are checked once, before the first model loads.
     {
-        analysis::AnalysisOptions aopts = run.analysis;
-        aopts.threads = run.m.threads;
-        analysis::resolve(aopts, {.hidden_states = true, .source = manifest});
+        AnalyzeOptions first = run;
+        first.m.model = entries[0].path.string();
+        check_analyze_options(first);
     }
+    check_output_dir(base.out, base.overwrite);
+    check_series(entries, manifest);
 
     // The model column: the series' name, the folder holding the manifest (a training run).
     const std::string model_name = fs::absolute(o.manifest).parent_path().filename().string();
