@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -153,14 +154,27 @@ double number_cell(const io::Cell& c) {
     return std::nan("");
 }
 
-// The columns of `table` by name; InputError naming `file` when one is missing.
-std::map<std::string, size_t> columns(const io::Table& table, const fs::path& file,
-                                      const std::vector<std::string>& need) {
-    std::map<std::string, size_t> out;
-    for (size_t c = 0; c < table.columns().size(); ++c) out[table.columns()[c]] = c;
+// One row of a run's table, its cells by column name.
+struct Row {
+    const std::vector<io::Cell>& cells;
+    const std::map<std::string, size_t>& columns;
+    std::string text(const std::string& c) const { return text_cell(cells[columns.at(c)]); }
+    double num(const std::string& c) const { return number_cell(cells[columns.at(c)]); }
+    int64_t layer() const { return int64_t(num("layer")); }
+};
+
+// Calls `fn` on every row of <dir>/<file> when the run wrote that table (its analysis may be
+// deselected); InputError naming the file when a column of `need` is missing.
+void each_row(const fs::path& dir, const char* file, const std::vector<std::string>& need,
+              const std::function<void(const Row&)>& fn) {
+    const fs::path path = dir / file;
+    if (!fs::exists(path)) return;
+    const io::Table table = io::Table::read_csv(path);
+    std::map<std::string, size_t> columns;
+    for (size_t c = 0; c < table.columns().size(); ++c) columns[table.columns()[c]] = c;
     for (const auto& n : need)
-        SS_CHECK_INPUT(out.count(n), file.string(), "has no column ", quote(n));
-    return out;
+        SS_CHECK_INPUT(columns.count(n), path.string(), "has no column ", quote(n));
+    for (const auto& cells : table.rows()) fn(Row{cells, columns});
 }
 
 }  // namespace
@@ -306,39 +320,22 @@ void run_dynamics(const DynamicsOptions& o, std::ostream& log) {
             add(l, -1, "content_entropy_weighted", "", m.wh / n);
             add(l, -1, "content_entropy", "", m.hc / n);
         }
-        // Sink_eps, per layer and for the model.
-        if (fs::exists(dir / "sink_eps.csv")) {
-            const io::Table tab = io::Table::read_csv(dir / "sink_eps.csv");
-            auto c = columns(tab, dir / "sink_eps.csv", {"layer", "metric", "convention", "value"});
-            for (const auto& r : tab.rows())
-                if (text_cell(r[c["metric"]]) == "sink_eps")
-                    add(int64_t(number_cell(r[c["layer"]])), -1, "sink_eps",
-                        text_cell(r[c["convention"]]), number_cell(r[c["value"]]));
-        }
-        // Reversal (flip) rates and rho.
-        if (fs::exists(dir / "reversal.csv")) {
-            const io::Table tab = io::Table::read_csv(dir / "reversal.csv");
-            auto c = columns(tab, dir / "reversal.csv", {"layer", "comparison", "metric", "rate"});
-            for (const auto& r : tab.rows())
-                if (text_cell(r[c["comparison"]]) == "flip")
-                    add(int64_t(number_cell(r[c["layer"]])), -1, "flip_rate",
-                        text_cell(r[c["metric"]]), number_cell(r[c["rate"]]));
-        }
-        if (fs::exists(dir / "regime.csv")) {
-            const io::Table tab = io::Table::read_csv(dir / "regime.csv");
-            auto c = columns(tab, dir / "regime.csv", {"layer", "rho"});
-            for (const auto& r : tab.rows())
-                add(int64_t(number_cell(r[c["layer"]])), -1, "rho", "", number_cell(r[c["rho"]]));
-        }
-        // Random-matrix spectra, head-averaged.
-        if (fs::exists(dir / "spectra.csv")) {
-            const io::Table tab = io::Table::read_csv(dir / "spectra.csv");
-            auto c = columns(tab, dir / "spectra.csv", {"layer", "head", "metric", "value"});
-            for (const auto& r : tab.rows())
-                if (number_cell(r[c["head"]]) == -1)
-                    add(int64_t(number_cell(r[c["layer"]])), -1, text_cell(r[c["metric"]]),
-                        "spectra", number_cell(r[c["value"]]));
-        }
+        // Sink_eps per layer and for the model; flip rates and rho; head-averaged spectra.
+        each_row(dir, "sink_eps.csv", {"layer", "metric", "convention", "value"},
+                 [&](const Row& r) {
+                     if (r.text("metric") == "sink_eps")
+                         add(r.layer(), -1, "sink_eps", r.text("convention"), r.num("value"));
+                 });
+        each_row(dir, "reversal.csv", {"layer", "comparison", "metric", "rate"}, [&](const Row& r) {
+            if (r.text("comparison") == "flip")
+                add(r.layer(), -1, "flip_rate", r.text("metric"), r.num("rate"));
+        });
+        each_row(dir, "regime.csv", {"layer", "rho"},
+                 [&](const Row& r) { add(r.layer(), -1, "rho", "", r.num("rho")); });
+        each_row(dir, "spectra.csv", {"layer", "head", "metric", "value"}, [&](const Row& r) {
+            if (r.num("head") == -1)
+                add(r.layer(), -1, r.text("metric"), "spectra", r.num("value"));
+        });
         if (fs::exists(dir / "frame.json")) {
             const std::string file = (dir / "frame.json").string();
             const nlohmann::json f = io::read_json_file(dir / "frame.json");
