@@ -13,11 +13,16 @@ enum class AnalysisInput { AttentionFile, Model };
 
 inline void add_analysis_flags(CLI::App* cmd, analysis::AnalysisOptions& o, AnalysisInput input) {
     const bool model = input == AnalysisInput::Model;
-    std::string names;
+    std::string names, named_only;
     for (const auto& info : analysis::registry())
         if (model || !info.needs.hidden_states)
-            names += std::string(names.empty() ? "" : ", ") + info.name;
-    cmd->add_option("--analyses", o.analyses, "Comma-separated analyses (default all): " + names)
+            (info.in_all ? names : named_only) +=
+                std::string((info.in_all ? names : named_only).empty() ? "" : ", ") + info.name;
+    cmd->add_option("--analyses", o.analyses,
+                    "Comma-separated analyses (default all): " + names +
+                        (named_only.empty() ? std::string()
+                                            : "; only when named: " + named_only + " (all," +
+                                                  named_only + " adds it to the others)"))
         ->delimiter(',')
         ->group("Analyses");
     cmd->add_option("--sink", o.sink,
