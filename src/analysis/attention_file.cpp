@@ -31,9 +31,8 @@ void require_float(const io::NpyMap& m) {
                                                " for attention (expected <f2, <f4 or <f8)");
 }
 
-std::vector<int64_t> read_ints(const std::filesystem::path& path, const std::vector<int64_t>& want,
+std::vector<int64_t> read_ints(const io::NpyMap& m, const std::vector<int64_t>& want,
                                const std::string& what) {
-    io::NpyMap m(path);
     if (m.shape() != want)
         throw InputError(m.origin(), what + " shape " + shape_string(m.shape()) + ", expected " +
                                          shape_string(want));
@@ -44,12 +43,40 @@ std::vector<int64_t> read_ints(const std::filesystem::path& path, const std::vec
 
 }  // namespace
 
+std::optional<Masking> parse_masking(const std::string& text) {
+    if (text == "auto") return std::nullopt;
+    if (text == "causal") return Masking::Causal;
+    if (text == "bidirectional") return Masking::Bidirectional;
+    throw UsageError("masking must be auto, causal or bidirectional");
+}
+
 AttentionFile::~AttentionFile() = default;
 
-AttentionFile::AttentionFile(const AttentionFileOptions& o) : options_(o) {
+namespace {
+AttentionArrays open_files(const AttentionFileOptions& o) {
     if (o.attention.empty()) throw UsageError("--attention is required");
     if (o.window < 0) throw UsageError("--window must be >= 0");
-    attention_ = std::make_unique<io::NpyMap>(o.attention);
+    AttentionArrays arrays{
+        .masking = o.masking, .window = o.window, .sum_tolerance = o.sum_tolerance};
+    auto open = [](const std::filesystem::path& p) {
+        return p.empty() ? nullptr : std::make_unique<io::NpyMap>(p);
+    };
+    arrays.attention = open(o.attention);
+    arrays.scores = open(o.scores);
+    arrays.lengths = open(o.lengths);
+    arrays.token_ids = open(o.token_ids);
+    return arrays;
+}
+}  // namespace
+
+AttentionFile::AttentionFile(const AttentionFileOptions& o) : AttentionFile(open_files(o)) {}
+
+AttentionFile::AttentionFile(AttentionArrays o)
+    : window_(o.window), sum_tolerance_(o.sum_tolerance) {
+    SS_CHECK(o.attention != nullptr, "AttentionArrays without attention");
+    if (o.window < 0) throw UsageError("--window must be >= 0");
+    if (!(o.sum_tolerance >= 0)) throw UsageError("the row-sum tolerance must be >= 0");
+    attention_ = std::move(o.attention);
     const io::NpyMap& a = *attention_;
     require_float(a);
     const auto& s = a.shape();
@@ -68,28 +95,27 @@ AttentionFile::AttentionFile(const AttentionFileOptions& o) : options_(o) {
     if (n_inputs_ == 0 || n_layers_ == 0 || n_heads_ == 0 || n_tokens_ == 0)
         throw InputError(a.origin(), "attention shape " + shape_string(s) + " is empty");
 
-    if (!o.scores.empty()) {
-        scores_ = std::make_unique<io::NpyMap>(o.scores);
+    if (o.scores) {
+        scores_ = std::move(o.scores);
         require_float(*scores_);
         if (scores_->shape() != s)
             throw InputError(scores_->origin(), "scores shape " + shape_string(scores_->shape()) +
                                                     " differs from the attention's " +
                                                     shape_string(s));
     }
-    if (!o.lengths.empty()) {
-        lengths_ = read_ints(o.lengths, {n_inputs_}, "lengths");
+    if (o.lengths) {
+        lengths_ = read_ints(*o.lengths, {n_inputs_}, "lengths");
         for (int64_t n = 0; n < n_inputs_; ++n)
             if (lengths_[n] < 1 || lengths_[n] > n_tokens_)
-                throw InputError(o.lengths.string(), "length of input " + std::to_string(n) +
-                                                         " is " + std::to_string(lengths_[n]) +
-                                                         ", outside [1, " +
-                                                         std::to_string(n_tokens_) + "]");
+                throw InputError(o.lengths->origin(), "length of input " + std::to_string(n) +
+                                                          " is " + std::to_string(lengths_[n]) +
+                                                          ", outside [1, " +
+                                                          std::to_string(n_tokens_) + "]");
     }
-    if (!o.token_ids.empty()) {
+    if (o.token_ids) {
         std::vector<int64_t> want = {n_inputs_, n_tokens_};
-        io::NpyMap probe(o.token_ids);
-        if (s.size() == 4 && probe.shape().size() == 1) want = {n_tokens_};
-        token_ids_ = read_ints(o.token_ids, want, "token ids");
+        if (s.size() == 4 && o.token_ids->shape().size() == 1) want = {n_tokens_};
+        token_ids_ = read_ints(*o.token_ids, want, "token ids");
     }
 
     if (o.masking) {
@@ -123,7 +149,7 @@ void AttentionFile::load(int64_t n, AttentionInput& x) const {
     x.n_tokens = t;
     x.length = lengths_.empty() ? t : lengths_[n];
     x.masking = masking_;
-    x.window = options_.window;
+    x.window = window_;
     x.pattern.resize(static_cast<size_t>(per_input));
     attention_->read_f64(n * per_input, per_input, x.pattern.data());
     if (scores_) {
@@ -138,7 +164,7 @@ void AttentionFile::load(int64_t n, AttentionInput& x) const {
         x.token_ids.clear();
 
     const std::string& file = attention_->origin();
-    const double tol = options_.sum_tolerance;
+    const double tol = sum_tolerance_;
     for (int64_t l = 0; l < n_layers_; ++l)
         for (int64_t h = 0; h < n_heads_; ++h)
             for (int64_t i = 0; i < x.length; ++i) {

@@ -43,13 +43,14 @@ struct ExampleRng {
 
 void check_options(const MetricsCommandOptions& o) {
     if (o.out.empty()) throw UsageError("--out is required");
-    if (o.example == !o.attention.empty())
+    if (o.arrays && (o.example || !o.attention.empty() || !o.scores.empty() || !o.lengths.empty() ||
+                     !o.token_ids.empty() || !o.tokens.empty()))
+        throw InternalError("metrics: in-memory arrays and input files together");
+    if (!o.arrays && o.example == !o.attention.empty())
         throw UsageError(o.example ? "--example and --attention exclude each other"
                                    : "give --attention FILE.npy (or --example)");
     if (o.example && (!o.scores.empty() || !o.lengths.empty() || !o.token_ids.empty()))
         throw UsageError("--example generates its own input: drop --scores/--lengths/--token-ids");
-    if (o.masking != "auto" && o.masking != "causal" && o.masking != "bidirectional")
-        throw UsageError("masking must be auto, causal or bidirectional");
     if (o.window < 0) throw UsageError("--window must be >= 0");
 }
 
@@ -85,14 +86,86 @@ io::NpyArray make_example_attention() {
     return io::make_npy_f32({n_inputs, n_layers, n_heads, t, t}, a);
 }
 
-void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
+namespace {
+
+// The one code path of the command and the bindings: the inputs' sink policy checked, then every
+// input streamed through the pipeline, the streamed tables staged in `stream_dir`.
+struct PipelineRun {
+    MetricsRun run;
+    nlohmann::json sink_positions;
+    SinkPolicy resolved_policy;
+};
+PipelineRun run_pipeline(const analysis::AttentionFile& file,
+                         const std::vector<std::vector<std::string>>& token_strings,
+                         const analysis::ResolvedOptions& resolved, const std::string& model,
+                         const std::filesystem::path& stream_dir, Progress::Mode mode,
+                         const std::function<void(int64_t)>& after_input) {
+    PipelineRun out;
+    out.resolved_policy = metrics::resolve_auto(resolved.head.sink, file.masking());
+    if (out.resolved_policy.kind == SinkPolicy::Kind::Position &&
+        out.resolved_policy.position >= file.n_tokens())
+        throw UsageError("--sink " + std::to_string(out.resolved_policy.position) +
+                         " is beyond the " + std::to_string(file.n_tokens()) +
+                         " key positions of the inputs");
+    if (!token_strings.empty() && int64_t(token_strings.size()) != file.n_inputs())
+        throw InputError("tokens", "has " + std::to_string(token_strings.size()) +
+                                       " lists of tokens for " + std::to_string(file.n_inputs()) +
+                                       " inputs");
+    analysis::AnalysisPipeline pipeline(file.n_layers(), file.n_heads(), resolved, model,
+                                        file.attention().origin());
+    pipeline.open_streams(stream_dir);
+    metrics::AttentionInput x;
+    Progress progress("metrics", file.n_inputs(), mode);
+    pipeline.set_progress(progress.stage_reporter());
+    for (int64_t n = 0; n < file.n_inputs(); ++n) {
+        file.load(n, x);
+        pipeline.add(x, token_strings.empty() ? nullptr : &token_strings[size_t(n)]);
+        progress.update(n + 1, (n + 1) * file.n_tokens());
+        if (after_input) after_input(n + 1);
+    }
+    progress.finish();
+    out.run.results = pipeline.finish();
+    out.sink_positions = pipeline.sink_positions();
+    return out;
+}
+
+void check_bos(const analysis::ResolvedOptions& resolved, const analysis::AnalysisOptions& o,
+               bool have_token_ids) {
+    if (resolved.head.sink.kind == SinkPolicy::Kind::Bos && (o.bos_id < 0 || !have_token_ids))
+        throw UsageError("--sink bos needs --token-ids FILE.npy and --bos-id ID");
+}
+
+}  // namespace
+
+MetricsRun compute_metrics(analysis::AttentionArrays arrays,
+                           std::vector<std::vector<std::string>> token_strings,
+                           const analysis::AnalysisOptions& options, const std::string& name,
+                           const std::function<void(int64_t)>& after_input) {
+    const analysis::ResolvedOptions resolved =
+        analysis::resolve(options, {.hidden_states = false, .source = "attention array"});
+    check_bos(resolved, options, arrays.token_ids != nullptr);
+    const analysis::AttentionFile file(std::move(arrays));
+    // The streamed tables (sinks, per-input values) go through a private temporary folder, read
+    // back and removed with it.
+    OutputDir streams(std::filesystem::temp_directory_path() / "sinkscope-streams", false);
+    PipelineRun p = run_pipeline(file, token_strings, resolved, name, streams.staging(),
+                                 Progress::Mode::Never, after_input);
+    for (const auto& entry : std::filesystem::directory_iterator(streams.staging()))
+        if (entry.path().extension() == ".csv")
+            p.run.streams.emplace_back(entry.path().stem().string(),
+                                       io::Table::read_csv(entry.path()));
+    std::sort(p.run.streams.begin(), p.run.streams.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    return std::move(p.run);
+}
+
+MetricsRun run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     check_options(o);
     const analysis::ResolvedOptions resolved =
         analysis::resolve(o.analysis, {.hidden_states = false, .source = "attention file"});
     const metrics::HeadOptions& head_options = resolved.head;
-    if (head_options.sink.kind == SinkPolicy::Kind::Bos &&
-        (o.analysis.bos_id < 0 || o.token_ids.empty()))
-        throw UsageError("--sink bos needs --token-ids FILE.npy and --bos-id ID");
+    check_bos(resolved, o.analysis,
+              o.arrays ? o.arrays->token_ids != nullptr : !o.token_ids.empty());
 
     io::RunRecord record(o.command_line);
     OutputDir out(o.out, o.overwrite);
@@ -109,17 +182,19 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     file_options.lengths = o.lengths;
     file_options.token_ids = o.token_ids;
     file_options.window = o.window;
-    if (o.masking == "causal") file_options.masking = Masking::Causal;
-    if (o.masking == "bidirectional") file_options.masking = Masking::Bidirectional;
-    analysis::AttentionFile file(file_options);
-    const SinkPolicy resolved_policy = metrics::resolve_auto(head_options.sink, file.masking());
-    if (resolved_policy.kind == SinkPolicy::Kind::Position &&
-        resolved_policy.position >= file.n_tokens())
-        throw UsageError("--sink " + std::to_string(resolved_policy.position) + " is beyond the " +
-                         std::to_string(file.n_tokens()) + " key positions of the inputs");
+    file_options.masking = analysis::parse_masking(o.masking);
+    std::unique_ptr<analysis::AttentionFile> opened;
+    if (o.arrays) {
+        o.arrays->masking = file_options.masking;
+        o.arrays->window = o.window;
+        opened = std::make_unique<analysis::AttentionFile>(std::move(*o.arrays));
+    } else {
+        opened = std::make_unique<analysis::AttentionFile>(file_options);
+    }
+    const analysis::AttentionFile& file = *opened;
 
     // Token strings for token specialisation (section 8): one JSON array per input.
-    std::vector<std::vector<std::string>> token_strings;
+    std::vector<std::vector<std::string>> token_strings = o.token_strings;
     if (!o.tokens.empty()) {
         const std::string text = read_file_limited(o.tokens, Limit::DataBytes);
         size_t pos = 0, line = 0;
@@ -146,29 +221,25 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     }
 
     // Pass 2: stream the inputs through the shared pipeline (the same code as `analyze`).
-    const std::string model = o.example ? "example" : o.attention.stem().string();
-    analysis::AnalysisPipeline pipeline(file.n_layers(), file.n_heads(), resolved, model,
-                                        file.attention().origin());
-    pipeline.open_streams(out.staging());
-    metrics::AttentionInput x;
-    Progress progress("metrics", file.n_inputs());
-    pipeline.set_progress(progress.stage_reporter());
-    for (int64_t n = 0; n < file.n_inputs(); ++n) {
-        file.load(n, x);
-        pipeline.add(x, token_strings.empty() ? nullptr : &token_strings[size_t(n)]);
-        progress.update(n + 1, (n + 1) * file.n_tokens());
-    }
-    progress.finish();
+    const std::string model = !o.name.empty() ? o.name
+                              : o.example     ? "example"
+                                              : o.attention.stem().string();
+    PipelineRun p = run_pipeline(file, token_strings, resolved, model, out.staging(), o.progress,
+                                 o.after_input);
+    const analysis::PipelineResults& results = p.run.results;
+    const SinkPolicy resolved_policy = p.resolved_policy;
 
     // Pass 3: tables, summaries and the run.json fields of every analysis.
-    const analysis::PipelineResults results = pipeline.finish();
     write_outputs(results, out.staging());
     record.json().update(results.record);
     for (const auto& w : results.warnings) std::cerr << "sinkscope: warning: " << w << "\n";
 
     // run.json (spec 9 fields that apply).
     nlohmann::json inputs = nlohmann::json::array();
-    inputs.push_back(file_record(file_options.attention, "attention"));
+    if (o.arrays)
+        inputs.push_back({{"role", "attention"}, {"path", file.attention().origin()}});
+    else
+        inputs.push_back(file_record(file_options.attention, "attention"));
     if (o.example) inputs.back()["path"] = "attention.npy (generated by --example)";
     if (!o.scores.empty()) inputs.push_back(file_record(o.scores, "scores"));
     if (!o.lengths.empty()) inputs.push_back(file_record(o.lengths, "lengths"));
@@ -190,7 +261,7 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     record.set("sink_policy", {{"requested", metrics::to_string(head_options.sink)},
                                {"resolved", metrics::to_string(resolved_policy)},
                                {"positions_file", "sinks.csv"},
-                               {"positions", pipeline.sink_positions()}});
+                               {"positions", p.sink_positions}});
     record.set("threads", resolved.threads);
     record.set("options", analysis::to_json(o.analysis));
     record.write(out.staging());
@@ -216,6 +287,7 @@ void run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
     log << line << results.summary;
     log << "wrote " << o.out.string() << (o.example ? " (with the example as attention.npy)" : "")
         << "\n";
+    return std::move(p.run);
 }
 
 }  // namespace sinkscope::api

@@ -28,8 +28,24 @@ struct AttentionFileOptions {
     double sum_tolerance = 1e-3;      // |visible row sum - 1| allowed before closure (10.a)
 };
 
+// "auto" (empty: detected from the entries above the diagonal), "causal" or "bidirectional";
+// UsageError otherwise.
+std::optional<Masking> parse_masking(const std::string& text);
+
+// The same inputs already in memory (the Python bindings' numpy arrays), borrowed as views
+// (io::NpyMap's in-memory constructor): nothing is copied before load() converts one input.
+struct AttentionArrays {
+    std::unique_ptr<io::NpyMap> attention;                   // required
+    std::unique_ptr<io::NpyMap> scores, lengths, token_ids;  // optional (null: not given)
+    std::optional<Masking> masking;
+    int64_t window = 0;
+    double sum_tolerance = 1e-3;
+};
+
 class AttentionFile {
-  public:
+public:
+    // The arrays as one run's inputs, with every check of the file constructor.
+    explicit AttentionFile(AttentionArrays arrays);
     // Opens and checks shapes, dtypes and option combinations; auto-detects the masking (one
     // pass over the entries above the diagonal). Throws InputError / UnsupportedError naming
     // the file, UsageError for option conflicts.
@@ -50,8 +66,9 @@ class AttentionFile {
     // and the first offending index (n, l, h, i[, j]).
     void load(int64_t n, AttentionInput& out) const;
 
-  private:
-    AttentionFileOptions options_;
+private:
+    int64_t window_ = 0;
+    double sum_tolerance_ = 1e-3;
     std::unique_ptr<io::NpyMap> attention_, scores_;
     std::vector<int64_t> lengths_;    // [N] (empty: all T)
     std::vector<int64_t> token_ids_;  // [N * T] (empty: not given)

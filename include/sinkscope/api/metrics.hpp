@@ -5,11 +5,18 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "sinkscope/analysis/attention_file.hpp"
 #include "sinkscope/analysis/options.hpp"
+#include "sinkscope/analysis/pipeline.hpp"
+#include "sinkscope/core/progress.hpp"
 #include "sinkscope/io/npy.hpp"
+#include "sinkscope/io/table.hpp"
 
 namespace sinkscope::api {
 
@@ -27,12 +34,32 @@ struct MetricsCommandOptions {
     bool overwrite = false;    // replace an earlier sinkscope run at `out` (core/output_dir.hpp)
     bool report = true;        // write report.html (as analyze does)
     std::string command_line;  // for run.json
+    // In-memory inputs instead of the files above (the Python bindings; moved from, so the
+    // options are used once). Set: `attention`, `scores`, `lengths`, `token_ids` stay empty.
+    analysis::AttentionArrays* arrays = nullptr;
+    std::vector<std::vector<std::string>> token_strings;  // instead of `tokens` (arrays only)
+    std::string name;  // the model column (empty: the attention file's stem)
+    Progress::Mode progress = Progress::Mode::Auto;
+    std::function<void(int64_t)> after_input;  // called after each input (n inputs done)
+};
+
+// What one run of the analyses produced, in memory.
+struct MetricsRun {
+    analysis::PipelineResults results;  // every analysis' tables, arrays and run.json fields
+    std::vector<std::pair<std::string, io::Table>> streams;  // sinks and <table>_per_input
 };
 
 // Runs the command: reads and validates, streams inputs through the analyses, writes their
 // tables, arrays, sinks.csv and run.json into `out` (all or nothing), and prints a short summary
-// on `log`.
-void run_metrics_command(const MetricsCommandOptions& options, std::ostream& log);
+// on `log`. Returns the results it wrote.
+MetricsRun run_metrics_command(const MetricsCommandOptions& options, std::ostream& log);
+
+// The same analyses on in-memory arrays without a run directory (the Python bindings): the
+// streamed tables are staged in a temporary folder that is removed before returning.
+MetricsRun compute_metrics(analysis::AttentionArrays arrays,
+                           std::vector<std::vector<std::string>> token_strings,
+                           const analysis::AnalysisOptions& options, const std::string& name,
+                           const std::function<void(int64_t)>& after_input = {});
 
 // The deterministic example: 8 inputs x 4 layers x 4 heads x 16 tokens, causal, f4; softmax of
 // seeded Gaussian logits with a strong first-token sink whose strength varies by layer and head.

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include "sinkscope/analysis/inputs.hpp"
+#include "sinkscope/api/perplexity.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
@@ -161,51 +162,74 @@ std::string generate_text(const GenerateOptions& o) {
     return m.tokenizer()->decode(out) + "\n";
 }
 
+bool sliding_perplexity(const Model& m, int64_t stride) {
+    if (stride < 0) throw UsageError("--stride must be >= 0 (0: no sliding window)");
+    const ModelConfig& cfg = m.config();
+    const bool sliding = stride > 0 && cfg.causal && !cfg.is_vision();
+    if (!sliding) return false;
+    if (cfg.n_ctx < 2)
+        throw UnsupportedError(m.path.string(),
+                               "--stride: the model's context length is not known "
+                               "(no max_position_embeddings / context_length)");
+    if (stride > cfg.n_ctx)
+        throw UsageError("--stride " + std::to_string(stride) +
+                         " is longer than the window, the model's context of " +
+                         std::to_string(cfg.n_ctx) + " tokens");
+    return true;
+}
+
+PerplexityValue evaluate_perplexity(const Model& m,
+                                    const std::vector<std::vector<int32_t>>& samples,
+                                    const std::string& head_mask, int64_t stride,
+                                    std::optional<uint64_t> seed) {
+    const bool sliding = sliding_perplexity(m, stride);
+    const ModelConfig& c = m.config();
+    HeadMask mask;
+    if (!head_mask.empty()) {
+        mask = HeadMask(HeadMask::Kind::Zero, c.n_layers, c.n_heads);
+        for (const auto& [layer, head] : parse_head_list(head_mask, c.n_layers, c.n_heads))
+            mask.ablate(layer, head);
+    }
+    const HeadMask* ablate = head_mask.empty() ? nullptr : &mask;
+    PerplexityValue v;
+    if (!c.causal && !c.is_vision()) {
+        // An encoder: masked-LM pseudo-perplexity, labelled as such (never a next-token value).
+        const MaskedLmOptions mlm{.rate = 0.15, .seed = seed.value_or(0)};
+        v.result = compute_masked_perplexity(m, samples, mlm, ablate);
+        v.pseudo = true;
+        v.seed = mlm.seed;
+        return v;
+    }
+    const SlidingWindow window{.length = sliding ? c.n_ctx : 0, .stride = stride};
+    v.result = compute_perplexity(m, samples, ablate, window);
+    v.window_length = window.length;
+    v.stride = sliding ? stride : 0;
+    return v;
+}
+
 std::string perplexity_report(const PerplexityOptions& o) {
     if (o.stride < 0) throw UsageError("--stride must be >= 0 (0: no sliding window)");
     auto over_context = analysis::parse_over_context(o.m.over_context);
     const Model m = load_model(o.m.model, load_options(o.m));
-    const ModelConfig& cfg = m.config();
-    const bool sliding = o.stride > 0 && cfg.causal && !cfg.is_vision();
-    if (sliding) {
-        if (cfg.n_ctx < 2)
-            throw UnsupportedError(o.m.model,
-                                   "--stride: the model's context length is not known "
-                                   "(no max_position_embeddings / context_length)");
-        if (o.stride > cfg.n_ctx)
-            throw UsageError("--stride " + std::to_string(o.stride) +
-                             " is longer than the window, the model's context of " +
-                             std::to_string(cfg.n_ctx) + " tokens");
-        over_context = analysis::OverContext::Keep;  // long inputs are scored in windows
-    }
+    // Long inputs are scored in windows.
+    if (sliding_perplexity(m, o.stride)) over_context = analysis::OverContext::Keep;
     const analysis::AnalysisInputs inputs = analysis::load_inputs(
         m, {.data = o.data, .over_context = over_context, .samples = o.max_samples, .seed = o.seed},
         tokenizer::parse_bos_policy(o.m.bos));
     print_note(inputs.truncation_note());
-    const auto& samples = inputs.ids;
-    HeadMask mask;
-    if (!o.head_mask.empty()) {
-        const ModelConfig& c = m.config();
-        mask = HeadMask(HeadMask::Kind::Zero, c.n_layers, c.n_heads);
-        for (const auto& [layer, head] : parse_head_list(o.head_mask, c.n_layers, c.n_heads))
-            mask.ablate(layer, head);
-    }
-    const HeadMask* ablate = o.head_mask.empty() ? nullptr : &mask;
+    const PerplexityValue v = evaluate_perplexity(m, inputs.ids, o.head_mask, o.stride, o.seed);
+    const PerplexityResult& r = v.result;
     std::ostringstream s;
-    if (!m.config().causal && !m.config().is_vision()) {
-        // An encoder: masked-LM pseudo-perplexity, labelled as such (never a next-token value).
-        const MaskedLmOptions mlm{.rate = 0.15, .seed = o.seed.value_or(0)};
-        const PerplexityResult r = compute_masked_perplexity(m, samples, mlm, ablate);
+    if (v.pseudo) {
         s << "pseudo_perplexity " << format_number(r.perplexity) << "\nmean_nll "
           << format_number(r.mean_nll) << "\nmasked_tokens " << r.n_tokens << "\nsamples "
-          << samples.size() << "\nmasking 15% of each sample's tokens, seed " << mlm.seed << "\n";
+          << inputs.ids.size() << "\nmasking 15% of each sample's tokens, seed " << v.seed << "\n";
         return s.str();
     }
-    const SlidingWindow window{.length = sliding ? cfg.n_ctx : 0, .stride = o.stride};
-    const PerplexityResult r = compute_perplexity(m, samples, ablate, window);
     s << "perplexity " << format_number(r.perplexity) << "\nmean_nll " << format_number(r.mean_nll)
-      << "\ntokens " << r.n_tokens << "\nsamples " << samples.size() << "\n";
-    if (sliding) s << "sliding window " << window.length << ", stride " << window.stride << "\n";
+      << "\ntokens " << r.n_tokens << "\nsamples " << inputs.ids.size() << "\n";
+    if (v.window_length > 0)
+        s << "sliding window " << v.window_length << ", stride " << v.stride << "\n";
     return s.str();
 }
 

@@ -1,0 +1,94 @@
+// metrics module: every analysis of `sinkscope metrics` on numpy arrays, through the same
+// pipeline (api::compute_metrics, or api::run_metrics_command when a run directory is wanted).
+// The arrays are borrowed, not copied: each input is converted to fp64 when the pipeline reaches
+// it, as for a memory-mapped .npy.
+#include <sstream>
+
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "sinkscope/api/metrics.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace sinkscope::python {
+
+namespace {
+
+py::dict run_to_dict(const api::MetricsRun& run, const std::string& log) {
+    py::dict tables, arrays, texts, streams;
+    for (const auto& [name, output] : run.results.outputs) {
+        for (const auto& t : output.tables) tables[py::str(t.name)] = table_to_dict(t.table);
+        for (const auto& [path, a] : output.arrays) arrays[py::str(path)] = npy_to_numpy(a);
+        for (const auto& [path, text] : output.texts) texts[py::str(path)] = text;
+    }
+    for (const auto& [name, t] : run.streams) streams[py::str(name)] = table_to_dict(t);
+    py::dict out;
+    out["tables"] = tables;
+    out["arrays"] = arrays;
+    out["texts"] = texts;
+    out["streams"] = streams;
+    out["record"] = json_to_python(run.results.record.dump());
+    out["summary"] = run.results.summary + log;
+    out["warnings"] = run.results.warnings;
+    return out;
+}
+
+}  // namespace
+
+void bind_metrics(py::module_& m) {
+    m.def(
+        "metrics",
+        [](const py::array& attention, const std::optional<py::array>& scores,
+           const std::optional<py::array>& lengths, const std::optional<py::array>& token_ids,
+           std::vector<std::vector<std::string>> tokens, const std::string& masking, int64_t window,
+           const analysis::AnalysisOptions& options, const std::string& name,
+           const std::string& out, bool overwrite, bool report, py::object progress) {
+            analysis::AttentionArrays arrays;
+            arrays.attention = borrow(attention, "attention");
+            if (scores) arrays.scores = borrow(*scores, "scores");
+            if (lengths) arrays.lengths = borrow(*lengths, "lengths");
+            if (token_ids) arrays.token_ids = borrow(*token_ids, "token_ids");
+            arrays.masking = analysis::parse_masking(masking);
+            arrays.window = window;
+            const auto callback = python_callback(std::move(progress));
+            api::MetricsRun run;
+            std::ostringstream log;
+            {
+                py::gil_scoped_release release;
+                if (out.empty()) {
+                    run = api::compute_metrics(std::move(arrays), std::move(tokens), options, name,
+                                               callback);
+                } else {
+                    api::MetricsCommandOptions o;
+                    o.arrays = &arrays;
+                    o.token_strings = std::move(tokens);
+                    o.masking = masking;
+                    o.window = window;
+                    o.analysis = options;
+                    o.name = name;
+                    o.out = out;
+                    o.overwrite = overwrite;
+                    o.report = report;
+                    o.progress = Progress::Mode::Never;
+                    o.after_input = callback;
+                    o.command_line = "python: sinkscope.metrics.analyze(..., out=" + out + ")";
+                    run = api::run_metrics_command(o, log);
+                }
+            }
+            return run_to_dict(run, log.str());
+        },
+        py::arg("attention"), py::arg("scores") = py::none(), py::arg("lengths") = py::none(),
+        py::arg("token_ids") = py::none(),
+        py::arg("tokens") = std::vector<std::vector<std::string>>{}, py::arg("masking") = "auto",
+        py::arg("window") = 0, py::arg("options") = analysis::AnalysisOptions{},
+        py::arg("name") = "array", py::arg("out") = "", py::arg("overwrite") = false,
+        py::arg("report") = true, py::arg("progress") = py::none(),
+        "The analyses of `sinkscope metrics` on arrays shaped (N, L, H, T, T) or (L, H, T, T).");
+
+    m.def(
+        "example_attention", [] { return npy_to_numpy(api::make_example_attention()); },
+        "The deterministic example of `sinkscope metrics --example` (8, 4, 4, 16, 16) float32");
+}
+
+}  // namespace sinkscope::python

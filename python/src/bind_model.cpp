@@ -1,0 +1,149 @@
+// model module: a loaded checkpoint with TransformerLens-style access (to_tokens, to_string,
+// run_with_cache keyed by hook names, head ablation) and its perplexity. Captured float32 CPU
+// tensors are handed to numpy without a copy: the array keeps the tensor alive.
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <ATen/ATen.h>
+
+#include "bindings.hpp"
+#include "sinkscope/api/model_commands.hpp"
+#include "sinkscope/api/perplexity.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/model/hooks.hpp"
+#include "sinkscope/model/model.hpp"
+
+namespace sinkscope::python {
+using namespace pybind11::literals;
+
+namespace {
+
+struct PyModel {
+    model::Model model;
+    tokenizer::BosPolicy bos = tokenizer::BosPolicy::ModelDefault;
+};
+
+// float32 / float64 CPU tensors are shared with numpy (contiguous ones without a copy); other
+// dtypes (bfloat16, float16 runs) are widened to float32, integer tensors kept as int64.
+py::array to_numpy(at::Tensor t) {
+    t = t.to(at::kCPU);
+    if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble &&
+        t.scalar_type() != at::kLong)
+        t = t.is_floating_point() ? t.to(at::kFloat) : t.to(at::kLong);
+    t = t.contiguous();
+    auto* owner = new at::Tensor(t);
+    py::capsule keep(owner, [](void* p) { delete static_cast<at::Tensor*>(p); });
+    const auto item = static_cast<py::ssize_t>(t.element_size());
+    std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end());
+    std::vector<py::ssize_t> strides;
+    for (int64_t s : t.strides()) strides.push_back(s * item);
+    const py::dtype dt = t.scalar_type() == at::kFloat    ? py::dtype::of<float>()
+                         : t.scalar_type() == at::kDouble ? py::dtype::of<double>()
+                                                          : py::dtype::of<int64_t>();
+    return py::array(dt, shape, strides, t.data_ptr(), keep);
+}
+
+model::HeadMask head_mask(const model::Model& m, const std::string& heads) {
+    const auto& c = m.config();
+    model::HeadMask mask(model::HeadMask::Kind::Zero, c.n_layers, c.n_heads);
+    for (const auto& [layer, head] : api::parse_head_list(heads, c.n_layers, c.n_heads))
+        mask.ablate(layer, head);
+    return mask;
+}
+
+py::dict config_dict(const model::ModelConfig& c) {
+    return py::dict("architecture"_a = c.architecture, "n_layers"_a = c.n_layers,
+                    "n_heads"_a = c.n_heads, "n_kv_heads"_a = c.n_kv_heads, "d_model"_a = c.d_model,
+                    "d_head"_a = c.d_head, "d_mlp"_a = c.d_mlp, "d_vocab"_a = c.d_vocab,
+                    "n_ctx"_a = c.n_ctx, "causal"_a = c.causal, "window"_a = c.window,
+                    "vision"_a = c.is_vision());
+}
+
+}  // namespace
+
+void bind_model(py::module_& m) {
+    py::class_<PyModel>(m, "Model")
+        .def_static(
+            "load",
+            [](const std::string& path, const std::string& device, const std::string& dtype,
+               const std::string& tokenizer, const std::string& bos, int threads) {
+                api::ModelCliOptions o;
+                o.model = path;
+                o.device = device;
+                o.dtype = dtype;
+                o.tokenizer = tokenizer;
+                o.bos = bos;
+                o.threads = threads;
+                const auto policy = tokenizer::parse_bos_policy(bos);
+                const auto options = api::load_options(o);
+                py::gil_scoped_release release;
+                return PyModel{model::load_model(path, options), policy};
+            },
+            py::arg("path"), py::arg("device") = "cpu", py::arg("dtype") = "float32",
+            py::arg("tokenizer") = "", py::arg("bos") = "default", py::arg("threads") = 0)
+        .def_property_readonly("cfg",
+                               [](const PyModel& p) { return config_dict(p.model.config()); })
+        .def_property_readonly("path", [](const PyModel& p) { return p.model.path.string(); })
+        .def_property_readonly("n_params", [](const PyModel& p) { return p.model.n_params(); })
+        .def("hook_names", [](const PyModel& p) { return model::list_hooks(p.model.config()); })
+        .def(
+            "encode",
+            [](const PyModel& p, const std::string& text) { return p.model.encode(text, p.bos); },
+            py::arg("text"), "Token ids of `text` under the model's BOS policy")
+        .def(
+            "decode",
+            [](const PyModel& p, const std::vector<int32_t>& ids) {
+                if (!p.model.tokenizer())
+                    throw UnsupportedError(p.model.path.string(), "the model has no tokenizer");
+                return p.model.tokenizer()->decode(ids);
+            },
+            py::arg("ids"))
+        .def(
+            "decode_tokens",
+            [](const PyModel& p, const std::vector<int32_t>& ids) {
+                if (!p.model.tokenizer())
+                    throw UnsupportedError(p.model.path.string(), "the model has no tokenizer");
+                std::vector<std::string> out;
+                for (int32_t id : ids) out.push_back(p.model.tokenizer()->decode_token(id));
+                return out;
+            },
+            py::arg("ids"))
+        .def(
+            "run_with_cache",
+            [](const PyModel& p, const std::vector<int32_t>& ids,
+               const std::vector<std::string>& patterns, const std::string& heads) {
+                const model::CaptureSpec spec(patterns);
+                model::ForwardResult r;
+                {
+                    py::gil_scoped_release release;
+                    const model::HeadMask mask =
+                        heads.empty() ? model::HeadMask() : head_mask(p.model, heads);
+                    r = p.model.forward(ids, spec, heads.empty() ? nullptr : &mask);
+                }
+                py::dict cache;
+                for (const auto& [name, t] : r.captured) cache[py::str(name)] = to_numpy(t);
+                return py::make_tuple(to_numpy(r.logits), cache);
+            },
+            py::arg("ids"), py::arg("patterns"), py::arg("head_mask") = "",
+            "(logits [1, T, vocab], {hook name: array [1, ...]}) of one sequence; hooks "
+            "selected by glob patterns")
+        .def(
+            "perplexity",
+            [](const PyModel& p, const std::vector<std::vector<int32_t>>& samples,
+               const std::string& heads, int64_t stride, std::optional<uint64_t> seed) {
+                api::PerplexityValue v;
+                {
+                    py::gil_scoped_release release;
+                    v = api::evaluate_perplexity(p.model, samples, heads, stride, seed);
+                }
+                return py::dict(
+                    (v.pseudo ? "pseudo_perplexity"_a : "perplexity"_a) = v.result.perplexity,
+                    "mean_nll"_a = v.result.mean_nll, "n_tokens"_a = v.result.n_tokens,
+                    "samples"_a = samples.size(), "sample_nll"_a = v.result.sample_nll,
+                    "window"_a = v.window_length, "stride"_a = v.stride);
+            },
+            py::arg("samples"), py::arg("head_mask") = "", py::arg("stride") = 0,
+            py::arg("seed") = py::none());
+}
+
+}  // namespace sinkscope::python

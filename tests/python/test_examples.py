@@ -1,0 +1,22 @@
+"""examples/paper_figures.py runs on the default model and draws both figures from the run's
+tables."""
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+
+def test_paper_figures(tmp_path):
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = os.path.join(here, "..", "..", "examples", "paper_figures.py")
+    r = subprocess.run([sys.executable, script, "--out", str(tmp_path), "--samples", "12"],
+                       capture_output=True, text=True, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    assert "flip rate js:" in r.stdout
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = ET.parse(tmp_path / "figure_p1_flip_rates.svg").getroot().findall(f"{ns}rect")
+    curves = ET.parse(tmp_path / "figure_p2_betti0.svg").getroot().findall(f"{ns}polyline")
+    assert len(bars) == 6  # 3 metrics x (keep vs drop, keep vs dA_perp)
+    assert len(curves) >= 2  # one curve per layer of the default model
+    assert (tmp_path / "analyze" / "run.json").exists()
