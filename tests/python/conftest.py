@@ -8,7 +8,6 @@ import subprocess
 import numpy as np
 import pytest
 
-import sinkscope
 
 
 def _shared():

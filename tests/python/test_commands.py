@@ -14,6 +14,9 @@ import pytest
 import sinkscope
 from conftest import assert_results_equal
 
+pytestmark = pytest.mark.skipif(not sinkscope.with_model_runtime,
+                                reason="built without the model runtime (libtorch)")
+
 
 def test_analyze_equals_cli(tmp_path, tiny_model, cli):
     cli("analyze", "--model", tiny_model, "--max-tokens", 24, "--samples", 40, "--threads", 1,

@@ -6,6 +6,13 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import sinkscope
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sinkscope.with_model_runtime,
+                                reason="built without the model runtime (libtorch)")
+
 
 def test_paper_figures(tmp_path):
     here = os.path.dirname(os.path.abspath(__file__))

@@ -8,6 +8,11 @@ import sys
 
 import pytest
 
+import sinkscope
+
+pytestmark = pytest.mark.skipif(not sinkscope.with_model_runtime,
+                                reason="built without the model runtime (libtorch)")
+
 
 def test_install_into_site_packages(tmp_path):
     build = os.environ.get("SINKSCOPE_BUILD_DIR")

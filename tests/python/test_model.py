@@ -9,6 +9,9 @@ import pytest
 
 import sinkscope
 
+pytestmark = pytest.mark.skipif(not sinkscope.with_model_runtime,
+                                reason="built without the model runtime (libtorch)")
+
 TEXTS = ["Once upon a time there was a little cat.",
          "The dog ran to the park and played with a ball all day."]
 

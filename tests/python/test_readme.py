@@ -3,6 +3,13 @@
 import os
 import re
 
+import sinkscope
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sinkscope.with_model_runtime,
+                                reason="built without the model runtime (libtorch)")
+
 
 def test_readme_python_example(capsys):
     here = os.path.dirname(os.path.abspath(__file__))
