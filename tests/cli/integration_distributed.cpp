@@ -1,0 +1,213 @@
+// `sinkscope analyze` over several processes on 127.0.0.1 (c10d Gloo, api/distributed.hpp): the
+// tables of 2 and 3 ranks equal the one-process run's, a killed rank ends the others with one
+// line within --dist-timeout, and --resume then completes the run identically.
+//
+// Reference: the one-process run of the same command. Equality is exact (byte for byte) where a
+// merge concatenates: sinks.csv, the <table>_per_input.csv streams, entropy_rows.npy, and the
+// tables built from per-input values (statistics: correlations.csv, paired_tests.csv), and every
+// non-numeric cell of every table. Elsewhere the accumulators hold sums over inputs that a merge
+// re-associates (shard sums added at rank 0), so the values agree to rounding only: with N inputs
+// summed in fp64 the sums differ by at most about N * 2^-53 relative (~1e-14 for the 60 inputs
+// here); the tables' values are O(1) quantities (masses, entropies, distances, persistence) or
+// larger ones derived from those sums, and conditioning of the derived quantities (differences
+// of near-equal sums, eigenvalues) multiplies that, so the tolerance is 1e-12 * max(1, |a|, |b|).
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "sinkscope/io/table.hpp"
+#include "testing.hpp"
+
+namespace fs = std::filesystem;
+using namespace sinkscope;
+using testutil::CliResult;
+using testutil::run_cli;
+
+namespace {
+
+// A port nobody listens on now: bound with port 0 (the kernel picks), then closed.
+int free_port() {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t n = sizeof a;
+    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
+    ::close(s);
+    return ntohs(a.sin_port);
+}
+
+std::vector<std::string> analyze_args(const fs::path& shared, const fs::path& out) {
+    return {"analyze",
+            (shared / "models" / "tinystories656K").string(),
+            "--samples",
+            "60",
+            "--max-tokens",
+            "24",
+            "--analyses",
+            "all,entropy_rows",
+            "--per-input",
+            "--checkpoint-every",
+            "5",
+            "--no-report",
+            "--quiet",
+            "--threads",
+            "1",
+            "--out",
+            out.string()};
+}
+
+// Every rank of one run, started together; per-rank extra arguments in `extra[rank]`.
+std::vector<CliResult> run_ranks(std::vector<std::string> args, int world,
+                                 const std::vector<std::vector<std::string>>& extra = {}) {
+    args[1] = "--model=" + args[1];
+    const std::string master = "127.0.0.1:" + std::to_string(free_port());
+    std::vector<CliResult> results(size_t(world), CliResult{-1, "", ""});
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < world; ++r)
+        ranks.emplace_back([&, r] {
+            std::vector<std::string> a = args;
+            for (const std::string& s :
+                 {"--world-size=" + std::to_string(world), "--rank=" + std::to_string(r),
+                  "--master=" + master, std::string("--dist-timeout=10")})
+                a.push_back(s);
+            if (size_t(r) < extra.size()) a.insert(a.end(), extra[r].begin(), extra[r].end());
+            results[size_t(r)] = run_cli(a);
+        });
+    for (auto& t : ranks) t.join();
+    return results;
+}
+
+CliResult run_one(std::vector<std::string> args) {
+    args[1] = "--model=" + args[1];
+    return run_cli(args);
+}
+
+const std::set<std::string> kExact = {"sinks.csv", "correlations.csv", "paired_tests.csv",
+                                      "entropy_rows.npy"};
+
+// The distributed run `got` against the one-process run `want` (file header comment).
+void expect_same_tables(const fs::path& want, const fs::path& got) {
+    size_t n_files = 0;
+    for (const auto& e : fs::directory_iterator(want)) {
+        const std::string name = e.path().filename().string();
+        const bool csv = e.path().extension() == ".csv";
+        if (!csv && name != "entropy_rows.npy") continue;
+        ++n_files;
+        ASSERT_TRUE(fs::exists(got / name)) << name;
+        if (kExact.count(name) || name.find("_per_input.csv") != std::string::npos) {
+            EXPECT_EQ(testutil::snapshot_tree(want)[name], testutil::snapshot_tree(got)[name])
+                << name << " differs";
+            continue;
+        }
+        const io::Table a = io::Table::read_csv(want / name), b = io::Table::read_csv(got / name);
+        ASSERT_EQ(a.columns(), b.columns()) << name;
+        ASSERT_EQ(a.size(), b.size()) << name;
+        for (size_t i = 0; i < a.size(); ++i)
+            for (size_t j = 0; j < a.columns().size(); ++j) {
+                const io::Cell &x = a.rows()[i][j], &y = b.rows()[i][j];
+                const auto* dx = std::get_if<double>(&x);
+                const auto* dy = std::get_if<double>(&y);
+                if (dx && dy && std::isfinite(*dx)) {
+                    const double tol = 1e-12 * std::max({1.0, std::abs(*dx), std::abs(*dy)});
+                    EXPECT_NEAR(*dx, *dy, tol) << name << " row " << i << " " << a.columns()[j];
+                } else {
+                    EXPECT_TRUE(x == y) << name << " row " << i << " " << a.columns()[j];
+                }
+            }
+    }
+    EXPECT_GT(n_files, 20u);
+}
+
+int64_t world_size_of(const fs::path& run) {
+    std::ifstream f(run / "run.json");
+    return nlohmann::json::parse(f)["distributed"]["world_size"].get<int64_t>();
+}
+
+}  // namespace
+
+TEST(DistributedAnalyze, TwoAndThreeRanksEqualOneProcess) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const auto one = run_one(analyze_args(shared, tmp / "one"));
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    EXPECT_EQ(world_size_of(tmp / "one"), 1);
+    for (int world : {2, 3}) {
+        SCOPED_TRACE("world " + std::to_string(world));
+        const fs::path out = tmp / ("w" + std::to_string(world));
+        const auto r = run_ranks(analyze_args(shared, out), world);
+        for (int k = 0; k < world; ++k) ASSERT_EQ(r[size_t(k)].exit_code, 0) << r[size_t(k)].err;
+        expect_same_tables(tmp / "one", out);
+        EXPECT_EQ(world_size_of(out), world);
+        // Nothing but the output is left: the ranks' state folders are gone.
+        for (const auto& e : fs::directory_iterator(tmp.path()))
+            EXPECT_EQ(e.path().string().find(".rank"), std::string::npos) << e.path();
+    }
+}
+
+TEST(DistributedAnalyze, EnvironmentConfiguresTheRanks) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    // torchrun's variables instead of flags; a rank outside the world is a usage error.
+    ::setenv("WORLD_SIZE", "2", 1);
+    ::setenv("RANK", "2", 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+    const auto bad = run_one(analyze_args(shared, tmp / "bad"));
+    ::unsetenv("WORLD_SIZE");
+    ::unsetenv("RANK");
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_NE(bad.err.find("RANK"), std::string::npos) << bad.err;
+    EXPECT_FALSE(fs::exists(tmp / "bad"));
+    ::unsetenv("MASTER_ADDR");
+    ::unsetenv("MASTER_PORT");
+}
+
+TEST(DistributedAnalyze, KilledRankEndsTheOthersAndResumeCompletes) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const auto one = run_one(analyze_args(shared, tmp / "one"));
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+
+    const fs::path out = tmp / "run";
+    const auto t0 = std::chrono::steady_clock::now();
+    // Rank 1 is killed (SIGKILL: no message of its own) after 12 of its 20 inputs.
+    const auto killed = run_ranks(analyze_args(shared, out), 3, {{}, {"--debug-kill-after=12"}});
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(killed[1].exit_code, 0);
+    for (int k : {0, 2}) {
+        EXPECT_NE(killed[size_t(k)].exit_code, 0) << "rank " << k;
+        // One error line (after the run's notes), naming the silent rank.
+        const std::string& err = killed[size_t(k)].err;
+        const size_t at = err.find("sinkscope: error: ");
+        ASSERT_NE(at, std::string::npos) << err;
+        const std::string line = err.substr(at);
+        EXPECT_EQ(line.find('\n'), line.size() - 1) << err;
+        EXPECT_NE(line.find("rank 1 "), std::string::npos) << err;
+    }
+    // --dist-timeout 10: the silence is noticed within it (plus the run itself and one round).
+    EXPECT_LT(secs, 60.0);
+    EXPECT_FALSE(fs::exists(out / "run.json"));  // no output directory, half written or whole
+    EXPECT_FALSE(fs::exists(out));
+
+    std::vector<std::string> resume = analyze_args(shared, out);
+    resume.push_back("--resume");
+    const auto resumed = run_ranks(resume, 3);
+    for (int k = 0; k < 3; ++k)
+        ASSERT_EQ(resumed[size_t(k)].exit_code, 0) << resumed[size_t(k)].err;
+    EXPECT_NE(resumed[1].out.find("resuming at input 30"), std::string::npos) << resumed[1].out;
+    expect_same_tables(tmp / "one", out);
+}
