@@ -49,16 +49,4 @@ inline void add_analyze_run_flags(CLI::App* cmd, const std::shared_ptr<api::Anal
         "--no-report", [o] { o->report = false; }, "Skip report.html");
 }
 
-// Several processes (api/distributed.hpp): flags over the torchrun environment.
-inline void add_distributed_flags(CLI::App* cmd, api::DistOptions& d) {
-    cmd->add_option("--world-size", d.world_size,
-                    "Processes of a distributed run (default: WORLD_SIZE, else 1)");
-    cmd->add_option("--rank", d.rank, "This process's rank in [0, world size) (default: RANK)");
-    cmd->add_option("--master", d.master,
-                    "HOST:PORT of rank 0's rendezvous (default: MASTER_ADDR:MASTER_PORT)");
-    cmd->add_option("--dist-timeout", d.timeout_s,
-                    "Seconds to wait for the other processes; a silent one ends the run")
-        ->capture_default_str();
-}
-
 }  // namespace sinkscope::cli

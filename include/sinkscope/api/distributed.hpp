@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -79,5 +80,24 @@ private:
     int64_t rank_ = 0, world_ = 1;
     std::unique_ptr<Impl> impl_;
 };
+
+// Runs `body(comm)` with `given`, or with a Communicator connected from `flags` (one process
+// when they and the environment say nothing); an exception escaping it is posted to the others.
+template <typename F>
+auto with_communicator(const DistOptions& flags, Communicator* given, F&& body) {
+    std::unique_ptr<Communicator> own;
+    if (!given) own = std::make_unique<Communicator>(resolve_dist(flags));
+    Communicator& comm = given ? *given : *own;
+    return comm.guarded([&] { return body(comm); });
+}
+
+// Where `rank` stages: rank 0 the output `out` itself; another rank keeps its shard's state in
+// the sibling "<out>.rank<k>" (staged as "<out>.rank<k>.partial", on its own node's file system),
+// which only holds state for --resume and is never committed.
+std::filesystem::path rank_output(const std::filesystem::path& out, int64_t rank);
+
+// A rank other than 0 once rank 0 has its shard's state: waits for rank 0's commit (finish()),
+// then removes its staging folder `staging`.
+void end_rank(Communicator& comm, const std::filesystem::path& staging);
 
 }  // namespace sinkscope::api

@@ -133,12 +133,6 @@ std::string describe_bos_and_sink(const nlohmann::json& bos, const nlohmann::jso
     return s.str();
 }
 
-// Where rank `rank` > 0 keeps its shard's state: a sibling of the output, "<out>.rank<k>" (staged
-// as "<out>.rank<k>.partial"), on its own node's file system; removed once rank 0 has committed.
-fs::path rank_state_dir(const fs::path& out, int64_t rank) {
-    return rank == 0 ? out : fs::path(out.string() + ".rank" + std::to_string(rank));
-}
-
 // One shard's state for rank 0: the pipeline's saved state, then its streamed rows by table.
 std::string shard_bytes(analysis::AnalysisPipeline& pipeline) {
     BinaryWriter w;
@@ -181,10 +175,7 @@ void check_analyze_options(const AnalyzeOptions& o) {
 
 void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     check_analyze_options(o);
-    std::unique_ptr<Communicator> own;
-    if (!o.communicator) own = std::make_unique<Communicator>(resolve_dist(o.dist));
-    Communicator& comm = o.communicator ? *o.communicator : *own;
-    comm.guarded([&] { analyze(o, comm, log); });
+    with_communicator(o.dist, o.communicator, [&](Communicator& comm) { analyze(o, comm, log); });
 }
 
 namespace {
@@ -192,7 +183,7 @@ namespace {
 void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     // ---- options --------------------------------------------------------------------------
     const int64_t rank = comm.rank();
-    const fs::path out_path = rank_state_dir(o.out, rank);
+    const fs::path out_path = rank_output(o.out, rank);
     const auto progress = parse_progress_mode(o.progress);
     const auto over_context = analysis::parse_over_context(o.m.over_context);
     analysis::AnalysisOptions aopts = o.analysis;
@@ -300,11 +291,7 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     // ---- shards merged at rank 0, in rank order ------------------------------------------------
     if (comm.distributed()) {
         const std::vector<std::string> shards = comm.gather(rank == 0 ? "" : shard_bytes(pipeline));
-        if (rank != 0) {
-            comm.finish();  // returns once rank 0 has committed the outputs
-            fs::remove_all(out.staging());
-            return;
-        }
+        if (rank != 0) return end_rank(comm, out.staging());
         for (size_t k = 1; k < shards.size(); ++k) {
             const std::string origin = "state of rank " + std::to_string(k);
             BinaryReader r(shards[k], origin);

@@ -96,6 +96,16 @@ std::pair<int64_t, int64_t> shard_range(int64_t n, int64_t rank, int64_t world) 
     return {n * rank / world, n * (rank + 1) / world};
 }
 
+std::filesystem::path rank_output(const std::filesystem::path& out, int64_t rank) {
+    return rank == 0 ? out : std::filesystem::path(out.string() + ".rank" + std::to_string(rank));
+}
+
+void end_rank(Communicator& comm, const std::filesystem::path& staging) {
+    comm.finish();
+    std::error_code ec;
+    std::filesystem::remove_all(staging, ec);  // only state for --resume, no longer needed
+}
+
 struct Communicator::Impl {
     int64_t rank = 0, world = 1;
     std::chrono::milliseconds timeout{0};
