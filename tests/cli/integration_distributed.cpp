@@ -1,6 +1,7 @@
-// `sinkscope analyze` over several processes on 127.0.0.1 (c10d Gloo, api/distributed.hpp): the
-// tables of 2 and 3 ranks equal the one-process run's, a killed rank ends the others with one
-// line within --dist-timeout, and --resume then completes the run identically.
+// analyze, fisher, prune and dynamics over several processes on 127.0.0.1 (c10d Gloo,
+// api/distributed.hpp): the tables of 2 and 3 ranks equal the one-process run's, a killed rank
+// ends the others with one line within --dist-timeout, and --resume then completes the run
+// identically.
 //
 // Reference: the one-process run of the same command. Equality is exact (byte for byte) where a
 // merge concatenates: sinks.csv, the <table>_per_input.csv streams, entropy_rows.npy, and the
@@ -10,7 +11,9 @@
 // summed in fp64 the sums differ by at most about N * 2^-53 relative (~1e-14 for the 60 inputs
 // here); the tables' values are O(1) quantities (masses, entropies, distances, persistence) or
 // larger ones derived from those sums, and conditioning of the derived quantities (differences
-// of near-equal sums, eigenvalues) multiplies that, so the tolerance is 1e-12 * max(1, |a|, |b|).
+// of near-equal sums, eigenvalues) multiplies that, so the tolerance is 1e-12 * max(1, |a|, |b|);
+// the std columns of section 8, a square root of a difference of moments, get the bound of
+// moment_std_tol. Fisher and prune have their own rules (their tests).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -110,6 +113,24 @@ fs::path stem_text(const fs::path& shared, const fs::path& file, size_t skip, si
 const std::set<std::string> kExact = {"sinks.csv", "correlations.csv", "paired_tests.csv",
                                       "entropy_rows.npy"};
 
+// Section 8's std columns are sqrt(max(0, S2 / n - (S1 / n)^2)) from the sums S1, S2 over n
+// inputs (metrics/p2.cpp). Re-associating the sums moves S2 / n and (S1 / n)^2 by at most about
+// (3n + 4) eps E[x^2] (n additions each, the square, the divisions); where the variance is near 0
+// the square root turns an absolute change d of it into up to sqrt(d). Both runs carry such an
+// error, hence twice the root. E[x^2] = value^2 + std^2 of the one-process row.
+double moment_std_tol(const io::Table& t, size_t row) {
+    double value = 0, sd = 0, n = 0;
+    for (size_t j = 0; j < t.columns().size(); ++j) {
+        const auto* d = std::get_if<double>(&t.rows()[row][j]);
+        if (!d) continue;
+        if (t.columns()[j] == "value") value = *d;
+        if (t.columns()[j] == "std") sd = *d;
+        if (t.columns()[j] == "n") n = *d;
+    }
+    constexpr double eps = 2.220446049250313e-16;
+    return 2 * std::sqrt((3 * n + 4) * eps * (value * value + sd * sd));
+}
+
 // The distributed run `got` against the one-process run `want`: every table's non-numeric cells
 // equal, numbers within `rel` * max(`floor`, |a|, |b|) (file header comment), the kExact files
 // byte for byte.
@@ -135,8 +156,11 @@ void expect_same_tables(const fs::path& want, const fs::path& got, double rel = 
                 const io::Cell &x = a.rows()[i][j], &y = b.rows()[i][j];
                 const auto* dx = std::get_if<double>(&x);
                 const auto* dy = std::get_if<double>(&y);
-                if (dx && dy && std::isfinite(*dx)) {
-                    const double tol = rel * std::max({floor, std::abs(*dx), std::abs(*dy)});
+                if (dx && dy && std::isnan(*dx)) {
+                    EXPECT_TRUE(std::isnan(*dy)) << name << " row " << i << " " << a.columns()[j];
+                } else if (dx && dy && std::isfinite(*dx)) {
+                    double tol = rel * std::max({floor, std::abs(*dx), std::abs(*dy)});
+                    if (a.columns()[j] == "std") tol = std::max(tol, moment_std_tol(a, i));
                     EXPECT_NEAR(*dx, *dy, tol) << name << " row " << i << " " << a.columns()[j];
                 } else {
                     EXPECT_TRUE(x == y) << name << " row " << i << " " << a.columns()[j];
@@ -254,5 +278,28 @@ TEST(DistributedPrune, TwoRanksEqualOneProcessExactly) {
         EXPECT_EQ(testutil::snapshot_tree(tmp / "one")[name],
                   testutil::snapshot_tree(tmp / "two")[name])
             << name;
+    EXPECT_EQ(world_size_of(tmp / "two"), 2);
+}
+
+// Dynamics: every checkpoint's inputs sharded as analyze shards them, over one communicator;
+// the tables across checkpoints and each checkpoint's own equal one process's (as analyze's).
+TEST(DistributedDynamics, TwoRanksEqualOneProcess) {
+    testutil::ScratchDir tmp;
+    const auto trained = run_cli({"train", "--preset=tiny",
+                                  "--text=" + testutil::write_training_corpus(tmp.path()).string(),
+                                  "--out=" + (tmp / "series").string(), "--steps=20",
+                                  "--checkpoint-every=10", "--threads=1", "--progress=never"});
+    ASSERT_EQ(trained.exit_code, 0) << trained.err;
+    run_both({"dynamics", "--checkpoints=" + (tmp / "series" / "manifest.json").string(),
+              "--samples=9", "--max-tokens=20", "--threads=1", "--progress=never", "--no-report"},
+             tmp / "one", tmp / "two", 2);
+    expect_same_tables(tmp / "one", tmp / "two");
+    size_t n_checkpoints = 0;
+    for (const auto& e : fs::directory_iterator(tmp / "one" / "checkpoints")) {
+        SCOPED_TRACE(e.path().filename().string());
+        expect_same_tables(e.path(), tmp / "two" / "checkpoints" / e.path().filename());
+        ++n_checkpoints;
+    }
+    EXPECT_GE(n_checkpoints, 2u);
     EXPECT_EQ(world_size_of(tmp / "two"), 2);
 }

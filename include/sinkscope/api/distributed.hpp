@@ -59,10 +59,12 @@ public:
 
     // This rank failed with `message`: posted for the others' watchdogs (best effort, no throw).
     void report_failure(const std::string& message) noexcept;
-    // The normal end, called by every rank after the last collective: rank 0 once its outputs are
-    // committed. Ranks other than 0 wait for rank 0's commit (watched, so a failure of rank 0 is
-    // still reported) and stop; rank 0 waits until every rank has seen it, then stops.
-    void finish();
+    // The end of one command's run, called by every rank after its last collective: rank 0 once
+    // its outputs are committed. Ranks other than 0 wait for rank 0's commit (watched, so a
+    // failure of rank 0 is still reported); rank 0 waits until every rank has seen it. With
+    // `last` the watchdogs stop (the processes end); without, the ranks go on to another run over
+    // the same communicator (dynamics: one run per checkpoint).
+    void finish(bool last = true);
 
     // Runs `body`; an exception escaping it is posted for the other ranks, then rethrown.
     template <typename F>
@@ -96,8 +98,8 @@ auto with_communicator(const DistOptions& flags, Communicator* given, F&& body) 
 // which only holds state for --resume and is never committed.
 std::filesystem::path rank_output(const std::filesystem::path& out, int64_t rank);
 
-// A rank other than 0 once rank 0 has its shard's state: waits for rank 0's commit (finish()),
-// then removes its staging folder `staging`.
-void end_rank(Communicator& comm, const std::filesystem::path& staging);
+// A rank other than 0 once rank 0 has its shard's state: waits for rank 0's commit
+// (finish(last)), then removes its staging folder `staging`.
+void end_rank(Communicator& comm, const std::filesystem::path& staging, bool last = true);
 
 }  // namespace sinkscope::api

@@ -183,6 +183,7 @@ namespace {
 void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     // ---- options --------------------------------------------------------------------------
     const int64_t rank = comm.rank();
+    const bool last = !o.communicator;  // a caller's communicator goes on to other runs
     const fs::path out_path = rank_output(o.out, rank);
     const auto progress = parse_progress_mode(o.progress);
     const auto over_context = analysis::parse_over_context(o.m.over_context);
@@ -291,7 +292,7 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     // ---- shards merged at rank 0, in rank order ------------------------------------------------
     if (comm.distributed()) {
         const std::vector<std::string> shards = comm.gather(rank == 0 ? "" : shard_bytes(pipeline));
-        if (rank != 0) return end_rank(comm, out.staging());
+        if (rank != 0) return end_rank(comm, out.staging(), last);
         for (size_t k = 1; k < shards.size(); ++k) {
             const std::string origin = "state of rank " + std::to_string(k);
             BinaryReader r(shards[k], origin);
@@ -399,7 +400,7 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     record.write(out.staging());
     if (o.report) report::write_report(out.staging(), true);  // our own staging folder
     out.commit();
-    comm.finish();
+    comm.finish(last);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char line[200];
     std::snprintf(line, sizeof line, "analyzed %zu inputs (%lld tokens) in %.1f s; wrote %s\n",

@@ -100,8 +100,8 @@ std::filesystem::path rank_output(const std::filesystem::path& out, int64_t rank
     return rank == 0 ? out : std::filesystem::path(out.string() + ".rank" + std::to_string(rank));
 }
 
-void end_rank(Communicator& comm, const std::filesystem::path& staging) {
-    comm.finish();
+void end_rank(Communicator& comm, const std::filesystem::path& staging, bool last) {
+    comm.finish(last);
     std::error_code ec;
     std::filesystem::remove_all(staging, ec);  // only state for --resume, no longer needed
 }
@@ -115,6 +115,7 @@ struct Communicator::Impl {
     c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
     std::thread watchdog;
     std::atomic<bool> stop{false};
+    int64_t generation = 0;  // finish() calls so far
 
     c10::intrusive_ptr<c10d::TCPStore> connect_store(bool server) const {
         c10d::TCPStoreOptions so;
@@ -168,7 +169,7 @@ struct Communicator::Impl {
                     die(std::string(m.begin(), m.end()));
                 }
                 for (auto& [r, last] : seen) {
-                    if (r == rank || s->check({key("done/", r)})) continue;
+                    if (r == rank || s->check({key("exit/", r)})) continue;
                     const int64_t beat = s->add(key("hb/", r), 0);
                     if (beat != last.first) {
                         last = {beat, Clock::now()};
@@ -308,9 +309,10 @@ void Communicator::report_failure(const std::string& message) noexcept {
     }
 }
 
-void Communicator::finish() {
+void Communicator::finish(bool last) {
     if (!impl_) return;
     Impl& d = *impl_;
+    const std::string gen = std::to_string(d.generation++) + "/";
     // Polled rather than waited with a timeout: rank 0 may write outputs for longer than the
     // timeout, and the watchdog still ends a rank whose peer dies meanwhile.
     const auto wait_for = [&](const std::vector<std::string>& keys) {
@@ -318,15 +320,20 @@ void Communicator::finish() {
     };
     try {
         if (rank_ == 0) {
-            d.store->set("committed", std::vector<uint8_t>{1});
+            d.store->set("committed/" + gen, std::vector<uint8_t>{1});
             std::vector<std::string> done;
-            for (int64_t r = 1; r < world_; ++r) done.push_back(key("done/", r));
+            for (int64_t r = 1; r < world_; ++r) done.push_back(key(("done/" + gen).c_str(), r));
             wait_for(done);
-            d.stop_watchdog();
+            if (last) d.stop_watchdog();
         } else {
-            wait_for({"committed"});
-            d.stop_watchdog();
-            d.store->set(key("done/", rank_), std::vector<uint8_t>{1});
+            wait_for({"committed/" + gen});
+            // A rank that ends stops its heartbeat first, and says so, so that no watchdog takes
+            // its exit (or rank 0's, which ends the store) for a failure.
+            if (last) {
+                d.stop_watchdog();
+                d.store->set(key("exit/", rank_), std::vector<uint8_t>{1});
+            }
+            d.store->set(key(("done/" + gen).c_str(), rank_), std::vector<uint8_t>{1});
         }
     } catch (const std::exception& e) {
         throw IoError(
