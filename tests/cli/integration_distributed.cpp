@@ -66,19 +66,21 @@ std::vector<std::string> analyze_args(const fs::path& shared, const fs::path& ou
             "--out=" + out.string()};
 }
 
-// Every rank of one run, started together; per-rank extra arguments in `extra[rank]`.
+// Every rank of one run, started together; per-rank extra arguments in `extra[rank]`. Without
+// `master_flag` the ranks find rank 0 through MASTER_ADDR and MASTER_PORT.
 std::vector<CliResult> run_ranks(const std::vector<std::string>& args, int world,
-                                 const std::vector<std::vector<std::string>>& extra = {}) {
-    const std::string master = "127.0.0.1:" + std::to_string(free_port());
+                                 const std::vector<std::vector<std::string>>& extra = {},
+                                 bool master_flag = true) {
+    std::vector<std::string> common = args;
+    common.push_back("--world-size=" + std::to_string(world));
+    common.push_back("--dist-timeout=10");
+    if (master_flag) common.push_back("--master=127.0.0.1:" + std::to_string(free_port()));
     std::vector<CliResult> results(size_t(world), CliResult{-1, "", ""});
     std::vector<std::thread> ranks;
     for (int r = 0; r < world; ++r)
         ranks.emplace_back([&, r] {
-            std::vector<std::string> a = args;
-            for (const std::string& s :
-                 {"--world-size=" + std::to_string(world), "--rank=" + std::to_string(r),
-                  "--master=" + master, std::string("--dist-timeout=10")})
-                a.push_back(s);
+            std::vector<std::string> a = common;
+            a.push_back("--rank=" + std::to_string(r));
             if (size_t(r) < extra.size()) a.insert(a.end(), extra[r].begin(), extra[r].end());
             results[size_t(r)] = run_cli(a);
         });
@@ -208,8 +210,12 @@ TEST(DistributedAnalyze, EnvironmentConfiguresTheRanks) {
     EXPECT_EQ(bad.exit_code, 2) << bad.err;
     EXPECT_NE(bad.err.find("RANK"), std::string::npos) << bad.err;
     EXPECT_FALSE(fs::exists(tmp / "bad"));
+    // The master's address from the environment, the ranks from flags.
+    const auto r = run_ranks(analyze_args(shared, tmp / "env"), 2, {}, false);
     ::unsetenv("MASTER_ADDR");
     ::unsetenv("MASTER_PORT");
+    for (const CliResult& x : r) EXPECT_EQ(x.exit_code, 0) << x.err;
+    EXPECT_EQ(world_size_of(tmp / "env"), 2);
 }
 
 TEST(DistributedAnalyze, KilledRankEndsTheOthersAndResumeCompletes) {

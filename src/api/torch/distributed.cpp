@@ -73,7 +73,10 @@ DistOptions resolve_dist(const DistOptions& flags) {
     if (o.rank < 0 || o.rank >= o.world_size)
         throw UsageError("--rank (RANK) " + std::to_string(o.rank) + " outside [0, " +
                          std::to_string(o.world_size) + ")");
-    if (o.timeout_s < 1) throw UsageError("--dist-timeout must be >= 1 second");
+    // The watchdog beats once a second, so a shorter silence could be a busy machine; a week
+    // bounds it well inside the milliseconds c10d counts in.
+    if (o.timeout_s < 5 || o.timeout_s > 7 * 86400)
+        throw UsageError("--dist-timeout must be between 5 and 604800 seconds");
     if (o.world_size > 1 && o.master.empty()) {
         const char* addr = std::getenv("MASTER_ADDR");
         const char* port = std::getenv("MASTER_PORT");
@@ -196,7 +199,7 @@ struct Communicator::Impl {
         if (watchdog.joinable()) watchdog.join();
     }
 
-    // Every rank's tensor of `n` elements of `dtype` at every rank.
+    // Every rank's `mine` (the same shape at every rank) at every rank, in rank order.
     std::vector<torch::Tensor> allgather(const torch::Tensor& mine, const char* what) {
         std::vector<std::vector<torch::Tensor>> out(1);
         for (int64_t r = 0; r < world; ++r) out[0].push_back(torch::empty_like(mine));
