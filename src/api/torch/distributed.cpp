@@ -245,19 +245,28 @@ Communicator::~Communicator() {
 
 std::vector<std::string> Communicator::gather(const std::string& bytes) {
     if (!impl_) return {bytes};
-    // Sizes first, then every rank's bytes padded to the largest (Gloo's allgather needs equal
-    // shapes).
-    const auto sizes = impl_->allgather(torch::tensor({int64_t(bytes.size())}, torch::kInt64),
-                                        "gathering state sizes");
-    int64_t longest = 0;
+    Impl& d = *impl_;
+    // Sizes first (to every rank), then every rank's bytes padded to the largest (Gloo's gather
+    // needs equal shapes), received at rank 0 only.
+    const auto sizes =
+        d.allgather(torch::tensor({int64_t(bytes.size())}, torch::kInt64), "gathering sizes");
+    int64_t longest = 1;
     for (const auto& s : sizes) longest = std::max(longest, s.item<int64_t>());
-    torch::Tensor mine = torch::zeros({std::max<int64_t>(longest, 1)}, torch::kUInt8);
-    std::copy(bytes.begin(), bytes.end(), mine.data_ptr<uint8_t>());
-    const auto all = impl_->allgather(mine, "gathering states");
+    std::vector<torch::Tensor> mine{torch::zeros({longest}, torch::kUInt8)};
+    std::copy(bytes.begin(), bytes.end(), mine[0].data_ptr<uint8_t>());
+    std::vector<std::vector<torch::Tensor>> all;
+    if (rank_ == 0) {
+        all.resize(1);
+        for (int64_t r = 0; r < world_; ++r) all[0].push_back(torch::empty_like(mine[0]));
+    }
+    c10d::GatherOptions go;
+    go.rootRank = 0;
+    go.timeout = d.timeout;
+    d.wait(d.group->gather(all, mine, go), "gathering states");
     if (rank_ != 0) return {};
     std::vector<std::string> out;
     for (int64_t r = 0; r < world_; ++r) {
-        const auto* p = reinterpret_cast<const char*>(all[size_t(r)].data_ptr<uint8_t>());
+        const auto* p = reinterpret_cast<const char*>(all[0][size_t(r)].data_ptr<uint8_t>());
         out.emplace_back(p, size_t(sizes[size_t(r)].item<int64_t>()));
     }
     return out;
