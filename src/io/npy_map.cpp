@@ -1,7 +1,6 @@
 // Memory-mapped .npy reading (POSIX mmap); element access widens to fp64 / int64.
 #include "sinkscope/io/npy_map.hpp"
 
-
 #include <cerrno>
 #include <cstring>
 

@@ -29,7 +29,7 @@ struct AttentionFileOptions {
 };
 
 class AttentionFile {
-  public:
+public:
     // Opens and checks shapes, dtypes and option combinations; auto-detects the masking (one
     // pass over the entries above the diagonal). Throws InputError / UnsupportedError naming
     // the file, UsageError for option conflicts.
@@ -50,7 +50,7 @@ class AttentionFile {
     // and the first offending index (n, l, h, i[, j]).
     void load(int64_t n, AttentionInput& out) const;
 
-  private:
+private:
     AttentionFileOptions options_;
     std::unique_ptr<io::NpyMap> attention_, scores_;
     std::vector<int64_t> lengths_;    // [N] (empty: all T)

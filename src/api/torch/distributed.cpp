@@ -219,6 +219,9 @@ Communicator::Communicator(const DistOptions& o) : rank_(o.rank), world_(o.world
     const size_t colon = o.master.rfind(':');
     d.host = o.master.substr(0, colon);
     d.port = static_cast<uint16_t>(std::atoi(o.master.c_str() + colon + 1));
+    // c10d logs its socket retries and timeouts through glog on stderr (several lines with
+    // a banner); every failure here reaches the user as one line of our own instead.
+    FLAGS_minloglevel = google::GLOG_FATAL;
     try {
         d.store = d.connect_store(rank_ == 0);
         auto opts = c10d::ProcessGroupGloo::Options::create(d.timeout);

@@ -36,7 +36,9 @@ std::string payload(int64_t r) {
 }
 
 // Rank r's values: magnitudes far apart, so that the order of the additions shows in the bits.
-std::vector<double> values(int64_t r) { return {1e16 * double(r == 0), 1.0 + double(r), -3.5}; }
+std::vector<double> values(int64_t r) {
+    return {1e16 * double(r == 0), 1.0 + double(r), -3.5};
+}
 
 }  // namespace
 
