@@ -15,9 +15,6 @@
 // the std columns of section 8, a square root of a difference of moments, get the bound of
 // moment_std_tol. Fisher and prune have their own rules (their tests).
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "free_port.hpp"
 #include "sinkscope/io/table.hpp"
 #include "testing.hpp"
 
@@ -38,19 +36,6 @@ using testutil::CliResult;
 using testutil::run_cli;
 
 namespace {
-
-// A port nobody listens on now: bound with port 0 (the kernel picks), then closed.
-int free_port() {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t n = sizeof a;
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
-    ::close(s);
-    return ntohs(a.sin_port);
-}
 
 std::vector<std::string> analyze_args(const fs::path& shared, const fs::path& out) {
     return {"analyze",
@@ -74,7 +59,8 @@ std::vector<CliResult> run_ranks(const std::vector<std::string>& args, int world
     std::vector<std::string> common = args;
     common.push_back("--world-size=" + std::to_string(world));
     common.push_back("--dist-timeout=10");
-    if (master_flag) common.push_back("--master=127.0.0.1:" + std::to_string(free_port()));
+    if (master_flag)
+        common.push_back("--master=127.0.0.1:" + std::to_string(testutil::free_port()));
     std::vector<CliResult> results(size_t(world), CliResult{-1, "", ""});
     std::vector<std::thread> ranks;
     for (int r = 0; r < world; ++r)
@@ -203,7 +189,7 @@ TEST(DistributedAnalyze, EnvironmentConfiguresTheRanks) {
     ::setenv("WORLD_SIZE", "2", 1);
     ::setenv("RANK", "2", 1);
     ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-    ::setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+    ::setenv("MASTER_PORT", std::to_string(testutil::free_port()).c_str(), 1);
     const auto bad = run_cli(analyze_args(shared, tmp / "bad"));
     ::unsetenv("WORLD_SIZE");
     ::unsetenv("RANK");

@@ -3,14 +3,12 @@
 // broadcast delivers rank 0's, all_reduce_sum equals the sum in rank order bit for bit, and the
 // shards of shard_range tile the items in order.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "free_port.hpp"
 #include "sinkscope/api/distributed.hpp"
 #include "sinkscope/core/error.hpp"
 
@@ -18,19 +16,7 @@ using namespace sinkscope;
 
 namespace {
 
-int free_port() {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t n = sizeof a;
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
-    ::close(s);
-    return ntohs(a.sin_port);
-}
-
-// Rank r's bytes: r copies of char('a' + r) and a NUL (rank 0 sends nothing).
+// Rank r's bytes: r * 1000 copies of char('a' + r) and a NUL (rank 0 sends nothing).
 std::string payload(int64_t r) {
     return r == 0 ? std::string() : std::string(size_t(r) * 1000, char('a' + r)) + '\0';
 }
@@ -44,7 +30,7 @@ std::vector<double> values(int64_t r) {
 
 TEST(Communicator, CollectivesOverThreeRanks) {
     constexpr int64_t kWorld = 3;
-    const std::string master = "127.0.0.1:" + std::to_string(free_port());
+    const std::string master = "127.0.0.1:" + std::to_string(testutil::free_port());
     std::vector<std::vector<std::string>> gathered(kWorld);
     std::vector<std::string> broadcast(kWorld);
     std::vector<std::vector<double>> reduced(kWorld);
