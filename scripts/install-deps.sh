@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build git pkg-config
   libtorch-dev libopenblas0-pthread          # model runtime; OpenBLAS makes libtorch's BLAS fast
+  libgloo-dev                                # headers of c10d's Gloo backend (multi-process runs)
   libeigen3-dev libgudhi-dev libboost-dev libspectra-dev
   libhwy-dev                                 # SIMD with run-time dispatch (metrics pair kernels)
   nlohmann-json3-dev libcli11-dev libpcre2-dev libsentencepiece-dev

@@ -20,6 +20,7 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
     sinkscope::cli::add_analyze_run_flags(cmd, o, "Output directory (written whole at the end)");
     cmd->add_option("--checkpoint", o->checkpoint,
                     "Label written in the checkpoint column of every table and in run.json");
+    sinkscope::cli::add_distributed_flags(cmd, o->dist);
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "inputs");
     cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();

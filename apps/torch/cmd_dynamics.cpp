@@ -30,6 +30,7 @@ sinkscope::cli::Registrar registrar("dynamics", 22, [](CLI::App& app) {
         "finishes, and the tables across checkpoints");
     cmd->add_flag("--checkpoint-reports", o->checkpoint_reports,
                   "Also write report.html in every checkpoint's folder");
+    sinkscope::cli::add_distributed_flags(cmd, run->dist);
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "checkpoints");
     cmd->callback([o, run, kill_after] {
         o->run = *run;

@@ -50,13 +50,14 @@ sinkscope::cli::Registrar registrar("fisher", 21, [](CLI::App& app) {
                     "Save the sums every K samples (for --resume)")
         ->capture_default_str();
     sinkscope::cli::add_progress_option(cmd, o->progress);
+    sinkscope::cli::add_distributed_flags(cmd, o->dist);
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "samples");
     cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();
         sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_sample = sinkscope::cli::kill_after_hook(*kill_after);
         const std::string dir = sinkscope::api::run_fisher(*o, std::cout);
-        std::printf("wrote %s\n", dir.c_str());
+        if (!dir.empty()) std::printf("wrote %s\n", dir.c_str());
     });
 });
 

@@ -60,13 +60,14 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
     cmd->add_flag("--resume", o->resume,
                   "Continue an interrupted run of the same command from its last evaluated point");
     sinkscope::cli::add_progress_option(cmd, o->progress);
+    sinkscope::cli::add_distributed_flags(cmd, o->dist);
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "evaluated points");
     cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();
         sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_point = sinkscope::cli::kill_after_hook(*kill_after);
         const std::string dir = sinkscope::api::run_prune(*o, std::cout);
-        std::printf("wrote %s\n", dir.c_str());
+        if (!dir.empty()) std::printf("wrote %s\n", dir.c_str());
     });
 });
 

@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sinkscope/api/distributed.hpp"
 #include "sinkscope/api/model_commands.hpp"
 #include "sinkscope/core/error.hpp"
 
@@ -75,6 +76,18 @@ inline void add_over_context_option(CLI::App* cmd, api::ModelCliOptions& m) {
                     "Inputs longer than the model's context (its max_position_embeddings, GGUF "
                     "context_length or llama2.c seq_len): cap (cut them to it, with a note on "
                     "the console) or refuse (stop with an input error)")
+        ->capture_default_str();
+}
+
+// Several processes (api/distributed.hpp): flags over the torchrun environment.
+inline void add_distributed_flags(CLI::App* cmd, api::DistOptions& d) {
+    cmd->add_option("--world-size", d.world_size,
+                    "Processes of a distributed run (default: WORLD_SIZE, else 1)");
+    cmd->add_option("--rank", d.rank, "This process's rank in [0, world size) (default: RANK)");
+    cmd->add_option("--master", d.master,
+                    "HOST:PORT of rank 0's rendezvous (default: MASTER_ADDR:MASTER_PORT)");
+    cmd->add_option("--dist-timeout", d.timeout_s,
+                    "Seconds to wait for the other processes; a silent one ends the run")
         ->capture_default_str();
 }
 

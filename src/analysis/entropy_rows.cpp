@@ -51,20 +51,28 @@ public:
                     rows_.insert(rows_.end(), row, row + kColumns);
                 }
         }
+        ++n_inputs_;
     }
     void merge(const Analysis& other) override {
+        // The other shard's inputs come after this one's: its input column moves up by the
+        // number of inputs seen here (registry.hpp's merge contract).
         const auto& o = dynamic_cast<const EntropyRows&>(other);
+        const size_t start = rows_.size();
         rows_.insert(rows_.end(), o.rows_.begin(), o.rows_.end());
+        for (size_t k = start; k < rows_.size(); k += kColumns) rows_[k] += double(n_inputs_);
+        n_inputs_ += o.n_inputs_;
     }
     void save(BinaryWriter& w) const override {
         w.tag("entropy_rows");
         w.put_vector(rows_);
+        w.put(n_inputs_);
     }
     void load(BinaryReader& r) override {
         r.expect_tag("entropy_rows");
         std::vector<double> rows = r.get_vector<double>();
         if (rows.size() % kColumns != 0) r.fail("entropy_rows state is not whole rows");
         rows_ = std::move(rows);
+        n_inputs_ = r.get<int64_t>();
     }
     AnalysisOutput finish(const FinishContext&) override {
         io::NpyArray array;
@@ -85,6 +93,7 @@ public:
 private:
     AnalysisContext ctx_;
     std::vector<double> rows_;  // [R * kColumns]
+    int64_t n_inputs_ = 0;      // inputs added (the offset of a merged shard's input column)
 };
 
 }  // namespace

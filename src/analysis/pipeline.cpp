@@ -5,6 +5,7 @@
 
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/json.hpp"
 #include "sinkscope/io/table.hpp"
 
@@ -94,9 +95,10 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
     const metrics::SinkPositions sinks = metrics::resolve_sinks(input, options_.head.sink);
     if (!dir_.empty()) {
         Stream& s = stream(tables::kSinks.name);
-        s.out << n_inputs_ << ",-1," << sinks.model << "\n";
+        const int64_t input = first_input_ + n_inputs_;
+        s.out << input << ",-1," << sinks.model << "\n";
         for (int64_t l = 0; l < n_layers_; ++l)
-            s.out << n_inputs_ << "," << l << "," << sinks.per_layer[l] << "\n";
+            s.out << input << "," << l << "," << sinks.per_layer[l] << "\n";
     }
     if (positions_.size() < kMaxRecordedSinks)
         positions_.push_back({{"model", sinks.model}, {"per_layer", sinks.per_layer}});
@@ -126,9 +128,9 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
             if (info->needs.per_input_values) a->add_per_input(n_inputs_, per_input);
         if (options_.raw.per_input && !dir_.empty())
             for (const auto& v : per_input)
-                stream(tables::per_input_name(v.table)).out
-                    << io::csv_line({context_.model_name, context_.checkpoint, n_inputs_, v.layer,
-                                     v.head, v.metric, v.param, v.value, v.weight});
+                stream(tables::per_input_name(v.table)).out << io::csv_line(
+                    {context_.model_name, context_.checkpoint, first_input_ + n_inputs_, v.layer,
+                     v.head, v.metric, v.param, v.value, v.weight});
     }
     ++n_inputs_;
 }
@@ -164,6 +166,31 @@ void AnalysisPipeline::load(BinaryReader& r) {
         if (r.get_string() != info->name) r.fail("state was written with other analyses");
         a->load(r);
     }
+}
+
+std::map<std::string, std::string> AnalysisPipeline::stream_rows() {
+    std::map<std::string, std::string> rows;
+    for (auto& [name, s] : streams_) {
+        s->flush();
+        std::string text = read_file(s->path);
+        const size_t header = text.find('\n');
+        rows[name] = header == std::string::npos ? std::string() : text.substr(header + 1);
+    }
+    return rows;
+}
+
+void AnalysisPipeline::merge(const AnalysisPipeline& other,
+                             const std::map<std::string, std::string>& rows) {
+    SS_CHECK(other.analyses_.size() == analyses_.size(), "merging pipelines of ",
+             other.analyses_.size(), " and ", analyses_.size(), " analyses");
+    for (size_t k = 0; k < analyses_.size(); ++k) {
+        SS_CHECK(analyses_[k].info == other.analyses_[k].info, "merging other analyses");
+        analyses_[k].analysis->merge(*other.analyses_[k].analysis);
+    }
+    n_inputs_ += other.n_inputs_;
+    for (const auto& p : other.positions_)
+        if (positions_.size() < kMaxRecordedSinks) positions_.push_back(p);
+    for (const auto& [name, text] : rows) stream(name).out << text;
 }
 
 void merge_record(nlohmann::json& into, const nlohmann::json& from) {

@@ -62,6 +62,17 @@ public:
     void save(BinaryWriter& w);  // flushes the streams so the saved sizes are on disk
     void load(BinaryReader& r);
 
+    // Shards of one run (api/distributed.hpp): the index of this shard's first input in the whole
+    // run, the input column of the streamed tables (the analyses keep counting from 0, as merge()
+    // expects). Set before the first add().
+    void set_first_input(int64_t first) { first_input_ = first; }
+    // The rows streamed so far (table name -> CSV lines after the header), for another process.
+    std::map<std::string, std::string> stream_rows();
+    // Appends the shard `other` (same options, the inputs after this one's; loaded from its saved
+    // state) and its streamed rows: every analysis' merge() in registry order, the sink
+    // positions and the rows, so merging shards in input order gives the one-process run.
+    void merge(const AnalysisPipeline& other, const std::map<std::string, std::string>& rows);
+
     // Finishes every analysis in registry order (each may read the results of those before).
     PipelineResults finish();
 
@@ -79,6 +90,7 @@ private:
     std::vector<Selected> analyses_;  // registry order
     bool collect_per_input_ = false;
     int64_t n_inputs_ = 0;
+    int64_t first_input_ = 0;
     std::filesystem::path dir_;
     std::map<std::string, std::unique_ptr<Stream>> streams_;  // "sinks", "<table>_per_input"
     std::map<std::string, uint64_t> saved_bytes_;             // from load()

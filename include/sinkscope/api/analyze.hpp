@@ -11,6 +11,7 @@
 #include <string>
 
 #include "sinkscope/analysis/options.hpp"
+#include "sinkscope/api/distributed.hpp"
 #include "sinkscope/api/model_commands.hpp"
 
 namespace sinkscope::api {
@@ -38,6 +39,10 @@ struct AnalyzeOptions {
     // --debug-kill-after hooks in here.
     std::function<void(int64_t n)> after_input;
     std::string command_line;
+    // Several processes (distributed.hpp): each rank analyses its contiguous shard of the inputs
+    // and rank 0 merges the shards' states in rank order and writes the outputs.
+    DistOptions dist;
+    Communicator* communicator = nullptr;  // a connected one to reuse (dynamics); null: from dist
 };
 
 // UsageError for any option analyze would refuse (before a model loads or a file is written).

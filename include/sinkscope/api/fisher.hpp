@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 
+#include "sinkscope/api/distributed.hpp"
 #include "sinkscope/api/model_commands.hpp"
 
 namespace sinkscope::api {
@@ -29,10 +30,14 @@ struct FisherCommandOptions {
     std::string command_line;       // recorded in run.json
     // Called after each sample with the number of samples done (tests interrupt here).
     std::function<void(int64_t)> after_sample;
+    // Several processes (distributed.hpp): each rank sums its contiguous shard of the samples;
+    // rank 0 adds the ranks' sums in rank order and writes the outputs.
+    DistOptions dist;
 };
 
 // Writes <out>/{fisher.csv, fisher_tensors.csv, run.json, report.html} (staged: a failure leaves
-// no output; an interrupted run keeps its sums for --resume). Returns the output directory.
+// no output; an interrupted run keeps its sums for --resume). Returns the output directory (empty
+// at ranks other than 0, which write nothing).
 std::string run_fisher(const FisherCommandOptions& o, std::ostream& log);
 
 }  // namespace sinkscope::api

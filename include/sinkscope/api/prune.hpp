@@ -10,6 +10,7 @@
 #include <ostream>
 #include <string>
 
+#include "sinkscope/api/distributed.hpp"
 #include "sinkscope/api/model_commands.hpp"
 
 namespace sinkscope::api {
@@ -34,11 +35,14 @@ struct PruneOptions {
     std::string command_line;       // recorded in run.json
     // Called after each evaluated point with the number of points done (tests interrupt here).
     std::function<void(int64_t)> after_point;
+    // Several processes (distributed.hpp): every rank calibrates, each evaluates its contiguous
+    // shard of the points, rank 0 writes the outputs.
+    DistOptions dist;
 };
 
 // Runs the experiment and writes <out>/{prune.csv, prune_random.csv, prune_order.csv, run.json,
 // report.html} (staged: a failure leaves no output; an interrupted run keeps its state for
-// --resume). Returns the output directory.
+// --resume). Returns the output directory (empty at ranks other than 0, which write nothing).
 std::string run_prune(const PruneOptions& o, std::ostream& log);
 
 }  // namespace sinkscope::api

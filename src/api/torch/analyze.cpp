@@ -35,15 +35,18 @@ using analysis::AnalysisInputs;
 namespace {
 
 constexpr const char* kStateFile = "state.bin";
-// State format 4: resumable.hpp's checked header line, then the inputs done and one state per
-// registry analysis, named, and the streamed tables' sizes.
-constexpr StateFormat kState{"analyze", 4};
+// State format 5: resumable.hpp's checked header line, then the inputs done (of this rank's
+// shard) and one state per registry analysis, named, and the streamed tables' sizes.
+constexpr StateFormat kState{"analyze", 5};
 
-// What a run depends on: a resumed run must have exactly these.
-nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs) {
+// What a run depends on: a resumed run must have exactly these (a rank resumes its own shard).
+nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs,
+                           const Communicator& comm) {
     nlohmann::json options = analysis::to_json(o.analysis);
     options.erase("threads");  // results do not depend on it
     return {{"model", fs::absolute(o.m.model).string()},
+            {"rank", comm.rank()},
+            {"world_size", comm.world_size()},
             {"inputs_sha256", analysis::inputs_sha256(inputs)},
             {"options", options},
             {"device", o.m.device},
@@ -130,6 +133,21 @@ std::string describe_bos_and_sink(const nlohmann::json& bos, const nlohmann::jso
     return s.str();
 }
 
+// One shard's state for rank 0: the pipeline's saved state, then its streamed rows by table.
+std::string shard_bytes(analysis::AnalysisPipeline& pipeline) {
+    BinaryWriter w;
+    pipeline.save(w);
+    const std::map<std::string, std::string> rows = pipeline.stream_rows();
+    w.put<uint64_t>(rows.size());
+    for (const auto& [name, text] : rows) {
+        w.put_string(name);
+        w.put_string(text);
+    }
+    return w.bytes();
+}
+
+void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log);
+
 }  // namespace
 
 void check_analyze_options(const AnalyzeOptions& o) {
@@ -149,21 +167,31 @@ void check_analyze_options(const AnalyzeOptions& o) {
     analysis::parse_over_context(o.m.over_context);
     tokenizer::parse_bos_policy(o.m.bos);
     load_options(o.m);  // device, dtype, threads
+    if (!o.communicator) resolve_dist(o.dist);
     analysis::AnalysisOptions aopts = o.analysis;
     aopts.threads = o.m.threads;
     analysis::resolve(aopts, {.hidden_states = true, .source = o.m.model});
 }
 
 void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
-    // ---- options --------------------------------------------------------------------------
     check_analyze_options(o);
+    with_communicator(o.dist, o.communicator, [&](Communicator& comm) { analyze(o, comm, log); });
+}
+
+namespace {
+
+void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
+    // ---- options --------------------------------------------------------------------------
+    const int64_t rank = comm.rank();
+    const bool last = !o.communicator;  // a caller's communicator goes on to other runs
+    const fs::path out_path = rank_output(o.out, rank);
     const auto progress = parse_progress_mode(o.progress);
     const auto over_context = analysis::parse_over_context(o.m.over_context);
     analysis::AnalysisOptions aopts = o.analysis;
     aopts.threads = o.m.threads;
     analysis::ResolvedOptions resolved =
         analysis::resolve(aopts, {.hidden_states = true, .source = o.m.model});
-    check_output_dir(o.out,
+    check_output_dir(out_path,
                      o.overwrite);  // before the model loads: nothing of the user's is replaced
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     const bool want_value = resolved.selected("value");
@@ -193,24 +221,31 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     resolved.p2.sink = resolved.head.sink;
     const std::string model_name =
         o.model_name.empty() ? fs::absolute(o.m.model).filename().string() : o.model_name;
-    analysis::AnalysisPipeline pipeline(cfg.n_layers, cfg.n_heads, resolved, model_name, o.m.model,
-                                        o.checkpoint);
+    const auto make_pipeline = [&] {
+        return analysis::AnalysisPipeline(cfg.n_layers, cfg.n_heads, resolved, model_name,
+                                          o.m.model, o.checkpoint);
+    };
+    analysis::AnalysisPipeline pipeline = make_pipeline();
+    // This rank's inputs: the contiguous shard [first, end) (all of them in a world of one).
+    const auto [first, end] = shard_range(int64_t(ids.size()), rank, comm.world_size());
+    const int64_t shard = end - first;
+    pipeline.set_first_input(first);
 
-    const nlohmann::json print = fingerprint(o, inputs);
-    OutputDir out = OutputDir::resumable(o.out, o.overwrite);
+    const nlohmann::json print = fingerprint(o, inputs, comm);
+    OutputDir out = OutputDir::resumable(out_path, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
     int64_t n_done = 0;
     if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
         const std::string payload = open_state(*bytes, state_path, kState, print, out);
         BinaryReader r(payload, state_path.string());
         n_done = r.get<int64_t>();
-        // Checked before it indexes anything: the count of this run's inputs already analysed.
-        if (n_done < 0 || n_done > int64_t(ids.size()))
+        // Checked before it indexes anything: the count of this shard's inputs already analysed.
+        if (n_done < 0 || n_done > shard)
             r.fail("it says " + std::to_string(n_done) + " inputs were done, of " +
-                   std::to_string(ids.size()));
+                   std::to_string(shard));
         pipeline.load(r);
         if (!r.at_end()) r.fail("bytes after the last analysis state");
-        log << "resuming at input " << n_done << " of " << ids.size() << "\n";
+        log << "resuming at input " << first + n_done << " of " << ids.size() << "\n";
         log.flush();
     }
     auto save_state = [&](int64_t done) {
@@ -225,13 +260,13 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
 
     // ---- stream the inputs
     // ------------------------------------------------------------------------
-    Progress bar("analyze", int64_t(ids.size()), progress);
+    Progress bar("analyze", shard, progress);
     pipeline.set_progress(bar.stage_reporter());
-    int64_t tokens = 0;
-    for (int64_t n = 0; n < n_done; ++n) tokens += inputs.n_tokens(size_t(n));
+    int64_t tokens = 0;  // of this shard, for the progress line
+    for (int64_t n = first; n < first + n_done; ++n) tokens += inputs.n_tokens(size_t(n));
     std::vector<std::string> pieces;
     metrics::Masking masking = metrics::Masking::Causal;
-    for (int64_t n = n_done; n < int64_t(ids.size()); ++n) {
+    for (int64_t n = first + n_done; n < end; ++n) {
         const bool lazy =
             analysis::use_lazy_attention(cfg, inputs.n_tokens(size_t(n)), o.attention_memory_mb);
         bar.stage("forward", 0, 1);
@@ -244,11 +279,36 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
                      want_value ? &c.hidden : nullptr, want_value ? &c.values : nullptr,
                      cfg.d_model, cfg.d_head);
         tokens += inputs.n_tokens(size_t(n));
-        bar.update(n + 1, tokens);
-        if ((n + 1) % o.checkpoint_every == 0 && n + 1 < int64_t(ids.size())) save_state(n + 1);
-        if (o.after_input) o.after_input(n + 1);
+        const int64_t done = n + 1 - first;
+        bar.update(done, tokens);
+        // A rank also saves its finished shard: a resume after another rank failed skips it.
+        if ((done % o.checkpoint_every == 0 && done < shard) ||
+            (done == shard && comm.distributed()))
+            save_state(done);
+        if (o.after_input) o.after_input(done);
     }
     bar.finish();
+
+    // ---- shards merged at rank 0, in rank order ------------------------------------------------
+    if (comm.distributed()) {
+        const std::vector<std::string> shards = comm.gather(rank == 0 ? "" : shard_bytes(pipeline));
+        if (rank != 0) return end_rank(comm, out.staging(), last);
+        for (size_t k = 1; k < shards.size(); ++k) {
+            const std::string origin = "state of rank " + std::to_string(k);
+            BinaryReader r(shards[k], origin);
+            analysis::AnalysisPipeline other = make_pipeline();
+            other.load(r);
+            std::map<std::string, std::string> rows;
+            for (auto n = r.get<uint64_t>(); n > 0; --n) {
+                std::string name = r.get_string();
+                rows[name] = r.get_string();
+            }
+            if (!r.at_end()) r.fail("bytes after the streamed rows");
+            pipeline.merge(other, rows);
+        }
+    }
+    tokens = 0;
+    for (size_t n = 0; n < ids.size(); ++n) tokens += inputs.n_tokens(n);
 
     // ---- outputs ------------------------------------------------------------------------------
     const analysis::PipelineResults results = pipeline.finish();
@@ -331,16 +391,23 @@ void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
              " from hook_rot_q/hook_rot_k (float32 scores and softmax, as the forward)"},
         {"recomputed_inputs", n_recomputed}};
     rec["resumed"] = n_done > 0;
+    rec["distributed"] = {{"world_size", comm.world_size()},
+                          {"sharding",
+                           "contiguous: rank r analyses inputs [N r / W, N (r + 1) / W); "
+                           "rank 0 merges the states in rank order"}};
     rec["checkpoint_every"] = o.checkpoint_every;
     fs::remove(state_path);
     record.write(out.staging());
     if (o.report) report::write_report(out.staging(), true);  // our own staging folder
     out.commit();
+    comm.finish(last);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char line[200];
     std::snprintf(line, sizeof line, "analyzed %zu inputs (%lld tokens) in %.1f s; wrote %s\n",
                   ids.size(), (long long)tokens, secs, o.out.string().c_str());
     log << line;
 }
+
+}  // namespace
 
 }  // namespace sinkscope::api

@@ -177,9 +177,20 @@ void each_row(const fs::path& dir, const char* file, const std::vector<std::stri
     for (const auto& cells : table.rows()) fn(Row{cells, columns});
 }
 
+void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log);
+
 }  // namespace
 
 void run_dynamics(const DynamicsOptions& o, std::ostream& log) {
+    resolve_dist(o.run.dist);  // a usage error before any connection
+    with_communicator(o.run.dist, nullptr, [&](Communicator& comm) { dynamics(o, comm, log); });
+}
+
+namespace {
+
+// Over several processes every checkpoint's analyze run is sharded the same way (analyze.cpp),
+// over this one communicator; rank 0 alone writes the tables across checkpoints.
+void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string manifest = o.manifest.string();
     // ---- the series, checked whole before anything runs --------------------------------------
@@ -194,13 +205,15 @@ void run_dynamics(const DynamicsOptions& o, std::ostream& log) {
         run.analysis.analyses.push_back("entropy_rows");
     run.report = o.checkpoint_reports;
     run.overwrite = false;  // the checkpoint folders live in our own staging folder
+    run.communicator = &comm;
     // The options are checked once, before the first model loads.
     {
         AnalyzeOptions first = run;
         first.m.model = entries[0].path.string();
         check_analyze_options(first);
     }
-    check_output_dir(base.out, base.overwrite);
+    const fs::path out_path = rank_output(base.out, comm.rank());
+    check_output_dir(out_path, base.overwrite);
     check_series(entries, manifest);
 
     // The model column: the series' name, the folder holding the manifest (a training run).
@@ -224,9 +237,11 @@ void run_dynamics(const DynamicsOptions& o, std::ostream& log) {
         {"options", options},
         {"device", base.m.device},
         {"dtype", base.m.dtype},
-        {"bos", base.m.bos}};
+        {"bos", base.m.bos},
+        {"rank", comm.rank()},
+        {"world_size", comm.world_size()}};
 
-    OutputDir out = OutputDir::resumable(base.out, base.overwrite);
+    OutputDir out = OutputDir::resumable(out_path, base.overwrite);
     const fs::path state_path = out.file(kStateFile);
     if (std::optional<std::string> bytes = interrupted_state(out, state_path, base.resume, log))
         open_state(*bytes, state_path, kState, print, out);
@@ -238,7 +253,8 @@ void run_dynamics(const DynamicsOptions& o, std::ostream& log) {
         const fs::path dir = out.staging() / series[k]["path"].get<std::string>();
         const std::string name = "checkpoint " + std::to_string(k + 1) + "/" +
                                  std::to_string(entries.size()) + " " + quote(e.label);
-        if (is_sinkscope_run(dir)) {
+        // Rank 0's folders say which checkpoints are finished: every rank skips the same ones.
+        if (comm.broadcast(is_sinkscope_run(dir) ? "1" : "0") == "1") {
             log << name << ": finished earlier, kept\n";
             out.keep_on_failure();
             continue;
@@ -261,6 +277,7 @@ void run_dynamics(const DynamicsOptions& o, std::ostream& log) {
         out.keep_on_failure();  // from here an interruption leaves finished checkpoints to resume
         if (o.after_checkpoint) o.after_checkpoint(int64_t(k) + 1);
     }
+    if (comm.rank() != 0) return end_rank(comm, out.staging());
 
     // ---- across checkpoints ------------------------------------------------------------------
     io::Table traj(t::kTrajectory.columns), frames(t::kFrameTypes.columns);
@@ -369,10 +386,13 @@ void run_dynamics(const DynamicsOptions& o, std::ostream& log) {
          "over the rows present at both checkpoints"},
         {"max_abs_residual", io::json_number(worst_residual)}};
     rec["resumed"] = base.resume;
+    rec["distributed"] = {{"world_size", comm.world_size()},
+                          {"sharding", "every checkpoint's inputs as analyze shards them"}};
     fs::remove(state_path);
     record.write(out.staging());
     if (base.report) report::write_report(out.staging(), true);
     out.commit();
+    comm.finish();
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char took[32];
@@ -381,5 +401,7 @@ void run_dynamics(const DynamicsOptions& o, std::ostream& log) {
         << " s; largest |sink + content - measured entropy change| "
         << format_number(worst_residual) << " nats; wrote " << base.out.string() << "\n";
 }
+
+}  // namespace
 
 }  // namespace sinkscope::api

@@ -35,9 +35,19 @@ namespace {
 constexpr const char* kStateFile = "fisher_state.json";
 constexpr StateFormat kState{"fisher", 1};
 
+std::string fisher(const FisherCommandOptions& o, Communicator& comm, std::ostream& log);
+
 }  // namespace
 
 std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
+    resolve_dist(o.dist);  // a usage error before any connection
+    return with_communicator(o.dist, nullptr,
+                             [&](Communicator& comm) { return fisher(o, comm, log); });
+}
+
+namespace {
+
+std::string fisher(const FisherCommandOptions& o, Communicator& comm, std::ostream& log) {
     // ---- options, before anything is loaded -------------------------------------------------
     if (o.data.empty()) throw UsageError("--data is required");
     if (o.out.empty()) throw UsageError("--out is required");
@@ -57,7 +67,8 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
     const auto progress = parse_progress_mode(o.progress);
     const auto over_context = analysis::parse_over_context(o.m.over_context);
-    check_output_dir(o.out, o.overwrite);  // before the model loads
+    const fs::path out_path = rank_output(o.out, comm.rank());
+    check_output_dir(out_path, o.overwrite);  // before the model loads
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     io::RunRecord record(o.command_line);
 
@@ -104,10 +115,15 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
                                         {"mask_rate", o.mask_rate},
                                         {"device", o.m.device},
                                         {"dtype", o.m.dtype},
-                                        {"bos", o.m.bos}};
+                                        {"bos", o.m.bos},
+                                        {"rank", comm.rank()},
+                                        {"world_size", comm.world_size()}};
+    // This rank's samples: the contiguous shard [first, end) (all of them in a world of one).
+    const auto [first, end] = shard_range(int64_t(inputs.size()), comm.rank(), comm.world_size());
+    const int64_t shard = end - first;
     analysis::FisherAccumulator acc(m);
-    int64_t n_done = 0, n_skipped = 0;  // inputs processed (scored or skipped)
-    OutputDir out = OutputDir::resumable(o.out, o.overwrite);
+    int64_t n_done = 0, n_skipped = 0;  // inputs of the shard processed (scored or skipped)
+    OutputDir out = OutputDir::resumable(out_path, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
     if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
         const std::string file = state_path.string();
@@ -120,35 +136,57 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
         SS_CHECK_INPUT(ok, file, "holds no {inputs_done, inputs_skipped, sums}");
         n_done = state["inputs_done"].get<int64_t>();
         n_skipped = state["inputs_skipped"].get<int64_t>();
-        SS_CHECK_INPUT(n_done <= int64_t(inputs.size()) && n_skipped <= n_done, file,
+        SS_CHECK_INPUT(n_done <= shard && n_skipped <= n_done, file,
                        "holds more inputs than this run has");
         acc.load_state(state.value("sums", nlohmann::json()), file);
         SS_CHECK_INPUT(acc.n_samples() == n_done - n_skipped, file, "damaged Fisher sums");
-        log << "resuming at input " << n_done + 1 << " of " << inputs.size() << "\n";
+        log << "resuming at input " << first + n_done + 1 << " of " << inputs.size() << "\n";
     }
+    // The shard's sums: the state file's payload and what rank 0 gathers.
+    auto shard_state = [&] {
+        return nlohmann::json{
+            {"inputs_done", n_done}, {"inputs_skipped", n_skipped}, {"sums", acc.state()}}
+            .dump();
+    };
     auto save_state = [&]() {
-        write_file_atomic(state_path, seal_state(kState, fingerprint,
-                                                 nlohmann::json{{"inputs_done", n_done},
-                                                                {"inputs_skipped", n_skipped},
-                                                                {"sums", acc.state()}}
-                                                     .dump()));
+        write_file_atomic(state_path, seal_state(kState, fingerprint, shard_state()));
         out.keep_on_failure();  // from now on an interruption leaves something to resume
     };
 
     // ---- one backward per sample (and label draw) --------------------------------------------
     {
-        Progress bar("fisher", int64_t(inputs.size()), progress);
+        Progress bar("fisher", shard, progress);
         int64_t tokens = 0;
-        for (size_t k = size_t(n_done); k < inputs.size(); ++k) {
+        for (size_t k = size_t(first + n_done); k < size_t(end); ++k) {
             const model::PredictionTask task = task_of(k);
             if (!acc.add(m, task, inputs.sample_index[k], fo)) ++n_skipped;
             ++n_done;
             tokens += inputs.n_tokens(k);
             bar.update(n_done, tokens);
-            if (n_done % o.checkpoint_every == 0 && n_done < int64_t(inputs.size())) save_state();
+            // A rank also saves its finished shard: a resume after another rank failed skips it.
+            if ((n_done % o.checkpoint_every == 0 && n_done < shard) ||
+                (n_done == shard && comm.distributed()))
+                save_state();
             if (o.after_sample) o.after_sample(n_done);
         }
         bar.finish();
+    }
+    // The ranks' sums added at rank 0 in rank order (the Fisher accumulator's merge): the same
+    // additions as one process makes, re-associated at the shard boundaries.
+    if (comm.distributed()) {
+        const std::vector<std::string> shards = comm.gather(shard_state());
+        if (comm.rank() != 0) {
+            end_rank(comm, out.staging());
+            return {};
+        }
+        for (size_t r = 1; r < shards.size(); ++r) {
+            const std::string origin = "Fisher sums of rank " + std::to_string(r);
+            const nlohmann::json j = io::parse_json(shards[r], origin);
+            analysis::FisherAccumulator other(m);
+            other.load_state(j.at("sums"), origin);
+            acc.merge(other);
+            n_skipped += j.at("inputs_skipped").get<int64_t>();
+        }
     }
     if (acc.n_samples() == 0)
         throw UsageError(
@@ -183,6 +221,10 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
                    {"model_context", inputs.context},
                    {"over_context", o.m.over_context}};
     rec["objective"] = objective;
+    rec["distributed"] = {{"world_size", comm.world_size()},
+                          {"sharding",
+                           "contiguous: rank r sums samples [N r / W, N (r + 1) / W); "
+                           "rank 0 adds the sums in rank order"}};
     rec["fisher"] = {{"total", io::json_number(tables.total)}};
     nlohmann::json shares = nlohmann::json::array();
     for (double s : tables.attention_share) shares.push_back(io::json_number(s));
@@ -202,6 +244,7 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
     record.write(out.staging());
     report::write_report(out.staging(), true);  // our own staging folder
     out.commit();
+    comm.finish();
 
     std::ostringstream s;
     s << analysis::fisher_kind_name(fo.kind) << " Fisher over " << acc.n_samples() << " samples ("
@@ -213,5 +256,7 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
     log << s.str();
     return out.final_path().string();
 }
+
+}  // namespace
 
 }  // namespace sinkscope::api

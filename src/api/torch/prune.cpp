@@ -112,6 +112,42 @@ struct Point {
     int64_t n_scored = 0;
 };
 
+// The evaluated points among points[first, end), in order: the state file's list, and what a rank
+// hands to rank 0.
+nlohmann::json points_json(const std::vector<Point>& points, size_t first, size_t end) {
+    nlohmann::json done = nlohmann::json::array();
+    for (size_t i = first; i < end; ++i) {
+        const Point& p = points[i];
+        if (p.done)
+            done.push_back({{"value", p.value},
+                            {"mean_nll", std::isnan(p.mean_nll) ? nlohmann::json(nullptr)
+                                                                : nlohmann::json(p.mean_nll)},
+                            {"n_scored", p.n_scored}});
+    }
+    return done;
+}
+
+// Reads points_json()'s list `done` (from `origin`) into points[first, ...); returns its length.
+size_t read_points(const nlohmann::json& done, std::vector<Point>& points, size_t first, size_t end,
+                   const std::string& origin) {
+    SS_CHECK_INPUT(done.is_array() && done.size() <= end - first, origin,
+                   "holds no list of points, or more points than this run has");
+    for (size_t i = 0; i < done.size(); ++i) {
+        const nlohmann::json& d = done[i];
+        const bool ok = d.is_object() && d.contains("value") && d["value"].is_number() &&
+                        d.contains("mean_nll") &&
+                        (d["mean_nll"].is_number() || d["mean_nll"].is_null()) &&
+                        d.contains("n_scored") && d["n_scored"].is_number_unsigned();
+        SS_CHECK_INPUT(ok, origin, "point ", i, " is not {value, mean_nll, n_scored}");
+        Point& p = points[first + i];
+        p.done = true;
+        p.value = d["value"].get<double>();
+        p.mean_nll = d["mean_nll"].is_null() ? std::nan("") : d["mean_nll"].get<double>();
+        p.n_scored = d["n_scored"].get<int64_t>();
+    }
+    return done.size();
+}
+
 std::string head_list(const std::vector<int64_t>& heads, int64_t n_heads) {
     std::string s;
     for (int64_t h : heads) {
@@ -123,9 +159,19 @@ std::string head_list(const std::vector<int64_t>& heads, int64_t n_heads) {
     return s;
 }
 
+std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log);
+
 }  // namespace
 
 std::string run_prune(const PruneOptions& o, std::ostream& log) {
+    resolve_dist(o.dist);  // a usage error before any connection
+    return with_communicator(o.dist, nullptr,
+                             [&](Communicator& comm) { return prune(o, comm, log); });
+}
+
+namespace {
+
+std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) {
     // ---- options, before anything is loaded -------------------------------------------------
     if (o.calib.empty()) throw UsageError("--calib is required");
     if (o.eval.empty()) throw UsageError("--eval is required");
@@ -141,7 +187,8 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
         throw UsageError("--calib-samples and --eval-samples must be >= 0");
     const auto progress = parse_progress_mode(o.progress);
     const auto over_context = analysis::parse_over_context(o.m.over_context);
-    check_output_dir(o.out, o.overwrite);  // before the model loads
+    const fs::path out_path = rank_output(o.out, comm.rank());
+    check_output_dir(out_path, o.overwrite);  // before the model loads
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     io::RunRecord record(o.command_line);
 
@@ -230,31 +277,24 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                                         {"device", o.m.device},
                                         {"dtype", o.m.dtype},
                                         {"bos", o.m.bos},
-                                        {"measure", measure}};
-    OutputDir out = OutputDir::resumable(o.out, o.overwrite);
+                                        {"measure", measure},
+                                        {"rank", comm.rank()},
+                                        {"world_size", comm.world_size()}};
+    // This rank evaluates the contiguous shard [first, end) of the points (every rank calibrates:
+    // the removal orders are needed for its points).
+    const auto [first_point, end_point] =
+        shard_range(int64_t(points.size()), comm.rank(), comm.world_size());
+    const size_t first = size_t(first_point), end = size_t(end_point);
+    OutputDir out = OutputDir::resumable(out_path, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
     if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
         const std::string file = state_path.string();
         const nlohmann::json state =
             io::parse_json(open_state(*bytes, state_path, kState, fingerprint, out), file);
-        const nlohmann::json& done =
-            state.is_object() ? state.value("points", nlohmann::json()) : nlohmann::json();
-        SS_CHECK_INPUT(done.is_array() && done.size() <= points.size(), file,
-                       "holds no list of points, or more points than this run has");
-        for (size_t i = 0; i < done.size(); ++i) {
-            const nlohmann::json& d = done[i];
-            const bool ok = d.is_object() && d.contains("value") && d["value"].is_number() &&
-                            d.contains("mean_nll") &&
-                            (d["mean_nll"].is_number() || d["mean_nll"].is_null()) &&
-                            d.contains("n_scored") && d["n_scored"].is_number_unsigned();
-            SS_CHECK_INPUT(ok, file, "point ", i, " is not {value, mean_nll, n_scored}");
-            points[i].done = true;
-            points[i].value = d["value"].get<double>();
-            points[i].mean_nll =
-                d["mean_nll"].is_null() ? std::nan("") : d["mean_nll"].get<double>();
-            points[i].n_scored = d["n_scored"].get<int64_t>();
-        }
-        log << "resuming at point " << done.size() + 1 << " of " << points.size() << "\n";
+        const size_t n = read_points(
+            state.is_object() ? state.value("points", nlohmann::json()) : nlohmann::json(), points,
+            first, end, file);
+        log << "resuming at point " << first + n + 1 << " of " << points.size() << "\n";
     }
 
     // ---- calibration: head distances (model scope) and, for mean ablation, mean z -------------
@@ -306,15 +346,10 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
 
     // ---- evaluation -------------------------------------------------------------------------
     auto save_state = [&]() {
-        nlohmann::json done = nlohmann::json::array();
-        for (const Point& p : points)
-            if (p.done)
-                done.push_back({{"value", p.value},
-                                {"mean_nll", std::isnan(p.mean_nll) ? nlohmann::json(nullptr)
-                                                                    : nlohmann::json(p.mean_nll)},
-                                {"n_scored", p.n_scored}});
-        write_file_atomic(state_path,
-                          seal_state(kState, fingerprint, nlohmann::json{{"points", done}}.dump()));
+        write_file_atomic(
+            state_path,
+            seal_state(kState, fingerprint,
+                       nlohmann::json{{"points", points_json(points, first, end)}}.dump()));
         out.keep_on_failure();  // from now on an interruption leaves something to resume
     };
     // Vision: the unpruned model's top-1 label of every evaluation image is the reference.
@@ -344,9 +379,10 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
         p.mean_nll = r.mean_nll;
         p.n_scored = r.n_tokens;
     };
-    Progress bar("prune: evaluation", int64_t(points.size()), progress);
+    Progress bar("prune: evaluation", int64_t(end - first), progress);
     int64_t n_done = 0;
-    for (Point& p : points) {
+    for (size_t i = first; i < end; ++i) {
+        Point& p = points[i];
         if (!p.done) {
             model::HeadMask mask(kind, cfg.n_layers, cfg.n_heads);
             mask.z_mean = z_mean;
@@ -360,6 +396,22 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
         if (o.after_point) o.after_point(n_done);
     }
     bar.finish();
+    // Every rank's evaluated points at rank 0 (each point is computed whole by one rank, so the
+    // tables equal one process's exactly).
+    if (comm.distributed()) {
+        const std::vector<std::string> shards = comm.gather(points_json(points, first, end).dump());
+        if (comm.rank() != 0) {
+            end_rank(comm, out.staging());
+            return {};
+        }
+        for (size_t r = 1; r < shards.size(); ++r) {
+            const std::string origin = "points of rank " + std::to_string(r);
+            const auto [b, e] = shard_range(int64_t(points.size()), int64_t(r), comm.world_size());
+            const size_t n = read_points(io::parse_json(shards[r], origin), points, size_t(b),
+                                         size_t(e), origin);
+            SS_CHECK(n == size_t(e - b), origin, " has ", n, " of its ", e - b, " points");
+        }
+    }
 
     // ---- tables, run.json -------------------------------------------------------------------
     const double baseline = points.front().value;
@@ -415,6 +467,10 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
                          {"truncated_to", eval.cut_length},
                          {"n_scored", points.front().n_scored}};
     rec["measure"] = measure;
+    rec["distributed"] = {{"world_size", comm.world_size()},
+                          {"sharding",
+                           "contiguous: rank r evaluates points [P r / W, P (r + 1) / "
+                           "W) of the P in prune.csv's order"}};
     rec["baseline"] = io::json_number(baseline);
     rec["definitions"] = {
         {"redundancy",
@@ -432,6 +488,7 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
     record.write(out.staging());
     report::write_report(out.staging(), true);  // our own staging folder
     out.commit();
+    comm.finish();
 
     std::ostringstream s;
     const char* unit = cfg.is_vision() ? " images" : cfg.causal ? " tokens" : " masked tokens";
@@ -448,5 +505,7 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
     log << s.str();
     return out.final_path().string();
 }
+
+}  // namespace
 
 }  // namespace sinkscope::api

@@ -1,0 +1,297 @@
+// analyze, fisher, prune and dynamics over several processes on 127.0.0.1 (c10d Gloo,
+// api/distributed.hpp): the tables of 2 and 3 ranks equal the one-process run's, a killed rank
+// ends the others with one line within --dist-timeout, and --resume then completes the run
+// identically.
+//
+// Reference: the one-process run of the same command. Equality is exact (byte for byte) where a
+// merge concatenates: sinks.csv, the <table>_per_input.csv streams, entropy_rows.npy, and the
+// tables built from per-input values (statistics: correlations.csv, paired_tests.csv), and every
+// non-numeric cell of every table. Elsewhere the accumulators hold sums over inputs that a merge
+// re-associates (shard sums added at rank 0), so the values agree to rounding only: with N inputs
+// summed in fp64 the sums differ by at most about N * 2^-53 relative (~1e-14 for the 60 inputs
+// here); the tables' values are O(1) quantities (masses, entropies, distances, persistence) or
+// larger ones derived from those sums, and conditioning of the derived quantities (differences
+// of near-equal sums, eigenvalues) multiplies that, so the tolerance is 1e-12 * max(1, |a|, |b|);
+// the std columns of section 8, a square root of a difference of moments, get the bound of
+// moment_std_tol. Fisher and prune have their own rules (their tests).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "free_port.hpp"
+#include "sinkscope/io/table.hpp"
+#include "testing.hpp"
+
+namespace fs = std::filesystem;
+using namespace sinkscope;
+using testutil::CliResult;
+using testutil::run_cli;
+
+namespace {
+
+std::vector<std::string> analyze_args(const fs::path& shared, const fs::path& out) {
+    return {"analyze",
+            "--model=" + (shared / "models" / "tinystories656K").string(),
+            "--samples=60",
+            "--max-tokens=24",
+            "--analyses=all,entropy_rows",
+            "--per-input",
+            "--checkpoint-every=5",
+            "--no-report",
+            "--quiet",
+            "--threads=1",
+            "--out=" + out.string()};
+}
+
+// Every rank of one run, started together; per-rank extra arguments in `extra[rank]`. Without
+// `master_flag` the ranks find rank 0 through MASTER_ADDR and MASTER_PORT.
+std::vector<CliResult> run_ranks(const std::vector<std::string>& args, int world,
+                                 const std::vector<std::vector<std::string>>& extra = {},
+                                 bool master_flag = true) {
+    std::vector<std::string> common = args;
+    common.push_back("--world-size=" + std::to_string(world));
+    common.push_back("--dist-timeout=10");
+    if (master_flag)
+        common.push_back("--master=127.0.0.1:" + std::to_string(testutil::free_port()));
+    std::vector<CliResult> results(size_t(world), CliResult{-1, "", ""});
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < world; ++r)
+        ranks.emplace_back([&, r] {
+            std::vector<std::string> a = common;
+            a.push_back("--rank=" + std::to_string(r));
+            if (size_t(r) < extra.size()) a.insert(a.end(), extra[r].begin(), extra[r].end());
+            results[size_t(r)] = run_cli(a);
+        });
+    for (auto& t : ranks) t.join();
+    return results;
+}
+
+// The one-process run of `args` into `want`, then the same over `world` ranks into `got`; every
+// rank must succeed and leave nothing but the output.
+void run_both(std::vector<std::string> args, const fs::path& want, const fs::path& got, int world) {
+    args.push_back("--out=" + want.string());
+    const auto one = run_cli(args);
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    args.back() = "--out=" + got.string();
+    const auto r = run_ranks(args, world);
+    for (int k = 0; k < world; ++k) ASSERT_EQ(r[size_t(k)].exit_code, 0) << r[size_t(k)].err;
+    for (const auto& e : fs::directory_iterator(got.parent_path()))
+        EXPECT_EQ(e.path().string().find(".rank"), std::string::npos) << e.path();
+}
+
+// The first `n` STEM sentences from `skip` on, as a text file `file`.
+fs::path stem_text(const fs::path& shared, const fs::path& file, size_t skip, size_t n) {
+    const io::Table stem = io::Table::read_csv(shared / "data" / "stem_sentences.csv");
+    const size_t col = size_t(std::find(stem.columns().begin(), stem.columns().end(), "text") -
+                              stem.columns().begin());
+    std::string s;
+    for (size_t i = skip; i < skip + n; ++i) s += std::get<std::string>(stem.rows()[i][col]) + "\n";
+    testutil::write_text(file, s);
+    return file;
+}
+
+const std::set<std::string> kExact = {"sinks.csv", "correlations.csv", "paired_tests.csv",
+                                      "entropy_rows.npy"};
+
+// Section 8's std columns are sqrt(max(0, S2 / n - (S1 / n)^2)) from the sums S1, S2 over n
+// inputs (metrics/p2.cpp). Re-associating the sums moves S2 / n and (S1 / n)^2 by at most about
+// (3n + 4) eps E[x^2] (n additions each, the square, the divisions); where the variance is near 0
+// the square root turns an absolute change d of it into up to sqrt(d). Both runs carry such an
+// error, hence twice the root. E[x^2] = value^2 + std^2 of the one-process row.
+double moment_std_tol(const io::Table& t, size_t row) {
+    double value = 0, sd = 0, n = 0;
+    for (size_t j = 0; j < t.columns().size(); ++j) {
+        const auto* d = std::get_if<double>(&t.rows()[row][j]);
+        if (!d) continue;
+        if (t.columns()[j] == "value") value = *d;
+        if (t.columns()[j] == "std") sd = *d;
+        if (t.columns()[j] == "n") n = *d;
+    }
+    constexpr double eps = 2.220446049250313e-16;
+    return 2 * std::sqrt((3 * n + 4) * eps * (value * value + sd * sd));
+}
+
+// The distributed run `got` against the one-process run `want`: every table's non-numeric cells
+// equal, numbers within `rel` * max(`floor`, |a|, |b|) (file header comment), the kExact files
+// byte for byte.
+void expect_same_tables(const fs::path& want, const fs::path& got, double rel = 1e-12,
+                        double floor = 1.0) {
+    size_t n_files = 0;
+    for (const auto& e : fs::directory_iterator(want)) {
+        const std::string name = e.path().filename().string();
+        const bool csv = e.path().extension() == ".csv";
+        if (!csv && name != "entropy_rows.npy") continue;
+        ++n_files;
+        ASSERT_TRUE(fs::exists(got / name)) << name;
+        if (kExact.count(name) || name.find("_per_input.csv") != std::string::npos) {
+            EXPECT_EQ(testutil::snapshot_tree(want)[name], testutil::snapshot_tree(got)[name])
+                << name << " differs";
+            continue;
+        }
+        const io::Table a = io::Table::read_csv(want / name), b = io::Table::read_csv(got / name);
+        ASSERT_EQ(a.columns(), b.columns()) << name;
+        ASSERT_EQ(a.size(), b.size()) << name;
+        for (size_t i = 0; i < a.size(); ++i)
+            for (size_t j = 0; j < a.columns().size(); ++j) {
+                const io::Cell &x = a.rows()[i][j], &y = b.rows()[i][j];
+                const auto* dx = std::get_if<double>(&x);
+                const auto* dy = std::get_if<double>(&y);
+                if (dx && dy && std::isnan(*dx)) {
+                    EXPECT_TRUE(std::isnan(*dy)) << name << " row " << i << " " << a.columns()[j];
+                } else if (dx && dy && std::isfinite(*dx)) {
+                    double tol = rel * std::max({floor, std::abs(*dx), std::abs(*dy)});
+                    if (a.columns()[j] == "std") tol = std::max(tol, moment_std_tol(a, i));
+                    EXPECT_NEAR(*dx, *dy, tol) << name << " row " << i << " " << a.columns()[j];
+                } else {
+                    EXPECT_TRUE(x == y) << name << " row " << i << " " << a.columns()[j];
+                }
+            }
+    }
+    EXPECT_GE(n_files, 2u);
+}
+
+int64_t world_size_of(const fs::path& run) {
+    std::ifstream f(run / "run.json");
+    return nlohmann::json::parse(f)["distributed"]["world_size"].get<int64_t>();
+}
+
+}  // namespace
+
+TEST(DistributedAnalyze, TwoAndThreeRanksEqualOneProcess) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    std::vector<std::string> args = analyze_args(shared, tmp / "one");
+    args.pop_back();  // --out
+    for (int world : {2, 3}) {
+        SCOPED_TRACE("world " + std::to_string(world));
+        const fs::path one = tmp / ("one" + std::to_string(world)),
+                       out = tmp / ("w" + std::to_string(world));
+        run_both(args, one, out, world);
+        EXPECT_EQ(world_size_of(one), 1);
+        EXPECT_EQ(world_size_of(out), world);
+        EXPECT_GT(std::distance(fs::directory_iterator(one), fs::directory_iterator()), 20);
+        expect_same_tables(one, out);
+    }
+}
+
+TEST(DistributedAnalyze, EnvironmentConfiguresTheRanks) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    // torchrun's variables instead of flags; a rank outside the world is a usage error.
+    ::setenv("WORLD_SIZE", "2", 1);
+    ::setenv("RANK", "2", 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(testutil::free_port()).c_str(), 1);
+    const auto bad = run_cli(analyze_args(shared, tmp / "bad"));
+    ::unsetenv("WORLD_SIZE");
+    ::unsetenv("RANK");
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_NE(bad.err.find("RANK"), std::string::npos) << bad.err;
+    EXPECT_FALSE(fs::exists(tmp / "bad"));
+    // The master's address from the environment, the ranks from flags.
+    const auto r = run_ranks(analyze_args(shared, tmp / "env"), 2, {}, false);
+    ::unsetenv("MASTER_ADDR");
+    ::unsetenv("MASTER_PORT");
+    for (const CliResult& x : r) EXPECT_EQ(x.exit_code, 0) << x.err;
+    EXPECT_EQ(world_size_of(tmp / "env"), 2);
+}
+
+TEST(DistributedAnalyze, KilledRankEndsTheOthersAndResumeCompletes) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const auto one = run_cli(analyze_args(shared, tmp / "one"));
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+
+    const fs::path out = tmp / "run";
+    const auto t0 = std::chrono::steady_clock::now();
+    // Rank 1 is killed (SIGKILL: no message of its own) after 12 of its 20 inputs.
+    const auto killed = run_ranks(analyze_args(shared, out), 3, {{}, {"--debug-kill-after=12"}});
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(killed[1].exit_code, 0);
+    for (int k : {0, 2}) {
+        EXPECT_NE(killed[size_t(k)].exit_code, 0) << "rank " << k;
+        // One error line (after the run's notes), naming the silent rank.
+        const std::string& err = killed[size_t(k)].err;
+        const size_t at = err.find("sinkscope: error: ");
+        ASSERT_NE(at, std::string::npos) << err;
+        const std::string line = err.substr(at);
+        EXPECT_EQ(line.find('\n'), line.size() - 1) << err;
+        EXPECT_NE(line.find("rank 1 "), std::string::npos) << err;
+    }
+    // --dist-timeout 10: the silence is noticed within it (plus the run itself and one round).
+    EXPECT_LT(secs, 60.0);
+    EXPECT_FALSE(fs::exists(out / "run.json"));  // no output directory, half written or whole
+    EXPECT_FALSE(fs::exists(out));
+
+    std::vector<std::string> resume = analyze_args(shared, out);
+    resume.push_back("--resume");
+    const auto resumed = run_ranks(resume, 3);
+    for (int k = 0; k < 3; ++k)
+        ASSERT_EQ(resumed[size_t(k)].exit_code, 0) << resumed[size_t(k)].err;
+    EXPECT_NE(resumed[1].out.find("resuming at input 30"), std::string::npos) << resumed[1].out;
+    expect_same_tables(tmp / "one", out);
+}
+
+// Fisher: each rank sums its shard, rank 0 adds the sums in rank order. The terms are squared
+// gradients (>= 0), so the re-associated sums of n = 12 samples differ from one process's by at
+// most about n * 2^-53 relative: 1e-12 relative (no floor) holds with room.
+TEST(DistributedFisher, TwoRanksEqualOneProcess) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const fs::path data = stem_text(shared, tmp / "data.txt", 0, 12);
+    run_both({"fisher", "--model=" + (shared / "models" / "tinystories656K").string(),
+              "--data=" + data.string(), "--threads=1", "--progress=never"},
+             tmp / "one", tmp / "two", 2);
+    expect_same_tables(tmp / "one", tmp / "two", 1e-12, 1e-300);
+    EXPECT_EQ(world_size_of(tmp / "two"), 2);
+}
+
+// Prune: every point is evaluated whole by one rank with the same code and threads, so the
+// tables equal one process's byte for byte.
+TEST(DistributedPrune, TwoRanksEqualOneProcessExactly) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const fs::path calib = stem_text(shared, tmp / "calib.txt", 0, 8);
+    const fs::path eval = stem_text(shared, tmp / "eval.txt", 8, 6);
+    run_both({"prune", "--model=" + (shared / "models" / "tinystories656K").string(),
+              "--calib=" + calib.string(), "--eval=" + eval.string(), "--channels=js,dA",
+              "--sparsity=0.1,0.3", "--random-seeds=2", "--threads=1", "--progress=never"},
+             tmp / "one", tmp / "two", 2);
+    for (const char* name : {"prune.csv", "prune_random.csv", "prune_order.csv"})
+        EXPECT_EQ(testutil::snapshot_tree(tmp / "one")[name],
+                  testutil::snapshot_tree(tmp / "two")[name])
+            << name;
+    EXPECT_EQ(world_size_of(tmp / "two"), 2);
+}
+
+// Dynamics: every checkpoint's inputs sharded as analyze shards them, over one communicator;
+// the tables across checkpoints and each checkpoint's own equal one process's (as analyze's).
+TEST(DistributedDynamics, TwoRanksEqualOneProcess) {
+    testutil::ScratchDir tmp;
+    const auto trained = run_cli({"train", "--preset=tiny",
+                                  "--text=" + testutil::write_training_corpus(tmp.path()).string(),
+                                  "--out=" + (tmp / "series").string(), "--steps=20",
+                                  "--checkpoint-every=10", "--threads=1", "--progress=never"});
+    ASSERT_EQ(trained.exit_code, 0) << trained.err;
+    run_both({"dynamics", "--checkpoints=" + (tmp / "series" / "manifest.json").string(),
+              "--samples=9", "--max-tokens=20", "--threads=1", "--progress=never", "--no-report"},
+             tmp / "one", tmp / "two", 2);
+    expect_same_tables(tmp / "one", tmp / "two");
+    size_t n_checkpoints = 0;
+    for (const auto& e : fs::directory_iterator(tmp / "one" / "checkpoints")) {
+        SCOPED_TRACE(e.path().filename().string());
+        expect_same_tables(e.path(), tmp / "two" / "checkpoints" / e.path().filename());
+        ++n_checkpoints;
+    }
+    EXPECT_GE(n_checkpoints, 2u);
+    EXPECT_EQ(world_size_of(tmp / "two"), 2);
+}
