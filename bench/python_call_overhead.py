@@ -4,8 +4,9 @@ on the same arrays, one thread each.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python_call_overhead.py [--build build]
 
-Prints per case the median time of each side and the difference (the binding's overhead:
-argument conversion, GIL release, results converted to numpy arrays and dicts).
+Prints per case the fastest of several repetitions of each side (the least disturbed by other
+load on the machine) and the difference: the binding's overhead (argument conversion, GIL
+release, results converted to numpy arrays and dicts).
 """
 
 import argparse
@@ -36,18 +37,22 @@ def main():
     p.add_argument("--repeats", type=int, default=7)
     args = p.parse_args()
     exe = os.path.join(args.build, "bench", "bench_analysis_call")
-    r = subprocess.run([exe, "--benchmark_format=json", "--benchmark_repetitions=5",
-                        "--benchmark_report_aggregates_only=true"],
+    r = subprocess.run([exe, "--benchmark_format=json",
+                        f"--benchmark_repetitions={args.repeats}"],
                        check=True, capture_output=True, text=True)
-    cpp = {b["run_name"]: b["real_time"] * {"us": 1e-6, "ms": 1e-3, "ns": 1e-9}[b["time_unit"]]
-           for b in json.loads(r.stdout)["benchmarks"] if b["aggregate_name"] == "median"}
+    cpp = {}
+    for b in json.loads(r.stdout)["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        t = b["real_time"] * {"us": 1e-6, "ms": 1e-3, "ns": 1e-9}[b["time_unit"]]
+        cpp[b["run_name"]] = min(t, cpp.get(b["run_name"], t))
     print(f"{'case':<24} {'C++':>12} {'Python':>12} {'overhead':>12}")
     for name, (shape, analyses) in CASES.items():
         a = uniform_causal(*shape)
         call = lambda: sinkscope.metrics.analyze(a, analyses=analyses, threads=1)  # noqa: E731
         number = max(1, int(0.2 / max(1e-6, timeit.timeit(call, number=1))))
         times = timeit.repeat(call, number=number, repeat=args.repeats)
-        py = float(np.median(times)) / number
+        py = min(times) / number
         print(f"{name:<24} {cpp[name] * 1e3:>10.3f}ms {py * 1e3:>10.3f}ms "
               f"{(py - cpp[name]) * 1e6:>10.1f}us  ({a.nbytes / 2**20:.2f} MiB input)")
 
