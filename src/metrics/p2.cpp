@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cfloat>
 #include <cmath>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -372,7 +373,10 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
     std::vector<LayerOutput> outputs(static_cast<size_t>(n_layers));
     const auto n_threads = std::max<int64_t>(1, std::min<int64_t>(threads_, n_layers));
     std::vector<std::exception_ptr> errors(static_cast<size_t>(n_threads));
-    std::atomic<int64_t> layers_done{0};
+    // Counted and reported under one lock, so the reported counts rise 1, 2, ..., L whichever
+    // thread finishes first (an atomic counter alone let a later count overtake an earlier one).
+    int64_t layers_done = 0;
+    std::mutex progress_mutex;
     if (progress_) progress_("section 8", 0, n_layers);
     auto work = [&](int64_t t) {
         try {
@@ -380,7 +384,10 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
             for (int64_t l = t; l < n_layers; l += n_threads) {
                 process_layer(in, l, c, input_id, token_strings, layer_sinks, scratch,
                               outputs[static_cast<size_t>(l)]);
-                if (progress_) progress_("section 8", ++layers_done, n_layers);
+                if (progress_) {
+                    std::lock_guard<std::mutex> lock(progress_mutex);
+                    progress_("section 8", ++layers_done, n_layers);
+                }
             }
         } catch (...) {
             errors[static_cast<size_t>(t)] = std::current_exception();
