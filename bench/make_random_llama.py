@@ -3,8 +3,9 @@
 model.safetensors, float32) and a .npy of random token ids, for the analyze memory benchmark.
 
 usage: make_random_llama.py OUT_DIR [--tokens T] [--d-model 768] [--layers 12] [--heads 12]
-                            [--d-mlp 2560] [--vocab 32000] [--seed 0]
-Default: 124M parameters (tied embeddings), about 500 MB on disk.
+                            [--d-mlp 2560] [--vocab 32000] [--seed 0] [--untied]
+Default: 124M parameters (tied embeddings), about 500 MB on disk. --d-mlp 2048 --untied: the
+134M model of issue 19 and bench/gguf_quant_load.py (a separate lm_head.weight).
 """
 import argparse
 import json
@@ -24,6 +25,7 @@ def main():
     ap.add_argument("--d-mlp", type=int, default=2560)
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--untied", action="store_true", help="write a separate lm_head.weight")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     D, F, V = a.d_model, a.d_mlp, a.vocab
@@ -37,6 +39,8 @@ def main():
         shapes[p + "mlp.gate_proj.weight"] = (F, D)
         shapes[p + "mlp.up_proj.weight"] = (F, D)
         shapes[p + "mlp.down_proj.weight"] = (D, F)
+    if a.untied:
+        shapes["lm_head.weight"] = (V, D)
     header, offset = {}, 0
     for name, shape in shapes.items():
         n = int(np.prod(shape)) * 4
@@ -59,7 +63,7 @@ def main():
     config = {"model_type": "llama", "hidden_size": D, "num_hidden_layers": a.layers,
               "num_attention_heads": a.heads, "num_key_value_heads": a.heads,
               "intermediate_size": F, "vocab_size": V, "max_position_embeddings": a.tokens,
-              "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+              "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": not a.untied,
               "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2}
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(config, f, indent=1)
