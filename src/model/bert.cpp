@@ -209,7 +209,7 @@ ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& ca
     }
     // Pass 4: MLM head: dense -> activation -> LayerNorm -> tied decoder + bias. Without a head
     // the logits stay undefined.
-    if (!has_head_) return result;
+    if (!has_head_ || !capture.wants_logits()) return result;
     const Activation head_act = variant_.head_exact_gelu ? Activation::Gelu : c_.act;
     const at::Tensor h = head_norm_(detail::activate(head_dense_(x), head_act));  // [b, pos, D]
     result.logits = out_(h).to(detail::accum_type(dtype_));  // [batch, pos, d_vocab]

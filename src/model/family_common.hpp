@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -26,16 +27,24 @@ inline at::ScalarType accum_type(at::ScalarType dtype) {
 bool gradients_recorded();
 
 // Keeps the hooks a CaptureSpec selects in a ForwardResult.
+// Also holds the scratch buffers attend() reuses across the query blocks and layers of the one
+// forward the recorder belongs to, so a block's temporaries are not fresh pages every time.
 class HookRecorder {
 public:
     HookRecorder(const CaptureSpec& capture, ForwardResult& result)
         : capture_(capture), result_(result) {}
     void keep(HookPoint point, int64_t layer, const at::Tensor& t);
     bool wants(HookPoint point, int64_t layer) const;
+    // A contiguous tensor of `sizes` in scratch slot `slot` (< kScratchSlots): a view of a buffer
+    // that grows on demand and lives as long as the recorder. Its contents are undefined; a
+    // later call with the same slot reuses the memory.
+    static constexpr int kScratchSlots = 3;
+    at::Tensor scratch(int slot, at::IntArrayRef sizes, const at::TensorOptions& options);
 
 private:
     const CaptureSpec& capture_;
     ForwardResult& result_;
+    at::Tensor scratch_[kScratchSlots];  // flat buffers
 };
 
 // Token ids moved to `device` as int64 [batch, pos]; UsageError when an id is outside
@@ -48,6 +57,20 @@ void check_head_mask(const HeadMask* mask, const ModelConfig& c);
 
 // [query, key] bool on `device`, true = masked: j > i, and j <= i - window when window > 0.
 at::Tensor causal_mask(int64_t n_tokens, int64_t window, const at::Device& device);
+
+// A layer's mask as attend() reads it. `hidden`: bool, broadcastable to [batch, n_heads, query,
+// key], true = masked (undefined: nothing masked). `causal`: hidden is causal_mask(T, window)
+// (spec section 0: query i sees keys j <= i, and j > i - window when window > 0), so attend()
+// computes only the keys a block of queries can see; the others have weight exactly 0.
+struct AttentionMask {
+    AttentionMask() = default;
+    AttentionMask(at::Tensor h) : hidden(std::move(h)) {}  // a general mask (padding, none)
+    AttentionMask(at::Tensor h, bool is_causal, int64_t w)
+        : hidden(std::move(h)), causal(is_causal), window(w) {}
+    at::Tensor hidden;
+    bool causal = false;
+    int64_t window = 0;
+};
 // [batch, 1, 1, key] bool, true = padding key; undefined when attention_mask is undefined.
 at::Tensor padding_mask(const ModelInput& input, const at::Device& device);
 
@@ -63,20 +86,24 @@ struct RopeTables {
 RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, const ModelConfig& c,
                        at::ScalarType dtype, const at::Device& device);
 
-// Query rows per block when attention runs without keeping scores or pattern.
+// Query rows per block of attend(): bounds the [batch, H, block, key] temporaries, so a long
+// input needs O(T) memory per layer beyond what it captures, and lets a causal block skip keys.
 constexpr int64_t kQueryBlock = 256;
 
 // Eager attention of one layer (spec section 0). q: [batch, pos, n_heads, d_head] (after RoPE),
 // k, v: [batch, pos, n_kv_heads, d_head] (query head h reads kv head h / (n_heads/n_kv_heads)).
-// `hidden` is a bool mask broadcastable to [batch, n_heads, query, key], true = masked (undefined:
-// nothing masked). Records hook_attn_scores (scaled, masked = -inf), hook_pattern (softmax in f32,
+// Records hook_attn_scores (scaled, masked = -inf), hook_pattern (softmax in f32,
 // then `dtype`) and hook_z (after the head mask); returns z [batch, pos, n_heads, d_head].
-// When neither scores nor pattern is captured, inputs longer than kQueryBlock are processed in
-// query blocks (same values up to float rounding, O(T) instead of O(T^2) temporaries).
+// Queries are processed in blocks of kQueryBlock rows; with a causal mask a block computes scores
+// only against the keys it can see and writes -inf / 0 into the captured scores / pattern for
+// the rest (same values as the full T x T computation up to float rounding of the softmax sum
+// and of pattern x V, whose masked terms are exact zeros). The score scale is applied inside
+// the score product. Under model::GradientScope the functional full-square path runs instead
+// (out= operations record no gradients).
 // `softcap` > 0 (Gemma-2) replaces each scaled score s by softcap * tanh(s / softcap) before the
 // mask, so hook_attn_scores holds the capped scores.
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                  const at::Tensor& hidden, double scale, int64_t layer, const HeadMask* mask,
+                  const AttentionMask& hidden, double scale, int64_t layer, const HeadMask* mask,
                   at::ScalarType dtype, HookRecorder& hooks, double softcap = 0.0);
 
 // The frame every causal decoder's forward shares (spec section 0): inference mode (unless
@@ -94,7 +121,7 @@ struct DecoderFrame {
     DecoderFrame& operator=(const DecoderFrame&) = delete;
 
     // Records x_final [batch, pos, d_model] as hook_ln_final.hook_normalized and the logits
-    // [batch, pos, d_vocab] in f32; hands the result out.
+    // [batch, pos, d_vocab] in f32 (undefined: not wanted); hands the result out.
     ForwardResult finish(const at::Tensor& x_final, const at::Tensor& logits);
     // The RoPE tables, or null when the family has learned positions (rot_dim 0).
     const RopeTables* rope_or_null() const { return rope.rot_dim > 0 ? &rope : nullptr; }
@@ -102,15 +129,16 @@ struct DecoderFrame {
     c10::InferenceMode guard{!gradients_recorded()};
     at::Tensor ids;  // [batch, pos] int64 on the device
     int64_t n_tokens = 0;
+    bool want_logits = true;  // capture.wants_logits(): run the language-model head
     ForwardResult result;
     HookRecorder hooks;  // bound to `capture` (outlives the frame) and `result`
     RopeTables rope;     // rot_dim 0: none
-    at::Tensor hidden;   // [query, key] bool, true = masked (the window applied)
-    at::Tensor hidden_full;  // causal without window; defined when c.window_layers is not empty
+    AttentionMask hidden;       // [query, key] causal, the window applied
+    AttentionMask hidden_full;  // causal without window; defined when c.window_layers is not empty
     std::vector<int64_t> window_layers;
     double scale = 1.0;  // c.score_scale()
     // The mask of `layer`: `hidden`, or hidden_full on layers outside c.window_layers.
-    const at::Tensor& mask_of(int64_t layer) const;
+    const AttentionMask& mask_of(int64_t layer) const;
 };
 
 // ---- Weights: every family reads its tensors through WeightLoader ----
@@ -245,7 +273,7 @@ struct ParameterList {
 // RoPE on the first rope->rot_dim dims (rope null: no rotation, hook_rot_q/k = hook_q/k), attend()
 // with scale `scale` and mask `hidden`, output projection. Returns [batch, pos, d_model].
 at::Tensor self_attention(const at::Tensor& h, const AttentionWeights& w, const ModelConfig& c,
-                          const RopeTables* rope, const at::Tensor& hidden, double scale,
+                          const RopeTables* rope, const AttentionMask& hidden, double scale,
                           int64_t layer, const HeadMask* mask, at::ScalarType dtype,
                           HookRecorder& hooks);
 

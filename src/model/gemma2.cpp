@@ -161,6 +161,7 @@ ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& 
         hooks.keep(HookPoint::ResidPost, l, x);
     }
     const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
+    if (!f.want_logits) return f.finish(x_final, at::Tensor());
     at::Tensor logits =
         at::linear(x_final, w_out_).to(detail::accum_type(dtype_));  // [batch, pos, d_vocab]
     if (c_.final_softcap > 0) logits = at::tanh(logits / c_.final_softcap) * c_.final_softcap;

@@ -122,7 +122,7 @@ ForwardResult Gpt2Family::forward(const ModelInput& input, const CaptureSpec& ca
     }
     // Pass 3: ln_f and the (tied) unembedding; logits in f32.
     const at::Tensor x_final = ln_f_(x);  // [batch, pos, d_model]
-    return f.finish(x_final, out_(x_final));
+    return f.finish(x_final, f.want_logits ? out_(x_final) : at::Tensor());
 }
 
 }  // namespace

@@ -130,7 +130,7 @@ ForwardResult GptNeoxFamily::forward(const ModelInput& input, const CaptureSpec&
     }
     // Pass 4: final_layer_norm and embed_out; logits in f32.
     const at::Tensor x_final = final_layer_norm_(x);  // [batch, pos, d_model]
-    return f.finish(x_final, embed_out_(x_final));
+    return f.finish(x_final, f.want_logits ? embed_out_(x_final) : at::Tensor());
 }
 
 }  // namespace

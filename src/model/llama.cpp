@@ -175,7 +175,7 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
     }
     // Pass 4: final norm and unembedding; logits handed out in f32.
     const at::Tensor x_final = rms_norm(x, out_norm_, out_norm_f32_);  // [batch, pos, d_model]
-    return f.finish(x_final, at::linear(x_final, w_out_));
+    return f.finish(x_final, f.want_logits ? at::linear(x_final, w_out_) : at::Tensor());
 }
 
 }  // namespace

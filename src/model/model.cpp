@@ -3,9 +3,13 @@
 // analysis/capture.hpp.
 #include "sinkscope/model/model.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <thread>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
 #include "sinkscope/core/error.hpp"
@@ -162,10 +166,22 @@ Model build_model(const ModelConfig& config, const WeightSource& weights,
                 "(use bfloat16 or cuda)");
         }
     }
-    if (runtime.n_threads < 0) throw UsageError("--threads must be >= 0");
-    if (runtime.n_threads > 0) at::set_num_threads(runtime.n_threads);
+    set_compute_threads(runtime.n_threads);
     const ArchitectureInfo& arch = find_architecture(config.architecture);
     return Model(config, build_family(arch, config, weights, runtime), runtime);
+}
+
+int set_compute_threads(int n) {
+    if (n < 0) throw UsageError("--threads must be >= 0");
+    const int threads =
+        n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (at::get_num_threads() != threads) at::set_num_threads(threads);
+    // Looked up at run time so that the build does not depend on which BLAS libtorch uses.
+    using SetThreads = void (*)(int);
+    if (auto* openblas =
+            reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+        openblas(threads);
+    return threads;
 }
 
 ModelInput image_input(const Model& model, const io::Image& image) {

@@ -113,7 +113,7 @@ ForwardResult PhiFamily::forward(const ModelInput& input, const CaptureSpec& cap
     }
     // Pass 3: final_layernorm and lm_head (with bias); logits in f32.
     const at::Tensor x_final = final_layernorm_(x);  // [batch, pos, d_model]
-    return f.finish(x_final, lm_head_(x_final));
+    return f.finish(x_final, f.want_logits ? lm_head_(x_final) : at::Tensor());
 }
 
 }  // namespace

@@ -142,7 +142,7 @@ ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& ca
         hooks.keep(HookPoint::ResidPost, l, x);
     }
     const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
-    return f.finish(x_final, at::linear(x_final, w_out_));
+    return f.finish(x_final, f.want_logits ? at::linear(x_final, w_out_) : at::Tensor());
 }
 
 }  // namespace

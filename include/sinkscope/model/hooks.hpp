@@ -51,10 +51,19 @@ public:
     bool wants(const std::string& hook) const;
     bool empty() const { return matchers_.empty(); }
     const std::vector<std::string>& patterns() const { return patterns_; }
+    // Whether the caller reads ForwardResult::logits (default). Without, the language-model head
+    // (the largest matrix product of a long input, [T, d_vocab]) is not run and the logits stay
+    // undefined.
+    bool wants_logits() const { return logits_; }
+    CaptureSpec& without_logits() {
+        logits_ = false;
+        return *this;
+    }
 
 private:
     std::vector<std::string> patterns_;
     std::vector<std::regex> matchers_;
+    bool logits_ = true;
 };
 
 }  // namespace sinkscope::model

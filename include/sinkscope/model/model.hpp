@@ -41,8 +41,14 @@ ComputeDType parse_compute_dtype(
 struct RuntimeOptions {
     DeviceKind device = DeviceKind::Cpu;
     ComputeDType dtype = ComputeDType::Float32;
-    int n_threads = 0;  // torch intra-op threads (process-wide); 0 = leave libtorch's default
+    int n_threads = 0;  // compute threads (process-wide, set_compute_threads); 0 = all cores
 };
+
+// Threads of the model runtime, process-wide: libtorch's intra-op pool and, when the process has
+// OpenBLAS (the BLAS of Debian's libtorch, which keeps a pool of its own that libtorch does not
+// size), OpenBLAS's pool. n > 0: n threads; 0: every core of the machine (libtorch's own default
+// would be half of them). Returns the count set. UsageError when n < 0.
+int set_compute_threads(int n);
 
 struct LoadOptions {
     RuntimeOptions runtime;
@@ -82,7 +88,8 @@ struct ModelInput {
 
 struct ForwardResult {
     // [batch, pos, d_vocab] on the model's device (ViT: [batch, n_labels]); f32, or f64 when the
-    // model computes in float64.
+    // model computes in float64. Undefined when the CaptureSpec said without_logits() (text
+    // models).
     at::Tensor logits;
     std::map<std::string, at::Tensor> captured;  // hook name -> tensor (shapes in hooks.hpp)
 };

@@ -290,7 +290,8 @@ std::string dump_hooks(const DumpOptions& o) {
         inputs.push_back(data.model_input(m, k));
         lengths.push_back(data.n_tokens(k));
     }
-    const CaptureSpec spec = CaptureSpec::parse(o.hooks);
+    CaptureSpec spec = CaptureSpec::parse(o.hooks);
+    spec.without_logits();  // dump writes hooks only
     std::vector<std::string> selected;
     for (const auto& h : list_hooks(c))
         if (spec.wants(h)) selected.push_back(h);

@@ -70,8 +70,8 @@ std::pair<double, std::vector<double>> measure_sink(const model::Model& m, const
     const model::ModelConfig& c = m.config();
     std::vector<double> alpha(static_cast<size_t>(c.n_layers * c.n_heads), 0.0);
     const int64_t n_in = seqs.size(0), T = seqs.size(1);
-    const model::ForwardResult r =
-        m.forward(seqs, model::CaptureSpec({model::hook_glob(model::HookPoint::Pattern)}));
+    const model::ForwardResult r = m.forward(
+        seqs, model::CaptureSpec({model::hook_glob(model::HookPoint::Pattern)}).without_logits());
     for (int64_t l = 0; l < c.n_layers; ++l) {
         const at::Tensor A = r.captured.at(model::hook_name(model::HookPoint::Pattern, l))
                                  .to(at::kDouble)
