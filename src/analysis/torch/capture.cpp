@@ -12,10 +12,18 @@ using model::hook_name;
 using model::HookPoint;
 
 namespace {
+// Converts `t` (any device and dtype) into the host fp64 buffer `out` of t.numel() values in
+// C order: one pass, without an intermediate fp64 tensor.
+void copy_to_host(const at::Tensor& t, double* out) {
+    at::from_blob(out, t.sizes(), at::TensorOptions().dtype(at::kDouble)).copy_(t);
+}
+
 // Host fp64 copy of a captured tensor of batch element 0.
 std::vector<double> to_host(const at::Tensor& t) {
-    at::Tensor c = t.select(0, 0).to(at::kCPU, at::kDouble).contiguous();
-    return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+    const at::Tensor b = t.select(0, 0);
+    std::vector<double> out(static_cast<size_t>(b.numel()));
+    copy_to_host(b, out.data());
+    return out;
 }
 
 }  // namespace
@@ -42,8 +50,9 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
         patterns.push_back(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1));
         patterns.push_back(model::hook_glob(HookPoint::V));
     }
-    model::ForwardResult r = m.forward(inputs.model_input(m, n), model::CaptureSpec(patterns));
-    r.logits.reset();  // not analysed here; [T, d_vocab] is the largest tensor of a long input
+    // Logits are not analysed here: [T, d_vocab] is the largest product of a long input.
+    model::ForwardResult r =
+        m.forward(inputs.model_input(m, n), model::CaptureSpec(patterns).without_logits());
     Captured c;
     if (lazy) {
         c.lazy = std::make_unique<LazyAttention>(r, cfg);
@@ -112,11 +121,11 @@ metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
         out.resize(static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens));
         const size_t per_layer = static_cast<size_t>(in.n_heads * in.n_tokens * in.n_tokens);
         for (int64_t l = 0; l < config.n_layers; ++l) {
-            const at::Tensor t = result.captured
-                                     .at(hook_name(p, l))[batch_index]  // [H, T, T]
-                                     .to(at::kCPU, at::kDouble)
-                                     .contiguous();
-            std::copy_n(t.data_ptr<double>(), per_layer, out.data() + l * per_layer);
+            const at::Tensor t = result.captured.at(hook_name(p, l))[batch_index];  // [H, T, T]
+            SS_CHECK(static_cast<size_t>(t.numel()) == per_layer,
+                     "to_attention_input: ", hook_name(p, l), " has ", t.numel(),
+                     " entries, expected ", per_layer);
+            copy_to_host(t, out.data() + l * per_layer);
         }
     };
     const at::Tensor& first = result.captured.at(hook_name(HookPoint::Pattern, 0));
