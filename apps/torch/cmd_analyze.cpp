@@ -1,6 +1,4 @@
 // `sinkscope analyze`: binds api::AnalyzeOptions and runs the whole analysis of a checkpoint.
-#include <malloc.h>
-
 #include <cstdio>
 #include <iostream>
 
@@ -26,11 +24,6 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
         o->command_line = sinkscope::cli::command_line();
         sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_input = sinkscope::cli::kill_after_hook(*kill_after);
-        // Buffers of long inputs (hidden states, values, row blocks: tens of MB each) come and
-        // go once per input. glibc raises its mmap threshold after the first such free and then
-        // keeps freed buffers in the heap, so peak RSS would carry every phase's buffers; a
-        // fixed threshold returns them to the system when freed.
-        mallopt(M_MMAP_THRESHOLD, 4 << 20);
         sinkscope::api::run_analyze(*o, std::cout);
     });
 });

@@ -1,6 +1,4 @@
 // `sinkscope dynamics`: binds api::DynamicsOptions and runs every checkpoint of a manifest.
-#include <malloc.h>
-
 #include <iostream>
 
 #include "analyze_flags.hpp"
@@ -37,7 +35,6 @@ sinkscope::cli::Registrar registrar("dynamics", 22, [](CLI::App& app) {
         o->run.command_line = sinkscope::cli::command_line();
         sinkscope::cli::say_how_to_resume_on_interrupt(o->run.command_line);
         o->after_checkpoint = sinkscope::cli::kill_after_hook(*kill_after);
-        mallopt(M_MMAP_THRESHOLD, 4 << 20);  // as analyze: freed input buffers go back at once
         sinkscope::api::run_dynamics(*o, std::cout);
     });
 });
