@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "command.hpp"
+#include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/limits.hpp"
@@ -198,21 +198,8 @@ static int run_batch(const char* file, char* argv0) {
     return 0;
 }
 
-// The allocator policy of the whole process, decided here once (issue 19). A forward allocates
-// and frees the same temporaries in every layer (a layer's [T, d_mlp] activations, q/k/v, the
-// attention's blocks: up to tens of MiB each at T = 2048). glibc's default serves some of them
-// with fresh mappings and unmaps them again when freed, so every layer faults their pages in
-// anew (at T = 4096 that was 39% of the CPU time). Fixed at glibc's largest mmap threshold
-// (32 MiB on 64-bit), they come from the heap and are reused in place; the heap's free top is
-// returned to the system only beyond 256 MiB. Buffers above 32 MiB (captured attention, logits,
-// the fp64 hand-over) are still mapped and return to the system when freed.
-static void set_allocator_policy() {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 256 << 20);
-}
-
 int main(int argc, char** argv) {
-    set_allocator_policy();
+    sinkscope::set_allocator_policy();  // once, for the whole process
     if (std::getenv("SINKSCOPE_TEST_BATCH") && argc == 2) return run_batch(argv[1], argv[0]);
     return run_command(argc, argv);
 }

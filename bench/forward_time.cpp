@@ -17,6 +17,7 @@
 #include <ATen/Parallel.h>
 
 #include "sinkscope/analysis/capture.hpp"
+#include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/system.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/model/model.hpp"
@@ -117,6 +118,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    sinkscope::set_allocator_policy();  // as the CLI's main
     try {
         return run(argc, argv);
     } catch (const std::exception& e) {
