@@ -211,7 +211,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=2, help="interleaved repetitions")
     ap.add_argument("--iters", type=int, default=1, help="timed forwards per process")
-    ap.add_argument("--check-tokens", type=int, default=128)
+    ap.add_argument("--check-tokens", type=int, default=300, help="two query blocks")
     ap.add_argument("--work", default="/tmp/sinkscope_fwd")
     ap.add_argument("--timer", default=os.path.join(HERE, "..", "build", "bench", "forward_time"))
     ap.add_argument("--handover", action="store_true",
