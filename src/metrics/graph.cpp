@@ -175,8 +175,9 @@ bool smallest_outside(DeflatedOperator& op, int ncv, int max_restarts, double& l
 
 // lambda_2 and, when `both`, lambda_3 of the operator's graph: the first run deflates the null
 // vector (constant, known exactly), the second also lambda_2's eigenvector, so a repeated
-// lambda_2 (a star: lambda = 1 on every leaf) is seen twice, which Lanczos on one Krylov space
-// cannot do. False when a run does not converge.
+// lambda_2 (a cycle, a star: lambda = 1 on every leaf) is found twice; Lanczos on one Krylov
+// space sees a second copy only through rounding and can miss it. False when a run does not
+// converge.
 bool deflated_pair(DeflatedOperator& op, int ncv, int max_restarts, bool both,
                    std::array<double, 2>& out) {
     const auto m = op.rows();

@@ -61,7 +61,7 @@ std::vector<GraphStats> graph_stats_all(const Eigen::MatrixXd& a, const std::vec
 
 // The `k` smallest eigenvalues (ascending) of a symmetric positive semi-definite matrix:
 // Eigen's dense solver for n <= k_dense_eigen_max_nodes, Spectra shift-invert above (dense
-// when Spectra does not converge). Lanczos on one start vector sees one copy of a repeated
+// when Spectra does not converge). Lanczos on one start vector may see one copy of a repeated
 // eigenvalue: for graphs use laplacian_lambda23, which does not have that blind spot.
 std::vector<double> smallest_eigenvalues(const Eigen::MatrixXd& laplacian, int k);
 // Forces the iterative branch (tests run it on small graphs too).
