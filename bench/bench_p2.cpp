@@ -61,9 +61,13 @@ static void BM_P2Compat(benchmark::State& s) {
 BENCHMARK(BM_P2All)->Args({32, 32, 128})->Args({12, 12, 64})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_P2AllTwoThreads)->Args({32, 32, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_P2Graphs)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
+// Long inputs (issue 19): one layer's head average at T = 1024 and 2048 (sparse graphs, partial
+// Laplacian solves; the full sigma^2 spectrum of the spectra analysis).
+BENCHMARK(BM_P2Graphs)->Args({1, 4, 1024})->Args({1, 4, 2048})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_P2Topology)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_P2Kl)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_P2Spectra)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_P2Spectra)->Args({1, 4, 1024})->Args({1, 4, 2048})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_P2Rest)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_P2Compat)->Args({32, 32, 128})->Unit(benchmark::kMillisecond);
 

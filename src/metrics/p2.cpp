@@ -134,6 +134,21 @@ struct LayerScratch {
     Eigen::MatrixXd avg;   // [n, n]
 };
 
+// Rows served by a RowSource (long inputs recomputed on demand) are not thread-safe and a
+// returned row is only valid until the source hands out other rows: the layer workers read them
+// one at a time under this lock. Stored inputs need none.
+class RowLock {
+public:
+    explicit RowLock(const AttentionInput& in) : needed_(!in.stored()) {}
+    std::unique_lock<std::mutex> hold() {
+        return needed_ ? std::unique_lock<std::mutex>(mutex_) : std::unique_lock<std::mutex>();
+    }
+
+private:
+    bool needed_;
+    std::mutex mutex_;
+};
+
 // The direct sink mass's param: the fixed key of first / --sink N, else the policy whose
 // position is resolved per input (and per layer for argmax); the positions are in sinks.csv.
 std::string direct_sink_param(const SinkPolicy& p) {
@@ -155,7 +170,7 @@ std::string direct_sink_param(const SinkPolicy& p) {
 // `layer_sinks` [n_layers]: the input's resolved sink of each layer (spec 0, 10.d).
 void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64_t input_id,
                    const std::vector<std::string>* token_strings,
-                   const std::vector<int64_t>& layer_sinks, LayerScratch& scratch,
+                   const std::vector<int64_t>& layer_sinks, LayerScratch& scratch, RowLock& rows,
                    LayerOutput& out) {
     const bool compat = c.compat;
     const int64_t n_layers = in.n_layers, n_heads = in.n_heads, n = in.length;
@@ -220,13 +235,14 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                 bars = ripser_sparse_persistence(d);
             } else if (c.topology_max_tokens > 0 && n > c.topology_max_tokens) {
                 // Long input: the distances among evenly picked tokens (--topology-max-tokens).
+                // Picking before symmetrising gives the same entries (d_ij depends on a_ij and
+                // a_ji only) without two [n, n] temporaries.
                 const auto idx = linspace_indices(n, c.topology_max_tokens);
                 const auto k = static_cast<Eigen::Index>(idx.size());
-                const Eigen::MatrixXd full = symmetric_distance(m, c.symmetrize);
-                Eigen::MatrixXd d(k, k);  // [k, k]
+                Eigen::MatrixXd picked(k, k);  // [k, k]
                 for (Eigen::Index i = 0; i < k; ++i)
-                    for (Eigen::Index j = 0; j < k; ++j) d(i, j) = full(idx[i], idx[j]);
-                bars = rips_persistence(d);
+                    for (Eigen::Index j = 0; j < k; ++j) picked(i, j) = m(idx[i], idx[j]);
+                bars = rips_persistence(symmetric_distance(picked, c.symmetrize));
             } else {
                 bars = rips_persistence(symmetric_distance(m, c.symmetrize));
             }
@@ -273,7 +289,10 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
     std::vector<int64_t> top(static_cast<size_t>(n_heads));
     for (int64_t h = 0; h < n_heads; ++h) {
         Eigen::MatrixXd& m = scratch.head;
-        fill_head_matrix(in, l, h, compat, m);
+        {
+            auto lock = rows.hold();
+            fill_head_matrix(in, l, h, compat, m);
+        }
         avg += m;
         if (c.per_head) matrix_analyses(h, m);
         if (c.entropy) {
@@ -299,6 +318,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
     // Pass 4: sink removal KL, concentration, direct sink mass (spec 8, 10.k; B.5).
     if (c.kl && in_set(kl_set, l)) {
         const std::vector<double>& ts = c.constants.sink_percentiles;
+        auto lock = rows.hold();  // both read the source's rows directly
         const auto all = sink_kl_all(in, l, ts, compat);
         for (size_t k = 0; k < ts.size(); ++k) {
             const auto& r = all[k];
@@ -377,12 +397,13 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
     // thread finishes first (an atomic counter alone let a later count overtake an earlier one).
     int64_t layers_done = 0;
     std::mutex progress_mutex;
+    RowLock row_lock(in);
     if (progress_) progress_("section 8", 0, n_layers);
     auto work = [&](int64_t t) {
         try {
             LayerScratch scratch;
             for (int64_t l = t; l < n_layers; l += n_threads) {
-                process_layer(in, l, c, input_id, token_strings, layer_sinks, scratch,
+                process_layer(in, l, c, input_id, token_strings, layer_sinks, scratch, row_lock,
                               outputs[static_cast<size_t>(l)]);
                 if (progress_) {
                     std::lock_guard<std::mutex> lock(progress_mutex);

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
+
+#include <Eigen/Dense>
 
 #include "sinkscope/core/error.hpp"
 
@@ -36,30 +39,62 @@ double norm(const double* v, int64_t d) {
     return std::sqrt(s);
 }
 
-// Relative magnitude and directional influence of the reference part of one attention row over
-// vectors `vec` [T, d]. Returns false when the row sees no reference key or has a zero output.
-bool reference_share(const AttentionInput& a, const double* weights, int64_t i,
-                     const std::vector<char>& is_ref, const double* vec, int64_t d,
-                     double& rel, double& direction, bool& no_reference) {
-    std::vector<double> post(static_cast<size_t>(d), 0.0), ref(static_cast<size_t>(d), 0.0);
-    bool any_ref = false;
-    for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) {
-        double w = weights[j];
-        const double* v = vec + j * d;
-        for (int64_t k = 0; k < d; ++k) post[k] += w * v[k];
-        if (is_ref[j]) {
-            any_ref = true;
-            for (int64_t k = 0; k < d; ++k) ref[k] += w * v[k];
-        }
-    }
-    no_reference = !any_ref;
-    double np = norm(post.data(), d), nr = norm(ref.data(), d);
+// Relative magnitude and directional influence of the reference part of one attention row, from
+// its output `post` = sum_j a_ij v_j and reference part `ref` = sum_{j in R} a_ij v_j ([d]
+// each). False when the row sees no reference key or either sum is zero.
+bool reference_share(const double* post, const double* ref, int64_t d, bool any_ref, double& rel,
+                     double& direction) {
+    const double np = norm(post, d), nr = norm(ref, d);
     if (!any_ref || np == 0 || nr == 0) return false;
     double dot = 0;
     for (int64_t k = 0; k < d; ++k) dot += ref[k] * post[k];
     rel = std::clamp(nr / np, 0.0, 1.0);
     direction = (std::clamp(dot / (nr * np), -1.0, 1.0) + 1.0) / 2.0;
     return true;
+}
+
+using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstRowMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+
+// Rows `idx` of a row-major [*, d] array.
+RowMatrix gather_rows(const double* v, int64_t d, const std::vector<int64_t>& idx) {
+    RowMatrix out(static_cast<Eigen::Index>(idx.size()), d);  // [|idx|, d]
+    for (size_t k = 0; k < idx.size(); ++k)
+        for (int64_t c = 0; c < d; ++c) out(static_cast<Eigen::Index>(k), c) = v[idx[k] * d + c];
+    return out;
+}
+
+// Rows per block of the products below: a block's weights and outputs stay small ([b, T] and
+// [b, d]) and its product only spans the keys its rows see (about half for causal attention).
+constexpr int64_t k_row_block = 256;
+
+// Keys seen by rows [i0, i1): [min key_begin, max key_end).
+std::pair<int64_t, int64_t> block_keys(const AttentionInput& a, int64_t i0, int64_t i1) {
+    int64_t kb = a.n_tokens, ke = 0;
+    for (int64_t i = i0; i < i1; ++i) {
+        kb = std::min(kb, a.key_begin(i));
+        ke = std::max(ke, std::min(a.key_end(i), a.n_tokens));
+    }
+    return {std::min(kb, ke), ke};
+}
+
+// For rows [i0, i1) with weights w ([i1 - i0, T] row-major, 0 outside each row's visible keys)
+// over vectors v ([T, d] row-major): post = w v and ref = w[:, R] v[R, :] ([i1 - i0, d] each),
+// as blocked matrix products. The weights outside the visible keys add exact zeros, so these
+// are the sums over visible keys of spec 8 in another summation order.
+void block_sums(const AttentionInput& a, int64_t i0, int64_t i1, const double* w, const double* v,
+                int64_t d, const std::vector<int64_t>& ref, const RowMatrix& v_ref, RowMatrix& post,
+                RowMatrix& ref_sum) {
+    const int64_t T = a.n_tokens, rows = i1 - i0;
+    const ConstRowMap wm(w, rows, T, Eigen::OuterStride<>(T));  // [rows, T]
+    const ConstRowMap vm(v, T, d, Eigen::OuterStride<>(d));     // [T, d]
+    const auto [kb, ke] = block_keys(a, i0, i1);
+    post.setZero(rows, d);
+    if (ke > kb) post.noalias() = wm.middleCols(kb, ke - kb) * vm.middleRows(kb, ke - kb);
+    RowMatrix w_ref(rows, static_cast<Eigen::Index>(ref.size()));  // [rows, |R|]
+    for (int64_t r = 0; r < rows; ++r)
+        for (size_t k = 0; k < ref.size(); ++k) w_ref(r, k) = w[r * T + ref[k]];
+    ref_sum.noalias() = w_ref * v_ref;
 }
 
 }  // namespace
@@ -147,47 +182,71 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
         bump(&L::sum_reference_count, double(ref.size()));
         bump(&L::n_inputs, 1);
 
+        // Rows that see a reference key: prefix counts of R over the keys.
+        std::vector<int64_t> refs_before(static_cast<size_t>(T + 1), 0);  // [T + 1]
+        for (int64_t j = 0; j < T; ++j) refs_before[j + 1] = refs_before[j] + is_ref[j];
+        auto sees_reference = [&](int64_t i) {
+            const int64_t kb = a.key_begin(i), ke = std::min(a.key_end(i), T);
+            return ke > kb && refs_before[ke] - refs_before[kb] > 0;
+        };
+        RowMatrix post, ref_sum;  // [block rows, d] each
+
         // Hidden-state variant on the head average (as the paper).
         const double* hv = (*hidden)[l].data();
-        for (int64_t i = 0; i < n; ++i) {
-            if (is_ref[i]) {
-                if (opts_.compat) {
-                    bump(&L::sum_rel_magnitude_hidden, 0.5);
-                    bump(&L::sum_direction_hidden, 0.5);
-                    bump(&L::n_hidden, 1);
+        const RowMatrix h_ref = gather_rows(hv, d_model, ref);  // [|R|, d_model]
+        for (int64_t i0 = 0; i0 < n; i0 += k_row_block) {
+            const int64_t i1 = std::min(n, i0 + k_row_block);
+            block_sums(a, i0, i1, avg.data() + i0 * T, hv, d_model, ref, h_ref, post, ref_sum);
+            for (int64_t i = i0; i < i1; ++i) {
+                if (is_ref[i]) {
+                    if (opts_.compat) {
+                        bump(&L::sum_rel_magnitude_hidden, 0.5);
+                        bump(&L::sum_direction_hidden, 0.5);
+                        bump(&L::n_hidden, 1);
+                    }
+                    continue;
                 }
-                continue;
-            }
-            double rel, dir;
-            bool no_ref;
-            if (reference_share(a, avg.data() + i * T, i, is_ref, hv, d_model, rel, dir, no_ref)) {
-                bump(&L::sum_rel_magnitude_hidden, rel);
-                bump(&L::sum_direction_hidden, dir);
-                bump(&L::n_hidden, 1);
-            } else if (no_ref) {
-                bump(&L::n_no_reference_visible, 1);
+                double rel, dir;
+                const bool any_ref = sees_reference(i);
+                if (reference_share(post.row(i - i0).data(), ref_sum.row(i - i0).data(), d_model,
+                                    any_ref, rel, dir)) {
+                    bump(&L::sum_rel_magnitude_hidden, rel);
+                    bump(&L::sum_direction_hidden, dir);
+                    bump(&L::n_hidden, 1);
+                } else if (!any_ref) {
+                    bump(&L::n_no_reference_visible, 1);
+                }
             }
         }
         // True-V variant: each head's own attention over its own values (R from the average).
         if (!values.empty()) {
             SS_CHECK(int64_t(values[l].size()) == H * T * d_head, "values of layer ", l, " hold ",
                      values[l].size(), " numbers, expected ", H * T * d_head);
+            std::vector<double> w;  // [block rows, T] closed rows of one head
             for (int64_t h = 0; h < H; ++h) {
                 const double* vh = values[l].data() + h * T * d_head;
-                for (int64_t i = 0; i < n; ++i) {
-                    if (is_ref[i]) continue;
-                    std::vector<double> w(static_cast<size_t>(T), 0.0);
-                    const double* row = a.row(l, h, i);
-                    double sum = 0;
-                    for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) sum += row[j];
-                    for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j)
-                        w[j] = opts_.compat || sum <= 0 ? row[j] : row[j] / sum;
-                    double rel, dir;
-                    bool no_ref;
-                    if (reference_share(a, w.data(), i, is_ref, vh, d_head, rel, dir, no_ref)) {
-                        bump(&L::sum_rel_magnitude_value, rel);
-                        bump(&L::sum_direction_value, dir);
-                        bump(&L::n_value, 1);
+                const RowMatrix v_ref = gather_rows(vh, d_head, ref);  // [|R|, d_head]
+                for (int64_t i0 = 0; i0 < n; i0 += k_row_block) {
+                    const int64_t i1 = std::min(n, i0 + k_row_block);
+                    w.assign(static_cast<size_t>((i1 - i0) * T), 0.0);
+                    for (int64_t i = i0; i < i1; ++i) {
+                        const double* row = a.row(l, h, i);
+                        double* wi = w.data() + (i - i0) * T;
+                        double sum = 0;
+                        for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) sum += row[j];
+                        for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j)
+                            wi[j] = opts_.compat || sum <= 0 ? row[j] : row[j] / sum;
+                    }
+                    block_sums(a, i0, i1, w.data(), vh, d_head, ref, v_ref, post, ref_sum);
+                    for (int64_t i = i0; i < i1; ++i) {
+                        if (is_ref[i]) continue;
+                        double rel, dir;
+                        if (reference_share(post.row(i - i0).data(), ref_sum.row(i - i0).data(),
+                                            d_head, sees_reference(i), rel, dir)) {
+                            bump(&L::sum_rel_magnitude_value, rel);
+                            bump(&L::sum_direction_value, dir);
+                            bump(&L::n_value, 1);
+                        }
                     }
                 }
             }
@@ -217,16 +276,27 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
         // off-diagonal pairs (compat: all off-diagonal pairs, structural zeros included).
         std::vector<double> norms(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) norms[i] = norm(hv + i * d_model, d_model);
+        // Dot products from blocked products h[I] h[J]^T over the keys the rows of I pair with.
         std::vector<double> xs, ys;
-        for (int64_t i = 0; i < n; ++i) {
-            int64_t j0 = opts_.compat ? 0 : a.key_begin(i), j1 = opts_.compat ? n : a.key_end(i);
-            for (int64_t j = j0; j < j1; ++j) {
-                if (j == i) continue;
-                double dot = 0;
-                for (int64_t k = 0; k < d_model; ++k) dot += hv[i * d_model + k] * hv[j * d_model + k];
-                double c = norms[i] > 0 && norms[j] > 0 ? dot / (norms[i] * norms[j]) : 0.0;
-                xs.push_back(avg[i * T + j]);
-                ys.push_back(c);
+        const ConstRowMap hm(hv, n, d_model, Eigen::OuterStride<>(d_model));  // [n, d_model]
+        RowMatrix dots;                                                       // [rows, keys]
+        for (int64_t i0 = 0; i0 < n; i0 += k_row_block) {
+            const int64_t i1 = std::min(n, i0 + k_row_block);
+            auto [jb, je] = block_keys(a, i0, i1);
+            if (opts_.compat) jb = 0, je = n;
+            je = std::min(je, n);
+            if (je <= jb) continue;
+            dots.noalias() = hm.middleRows(i0, i1 - i0) * hm.middleRows(jb, je - jb).transpose();
+            for (int64_t i = i0; i < i1; ++i) {
+                int64_t j0 = opts_.compat ? 0 : a.key_begin(i),
+                        j1 = opts_.compat ? n : a.key_end(i);
+                for (int64_t j = j0; j < j1; ++j) {
+                    if (j == i) continue;
+                    const double dot = dots(i - i0, j - jb);
+                    double c = norms[i] > 0 && norms[j] > 0 ? dot / (norms[i] * norms[j]) : 0.0;
+                    xs.push_back(avg[i * T + j]);
+                    ys.push_back(c);
+                }
             }
         }
         double r = pearson_r(xs, ys);

@@ -136,3 +136,127 @@ TEST(ValueSpace, SaveLoadExact) {
     sinkscope::BinaryReader r2(w.bytes(), "state");
     EXPECT_THROW(wrong.load(r2), sinkscope::InputError);
 }
+
+namespace {
+// Random attention rows (positive, closed over the visible keys) of H heads.
+AttentionInput random_input(int64_t H, int64_t T, Masking m, int64_t window, uint64_t seed) {
+    AttentionInput a;
+    a.n_layers = 1, a.n_heads = H, a.n_tokens = T, a.length = T, a.masking = m, a.window = window;
+    a.pattern.assign(size_t(H * T * T), 0.0);
+    uint64_t x = seed;
+    auto uniform = [&x] {  // splitmix64 -> [0, 1)
+        x += 0x9e3779b97f4a7c15ULL;
+        uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return double((z ^ (z >> 31)) >> 11) * 0x1p-53;
+    };
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < T; ++i) {
+            double* row = a.pattern.data() + a.offset(0, h, i);
+            double sum = 0;
+            for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j)
+                sum += row[j] = uniform() + (j == 0) * 3;
+            for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) row[j] /= sum;
+        }
+    return a;
+}
+}  // namespace
+
+// The blocked matrix products give the per-row sums of spec 8 (reference share over the visible
+// keys, alignment over visible off-diagonal pairs) computed here one row at a time. Vectors have
+// entries in [0.5, 1.5], so with weights w >= 0 summing to 1 every output component lies in
+// [0.5, 1.5] and the two summation orders differ by <= 2 gamma_T * 1.5 per component: relative
+// <= 6 gamma_T on each norm and on the dot, so <= 12 gamma_T on rel and, with the cosine's
+// two norms, 18 gamma_T on the direction (plus a few rounded divisions, absorbed by using 32).
+TEST(ValueSpace, BlockedProductsMatchRowLoops) {
+    const int64_t H = 2, T = 300, d = 5;  // T > one 256-row block
+    for (const auto& [m, window] :
+         {std::pair{Masking::Causal, int64_t(0)}, std::pair{Masking::Causal, int64_t(40)},
+          std::pair{Masking::Bidirectional, int64_t(0)}}) {
+        const auto a = random_input(H, T, m, window, 11);
+        std::vector<std::vector<double>> hidden(2, std::vector<double>(T * d));
+        std::vector<std::vector<double>> values(1, std::vector<double>(H * T * d));
+        uint64_t x = 5;
+        auto next = [&x] {
+            return 0.5 + double((x = x * 6364136223846793005ULL + 1) >> 11) * 0x1p-53;
+        };
+        for (auto& v : hidden[0]) v = next();
+        for (auto& v : hidden[1]) v = next();
+        for (auto& v : values[0]) v = next();
+        ValueSpaceAccumulator acc(1);
+        acc.add(a, hidden, d, values, d);
+        const auto& L = acc.layers()[0];
+
+        // Reference: head average, R, and the sums row by row.
+        std::vector<double> avg(size_t(T * T), 0.0);
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = 0; i < T; ++i)
+                for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j)
+                    avg[i * T + j] += a.pattern[a.offset(0, h, i) + j] / double(H);
+        const auto ref = reference_tokens(avg, a, {});
+        std::vector<char> is_ref(size_t(T), 0);
+        for (auto j : ref) is_ref[size_t(j)] = 1;
+        auto share = [&](const double* w, const double* v, int64_t i, double& rel, double& dir) {
+            std::vector<double> post(size_t(d), 0.0), r(size_t(d), 0.0);
+            bool any = false;
+            for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) {
+                for (int64_t k = 0; k < d; ++k) post[k] += w[j] * v[j * d + k];
+                if (is_ref[size_t(j)]) {
+                    any = true;
+                    for (int64_t k = 0; k < d; ++k) r[k] += w[j] * v[j * d + k];
+                }
+            }
+            double np = 0, nr = 0, dot = 0;
+            for (int64_t k = 0; k < d; ++k)
+                np += post[k] * post[k], nr += r[k] * r[k], dot += post[k] * r[k];
+            if (!any || nr == 0) return false;
+            rel = std::min(1.0, std::sqrt(nr / np));
+            dir = (dot / std::sqrt(nr * np) + 1) / 2;
+            return true;
+        };
+        double rel_h = 0, dir_h = 0, rel_v = 0, dir_v = 0;
+        int64_t n_h = 0, n_v = 0;
+        for (int64_t i = 0; i < T; ++i) {
+            if (is_ref[size_t(i)]) continue;
+            double rel, dir;
+            if (share(avg.data() + i * T, hidden[0].data(), i, rel, dir))
+                rel_h += rel, dir_h += dir, ++n_h;
+            for (int64_t h = 0; h < H; ++h)
+                if (share(a.pattern.data() + a.offset(0, h, i), values[0].data() + h * T * d, i,
+                          rel, dir))
+                    rel_v += rel, dir_v += dir, ++n_v;
+        }
+        const double g = testutil::gamma_k(double(T), testutil::kU64);
+        ASSERT_EQ(L.n_hidden, n_h);
+        ASSERT_EQ(L.n_value, n_v);
+        EXPECT_WITHIN(L.sum_rel_magnitude_hidden / n_h, rel_h / n_h, 32 * g);
+        EXPECT_WITHIN(L.sum_direction_hidden / n_h, dir_h / n_h, 32 * g);
+        EXPECT_WITHIN(L.sum_rel_magnitude_value / n_v, rel_v / n_v, 32 * g);
+        EXPECT_WITHIN(L.sum_direction_value / n_v, dir_v / n_v, 32 * g);
+
+        // Alignment: cos(h_i, h_j) of positive vectors; each dot moves by <= 2 gamma_d |h_i||h_j|
+        // (Cauchy-Schwarz), so each y by eps = 2 gamma_d + 4u; then |dr| <= (1 + |r|) eps sqrt(N)
+        // / sqrt(S_yy), plus the two Pearson evaluations' own rounding, 2 gamma_N each relative.
+        std::vector<double> xs, ys;
+        const double* hv = hidden[0].data();
+        for (int64_t i = 0; i < T; ++i)
+            for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) {
+                if (j == i) continue;
+                double dot = 0, ni = 0, nj = 0;
+                for (int64_t k = 0; k < d; ++k)
+                    dot += hv[i * d + k] * hv[j * d + k], ni += hv[i * d + k] * hv[i * d + k],
+                        nj += hv[j * d + k] * hv[j * d + k];
+                xs.push_back(avg[i * T + j]);
+                ys.push_back(dot / std::sqrt(ni * nj));
+            }
+        const double r = pearson_r(xs, ys);
+        double my = 0, syy = 0;
+        for (double y : ys) my += y / double(ys.size());
+        for (double y : ys) syy += (y - my) * (y - my);
+        const double eps = 2 * testutil::gamma_k(double(d), testutil::kU64) + 4 * testutil::kU64;
+        const double nn = double(ys.size());
+        EXPECT_WITHIN(L.sum_alignment, r,
+                      2 * eps * std::sqrt(nn / syy) + 4 * testutil::gamma_k(nn, testutil::kU64));
+    }
+}

@@ -14,6 +14,26 @@ namespace sinkscope::metrics {
 inline constexpr std::array<double, 7> k_graph_thresholds{0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2};
 // Up to this many nodes the Laplacian is solved densely; above it iteratively (Spectra).
 inline constexpr int64_t k_dense_eigen_max_nodes = 256;
+// The iterative solver: Lanczos (Spectra) on (L - sigma I)^{-1}, sigma just below 0 so that
+// L - sigma I is positive definite even for a disconnected graph. Spectra stops when a Ritz
+// value theta = 1/(lambda - sigma) has residual < tol * theta; the error of a symmetric Ritz
+// value is at most its residual, so |d lambda| = |d theta| / theta^2 <= tol (lambda - sigma),
+// plus the rounding of the Cholesky factorisation, which like a dense solve's is a backward
+// error of order n u ||L||. A run that does not converge falls back to the dense solver.
+inline constexpr double k_laplacian_shift = -1e-3;
+inline constexpr double k_lanczos_tol = 1e-12;
+inline constexpr int k_lanczos_ncv = 20;
+inline constexpr int k_lanczos_max_restarts = 1000;
+// Shift-invert is used where the sparse Cholesky factorisation costs at most this many
+// multiply-adds per non-zero of L (little fill); otherwise plain Lanczos on c I - L (c = 2 max
+// degree >= lambda_max) first, which stops when the residual < tol * (c - lambda): there
+// |d lambda| <= tol * 2 max degree. Its restarts are bounded; then the factorisation after all
+// (dense blocked Cholesky where it is this many times cheaper per multiply-add than the
+// simplicial one), then the dense eigensolver.
+inline constexpr double k_sparse_factor_budget = 1000;
+inline constexpr int k_lanczos_direct_ncv = 40;
+inline constexpr int k_lanczos_direct_max_restarts = 50;
+inline constexpr double k_dense_factor_speedup = 4;
 // A threshold is "effective" when the density averaged over inputs lies in this range (10.i).
 inline constexpr double k_effective_density_lo = 0.05;
 inline constexpr double k_effective_density_hi = 0.95;
@@ -40,10 +60,27 @@ std::vector<GraphStats> graph_stats_all(const Eigen::MatrixXd& a, const std::vec
                                         bool compat);
 
 // The `k` smallest eigenvalues (ascending) of a symmetric positive semi-definite matrix:
-// Eigen's dense solver for n <= k_dense_eigen_max_nodes, Spectra shift-invert above.
+// Eigen's dense solver for n <= k_dense_eigen_max_nodes, Spectra shift-invert above (dense
+// when Spectra does not converge). Lanczos on one start vector may see one copy of a repeated
+// eigenvalue: for graphs use laplacian_lambda23, which does not have that blind spot.
 std::vector<double> smallest_eigenvalues(const Eigen::MatrixXd& laplacian, int k);
 // Forces the iterative branch (tests run it on small graphs too).
 std::vector<double> smallest_eigenvalues_iterative(const Eigen::MatrixXd& laplacian, int k);
+
+// One undirected edge of W, each pair once (u < v), weight w > 0.
+struct WeightedEdge {
+    int32_t u = 0, v = 0;
+    double w = 0;
+};
+// lambda_2 and lambda_3 (ascending, repeated eigenvalues counted) of the Laplacian
+// L = diag(W 1) - W of a graph on n >= 3 nodes. n <= k_dense_eigen_max_nodes: one dense solve.
+// Above: the spectrum is the union of the connected components' spectra, each holding one 0, so
+// >= 3 components give (0, 0) exactly and 2 give (0, smaller algebraic connectivity); a
+// connected graph (or component) of more than k_dense_eigen_max_nodes nodes is solved by
+// shift-invert Lanczos with the known null vector deflated, and lambda_3 by a second run that
+// also deflates lambda_2's eigenvector (so a repeated lambda_2 is found twice). Error bound:
+// see k_lanczos_tol.
+std::array<double, 2> laplacian_lambda23(int64_t n, const std::vector<WeightedEdge>& edges);
 
 // Gini of non-negative values, sorted ascending with ranks i = 1..N:
 // 2 sum_i i x_(i) / (N sum x) - (N+1)/N; 0 when all values are 0 (10.i).
