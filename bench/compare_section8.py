@@ -57,8 +57,8 @@ NOTES = [
     "rows favours early keys, so S_t is the prefix 0..k-1 and exactly k rows are excluded",
     "std column: sinkscope's P2Stat::std (src/metrics/p2.cpp) is the one-pass "
     "sqrt(sum_sq/n - mean^2), whose rounding error is ~sqrt(eps)*|mean| ~ 1e-8*|mean| when the "
-    "inputs agree (lambda2 ~ 15 on both inputs: 1.7e-7 instead of ~1e-15); numpy's two-pass "
-    "np.std is exact to ~eps*|mean|, so the std column differs by up to that much",
+    "inputs agree (lambda2 = 15 - 4e-15 and 15 - 2e-15: 1.7e-7 instead of 1e-15); numpy's "
+    "two-pass np.std is exact to ~eps*|mean|, so the std column differs by up to that much",
 ]
 
 SECTION8 = ["graphs", "topology", "kl", "spectra", "entropy", "tokens", "frame"]
@@ -441,9 +441,9 @@ def read_sinkscope(out_dir, analysis):
 
 def compare(ours, theirs):
     """(max |difference| of real results but the std column, where, the same over the std
-    column, where, integer/string mismatches, which metrics mismatch, cells compared). Keys of the Python side (`theirs`) must all be in sinkscope's
-    output; sinkscope cells the Python side lacks are counted as mismatches too. Integer-valued
-    metrics (INTEGER_METRICS) compare their `value` exactly; NaN equals NaN."""
+    column, where, integer/string mismatches, which metrics mismatch, cells compared). A cell
+    on one side only counts as a mismatch. Integer-valued metrics (INTEGER_METRICS) compare
+    their `value` exactly; NaN equals NaN."""
     worst, worst_key, bad, bad_metrics, cells = 0.0, "", 0, collections.Counter(), 0
     worst_std, worst_std_key = 0.0, ""
     for key in sorted(set(ours) | set(theirs)):
