@@ -54,7 +54,7 @@ NOTES = [
     "(sinkscope's sink_kl.cpp; the Python side does the same, a paired difference); spec 8 "
     "reads 'KL_h = mean over rows', and over all rows kl_reduction is ~12% lower here (layer 5 "
     "of input 0, t = 0.8: 0.071 instead of 0.081). On causal rows the received mass summed over "
-    "rows favours early keys, so S_t is the prefix 0..k-1 and exactly k rows are excluded",
+    "rows favours early keys: S_t is mostly the prefix 0..k-1, whose k rows are excluded",
     "std column: sinkscope's P2Stat::std (src/metrics/p2.cpp) is the one-pass "
     "sqrt(sum_sq/n - mean^2), whose rounding error is ~sqrt(eps)*|mean| ~ 1e-8*|mean| when the "
     "inputs agree (lambda2 = 15 - 4e-15 and 15 - 2e-15: 1.7e-7 instead of 1e-15); numpy's "
