@@ -8,15 +8,19 @@ vectorised numpy), and prints per analysis both CPU times, the ratio and the lar
 difference of the results. bench/README.md has the figures and what is covered.
 
 Covered (spec/METRICS.md): sections 1-2 (the `compositional` analysis: per-head means, the nine
-head distance matrices, dispersion and rho) and sections 3, 4, 7 (the `heads` analysis: exact
+head distance matrices, dispersion and rho), sections 3, 4, 7 (the `heads` analysis: exact
 reversal rates over all triples, the k chosen by the dA_perp silhouette, MDS, average-linkage
-clusters and their silhouettes, ARI, the regime rows). The section 8 analyses run on the
-sinkscope side only (their total is printed), as gudhi and networkx are not in Debian's
-/usr/bin/python3 here.
+clusters and their silhouettes, ARI, the regime rows) and the section 8 analyses computed from
+attention alone (bench/compare_section8.py: `graphs` with networkx, `topology` with gudhi,
+`kl`, `spectra`, `entropy`, `tokens` keyed by position, `frame`; every cell of their tables:
+value, std, n, n_nonfinite, plus token_keys.csv, frame.json and the saved diagrams). Not covered:
+what needs a model (value space, hidden-state quantities, Fisher, token strings), compat and
+--per-head, the statistics analysis.
 
 Usage (from the repository root, after building):
     /usr/bin/python3 bench/compare_python.py [--sinkscope build/sinkscope] [--inputs 2]
         [--layers 32] [--heads 32] [--tokens 128] [--seed 0] [--threads 2] [--work DIR]
+        [--section8-only]
 CPU times are process CPU seconds of every thread (the child's rusage for sinkscope,
 time.process_time() for Python, which includes BLAS threads).
 """
@@ -34,6 +38,9 @@ import numpy as np
 from scipy.cluster.hierarchy import cut_tree, linkage
 from scipy.linalg import eigh
 from scipy.spatial.distance import pdist, squareform
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_section8 as s8  # noqa: E402  (next to this file)
 
 MIN_PARTS = 3  # spec 0 default
 TIE_REL = 1e-12  # spec 10.f
@@ -72,14 +79,17 @@ def make_attention(path, n_inputs, n_layers, n_heads, t, t_keys, seed):
     del out
 
 
-def run_sinkscope(exe, attention, out, analyses, threads):
-    """CPU seconds (all threads) and wall seconds of one `sinkscope metrics` run."""
+def run_sinkscope(exe, attention, out, analyses, threads, report=True):
+    """CPU seconds (all threads) and wall seconds of one `sinkscope metrics` run (with
+    report.html unless report is False)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     cmd = [exe, "metrics", "--attention", attention, "--out", out, "--overwrite",
            "--threads", str(threads)]
     if analyses:
         cmd += ["--analyses", analyses]
+    if not report:
+        cmd.append("--no-report")
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -340,6 +350,19 @@ def max_difference(ours, theirs):
     return worst, mismatches, keys, worst_key
 
 
+def timed(fn, *a):
+    """(result, process CPU seconds, wall seconds) of fn(*a)."""
+    t, w = time.process_time(), time.perf_counter()
+    r = fn(*a)
+    return r, time.process_time() - t, time.perf_counter() - w
+
+
+def print_row(name, s_cpu, s_wall, p_cpu, p_wall, diff, bad, keys, where, std=None):
+    print("%-22s %10.2f s %10.2f s %10.2f s %10.2f s %8.1fx %12.3g %12s %d / %d  (%s)" %
+          (name, s_cpu, s_wall, p_cpu, p_wall, p_cpu / s_cpu, diff,
+           "" if std is None else "%.3g" % std, bad, keys, where))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sinkscope", default="build/sinkscope")
@@ -352,6 +375,8 @@ def main():
     ap.add_argument("--baseline", default=None,
                     help="another sinkscope executable (an earlier build) timed on the same runs")
     ap.add_argument("--work", default=None, help="folder for the .npy and outputs (temp)")
+    ap.add_argument("--section8-only", action="store_true",
+                    help="skip sections 1-4, 7 (the compositional and heads analyses)")
     args = ap.parse_args()
 
     work = args.work or tempfile.mkdtemp(prefix="sinkscope-compare-")
@@ -362,57 +387,89 @@ def main():
     print("attention %s float32, seed %d, %s; sinkscope --threads %d" %
           ("x".join(map(str, shape)), args.seed, path, args.threads))
 
+    # sinkscope runs: sections 1-4, 7 and every analysis with report.html (as the figures in
+    # bench/README.md were taken); each section 8 analysis alone, all seven in one run and the
+    # fixed cost of a run (process start, reading and hashing the input, the tiny sink_eps
+    # analysis) with --no-report: the page is not analysis work, and `--analyses entropy` alone
+    # fails without it (report.html has no figure for entropy.csv and refuses a run without one).
+    plan = [] if args.section8_only else [("compositional", "compositional", True),
+                                          ("compositional+heads", "compositional,heads", True),
+                                          ("all", "", True)]
+    plan += [(name, name, False) for name in s8.SECTION8]
+    plan += [("section8", ",".join(s8.SECTION8), False), ("sink_eps", "sink_eps", False)]
     runs, base = {}, {}
-    for name, analyses in (("compositional", "compositional"),
-                           ("compositional+heads", "compositional,heads"),
-                           ("all", "")):
+    for name, analyses, report in plan:
         out = os.path.join(work, "out_" + name.replace("+", "_"))
-        runs[name] = (run_sinkscope(args.sinkscope, path, out, analyses, args.threads), out)
+        runs[name] = (run_sinkscope(args.sinkscope, path, out, analyses, args.threads, report),
+                      out)
+        label = "(all)" if not analyses else "(section 8)" if name == "section8" else analyses
         print("  sinkscope metrics --analyses %-22s CPU %8.2f s  wall %8.2f s" %
-              (analyses or "(all)", runs[name][0][0], runs[name][0][1]))
+              (label, runs[name][0][0], runs[name][0][1]))
         if args.baseline:
             base[name] = run_sinkscope(args.baseline, path, out + "_baseline", analyses,
-                                       args.threads)
+                                       args.threads, report)
             print("  baseline  metrics --analyses %-22s CPU %8.2f s  wall %8.2f s" %
-                  (analyses or "(all)", base[name][0], base[name][1]))
+                  (label, base[name][0], base[name][1]))
 
-    t0, w0 = time.process_time(), time.perf_counter()
-    comp = compositional(path)
-    t1, w1 = time.process_time(), time.perf_counter()
-    head = heads(comp, args.layers, args.heads)
-    t2, w2 = time.process_time(), time.perf_counter()
+    rows = []
+    if not args.section8_only:
+        comp, c_pcpu, c_pwall = timed(compositional, path)
+        head, h_pcpu, h_pwall = timed(heads, comp, args.layers, args.heads)
+        ss_comp = sinkscope_compositional(runs["compositional"][1], args.layers, args.heads)
+        ss_head = sinkscope_heads(runs["compositional+heads"][1], args.layers, args.heads)
+        (c_cpu, c_wall), _ = runs["compositional"]
+        (ch_cpu, ch_wall), _ = runs["compositional+heads"]
+        d, bad, keys, where = max_difference(ss_comp, comp)
+        rows.append(("compositional (1-2)", c_cpu, c_wall, c_pcpu, c_pwall, d, bad, keys, where))
+        d, bad, keys, where = max_difference(ss_head, head)
+        rows.append(("heads (3, 4, 7)", ch_cpu - c_cpu, ch_wall - c_wall, h_pcpu, h_pwall, d, bad,
+                     keys, where))
+    mismatched = {}
+    for name in s8.SECTION8:
+        res, p_cpu, p_wall = timed(s8.PYTHON[name], path)
+        (s_cpu, s_wall), out = runs[name]
+        d, where, d_std, where_std, bad, which, keys = s8.compare(
+            s8.read_sinkscope(out, name), res)
+        rows.append(("%s (8)" % name, s_cpu, s_wall, p_cpu, p_wall, d, bad, keys,
+                     where + ("; std: " + where_std if where_std else ""), d_std))
+        if bad:
+            mismatched[name] = which
 
-    ss_comp = sinkscope_compositional(runs["compositional"][1], args.layers, args.heads)
-    ss_head = sinkscope_heads(runs["compositional+heads"][1], args.layers, args.heads)
-    (c_cpu, c_wall), _ = runs["compositional"]
-    (ch_cpu, ch_wall), _ = runs["compositional+heads"]
-    rows = [
-        ("compositional (1-2)", c_cpu, c_wall, t1 - t0, w1 - w0,
-         max_difference(ss_comp, comp)),
-        ("heads (3, 4, 7)", ch_cpu - c_cpu, ch_wall - c_wall, t2 - t1, w2 - w1,
-         max_difference(ss_head, head)),
-    ]
-    print("\n%-22s %12s %12s %12s %12s %9s %12s %s" %
+    print("\n%-22s %12s %12s %12s %12s %9s %12s %12s %s" %
           ("analysis", "sinkscope", "(wall)", "python", "(wall)", "CPU ratio", "max |diff|",
-           "integer mismatches / keys"))
-    total = [0.0, 0.0, 0.0, 0.0]
-    for name, s_cpu, s_wall, p_cpu, p_wall, (diff, bad, keys, where) in rows:
-        print("%-22s %10.2f s %10.2f s %10.2f s %10.2f s %8.1fx %12.3g %d / %d  (%s)" %
-              (name, s_cpu, s_wall, p_cpu, p_wall, p_cpu / s_cpu, diff, bad, keys, where))
-        for j, v in enumerate((s_cpu, s_wall, p_cpu, p_wall)):
-            total[j] += v
-    print("%-22s %10.2f s %10.2f s %10.2f s %10.2f s %8.1fx" %
-          ("sections 1-4, 7", total[0], total[1], total[2], total[3], total[2] / total[0]))
-    (a_cpu, a_wall), _ = runs["all"]
-    print("%-22s %10.2f s %10.2f s   (every analysis of `sinkscope metrics`; section 8 has no "
-          "Python side here)" % ("sinkscope all", a_cpu, a_wall))
+           "std |diff|", "integer mismatches / results"))
+    for row in rows:
+        print_row(*row)
+    s8_rows = [r for r in rows if r[0].endswith("(8)")]
+    p8_cpu, p8_wall = sum(r[3] for r in s8_rows), sum(r[4] for r in s8_rows)
+    (b_cpu, b_wall), _ = runs["section8"]
+    print("%-22s %10.2f s %10.2f s %10.2f s %10.2f s %8.1fx   (one sinkscope run of the seven; "
+          "separate runs sum to %.2f s CPU)" %
+          ("section 8 together", b_cpu, b_wall, p8_cpu, p8_wall, p8_cpu / b_cpu,
+           sum(r[1] for r in s8_rows)))
+    (e_cpu, e_wall), _ = runs["sink_eps"]
+    print("%-22s %10.2f s %10.2f s   (fixed cost in every sinkscope time above: process start, "
+          "reading and hashing the input)" % ("--analyses sink_eps", e_cpu, e_wall))
+    if b_cpu > e_cpu:
+        print("%-22s %10.2f s %10.2f s %10.2f s %10.2f s %8.1fx" %
+              ("section 8 net of that", b_cpu - e_cpu, b_wall - e_wall, p8_cpu, p8_wall,
+               p8_cpu / (b_cpu - e_cpu)))
+    if not args.section8_only:
+        total = [sum(r[j] for r in rows[:2]) for j in (1, 2, 3, 4)]
+        print("%-22s %10.2f s %10.2f s %10.2f s %10.2f s %8.1fx" %
+              ("sections 1-4, 7", total[0], total[1], total[2], total[3], total[2] / total[0]))
+        (a_cpu, a_wall), _ = runs["all"]
+        print("%-22s %10.2f s %10.2f s   (every analysis of `sinkscope metrics`)" %
+              ("sinkscope all", a_cpu, a_wall))
+    print("\nnot covered on the Python side: " + s8.NOT_COVERED)
+    for note in s8.NOTES:
+        print("note: " + note)
+    for name, which in mismatched.items():
+        print("%s mismatches: %s" % (name, ", ".join(
+            "%s x%d" % kv for kv in sorted(which.items())[:12])))
     if base:
-        print("\nbaseline %s (CPU s / wall s): compositional %.2f / %.2f, heads %.2f / %.2f, "
-              "all %.2f / %.2f" % (args.baseline, base["compositional"][0],
-                                   base["compositional"][1],
-                                   base["compositional+heads"][0] - base["compositional"][0],
-                                   base["compositional+heads"][1] - base["compositional"][1],
-                                   base["all"][0], base["all"][1]))
+        print("\nbaseline %s (CPU s / wall s): " % args.baseline + ", ".join(
+            "%s %.2f / %.2f" % (name, c, w) for name, (c, w) in base.items()))
 
 
 if __name__ == "__main__":
