@@ -7,11 +7,13 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build git pkg-config
   libtorch-dev libopenblas0-pthread          # model runtime; OpenBLAS makes libtorch's BLAS fast
+  libblas-dev                                # cblas.h (value-space products; OpenBLAS at run time)
   libgloo-dev                                # headers of c10d's Gloo backend (multi-process runs)
   libeigen3-dev libgudhi-dev libboost-dev libspectra-dev
   libhwy-dev                                 # SIMD with run-time dispatch (metrics pair kernels)
   nlohmann-json3-dev libcli11-dev libpcre2-dev libsentencepiece-dev
   libpng-dev                                 # PNG images for vision models (ViT)
+  libssl-dev                                 # libcrypto's SHA-256 (weight files in run.json)
   libgtest-dev libbenchmark-dev
   clang-format                               # scripts/check-format.sh (ctest label format)
   clang libclang-rt-dev llvm                 # scripts/sanitize.sh, scripts/fuzz.sh (ASan, UBSan,

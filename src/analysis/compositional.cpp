@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 
 #include "sinkscope/analysis/registry.hpp"
@@ -34,6 +35,51 @@ std::array<std::pair<const char*, double>, 6> row_metrics(const metrics::HeadMea
              {t::metric::kBinarySinkEntropy, m.binary_sink_entropy},
              {t::metric::kContentEntropyRenorm, m.content_entropy},
              {t::metric::kContentEntropyWeighted, m.content_entropy_weighted}}};
+}
+
+// distances.csv: every pair a < b of heads for each distance of kDistanceNames, NaN pairs left
+// out. Generated while it is written (4.7 million rows for 1,024 heads), from a copy of the
+// matrices and labels the table owns.
+io::Table distances_table(const metrics::HeadResults& r) {
+    struct Source {
+        std::vector<Eigen::MatrixXd> matrices;  // kDistanceNames order
+        std::vector<metrics::HeadLabel> heads;
+    };
+    auto src = std::make_shared<Source>();
+    size_t n_rows = 0;
+    for (const char* name : metrics::kDistanceNames) {
+        const Eigen::MatrixXd& m = r.distances.at(name);
+        for (int64_t a = 0; a < m.rows(); ++a)
+            for (int64_t b = a + 1; b < m.cols(); ++b) n_rows += std::isnan(m(a, b)) ? 0 : 1;
+        src->matrices.push_back(m);
+    }
+    src->heads = r.heads;
+    return io::Table::generated(t::kDistances.columns, n_rows, [src] {
+        // Cursor over (distance, a, b), b fastest, skipping NaN pairs.
+        return [src, d = size_t(0), a = int64_t(0),
+                b = int64_t(0)](std::vector<io::Cell>& cells) mutable {
+            for (; d < src->matrices.size(); ++d, a = 0, b = 0) {
+                const Eigen::MatrixXd& m = src->matrices[d];
+                for (; a < m.rows(); ++a, b = a + 1) {
+                    if (b <= a) b = a + 1;
+                    for (; b < m.cols(); ++b) {
+                        if (std::isnan(m(a, b))) continue;
+                        const auto& ha = src->heads[size_t(a)];
+                        const auto& hb = src->heads[size_t(b)];
+                        cells[0] = std::string(metrics::kDistanceNames[d]);
+                        cells[1] = ha.layer;
+                        cells[2] = ha.head;
+                        cells[3] = hb.layer;
+                        cells[4] = hb.head;
+                        cells[5] = m(a, b);
+                        ++b;
+                        return true;
+                    }
+                }
+            }
+            return false;
+        };
+    });
 }
 
 class Compositional final : public Analysis {
@@ -69,7 +115,6 @@ public:
         for (const auto& p : r.by_position)
             by_position.add_row({p.layer, p.position, p.sink_mass, p.n_rows});
         out.tables.push_back({t::kSinkByPosition.name, std::move(by_position), false});
-        io::Table dist(t::kDistances.columns);
         for (const char* name : metrics::kDistanceNames) {
             const Eigen::MatrixXd& m = r.distances.at(name);
             const int64_t n = m.rows();
@@ -78,12 +123,8 @@ public:
                 for (int64_t b = 0; b < n; ++b) values[size_t(a * n + b)] = m(a, b);
             out.arrays.emplace_back("distances/" + std::string(name) + ".npy",
                                     io::make_npy_f64({n, n}, values));
-            for (int64_t a = 0; a < n; ++a)
-                for (int64_t b = a + 1; b < n; ++b)
-                    if (!std::isnan(m(a, b)))
-                        dist.add_row({std::string(name), r.heads[a].layer, r.heads[a].head,
-                                      r.heads[b].layer, r.heads[b].head, m(a, b)});
         }
+        io::Table dist = distances_table(r);
         out.tables.push_back({t::kDistances.name, std::move(dist), false});
         io::Table disp(t::kDispersion.columns);
         for (const auto& d : r.layers)

@@ -499,8 +499,7 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
     record.write(out.staging());
     // Runs without any model-level number (e.g. prune runs only) give no figure: no page then.
     const bool report = o.report && report::have_vega_runtime() &&
-                        !report::collect_report(out.staging()).figures.empty();
-    if (report) report::write_report(out.staging(), true);  // our own staging folder
+                        !report::write_report_if_any(out.staging()).empty();
     out.commit();
 
     for (const auto& w : warnings) std::cerr << "sinkscope: warning: " << w << "\n";

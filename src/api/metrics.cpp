@@ -268,8 +268,11 @@ MetricsRun run_metrics_command(const MetricsCommandOptions& o, std::ostream& log
     // Like analyze; a build without the Vega runtime still writes every table (the metrics must
     // work without the report's dependencies), and says why the page is missing.
     const bool report = o.report && report::have_vega_runtime();
-    if (report) report::write_report(out.staging(), true);  // our own staging folder
+    const bool reported = report && !report::write_report_if_any(out.staging()).empty();
     out.commit();
+    if (report && !reported)
+        log << "report.html not written: the selected analyses have no figure (their tables "
+               "are in the output folder)\n";
     if (o.report && !report)
         log << "report.html not written: this build has no Vega runtime "
                "(scripts/install-deps.sh); `sinkscope report --run DIR` writes it later\n";

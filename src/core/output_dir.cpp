@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
@@ -278,7 +279,12 @@ void write_output_file(const fs::path& path, const std::string& content, bool ov
     write_file_atomic(path, content);
 }
 
-void write_file_atomic(const fs::path& path, const std::string& content) {
+namespace {
+
+// Writes the pieces `next` points `piece` at (until it returns false) to a new temporary file,
+// then renames it to `path`; on any failure the temporary file is removed.
+void write_pieces_atomic(const fs::path& path,
+                         const std::function<bool(std::string_view& piece)>& next) {
     // A temporary name that did not exist (O_EXCL), so no file of the user's is truncated.
     fs::path tmp;
     int fd = -1;
@@ -290,19 +296,31 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
             throw IoError(tmp.string(),
                           std::string("cannot open for writing: ") + std::strerror(errno));
     }
-    const char* p = content.data();
-    size_t left = content.size();
-    while (left > 0) {
-        const ssize_t w = ::write(fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            const int err = errno;
+    const auto fail = [&](const std::string& what) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw IoError(tmp.string(), what);
+    };
+    for (;;) {
+        std::string_view piece;
+        bool more = false;
+        try {
+            more = next(piece);
+        } catch (...) {
             ::close(fd);
             ::unlink(tmp.c_str());
-            throw IoError(tmp.string(), std::string("write failed: ") + std::strerror(err));
+            throw;
         }
-        p += w;
-        left -= size_t(w);
+        if (!more) break;
+        const char* p = piece.data();
+        size_t left = piece.size();
+        while (left > 0) {
+            const ssize_t w = ::write(fd, p, left);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) fail(std::string("write failed: ") + std::strerror(errno));
+            p += w;
+            left -= size_t(w);
+        }
     }
     if (::close(fd) != 0) {
         const int err = errno;
@@ -315,6 +333,28 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
         fs::remove(tmp, ec);
         throw IoError(path.string(), "cannot rename temporary file into place");
     }
+}
+
+}  // namespace
+
+void write_file_atomic(const fs::path& path, const std::string& content) {
+    bool done = false;
+    write_pieces_atomic(path, [&](std::string_view& piece) {
+        if (done) return false;
+        piece = content;
+        done = true;
+        return true;
+    });
+}
+
+void write_file_atomic(const fs::path& path, const std::function<bool(std::string&)>& next) {
+    std::string buffer;
+    write_pieces_atomic(path, [&](std::string_view& piece) {
+        buffer.clear();
+        if (!next(buffer)) return false;
+        piece = buffer;
+        return true;
+    });
 }
 
 std::string read_file(const fs::path& path) {

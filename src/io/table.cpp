@@ -4,7 +4,9 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <type_traits>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
@@ -14,15 +16,65 @@ namespace sinkscope::io {
 
 Table::Table(std::vector<std::string> columns) : columns_(std::move(columns)) {}
 
+Table Table::generated(std::vector<std::string> columns, size_t n_rows,
+                       std::function<RowCursor()> source) {
+    SS_CHECK(source, "a generated table needs a row source");
+    Table t(std::move(columns));
+    t.source_ = std::move(source);
+    t.n_generated_ = n_rows;
+    return t;
+}
+
+void Table::materialize() const {
+    if (!source_) return;
+    std::vector<std::vector<Cell>> rows;
+    rows.reserve(n_generated_);
+    for_each_row([&](const std::vector<Cell>& r) { rows.push_back(r); });
+    rows_ = std::move(rows);
+    source_ = nullptr;
+}
+
+const std::vector<std::vector<Cell>>& Table::rows() const {
+    materialize();
+    return rows_;
+}
+
+std::function<const std::vector<Cell>*()> Table::row_reader() const {
+    if (!source_) {
+        return [this, i = size_t(0)]() mutable -> const std::vector<Cell>* {
+            return i < rows_.size() ? &rows_[i++] : nullptr;
+        };
+    }
+    auto cells = std::make_shared<std::vector<Cell>>(columns_.size());
+    return [this, cells, next = source_(), n = size_t(0)]() mutable -> const std::vector<Cell>* {
+        if (!next(*cells)) {
+            SS_CHECK(n == n_generated_, "generated table made ", n, " rows, announced ",
+                     n_generated_);
+            return nullptr;
+        }
+        SS_CHECK(cells->size() == columns_.size() && n < n_generated_,
+                 "generated row does not fit its table");
+        ++n;
+        return cells.get();
+    };
+}
+
+void Table::for_each_row(const std::function<void(const std::vector<Cell>&)>& fn) const {
+    auto next = row_reader();
+    while (const std::vector<Cell>* row = next()) fn(*row);
+}
+
 void Table::add_row(std::vector<Cell> row) {
     SS_CHECK(row.size() == columns_.size(), "row has ", row.size(), " cells, table has ",
              columns_.size(), " columns");
+    materialize();
     rows_.push_back(std::move(row));
 }
 
 void Table::fill_empty(const std::string& column, const std::string& value) {
     for (size_t c = 0; c < columns_.size(); ++c) {
         if (columns_[c] != column) continue;
+        materialize();
         for (auto& row : rows_)
             if (const auto* s = std::get_if<std::string>(&row[c]); s && s->empty()) row[c] = value;
     }
@@ -65,51 +117,106 @@ std::string json_escape(const std::string& s) {
     return out + "\"";
 }
 
-std::string cell_text(const Cell& c) {
-    if (auto s = std::get_if<std::string>(&c)) return *s;
-    if (auto i = std::get_if<int64_t>(&c)) return std::to_string(*i);
-    return format_number(std::get<double>(c));
+// Appends a number as CSV and JSONL write it (shortest round-trip form; non-finite as
+// "inf"/"-inf"/"nan", spec 10.p), straight into `out`.
+template <typename T>
+void append_number(std::string& out, T v) {
+    if constexpr (std::is_floating_point_v<T>) {
+        if (!std::isfinite(v)) {
+            out += format_number(v);
+            return;
+        }
+    }
+    char buf[32];
+    const auto res = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, res.ptr);
 }
+
+void append_csv_cell(std::string& out, const Cell& c) {
+    if (auto s = std::get_if<std::string>(&c)) {
+        if (s->find_first_of(",\"\n\r") == std::string::npos)
+            out += *s;
+        else
+            out += csv_escape(*s);
+    } else if (auto i = std::get_if<int64_t>(&c)) {
+        append_number(out, *i);
+    } else {
+        append_number(out, std::get<double>(c));
+    }
+}
+
+void append_jsonl_line(std::string& out, const std::vector<std::string>& columns,
+                       const std::vector<Cell>& row) {
+    out += '{';
+    for (size_t i = 0; i < row.size(); ++i) {
+        if (i) out += ',';
+        out += json_escape(columns[i]);
+        out += ':';
+        if (auto d = std::get_if<double>(&row[i]); d && !std::isfinite(*d))
+            out += json_escape(format_number(*d));
+        else if (auto s = std::get_if<std::string>(&row[i]))
+            out += json_escape(*s);
+        else
+            append_csv_cell(out, row[i]);
+    }
+    out += "}\n";
+}
+
 }  // namespace
+
+void append_csv_line(std::string& out, const std::vector<Cell>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+        if (i) out += ',';
+        append_csv_cell(out, cells[i]);
+    }
+    out += '\n';
+}
 
 std::string csv_line(const std::vector<Cell>& cells) {
     std::string out;
-    for (size_t i = 0; i < cells.size(); ++i) {
-        if (i) out += ',';
-        out += csv_escape(cell_text(cells[i]));
-    }
-    return out + '\n';
+    append_csv_line(out, cells);
+    return out;
 }
 
 std::string Table::to_csv() const {
-    std::vector<Cell> header(columns_.begin(), columns_.end());
-    std::string out = csv_line(header);
-    for (const auto& row : rows_) out += csv_line(row);
+    std::string out = csv_line(std::vector<Cell>(columns_.begin(), columns_.end()));
+    for_each_row([&](const std::vector<Cell>& row) { append_csv_line(out, row); });
     return out;
 }
 
 std::string Table::to_jsonl() const {
     std::string out;
-    for (const auto& row : rows_) {
-        out += '{';
-        for (size_t i = 0; i < row.size(); ++i) {
-            if (i) out += ',';
-            out += json_escape(columns_[i]) + ':';
-            if (auto d = std::get_if<double>(&row[i]); d && !std::isfinite(*d))
-                out += json_escape(format_number(*d));
-            else if (std::holds_alternative<std::string>(row[i]))
-                out += json_escape(std::get<std::string>(row[i]));
-            else
-                out += cell_text(row[i]);
-        }
-        out += "}\n";
-    }
+    for_each_row([&](const std::vector<Cell>& row) { append_jsonl_line(out, columns_, row); });
     return out;
 }
 
 void Table::write(const std::filesystem::path& dir, const std::string& stem, bool jsonl) const {
-    write_file_atomic(dir / (stem + ".csv"), to_csv());
-    if (jsonl) write_file_atomic(dir / (stem + ".jsonl"), to_jsonl());
+    // Streamed in pieces of about 1 MiB: a table of millions of rows is never held as text.
+    constexpr size_t kPiece = size_t(1) << 20;
+    const auto stream = [this](const std::filesystem::path& path, std::string header,
+                               const auto& append_line) {
+        auto next = row_reader();
+        bool end = false;
+        write_file_atomic(path, [&](std::string& piece) {
+            if (end) return false;
+            piece.swap(header);  // the header goes out with the first piece
+            header.clear();
+            while (!end && piece.size() < kPiece) {
+                if (const std::vector<Cell>* row = next())
+                    append_line(piece, *row);
+                else
+                    end = true;
+            }
+            return true;
+        });
+    };
+    stream(dir / (stem + ".csv"), csv_line(std::vector<Cell>(columns_.begin(), columns_.end())),
+           [](std::string& out, const std::vector<Cell>& row) { append_csv_line(out, row); });
+    if (jsonl)
+        stream(dir / (stem + ".jsonl"), std::string(),
+               [this](std::string& out, const std::vector<Cell>& row) {
+                   append_jsonl_line(out, columns_, row);
+               });
 }
 
 namespace {

@@ -21,12 +21,13 @@ void get_matrix(BinaryReader& r, Eigen::MatrixXd& m) {
     r.get_doubles(m.data(), static_cast<size_t>(m.size()));
 }
 void put_stat(BinaryWriter& w, const P2Stat& s) {
-    w.put(s.sum), w.put(s.sum_sq), w.put(s.n), w.put(s.n_nonfinite), w.put(s.n_skipped);
+    w.put(s.sum), w.put(s.run_mean), w.put(s.m2), w.put(s.n), w.put(s.n_nonfinite),
+        w.put(s.n_skipped);
 }
 P2Stat get_stat(BinaryReader& r) {
     P2Stat s;
-    s.sum = r.get<double>(), s.sum_sq = r.get<double>(), s.n = r.get<int64_t>(),
-    s.n_nonfinite = r.get<int64_t>(), s.n_skipped = r.get<int64_t>();
+    s.sum = r.get<double>(), s.run_mean = r.get<double>(), s.m2 = r.get<double>(),
+    s.n = r.get<int64_t>(), s.n_nonfinite = r.get<int64_t>(), s.n_skipped = r.get<int64_t>();
     return s;
 }
 }  // namespace
@@ -93,7 +94,8 @@ void HeadAccumulator::load(BinaryReader& r) {
 
 void P2Accumulator::save(BinaryWriter& w) const {
     const P2Results& s = state_;
-    w.tag("p2_accumulator");
+    // "+welford": the per-key std state is (running mean, squared deviations) since then.
+    w.tag("p2_accumulator+welford");
     // The accumulator is rebuilt from the same options before load(); these guard against a
     // state written under other section 8 semantics.
     w.put(s.config.compat), w.put(s.config.per_head), w.put(s.config.symmetrize);
@@ -127,7 +129,7 @@ void P2Accumulator::save(BinaryWriter& w) const {
 }
 
 void P2Accumulator::load(BinaryReader& r) {
-    r.expect_tag("p2_accumulator");
+    r.expect_tag("p2_accumulator+welford");
     P2Results s;
     s.config = state_.config;
     const bool compat = r.get<bool>(), per_head = r.get<bool>();

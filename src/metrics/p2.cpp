@@ -88,13 +88,20 @@ void P2Stat::add(double v) {
         return;
     }
     sum += v;
-    sum_sq += v * v;
     ++n;
+    const double d = v - run_mean;
+    run_mean += d / static_cast<double>(n);
+    m2 += d * (v - run_mean);
 }
 
 void P2Stat::merge(const P2Stat& o) {
+    if (o.n > 0) {
+        const double na = static_cast<double>(n), nb = static_cast<double>(o.n);
+        const double d = o.run_mean - run_mean;
+        run_mean += d * nb / (na + nb);
+        m2 += o.m2 + d * d * na * nb / (na + nb);
+    }
     sum += o.sum;
-    sum_sq += o.sum_sq;
     n += o.n;
     n_nonfinite += o.n_nonfinite;
     n_skipped += o.n_skipped;
@@ -106,8 +113,7 @@ double P2Stat::mean() const {
 
 double P2Stat::std() const {
     if (n == 0) return k_nan;
-    const double m = mean();
-    return std::sqrt(std::max(0.0, sum_sq / static_cast<double>(n) - m * m));
+    return std::sqrt(std::max(0.0, m2 / static_cast<double>(n)));
 }
 
 P2Accumulator::P2Accumulator(const P2Options& options) : threads_(options.threads) {

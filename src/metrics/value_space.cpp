@@ -7,6 +7,7 @@
 #include <numeric>
 #include <utility>
 
+#include <cblas.h>
 #include <Eigen/Dense>
 
 #include "sinkscope/core/error.hpp"
@@ -54,7 +55,6 @@ bool reference_share(const double* post, const double* ref, int64_t d, bool any_
 }
 
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstRowMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
 
 // Rows `idx` of a row-major [*, d] array.
 RowMatrix gather_rows(const double* v, int64_t d, const std::vector<int64_t>& idx) {
@@ -62,6 +62,19 @@ RowMatrix gather_rows(const double* v, int64_t d, const std::vector<int64_t>& id
     for (size_t k = 0; k < idx.size(); ++k)
         for (int64_t c = 0; c < d; ++c) out(static_cast<Eigen::Index>(k), c) = v[idx[k] * d + c];
     return out;
+}
+
+// out = A B (b_transposed: A B^T) for row-major A [m, k] and B [k, n] ([n, k]), out resized to
+// [m, n]. The large products go to the system BLAS (OpenBLAS with the install script), which
+// picks its kernels for the CPU at run time; Eigen's are fixed at build time (SSE2 in a portable
+// build) and ~10x slower here. Same sums, another summation order.
+void gemm(bool b_transposed, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+          const double* b, int64_t ldb, RowMatrix& out) {
+    out.resize(m, n);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans,
+                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
+                static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, out.data(),
+                static_cast<int>(n));
 }
 
 // Rows per block of the products below: a block's weights and outputs stay small ([b, T] and
@@ -86,11 +99,9 @@ void block_sums(const AttentionInput& a, int64_t i0, int64_t i1, const double* w
                 int64_t d, const std::vector<int64_t>& ref, const RowMatrix& v_ref, RowMatrix& post,
                 RowMatrix& ref_sum) {
     const int64_t T = a.n_tokens, rows = i1 - i0;
-    const ConstRowMap wm(w, rows, T, Eigen::OuterStride<>(T));  // [rows, T]
-    const ConstRowMap vm(v, T, d, Eigen::OuterStride<>(d));     // [T, d]
     const auto [kb, ke] = block_keys(a, i0, i1);
     post.setZero(rows, d);
-    if (ke > kb) post.noalias() = wm.middleCols(kb, ke - kb) * vm.middleRows(kb, ke - kb);
+    if (ke > kb) gemm(false, rows, d, ke - kb, w + kb, T, v + kb * d, d, post);
     RowMatrix w_ref(rows, static_cast<Eigen::Index>(ref.size()));  // [rows, |R|]
     for (int64_t r = 0; r < rows; ++r)
         for (size_t k = 0; k < ref.size(); ++k) w_ref(r, k) = w[r * T + ref[k]];
@@ -278,15 +289,15 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
         for (int64_t i = 0; i < n; ++i) norms[i] = norm(hv + i * d_model, d_model);
         // Dot products from blocked products h[I] h[J]^T over the keys the rows of I pair with.
         std::vector<double> xs, ys;
-        const ConstRowMap hm(hv, n, d_model, Eigen::OuterStride<>(d_model));  // [n, d_model]
-        RowMatrix dots;                                                       // [rows, keys]
+        RowMatrix dots;  // [rows, keys]
         for (int64_t i0 = 0; i0 < n; i0 += k_row_block) {
             const int64_t i1 = std::min(n, i0 + k_row_block);
             auto [jb, je] = block_keys(a, i0, i1);
             if (opts_.compat) jb = 0, je = n;
             je = std::min(je, n);
             if (je <= jb) continue;
-            dots.noalias() = hm.middleRows(i0, i1 - i0) * hm.middleRows(jb, je - jb).transpose();
+            gemm(true, i1 - i0, je - jb, d_model, hv + i0 * d_model, d_model, hv + jb * d_model,
+                 d_model, dots);
             for (int64_t i = i0; i < i1; ++i) {
                 int64_t j0 = opts_.compat ? 0 : a.key_begin(i),
                         j1 = opts_.compat ? n : a.key_end(i);

@@ -443,6 +443,31 @@ void frames_section(const fs::path& dir, ReportContent& c) {
              panel_line_spec(pts, "layer", "value", "convention", "metric",
                              {"layer", "", "convention"}, false, panels)});
     }
+    if (fs::exists(table_file(dir, t::kEntropy))) {
+        // Per layer: the entropy of the head-averaged attention (head -1) and the mean of the
+        // heads' own entropies; the first is at least the second (entropy is concave).
+        const json e = table_rows(table_file(dir, t::kEntropy));
+        json pts = json::array();
+        const auto per_layer = [&](bool averaged, const char* series) {
+            const json rows = select(e, [&](const json& r) {
+                return (num(r, "head") < 0) == averaged && num(r, "layer") >= 0;
+            });
+            for (const auto& [l, v] : layer_means(rows, "entropy_all_rows"))
+                pts.push_back({{"layer", l}, {"value", v}, {"series", series}});
+        };
+        per_layer(true, "head-averaged attention");
+        per_layer(false, "mean over heads");
+        c.figures.push_back(
+            {sec, "Attention entropy per layer",
+             std::string("Mean over all rows of the row entropy (entropy.csv entropy_all_rows): "
+                         "of the head-averaged attention, and the mean of the heads' own "
+                         "entropies. Low entropy means concentrated attention (a strong sink "
+                         "gives entropy near 0); a large gap between the two lines means the "
+                         "heads attend to different keys.") +
+                 kGlossary,
+             line_spec(pts, "layer", "value", "series",
+                       {"layer", "row entropy (nats)", "entropy of"})});
+    }
     if (fs::exists(table_file(dir, t::kTokens))) {
         json rows = table_rows(table_file(dir, t::kTokens));
         // Per head: the share of inputs whose top key is first / last / other; per layer the

@@ -229,7 +229,9 @@ bool is_sinkscope_report(const std::filesystem::path& file) {
            std::string::npos;
 }
 
-std::filesystem::path write_report(const std::filesystem::path& run_dir, bool overwrite) {
+namespace {
+std::filesystem::path write_report_impl(const std::filesystem::path& run_dir, bool overwrite,
+                                        bool need_figures) {
     // A folder that is not a run, or a run without tables (dump's), would give an empty report
     // that looks like a result: refused, saying what is expected.
     if (!is_sinkscope_run(run_dir))
@@ -239,6 +241,7 @@ std::filesystem::path write_report(const std::filesystem::path& run_dir, bool ov
     const auto path = run_dir / "report.html";
     check_output_file(path, overwrite, is_sinkscope_report);  // before the (slow) rendering
     ReportContent content = collect_report(run_dir);
+    if (content.figures.empty() && !need_figures) return {};
     if (content.figures.empty())
         throw InputError(run_dir.string(),
                          "holds no table to report on (analyze, metrics, prune and fisher write "
@@ -246,6 +249,15 @@ std::filesystem::path write_report(const std::filesystem::path& run_dir, bool ov
     std::string html = render_html(content);
     write_output_file(path, html, overwrite, is_sinkscope_report);
     return path;
+}
+}  // namespace
+
+std::filesystem::path write_report(const std::filesystem::path& run_dir, bool overwrite) {
+    return write_report_impl(run_dir, overwrite, true);
+}
+
+std::filesystem::path write_report_if_any(const std::filesystem::path& run_dir) {
+    return write_report_impl(run_dir, true, false);  // the caller's own staging folder
 }
 
 }  // namespace sinkscope::report

@@ -330,3 +330,28 @@ TEST(P2Compat, GraphCellsTheNotebookSkips) {
     const auto pcols = io::Table::read_csv(pdir / "graphs.csv").columns();
     EXPECT_EQ(std::find(pcols.begin(), pcols.end(), "n_skipped"), pcols.end());
 }
+
+// The std over inputs of values that agree to 1e-12 relative: x_k = 2^26 + k 2^-10 are exact
+// doubles, so the population std is exactly 2^-10 sqrt((n^2 - 1) / 12) (k = 0..n-1). The one-pass
+// sum_sq / n - mean^2 loses ~eps 2^52 = 1 in the variance (~1e-6 here) and fails; the
+// squared-deviation update is off by a few eps of the std. Merging two halves gives the same.
+TEST(P2Stat, StdOfCloseValuesIsAccurateAndMerges) {
+    const int n = 1000;
+    P2Stat all, a, b;
+    for (int k = 0; k < n; ++k) {
+        const double x = std::ldexp(1.0, 26) + k * std::ldexp(1.0, -10);
+        all.add(x);
+        (k < 377 ? a : b).add(x);
+    }
+    a.merge(b);
+    const double want = std::ldexp(1.0, -10) * std::sqrt((double(n) * n - 1) / 12.0);
+    // Bound: Welford's relative error in the variance is at most ~n eps kappa with the condition
+    // number kappa = |mean| / std = 2^26 / 0.289 = 2.3e8, so n eps kappa = 1000 * 1.1e-16 *
+    // 2.3e8 = 2.6e-5, half that for the std. The one-pass formula's is eps kappa^2 ~ 6 (600%).
+    const double tol = 0.5 * n * 0x1p-53 * (std::ldexp(1.0, 26) / want) * want;
+    EXPECT_NEAR(all.std(), want, tol);
+    EXPECT_NEAR(a.std(), want, tol);
+    EXPECT_EQ(all.mean(), a.mean());
+    EXPECT_EQ(all.n, n);
+    EXPECT_EQ(a.n, n);
+}

@@ -75,6 +75,11 @@ void write_output_file(const std::filesystem::path& path, const std::string& con
 // Writes `content` to `path` through a temporary file and rename, so readers never see a
 // partly written file (files inside a staging folder, checkpoints of long runs).
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);
+// The same for content produced in pieces: `next(buffer)` is called with an emptied buffer until
+// it returns false, and each piece is written before the next is made, so a file of hundreds of
+// megabytes never needs to be held whole.
+void write_file_atomic(const std::filesystem::path& path,
+                       const std::function<bool(std::string& buffer)>& next);
 
 // Reads a whole file; throws IoError naming the file when it cannot.
 std::string read_file(const std::filesystem::path& path);

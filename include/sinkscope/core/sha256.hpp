@@ -1,4 +1,6 @@
-// SHA-256 (FIPS 180-4) for recording the identity of weight files in run.json.
+// SHA-256 (FIPS 180-4) for recording the identity of weight files in run.json. Computed by
+// OpenSSL's libcrypto, which uses the CPU's SHA extensions where it has them (a weight file of
+// 500 MB hashes in well under a second instead of ~4 s with a portable loop).
 #pragma once
 
 #include <cstddef>
@@ -11,15 +13,14 @@ namespace sinkscope {
 class Sha256 {
 public:
     Sha256();
+    ~Sha256();
+    Sha256(const Sha256&) = delete;
+    Sha256& operator=(const Sha256&) = delete;
     void update(const void* data, size_t n);
     std::string hex_digest();  // finalizes; call once
 
 private:
-    void block(const uint8_t* p);
-    uint32_t h_[8];
-    uint8_t buf_[64];
-    size_t buf_len_ = 0;
-    uint64_t total_ = 0;
+    void* ctx_;  // EVP_MD_CTX
 };
 
 std::string sha256_hex(const std::string& data);

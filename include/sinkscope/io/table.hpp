@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -14,7 +16,16 @@ using Cell = std::variant<std::string, int64_t, double>;
 
 class Table {
 public:
+    // Fills `cells` (sized to the columns) with the next row; false when there is none.
+    using RowCursor = std::function<bool(std::vector<Cell>& cells)>;
+
     explicit Table(std::vector<std::string> columns);
+    // A table whose `n_rows` rows are produced on demand by a fresh cursor of `source` each
+    // time they are read: the long tables derived from matrices (distances.csv of 1,024 heads
+    // has 4.7 million rows) are written without ever being held as cells. rows() builds and
+    // keeps them on first use; for_each_row and the writers stream.
+    static Table generated(std::vector<std::string> columns, size_t n_rows,
+                           std::function<RowCursor()> source);
     // Appends one row; throws InternalError when the width differs from the header.
     void add_row(std::vector<Cell> row);
     // Sets every empty-string cell of `column` to `value` (no-op without such a column): how a
@@ -22,9 +33,11 @@ public:
     void fill_empty(const std::string& column, const std::string& value);
 
     const std::vector<std::string>& columns() const { return columns_; }
-    const std::vector<std::vector<Cell>>& rows() const { return rows_; }
-    size_t size() const { return rows_.size(); }
-    bool empty() const { return rows_.empty(); }
+    const std::vector<std::vector<Cell>>& rows() const;
+    size_t size() const { return source_ ? n_generated_ : rows_.size(); }
+    bool empty() const { return size() == 0; }
+    // Calls fn on every row in order without building the rows of a generated table.
+    void for_each_row(const std::function<void(const std::vector<Cell>&)>& fn) const;
 
     std::string to_csv() const;
     std::string to_jsonl() const;
@@ -38,7 +51,12 @@ public:
 
 private:
     std::vector<std::string> columns_;
-    std::vector<std::vector<Cell>> rows_;
+    mutable std::vector<std::vector<Cell>> rows_;  // built from source_ on the first rows()
+    mutable std::function<RowCursor()> source_;    // set for generated tables until rows()
+    size_t n_generated_ = 0;
+    void materialize() const;
+    // Each row in turn (nullptr after the last); the pointer is valid until the next call.
+    std::function<const std::vector<Cell>*()> row_reader() const;
 };
 
 // The long format of DESIGN.md: model, checkpoint, layer, head, metric, convention, value.
@@ -50,6 +68,8 @@ void add_long_row(Table& t, const std::string& model, const std::string& checkpo
 
 // One CSV line (with its newline) as Table::to_csv writes rows; for tables streamed row by row.
 std::string csv_line(const std::vector<Cell>& cells);
+// Appends csv_line(cells) to `out` without temporaries (the writers' inner loop).
+void append_csv_line(std::string& out, const std::vector<Cell>& cells);
 
 // Number formatting shared by CSV and JSON writers: shortest round-trip repr.
 std::string format_number(double v);

@@ -36,6 +36,10 @@ std::string render_html(const ReportContent& content);
 // `run_dir` must be a sinkscope run (core/output_dir.hpp is_sinkscope_run); an existing
 // report.html is replaced only with `overwrite` and only when sinkscope wrote it.
 std::filesystem::path write_report(const std::filesystem::path& run_dir, bool overwrite);
+// For the commands that write a run and then its report: the same, except that a run whose
+// tables have no figure (e.g. `--analyses statistics` alone) gets no report.html and an empty
+// path back, instead of an error; the caller says so.
+std::filesystem::path write_report_if_any(const std::filesystem::path& run_dir);
 
 // True when `file` is a report.html written by sinkscope (its generator meta tag).
 bool is_sinkscope_report(const std::filesystem::path& file);

@@ -35,6 +35,20 @@ using analysis::AnalysisInputs;
 namespace {
 
 constexpr const char* kStateFile = "state.bin";
+
+// Sets the process's compute threads (model::set_compute_threads) for a scope, then back.
+class ComputeThreadsDuring {
+public:
+    ComputeThreadsDuring(int during, int after) : after_(after) {
+        model::set_compute_threads(during);
+    }
+    ~ComputeThreadsDuring() { model::set_compute_threads(after_); }
+    ComputeThreadsDuring(const ComputeThreadsDuring&) = delete;
+    ComputeThreadsDuring& operator=(const ComputeThreadsDuring&) = delete;
+
+private:
+    int after_;
+};
 // State format 5: resumable.hpp's checked header line, then the inputs done (of this rank's
 // shard) and one state per registry analysis, named, and the streamed tables' sizes.
 constexpr StateFormat kState{"analyze", 5};
@@ -275,9 +289,16 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
         pieces.clear();
         if (m.tokenizer())
             for (int32_t id : ids[n]) pieces.push_back(m.tokenizer()->piece(id));
-        pipeline.add(c.attention, m.tokenizer() ? &pieces : nullptr,
-                     want_value ? &c.hidden : nullptr, want_value ? &c.values : nullptr,
-                     cfg.d_model, cfg.d_head);
+        {
+            // The analyses run on threads of their own (--threads), and with a long input they
+            // read rows recomputed a few at a time by small libtorch calls: a compute pool sized
+            // for the forward would wake and spin on every such call (over half the CPU at
+            // 4096 tokens). One compute thread while they run; the next forward gets the pool.
+            ComputeThreadsDuring analyses(1, o.m.threads);
+            pipeline.add(c.attention, m.tokenizer() ? &pieces : nullptr,
+                         want_value ? &c.hidden : nullptr, want_value ? &c.values : nullptr,
+                         cfg.d_model, cfg.d_head);
+        }
         tokens += inputs.n_tokens(size_t(n));
         const int64_t done = n + 1 - first;
         bar.update(done, tokens);
@@ -398,8 +419,11 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     rec["checkpoint_every"] = o.checkpoint_every;
     fs::remove(state_path);
     record.write(out.staging());
-    if (o.report) report::write_report(out.staging(), true);  // our own staging folder
+    const bool reported = o.report && !report::write_report_if_any(out.staging()).empty();
     out.commit();
+    if (o.report && !reported)
+        log << "report.html not written: the selected analyses have no figure (their tables "
+               "are in the output folder)\n";
     comm.finish(last);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char line[200];
