@@ -47,18 +47,11 @@ INTEGER_METRICS = {"n_nodes", "effective", "n_bars_dim0", "n_bars_dim1", "n_esse
 
 # What the comparison found beyond rounding, printed under the table (bench/README.md).
 NOTES = [
-    "topology n_bars_dim*: docs/metrics.md says 'finite bars', sinkscope writes len(diagram) "
-    "(finite + essential, topology.hpp / topology.cpp summarize_diagram); the Python side "
-    "follows sinkscope, counting finite bars only gives n_bars_dim0 one lower in every layer",
     "kl: rows without a visible non-sink key are left out of kl_before as well as kl_after "
     "(sinkscope's sink_kl.cpp; the Python side does the same, a paired difference); spec 8 "
     "reads 'KL_h = mean over rows', and over all rows kl_reduction is ~12% lower here (layer 5 "
     "of input 0, t = 0.8: 0.071 instead of 0.081). On causal rows the received mass summed over "
     "rows favours early keys: S_t is mostly the prefix 0..k-1, whose k rows are excluded",
-    "std column: sinkscope's P2Stat::std (src/metrics/p2.cpp) is the one-pass "
-    "sqrt(sum_sq/n - mean^2), whose rounding error is ~sqrt(eps)*|mean| ~ 1e-8*|mean| when the "
-    "inputs agree (lambda2 = 15 - 4e-15 and 15 - 2e-15: 1.7e-7 instead of 1e-15); numpy's "
-    "two-pass np.std is exact to ~eps*|mean|, so the std column differs by up to that much",
 ]
 
 SECTION8 = ["graphs", "topology", "kl", "spectra", "entropy", "tokens", "frame"]
@@ -185,10 +178,8 @@ def topology(path):
                 finite = bd[np.isfinite(bd[:, 2])]
                 pers = finite[:, 2] - finite[:, 1]
                 sfx = "_dim%d" % dim
-                # n_bars = len(diagram), finite + essential bars, as sinkscope writes it
-                # (topology.hpp; the compat Betti numbers of PAPERS.md B.3). docs/metrics.md
-                # says "finite bars": with len(finite) here, n_bars_dim0 differs by the one
-                # essential bar in every layer (NOTES).
+                # n_bars = len(diagram), finite + essential bars (docs/metrics.md, topology.hpp;
+                # the compat Betti numbers of PAPERS.md B.3).
                 s.put("topology", l, -1, "n_bars" + sfx, "", len(bd))
                 s.put("topology", l, -1, "n_essential" + sfx, "", len(bd) - len(finite))
                 s.put("topology", l, -1, "total_persistence" + sfx, "", pers.sum())

@@ -71,6 +71,10 @@ RowMatrix gather_rows(const double* v, int64_t d, const std::vector<int64_t>& id
 void gemm(bool b_transposed, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
           const double* b, int64_t ldb, RowMatrix& out) {
     out.resize(m, n);
+    if (k == 0) {  // an empty sum (no reference token); BLAS would refuse lda = 0
+        out.setZero();
+        return;
+    }
     cblas_dgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans,
                 static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
                 static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, out.data(),
@@ -105,7 +109,8 @@ void block_sums(const AttentionInput& a, int64_t i0, int64_t i1, const double* w
     RowMatrix w_ref(rows, static_cast<Eigen::Index>(ref.size()));  // [rows, |R|]
     for (int64_t r = 0; r < rows; ++r)
         for (size_t k = 0; k < ref.size(); ++k) w_ref(r, k) = w[r * T + ref[k]];
-    ref_sum.noalias() = w_ref * v_ref;
+    gemm(false, rows, d, static_cast<int64_t>(ref.size()), w_ref.data(), w_ref.cols(), v_ref.data(),
+         d, ref_sum);
 }
 
 }  // namespace
