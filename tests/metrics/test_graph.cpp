@@ -250,23 +250,26 @@ TEST(Graph, LargeStarHasRepeatedLambda2) {
 // Components: the spectrum is the union of theirs, each holding one 0. Two paths give
 // lambda_2 = 0 exactly and lambda_3 = the longer path's lambda_2; three components give (0, 0).
 TEST(Graph, ComponentsSplitTheSpectrum) {
-    auto two = path_edges(300);
-    for (const auto& e : path_edges(400, 300)) two.push_back(e);
-    const auto ev = laplacian_lambda23(700, two);
-    EXPECT_EQ(ev[0], 0.0);
-    const double l = 2 - 2 * std::cos(std::numbers::pi / 400);
-    EXPECT_WITHIN(ev[1], l, iterative_bound(l, 400, 2));
+    // A path of `a` nodes and one of `b` nodes after it: lambda_2 = 0, lambda_3 = the smaller
+    // of the two paths' lambda_2 = 2 - 2 cos(pi / max(a, b)).
+    const auto two_paths = [](int a, int b) {
+        auto edges = path_edges(a);
+        for (const auto& e : path_edges(b, a)) edges.push_back(e);
+        return edges;
+    };
+    const auto expect_two = [](const std::array<double, 2>& ev, int longest) {
+        EXPECT_EQ(ev[0], 0.0);
+        const double l = 2 - 2 * std::cos(std::numbers::pi / longest);
+        EXPECT_WITHIN(ev[1], l, iterative_bound(l, longest, 2));
+    };
+    const auto two = two_paths(300, 400);
+    expect_two(laplacian_lambda23(700, two), 400);
     // the same paths plus one isolated node: three components
     const auto three = laplacian_lambda23(701, two);
     EXPECT_EQ(three[0], 0.0);
     EXPECT_EQ(three[1], 0.0);
     // two components, one of them small (dense solve of its 100 nodes)
-    auto small = path_edges(300);
-    for (const auto& e : path_edges(100, 300)) small.push_back(e);
-    const auto ev_small = laplacian_lambda23(400, small);
-    EXPECT_EQ(ev_small[0], 0.0);
-    const double l_small = 2 - 2 * std::cos(std::numbers::pi / 300);
-    EXPECT_WITHIN(ev_small[1], l_small, iterative_bound(l_small, 300, 2));
+    expect_two(laplacian_lambda23(400, two_paths(300, 100)), 300);
 }
 
 // Random connected graphs, sparse (sparse Cholesky) and dense (dense Cholesky, density above
