@@ -83,6 +83,12 @@ inline void add_analysis_flags(CLI::App* cmd, analysis::AnalysisOptions& o, Anal
                     "Persistent-homology distance 1 - max(A_ij, A_ji) (max) or 1 - mean (mean)")
         ->capture_default_str()
         ->group(s8);
+    cmd->add_option("--kl-rows", o.kl_rows,
+                    "Rows of kl_before in kl.csv: paired = only the rows that also give kl_after "
+                    "(a row with no key outside the sink set has none), so kl_reduction compares "
+                    "the same rows; all = every row")
+        ->capture_default_str()
+        ->group(s8);
     cmd->add_option("--topology-max-tokens", o.topology_max_tokens,
                     "Persistent homology of longer inputs runs on this many evenly picked tokens "
                     "(the Rips complex grows as n^3); 0 = all tokens")

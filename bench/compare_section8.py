@@ -48,10 +48,11 @@ INTEGER_METRICS = {"n_nodes", "effective", "n_bars_dim0", "n_bars_dim1", "n_esse
 # What the comparison found beyond rounding, printed under the table (bench/README.md).
 NOTES = [
     "kl: rows without a visible non-sink key are left out of kl_before as well as kl_after "
-    "(sinkscope's sink_kl.cpp; the Python side does the same, a paired difference); spec 8 "
-    "reads 'KL_h = mean over rows', and over all rows kl_reduction is ~12% lower here (layer 5 "
-    "of input 0, t = 0.8: 0.071 instead of 0.081). On causal rows the received mass summed over "
-    "rows favours early keys: S_t is mostly the prefix 0..k-1, whose k rows are excluded",
+    "(sinkscope's default --kl-rows paired; the Python side does the same, a paired "
+    "difference); spec 8 read literally ('KL_h = mean over rows') is --kl-rows all, where "
+    "kl_reduction is ~12% lower here (layer 5 of input 0, t = 0.8: 0.071 instead of 0.081). On "
+    "causal rows the received mass summed over rows favours early keys: S_t is mostly the "
+    "prefix 0..k-1, whose k rows are excluded",
 ]
 
 SECTION8 = ["graphs", "topology", "kl", "spectra", "entropy", "tokens", "frame"]

@@ -30,6 +30,7 @@ void bind_analysis(py::module_& m) {
         .def_readwrite("compat", &AnalysisOptions::compat)
         .def_readwrite("per_head", &AnalysisOptions::per_head)
         .def_readwrite("symmetrize", &AnalysisOptions::symmetrize)
+        .def_readwrite("kl_rows", &AnalysisOptions::kl_rows)
         .def_readwrite("topology_max_tokens", &AnalysisOptions::topology_max_tokens)
         .def_property(
             "graph_thresholds",

@@ -128,6 +128,8 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
             "--compat: unknown mode '" + o.compat + "' (known: ruscio2025)");
     require(o.symmetrize == "max" || o.symmetrize == "mean",
             "--symmetrize must be max or mean, got '" + o.symmetrize + "'");
+    require(o.kl_rows == "paired" || o.kl_rows == "all",
+            "--kl-rows must be paired or all, got '" + o.kl_rows + "'");
     require(o.topology_max_tokens == 0 || o.topology_max_tokens >= 2,
             "--topology-max-tokens must be 0 (never subsample) or >= 2");
     require(!o.constants.graph_thresholds.empty() &&
@@ -156,6 +158,7 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
     r.p2.compat = o.compat;
     r.p2.per_head = o.per_head;
     r.p2.symmetrize = o.symmetrize;
+    r.p2.kl_rows = o.kl_rows;
     r.p2.topology_max_tokens = o.topology_max_tokens;
     r.p2.constants = o.constants;
     r.p2.sink = r.head.sink;  // section 8 takes the same resolved sink (spec 0, 10.d)
@@ -202,6 +205,7 @@ nlohmann::json to_json(const AnalysisOptions& o) {
         {"compat", o.compat.empty() ? "none (principled)" : o.compat},
         {"per_head", o.per_head},
         {"symmetrize", o.symmetrize},
+        {"kl_rows", o.kl_rows},
         {"topology_max_tokens", o.topology_max_tokens},
         {"graph_thresholds", o.constants.graph_thresholds},
         {"sink_percentiles", o.constants.sink_percentiles},

@@ -123,6 +123,7 @@ nlohmann::json section8_conventions(const P2Results& results) {
     j["analyses"] = analyses;
     j["per_head"] = c.per_head;
     j["symmetrize"] = c.symmetrize == Symmetrize::Max ? "max" : "mean";
+    j["kl_rows"] = c.compat ? "compat (B.5 rows)" : c.kl_all_rows ? "all" : "paired";
     j["topology_max_tokens"] = c.topology_max_tokens;
     // Direct sink mass key (10.k): a fixed position, or resolved per input (sinks.csv).
     const SinkPolicy sink =

@@ -94,11 +94,13 @@ void HeadAccumulator::load(BinaryReader& r) {
 
 void P2Accumulator::save(BinaryWriter& w) const {
     const P2Results& s = state_;
-    // "+welford": the per-key std state is (running mean, squared deviations) since then.
-    w.tag("p2_accumulator+welford");
+    // "+welford": the per-key std state is (running mean, squared deviations) since then;
+    // "+kl_rows": the kl row set is one of the guarded options.
+    w.tag("p2_accumulator+welford+kl_rows");
     // The accumulator is rebuilt from the same options before load(); these guard against a
     // state written under other section 8 semantics.
     w.put(s.config.compat), w.put(s.config.per_head), w.put(s.config.symmetrize);
+    w.put(s.config.kl_all_rows);
     w.put(s.n_inputs), w.put(s.n_layers), w.put(s.n_heads), w.put(s.any_causal);
     w.put<uint64_t>(s.stats.size());
     for (const auto& [k, v] : s.stats) {
@@ -129,13 +131,14 @@ void P2Accumulator::save(BinaryWriter& w) const {
 }
 
 void P2Accumulator::load(BinaryReader& r) {
-    r.expect_tag("p2_accumulator+welford");
+    r.expect_tag("p2_accumulator+welford+kl_rows");
     P2Results s;
     s.config = state_.config;
     const bool compat = r.get<bool>(), per_head = r.get<bool>();
     const auto symmetrize = r.get<Symmetrize>();
+    const bool kl_all_rows = r.get<bool>();
     if (compat != s.config.compat || per_head != s.config.per_head ||
-        symmetrize != s.config.symmetrize)
+        symmetrize != s.config.symmetrize || kl_all_rows != s.config.kl_all_rows)
         r.fail("P2 state was written with other options");
     s.n_inputs = r.get<int64_t>(), s.n_layers = r.get<int64_t>(), s.n_heads = r.get<int64_t>();
     s.any_causal = r.get<bool>();

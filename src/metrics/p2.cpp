@@ -325,7 +325,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
     if (c.kl && in_set(kl_set, l)) {
         const std::vector<double>& ts = c.constants.sink_percentiles;
         auto lock = rows.hold();  // both read the source's rows directly
-        const auto all = sink_kl_all(in, l, ts, compat);
+        const auto all = sink_kl_all(in, l, ts, compat, c.kl_all_rows);
         for (size_t k = 0; k < ts.size(); ++k) {
             const auto& r = all[k];
             const auto p = param_of(ts[k]);

@@ -47,6 +47,9 @@ P2Config resolve_p2_options(const P2Options& options) {
         c.symmetrize = Symmetrize::Mean;
     else
         throw UsageError("symmetrize: expected max or mean, got '" + options.symmetrize + "'");
+    if (options.kl_rows != "paired" && options.kl_rows != "all")
+        throw UsageError("kl_rows: expected paired or all, got '" + options.kl_rows + "'");
+    c.kl_all_rows = options.kl_rows == "all";
     if (options.sink.kind == SinkPolicy::Kind::Position && options.sink.position < 0)
         throw UsageError("sink position must be >= 0");
     if (options.threads < 1) throw UsageError("threads must be >= 1");

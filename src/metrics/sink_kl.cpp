@@ -70,7 +70,9 @@ SinkKl sink_kl(const AttentionInput& in, int64_t layer, double t, bool compat) {
 }
 
 std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
-                                const std::vector<double>& percentiles, bool compat) {
+                                const std::vector<double>& percentiles, bool compat,
+                                bool all_rows) {
+    all_rows = all_rows && !compat;
     const int64_t n = in.length, n_heads = in.n_heads;
     std::vector<SinkKl> results(percentiles.size());
     if (n == 0 || n_heads == 0) return results;
@@ -138,6 +140,7 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
     std::vector<double> log_mean_cut(static_cast<size_t>(n));
     std::vector<double> mean_cut(static_cast<size_t>(n));
     std::vector<double> sum_before(n_pct, 0.0), sum_after(n_pct, 0.0);
+    double sum_before_all = 0;  // kl_row of every row (all_rows)
     for (const int64_t i : rows) {
         const int64_t vb = view.vis_begin(i), ve = view.vis_end(i);
         std::fill(mean.begin(), mean.end(), 0.0);
@@ -163,6 +166,7 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
             for (int64_t j = vb; j < ve; ++j)
                 if (p[j] > 0) kl_row += p[j] * (lp[j] - log_mean[static_cast<size_t>(j)]);
         }
+        sum_before_all += kl_row;
 
         const auto [kb, ke] = key_range(i);
         for (size_t k = 0; k < n_pct; ++k) {
@@ -221,12 +225,15 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
     }
     for (size_t k = 0; k < n_pct; ++k) {
         SinkKl& out = results[k];
+        const double before_all =
+            rows.empty() ? k_nan : sum_before_all / (static_cast<double>(rows.size()) * nh);
         if (out.rows_used == 0) {
-            out.kl_before = out.kl_after = out.kl_reduction = k_nan;
+            out.kl_before = all_rows ? before_all : k_nan;
+            out.kl_after = out.kl_reduction = k_nan;
             continue;
         }
         const double denom = static_cast<double>(out.rows_used) * nh;
-        out.kl_before = sum_before[k] / denom;
+        out.kl_before = all_rows ? before_all : sum_before[k] / denom;
         out.kl_after = sum_after[k] / denom;
         out.kl_reduction = out.kl_before - out.kl_after;
     }

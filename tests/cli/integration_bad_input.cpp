@@ -1345,6 +1345,8 @@ TEST(BadInput, Options) {
          "--compat: unknown mode 'other' (known: ruscio2025)"},
         {"--symmetrize min", analyze({"--symmetrize", "min"}), 2,
          "--symmetrize must be max or mean, got 'min'"},
+        {"--kl-rows both", analyze({"--kl-rows", "both"}), 2,
+         "--kl-rows must be paired or all, got 'both'"},
         {"prune --sparsity 1.5", prune({"--sparsity", "1.5"}), 2,
          "--sparsity: '1.5' is not a fraction strictly between 0 and 1"},
         {"prune --channels foo", prune({"--channels", "foo"}), 2,

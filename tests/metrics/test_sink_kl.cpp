@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "sinkscope/metrics/sink_kl.hpp"
+#include "synthetic_attention.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope::metrics;
@@ -104,6 +105,42 @@ TEST(SinkKl, CausalRowWithoutNonSinkKeysIsExcluded) {
     const auto c = sink_kl(in, 0, 0.95, true);
     EXPECT_EQ(c.rows_excluded, 0);
     EXPECT_EQ(c.rows_used, 8);
+}
+
+// The two row sets of kl_before (--kl-rows): on causal attention with a sink, the top keys by
+// received mass are the first ones, so rows 0..k-1 see no key outside S_t and are excluded.
+// paired: kl_before over the rows that give kl_after; all: over every row. Both against a direct
+// evaluation of mean_h KL(A_h[i] || mean_h A_h[i]) here; kl_after does not depend on the mode.
+TEST(SinkKl, KlBeforeRowSets) {
+    const int64_t n = 24, H = 3;
+    const auto in = testutil::causal_sink_attention(1, H, n, {.sink_boost = 1.5}, 7);
+    std::vector<double> kl_row(static_cast<size_t>(n), 0.0);  // sum over heads of row i's KL
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j <= i; ++j) {
+            double m = 0;
+            for (int64_t h = 0; h < H; ++h) m += in.pattern[in.offset(0, h, i) + j] / H;
+            for (int64_t h = 0; h < H; ++h) {
+                const double p = in.pattern[in.offset(0, h, i) + j];
+                if (p > 0) kl_row[static_cast<size_t>(i)] += p * std::log(p / m);
+            }
+        }
+    const auto paired = sink_kl_all(in, 0, {0.8}, false, false).front();
+    const auto all = sink_kl_all(in, 0, {0.8}, false, true).front();
+    ASSERT_GT(paired.rows_excluded, 0);
+    EXPECT_EQ(paired.rows_excluded + paired.rows_used, n);
+    double used = 0, every = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        every += kl_row[static_cast<size_t>(i)];
+        if (i >= paired.rows_excluded) used += kl_row[static_cast<size_t>(i)];  // rows 0..k-1 out
+    }
+    const double want_paired = used / double(paired.rows_used * H),
+                 want_all = every / double(n * H);
+    EXPECT_WITHIN(paired.kl_before, want_paired, testutil::kF64SumRel * want_paired);
+    EXPECT_WITHIN(all.kl_before, want_all, testutil::kF64SumRel * want_all);
+    EXPECT_NE(paired.kl_before, all.kl_before);
+    EXPECT_EQ(paired.kl_after, all.kl_after);
+    EXPECT_EQ(all.kl_reduction, all.kl_before - all.kl_after);
+    EXPECT_EQ(all.rows_excluded, paired.rows_excluded);
 }
 
 // Compat's 20-row shortcut (B.5): rows linspace(0, n-1, 20) when n > 20, all rows otherwise.

@@ -44,6 +44,7 @@ struct AnalysisOptions {
     std::string compat;  // "" (principled) | ruscio2025
     bool per_head = false;
     std::string symmetrize = "max";  // max | mean
+    std::string kl_rows = "paired";  // paired | all (rows of kl_before, metrics/sink_kl.hpp)
     int64_t topology_max_tokens = metrics::k_default_topology_max_tokens;
     // Graph thresholds, sink percentiles, effective-density band, long-bar persistence,
     // specialisation rule.

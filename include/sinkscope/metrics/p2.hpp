@@ -53,6 +53,7 @@ struct P2Options {
     std::string compat;              // "" (principled) or "ruscio2025"
     bool per_head = false;           // graphs, topology and spectra per head too
     std::string symmetrize = "max";  // max | mean (principled topology distance)
+    std::string kl_rows = "paired";  // paired | all: rows of kl_before (sink_kl.hpp)
     std::string tokens;              // names the token strings passed to add() in errors
     // The policy whose resolved per-layer sink s is the key of the direct sink mass (spec 0,
     // 10.d, 10.k). add() resolves it per input unless the caller passes the positions.
@@ -72,6 +73,7 @@ struct P2Config {
     bool compat = false;
     bool per_head = false;
     Symmetrize symmetrize = Symmetrize::Max;
+    bool kl_all_rows = false;  // kl_rows = all
     SinkPolicy sink{SinkPolicy::Kind::First};
     int64_t topology_max_tokens = k_default_topology_max_tokens;
     P2Constants constants;

@@ -37,8 +37,13 @@ struct SinkKl {
 SinkKl sink_kl(const AttentionInput& in, int64_t layer, double t, bool compat);
 // The same for several percentiles at once, sharing the rows, their logarithms and the KL with
 // sinks (what the P2 accumulator calls).
+// kl_before covers the rows that also give kl_after (those with a visible key outside S_t:
+// kl_reduction is then a paired difference over one row set), or, with `all_rows`, every row
+// the layer has (spec 8 read literally, "KL_h = mean over rows"; kl_reduction then compares
+// means over two row sets). Principled only; compat (B.5) keeps its own rows.
 std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
-                                const std::vector<double>& percentiles, bool compat);
+                                const std::vector<double>& percentiles, bool compat,
+                                bool all_rows = false);
 
 // Direct sink mass: mean of A[h, i, s] over heads and over the rows that see s (10.k);
 // NaN when no row sees s.
