@@ -270,9 +270,7 @@ MetricsRun run_metrics_command(const MetricsCommandOptions& o, std::ostream& log
     const bool report = o.report && report::have_vega_runtime();
     const bool reported = report && !report::write_report_if_any(out.staging()).empty();
     out.commit();
-    if (report && !reported)
-        log << "report.html not written: the selected analyses have no figure (their tables "
-               "are in the output folder)\n";
+    if (report && !reported) log << report::kNoFigureNote;
     if (o.report && !report)
         log << "report.html not written: this build has no Vega runtime "
                "(scripts/install-deps.sh); `sinkscope report --run DIR` writes it later\n";

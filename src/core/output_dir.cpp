@@ -296,9 +296,12 @@ void write_pieces_atomic(const fs::path& path,
             throw IoError(tmp.string(),
                           std::string("cannot open for writing: ") + std::strerror(errno));
     }
-    const auto fail = [&](const std::string& what) {
+    const auto discard = [&] {
         ::close(fd);
         ::unlink(tmp.c_str());
+    };
+    const auto fail = [&](const std::string& what) {
+        discard();
         throw IoError(tmp.string(), what);
     };
     for (;;) {
@@ -307,8 +310,7 @@ void write_pieces_atomic(const fs::path& path,
         try {
             more = next(piece);
         } catch (...) {
-            ::close(fd);
-            ::unlink(tmp.c_str());
+            discard();
             throw;
         }
         if (!more) break;

@@ -223,10 +223,10 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
             ++out.rows_used;
         }
     }
+    const double before_all =
+        rows.empty() ? k_nan : sum_before_all / (static_cast<double>(rows.size()) * nh);
     for (size_t k = 0; k < n_pct; ++k) {
         SinkKl& out = results[k];
-        const double before_all =
-            rows.empty() ? k_nan : sum_before_all / (static_cast<double>(rows.size()) * nh);
         if (out.rows_used == 0) {
             out.kl_before = all_rows ? before_all : k_nan;
             out.kl_after = out.kl_reduction = k_nan;

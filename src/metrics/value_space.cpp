@@ -104,8 +104,10 @@ void block_sums(const AttentionInput& a, int64_t i0, int64_t i1, const double* w
                 RowMatrix& ref_sum) {
     const int64_t T = a.n_tokens, rows = i1 - i0;
     const auto [kb, ke] = block_keys(a, i0, i1);
-    post.setZero(rows, d);
-    if (ke > kb) gemm(false, rows, d, ke - kb, w + kb, T, v + kb * d, d, post);
+    if (ke > kb)
+        gemm(false, rows, d, ke - kb, w + kb, T, v + kb * d, d, post);
+    else
+        post.setZero(rows, d);                                     // no visible key in the block
     RowMatrix w_ref(rows, static_cast<Eigen::Index>(ref.size()));  // [rows, |R|]
     for (int64_t r = 0; r < rows; ++r)
         for (size_t k = 0; k < ref.size(); ++k) w_ref(r, k) = w[r * T + ref[k]];

@@ -93,10 +93,10 @@ double mean_row_entropy(const Eigen::MatrixXd& a, bool compat);
 
 // Running mean/variance of one metric over inputs; non-finite values are counted, not summed
 // (rmt.ipynb drops inf/NaN when aggregating). Inputs for which the metric does not exist (compat
-// graph cells the notebook skips, 10.r) are counted in n_skipped and enter neither.
-// Mean and population std over inputs. The std comes from the running sum of squared deviations
-// (Welford's update, Chan et al.'s merge), not from sum_sq / n - mean^2: that one-pass formula
-// loses ~sqrt(eps) |mean| when the inputs agree closely. The mean stays sum / n.
+// graph cells the notebook skips, 10.r) are counted in n_skipped and enter neither. The mean is
+// sum / n; the population std comes from the running sum of squared deviations (Welford's
+// update, Chan et al.'s merge), not from sum_sq / n - mean^2, which loses ~sqrt(eps) |mean| when
+// the inputs agree closely.
 struct P2Stat {
     double sum = 0;
     double run_mean = 0, m2 = 0;  // Welford: running mean and sum of squared deviations

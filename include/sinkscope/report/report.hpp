@@ -40,6 +40,10 @@ std::filesystem::path write_report(const std::filesystem::path& run_dir, bool ov
 // tables have no figure (e.g. `--analyses statistics` alone) gets no report.html and an empty
 // path back, instead of an error; the caller says so.
 std::filesystem::path write_report_if_any(const std::filesystem::path& run_dir);
+// What those commands print when write_report_if_any wrote nothing.
+inline constexpr const char* kNoFigureNote =
+    "report.html not written: the selected analyses have no figure (their tables are in the "
+    "output folder)\n";
 
 // True when `file` is a report.html written by sinkscope (its generator meta tag).
 bool is_sinkscope_report(const std::filesystem::path& file);

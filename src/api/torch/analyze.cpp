@@ -36,6 +36,10 @@ namespace {
 
 constexpr const char* kStateFile = "state.bin";
 
+// State format 5: resumable.hpp's checked header line, then the inputs done (of this rank's
+// shard) and one state per registry analysis, named, and the streamed tables' sizes.
+constexpr StateFormat kState{"analyze", 5};
+
 // Sets the process's compute threads (model::set_compute_threads) for a scope, then back.
 class ComputeThreadsDuring {
 public:
@@ -49,9 +53,6 @@ public:
 private:
     int after_;
 };
-// State format 5: resumable.hpp's checked header line, then the inputs done (of this rank's
-// shard) and one state per registry analysis, named, and the streamed tables' sizes.
-constexpr StateFormat kState{"analyze", 5};
 
 // What a run depends on: a resumed run must have exactly these (a rank resumes its own shard).
 nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs,
@@ -421,9 +422,7 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     record.write(out.staging());
     const bool reported = o.report && !report::write_report_if_any(out.staging()).empty();
     out.commit();
-    if (o.report && !reported)
-        log << "report.html not written: the selected analyses have no figure (their tables "
-               "are in the output folder)\n";
+    if (o.report && !reported) log << report::kNoFigureNote;
     comm.finish(last);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char line[200];
