@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <torch/serialize.h>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/weights.hpp"

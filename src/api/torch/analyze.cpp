@@ -9,7 +9,7 @@
 #include <iostream>
 #include <sstream>
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/analysis/inputs.hpp"

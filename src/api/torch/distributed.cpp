@@ -16,7 +16,7 @@
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO 1
 #endif
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -200,10 +200,10 @@ struct Communicator::Impl {
     }
 
     // Every rank's `mine` (the same shape at every rank) at every rank, in rank order.
-    std::vector<torch::Tensor> allgather(const torch::Tensor& mine, const char* what) {
-        std::vector<std::vector<torch::Tensor>> out(1);
-        for (int64_t r = 0; r < world; ++r) out[0].push_back(torch::empty_like(mine));
-        std::vector<torch::Tensor> in{mine};
+    std::vector<at::Tensor> allgather(const at::Tensor& mine, const char* what) {
+        std::vector<std::vector<at::Tensor>> out(1);
+        for (int64_t r = 0; r < world; ++r) out[0].push_back(at::empty_like(mine));
+        std::vector<at::Tensor> in{mine};
         wait(group->allgather(out, in), what);
         return out[0];
     }
@@ -252,15 +252,15 @@ std::vector<std::string> Communicator::gather(const std::string& bytes) {
     // Sizes first (to every rank), then every rank's bytes padded to the largest (Gloo's gather
     // needs equal shapes), received at rank 0 only.
     const auto sizes =
-        d.allgather(torch::tensor({int64_t(bytes.size())}, torch::kInt64), "gathering sizes");
+        d.allgather(at::tensor({int64_t(bytes.size())}, at::kLong), "gathering sizes");
     int64_t longest = 1;
     for (const auto& s : sizes) longest = std::max(longest, s.item<int64_t>());
-    std::vector<torch::Tensor> mine{torch::zeros({longest}, torch::kUInt8)};
+    std::vector<at::Tensor> mine{at::zeros({longest}, at::kByte)};
     std::copy(bytes.begin(), bytes.end(), mine[0].data_ptr<uint8_t>());
-    std::vector<std::vector<torch::Tensor>> all;
+    std::vector<std::vector<at::Tensor>> all;
     if (rank_ == 0) {
         all.resize(1);
-        for (int64_t r = 0; r < world_; ++r) all[0].push_back(torch::empty_like(mine[0]));
+        for (int64_t r = 0; r < world_; ++r) all[0].push_back(at::empty_like(mine[0]));
     }
     c10d::GatherOptions go;
     go.rootRank = 0;
@@ -277,10 +277,10 @@ std::vector<std::string> Communicator::gather(const std::string& bytes) {
 
 std::string Communicator::broadcast(const std::string& bytes) {
     if (!impl_) return bytes;
-    std::vector<torch::Tensor> size{torch::tensor({int64_t(bytes.size())}, torch::kInt64)};
+    std::vector<at::Tensor> size{at::tensor({int64_t(bytes.size())}, at::kLong)};
     impl_->wait(impl_->group->broadcast(size), "broadcasting a size");
     const int64_t n = size[0].item<int64_t>();
-    std::vector<torch::Tensor> data{torch::zeros({std::max<int64_t>(n, 1)}, torch::kUInt8)};
+    std::vector<at::Tensor> data{at::zeros({std::max<int64_t>(n, 1)}, at::kByte)};
     if (rank_ == 0) std::copy(bytes.begin(), bytes.end(), data[0].data_ptr<uint8_t>());
     impl_->wait(impl_->group->broadcast(data), "broadcasting");
     const auto* p = reinterpret_cast<const char*>(data[0].data_ptr<uint8_t>());

@@ -14,7 +14,7 @@
 #include <set>
 #include <sstream>
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/analysis/inputs.hpp"
