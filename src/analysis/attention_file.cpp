@@ -56,8 +56,10 @@ namespace {
 AttentionArrays open_files(const AttentionFileOptions& o) {
     if (o.attention.empty()) throw UsageError("--attention is required");
     if (o.window < 0) throw UsageError("--window must be >= 0");
-    AttentionArrays arrays{
-        .masking = o.masking, .window = o.window, .sum_tolerance = o.sum_tolerance};
+    AttentionArrays arrays;
+    arrays.masking = o.masking;
+    arrays.window = o.window;
+    arrays.sum_tolerance = o.sum_tolerance;
     auto open = [](const std::filesystem::path& p) {
         return p.empty() ? nullptr : std::make_unique<io::NpyMap>(p);
     };

@@ -67,10 +67,9 @@ std::string hook_name(HookPoint point, int64_t layer) {
 }
 
 std::string hook_glob(HookPoint point) {
-    std::string s = std::string(row(point).scope) + row(point).name;
-    auto at = s.find("{L}");
-    if (at != std::string::npos) s.replace(at, 3, "*");
-    return s;
+    const std::string s = std::string(row(point).scope) + row(point).name;
+    const auto at = s.find("{L}");
+    return at == std::string::npos ? s : s.substr(0, at) + "*" + s.substr(at + 3);
 }
 
 std::vector<std::string> list_hooks(const ModelConfig& config) {

@@ -80,10 +80,14 @@ TEST(Random, SampleIndicesAreAUniformSubset) {
         ASSERT_EQ(idx.size(), k);
         for (size_t i = 0; i < k; ++i) {
             ASSERT_LT(idx[i], n);
-            if (i) ASSERT_LT(idx[i - 1], idx[i]);  // sorted, hence distinct
+            if (i) {
+                ASSERT_LT(idx[i - 1], idx[i]);  // sorted, hence distinct
+            }
             ++count[idx[i]];
         }
-        if (seed < 3) EXPECT_EQ(idx, sinkscope::sample_indices(n, k, seed));
+        if (seed < 3) {
+            EXPECT_EQ(idx, sinkscope::sample_indices(n, k, seed));
+        }
     }
     const double p = double(k) / double(n), mean = trials * p;
     const double sd = std::sqrt(trials * p * (1 - p));

@@ -54,10 +54,10 @@ TEST(Json, SizeLimit) {
 TEST(Json, DuplicateKeys) {
     const std::string text = R"({"a": 1, "b": {"a": 2}, "a": 3})";
     EXPECT_EQ(io::parse_json(text, "f.json")["a"], 3);
-    EXPECT_EQ(error_of(text, {.reject_duplicate_keys = true}),
+    EXPECT_EQ(error_of(text, {.reject_duplicate_keys = true, .what = {}}),
               "f.json: key 'a' appears twice in one object");
     EXPECT_NO_THROW(io::parse_json(R"({"a": {"x": 1}, "b": {"x": 2}})", "f.json",
-                                   {.reject_duplicate_keys = true}));
+                                   {.reject_duplicate_keys = true, .what = {}}));
 }
 
 // Invalid JSON: one line naming the file; the offending bytes the library quotes are escaped.

@@ -46,7 +46,7 @@ constexpr StateFormat kState{"dynamics", 1};
 // A folder name from a label: index first (keeps the manifest's order when listed), then the
 // label with anything but [A-Za-z0-9._-] replaced.
 std::string checkpoint_dir(size_t k, const std::string& label) {
-    char index[16];
+    char index[24];  // room for any size_t (GCC checks the whole range)
     std::snprintf(index, sizeof index, "%03zu_", k);
     std::string s = index;
     for (char c : label.substr(0, 80))
