@@ -73,7 +73,7 @@ protected:
         o = resolve(opts, {});
     }
     ResolvedOptions o;
-    AnalysisContext ctx{kL, kH, &o, "synthetic", "synthetic"};
+    AnalysisContext ctx{kL, kH, &o, "synthetic", "synthetic", ""};
     const AnalysisInfo& info = find_analysis(GetParam());
     const bool rv = info.needs.per_input_values;
 };
@@ -199,7 +199,7 @@ TEST(AnalysisOptions, ConstantsReachTheTables) {
     opts.constants.graph_thresholds = {0.03};
     opts.constants.sink_percentiles = {0.5};
     const ResolvedOptions o = resolve(opts, {});
-    AnalysisContext ctx{kL, kH, &o, "synthetic", "synthetic"};
+    AnalysisContext ctx{kL, kH, &o, "synthetic", "synthetic", ""};
     for (const char* name : {"graphs", "kl"}) {
         auto a = find_analysis(name).make(ctx);
         feed(*a, ctx, 0, 2, 0);
@@ -210,10 +210,11 @@ TEST(AnalysisOptions, ConstantsReachTheTables) {
                                   t.columns().begin());
         for (const auto& row : t.rows()) {
             const std::string p = std::get<std::string>(row[param]);
-            if (std::string(name) == "graphs")
+            if (std::string(name) == "graphs") {
                 EXPECT_EQ(p, "0.03");
-            else if (p != "0" && p != "first")
+            } else if (p != "0" && p != "first") {
                 EXPECT_EQ(p, "0.5");  // direct sink mass: key
+            }
         }
     }
 }

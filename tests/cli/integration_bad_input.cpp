@@ -185,10 +185,6 @@ fs::path hf_config_text(const fs::path& shared, const fs::path& dst, const std::
     return dst;
 }
 
-std::string size_of(const fs::path& p) {
-    return std::to_string(fs::file_size(p));
-}
-
 const std::string kLimitHint = " (raise it with --limit ";
 
 std::string limit_msg(const std::string& file, const std::string& what, uint64_t found,

@@ -156,7 +156,7 @@ TEST(CliContext, PerplexityStrideWindows) {
         perplexity(gguf(shared), tmp / "short.jsonl", {"--stride", "50"});
     EXPECT_EQ(field(one_window.r.out, "perplexity"), field(plain.r.out, "perplexity"));
 
-    for (const std::string& stride : {"-1", "129"}) {
+    for (const char* stride : {"-1", "129"}) {
         const auto r = run_cli({"perplexity", "--model", gguf(shared).string(), "--data",
                                 (tmp / "long.jsonl").string(), "--stride", stride});
         EXPECT_EQ(r.exit_code, 2) << stride << ": " << r.err;

@@ -109,7 +109,9 @@ TEST(CliMessages, SinkMassPerLayerAndBosResolution) {
         int total = 0;
         for (const auto& [piece, count] : sink_tokens) total += count;
         EXPECT_EQ(total, 3);
-        if (bos == "default") EXPECT_EQ(sink_tokens["<s>"], 3);
+        if (bos == "default") {
+            EXPECT_EQ(sink_tokens["<s>"], 3);
+        }
         const std::string line = line_with(r.out, "BOS: ");
         EXPECT_EQ(line.rfind(bos == "default" ? "BOS: prepended, id 1 '<s>'"
                                               : "BOS: not prepended, id 1 '<s>' (--bos never)",

@@ -54,14 +54,16 @@ TEST(Communicator, CollectivesOverThreeRanks) {
     for (int64_t r = 0; r < kWorld; ++r)
         for (size_t i = 0; i < sum.size(); ++i) sum[i] += values(r)[i];  // rank order
     for (int64_t r = 0; r < kWorld; ++r) {
-        if (r > 0) EXPECT_TRUE(gathered[size_t(r)].empty());
+        if (r > 0) {
+            EXPECT_TRUE(gathered[size_t(r)].empty());
+        }
         EXPECT_EQ(broadcast[size_t(r)], "from rank 0");
         EXPECT_EQ(reduced[size_t(r)], sum) << r;  // bit for bit
     }
 }
 
 TEST(Communicator, OneProcessConnectsNothing) {
-    api::Communicator comm(api::resolve_dist({.world_size = 1, .rank = 0}));
+    api::Communicator comm(api::resolve_dist({.world_size = 1, .rank = 0, .master = {}}));
     EXPECT_FALSE(comm.distributed());
     EXPECT_EQ(comm.gather("x"), std::vector<std::string>{"x"});
     std::vector<double> v{1.5};
