@@ -13,6 +13,8 @@
 #include <cmath>
 
 #include "metrics/pair_kernels.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/metrics/simd.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace sinkscope::metrics::kernels {
@@ -50,19 +52,105 @@ HWY_INLINE double squared_distance(const double* gram, int64_t ld, int64_t a, in
     return sum_squared_difference(xa, xb, k);
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// ln x for AVX-512 (8 doubles a vector) without a division: Highway's Log reduces to
+// s = (z - 1) / (z + 1), and that division is its most expensive step here.
+// Reduction: x = 2^k z with z in [43/64, 43/32) (z's bits are x's with the exponent moved;
+// exact), then z = c_i (1 + r), r = z / c_i - 1 = fma(z, 1/c_i, -1), for the interval i of z
+// (16 of them, by 4 bits of the mantissa; 1/32 wide below 1, 1/16 wide above, c_i at the
+// middle, and c = 1 on [63/64, 33/32) so that ln x keeps its relative accuracy near x = 1).
+// Both 16-entry tables fit in two registers each, looked up by one permute. |r| <= 1/32, and
+// ln(1 + r) is its Taylor polynomial of degree 11: the truncation is below r^12 / 12 / (1 - r),
+// < 1e-19 |ln(1 + r)|. Result (k ln2_hi + ln c_i) + (k ln2_lo + ln(1 + r)), with k ln2_hi exact
+// (ln2_hi has 11 trailing zero bits, |k| <= 1075). Error: the rounding of the two tabulated
+// values and of two additions, each <= u = 2^-53 relative to a term at most ~2.4x the result;
+// <= 4 ulp of the result over all positive normal x (the bound Highway documents for its Log;
+// tests/metrics/test_pair_kernels.cpp checks it against long double ln x).
+// For x = 0 it returns -1023 ln 2 (finite), so 0 * ln 0 = 0 with no clamping; subnormal x
+// give a finite value whose product with x is below 4e-321.
+alignas(64) constexpr double kInvC[16] = {
+    0x1.745d1745d1746p+0, 0x1.642c8590b2164p+0, 0x1.5555555555555p+0, 0x1.47ae147ae147bp+0,
+    0x1.3b13b13b13b14p+0, 0x1.2f684bda12f68p+0, 0x1.2492492492492p+0, 0x1.1a7b9611a7b96p+0,
+    0x1.1111111111111p+0, 0x1.0842108421084p+0, 0x1.0000000000000p+0, 0x1.e1e1e1e1e1e1ep-1,
+    0x1.c71c71c71c71cp-1, 0x1.af286bca1af28p-1, 0x1.999999999999ap-1, 0x1.8618618618618p-1};
+// ln c_i = -ln(1/c_i) of the rounded 1/c_i above, rounded to nearest (200-bit evaluation).
+alignas(64) constexpr double kLnC[16] = {-0x1.7fafa3bd8151cp-2,
+                                         -0x1.522ae0738a3d7p-2,
+                                         -0x1.269621134db91p-2,
+                                         -0x1.f991c6cb3b37ap-3,
+                                         -0x1.a93ed3c8ad9e5p-3,
+                                         -0x1.5bf406b543db0p-3,
+                                         -0x1.1178e8227e47ap-3,
+                                         -0x1.9335e5d594988p-4,
+                                         -0x1.08598b59e3a06p-4,
+                                         -0x1.0415d89e74440p-5,
+                                         0x0.0p+0,
+                                         0x1.f0a30c01162a8p-5,
+                                         0x1.e27076e2af2eap-4,
+                                         0x1.5ff3070a793d6p-3,
+                                         0x1.c8ff7c79a9a20p-3,
+                                         0x1.1675cababa60fp-2};
+
+template <class D, class V>
+HWY_INLINE V table_log(D d, V x) {
+    const hn::RebindToSigned<D> di;
+    const auto ix = hn::BitCast(di, x);
+    const auto t = hn::Sub(ix, hn::Set(di, int64_t{0x3fe5800000000000}));  // bits of 43/64
+    const auto k = hn::ShiftRight<52>(t);                                  // arithmetic
+    const V z = hn::BitCast(d, hn::Sub(ix, hn::ShiftLeft<52>(k)));
+    const auto i = hn::ShiftRight<48>(t);  // the permute reads the low 4 bits only
+    const V inv_c{
+        _mm512_permutex2var_pd(hn::Load(d, kInvC).raw, i.raw, hn::Load(d, kInvC + 8).raw)};
+    const V ln_c{_mm512_permutex2var_pd(hn::Load(d, kLnC).raw, i.raw, hn::Load(d, kLnC + 8).raw)};
+    const V r = hn::MulAdd(z, inv_c, hn::Set(d, -1.0));
+    // ln(1 + r) = r + r^2 p(r), p(r) = sum_{j=0}^{9} (-1)^(j+1) r^j / (j + 2), by Estrin's scheme.
+    const auto c = [d](double v) { return hn::Set(d, v); };
+    const V r2 = hn::Mul(r, r), r4 = hn::Mul(r2, r2);
+    const V p01 = hn::MulAdd(r, c(1.0 / 3), c(-1.0 / 2));
+    const V p23 = hn::MulAdd(r, c(1.0 / 5), c(-1.0 / 4));
+    const V p45 = hn::MulAdd(r, c(1.0 / 7), c(-1.0 / 6));
+    const V p67 = hn::MulAdd(r, c(1.0 / 9), c(-1.0 / 8));
+    const V p89 = hn::MulAdd(r, c(1.0 / 11), c(-1.0 / 10));
+    const V p03 = hn::MulAdd(r2, p23, p01);
+    const V p47 = hn::MulAdd(r2, p67, p45);
+    const V p49 = hn::MulAdd(r4, p89, p47);
+    const V p = hn::MulAdd(r4, p49, p03);
+    const V kd = hn::ConvertTo(d, k);
+    const V hi = hn::MulAdd(kd, c(0x1.62e42fefa3800p-1), ln_c);
+    const V lo = hn::MulAdd(kd, c(0x1.ef35793c76730p-45), hn::MulAdd(r2, p, r));
+    return hn::Add(hi, lo);
+}
+#endif
+
+// The logarithm of the Jensen-Shannon parts: table_log above on AVX-512; elsewhere Highway's
+// Log (at most 4 ulp, documented in math-inl.h), where max(m, DBL_MIN) only changes m = 0
+// (0 ln 0 = 0) and subnormal m, whose m ln m is below 1e-305, and keeps Log in its documented
+// range (0, DBL_MAX]; hn::Log is impl::Log<D, V, true>, which first rescales subnormal inputs;
+// for normal inputs (all of ours) impl::Log<D, V, false> computes the same bits without that
+// step, ~20% faster on AVX-512 (bench/README.md).
+template <class D, class V>
+HWY_INLINE V kernel_log(D d, V m) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    return table_log(d, m);
+#else
+    return hn::impl::Log<D, V, /*kAllowSubnormals=*/false>(d, hn::Max(m, hn::Set(d, DBL_MIN)));
+#endif
+}
+
 // One part of the Jensen-Shannon sum of L pairs (heads in lanes): acc += m ln m with
-// m = (x + y) / 2. max(m, DBL_MIN) only changes m = 0 (0 ln 0 = 0) and subnormal m, whose m ln m
-// is below 1e-305; it keeps Log in its documented range (0, DBL_MAX]. With x == y, m == x
-// exactly, so row_statistics (y = x) and classical_pairs give a pair of identical heads the same
-// bits. hn::Log is impl::Log<D, V, true>, which first rescales subnormal inputs; for normal
-// inputs (all of ours) impl::Log<D, V, false> computes the same bits without that step, ~20%
-// faster on AVX-512 (bench/README.md), so the documented 4-ulp bound is unchanged.
+// m = (x + y) / 2. With x == y, m == x exactly, so row_statistics (y = x) and classical_pairs
+// give a pair of identical heads the same bits.
 template <class D, class V>
 HWY_INLINE V add_m_log_m(D d, V x, V y, V acc) {
     const V m = hn::Mul(hn::Set(d, 0.5), hn::Add(x, y));
-    const V log_m =
-        hn::impl::Log<D, V, /*kAllowSubnormals=*/false>(d, hn::Max(m, hn::Set(d, DBL_MIN)));
-    return hn::MulAdd(m, log_m, acc);
+    return hn::MulAdd(m, kernel_log(d, m), acc);
+}
+
+void kernel_log_impl(const double* x, int64_t n, double* out) {
+    const hn::ScalableTag<double> d;
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+    for (int64_t i = 0; i < n; i += lanes)
+        hn::StoreU(kernel_log(d, hn::LoadU(d, x + i)), d, out + i);
 }
 
 void row_statistics_impl(const PartMajor& rows, int64_t n, double* h, double* norm) {
@@ -158,9 +246,16 @@ HWY_AFTER_NAMESPACE();
 
 namespace sinkscope::metrics::kernels {
 
+HWY_EXPORT(kernel_log_impl);
 HWY_EXPORT(row_statistics_impl);
 HWY_EXPORT(classical_pairs_impl);
 HWY_EXPORT(squared_pairs_impl);
+
+namespace {
+void dispatch_kernel_log(const double* x, int64_t n, double* out) {
+    HWY_DYNAMIC_DISPATCH(kernel_log_impl)(x, n, out);
+}
+}  // namespace
 
 void row_statistics(const PartMajor& rows, int64_t n, double* h, double* norm) {
     HWY_DYNAMIC_DISPATCH(row_statistics_impl)(rows, n, h, norm);
@@ -176,5 +271,15 @@ void squared_pairs(const Rows& rows, const double* gram, double* sum, int64_t ld
 }
 
 }  // namespace sinkscope::metrics::kernels
+
+namespace sinkscope::metrics::simd {
+
+void kernel_log(const double* x, int64_t n, double* out) {
+    SS_CHECK(n % kernels::kPad == 0, "kernel_log: n = ", n, " is not a multiple of ",
+             kernels::kPad);
+    kernels::dispatch_kernel_log(x, n, out);
+}
+
+}  // namespace sinkscope::metrics::simd
 
 #endif  // HWY_ONCE

@@ -77,7 +77,8 @@ struct ClassicalRows {
 //   cosine 1 - cos = (s - (|x_a| - |x_b|)^2) / (2 |x_a| |x_b|), the same identity without the
 //     cancellation of 1 - x_a.x_b / (|x_a| |x_b|) near 1;
 //   Jensen-Shannon H(m) - (H(x_a) + H(x_b)) / 2, m = (x_a + x_b) / 2, in nats, with Highway's
-//     vectorised logarithm (hwy/contrib/math Log: at most 4 ulp, documented in math-inl.h).
+//     vectorised logarithm (at most 4 ulp: on AVX-512 the table logarithm of pair_kernels.cpp,
+//     elsewhere hwy/contrib/math Log, documented in math-inl.h; simd::kernel_log tests it).
 struct ClassicalPairs {
     const ClassicalRows* sets = nullptr;
     int64_t n_sets = 0;

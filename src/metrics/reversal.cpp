@@ -96,12 +96,7 @@ std::vector<int> resolve_heads(std::span<const Eigen::MatrixXd* const> matrices,
 }
 
 // Pass 2: code[c] = verdict of (b, c) for c in [b+1, m) under one matrix row x (length m).
-// With only the x86-64 baseline (SSE2) GCC cannot pack the double comparisons into int8 codes,
-// so an AVX2 clone is built too and picked at load time where the CPU has it.
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-void verdict_codes(const double* __restrict x, int b, int m, int8_t* __restrict code) {
+inline void verdict_codes(const double* __restrict x, int b, int m, int8_t* __restrict code) {
     const double xb = x[b];
     const double axb = std::fabs(xb);
     const double* xs = x + b + 1;
@@ -115,8 +110,8 @@ void verdict_codes(const double* __restrict x, int b, int m, int8_t* __restrict 
 }
 
 // Pass 3: over c in [b+1, m), how many code pairs are both non-zero, and how many of those differ.
-void count_codes(const int8_t* u, const int8_t* v, int b, int m, int64_t& compared,
-                 int64_t& disagree) {
+inline void count_codes(const int8_t* u, const int8_t* v, int b, int m, int64_t& compared,
+                        int64_t& disagree) {
     int n_cmp = 0;
     int n_dis = 0;
     for (int c = b + 1; c < m; ++c) {
@@ -152,6 +147,13 @@ ExactPlan make_plan(size_t n_matrices, std::span<const MatrixPair> pairs) {
 }
 
 // Compared / disagree counts of every comparison for anchors heads[anchor_begin..anchor_end).
+// With only the x86-64 baseline (SSE2) GCC cannot pack the double comparisons of pass 2 into
+// int8 codes, and pass 3 runs 16 codes a step; clones for AVX2 and for x86-64-v4 (AVX-512: 8
+// comparisons and 64 codes a step) are built too, and the loader picks the widest the CPU runs.
+// Every clone computes the same integer counts.
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#endif
 void count_anchor_range(std::span<const Eigen::MatrixXd* const> matrices, const ExactPlan& plan,
                         const std::vector<int>& heads, size_t anchor_begin, size_t anchor_end,
                         std::vector<int64_t>& compared, std::vector<int64_t>& disagree) {

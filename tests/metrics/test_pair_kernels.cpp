@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cfloat>
 #include <cmath>
 #include <iostream>
 #include <map>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/metrics/head.hpp"
@@ -238,6 +240,50 @@ TEST(PairKernels, EverySimdTargetMatchesThePairwiseDefinition) {
     }
     std::cout << "[ targets  ]" << names << "\n";
     RecordProperty("simd_targets", names);
+}
+
+// The logarithm of the kernels is within the 4 ulp the bounds above assume, on every target:
+// against long double ln x (glibc's logl, < 1 ulp of its 64-bit mantissa, so < 2^-10 ulp of a
+// double) on x spread over every binade of the normal range, the edges of table_log's
+// intervals (z = 43/64 + j/32 below 1, 1 + j/16 above, each side), values near 1, powers of 2,
+// DBL_MIN and DBL_MAX.
+TEST(PairKernels, KernelLogarithmIsWithinFourUlp) {
+    std::vector<double> x;
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<double> unit(1.0, 2.0);
+    for (int e = -1022; e <= 1023; ++e)
+        for (int i = 0; i < 24; ++i) x.push_back(std::ldexp(unit(rng), e));
+    for (int e : {-1022, -300, -1, 0, 1, 700})
+        for (int j = 0; j <= 32; ++j)
+            for (double edge : {43.0 / 64 + j / 32.0, 1.0 + j / 16.0})
+                for (double z : {edge, std::nextafter(edge, 0.0), std::nextafter(edge, 2.0)})
+                    if (z >= 43.0 / 64 && z < 2.0 && std::ldexp(z, e) >= DBL_MIN)
+                        x.push_back(std::ldexp(z, e));
+    for (int i = 0; i < 4096; ++i) x.push_back(1.0 + std::ldexp(unit(rng) - 1.5, -(i % 60)));
+    for (int e = -1022; e <= 1023; e += 7) x.push_back(std::ldexp(1.0, e));
+    x.push_back(DBL_MIN);
+    x.push_back(DBL_MAX);
+    while (x.size() % 32 != 0) x.push_back(1.0);
+    std::vector<double> out(x.size());
+    TargetGuard guard;
+    for (const auto& t : simd::available_targets()) {
+        simd::force_target(t.bits);
+        simd::kernel_log(x.data(), static_cast<int64_t>(x.size()), out.data());
+        double worst = 0, worst_x = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+            const long double ref = std::log(static_cast<long double>(x[i]));
+            if (ref == 0) {
+                EXPECT_EQ(out[i], 0.0) << t.name << " x = 1";
+                continue;
+            }
+            // ulp of the double nearest ref: 2^(exponent - 52)
+            const double ulp = std::ldexp(1.0, std::ilogb(static_cast<double>(ref)) - 52);
+            const double err = static_cast<double>(std::fabs(out[i] - ref)) / ulp;
+            if (err > worst) worst = err, worst_x = x[i];
+        }
+        EXPECT_LE(worst, kHwyLogUlps) << t.name << ": " << worst << " ulp at x = " << worst_x;
+        std::cout << "[ log ulp  ] " << t.name << " " << worst << "\n";
+    }
 }
 
 // Forcing a target that is not available is a usage error; 0 restores the best one.

@@ -22,4 +22,8 @@ Target active_target();
 // the CPU's best. Not thread-safe: call it while no kernel runs (tests, benchmarks).
 void force_target(int64_t bits);
 
+// out[i] = ln x[i], i < n, by the logarithm of the head-distance kernels on the active target
+// (for their tests; at most 4 ulp for positive normal x). n must be a multiple of 32.
+void kernel_log(const double* x, int64_t n, double* out);
+
 }  // namespace sinkscope::metrics::simd
