@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build git pkg-config
   libtorch-dev libopenblas0-pthread          # model runtime; OpenBLAS makes libtorch's BLAS fast
   libblas-dev                                # cblas.h (value-space products; OpenBLAS at run time)
+  liblapack-dev                              # symmetric eigenvalues of the spectra (OpenBLAS's)
   libgloo-dev                                # headers of c10d's Gloo backend (multi-process runs)
   libeigen3-dev libgudhi-dev libboost-dev libspectra-dev
   libhwy-dev                                 # SIMD with run-time dispatch (metrics pair kernels)

@@ -19,6 +19,7 @@
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/random.hpp"
 #include "sinkscope/core/sha256.hpp"
+#include "sinkscope/core/system.hpp"
 #include "sinkscope/io/json.hpp"
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/report/report.hpp"
@@ -100,6 +101,7 @@ PipelineRun run_pipeline(const analysis::AttentionFile& file,
                          const analysis::ResolvedOptions& resolved, const std::string& model,
                          const std::filesystem::path& stream_dir, Progress::Mode mode,
                          const std::function<void(int64_t)>& after_input) {
+    const SingleThreadedBlas blas;  // the analyses' own threads split the work
     PipelineRun out;
     out.resolved_policy = metrics::resolve_auto(resolved.head.sink, file.masking());
     if (out.resolved_policy.kind == SinkPolicy::Kind::Position &&

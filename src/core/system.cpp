@@ -1,6 +1,7 @@
 // Process facts for provenance records (spec section 9).
 #include "sinkscope/core/system.hpp"
 
+#include <dlfcn.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -48,6 +49,17 @@ void check_threads(int64_t n, const char* option) {
                          std::to_string(kThreadsPerCore) + " x the " +
                          std::to_string(max_threads() / kThreadsPerCore) +
                          " cores of this machine (" + std::to_string(max_threads()) + ")");
+}
+
+int set_blas_threads(int n) {
+    using Get = int (*)();
+    using Set = void (*)(int);
+    auto* get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    auto* set = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    if (!get || !set) return 0;
+    const int before = get();
+    if (before != n) set(n);
+    return before;
 }
 
 }  // namespace sinkscope

@@ -16,9 +16,13 @@
 #include "sinkscope/metrics/head.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <system_error>
 #include <thread>
+#include <utility>
 
 #include <cblas.h>
 #include <Eigen/Dense>
@@ -114,25 +118,26 @@ double mean_sq_dev(const Block& x) {
 }
 
 // Runs fn(task) for every task in [0, n_tasks) on up to `n_threads` threads (the caller's
-// included), tasks interleaved over the threads. Every task writes its own outputs, so the
-// results do not depend on the thread count.
+// included), each thread taking the next task not yet taken, so a thread that shares its core
+// (with the row composition of HeadAccumulator::add) takes fewer. Every task writes its own
+// outputs, so the results do not depend on the thread count or on who ran which task.
 template <typename Fn>
 void parallel_tasks(int64_t n_tasks, int n_threads, const Fn& fn) {
     const int k = static_cast<int>(std::min<int64_t>(n_threads, n_tasks));
-    auto run = [&fn, n_tasks](int64_t first, int64_t step) {
-        for (int64_t t = first; t < n_tasks; t += step) fn(t);
+    std::atomic<int64_t> next{0};
+    auto run = [&fn, &next, n_tasks] {
+        for (int64_t t = next++; t < n_tasks; t = next++) fn(t);
     };
     if (k <= 1) {
-        run(0, 1);
+        run();
         return;
     }
     std::vector<std::thread> pool;
     try {
-        for (int t = 1; t < k; ++t) pool.emplace_back([&run, t, k] { run(t, k); });
-    } catch (...) {  // could not start them all: run the missing ones here
-        for (int t = int(pool.size()) + 1; t < k; ++t) run(t, k);
+        for (int t = 1; t < k; ++t) pool.emplace_back(run);
+    } catch (...) {  // could not start them all: the threads that did (and this one) do the rest
     }
-    run(0, k);
+    run();
     for (auto& th : pool) th.join();
 }
 
@@ -147,8 +152,10 @@ void for_pair_blocks(int64_t n, int n_threads, const Fn& fn) {
 // Lower triangle (diagonal blocks whole) of G = X X^T for X [n, k]: one matrix product per
 // fixed block of 64 columns, so the blocking, and with it every bit, is the same for any thread
 // count. The products go to the system BLAS (OpenBLAS with the install script: kernels picked
-// for the CPU at run time, ~5x Eigen's build-time SSE2 kernels here; it splits a product over
-// its rows and columns only, never over k, so each value's sum is the same for any thread count).
+// for the CPU at run time, several times Eigen's build-time SSE2 kernels). OpenBLAS's own split
+// of a product depends on its thread count, and so do the last bits of G: the front ends run the
+// analyses with it on one thread (core/system.hpp SingleThreadedBlas), so only --threads, which
+// changes no bit, splits the work.
 void gram_lower(const RowMatrix& x, Eigen::MatrixXd& g, int n_threads) {
     constexpr int64_t kBlock = 64;
     const int64_t n = x.rows(), k = x.cols();
@@ -332,14 +339,20 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
     for (int64_t l = 0; l < n_layers_; ++l)
         shared_sink = shared_sink && sinks.per_layer[l] == sinks.model;
 
-    // Slots of the row batches: up to 16 row sets per classical pair pass, within ~64 MB of p
-    // and pi rows per batch. model_batch only when sinks differ.
+    // Slots of the row batches: up to 16 row sets per classical pair pass, within ~32 MB of p
+    // and pi rows per batch. Two of each: while the classical kernel runs on one full batch in
+    // the background, the next row sets are composed into the other (with 2 cores the
+    // composition used to leave one idle); the batches enter the sums in order, so every bit is
+    // as with one. model_batches only when sinks differ.
     const int64_t n_slots =
-        std::clamp<int64_t>((int64_t(1) << 26) / (2 * 8 * n * std::max<int64_t>(t, 1)), 1, 16);
-    RowBatch layer_batch, model_batch;
-    layer_batch.resize(n, t, n_slots);
-    if (!shared_sink) model_batch.resize(n, t, n_slots);
-    int64_t slot = 0;  // the current row set's slot in both batches
+        std::clamp<int64_t>((int64_t(1) << 25) / (2 * 8 * n * std::max<int64_t>(t, 1)), 1, 16);
+    RowBatch layer_batches[2], model_batches[2];
+    for (int k = 0; k < 2; ++k) {
+        layer_batches[k].resize(n, t, n_slots);
+        if (!shared_sink) model_batches[k].resize(n, t, n_slots);
+    }
+    int cur = 0;       // the batches being filled
+    int64_t slot = 0;  // the current row set's slot in both of them
     std::vector<double> scratch(static_cast<size_t>(std::max<int64_t>(t, 1)));
 
     // Model scope, per-layer outputs (10.d): from the first input whose layer sinks differ from
@@ -364,8 +377,11 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
     };
     std::vector<PairChunk> chunks = make_chunks(groups_);
     std::vector<PairChunk> layer_chunks = make_chunks(layer_groups_);
-    std::vector<std::vector<PendingRows>> pending(groups_.size()),
-        layer_pending(layer_groups_.size());
+    std::vector<std::vector<PendingRows>> pending[2], layer_pending[2];
+    for (int k = 0; k < 2; ++k) {
+        pending[k].resize(groups_.size());
+        layer_pending[k].resize(layer_groups_.size());
+    }
     GramScratch scratch_gram;
     const int n_threads = resolved_threads(options_.n_threads);
 
@@ -400,11 +416,45 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
         HeadKernel::queue_classical(g, b, slot, d, queue);
         g.n_rows += 1;
     };
-    auto run_pending = [&] {
+    auto run_pending = [&](int k) {
         for (size_t g = 0; g < groups_.size(); ++g)
-            HeadKernel::run_classical(groups_[g], pending[g], n_threads);
+            HeadKernel::run_classical(groups_[g], pending[k][g], n_threads);
         for (size_t g = 0; g < layer_groups_.size(); ++g)
-            HeadKernel::run_classical(layer_groups_[g], layer_pending[g], n_threads);
+            HeadKernel::run_classical(layer_groups_[g], layer_pending[k][g], n_threads);
+    };
+    // The kernel's background thread (it only touches the full batches and the groups'
+    // classical sums; the composition reads neither). Joined before the next batch is handed
+    // over and before anything leaves add, an exception included.
+    struct Background {
+        std::thread thread;
+        std::exception_ptr error;
+        void wait() {
+            if (thread.joinable()) thread.join();
+            if (error) std::rethrow_exception(std::exchange(error, nullptr));
+        }
+        ~Background() {
+            if (thread.joinable()) thread.join();
+        }
+    } kernel;
+    auto hand_over = [&] {
+        kernel.wait();
+        const int k = cur;
+        cur ^= 1;
+        if (n_threads <= 1) {  // one thread asked for: no background thread either
+            run_pending(k);
+            return;
+        }
+        try {
+            kernel.thread = std::thread([&run_pending, &kernel, k] {
+                try {
+                    run_pending(k);
+                } catch (...) {
+                    kernel.error = std::current_exception();
+                }
+            });
+        } catch (const std::system_error&) {  // no thread to be had: run it here
+            run_pending(k);
+        }
     };
 
     // Progress in visible keys (a row's cost grows with its length).
@@ -423,6 +473,7 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
             continue;
         }
         auto visible = [&](int64_t s) { return s >= kb && s < ke; };
+        RowBatch &layer_batch = layer_batches[cur], &model_batch = model_batches[cur];
         // Pass 1: row quantities with each layer's sink (and the model-wide one if it differs).
         for (int64_t l = 0; l < n_layers_; ++l) {
             if (!visible(sinks.per_layer[l])) continue;
@@ -471,21 +522,23 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
 
         // Pass 3: pairwise sums.
         if (options_.scope == Scope::Model) {
-            if (model_visible) pairwise(groups_[0], chunks[0], pending[0], model_rows, d);
+            if (model_visible) pairwise(groups_[0], chunks[0], pending[cur][0], model_rows, d);
             for (size_t l = 0; l < layer_groups_.size(); ++l)
                 if (visible(sinks.per_layer[l]))
-                    pairwise(layer_groups_[l], layer_chunks[l], layer_pending[l], layer_batch, d);
+                    pairwise(layer_groups_[l], layer_chunks[l], layer_pending[cur][l], layer_batch,
+                             d);
         } else {
             for (int64_t l = 0; l < n_layers_; ++l)
                 if (visible(sinks.per_layer[l]))
-                    pairwise(groups_[l], chunks[l], pending[l], layer_batch, d);
+                    pairwise(groups_[l], chunks[l], pending[cur][l], layer_batch, d);
         }
         if (++slot == n_slots) {
-            run_pending();
+            hand_over();
             slot = 0;
         }
     }
-    run_pending();
+    kernel.wait();
+    run_pending(cur);
     for (size_t g = 0; g < groups_.size(); ++g)
         HeadKernel::flush(groups_[g], chunks[g], scratch_gram, n_threads);
     for (size_t g = 0; g < layer_groups_.size(); ++g)

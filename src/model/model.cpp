@@ -3,8 +3,6 @@
 // analysis/capture.hpp.
 #include "sinkscope/model/model.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <thread>
 
@@ -14,6 +12,7 @@
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
+#include "sinkscope/core/system.hpp"
 #include "sinkscope/model/registry.hpp"
 #include "tensor_load.hpp"
 
@@ -176,11 +175,7 @@ int set_compute_threads(int n) {
     const int threads =
         n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (at::get_num_threads() != threads) at::set_num_threads(threads);
-    // Looked up at run time so that the build does not depend on which BLAS libtorch uses.
-    using SetThreads = void (*)(int);
-    if (auto* openblas =
-            reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
-        openblas(threads);
+    set_blas_threads(threads);
     return threads;
 }
 

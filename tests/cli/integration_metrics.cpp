@@ -105,6 +105,33 @@ TEST(MetricsCli, ExampleWritesEveryTable) {
     EXPECT_REL_WITHIN(reported, mass / rows, testutil::kF64SumRel);  // a mean over the rows
 }
 
+// The distances do not depend on how many threads the system BLAS has (OpenBLAS reads
+// OPENBLAS_NUM_THREADS at start, default all cores): the Aitchison Gram products go to BLAS, whose
+// split of a product, and with it the last bits, depends on that count, so metrics runs BLAS on
+// one thread. 144 heads at T = 96 are enough for OpenBLAS to split those products (without the
+// one-thread rule dA differed in the last digits here). With another BLAS the variable does
+// nothing and the test passes trivially.
+TEST(MetricsCli, DistancesDoNotDependOnBlasThreads) {
+    testutil::ScratchDir dir;
+    io::write_npy(dir / "a.npy",
+                  io::make_npy_f32({1, 12, 12, 96, 96}, causal_attention(1, 12, 12, 96, 7)));
+    std::string distances[2];
+    for (int k = 0; k < 2; ++k) {
+        const std::string threads = std::to_string(k + 1);
+        ::setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
+        const fs::path out = dir / ("out" + threads);
+        auto r =
+            testutil::run_cli({"metrics", "--attention", (dir / "a.npy").string(), "--analyses",
+                               "compositional", "--no-report", "--out", out.string()});
+        ::unsetenv("OPENBLAS_NUM_THREADS");
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        distances[k] = read_file(out / "distances.csv");
+    }
+    EXPECT_GT(count_lines(distances[0]), 1000u);
+    EXPECT_TRUE(distances[0] == distances[1])
+        << "distances.csv differs between 1 and 2 BLAS threads";
+}
+
 // Any one analysis alone runs to the end with the report on: entropy alone has its own figure;
 // statistics alone has no figure, so the run is written without report.html and says so (both
 // used to fail with "holds no table to report on" and leave nothing).

@@ -18,4 +18,25 @@ int64_t max_threads();
 // UsageError naming `option` when `n` is negative or above max_threads().
 void check_threads(int64_t n, const char* option = "--threads");
 
+// Threads of the system BLAS's own pool (OpenBLAS, looked up at run time so that the build does
+// not depend on which BLAS is installed). Returns the count before, or 0 (and does nothing) when
+// the BLAS has no such setting.
+int set_blas_threads(int n);
+
+// The system BLAS on one thread for a scope, then as before. The analyses split their work over
+// their own threads; a BLAS pool under them only spins, and OpenBLAS's split of a product
+// depends on its thread count, so the last bits of a result would depend on the machine's cores.
+class SingleThreadedBlas {
+public:
+    SingleThreadedBlas() : before_(set_blas_threads(1)) {}
+    ~SingleThreadedBlas() {
+        if (before_ > 0) set_blas_threads(before_);
+    }
+    SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+    SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+private:
+    int before_;
+};
+
 }  // namespace sinkscope
