@@ -115,6 +115,15 @@ TEST(MetricsCli, DistancesDoNotDependOnBlasThreads) {
     testutil::ScratchDir dir;
     io::write_npy(dir / "a.npy",
                   io::make_npy_f32({1, 12, 12, 96, 96}, causal_attention(1, 12, 12, 96, 7)));
+    // The variable as the test found it (scripts/check-portability.sh sets it), put back after.
+    const char* found = std::getenv("OPENBLAS_NUM_THREADS");
+    const std::string before = found ? found : "";
+    auto restore = [&] {
+        if (found)
+            ::setenv("OPENBLAS_NUM_THREADS", before.c_str(), 1);
+        else
+            ::unsetenv("OPENBLAS_NUM_THREADS");
+    };
     std::string distances[2];
     for (int k = 0; k < 2; ++k) {
         const std::string threads = std::to_string(k + 1);
@@ -123,7 +132,7 @@ TEST(MetricsCli, DistancesDoNotDependOnBlasThreads) {
         auto r =
             testutil::run_cli({"metrics", "--attention", (dir / "a.npy").string(), "--analyses",
                                "compositional", "--no-report", "--out", out.string()});
-        ::unsetenv("OPENBLAS_NUM_THREADS");
+        restore();
         ASSERT_EQ(r.exit_code, 0) << r.err;
         distances[k] = read_file(out / "distances.csv");
     }
