@@ -2,6 +2,7 @@
 // in language models"): alpha[l,h] = mean attention of the queries that see key k to it, averaged
 // over inputs; Sink_eps = share of heads with alpha > eps, per layer and for the model (all L*H
 // heads). Table sink_eps (long format).
+#include <algorithm>
 #include <cmath>
 
 #include "sinkscope/analysis/registry.hpp"
@@ -32,16 +33,20 @@ public:
             return;
         }
         std::vector<double> alpha(sum_.size());
+        // The rows (queries) that see the key: causal t >= k (and inside the window).
+        auto sees = [&](int64_t i) { return a.key_begin(i) <= key_ && key_ < a.key_end(i); };
+        int64_t first = 0;  // rows before the first that sees the key are not read
+        while (first < a.length && !sees(first)) ++first;
+        std::vector<double> buffer;  // recomputed rows of a long input
         for (int64_t l = 0; l < a.n_layers; ++l)
             for (int64_t h = 0; h < a.n_heads; ++h) {
-                // The rows (queries) that see the key: causal t >= k (and inside the window).
                 double s = 0;
                 int64_t n = 0;
-                for (int64_t i = 0; i < a.length; ++i)
-                    if (a.key_begin(i) <= key_ && key_ < a.key_end(i)) {
-                        s += a.row(l, h, i)[key_];
-                        ++n;
-                    }
+                a.for_each_row(l, h, first, a.length, buffer, [&](int64_t i, const double* row) {
+                    if (!sees(i)) return;
+                    s += row[key_];
+                    ++n;
+                });
                 alpha[size_t(l * a.n_heads + h)] = n > 0 ? s / double(n) : std::nan("");
             }
         for (size_t i = 0; i < alpha.size(); ++i) sum_[i] += alpha[i];

@@ -51,15 +51,26 @@ void check_threads(int64_t n, const char* option) {
                          " cores of this machine (" + std::to_string(max_threads()) + ")");
 }
 
-int set_blas_threads(int n) {
+namespace {
+// Through a getter and setter looked up at run time (absent: 0, nothing done).
+int set_threads_through(const char* getter, const char* setter, int n) {
     using Get = int (*)();
     using Set = void (*)(int);
-    auto* get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-    auto* set = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    auto* get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, getter));
+    auto* set = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, setter));
     if (!get || !set) return 0;
     const int before = get();
     if (before != n) set(n);
     return before;
+}
+}  // namespace
+
+int set_blas_threads(int n) {
+    return set_threads_through("openblas_get_num_threads", "openblas_set_num_threads", n);
+}
+
+int set_openmp_threads_of_this_thread(int n) {
+    return set_threads_through("omp_get_max_threads", "omp_set_num_threads", n);
 }
 
 }  // namespace sinkscope

@@ -6,12 +6,14 @@
 #include <cfloat>
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
+#include "sinkscope/core/system.hpp"
 #include "sinkscope/metrics/graph.hpp"
 #include "sinkscope/metrics/sink_kl.hpp"
 #include "sinkscope/metrics/spectra.hpp"
@@ -27,17 +29,34 @@ constexpr const char* k_causal_compat_warning =
 // One head's [n, n] matrix, entries outside the visible keys 0. Principled rows are closed over
 // their visible keys (10.a); compat keeps the raw values.
 // `m` is reused across layers so the per-layer matrices are not reallocated.
+// `buffer` holds a block of recomputed rows (reused across heads).
 void fill_head_matrix(const AttentionInput& in, int64_t l, int64_t h, bool compat,
-                      Eigen::MatrixXd& m) {
-    const int64_t n = in.length;
-    m.setZero(n, n);  // [query, key]
-    for (int64_t i = 0; i < n; ++i) {
-        const double* r = in.row(l, h, i);
-        const int64_t kb = in.key_begin(i), ke = std::min(in.key_end(i), n);
-        double sum = 0;
-        for (int64_t j = kb; j < ke; ++j) sum += r[j];
-        const double scale = !compat && sum > 0 ? 1.0 / sum : 1.0;
-        for (int64_t j = kb; j < ke; ++j) m(i, j) = r[j] * scale;
+                      Eigen::MatrixXd& m, std::vector<double>& buffer) {
+    const int64_t n = in.length, per_block = in.rows_per_block(1);
+    m.setZero(n, n);               // [query, key], column-major
+    constexpr int64_t kTile = 64;  // rows whose cache lines stay in L1 while columns are swept
+    double scale[kTile];
+    for (int64_t i0 = 0; i0 < n; i0 += per_block) {
+        const int64_t i1 = std::min(n, i0 + per_block);
+        const double* rows = in.rows(l, h, i0, i1, buffer);
+        auto row = [&](int64_t i) { return rows + (i - i0) * in.n_tokens; };
+        for (int64_t t0 = i0; t0 < i1; t0 += kTile) {
+            const int64_t t1 = std::min(i1, t0 + kTile);
+            int64_t jb = n, je = 0;
+            for (int64_t i = t0; i < t1; ++i) {
+                const int64_t kb = in.key_begin(i), ke = std::min(in.key_end(i), n);
+                double sum = 0;
+                for (int64_t j = kb; j < ke; ++j) sum += row(i)[j];
+                scale[i - t0] = !compat && sum > 0 ? 1.0 / sum : 1.0;
+                jb = std::min(jb, kb);
+                je = std::max(je, ke);
+            }
+            // Column by column: the writes are contiguous, the reads stay in the tile's lines.
+            for (int64_t j = jb; j < je; ++j)
+                for (int64_t i = t0; i < t1; ++i)
+                    if (j >= in.key_begin(i) && j < in.key_end(i))
+                        m(i, j) = row(i)[j] * scale[i - t0];
+        }
     }
 }
 
@@ -64,6 +83,9 @@ void validate(const AttentionInput& in, const P2Results& state,
                        state.config.tokens_file.empty() ? "tokens" : state.config.tokens_file,
                        token_strings->size(), " token strings for an input of ", in.length,
                        " tokens");
+    // Rows of a RowSource are checked where they are computed (attention.hpp); reading them
+    // all again here would recompute a long input's attention once more per analysis.
+    if (!in.stored()) return;
     for (int64_t l = 0; l < in.n_layers; ++l)
         for (int64_t h = 0; h < in.n_heads; ++h)
             for (int64_t i = 0; i < in.length; ++i) {
@@ -138,21 +160,7 @@ struct LayerOutput {
 struct LayerScratch {
     Eigen::MatrixXd head;  // [n, n]
     Eigen::MatrixXd avg;   // [n, n]
-};
-
-// Rows served by a RowSource (long inputs recomputed on demand) are not thread-safe and a
-// returned row is only valid until the source hands out other rows: the layer workers read them
-// one at a time under this lock. Stored inputs need none.
-class RowLock {
-public:
-    explicit RowLock(const AttentionInput& in) : needed_(!in.stored()) {}
-    std::unique_lock<std::mutex> hold() {
-        return needed_ ? std::unique_lock<std::mutex>(mutex_) : std::unique_lock<std::mutex>();
-    }
-
-private:
-    bool needed_;
-    std::mutex mutex_;
+    std::vector<double> rows;  // a block of recomputed rows (fill_head_matrix)
 };
 
 // The direct sink mass's param: the fixed key of first / --sink N, else the policy whose
@@ -176,7 +184,7 @@ std::string direct_sink_param(const SinkPolicy& p) {
 // `layer_sinks` [n_layers]: the input's resolved sink of each layer (spec 0, 10.d).
 void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64_t input_id,
                    const std::vector<std::string>* token_strings,
-                   const std::vector<int64_t>& layer_sinks, LayerScratch& scratch, RowLock& rows,
+                   const std::vector<int64_t>& layer_sinks, LayerScratch& scratch,
                    LayerOutput& out) {
     const bool compat = c.compat;
     const int64_t n_layers = in.n_layers, n_heads = in.n_heads, n = in.length;
@@ -291,14 +299,14 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
     // Pass 1: the head matrices one at a time, their average (B.2: most analyses use it), and
     // what each head contributes alone: per-head matrix analyses (--per-head), attention
     // entropy (10.m; compat B.7, B.3), top key for token specialisation and frame (10.m, 10.n).
-    avg.setZero(n, n);
+    // Sink-removal KL (pass 4) reads the rows itself: a run of it alone builds no matrix.
+    const bool matrices =
+        c.graphs || c.topology || c.spectra || c.entropy || c.tokens || c.frame || c.per_head;
+    avg.setZero(matrices ? n : 0, matrices ? n : 0);
     std::vector<int64_t> top(static_cast<size_t>(n_heads));
-    for (int64_t h = 0; h < n_heads; ++h) {
+    for (int64_t h = 0; h < (matrices ? n_heads : 0); ++h) {
         Eigen::MatrixXd& m = scratch.head;
-        {
-            auto lock = rows.hold();
-            fill_head_matrix(in, l, h, compat, m);
-        }
+        fill_head_matrix(in, l, h, compat, m, scratch.rows);  // thread-safe
         avg += m;
         if (c.per_head) matrix_analyses(h, m);
         if (c.entropy) {
@@ -324,7 +332,6 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
     // Pass 4: sink removal KL, concentration, direct sink mass (spec 8, 10.k; B.5).
     if (c.kl && in_set(kl_set, l)) {
         const std::vector<double>& ts = c.constants.sink_percentiles;
-        auto lock = rows.hold();  // both read the source's rows directly
         const auto all = sink_kl_all(in, l, ts, compat, c.kl_all_rows);
         for (size_t k = 0; k < ts.size(); ++k) {
             const auto& r = all[k];
@@ -403,13 +410,15 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
     // thread finishes first (an atomic counter alone let a later count overtake an earlier one).
     int64_t layers_done = 0;
     std::mutex progress_mutex;
-    RowLock row_lock(in);
     if (progress_) progress_("section 8", 0, n_layers);
     auto work = [&](int64_t t) {
         try {
+            // Recomputed rows (libtorch operators) run on this worker alone.
+            std::optional<SingleThreadedOpenMp> one_team;
+            if (n_threads > 1) one_team.emplace();
             LayerScratch scratch;
             for (int64_t l = t; l < n_layers; l += n_threads) {
-                process_layer(in, l, c, input_id, token_strings, layer_sinks, scratch, row_lock,
+                process_layer(in, l, c, input_id, token_strings, layer_sinks, scratch,
                               outputs[static_cast<size_t>(l)]);
                 if (progress_) {
                     std::lock_guard<std::mutex> lock(progress_mutex);

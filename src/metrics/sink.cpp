@@ -57,16 +57,17 @@ std::vector<double> key_column_mean(const AttentionInput& x, int64_t layer) {
     std::vector<double> col(static_cast<size_t>(x.n_tokens), 0.0);  // [T]
     const int64_t l0 = layer < 0 ? 0 : layer, l1 = layer < 0 ? x.n_layers : layer + 1;
     int64_t n_rows = 0;
+    std::vector<double> buffer;  // recomputed rows of a long input
     for (int64_t l = l0; l < l1; ++l)
         for (int64_t h = 0; h < x.n_heads; ++h)
-            for (int64_t i = 0; i < x.length; ++i, ++n_rows) {
-                const double* a = x.row(l, h, i);
+            x.for_each_row(l, h, 0, x.length, buffer, [&](int64_t i, const double* a) {
+                ++n_rows;
                 const int64_t kb = x.key_begin(i), ke = x.key_end(i);
                 double total = 0;
                 for (int64_t j = kb; j < ke; ++j) total += a[j];
-                if (!(total > 0)) continue;
+                if (!(total > 0)) return;
                 for (int64_t j = kb; j < ke; ++j) col[j] += a[j] / total;
-            }
+            });
     if (n_rows > 0)
         for (auto& c : col) c /= double(n_rows);
     return col;

@@ -13,20 +13,32 @@ namespace {
 
 constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
 
-// Read-only view of one layer's closed rows without copying them: p(h, i, j) = raw * inv_sum
-// on the visible keys, 0 elsewhere. Principled and compat both divide by the visible sum
-// (10.a closure; KL.ipynb step 1 renormalises raw rows, whose masked entries are 0).
-struct LayerView {
+// One layer's closed rows p(h, i, j) = raw * inv_sum on the visible keys, 0 elsewhere, read a
+// block of rows at a time through AttentionInput::rows (thread-safe; a long input's rows are
+// recomputed once per block, not once per row). The constructor reads every row once for the
+// visible sums (principled and compat both divide by them: 10.a closure; KL.ipynb step 1
+// renormalises raw rows, whose masked entries are 0) and each head's column mass of the closed
+// rows.
+struct LayerRows {
     const AttentionInput& in;
     int64_t layer;
     int64_t n;
-    std::vector<double> inv_sum;  // [H, n]
+    std::vector<double> inv_sum;               // [H, n]
+    std::vector<double> head_col;              // [H, n]: sum_i p(h, i, j)
+    std::vector<std::vector<double>> buffers;  // [H]: the loaded block's rows (recomputed ones)
+    std::vector<const double*> block;          // [H]: rows [b0, b1) of each head
+    int64_t b0 = 0, b1 = 0;
 
-    LayerView(const AttentionInput& input, int64_t l) : in(input), layer(l), n(input.length) {
-        inv_sum.assign(static_cast<size_t>(in.n_heads * n), 0.0);
+    LayerRows(const AttentionInput& input, int64_t l)
+        : in(input),
+          layer(l),
+          n(input.length),
+          inv_sum(static_cast<size_t>(input.n_heads * input.length), 0.0),
+          head_col(static_cast<size_t>(input.n_heads * input.length), 0.0),
+          buffers(static_cast<size_t>(input.n_heads)),
+          block(static_cast<size_t>(input.n_heads), nullptr) {
         for (int64_t h = 0; h < in.n_heads; ++h)
-            for (int64_t i = 0; i < n; ++i) {
-                const double* r = in.row(layer, h, i);
+            in.for_each_row(layer, h, 0, n, buffers[0], [&](int64_t i, const double* r) {
                 double sum = 0;
                 for (int64_t j = vis_begin(i); j < vis_end(i); ++j) sum += r[j];
                 if (!(sum > 0))
@@ -34,12 +46,25 @@ struct LayerView {
                                                       std::to_string(layer) + " head " +
                                                       std::to_string(h) +
                                                       " has no mass on its visible keys");
-                inv_sum[static_cast<size_t>(h * n + i)] = 1.0 / sum;
-            }
+                const double sc = 1.0 / sum;
+                inv_sum[static_cast<size_t>(h * n + i)] = sc;
+                for (int64_t j = vis_begin(i); j < vis_end(i); ++j)
+                    head_col[static_cast<size_t>(h * n + j)] += r[j] * sc;
+            });
     }
     int64_t vis_begin(int64_t i) const { return in.key_begin(i); }
     int64_t vis_end(int64_t i) const { return std::min(in.key_end(i), n); }
-    const double* raw(int64_t h, int64_t i) const { return in.row(layer, h, i); }
+    // Makes rows [i0, i1) of every head readable by raw().
+    void load(int64_t i0, int64_t i1) {
+        for (int64_t h = 0; h < in.n_heads; ++h)
+            block[static_cast<size_t>(h)] =
+                in.rows(layer, h, i0, i1, buffers[static_cast<size_t>(h)]);
+        b0 = i0;
+        b1 = i1;
+    }
+    const double* raw(int64_t h, int64_t i) const {
+        return block[static_cast<size_t>(h)] + (i - b0) * in.n_tokens;
+    }
     double scale(int64_t h, int64_t i) const { return inv_sum[static_cast<size_t>(h * n + i)]; }
 };
 
@@ -76,7 +101,7 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
     const int64_t n = in.length, n_heads = in.n_heads;
     std::vector<SinkKl> results(percentiles.size());
     if (n == 0 || n_heads == 0) return results;
-    const LayerView view(in, layer);
+    LayerRows view(in, layer);
     const auto nh = static_cast<double>(n_heads);
 
     // Rows visited and their key ranges: compat sees all n keys of the row (masked ones hold 0)
@@ -92,17 +117,10 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
                       : std::pair<int64_t, int64_t>{view.vis_begin(i), view.vis_end(i)};
     };
 
-    // Pass 1: incoming mass over heads and all rows, shared by every percentile; and the
-    // per-head mass columns the concentration needs.
-    std::vector<double> incoming(static_cast<size_t>(n), 0.0);            // [n]
-    std::vector<double> head_col(static_cast<size_t>(n_heads * n), 0.0);  // [H, n]
-    for (int64_t h = 0; h < n_heads; ++h)
-        for (int64_t i = 0; i < n; ++i) {
-            const double* raw = view.raw(h, i);
-            const double sc = view.scale(h, i);
-            for (int64_t j = view.vis_begin(i); j < view.vis_end(i); ++j)
-                head_col[static_cast<size_t>(h * n + j)] += raw[j] * sc;
-        }
+    // Pass 1 (the constructor's): incoming mass over heads and all rows, shared by every
+    // percentile; and the per-head mass columns the concentration needs.
+    const std::vector<double>& head_col = view.head_col;        // [H, n]
+    std::vector<double> incoming(static_cast<size_t>(n), 0.0);  // [n]
     for (int64_t h = 0; h < n_heads; ++h)
         for (int64_t j = 0; j < n; ++j)
             incoming[static_cast<size_t>(j)] += head_col[static_cast<size_t>(h * n + j)];
@@ -141,7 +159,14 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
     std::vector<double> mean_cut(static_cast<size_t>(n));
     std::vector<double> sum_before(n_pct, 0.0), sum_after(n_pct, 0.0);
     double sum_before_all = 0;  // kl_row of every row (all_rows)
-    for (const int64_t i : rows) {
+    const int64_t per_block = in.rows_per_block(n_heads);
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const int64_t i = rows[r];
+        if (i >= view.b1) {  // the next block: the visited rows within per_block of i
+            size_t e = r + 1;
+            while (e < rows.size() && rows[e] < i + per_block) ++e;
+            view.load(i, rows[e - 1] + 1);
+        }
         const int64_t vb = view.vis_begin(i), ve = view.vis_end(i);
         std::fill(mean.begin(), mean.end(), 0.0);
         for (int64_t h = 0; h < n_heads; ++h) {
@@ -243,17 +268,18 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
 double direct_sink_mass(const AttentionInput& in, int64_t layer, int64_t sink) {
     double acc = 0;
     int64_t cnt = 0;
+    const int64_t n = in.length;
+    std::vector<double> buffer;
     for (int64_t h = 0; h < in.n_heads; ++h)
-        for (int64_t i = 0; i < in.length; ++i) {
-            const int64_t kb = in.key_begin(i), ke = std::min(in.key_end(i), in.length);
-            if (sink < kb || sink >= ke) continue;
-            const double* r = in.row(layer, h, i);
+        in.for_each_row(layer, h, 0, n, buffer, [&](int64_t i, const double* r) {
+            const int64_t kb = in.key_begin(i), ke = std::min(in.key_end(i), n);
+            if (sink < kb || sink >= ke) return;
             double sum = 0;
             for (int64_t j = kb; j < ke; ++j) sum += r[j];
-            if (sum <= 0) continue;
+            if (sum <= 0) return;
             acc += r[sink] / sum;
             ++cnt;
-        }
+        });
     return cnt > 0 ? acc / static_cast<double>(cnt) : k_nan;
 }
 

@@ -21,16 +21,15 @@ namespace {
 std::vector<double> head_average(const AttentionInput& a, int64_t l, bool close_rows) {
     const int64_t T = a.n_tokens;
     std::vector<double> avg(static_cast<size_t>(T * T), 0.0);
-    for (int64_t h = 0; h < a.n_heads; ++h) {
-        for (int64_t i = 0; i < a.length; ++i) {
-            const double* row = a.row(l, h, i);
+    std::vector<double> buffer;  // recomputed rows of a long input
+    for (int64_t h = 0; h < a.n_heads; ++h)
+        a.for_each_row(l, h, 0, a.length, buffer, [&](int64_t i, const double* row) {
             double sum = 0;
             for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) sum += row[j];
             double scale = close_rows && sum > 0 ? 1.0 / sum : 1.0;
             for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j)
                 avg[i * T + j] += row[j] * scale / double(a.n_heads);
-        }
-    }
+        });
     return avg;
 }
 
@@ -240,21 +239,21 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
         if (!values.empty()) {
             SS_CHECK(int64_t(values[l].size()) == H * T * d_head, "values of layer ", l, " hold ",
                      values[l].size(), " numbers, expected ", H * T * d_head);
-            std::vector<double> w;  // [block rows, T] closed rows of one head
+            std::vector<double> w;       // [block rows, T] closed rows of one head
+            std::vector<double> buffer;  // recomputed rows of a long input
             for (int64_t h = 0; h < H; ++h) {
                 const double* vh = values[l].data() + h * T * d_head;
                 const RowMatrix v_ref = gather_rows(vh, d_head, ref);  // [|R|, d_head]
                 for (int64_t i0 = 0; i0 < n; i0 += k_row_block) {
                     const int64_t i1 = std::min(n, i0 + k_row_block);
                     w.assign(static_cast<size_t>((i1 - i0) * T), 0.0);
-                    for (int64_t i = i0; i < i1; ++i) {
-                        const double* row = a.row(l, h, i);
+                    a.for_each_row(l, h, i0, i1, buffer, [&](int64_t i, const double* row) {
                         double* wi = w.data() + (i - i0) * T;
                         double sum = 0;
                         for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) sum += row[j];
                         for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j)
                             wi[j] = opts_.compat || sum <= 0 ? row[j] : row[j] / sum;
-                    }
+                    });
                     block_sums(a, i0, i1, w.data(), vh, d_head, ref, v_ref, post, ref_sum);
                     for (int64_t i = i0; i < i1; ++i) {
                         if (is_ref[i]) continue;

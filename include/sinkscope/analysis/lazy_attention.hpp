@@ -24,12 +24,15 @@ public:
     const double* score_row(int64_t l, int64_t h, int64_t i) const override;
     bool has_scores() const override { return true; }
     int64_t stable_rows() const override { return n_slots_ * kRowsPerBlock; }
+    // Thread-safe, bypasses the cache: one matrix product per kBulkRows rows.
+    void copy_rows(int64_t l, int64_t h, int64_t i0, int64_t i1, double* out) const override;
 
     // An AttentionInput served by this source (masking and window from the config).
     metrics::AttentionInput input(const std::vector<int32_t>& token_ids) const;
     int64_t n_computed_blocks() const { return n_computed_; }
 
     static constexpr int64_t kRowsPerBlock = 8;
+    static constexpr int64_t kBulkRows = 256;
 
 private:
     struct Slot {
@@ -38,6 +41,10 @@ private:
         std::vector<double> scores;    // [kRowsPerBlock, T]
     };
     const Slot& fetch(int64_t l, int64_t h, int64_t i) const;
+    // Rows [i0, i0 + n) of head (l, h): probabilities into pattern and (when not null) scores,
+    // [n, T] each.
+    void compute(int64_t l, int64_t h, int64_t i0, int64_t n, double* pattern,
+                 double* scores) const;
 
     model::ModelConfig config_;
     int64_t n_tokens_ = 0, n_blocks_ = 0, n_slots_ = 0;

@@ -23,20 +23,32 @@ void check_threads(int64_t n, const char* option = "--threads");
 // the BLAS has no such setting.
 int set_blas_threads(int n);
 
-// The system BLAS on one thread for a scope, then as before. The analyses split their work over
-// their own threads; a BLAS pool under them only spins, and OpenBLAS's split of a product
-// depends on its thread count, so the last bits of a result would depend on the machine's cores.
-class SingleThreadedBlas {
+// OpenMP threads of the calling thread only (OpenMP keeps this setting per thread): the
+// libtorch CPU operators this thread calls split their work over that many. Returns the count
+// before, or 0 (and does nothing) when no OpenMP runtime is loaded.
+int set_openmp_threads_of_this_thread(int n);
+
+// One thread for a scope, then as before, through one of the setters above.
+// SingleThreadedBlas: the analyses split their work over their own threads; a BLAS pool under
+// them only spins, and OpenBLAS's split of a product depends on its thread count, so the last
+// bits of a result would depend on the machine's cores.
+// SingleThreadedOpenMp: worker threads of the analyses that call libtorch operators (recomputed
+// attention rows) would each start an OpenMP team as wide as the machine and compete for its
+// cores.
+template <int (*Set)(int)>
+class SingleThreaded {
 public:
-    SingleThreadedBlas() : before_(set_blas_threads(1)) {}
-    ~SingleThreadedBlas() {
-        if (before_ > 0) set_blas_threads(before_);
+    SingleThreaded() : before_(Set(1)) {}
+    ~SingleThreaded() {
+        if (before_ > 0) Set(before_);
     }
-    SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-    SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+    SingleThreaded(const SingleThreaded&) = delete;
+    SingleThreaded& operator=(const SingleThreaded&) = delete;
 
 private:
     int before_;
 };
+using SingleThreadedBlas = SingleThreaded<set_blas_threads>;
+using SingleThreadedOpenMp = SingleThreaded<set_openmp_threads_of_this_thread>;
 
 }  // namespace sinkscope

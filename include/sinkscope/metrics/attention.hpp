@@ -16,7 +16,10 @@ enum class Masking {
 
 // Rows computed on demand instead of stored (long inputs: `sinkscope analyze` recomputes them
 // from the captured rotated queries and keys). A returned row stays valid until
-// `stable_rows()` other distinct rows have been requested; not thread-safe.
+// `stable_rows()` other distinct rows have been requested; row() and score_row() are not
+// thread-safe. Analyses that read whole heads or blocks of rows use copy_rows(), which is.
+// Every row handed out is checked where it is computed: finite probabilities, summing to 1
+// over the visible keys up to rounding; a source throws InputError otherwise.
 class RowSource {
 public:
     virtual ~RowSource() = default;
@@ -24,6 +27,10 @@ public:
     virtual const double* score_row(int64_t l, int64_t h, int64_t i) const = 0;  // [n_tokens]
     virtual bool has_scores() const = 0;
     virtual int64_t stable_rows() const = 0;
+    // Probability rows [i0, i1) of head (l, h) into out, [i1 - i0, n_tokens] row-major, the
+    // values row() gives up to the rounding of the recomputation; safe to call from several
+    // threads at once, and computed block-wise (one matrix product for many rows).
+    virtual void copy_rows(int64_t l, int64_t h, int64_t i0, int64_t i1, double* out) const = 0;
 };
 
 // Attention of one input. Owned, row-major [n_layers, n_heads, n_tokens, n_tokens] fp64, or
@@ -53,6 +60,36 @@ struct AttentionInput {
     }
     const double* score_row(int64_t l, int64_t h, int64_t i) const {
         return source ? source->score_row(l, h, i) : scores.data() + offset(l, h, i);
+    }
+    // Probability rows [i0, i1) of head (l, h), [i1 - i0, n_tokens] row-major: the stored rows
+    // themselves, or the source's, computed into `buffer`. Thread-safe (unlike row() on a
+    // source); the pointer is valid until `buffer` changes.
+    const double* rows(int64_t l, int64_t h, int64_t i0, int64_t i1,
+                       std::vector<double>& buffer) const {
+        if (!source) return pattern.data() + offset(l, h, i0);
+        buffer.resize(static_cast<size_t>((i1 - i0) * n_tokens));
+        source->copy_rows(l, h, i0, i1, buffer.data());
+        return buffer.data();
+    }
+    // fn(i, row) for rows i in [i0, i1) of head (l, h) in order, read through rows() a block at
+    // a time; `buffer` holds a block of recomputed rows.
+    template <class F>
+    void for_each_row(int64_t l, int64_t h, int64_t i0, int64_t i1, std::vector<double>& buffer,
+                      F&& fn) const {
+        const int64_t per_block = rows_per_block(1);
+        for (int64_t b = i0; b < i1; b += per_block) {
+            const int64_t e = b + per_block < i1 ? b + per_block : i1;
+            const double* block = rows(l, h, b, e, buffer);
+            for (int64_t i = b; i < e; ++i) fn(i, block + (i - b) * n_tokens);
+        }
+    }
+    // Rows per block for readers of rows() that hold `n_blocks` such blocks at once: as many
+    // as fit in about 32 MB (stored inputs: all of them), at least 8.
+    int64_t rows_per_block(int64_t n_blocks) const {
+        if (!source) return length > 0 ? length : 1;
+        const int64_t bytes = n_blocks * n_tokens * static_cast<int64_t>(sizeof(double));
+        const int64_t r = (int64_t{32} << 20) / (bytes > 0 ? bytes : 1);
+        return r < 8 ? 8 : (r > length && length > 0 ? length : r);
     }
     // Visible keys of row i are [key_begin(i), key_end(i)).
     int64_t key_begin(int64_t i) const {

@@ -63,13 +63,35 @@ const LazyAttention::Slot& LazyAttention::fetch(int64_t l, int64_t h, int64_t i)
     next_ = (next_ + 1) % n_slots_;
     ++n_computed_;
 
+    const int64_t i0 = block * kRowsPerBlock;
+    s.pattern.resize(static_cast<size_t>(kRowsPerBlock * n_tokens_));
+    s.scores.resize(static_cast<size_t>(kRowsPerBlock * n_tokens_));
+    compute(l, h, i0, std::min(kRowsPerBlock, n_tokens_ - i0), s.pattern.data(), s.scores.data());
+    return s;
+}
+
+void LazyAttention::copy_rows(int64_t l, int64_t h, int64_t i0, int64_t i1, double* out) const {
+    SS_CHECK(l >= 0 && l < config_.n_layers && h >= 0 && h < config_.n_heads && i0 >= 0 &&
+                 i0 <= i1 && i1 <= n_tokens_,
+             "LazyAttention::copy_rows: layer ", l, " head ", h, " rows [", i0, ", ", i1, ")");
+    for (int64_t b = i0; b < i1; b += kBulkRows) {
+        const int64_t n = std::min(kBulkRows, i1 - b);
+        compute(l, h, b, n, out + (b - i0) * n_tokens_, nullptr);
+    }
+}
+
+void LazyAttention::compute(int64_t l, int64_t h, int64_t i0, int64_t n, double* pattern_out,
+                            double* scores_out) const {
     c10::InferenceMode guard;
-    const int64_t T = n_tokens_, i0 = block * kRowsPerBlock;
-    const int64_t n = std::min(kRowsPerBlock, T - i0);
+    const int64_t T = n_tokens_;
+    // Causal rows i < i0 + n see no key at or past i0 + n: only keys [0, width) are computed,
+    // the rest is written as the masked entries they are (probability 0, score -inf).
+    const int64_t width = config_.causal ? i0 + n : T;
     const int64_t kv = h / (config_.n_heads / config_.n_kv_heads);
     const at::Tensor q = q_[static_cast<size_t>(l)].narrow(0, i0, n).select(1, h);  // [n, d_head]
-    const at::Tensor k = k_[static_cast<size_t>(l)].select(1, kv);                  // [T, d_head]
-    at::Tensor scores = at::matmul(q, k.transpose(0, 1)) * scale_;                  // [n, T] f32
+    const at::Tensor k =
+        k_[static_cast<size_t>(l)].narrow(0, 0, width).select(1, kv);  // [width, d_head]
+    at::Tensor scores = at::matmul(q, k.transpose(0, 1)) * scale_;     // [n, width] f32
     // The model's attention: Gemma-2's soft-cap before the mask, its window on local layers only.
     if (config_.attn_softcap > 0)
         scores = at::tanh(scores / config_.attn_softcap) * config_.attn_softcap;
@@ -78,19 +100,28 @@ const LazyAttention::Slot& LazyAttention::fetch(int64_t l, int64_t h, int64_t i)
     const auto opt = at::TensorOptions().dtype(at::kLong).device(scores.device());
     if (config_.causal) {
         const at::Tensor qpos = at::arange(i0, i0 + n, opt).unsqueeze(1);
-        const at::Tensor kpos = at::arange(T, opt).unsqueeze(0);
-        at::Tensor hidden = kpos > qpos;  // [n, T]
+        const at::Tensor kpos = at::arange(width, opt).unsqueeze(0);
+        at::Tensor hidden = kpos > qpos;  // [n, width]
         if (window > 0) hidden = hidden.logical_or(kpos <= qpos - window);
         scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
     }
-    const at::Tensor pattern = at::softmax(scores, -1, at::kFloat);  // [n, T]
-    const at::Tensor p64 = pattern.to(at::kCPU, at::kDouble).contiguous();
-    const at::Tensor s64 = scores.to(at::kCPU, at::kDouble).contiguous();
-    s.pattern.resize(static_cast<size_t>(kRowsPerBlock * T));
-    s.scores.resize(static_cast<size_t>(kRowsPerBlock * T));
-    std::copy_n(p64.data_ptr<double>(), n * T, s.pattern.data());
-    std::copy_n(s64.data_ptr<double>(), n * T, s.scores.data());
-    return s;
+    const at::Tensor pattern = at::softmax(scores, -1, at::kFloat);  // [n, width]
+    // The RowSource contract: finite probabilities (a row of NaN or infinite scores, or with no
+    // visible key, gives NaN here), so the analyses need not check recomputed rows again.
+    SS_CHECK_INPUT(at::isfinite(pattern).all().item<bool>(), "attention",
+                   "the recomputed attention of layer ", l, " head ", h, " rows ", i0, "..",
+                   i0 + n - 1, " is not finite (NaN or infinite scores in the forward)");
+    // Converted to f64 straight into the caller's memory (one pass, no temporary).
+    const auto f64 = at::TensorOptions().dtype(at::kDouble);
+    at::Tensor p_out = at::from_blob(pattern_out, {n, T}, f64);
+    p_out.narrow(1, 0, width).copy_(pattern);
+    if (width < T) p_out.narrow(1, width, T - width).zero_();
+    if (scores_out) {
+        at::Tensor s_out = at::from_blob(scores_out, {n, T}, f64);
+        s_out.narrow(1, 0, width).copy_(scores);
+        if (width < T)
+            s_out.narrow(1, width, T - width).fill_(-std::numeric_limits<double>::infinity());
+    }
 }
 
 const double* LazyAttention::row(int64_t l, int64_t h, int64_t i) const {

@@ -408,9 +408,12 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
         {"memory_mb", o.attention_memory_mb},
         {"rule",
          "inputs whose fp64 pattern + scores [L, H, T, T] exceed memory_mb have their rows "
-         "recomputed in blocks of " +
+         "recomputed from hook_rot_q/hook_rot_k (float32 scores and softmax, as the forward), "
+         "in cached blocks of " +
              std::to_string(analysis::LazyAttention::kRowsPerBlock) +
-             " from hook_rot_q/hook_rot_k (float32 scores and softmax, as the forward)"},
+             " rows for the head metrics and blocks of up to " +
+             std::to_string(analysis::LazyAttention::kBulkRows) +
+             " rows for the reference-frame analyses"},
         {"recomputed_inputs", n_recomputed}};
     rec["resumed"] = n_done > 0;
     rec["distributed"] = {{"world_size", comm.world_size()},
