@@ -28,7 +28,7 @@ constexpr const char* k_causal_compat_warning =
 
 // One head's [n, n] matrix, entries outside the visible keys 0. Principled rows are closed over
 // their visible keys (10.a); compat keeps the raw values.
-// `m` is reused across layers so the per-layer matrices are not reallocated.
+// `m` is reused across the heads of a layer, so its matrices are not reallocated per head.
 // `buffer` holds a block of recomputed rows (reused across heads).
 void fill_head_matrix(const AttentionInput& in, int64_t l, int64_t h, bool compat,
                       Eigen::MatrixXd& m, std::vector<double>& buffer) {
@@ -324,6 +324,9 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
         if (c.tokens || c.frame) top[static_cast<size_t>(h)] = top_key(m);
     }
     avg /= static_cast<double>(n_heads);
+    // The last head's matrix is not read again: its memory goes back before the analyses of the
+    // average allocate their own [n, n] scratch (a long input's peak RSS).
+    if (!c.per_head) scratch.head.resize(0, 0);
 
     // Passes 2-3, 5: graphs, persistent homology and spectra of the average.
     matrix_analyses(-1, avg);
