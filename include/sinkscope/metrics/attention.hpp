@@ -18,8 +18,9 @@ enum class Masking {
 // from the captured rotated queries and keys). A returned row stays valid until
 // `stable_rows()` other distinct rows have been requested; row() and score_row() are not
 // thread-safe. Analyses that read whole heads or blocks of rows use copy_rows(), which is.
-// Every row handed out is checked where it is computed: finite probabilities, summing to 1
-// over the visible keys up to rounding; a source throws InputError otherwise.
+// Every row handed out is checked where it is computed: finite probabilities (a softmax of
+// finite scores, so each row sums to 1 over its visible keys up to rounding); a source throws
+// InputError for a row that is not finite.
 class RowSource {
 public:
     virtual ~RowSource() = default;
