@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/json.hpp"
@@ -51,6 +52,7 @@ AnalysisPipeline::AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOp
     context_.model_name = std::move(model_name);
     context_.origin = std::move(origin);
     context_.checkpoint = std::move(checkpoint);
+    context_.shared = std::make_shared<std::map<std::string, std::shared_ptr<void>>>();
     collect_per_input_ = options_.raw.per_input;
     for (const auto& info : registry()) {
         if (!options_.selected(info.name)) continue;
@@ -121,8 +123,19 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
     if (hidden) *hidden = {};
     if (values) *values = {};
     view.hidden = view.values = nullptr;
-    for (auto& [info, a] : analyses_)
-        if (!info->needs.hidden_states) a->add(view, pi);
+    // A long input (rows recomputed) gives its freed memory back between phases; short ones do
+    // not, so the next forward reuses the heap's pages instead of faulting them in again.
+    if (!input.stored()) return_free_memory();
+    for (auto& [info, a] : analyses_) {
+        if (info->needs.hidden_states) continue;
+        a->add(view, pi);
+        // Rows recomputed for one analysis are not what the next one reads first: the row
+        // cache and the analysis's freed scratch go back before the next one allocates.
+        if (!input.stored()) {
+            input.source->drop_cache();
+            return_free_memory();
+        }
+    }
     if (collect_per_input_) {
         for (auto& [info, a] : analyses_)
             if (info->needs.per_input_values) a->add_per_input(n_inputs_, per_input);

@@ -4,6 +4,7 @@
 // arrays diagrams/*.npy, frame.json; run.json "p2" holds the conventions (spec 8, 10.i-10.r).
 #include <cmath>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -231,17 +232,50 @@ AnalysisOutput section8_output(const P2Results& r, bool header) {
 
 namespace {
 
+class Section8;
+
+// The section 8 analyses of one pipeline read an input's rows once, together: the first to
+// be given the input adds it to every member's accumulator (P2Accumulator::add_together);
+// for a long input each analysis reading every row again cost a pass of recomputed attention.
+struct Section8Group {
+    std::vector<Section8*> members;  // registry order
+    int64_t last_input = -1;         // InputView::index the members were last given together
+};
+
 class Section8 final : public Analysis {
 public:
     Section8(const AnalysisContext& c, std::string which)
-        : ctx_(c), which_(std::move(which)), acc_(options(c, which_)) {}
+        : ctx_(c), which_(std::move(which)), acc_(options(c, which_)) {
+        if (!c.shared) return;
+        auto& slot = (*c.shared)["section8"];
+        if (!slot) slot = std::make_shared<Section8Group>();
+        group_ = std::static_pointer_cast<Section8Group>(slot);
+        group_->members.push_back(this);
+    }
+    ~Section8() override {
+        if (group_) std::erase(group_->members, this);
+    }
+    Section8(const Section8&) = delete;
+    Section8& operator=(const Section8&) = delete;
 
     void add(const InputView& in, PerInputValues* per_input) override {
-        std::vector<std::pair<P2Key, double>> values;
-        acc_.add(*in.attention, in.tokens, ctx_.origin, in.sinks, per_input ? &values : nullptr);
+        const bool together = group_ && group_->members.size() > 1;
+        if (together && group_->last_input == in.index) return;  // added with the group
+        const std::vector<Section8*> members =
+            together ? group_->members : std::vector<Section8*>{this};
+        std::vector<P2Accumulator*> accs;
+        std::vector<std::vector<std::pair<P2Key, double>>> values(members.size());
+        std::vector<std::vector<std::pair<P2Key, double>>*> lists;
+        for (size_t k = 0; k < members.size(); ++k) {
+            accs.push_back(&members[k]->acc_);
+            lists.push_back(per_input ? &values[k] : nullptr);
+        }
+        P2Accumulator::add_together(accs, *in.attention, in.tokens, ctx_.origin, in.sinks, lists);
+        if (together) group_->last_input = in.index;
         if (per_input)
-            for (const auto& [k, v] : values)
-                per_input->push_back({k.table, k.layer, k.head, k.metric, k.param, v, 1.0});
+            for (const auto& list : values)
+                for (const auto& [k, v] : list)
+                    per_input->push_back({k.table, k.layer, k.head, k.metric, k.param, v, 1.0});
     }
     void merge(const Analysis& other) override {
         acc_.merge(dynamic_cast<const Section8&>(other).acc_);
@@ -250,8 +284,10 @@ public:
     void load(BinaryReader& r) override { acc_.load(r); }
     void set_progress(const StageProgress& fn) override {
         if (!fn) return acc_.set_progress({});
-        acc_.set_progress([fn, name = which_](const char*, int64_t done, int64_t total) {
-            fn(name.c_str(), done, total);
+        // Run together, the group reports through its first member under one name.
+        acc_.set_progress([fn, this](const char*, int64_t done, int64_t total) {
+            const bool together = group_ && group_->members.size() > 1;
+            fn(together ? "reference-frame analyses" : which_.c_str(), done, total);
         });
     }
 
@@ -274,6 +310,7 @@ private:
     AnalysisContext ctx_;
     std::string which_;
     P2Accumulator acc_;
+    std::shared_ptr<Section8Group> group_;  // null outside a pipeline
 };
 
 }  // namespace

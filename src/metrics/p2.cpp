@@ -26,14 +26,26 @@ constexpr const char* k_causal_compat_warning =
     "compat ruscio2025 on causal attention: the topology Betti numbers only count tokens "
     "(upper triangle of 1 - A is 1; PAPERS.md B.3)";
 
-// One head's [n, n] matrix, entries outside the visible keys 0. Principled rows are closed over
-// their visible keys (10.a); compat keeps the raw values.
-// `m` is reused across the heads of a layer, so its matrices are not reallocated per head.
-// `buffer` holds a block of recomputed rows (reused across heads).
-void fill_head_matrix(const AttentionInput& in, int64_t l, int64_t h, bool compat,
-                      Eigen::MatrixXd& m, std::vector<double>& buffer) {
+// What pass 1 of a layer takes from one head's rows, read a block at a time and never stored
+// as a matrix unless asked: principled rows are closed over their visible keys (10.a), compat
+// keeps the raw values; entries outside the visible keys are 0.
+struct HeadPass {
+    Eigen::MatrixXd* avg = nullptr;     // [n, n]: the head's matrix is added to it
+    Eigen::MatrixXd* matrix = nullptr;  // [n, n]: set to the head's matrix (--per-head)
+    bool entropy = false;               // compute `entropy`
+    bool top = false;                   // compute `top_key`
+    // Principled: mean over rows of the row entropy (nats; mean_row_entropy's value and order of
+    // operations). Compat: -sum_ij A log2(A + 1e-10) over the matrix in row-major order (B.7).
+    double entropy_value = std::numeric_limits<double>::quiet_NaN();
+    int64_t top_key = 0;  // first key of largest column mean (frame.hpp top_key)
+};
+
+void stream_head(const AttentionInput& in, int64_t l, int64_t h, bool compat, HeadPass& p,
+                 std::vector<double>& buffer, std::vector<double>& column_sum) {
     const int64_t n = in.length, per_block = in.rows_per_block(1);
-    m.setZero(n, n);               // [query, key], column-major
+    if (p.matrix) p.matrix->setZero(n, n);  // [query, key], column-major
+    column_sum.assign(p.top ? static_cast<size_t>(n) : 0, 0.0);
+    double entropy = 0;
     constexpr int64_t kTile = 64;  // rows whose cache lines stay in L1 while columns are swept
     double scale[kTile];
     for (int64_t i0 = 0; i0 < n; i0 += per_block) {
@@ -47,15 +59,48 @@ void fill_head_matrix(const AttentionInput& in, int64_t l, int64_t h, bool compa
                 const int64_t kb = in.key_begin(i), ke = std::min(in.key_end(i), n);
                 double sum = 0;
                 for (int64_t j = kb; j < ke; ++j) sum += row(i)[j];
-                scale[i - t0] = !compat && sum > 0 ? 1.0 / sum : 1.0;
+                const double s = !compat && sum > 0 ? 1.0 / sum : 1.0;
+                scale[i - t0] = s;
                 jb = std::min(jb, kb);
                 je = std::max(je, ke);
+                if (!p.entropy) continue;
+                // Row by row, keys in order; the zero entries of the matrix add nothing.
+                if (compat) {
+                    for (int64_t j = kb; j < ke; ++j)
+                        entropy -= row(i)[j] * std::log2(row(i)[j] + 1e-10);
+                    continue;
+                }
+                double mass = 0, plogp = 0;
+                for (int64_t j = kb; j < ke; ++j) {
+                    const double v = row(i)[j] * s;
+                    if (v > 0) {
+                        mass += v;
+                        plogp += v * std::log(v);
+                    }
+                }
+                if (mass > 0) entropy += std::log(mass) - plogp / mass;
             }
-            // Column by column: the writes are contiguous, the reads stay in the tile's lines.
+            // Column by column: the writes are contiguous, the reads stay in the tile's lines;
+            // every entry's sum over heads (avg) and over rows (column_sum) runs in index order.
             for (int64_t j = jb; j < je; ++j)
-                for (int64_t i = t0; i < t1; ++i)
-                    if (j >= in.key_begin(i) && j < in.key_end(i))
-                        m(i, j) = row(i)[j] * scale[i - t0];
+                for (int64_t i = t0; i < t1; ++i) {
+                    if (j < in.key_begin(i) || j >= in.key_end(i)) continue;
+                    const double v = row(i)[j] * scale[i - t0];
+                    if (p.avg) (*p.avg)(i, j) += v;
+                    if (p.matrix) (*p.matrix)(i, j) = v;
+                    if (p.top) column_sum[static_cast<size_t>(j)] += v;
+                }
+        }
+    }
+    if (p.entropy) p.entropy_value = compat ? entropy : entropy / static_cast<double>(n);
+    if (p.top) {
+        double best = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < n; ++j) {
+            const double mean = column_sum[static_cast<size_t>(j)] / static_cast<double>(n);
+            if (mean > best) {
+                best = mean;
+                p.top_key = j;
+            }
         }
     }
 }
@@ -64,8 +109,9 @@ std::string param_of(double v) {
     return format_number(v);
 }
 
+// `rows`: also check every stored row (once per input, however many accumulators it feeds).
 void validate(const AttentionInput& in, const P2Results& state,
-              const std::vector<std::string>* token_strings, const std::string& file) {
+              const std::vector<std::string>* token_strings, const std::string& file, bool rows) {
     SS_CHECK_INPUT(in.n_layers > 0 && in.n_heads > 0 && in.n_tokens > 0, file,
                    "empty attention: shape [", in.n_layers, ", ", in.n_heads, ", ", in.n_tokens,
                    ", ", in.n_tokens, "]");
@@ -85,7 +131,7 @@ void validate(const AttentionInput& in, const P2Results& state,
                        " tokens");
     // Rows of a RowSource are checked where they are computed (attention.hpp); reading them
     // all again here would recompute a long input's attention once more per analysis.
-    if (!in.stored()) return;
+    if (!rows || !in.stored()) return;
     for (int64_t l = 0; l < in.n_layers; ++l)
         for (int64_t h = 0; h < in.n_heads; ++h)
             for (int64_t i = 0; i < in.length; ++i) {
@@ -142,11 +188,9 @@ P2Accumulator::P2Accumulator(const P2Options& options) : threads_(options.thread
     state_.config = resolve_p2_options(options);
 }
 
-namespace {
-
 // What one layer of one input contributes; layers run on worker threads and their outputs are
 // applied in layer order, so results do not depend on the thread count.
-struct LayerOutput {
+struct P2LayerOutput {
     std::vector<std::pair<P2Key, double>> values;
     std::vector<P2Key> skipped;  // metrics this input does not have (compat graphs, 10.r)
     std::vector<P2Diagram> diagrams;
@@ -155,12 +199,16 @@ struct LayerOutput {
     int64_t reference_count = -1;                           // -1: not computed
 };
 
-// Per-thread scratch reused across layers: one head's matrix at a time and the layer average, so
-// a layer of a long input needs two [n, n] matrices whatever the number of heads.
+namespace {
+
+// Per-thread scratch reused across layers: the layer average and, with --per-head, one head's
+// matrix at a time, so a layer of a long input needs at most two [n, n] matrices whatever the
+// number of heads.
 struct LayerScratch {
-    Eigen::MatrixXd head;  // [n, n]
+    Eigen::MatrixXd head;  // [n, n], --per-head only
     Eigen::MatrixXd avg;   // [n, n]
-    std::vector<double> rows;  // a block of recomputed rows (fill_head_matrix)
+    std::vector<double> rows;        // a block of recomputed rows (stream_head)
+    std::vector<double> column_sum;  // [n] (stream_head)
 };
 
 // The direct sink mass's param: the fixed key of first / --sink N, else the policy whose
@@ -185,7 +233,7 @@ std::string direct_sink_param(const SinkPolicy& p) {
 void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64_t input_id,
                    const std::vector<std::string>* token_strings,
                    const std::vector<int64_t>& layer_sinks, LayerScratch& scratch,
-                   LayerOutput& out) {
+                   P2LayerOutput& out) {
     const bool compat = c.compat;
     const int64_t n_layers = in.n_layers, n_heads = in.n_heads, n = in.length;
     const bool causal = in.masking == Masking::Causal;
@@ -296,37 +344,34 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
         }
     };
 
-    // Pass 1: the head matrices one at a time, their average (B.2: most analyses use it), and
-    // what each head contributes alone: per-head matrix analyses (--per-head), attention
+    // Pass 1: every head's rows once, a block at a time: their average (B.2: most analyses use
+    // it) and what each head contributes alone: per-head matrix analyses (--per-head), attention
     // entropy (10.m; compat B.7, B.3), top key for token specialisation and frame (10.m, 10.n).
-    // Sink-removal KL (pass 4) reads the rows itself: a run of it alone builds no matrix.
-    const bool matrices =
-        c.graphs || c.topology || c.spectra || c.entropy || c.tokens || c.frame || c.per_head;
-    avg.setZero(matrices ? n : 0, matrices ? n : 0);
+    // A head's [n, n] matrix is built only for --per-head. Sink-removal KL (pass 4) reads the
+    // rows itself: a run of it alone makes no pass here.
+    const bool need_avg =
+        c.graphs || c.topology || c.spectra || c.entropy || (c.frame && l >= n_layers / 3);
+    const bool need_top = c.tokens || c.frame;
+    const bool pass1 = need_avg || need_top || c.per_head;
+    avg.setZero(need_avg ? n : 0, need_avg ? n : 0);
     std::vector<int64_t> top(static_cast<size_t>(n_heads));
-    for (int64_t h = 0; h < (matrices ? n_heads : 0); ++h) {
-        Eigen::MatrixXd& m = scratch.head;
-        fill_head_matrix(in, l, h, compat, m, scratch.rows);  // thread-safe
-        avg += m;
-        if (c.per_head) matrix_analyses(h, m);
-        if (c.entropy) {
-            if (compat) {
-                // topology.ipynb: -sum_ij A log2(A + 1e-10) over the whole matrix.
-                double e = 0;
-                for (Eigen::Index i = 0; i < m.rows(); ++i)
-                    for (Eigen::Index j = 0; j < m.cols(); ++j)
-                        e -= m(i, j) * std::log2(m(i, j) + 1e-10);
-                put("entropy", l, h, "matrix_entropy_bits", "", e);
-            } else {
-                put("entropy", l, h, "entropy_all_rows", "", mean_row_entropy(m, false));
-            }
-        }
-        if (c.tokens || c.frame) top[static_cast<size_t>(h)] = top_key(m);
+    for (int64_t h = 0; h < (pass1 ? n_heads : 0); ++h) {
+        HeadPass p;
+        p.avg = need_avg ? &avg : nullptr;
+        p.matrix = c.per_head ? &scratch.head : nullptr;
+        p.entropy = c.entropy;
+        p.top = need_top;
+        stream_head(in, l, h, compat, p, scratch.rows, scratch.column_sum);  // thread-safe
+        if (c.per_head) matrix_analyses(h, scratch.head);
+        if (c.entropy)
+            put("entropy", l, h, compat ? "matrix_entropy_bits" : "entropy_all_rows", "",
+                p.entropy_value);
+        if (need_top) top[static_cast<size_t>(h)] = p.top_key;
     }
     avg /= static_cast<double>(n_heads);
     // The last head's matrix is not read again: its memory goes back before the analyses of the
     // average allocate their own [n, n] scratch (a long input's peak RSS).
-    if (!c.per_head) scratch.head.resize(0, 0);
+    scratch.head.resize(0, 0);
 
     // Passes 2-3, 5: graphs, persistent homology and spectra of the average.
     matrix_analyses(-1, avg);
@@ -388,10 +433,36 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
 void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>* token_strings,
                         const std::string& source, const SinkPositions* sinks,
                         std::vector<std::pair<P2Key, double>>* per_input) {
-    validate(in, state_, token_strings, source);
-    const P2Config& c = state_.config;
+    add_together({this}, in, token_strings, source, sinks, {per_input});
+}
+
+void P2Accumulator::add_together(
+    const std::vector<P2Accumulator*>& group, const AttentionInput& in,
+    const std::vector<std::string>* token_strings, const std::string& source,
+    const SinkPositions* sinks,
+    const std::vector<std::vector<std::pair<P2Key, double>>*>& per_input) {
+    SS_CHECK(!group.empty() && per_input.size() == group.size(), "add_together: ", group.size(),
+             " accumulators, ", per_input.size(), " per-input lists");
+    const P2Accumulator& lead = *group.front();
+    const int64_t input_id = lead.state_.n_inputs;
+    for (const P2Accumulator* a : group) {
+        validate(in, a->state_, token_strings, source, a == &lead);
+        SS_CHECK(a->state_.n_inputs == input_id, "add_together: accumulators of ",
+                 a->state_.n_inputs, " and ", input_id, " inputs");
+    }
+    // One pass computes what any of them asks for; every other option is the same in all.
+    P2Config c = lead.state_.config;
+    for (const P2Accumulator* a : group) {
+        const P2Config& o = a->state_.config;
+        c.graphs = c.graphs || o.graphs;
+        c.topology = c.topology || o.topology;
+        c.kl = c.kl || o.kl;
+        c.spectra = c.spectra || o.spectra;
+        c.entropy = c.entropy || o.entropy;
+        c.tokens = c.tokens || o.tokens;
+        c.frame = c.frame || o.frame;
+    }
     const int64_t n_layers = in.n_layers;
-    const int64_t input_id = state_.n_inputs;
     // Only the direct sink mass (kl) uses the sink position.
     std::vector<int64_t> layer_sinks(static_cast<size_t>(n_layers), 0);
     if (c.kl) {
@@ -406,14 +477,15 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
     }
 
     // Layers are independent: spread them over the worker threads (strided for balance).
-    std::vector<LayerOutput> outputs(static_cast<size_t>(n_layers));
-    const auto n_threads = std::max<int64_t>(1, std::min<int64_t>(threads_, n_layers));
+    std::vector<P2LayerOutput> outputs(static_cast<size_t>(n_layers));
+    const auto n_threads = std::max<int64_t>(1, std::min<int64_t>(lead.threads_, n_layers));
     std::vector<std::exception_ptr> errors(static_cast<size_t>(n_threads));
     // Counted and reported under one lock, so the reported counts rise 1, 2, ..., L whichever
     // thread finishes first (an atomic counter alone let a later count overtake an earlier one).
     int64_t layers_done = 0;
     std::mutex progress_mutex;
-    if (progress_) progress_("section 8", 0, n_layers);
+    const StageProgress& progress = lead.progress_;
+    if (progress) progress("section 8", 0, n_layers);
     auto work = [&](int64_t t) {
         try {
             // Recomputed rows (libtorch operators) run on this worker alone.
@@ -423,9 +495,9 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
             for (int64_t l = t; l < n_layers; l += n_threads) {
                 process_layer(in, l, c, input_id, token_strings, layer_sinks, scratch,
                               outputs[static_cast<size_t>(l)]);
-                if (progress_) {
+                if (progress) {
                     std::lock_guard<std::mutex> lock(progress_mutex);
-                    progress_("section 8", ++layers_done, n_layers);
+                    progress("section 8", ++layers_done, n_layers);
                 }
             }
         } catch (...) {
@@ -441,8 +513,24 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
     }
     for (const auto& e : errors)
         if (e) std::rethrow_exception(e);
+    for (size_t k = 0; k < group.size(); ++k) group[k]->apply(in, outputs, per_input[k]);
+}
 
-    // Apply in layer order.
+// Takes what this accumulator's analyses own from the layers' outputs, in layer order.
+void P2Accumulator::apply(const AttentionInput& in, const std::vector<P2LayerOutput>& outputs,
+                          std::vector<std::pair<P2Key, double>>* per_input) {
+    const P2Config& c = state_.config;
+    const int64_t n_layers = in.n_layers, input_id = state_.n_inputs;
+    // Every table belongs to one analysis; an accumulator of all of them takes everything.
+    auto owns = [&c](const std::string& table) {
+        if (table == "graphs") return c.graphs;
+        if (table == "topology" || table == "betti") return c.topology;
+        if (table == "kl") return c.kl;
+        if (table == "spectra") return c.spectra;
+        if (table == "entropy") return c.entropy;
+        if (table == "tokens") return c.tokens;
+        throw InternalError("section 8 table " + table + " belongs to no analysis");
+    };
     if (state_.n_inputs == 0) {
         state_.n_layers = n_layers;
         state_.n_heads = in.n_heads;
@@ -450,15 +538,22 @@ void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>
     }
     state_.any_causal = state_.any_causal || in.masking == Masking::Causal;
     for (int64_t l = 0; l < n_layers; ++l) {
-        auto& out = outputs[static_cast<size_t>(l)];
-        for (const auto& [key, v] : out.values) state_.stats[key].add(v);
-        if (per_input) per_input->insert(per_input->end(), out.values.begin(), out.values.end());
-        for (const auto& key : out.skipped) state_.stats[key].skip();
-        for (auto& d : out.diagrams) state_.diagrams.push_back(std::move(d));
-        for (const auto& [h, key] : out.top_keys) {
-            ++state_.top_keys[{l, h}][key];
-            state_.top_key_first_input[{l, h}].emplace(key, input_id);  // kept if seen before
+        const auto& out = outputs[static_cast<size_t>(l)];
+        for (const auto& kv : out.values) {
+            if (!owns(kv.first.table)) continue;
+            state_.stats[kv.first].add(kv.second);
+            if (per_input) per_input->push_back(kv);
         }
+        for (const auto& key : out.skipped)
+            if (owns(key.table)) state_.stats[key].skip();
+        if (c.topology)
+            for (const auto& d : out.diagrams) state_.diagrams.push_back(d);
+        if (c.tokens)
+            for (const auto& [h, key] : out.top_keys) {
+                ++state_.top_keys[{l, h}][key];
+                state_.top_key_first_input[{l, h}].emplace(key, input_id);  // kept if seen
+            }
+        if (!c.frame) continue;
         const auto li = static_cast<size_t>(l);
         state_.frame.first[li] += out.classes[static_cast<size_t>(PositionClass::First)];
         state_.frame.last[li] += out.classes[static_cast<size_t>(PositionClass::Last)];

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
+#include <set>
 
 #include "sinkscope/analysis/options.hpp"
 #include "sinkscope/analysis/registry.hpp"
@@ -216,5 +219,77 @@ TEST(AnalysisOptions, ConstantsReachTheTables) {
                 EXPECT_EQ(p, "0.5");  // direct sink mass: key
             }
         }
+    }
+}
+
+// The section 8 analyses of one pipeline (a shared context) read each input once, together,
+// and report progress under one name; every table, array, text and per-input value is what
+// each analysis gives alone.
+TEST(Section8Together, EqualsEachAnalysisAlone) {
+    AnalysisOptions opts;
+    opts.per_head = true;  // per-head graphs, topology and spectra too
+    const ResolvedOptions o = resolve(opts, {});
+    AnalysisContext alone{kL, kH, &o, "synthetic", "synthetic", ""};
+    AnalysisContext together = alone;
+    together.shared = std::make_shared<std::map<std::string, std::shared_ptr<void>>>();
+    std::vector<std::unique_ptr<Analysis>> one, each;
+    std::set<std::string> stages;
+    for (const char* name : {"graphs", "topology", "kl", "spectra", "entropy", "tokens", "frame"}) {
+        one.push_back(find_analysis(name).make(together));
+        one.back()->set_progress([&stages](const char* s, int64_t, int64_t) { stages.insert(s); });
+        each.push_back(find_analysis(name).make(alone));
+    }
+    for (uint64_t s = 0; s < 3; ++s) {
+        const auto in = input(s);
+        const auto sinks = metrics::resolve_sinks(in, o.head.sink);
+        InputView v;
+        v.index = int64_t(s);
+        v.attention = &in;
+        v.sinks = &sinks;
+        PerInputValues a, b;
+        for (auto& x : one) x->add(v, &a);
+        for (auto& x : each) x->add(v, &b);
+        ASSERT_EQ(a.size(), b.size()) << "input " << s;
+        for (size_t k = 0; k < a.size(); ++k) {
+            EXPECT_EQ(a[k].table + a[k].metric + a[k].param, b[k].table + b[k].metric + b[k].param);
+            EXPECT_EQ(a[k].layer * 100 + a[k].head, b[k].layer * 100 + b[k].head);
+            EXPECT_TRUE(a[k].value == b[k].value ||
+                        (std::isnan(a[k].value) && std::isnan(b[k].value)))
+                << a[k].table << " " << a[k].metric << ": " << a[k].value << " vs " << b[k].value;
+        }
+    }
+    EXPECT_EQ(stages, std::set<std::string>{"reference-frame analyses"});
+    // Split right: together the analyses give what one accumulator of all of them gives.
+    metrics::P2Accumulator all(o.p2);
+    for (uint64_t s = 0; s < 3; ++s) {
+        const auto in = input(s);
+        const auto sinks = metrics::resolve_sinks(in, o.head.sink);
+        all.add(in, nullptr, "synthetic", &sinks);
+    }
+    const AnalysisOutput whole = section8_output(all.finish());
+    std::map<std::string, std::string> split, joint;
+    for (const auto& t : whole.tables) joint[t.name] = t.table.to_csv();
+    for (const auto& [path, text] : whole.texts) joint[path] = text;
+    for (const auto& [path, array] : whole.arrays)
+        joint[path] = std::string(array.data.begin(), array.data.end());
+    for (size_t k = 0; k < one.size(); ++k) {
+        const AnalysisOutput x = finish(*one[k], together);
+        for (const auto& t : x.tables) split[t.name] = t.table.to_csv();
+        for (const auto& [path, text] : x.texts) split[path] = text;
+        for (const auto& [path, array] : x.arrays)
+            split[path] = std::string(array.data.begin(), array.data.end());
+    }
+    EXPECT_EQ(split, joint);
+    EXPECT_TRUE(joint.count("betti") && joint.count("token_keys") && joint.count("frame.json"));
+    for (size_t k = 0; k < one.size(); ++k) {
+        const AnalysisOutput x = finish(*one[k], together), y = finish(*each[k], alone);
+        EXPECT_EQ(tables_text(x), tables_text(y)) << k;
+        EXPECT_FALSE(x.tables.empty() && x.texts.empty()) << k;
+        ASSERT_EQ(x.arrays.size(), y.arrays.size()) << k;
+        for (size_t j = 0; j < x.arrays.size(); ++j) {
+            EXPECT_EQ(x.arrays[j].first, y.arrays[j].first);
+            EXPECT_EQ(x.arrays[j].second.data, y.arrays[j].second.data);
+        }
+        EXPECT_EQ(x.texts, y.texts) << k;
     }
 }

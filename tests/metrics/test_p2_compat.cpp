@@ -355,3 +355,52 @@ TEST(P2Stat, StdOfCloseValuesIsAccurateAndMerges) {
     EXPECT_EQ(all.n, n);
     EXPECT_EQ(a.n, n);
 }
+
+// Per-head entropy (10.m; compat B.7) and top key (10.m, 10.n) are computed from each head's
+// rows as they stream past, without the head's matrix: the same values as the definitions on
+// the matrix built here (closed visible rows; compat raw), causal and bidirectional.
+TEST(P2Compat, PerHeadEntropyAndTopKeyMatchTheirDefinitions) {
+    for (const Masking masking : {Masking::Causal, Masking::Bidirectional})
+        for (const std::string compat : {"", "ruscio2025"}) {
+            const AttentionInput in = testutil::random_input(5, 2, 3, 37, masking, true);
+            P2Options o;
+            o.analyses = "entropy,tokens";
+            o.compat = compat;
+            P2Accumulator acc(o);
+            std::vector<std::pair<P2Key, double>> values;
+            acc.add(in, nullptr, "attention", nullptr, &values);
+            const P2Results r = acc.finish();
+            const int64_t n = in.length;
+            for (int64_t l = 0; l < in.n_layers; ++l)
+                for (int64_t h = 0; h < in.n_heads; ++h) {
+                    Eigen::MatrixXd m = Eigen::MatrixXd::Zero(n, n);
+                    double bits = 0;
+                    for (int64_t i = 0; i < n; ++i) {
+                        double s = 0;
+                        for (int64_t j = in.key_begin(i); j < in.key_end(i); ++j)
+                            s += in.row(l, h, i)[j];
+                        for (int64_t j = in.key_begin(i); j < in.key_end(i); ++j)
+                            m(i, j) = in.row(l, h, i)[j] * (compat.empty() ? 1.0 / s : 1.0);
+                        for (int64_t j = 0; j < n; ++j)
+                            bits -= m(i, j) * std::log2(m(i, j) + 1e-10);
+                    }
+                    const std::string metric =
+                        compat.empty() ? "entropy_all_rows" : "matrix_entropy_bits";
+                    double got = NAN;
+                    for (const auto& [k, v] : values)
+                        if (k.table == "entropy" && k.layer == l && k.head == h &&
+                            k.metric == metric)
+                            got = v;
+                    EXPECT_EQ(got, compat.empty() ? mean_row_entropy(m, false) : bits)
+                        << compat << " layer " << l << " head " << h;
+                    if (!compat.empty() && l == 0) continue;  // compat tokens: B.10 layers
+                    Eigen::Index top = 0;
+                    m.colwise().mean().maxCoeff(&top);
+                    const auto it = r.top_keys.find({l, h});
+                    ASSERT_NE(it, r.top_keys.end()) << compat << " layer " << l << " head " << h;
+                    ASSERT_EQ(it->second.size(), 1u);
+                    EXPECT_EQ(it->second.begin()->first, "#" + std::to_string(top))
+                        << compat << " layer " << l << " head " << h;
+                }
+        }
+}

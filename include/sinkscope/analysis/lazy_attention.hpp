@@ -26,6 +26,7 @@ public:
     int64_t stable_rows() const override { return n_slots_ * kRowsPerBlock; }
     // Thread-safe, bypasses the cache: one matrix product per kBulkRows rows.
     void copy_rows(int64_t l, int64_t h, int64_t i0, int64_t i1, double* out) const override;
+    void drop_cache() const override;
 
     // An AttentionInput served by this source (masking and window from the config).
     metrics::AttentionInput input(const std::vector<int32_t>& token_ids) const;

@@ -110,6 +110,9 @@ struct AnalysisContext {
     std::string model_name;  // the model column of the long tables
     std::string checkpoint;  // their checkpoint column ("" outside a series of checkpoints)
     std::string origin;      // names the input in errors (a file, a model)
+    // What the analyses of one pipeline share, by name (the section 8 analyses read an input's
+    // rows in one pass together); null outside a pipeline.
+    std::shared_ptr<std::map<std::string, std::shared_ptr<void>>> shared;
 };
 
 struct AnalysisInfo {

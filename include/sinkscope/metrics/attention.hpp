@@ -32,6 +32,9 @@ public:
     // values row() gives up to the rounding of the recomputation; safe to call from several
     // threads at once, and computed block-wise (one matrix product for many rows).
     virtual void copy_rows(int64_t l, int64_t h, int64_t i0, int64_t i1, double* out) const = 0;
+    // Frees what row() / score_row() have cached (the pointers they gave become invalid); called
+    // between analyses, never while one runs. Not thread-safe.
+    virtual void drop_cache() const {}
 };
 
 // Attention of one input. Owned, row-major [n_layers, n_heads, n_tokens, n_tokens] fp64, or

@@ -149,6 +149,8 @@ struct P2Results {
 // Diagrams are kept for this many inputs so memory does not grow with N.
 inline constexpr int64_t k_saved_diagram_inputs = 8;
 
+struct P2LayerOutput;  // p2.cpp
+
 class P2Accumulator {
   public:
     explicit P2Accumulator(const P2Options& options = {});
@@ -162,6 +164,14 @@ class P2Accumulator {
     void add(const AttentionInput& input, const std::vector<std::string>* token_strings = nullptr,
              const std::string& source = "attention", const SinkPositions* sinks = nullptr,
              std::vector<std::pair<P2Key, double>>* per_input = nullptr);
+    // Adds one input to every accumulator of `group` in one pass over its rows: the same state
+    // as adding it to each in turn. The accumulators differ at most in the analyses they run
+    // (P2Options::analyses) and have seen the same inputs; the first one's threads and progress
+    // are used. `per_input`: one list (or null) per accumulator, as add()'s.
+    static void add_together(const std::vector<P2Accumulator*>& group, const AttentionInput& input,
+                             const std::vector<std::string>* token_strings,
+                             const std::string& source, const SinkPositions* sinks,
+                             const std::vector<std::vector<std::pair<P2Key, double>>*>& per_input);
     // Combines another shard's state (same options, same model).
     void merge(const P2Accumulator& other);
     // Derived values (effectiveness, consistency, verdict, warnings).
@@ -175,9 +185,12 @@ class P2Accumulator {
     void set_progress(StageProgress fn) { progress_ = std::move(fn); }
 
   private:
-    StageProgress progress_;
-    P2Results state_;
-    int64_t threads_ = 1;
+      void apply(const AttentionInput& input, const std::vector<P2LayerOutput>& outputs,
+                 std::vector<std::pair<P2Key, double>>* per_input);
+
+      StageProgress progress_;
+      P2Results state_;
+      int64_t threads_ = 1;
 };
 
 }  // namespace sinkscope::metrics

@@ -116,5 +116,23 @@ TEST(LazyAttention, NonFiniteScoresAreAnInputErrorOnBothPaths) {
     EXPECT_NO_THROW(lazy.row(0, 1, 95));  // its cache block, rows 88..95, is finite
 }
 
+// drop_cache (between analyses) empties the row cache: rows read after it are computed again,
+// with the same values as before it.
+TEST(LazyAttention, DroppedCacheRecomputesTheSameRows) {
+    at::manual_seed(5);
+    const at::Tensor q = at::randn({1, kT, kHeads, kDHead}, at::kFloat);
+    const at::Tensor k = at::randn({1, kT, kKvHeads, kDHead}, at::kFloat);
+    auto result = captured(q, k);
+    const LazyAttention lazy(result, config());
+    const std::vector<double> before(lazy.row(0, 1, 42), lazy.row(0, 1, 42) + kT);
+    const int64_t computed = lazy.n_computed_blocks();
+    lazy.row(0, 1, 43);  // same cache block: not computed again
+    EXPECT_EQ(lazy.n_computed_blocks(), computed);
+    lazy.drop_cache();
+    const double* again = lazy.row(0, 1, 42);
+    EXPECT_EQ(lazy.n_computed_blocks(), computed + 1);
+    EXPECT_EQ(std::vector<double>(again, again + kT), before);
+}
+
 }  // namespace
 }  // namespace sinkscope::analysis
