@@ -2,6 +2,7 @@
 #include "sinkscope/metrics/frame.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "sinkscope/core/error.hpp"
@@ -43,12 +44,18 @@ Eigen::VectorXd column_means(const Eigen::MatrixXd& a) {
     return a.colwise().sum().transpose() / static_cast<double>(a.rows());
 }
 
-int64_t top_key(const Eigen::MatrixXd& a) {
-    const Eigen::VectorXd c = column_means(a);  // [n]
-    SS_CHECK(c.size() > 0, "top key of an empty matrix");
-    Eigen::Index best = 0;
-    c.maxCoeff(&best);  // first maximum
-    return static_cast<int64_t>(best);
+int64_t top_key(const std::vector<double>& column_sums, int64_t n_rows) {
+    SS_CHECK(!column_sums.empty() && n_rows > 0, "top key of an empty matrix");
+    int64_t best = 0;
+    double best_mean = -std::numeric_limits<double>::infinity();
+    for (size_t j = 0; j < column_sums.size(); ++j) {
+        const double mean = column_sums[j] / static_cast<double>(n_rows);
+        if (mean > best_mean) {  // first maximum
+            best_mean = mean;
+            best = static_cast<int64_t>(j);
+        }
+    }
+    return best;
 }
 
 int64_t reference_count(const Eigen::MatrixXd& head_average) {

@@ -37,7 +37,7 @@ struct HeadPass {
     // Principled: mean over rows of the row entropy (nats; mean_row_entropy's value and order of
     // operations). Compat: -sum_ij A log2(A + 1e-10) over the matrix in row-major order (B.7).
     double entropy_value = std::numeric_limits<double>::quiet_NaN();
-    int64_t top_key = 0;  // first key of largest column mean (frame.hpp top_key)
+    int64_t top_key = 0;  // first key of largest column mean (frame.hpp)
 };
 
 void stream_head(const AttentionInput& in, int64_t l, int64_t h, bool compat, HeadPass& p,
@@ -93,16 +93,7 @@ void stream_head(const AttentionInput& in, int64_t l, int64_t h, bool compat, He
         }
     }
     if (p.entropy) p.entropy_value = compat ? entropy : entropy / static_cast<double>(n);
-    if (p.top) {
-        double best = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < n; ++j) {
-            const double mean = column_sum[static_cast<size_t>(j)] / static_cast<double>(n);
-            if (mean > best) {
-                best = mean;
-                p.top_key = j;
-            }
-        }
-    }
+    if (p.top) p.top_key = top_key(column_sum, n);
 }
 
 std::string param_of(double v) {

@@ -52,7 +52,9 @@ TEST(Frame, ReferenceCountRules) {
     EXPECT_EQ(reference_count(star), 1);
     EXPECT_EQ(reference_count(Eigen::MatrixXd::Constant(20, 20, 1.0 / 20)), 2);  // top 10%
     EXPECT_EQ(reference_count(Eigen::MatrixXd::Constant(5, 5, 0.2)), 1);  // all > 0.1, cap int(1.5)
-    EXPECT_EQ(top_key(star), 0);
+    const Eigen::VectorXd sums = star.colwise().sum();
+    EXPECT_EQ(top_key(std::vector<double>(sums.begin(), sums.end()), star.rows()), 0);
+    EXPECT_EQ(top_key({0.5, 2.0, 2.0, 1.0}, 4), 1);  // tied columns: the first
 }
 
 // Every head of every layer anchored on position 0 with one reference token: centralized.

@@ -16,8 +16,9 @@ PositionClass classify_position(int64_t position, int64_t length);
 
 // Column means (1/n) sum_i a_ij of a [n, n] matrix (masked entries are 0 and count).
 Eigen::VectorXd column_means(const Eigen::MatrixXd& a);
-// First key with the largest column mean.
-int64_t top_key(const Eigen::MatrixXd& a);
+// First key j with the largest column mean column_sums[j] / n_rows, where column_sums[j] =
+// sum_i a_ij over the n_rows rows of a head's [n, n] matrix (masked entries are 0 and count).
+int64_t top_key(const std::vector<double>& column_sums, int64_t n_rows);
 
 // Reference-token count R of spec 8 value space on a head-averaged [n, n] matrix: keys with
 // column mean > 0.1, else the top 10% (at least 1); at most int(0.3 n) (at least 1).
