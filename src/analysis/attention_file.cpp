@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/error.hpp"
 
 namespace sinkscope::analysis {
@@ -152,10 +153,11 @@ void AttentionFile::load(int64_t n, AttentionInput& x) const {
     x.length = lengths_.empty() ? t : lengths_[n];
     x.masking = masking_;
     x.window = window_;
-    x.pattern.resize(static_cast<size_t>(per_input));
+    // Huge pages for the first write of a large input (core/allocator.hpp); reused after.
+    size_for_overwrite(x.pattern, static_cast<size_t>(per_input));
     attention_->read_f64(n * per_input, per_input, x.pattern.data());
     if (scores_) {
-        x.scores.resize(static_cast<size_t>(per_input));
+        size_for_overwrite(x.scores, static_cast<size_t>(per_input));
         scores_->read_f64(n * per_input, per_input, x.scores.data());
     } else {
         x.scores.clear();

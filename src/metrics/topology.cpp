@@ -1,13 +1,12 @@
-// Vietoris-Rips persistence of attention distances with GUDHI (spec 8, 10.j; PAPERS.md B.3).
+// Persistent homology of attention (spec 8, 10.j; PAPERS.md B.3): the compat construction with
+// GUDHI, distances, diagram summaries. The principled Rips persistence is rips.cpp.
 #include "sinkscope/metrics/topology.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>  // GUDHI's Persistent_cohomology.h uses std::cout without it
 #include <tuple>
 
-// Attention distances form a complete graph: GUDHI's dense neighbour table is faster there.
-#define GUDHI_COLLAPSE_USE_DENSE_ARRAY
-#include <gudhi/Flag_complex_edge_collapser.h>
 #include <gudhi/Persistent_cohomology.h>
 #include <gudhi/Simplex_tree.h>
 
@@ -24,7 +23,6 @@ using SimplexTree = Gudhi::Simplex_tree<DoublePersistenceOptions>;
 using FieldZp = Gudhi::persistent_cohomology::Field_Zp;
 using Cohomology = Gudhi::persistent_cohomology::Persistent_cohomology<SimplexTree, FieldZp>;
 using Vertex = SimplexTree::Vertex_handle;
-using FilteredEdge = std::tuple<Vertex, Vertex, double>;
 
 // Expands a 1-skeleton to triangles (needed for H1 deaths) and reads the bars over Z/2.
 std::vector<PersistenceBar> flag_persistence(SimplexTree& st) {
@@ -44,13 +42,17 @@ std::vector<PersistenceBar> flag_persistence(SimplexTree& st) {
             bars.push_back(bar);
         }
     }
-    std::sort(bars.begin(), bars.end(), [](const PersistenceBar& x, const PersistenceBar& y) {
-        return std::tie(x.dim, x.birth, x.death) < std::tie(y.dim, y.birth, y.death);
-    });
+    sort_bars(bars);
     return bars;
 }
 
 }  // namespace
+
+void sort_bars(std::vector<PersistenceBar>& bars) {
+    std::sort(bars.begin(), bars.end(), [](const PersistenceBar& x, const PersistenceBar& y) {
+        return std::tie(x.dim, x.birth, x.death) < std::tie(y.dim, y.birth, y.death);
+    });
+}
 
 Eigen::MatrixXd symmetric_distance(const Eigen::MatrixXd& a, Symmetrize symmetrize) {
     SS_CHECK(a.rows() == a.cols(), "distance of a non-square matrix");
@@ -59,22 +61,6 @@ Eigen::MatrixXd symmetric_distance(const Eigen::MatrixXd& a, Symmetrize symmetri
     Eigen::MatrixXd d = (1.0 - sym.array()).matrix();  // [n, n]
     d.diagonal().setZero();
     return d;
-}
-
-std::vector<PersistenceBar> rips_persistence(const Eigen::MatrixXd& dist) {
-    const auto n = static_cast<Vertex>(dist.rows());
-    SS_CHECK(dist.cols() == dist.rows(), "distance matrix is not square");
-    std::vector<FilteredEdge> edges;
-    edges.reserve(static_cast<size_t>(n) * (n - 1) / 2);
-    for (Vertex i = 0; i < n; ++i)
-        for (Vertex j = i + 1; j < n; ++j) edges.emplace_back(i, j, dist(i, j));
-    // Edge collapse keeps the persistence of the flag filtration exactly (Boissonnat-Pritam)
-    // and removes most triangles, which is what makes T = 128 affordable.
-    auto kept = Gudhi::collapse::flag_complex_collapse_edges(std::move(edges));
-    SimplexTree st;
-    for (Vertex v = 0; v < n; ++v) st.insert_simplex({v}, 0.0);
-    for (const auto& [u, v, f] : kept) st.insert_simplex({u, v}, f);
-    return flag_persistence(st);
 }
 
 std::vector<PersistenceBar> ripser_sparse_persistence(const Eigen::MatrixXd& dist) {

@@ -1,9 +1,17 @@
 // Persistent homology on configurations with known diagrams (spec 8, 10.j; PAPERS.md B.3).
+#include <algorithm>
 #include <cmath>
+#include <iostream>  // GUDHI's Persistent_cohomology.h uses std::cout without it
+#include <limits>
 #include <numbers>
+#include <random>
 
 #include <gtest/gtest.h>
+#include <gudhi/Persistent_cohomology.h>
+#include <gudhi/Rips_complex.h>
+#include <gudhi/Simplex_tree.h>
 
+#include "sinkscope/core/error.hpp"
 #include "sinkscope/metrics/topology.hpp"
 #include "testing.hpp"
 
@@ -154,4 +162,84 @@ TEST(Topology, MatchesPythonGudhiOnStructuredAttention) {
     EXPECT_REL_WITHIN(s.total_persistence[1], 0.9382797146642364, testutil::kF64SumRel);
     EXPECT_EQ(s.n_long[1], 5);
     EXPECT_REL_WITHIN(s.max_persistence[1], 0.060307154581914046, testutil::kF64SumRel);
+}
+
+namespace {
+// GUDHI's Rips_complex (no edge collapse) up to dimension 2 and its persistent cohomology over
+// Z/2: an implementation independent of rips_persistence (rips.cpp reduces the coboundary of
+// the distance matrix itself). Bars of length 0 dropped, sorted as rips_persistence sorts.
+std::vector<PersistenceBar> gudhi_rips(const Eigen::MatrixXd& d) {
+    struct Options : Gudhi::Simplex_tree_options_full_featured {
+        typedef double Filtration_value;
+    };
+    using Tree = Gudhi::Simplex_tree<Options>;
+    std::vector<std::vector<double>> lower(static_cast<size_t>(d.rows()));
+    for (Eigen::Index i = 0; i < d.rows(); ++i)
+        for (Eigen::Index j = 0; j < i; ++j) lower[static_cast<size_t>(i)].push_back(d(i, j));
+    Gudhi::rips_complex::Rips_complex<double> rips(lower, std::numeric_limits<double>::infinity());
+    Tree st;
+    rips.create_complex(st, 2);
+    Gudhi::persistent_cohomology::Persistent_cohomology<Tree,
+                                                        Gudhi::persistent_cohomology::Field_Zp>
+        pcoh(st);
+    pcoh.init_coefficients(2);
+    pcoh.compute_persistent_cohomology(0.0);
+    std::vector<PersistenceBar> bars;
+    for (int dim = 0; dim <= 1; ++dim)
+        for (const auto& [birth, death] : pcoh.intervals_in_dimension(dim))
+            bars.push_back({dim, birth, death});
+    sort_bars(bars);
+    return bars;
+}
+}  // namespace
+
+// Every bar equal (the values are matrix entries, so exactly) to GUDHI's on random symmetric
+// matrices: continuous values (no ties), values from a grid of 4 (ties everywhere: the pairing
+// of equal values must not change the diagram) and attention-like 1 - max(A, A^T) with zeros.
+TEST(Topology, RipsMatchesGudhiOnRandomMatrices) {
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (int trial = 0; trial < 66; ++trial) {
+        const int n = trial < 60 ? 2 + trial % 30 : 90;  // larger n: columns reduced repeatedly
+        const int kind = trial % 3;
+        Eigen::MatrixXd d = Eigen::MatrixXd::Zero(n, n);
+        Eigen::MatrixXd a(n, n);
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < n; ++j) a(i, j) = kind == 2 && unit(rng) < 0.2 ? 0.0 : unit(rng);
+        for (int i = 0; i < n; ++i) a.row(i) /= a.row(i).sum();
+        if (kind == 2) a(0, 1) = 1.0;  // an edge of length 0
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < i; ++j) {
+                const double v = kind == 0   ? unit(rng)
+                                 : kind == 1 ? std::floor(unit(rng) * 4) / 4
+                                             : 1.0 - std::max(a(i, j), a(j, i));
+                d(i, j) = d(j, i) = v;
+            }
+        const auto ours = rips_persistence(d);
+        const auto theirs = gudhi_rips(d);
+        ASSERT_EQ(ours.size(), theirs.size()) << "trial " << trial << ", n = " << n;
+        for (size_t b = 0; b < ours.size(); ++b) {
+            EXPECT_EQ(ours[b].dim, theirs[b].dim) << "trial " << trial << " bar " << b;
+            EXPECT_EQ(ours[b].birth, theirs[b].birth) << "trial " << trial << " bar " << b;
+            EXPECT_EQ(ours[b].death, theirs[b].death) << "trial " << trial << " bar " << b;
+        }
+    }
+}
+
+// The octahedron (distance 1 between all vertices but the three antipodal pairs, 2 between
+// those): at 1 its triangles form a 2-sphere, whose H1 is 0, so its 4-cycles are filled as they
+// appear and no H1 bar has positive length; the antipodal edges at 2 add no loop either.
+TEST(Topology, OctahedronHasNoLoop) {
+    Eigen::MatrixXd d = Eigen::MatrixXd::Ones(6, 6);
+    d.diagonal().setZero();
+    for (int i = 0; i < 3; ++i) d(i, i + 3) = d(i + 3, i) = 2.0;
+    const auto bars = rips_persistence(d);
+    EXPECT_TRUE(of_dim(bars, 1).empty());
+    EXPECT_EQ(of_dim(bars, 0).size(), 6u);
+}
+
+TEST(Topology, RipsRejectsNonFiniteDistances) {
+    Eigen::MatrixXd d = Eigen::MatrixXd::Zero(3, 3);
+    d(0, 1) = d(1, 0) = std::numeric_limits<double>::quiet_NaN();
+    EXPECT_THROW(rips_persistence(d), sinkscope::InternalError);
 }

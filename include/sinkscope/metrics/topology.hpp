@@ -1,6 +1,7 @@
 // Persistent homology of attention (spec section 8 "Persistent homology", 10.j; compat
 // semantics of topology.ipynb + ripser.py in PAPERS.md B.3). Vietoris-Rips up to dimension 1
-// over Z/2 with GUDHI.
+// over Z/2: the principled construction computed from the distance matrix (rips.cpp), the compat
+// one with GUDHI.
 #pragma once
 
 #include <array>
@@ -27,9 +28,13 @@ struct PersistenceBar {
 // Principled distance: d_ij = 1 - max(a_ij, a_ji) (or 1 - mean), zero diagonal. a: [n, n].
 Eigen::MatrixXd symmetric_distance(const Eigen::MatrixXd& a, Symmetrize symmetrize);
 
-// Rips persistence (dims 0 and 1) of a symmetric distance matrix with zero diagonal.
-// Bars of zero length are not reported.
+// Rips persistence (dims 0 and 1) of a symmetric distance matrix with zero diagonal: vertices
+// at 0, edges at d_ij, triangles at their longest edge. Bars of zero length are not reported;
+// sorted by (dim, birth, death).
 std::vector<PersistenceBar> rips_persistence(const Eigen::MatrixXd& dist);
+
+// Sorts bars by (dim, birth, death): the order every diagram is reported in.
+void sort_bars(std::vector<PersistenceBar>& bars);
 
 // ripser.py on a non-symmetric matrix with a non-zero diagonal (B.3): vertex i is born at
 // d_ii, only i < j gives an edge, of length d_ij, and exact zeros are dropped (no edge). An
