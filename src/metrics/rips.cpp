@@ -106,7 +106,10 @@ private:
     // Calls fn(triangle) for the n - 2 cofacets of edge {i < j} in decreasing index order.
     template <class Fn>
     void for_cofacets(const Simplex& e, const Fn& fn) const {
-        const auto [i, j] = vertices(e.index);
+        // Plain variables: clang rejects structured bindings captured by a lambda (before C++20's
+        // P1091 was implemented).
+        const std::pair<int64_t, int64_t> edge = vertices(e.index);
+        const int64_t i = edge.first, j = edge.second;
         auto value = [&](int64_t v) { return std::max({e.value, d_(i, v), d_(j, v)}); };
         for (int64_t v = n_ - 1; v > j; --v)
             if (fn(Simplex{value(v), choose3(v) + choose2(j) + i})) return;
