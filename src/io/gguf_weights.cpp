@@ -48,6 +48,7 @@ class GgufStore final : public WeightStore {
         v.data = file_->tensor_data(t);
         v.n_bytes = size_t(t.n_bytes);
         v.file = file_->path();
+        v.owner = file_;
         return v;
     }
     std::vector<fs::path> files() const override { return {file_->path()}; }

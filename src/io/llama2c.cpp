@@ -21,17 +21,19 @@ namespace fs = std::filesystem;
 constexpr uint32_t k_export_magic = 0x616b3432;  // "ak42": llama2.c export.py versions 1 and 2
 
 class Llama2cStore final : public WeightStore {
-  public:
-    explicit Llama2cStore(MappedFile map) : map_(std::move(map)) {}
+public:
+    explicit Llama2cStore(MappedFile map)
+        : map_(std::make_shared<const MappedFile>(std::move(map))) {}
 
     void add(const std::string& name, std::vector<int64_t> shape, uint64_t float_offset) {
         TensorView v;
         v.name = name;
         v.dtype = WeightDType::F32;
         v.shape = std::move(shape);
-        v.data = map_.data() + 28 + float_offset * 4;
+        v.data = map_->data() + 28 + float_offset * 4;
         v.n_bytes = size_t(v.numel()) * 4;
-        v.file = map_.path();
+        v.file = map_->path();
+        v.owner = map_;
         order_.push_back(name);
         views_.emplace(name, std::move(v));
     }
@@ -41,13 +43,13 @@ class Llama2cStore final : public WeightStore {
     TensorView get(const std::string& name) const override {
         auto it = views_.find(name);
         if (it == views_.end())
-            throw InputError(map_.path().string(), "no tensor named " + quote(name));
+            throw InputError(map_->path().string(), "no tensor named " + quote(name));
         return it->second;
     }
-    std::vector<fs::path> files() const override { return {map_.path()}; }
+    std::vector<fs::path> files() const override { return {map_->path()}; }
 
-  private:
-    MappedFile map_;
+private:
+    std::shared_ptr<const MappedFile> map_;
     std::vector<std::string> order_;  // file order
     std::map<std::string, TensorView> views_;
 };

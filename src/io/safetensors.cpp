@@ -168,13 +168,13 @@ std::map<std::string, Entry> parse_safetensors(const MappedFile& map) {
 }
 
 class SafetensorsStore final : public WeightStore {
-  public:
-    // Keeps a mapping alive for as long as the views into it.
-    void keep(MappedFile map) {
-        files_.push_back(map.path());
-        maps_.push_back(std::move(map));
+public:
+    // Adds a view into `map`, which the view keeps alive.
+    void add(const std::string& name, Entry e, const std::shared_ptr<const MappedFile>& map) {
+        e.view.owner = map;
+        entries_.insert_or_assign(name, std::move(e));
     }
-    void add(const std::string& name, Entry e) { entries_.insert_or_assign(name, std::move(e)); }
+    void add_file(const fs::path& p) { files_.push_back(p); }
 
     std::vector<std::string> names() const override {
         std::vector<std::string> out;
@@ -200,18 +200,17 @@ class SafetensorsStore final : public WeightStore {
     }
     void set_index(const fs::path& p) { index_ = p; }
 
-  private:
+private:
     fs::path index_;
-    std::vector<MappedFile> maps_;
     std::vector<fs::path> files_;
     std::map<std::string, Entry> entries_;
 };
 
 std::unique_ptr<WeightStore> open_single(const fs::path& path) {
     auto store = std::make_unique<SafetensorsStore>();
-    MappedFile map(path);
-    for (auto& [name, e] : parse_safetensors(map)) store->add(name, std::move(e));
-    store->keep(std::move(map));
+    const auto map = std::make_shared<const MappedFile>(path);
+    for (auto& [name, e] : parse_safetensors(*map)) store->add(name, std::move(e), map);
+    store->add_file(path);
     return store;
 }
 
@@ -220,16 +219,16 @@ std::unique_ptr<WeightStore> open_index(const fs::path& index_path) {
     store->set_index(index_path);
     // Each shard is mapped once and keeps only what the index places there.
     for (const auto& [shard_path, tensors] : detail::read_shard_index(index_path)) {
-        MappedFile map(shard_path);
-        auto entries = parse_safetensors(map);
+        const auto map = std::make_shared<const MappedFile>(shard_path);
+        auto entries = parse_safetensors(*map);
         for (const std::string& name : tensors) {
             auto it = entries.find(name);
             SS_CHECK_INPUT(it != entries.end(), shard_path.string(), "tensor ", quote(name),
                            " listed in ", index_path.filename().string(),
                            " is missing from this shard");
-            store->add(name, it->second);  // only what the index places in this shard
+            store->add(name, it->second, map);  // only what the index places in this shard
         }
-        store->keep(std::move(map));
+        store->add_file(shard_path);
     }
     return store;
 }

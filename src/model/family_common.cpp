@@ -368,12 +368,13 @@ bool WeightLoader::has(TensorRole role, int64_t layer) const {
     return !n.empty() && src_.store->has(n);
 }
 
-at::Tensor WeightLoader::host(TensorRole role, int64_t layer,
-                              const std::vector<int64_t>& shape) const {
+at::Tensor WeightLoader::read(TensorRole role, int64_t layer, const std::vector<int64_t>& shape,
+                              bool kept) const {
     const std::string n = name(role, layer);
     SS_CHECK(!n.empty(), "architecture ", arch_.name, " names no tensor for role ",
              static_cast<int>(role), " in ", weight_format_name(src_.format));
-    return read_f32(src_, n, shape);
+    const bool in_place = kept && device_.is_cpu() && dtype_ == at::kFloat;
+    return read_f32(src_, n, shape, in_place);
 }
 
 bool WeightLoader::qk_interleaved() const {
@@ -383,7 +384,8 @@ bool WeightLoader::qk_interleaved() const {
 
 at::Tensor WeightLoader::host_rope_rows(TensorRole role, int64_t layer, int64_t n_head,
                                         int64_t d_head, int64_t d_in) const {
-    const at::Tensor w = host(role, layer, {n_head * d_head, d_in});  // [n_head * d_head, d_in]
+    // [n_head * d_head, d_in]; kept as it is unless the rows are interleaved
+    const at::Tensor w = read(role, layer, {n_head * d_head, d_in}, !qk_interleaved());
     if (!qk_interleaved()) return w;
     // interleaved rows (pairs 2i, 2i+1) -> rotate_half rows (i, i + d_head/2), per head
     return w.reshape({n_head, d_head / 2, 2, d_in})
@@ -391,20 +393,22 @@ at::Tensor WeightLoader::host_rope_rows(TensorRole role, int64_t layer, int64_t 
         .reshape({n_head * d_head, d_in});
 }
 
-at::Tensor WeightLoader::host_linear(TensorRole role, int64_t layer, int64_t n_out,
-                                     int64_t n_in) const {
+at::Tensor WeightLoader::host_linear(TensorRole role, int64_t layer, int64_t n_out, int64_t n_in,
+                                     bool kept) const {
     if (src_.format == WeightFormat::HuggingFace && arch_.hf_conv1d)
         return host(role, layer, {n_in, n_out}).t().contiguous();  // Conv1D: y = x W + b
-    return host(role, layer, {n_out, n_in});
+    return read(role, layer, {n_out, n_in}, kept);
 }
 
 at::Tensor WeightLoader::host_qkv(TensorRole role, int64_t layer, int64_t n_heads, int64_t d_head,
                                   int64_t d_in) const {
     const int64_t n = 3 * n_heads * d_head;
     const bool bias = d_in == 0;
-    // [n] or [n, d_in], rows in the stored order
-    const at::Tensor w = bias ? host(role, layer, {n}) : host_linear(role, layer, n, d_in);
-    if (src_.format != WeightFormat::HuggingFace || !arch_.hf_qkv_per_head) return w;
+    // [n] or [n, d_in], rows in the stored order, kept as they are unless grouped per head
+    const bool per_head = src_.format == WeightFormat::HuggingFace && arch_.hf_qkv_per_head;
+    const at::Tensor w =
+        bias ? read(role, layer, {n}, !per_head) : host_linear(role, layer, n, d_in, !per_head);
+    if (!per_head) return w;
     // rows [head][part][d_head] -> [part][head][d_head] (convert_hf_to_gguf.py's GPT-NeoX order)
     const at::Tensor grouped =
         bias ? w.view({n_heads, 3, d_head}) : w.view({n_heads, 3, d_head, d_in});

@@ -160,6 +160,10 @@ struct DecoderFrame {
 // * GPT-2's HF Conv1D weights are [in, out]; GGUF stores them [out, in] (host_linear()).
 // * Fused q/k/v: HF GPT-NeoX interleaves the rows per head, GGUF (convert_hf_to_gguf.py) and
 //   GPT-2 store [all q; all k; all v]; host_qkv() returns the latter from every format.
+// Float32 tensors that reach a CPU float32 model unchanged are not copied (issue 19): they are
+// views of the weight file's read-only mapping (the view keeps it mapped), so a model's weights
+// are never written in place (training builds its model from an in-memory store, whose tensors
+// are copies). Everything else (conversions, layout changes, other devices and dtypes) is a copy.
 class WeightLoader {
 public:
     WeightLoader(const ModelConfig& c, const WeightSource& src, const RuntimeOptions& rt);
@@ -169,7 +173,9 @@ public:
     // True when the role has a name and the store holds it.
     bool has(TensorRole role, int64_t layer = -1) const;
     // Host f32 copy of `role`, shape-checked (for layout changes before to_device; not counted).
-    at::Tensor host(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) const;
+    at::Tensor host(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) const {
+        return read(role, layer, shape, /*kept=*/false);
+    }
     // True when the format stores Q/K rows interleaved per head (GGUF of an architecture with
     // ArchitectureInfo::gguf_qk_interleaved, llama2.c).
     bool qk_interleaved() const;
@@ -179,8 +185,10 @@ public:
                               int64_t d_in) const;
     // Linear weight `role` [n_out, n_in] as host f32, whatever the format stores: HF Conv1D
     // weights of ArchitectureInfo::hf_conv1d architectures are [n_in, n_out] and transposed here
-    // (llama.cpp's converter writes them as [n_out, n_in] rows already). Not counted.
-    at::Tensor host_linear(TensorRole role, int64_t layer, int64_t n_out, int64_t n_in) const;
+    // (llama.cpp's converter writes them as [n_out, n_in] rows already). Not counted. `kept`:
+    // the caller hands the result to to_device unchanged (it may then be a view of the file).
+    at::Tensor host_linear(TensorRole role, int64_t layer, int64_t n_out, int64_t n_in,
+                           bool kept = true) const;
     // Fused q/k/v weight (AttnQKV: [3 * n_heads * d_head, d_in]) or bias (AttnQKVBias, d_in 0:
     // [3 * n_heads * d_head]) as host f32 with rows [all q; all k; all v], head h at rows
     // h * d_head .. of its part. HF GPT-NeoX groups them per head ([head][q|k|v][d_head],
@@ -190,13 +198,18 @@ public:
     // Host f32 -> device, compute dtype, contiguous; counted in n_params().
     at::Tensor to_device(const at::Tensor& host_f32);
     at::Tensor get(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) {
-        return to_device(host(role, layer, shape));
+        return to_device(read(role, layer, shape, /*kept=*/true));
     }
     int64_t n_params() const { return n_params_; }
     at::ScalarType dtype() const { return dtype_; }
     const at::Device& device() const { return device_; }
 
 private:
+    // `role` as host f32; `kept`: it goes to to_device unchanged, so on a CPU float32 model a
+    // float32 tensor of a mapped file is used in place.
+    at::Tensor read(TensorRole role, int64_t layer, const std::vector<int64_t>& shape,
+                    bool kept) const;
+
     const ArchitectureInfo& arch_;
     const WeightSource& src_;
     at::ScalarType dtype_;

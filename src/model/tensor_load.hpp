@@ -16,8 +16,10 @@ at::ScalarType scalar_type(ComputeDType t);
 at::Device device_of(const RuntimeOptions& r);
 
 // Reads tensor `name` as f32 on the host, checks `expected` shape (PyTorch order), throws
-// InputError "<file>: tensor <name>: ..." on mismatch or an unusable dtype.
+// InputError "<file>: tensor <name>: ..." on mismatch or an unusable dtype. With `in_place`, a
+// float32 tensor whose view has an owner (a mapped file) is returned as a view of the mapping,
+// which it keeps alive, instead of a copy: read-only memory, never to be written.
 at::Tensor read_f32(const WeightSource& src, const std::string& name,
-                    const std::vector<int64_t>& expected);
+                    const std::vector<int64_t>& expected, bool in_place = false);
 
 }  // namespace sinkscope::model::detail

@@ -11,6 +11,7 @@
 #endif
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 namespace sinkscope {
@@ -28,6 +29,45 @@ inline void set_allocator_policy() {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
 #endif
+}
+
+// How the idle threads of the process's two thread pools wait: libtorch's OpenMP team (libgomp)
+// and OpenBLAS's own pthreads. By default each pool's idle threads keep a core busy for a while
+// after their work (libgomp spins; OpenBLAS calls sched_yield for 2^28 cycles), and a forward
+// alternates between the pools every few milliseconds, so on a machine with as many cores as
+// threads each pool's waiting takes the cores the other pool's work needs. Idle threads that
+// sleep at once (OMP_WAIT_POLICY=PASSIVE; OPENBLAS_THREAD_TIMEOUT=4, its minimum, 2^4 cycles)
+// made a 512-token analyze on 2 cores 7.0 -> 5.9 s (bench/README.md).
+//
+// Both libraries read these variables once, when they are loaded, before main, and glibc resets
+// the environment to the one the process was started with after its executable's preinit
+// functions, so they cannot be set from within. The front end's executable runs this from its
+// .preinit_array (before any library is initialised) for the commands that run a model: when
+// the environment lacks either variable, the executable is started again in place (execve of
+// /proc/self/exe, same arguments and process id) with the environment plus what it lacked. The
+// restart costs a second loading of the shared libraries (0.23 s of a 0.6 s start on the
+// machine of bench/README.md). A value the user set is kept; setting both yourself skips the
+// restart. Where the restart fails (no /proc), the process goes on with the libraries' defaults.
+inline void exec_with_thread_wait_policy(char** argv, char** envp) {
+    static char omp[] = "OMP_WAIT_POLICY=PASSIVE";
+    static char blas[] = "OPENBLAS_THREAD_TIMEOUT=4";
+    const auto has = [envp](const char* entry) {
+        const size_t n = __builtin_strchr(entry, '=') - entry + 1;  // "NAME="
+        for (char** e = envp; *e; ++e)
+            if (__builtin_strncmp(*e, entry, n) == 0) return true;
+        return false;
+    };
+    const bool has_omp = has(omp), has_blas = has(blas);
+    if (has_omp && has_blas) return;
+    size_t n = 0;
+    while (envp[n]) ++n;
+    // Nothing is initialised yet (not even the C library): no allocation, the stack only.
+    auto** env = static_cast<char**>(__builtin_alloca((n + 3) * sizeof(char*)));
+    for (size_t i = 0; i < n; ++i) env[i] = envp[i];
+    if (!has_omp) env[n++] = omp;
+    if (!has_blas) env[n++] = blas;
+    env[n] = nullptr;
+    ::execve("/proc/self/exe", argv, env);  // returns only on failure: go on as started
 }
 
 // Returns the free pages of every heap to the system (glibc's malloc_trim). Under the policy

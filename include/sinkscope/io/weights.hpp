@@ -43,6 +43,10 @@ struct TensorView {
     const uint8_t* data = nullptr;
     size_t n_bytes = 0;
     std::filesystem::path file;  // for error messages
+    // The mapping behind `data`, shared: a view holding it stays valid after its store is gone
+    // (the model uses float32 weights in place, without a copy). Null for stores whose bytes
+    // live only as long as the store (views of those are copied).
+    std::shared_ptr<const void> owner;
     int64_t numel() const;
 };
 
