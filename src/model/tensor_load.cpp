@@ -5,11 +5,6 @@
 #include <cstring>
 #include <sstream>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#include <unistd.h>
-#endif
-
 #include <ATen/ATen.h>
 
 #include "sinkscope/core/error.hpp"
@@ -33,20 +28,6 @@ at::Device device_of(const RuntimeOptions& r) {
 }
 
 namespace {
-// Maps the pages of [data, data + n) into the process now (MADV_POPULATE_READ, Linux 5.14);
-// a hint: without effect where unsupported.
-void populate_for_reading(const void* data, size_t n) {
-#if defined(__linux__) && defined(MADV_POPULATE_READ)
-    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const auto begin = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
-    const uintptr_t end = reinterpret_cast<uintptr_t>(data) + n;
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
-#else
-    (void)data;
-    (void)n;
-#endif
-}
-
 std::string shape_str(const std::vector<int64_t>& s) {
     std::ostringstream out;
     out << '[';
@@ -73,9 +54,9 @@ at::Tensor read_f32(const WeightSource& src, const std::string& name,
         if (in_place && view.owner && view.n_bytes > 0 &&
             reinterpret_cast<uintptr_t>(view.data) % alignof(float) == 0) {
             // The file's own bytes: no copy into fresh memory, whose page faults and zeroing
-            // were most of a 124M model's load time. The pages are read in here, together (one
-            // madvise instead of a fault per few pages at the first forward).
-            populate_for_reading(view.data, view.n_bytes);
+            // were most of a 124M model's load time. Pages are read when first used, so the
+            // load does not page in a tensor that no computation reads (the lm_head, when
+            // analyze skips the logits).
             void* data = const_cast<uint8_t*>(view.data);  // read-only mapping: never written
             return at::from_blob(
                 data, expected, [owner = view.owner](void*) {}, f32);
