@@ -199,21 +199,21 @@ static int run_batch(const char* file, char* argv0) {
 }
 
 namespace {
-// The idle-thread policy of the commands that run a model, before libgomp and OpenBLAS
-// initialise (core/allocator.hpp). Runs before the C library is initialised: plain code only.
-void thread_wait_policy(int argc, char** argv, char** envp) {
+// The run-time policy of the commands that run a model (idle threads, huge pages), before the
+// libraries initialise (core/allocator.hpp). Runs before the C library is initialised: plain
+// code only.
+void runtime_policy(int argc, char** argv, char** envp) {
     static const char* const kModelCommands[] = {"analyze", "prune", "fisher",     "dynamics",
                                                  "train",   "dump",  "perplexity", "generate"};
     if (argc < 2) return;
     for (const char* c : kModelCommands)
         if (__builtin_strcmp(argv[1], c) == 0)
-            return sinkscope::exec_with_thread_wait_policy(argv, envp);
+            return sinkscope::exec_with_runtime_policy(argv, envp);
 }
 }  // namespace
 
 [[gnu::section(".preinit_array"),
-  gnu::used]] static void (*const preinit_thread_wait_policy)(int, char**,
-                                                              char**) = thread_wait_policy;
+  gnu::used]] static void (*const preinit_runtime_policy)(int, char**, char**) = runtime_policy;
 
 int main(int argc, char** argv) {
     sinkscope::set_allocator_policy();  // once, for the whole process

@@ -117,10 +117,11 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-// The CLI's idle-thread policy, before libgomp and OpenBLAS initialise (core/allocator.hpp).
+// The CLI's run-time policy (idle threads, huge pages) before the libraries initialise
+// (core/allocator.hpp).
 [[gnu::section(".preinit_array"),
-  gnu::used]] static void (*const preinit_thread_wait_policy)(int, char**, char**) =
-    [](int, char** argv, char** envp) { sinkscope::exec_with_thread_wait_policy(argv, envp); };
+  gnu::used]] static void (*const preinit_runtime_policy)(int, char**, char**) =
+    [](int, char** argv, char** envp) { sinkscope::exec_with_runtime_policy(argv, envp); };
 
 int main(int argc, char** argv) {
     sinkscope::set_allocator_policy();  // as the CLI's main

@@ -53,12 +53,13 @@ std::string sha256_hex(const std::string& data) {
     return h.hex_digest();
 }
 
-std::string sha256_file(const std::filesystem::path& path) {
+std::string sha256_file(const std::filesystem::path& path, const std::atomic<bool>* cancel) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw IoError(path.string(), "cannot open for hashing");
     Sha256 h;
     std::vector<char> buf(1 << 20);
     while (in) {
+        if (cancel && cancel->load(std::memory_order_relaxed)) return "";
         in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
         h.update(buf.data(), static_cast<size_t>(in.gcount()));
     }

@@ -1,8 +1,16 @@
 // run.json writer (spec section 9).
 #include "sinkscope/io/run_record.hpp"
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <exception>
 #include <thread>
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/sha256.hpp"
@@ -21,17 +29,74 @@ RunRecord::RunRecord(std::string command) : start_(std::chrono::steady_clock::no
     j_["command"] = std::move(command);
     j_["started_utc"] = utc_timestamp();
     j_["threads"] = std::thread::hardware_concurrency();
+    // The variables that change speed and memory, not results (core/allocator.hpp): what the
+    // process ran with, null where unset.
+    nlohmann::json env = nlohmann::json::object();
+    for (const char* name : {"OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT", "GLIBC_TUNABLES"}) {
+        const char* v = std::getenv(name);
+        env[name] = v ? nlohmann::json(v) : nlohmann::json(nullptr);
+    }
+    j_["environment"] = std::move(env);
 }
 
 void RunRecord::set(const std::string& key, nlohmann::json value) { j_[key] = std::move(value); }
 
+struct RunRecord::Hashing {
+    std::string model_path;
+    std::vector<std::filesystem::path> files;
+    std::vector<std::string> digests;
+    std::exception_ptr error;
+    std::atomic<bool> cancel{false};
+    std::thread worker;
+
+    void run() {
+#if defined(__linux__)
+        // Lowering one's own thread to the idle class needs no privilege; where refused, the
+        // hashing simply competes at normal priority.
+        sched_param idle{};
+        pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
+#endif
+        try {
+            for (const auto& f : files) {
+                digests.push_back(sha256_file(f, &cancel));
+                if (cancel.load(std::memory_order_relaxed)) return;
+            }
+        } catch (...) {
+            error = std::current_exception();
+        }
+    }
+};
+
 void RunRecord::set_model_files(const std::string& model_path,
                                 const std::vector<std::filesystem::path>& weight_files) {
-    nlohmann::json files = nlohmann::json::array();
-    for (const auto& f : weight_files)
-        files.push_back({{"path", f.string()}, {"sha256", sha256_file(f)}});
+    if (hashing_) {  // a second call replaces the first
+        hashing_->cancel = true;
+        hashing_->worker.join();
+    }
     j_["model"]["path"] = model_path;
+    j_["model"]["weight_files"] = nlohmann::json::array();
+    hashing_ = std::make_unique<Hashing>();
+    hashing_->model_path = model_path;
+    hashing_->files = weight_files;
+    hashing_->worker = std::thread([h = hashing_.get()] { h->run(); });
+}
+
+void RunRecord::finish_hashing() {
+    if (!hashing_) return;
+    hashing_->worker.join();
+    const std::unique_ptr<Hashing> done = std::move(hashing_);
+    if (done->error) std::rethrow_exception(done->error);
+    nlohmann::json files = nlohmann::json::array();
+    for (size_t i = 0; i < done->files.size(); ++i)
+        files.push_back({{"path", done->files[i].string()}, {"sha256", done->digests[i]}});
+    j_["model"]["path"] = done->model_path;  // again: a caller may have replaced "model"
     j_["model"]["weight_files"] = std::move(files);
+}
+
+RunRecord::~RunRecord() {
+    if (!hashing_) return;
+    hashing_->cancel = true;
+    hashing_->worker.join();
 }
 
 namespace {
@@ -47,6 +112,7 @@ void sanitize(nlohmann::json& j) {
 }  // namespace
 
 void RunRecord::write(const std::filesystem::path& dir) {
+    finish_hashing();
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     j_["wall_time_s"] = wall;
     j_["peak_rss_bytes"] = peak_rss_bytes();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,58 @@ at::Tensor HookRecorder::scratch(int slot, at::IntArrayRef sizes,
         buf.device() != options.device())
         buf = at::empty({numel}, options);
     return buf.narrow(0, 0, numel).view(sizes);
+}
+
+namespace {
+
+// The pool behind release_capture_buffers (model.hpp): flat buffers, each free when the pool's
+// reference is the only one left on its storage.
+struct CapturePool {
+    std::mutex mutex;
+    std::vector<at::Tensor> buffers;
+};
+CapturePool& capture_pool() {
+    static CapturePool pool;
+    return pool;
+}
+bool is_free(const at::Tensor& buffer) {
+    return buffer.storage().use_count() == 1;
+}
+constexpr int64_t kPooledBytes = int64_t(32) << 20;  // below, malloc's heap reuses the memory
+
+}  // namespace
+
+HookRecorder::~HookRecorder() {
+    if (taken_.empty()) return;
+    CapturePool& pool = capture_pool();
+    const std::lock_guard<std::mutex> lock(pool.mutex);
+    std::erase_if(pool.buffers, [this](const at::Tensor& b) {
+        return is_free(b) && std::find(taken_.begin(), taken_.end(), b.data_ptr()) == taken_.end();
+    });
+}
+
+at::Tensor HookRecorder::capture_buffer(at::IntArrayRef sizes, const at::TensorOptions& options) {
+    int64_t numel = 1;
+    for (int64_t d : sizes) numel *= d;
+    const int64_t bytes = numel * static_cast<int64_t>(options.dtype().itemsize());
+    if (bytes < kPooledBytes) return at::empty(sizes, options);
+    CapturePool& pool = capture_pool();
+    const std::lock_guard<std::mutex> lock(pool.mutex);
+    for (const at::Tensor& b : pool.buffers) {
+        // A free buffer of the dtype and device, at least as large and less than twice as large.
+        if (!is_free(b) || b.dtype() != options.dtype() || b.device() != options.device() ||
+            b.numel() < numel || b.numel() >= 2 * numel)
+            continue;
+        taken_.push_back(b.data_ptr());
+        return b.narrow(0, 0, numel).view(sizes);
+    }
+    at::Tensor b = at::empty({numel}, options);
+    // Captured squares: huge pages (core/allocator.hpp). Measured on the 134M Llama at T = 2048
+    // with scores + pattern kept: 17% less forward time.
+    if (b.is_cpu()) sinkscope::advise_huge_pages(b.data_ptr(), b.nbytes());
+    pool.buffers.push_back(b);
+    taken_.push_back(b.data_ptr());
+    return b.view(sizes);
 }
 
 at::Tensor checked_ids(const ModelInput& input, int64_t d_vocab, const at::Device& device) {
@@ -188,12 +241,6 @@ at::Tensor attend_functional(const at::Tensor& q, const at::Tensor& kh, const at
     return at::matmul(pattern, vh).transpose(1, 2).contiguous();
 }
 
-// Captured squares: huge pages (core/allocator.hpp). Measured on the 134M Llama at T = 2048 with
-// scores + pattern kept: 17% less forward time.
-void advise_huge_pages(const at::Tensor& t) {
-    if (t.is_cpu()) sinkscope::advise_huge_pages(t.data_ptr(), t.nbytes());
-}
-
 // The inference form: query blocks of kQueryBlock rows written into preallocated outputs and
 // reused scratch (hooks.scratch), scores only against the keys [kb, ke) a causal block can see.
 // Returns z [batch, pos, n_heads, d_head].
@@ -218,10 +265,10 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
     const at::Tensor k3 = kh.contiguous().view({BH, T, dh});  // [batch * n_heads, key, d_head]
     const at::Tensor v3 = vh.contiguous().view({BH, T, dh});
     // Captured outputs, written block by block: [batch, n_heads, query, key]
-    const at::Tensor scores_all = keep_scores ? at::empty({B, H, T, T}, opt) : at::Tensor();
-    const at::Tensor pattern_all = keep_pattern ? at::empty({B, H, T, T}, opt) : at::Tensor();
-    if (keep_scores) advise_huge_pages(scores_all);
-    if (keep_pattern) advise_huge_pages(pattern_all);
+    const at::Tensor scores_all =
+        keep_scores ? hooks.capture_buffer({B, H, T, T}, opt) : at::Tensor();
+    const at::Tensor pattern_all =
+        keep_pattern ? hooks.capture_buffer({B, H, T, T}, opt) : at::Tensor();
     at::Tensor z = at::empty({B, T, H, dh}, opt);  // [batch, pos, n_heads, d_head]
     const at::Tensor& hidden = am.hidden;
     const bool row_mask = hidden.defined() && hidden.dim() >= 2 && hidden.size(-2) == T;
@@ -476,3 +523,13 @@ at::Tensor self_attention(const at::Tensor& h, const AttentionWeights& w, const 
 }
 
 }  // namespace sinkscope::model::detail
+
+namespace sinkscope::model {
+
+void release_capture_buffers() {
+    detail::CapturePool& pool = detail::capture_pool();
+    const std::lock_guard<std::mutex> lock(pool.mutex);
+    std::erase_if(pool.buffers, detail::is_free);
+}
+
+}  // namespace sinkscope::model

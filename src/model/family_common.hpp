@@ -33,6 +33,9 @@ class HookRecorder {
 public:
     HookRecorder(const CaptureSpec& capture, ForwardResult& result)
         : capture_(capture), result_(result) {}
+    ~HookRecorder();  // the pool keeps only the buffers this forward took (model.hpp)
+    HookRecorder(const HookRecorder&) = delete;
+    HookRecorder& operator=(const HookRecorder&) = delete;
     void keep(HookPoint point, int64_t layer, const at::Tensor& t);
     bool wants(HookPoint point, int64_t layer) const;
     // A contiguous tensor of `sizes` in scratch slot `slot` (< kScratchSlots): a view of a buffer
@@ -40,11 +43,16 @@ public:
     // later call with the same slot reuses the memory.
     static constexpr int kScratchSlots = 3;
     at::Tensor scratch(int slot, at::IntArrayRef sizes, const at::TensorOptions& options);
+    // A contiguous tensor of `sizes` for a captured square, contents undefined: from the pool of
+    // release_capture_buffers (model.hpp) when it is 32 MiB or more and a free buffer of the pool
+    // fits, else fresh (on huge pages where large).
+    at::Tensor capture_buffer(at::IntArrayRef sizes, const at::TensorOptions& options);
 
 private:
     const CaptureSpec& capture_;
     ForwardResult& result_;
     at::Tensor scratch_[kScratchSlots];  // flat buffers
+    std::vector<const void*> taken_;     // pool buffers (data pointers) this forward took
 };
 
 // Token ids moved to `device` as int64 [batch, pos]; UsageError when an id is outside

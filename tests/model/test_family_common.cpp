@@ -2,7 +2,9 @@
 // functional full-square path, skipped logits, and the compute-thread option.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -127,6 +129,47 @@ TEST(ForwardLogits, SkippedWhenNotWanted) {
         for (const auto& [name, t] : with.captured)
             EXPECT_TRUE(at::equal(t, without.captured.at(name))) << arch << " " << name;
     }
+}
+
+// Captured squares of 32 MiB or more come from the pool of release_capture_buffers (model.hpp):
+// a buffer a live result still holds is never handed to another forward, a released one is
+// (its old contents overwritten everywhere, masked keys included), and the captures equal those
+// of a forward into fresh memory. 4 heads x 1600^2 float32 = 41 MB a square (1460^2: 34 MB).
+TEST(CaptureBuffers, ReusedOnlyWhenFree) {
+    const ModelConfig c = config_with("llama", {{"max_position_embeddings", 2048}});
+    const MemoryWeightStore s = testutil::random_weights(c);
+    const Model m = build_model(c, source_of(s));
+    const std::vector<int32_t> ids = long_ids(1600, c.d_vocab);
+    const std::string pattern = hook_name(HookPoint::Pattern, 0),
+                      scores = hook_name(HookPoint::AttnScores, 1);
+    release_capture_buffers();
+    std::optional<ForwardResult> a = m.forward(ids, CaptureSpec::attention().without_logits());
+    const at::Tensor a_pattern = a->captured.at(pattern).clone();
+    const at::Tensor a_scores = a->captured.at(scores).clone();
+    std::optional<ForwardResult> b = m.forward(ids, CaptureSpec::attention().without_logits());
+    for (const auto& [name, t] : b->captured)  // a is alive: none of its buffers reused
+        for (const auto& [other, u] : a->captured)
+            ASSERT_NE(t.data_ptr(), u.data_ptr()) << name << " " << other;
+    EXPECT_TRUE(at::equal(a->captured.at(pattern), a_pattern));
+    std::vector<const void*> earlier;
+    for (const auto* r : {&*a, &*b})
+        for (const auto& [name, t] : r->captured) earlier.push_back(t.data_ptr());
+    a.reset();
+    b.reset();
+    // A shorter input (0.83x the entries) written into released buffers.
+    const std::vector<int32_t> shorter(ids.begin(), ids.begin() + 1460);
+    const ForwardResult reused = m.forward(shorter, CaptureSpec::attention().without_logits());
+    EXPECT_NE(std::find(earlier.begin(), earlier.end(), reused.captured.at(pattern).data_ptr()),
+              earlier.end())
+        << "a released buffer was not reused";
+    const ForwardResult again = m.forward(ids, CaptureSpec::attention().without_logits());
+    EXPECT_TRUE(at::equal(again.captured.at(pattern), a_pattern));
+    EXPECT_TRUE(at::equal(again.captured.at(scores), a_scores));
+    // The same shorter input into fresh memory (every pooled buffer is held): the same bits.
+    const ForwardResult fresh = m.forward(shorter, CaptureSpec::attention().without_logits());
+    EXPECT_TRUE(at::equal(reused.captured.at(pattern), fresh.captured.at(pattern)));
+    EXPECT_TRUE(at::equal(reused.captured.at(scores), fresh.captured.at(scores)));
+    release_capture_buffers();
 }
 
 // set_compute_threads: n threads for libtorch and OpenBLAS (when present), 0 = every core,

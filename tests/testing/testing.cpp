@@ -55,9 +55,10 @@ static std::string slurp(const fs::path& p) {
     return ss.str();
 }
 
-CliResult run_cli(const std::vector<std::string>& args) {
+CliResult run_cli(const std::vector<std::string>& args, const std::vector<std::string>& launcher) {
     ScratchDir tmp;
     std::string cmd;
+    for (const auto& a : launcher) cmd.append(shell_quote(a)).append(" ");
     cmd += shell_quote(SINKSCOPE_EXE);
     for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
     cmd.append(" >").append(shell_quote((tmp / "out").string()));

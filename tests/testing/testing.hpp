@@ -33,8 +33,10 @@ struct CliResult {
     std::string out;  // stdout
     std::string err;  // stderr
 };
-// Runs the built sinkscope executable with `args` (each one shell-quoted).
-CliResult run_cli(const std::vector<std::string>& args);
+// Runs the built sinkscope executable with `args` (each one shell-quoted), after `launcher`
+// when given (for example {"env", "-u", "NAME"}: the executable is its last argument).
+CliResult run_cli(const std::vector<std::string>& args,
+                  const std::vector<std::string>& launcher = {});
 // Runs many command lines through `n_processes` sinkscope processes in batch mode
 // (SINKSCOPE_TEST_BATCH, apps/main.cpp: each command in a forked child of one process, so
 // libtorch is loaded once per process instead of once per command), in order within a process;

@@ -2,8 +2,10 @@
 // main and the forward benchmark call it before anything else.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #if defined(__GLIBC__)
@@ -31,41 +33,52 @@ inline void set_allocator_policy() {
 #endif
 }
 
-// How the idle threads of the process's two thread pools wait: libtorch's OpenMP team (libgomp)
-// and OpenBLAS's own pthreads. By default each pool's idle threads keep a core busy for a while
-// after their work (libgomp spins; OpenBLAS calls sched_yield for 2^28 cycles), and a forward
-// alternates between the pools every few milliseconds, so on a machine with as many cores as
-// threads each pool's waiting takes the cores the other pool's work needs. Idle threads that
-// sleep at once (OMP_WAIT_POLICY=PASSIVE; OPENBLAS_THREAD_TIMEOUT=4, its minimum, 2^4 cycles)
-// made a 512-token analyze on 2 cores 7.0 -> 5.9 s (bench/README.md).
+// The run-time policy of the commands that run a model, set through three environment variables
+// that libraries read only when they are loaded:
+// * How the idle threads of the process's two thread pools wait: libtorch's OpenMP team
+//   (libgomp) and OpenBLAS's own pthreads. By default each pool's idle threads keep a core busy
+//   for a while after their work (libgomp spins; OpenBLAS calls sched_yield for 2^28 cycles),
+//   and a forward alternates between the pools every few milliseconds, so on a machine with as
+//   many cores as threads each pool's waiting takes the cores the other pool's work needs. Idle
+//   threads that sleep at once (OMP_WAIT_POLICY=PASSIVE; OPENBLAS_THREAD_TIMEOUT=4, its minimum,
+//   2^4 cycles) made a 512-token analyze on 2 cores 7.0 -> 5.9 s (bench/README.md).
+// * Transparent huge pages for malloc's memory (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, glibc
+//   2.35+): malloc asks the kernel for 2 MiB pages (madvise) for its heap and its large
+//   mappings, so the forward's activations and captured attention (hundreds of MB, written
+//   once) fault in 512 times less often. Where the kernel's transparent huge pages are "madvise"
+//   (the usual default) this made a 512-token analyze 6.5 -> 5.2 s (bench/README.md); where
+//   they are "never", or glibc is older, the setting does nothing.
 //
-// Both libraries read these variables once, when they are loaded, before main, and glibc resets
-// the environment to the one the process was started with after its executable's preinit
-// functions, so they cannot be set from within. The front end's executable runs this from its
-// .preinit_array (before any library is initialised) for the commands that run a model: when
-// the environment lacks either variable, the executable is started again in place (execve of
-// /proc/self/exe, same arguments and process id) with the environment plus what it lacked. The
-// restart costs a second loading of the shared libraries (0.23 s of a 0.6 s start on the
-// machine of bench/README.md). A value the user set is kept; setting both yourself skips the
-// restart. Where the restart fails (no /proc), the process goes on with the libraries' defaults.
-inline void exec_with_thread_wait_policy(char** argv, char** envp) {
-    static char omp[] = "OMP_WAIT_POLICY=PASSIVE";
-    static char blas[] = "OPENBLAS_THREAD_TIMEOUT=4";
+// glibc resets the environment to the one the process was started with after its executable's
+// preinit functions, and reads its tunables before them, so none of these can be set from
+// within. The front end's executable runs this from its .preinit_array (before any library is
+// initialised) for the commands that run a model: when the environment lacks any of the
+// variables, the executable is started again in place (execve of /proc/self/exe, same arguments
+// and process id) with the environment plus what it lacked. The restart costs a second loading
+// of the shared libraries (0.23 s of a 0.6 s start on the machine of bench/README.md). A value
+// the user set is kept (a GLIBC_TUNABLES of the user's own is kept whole); setting all three
+// yourself skips the restart. Where the restart fails (no /proc), the process goes on with the
+// libraries' defaults.
+inline void exec_with_runtime_policy(char** argv, char** envp) {
+    static char* const policy[] = {const_cast<char*>("OMP_WAIT_POLICY=PASSIVE"),
+                                   const_cast<char*>("OPENBLAS_THREAD_TIMEOUT=4"),
+                                   const_cast<char*>("GLIBC_TUNABLES=glibc.malloc.hugetlb=1")};
+    constexpr size_t kPolicy = sizeof(policy) / sizeof(policy[0]);
     const auto has = [envp](const char* entry) {
         const size_t n = __builtin_strchr(entry, '=') - entry + 1;  // "NAME="
         for (char** e = envp; *e; ++e)
             if (__builtin_strncmp(*e, entry, n) == 0) return true;
         return false;
     };
-    const bool has_omp = has(omp), has_blas = has(blas);
-    if (has_omp && has_blas) return;
     size_t n = 0;
     while (envp[n]) ++n;
     // Nothing is initialised yet (not even the C library): no allocation, the stack only.
-    auto** env = static_cast<char**>(__builtin_alloca((n + 3) * sizeof(char*)));
+    auto** env = static_cast<char**>(__builtin_alloca((n + kPolicy + 1) * sizeof(char*)));
     for (size_t i = 0; i < n; ++i) env[i] = envp[i];
-    if (!has_omp) env[n++] = omp;
-    if (!has_blas) env[n++] = blas;
+    const size_t started = n;
+    for (char* entry : policy)
+        if (!has(entry)) env[n++] = entry;
+    if (n == started) return;
     env[n] = nullptr;
     ::execve("/proc/self/exe", argv, env);  // returns only on failure: go on as started
 }
@@ -103,15 +116,45 @@ inline void advise_huge_pages(const void* data, size_t bytes) {
 #endif
 }
 
+// Faults in the pages of [data, data + bytes) for writing, split among `threads` threads. The
+// kernel zero-fills every fresh page on its first write; done here, that zero-filling runs on
+// every thread instead of on the one thread that first writes the buffer. Linux 5.14+
+// (MADV_POPULATE_WRITE); elsewhere, or below 8 MiB or 2 threads, it does nothing.
+inline void populate_pages(const void* data, size_t bytes, int threads) {
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+    if (threads < 2 || bytes < (size_t(8) << 20)) return;
+    const size_t page = 4096;
+    const auto start = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~uintptr_t(page - 1);
+    const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~uintptr_t(page - 1);
+    if (end <= start) return;
+    const size_t pages = (end - start) / page;
+    const size_t per = (pages + threads - 1) / threads;
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i) {
+        const size_t a = std::min(pages, i * per), b = std::min(pages, (i + 1) * per);
+        if (a == b) break;
+        pool.emplace_back([p = start + a * page, len = (b - a) * page] {
+            ::madvise(reinterpret_cast<void*>(p), len, MADV_POPULATE_WRITE);
+        });
+    }
+    for (auto& t : pool) t.join();
+#else
+    (void)data;
+    (void)bytes;
+    (void)threads;
+#endif
+}
+
 // Makes v hold n elements for the caller to overwrite, every one of them: a buffer too small is
 // replaced by one on huge pages (advised before its first write, then zero-filled), one large
 // enough is reused as it is.
 template <class T>
-void size_for_overwrite(std::vector<T>& v, size_t n) {
+void size_for_overwrite(std::vector<T>& v, size_t n, int threads = 1) {
     if (v.capacity() < n) {
         std::vector<T> fresh;
         fresh.reserve(n);
         advise_huge_pages(fresh.data(), n * sizeof(T));
+        populate_pages(fresh.data(), n * sizeof(T), threads);
         v.swap(fresh);
     }
     v.resize(n);

@@ -3,6 +3,7 @@
 // 500 MB hashes in well under a second instead of ~4 s with a portable loop).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -24,7 +25,9 @@ private:
 };
 
 std::string sha256_hex(const std::string& data);
-// Hash of a whole file, read in chunks (throws IoError naming the file).
-std::string sha256_file(const std::filesystem::path& path);
+// Hash of a whole file, read in chunks (throws IoError naming the file). When *cancel becomes
+// true, stops early and returns an empty string.
+std::string sha256_file(const std::filesystem::path& path,
+                        const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace sinkscope

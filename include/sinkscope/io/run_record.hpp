@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -19,16 +21,27 @@ public:
     nlohmann::json& json() { return j_; }
     const nlohmann::json& json() const { return j_; }
 
-    // Records path and sha256 of each weight file under "model".
+    // Records the model's path under "model" now, and the path and sha256 of each weight file
+    // under "model.weight_files" when written. The files are hashed on a background thread that
+    // runs only on a core nobody else wants (SCHED_IDLE on Linux): hashing a 0.5 GB file takes
+    // ~0.3 s of one core, which a command that called this early hides in its idle moments.
+    // write() waits for the hashes and throws IoError if a file could not be read.
     void set_model_files(const std::string& model_path,
                          const std::vector<std::filesystem::path>& weight_files);
 
     // Adds wall time and peak memory, then writes <dir>/run.json atomically.
     void write(const std::filesystem::path& dir);
 
+    RunRecord(const RunRecord&) = delete;
+    RunRecord& operator=(const RunRecord&) = delete;
+    ~RunRecord();  // stops a hashing still running
+
 private:
+    struct Hashing;
+    void finish_hashing();
     nlohmann::json j_;
     std::chrono::steady_clock::time_point start_;
+    std::unique_ptr<Hashing> hashing_;
 };
 
 // JSON number that survives non-finite values (spec section 10.p).

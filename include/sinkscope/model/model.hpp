@@ -94,6 +94,15 @@ struct ForwardResult {
     std::map<std::string, at::Tensor> captured;  // hook name -> tensor (shapes in hooks.hpp)
 };
 
+// Captured attention squares ([batch, n_heads, query, key] scores and pattern) of 32 MiB or more
+// are kept in a pool of the process when the forward's result releases them, and the next
+// forward writes its own into them instead of into fresh memory (fresh pages cost the kernel a
+// zero-fill and a fault each: at T = 2048 on a 12-layer, 12-head model the squares are 4.8 GB).
+// A buffer is reused only once nothing else holds it. The pool keeps the buffers the latest
+// forward used, no others; this returns them to the system (for example before an analysis
+// that needs the memory).
+void release_capture_buffers();
+
 // One trainable tensor of a built model, as its forward reads it: the model's own tensor (not a
 // copy), so gradients with respect to it are gradients of the model (model/gradients.hpp). Fused
 // checkpoint tensors (GPT-2 c_attn, Phi-3 qkv_proj / gate_up_proj) are split by role on load and

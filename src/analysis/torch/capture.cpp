@@ -2,6 +2,7 @@
 #include "sinkscope/analysis/capture.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/error.hpp"
@@ -86,6 +87,12 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
             c.values.push_back(std::move(out));
         }
     }
+    // The analyses hold their own copy: the pooled squares go back to the system rather than
+    // stay resident while they run (model.hpp).
+    if (!lazy) {
+        r.captured.clear();
+        model::release_capture_buffers();
+    }
     return c;
 }
 
@@ -122,7 +129,8 @@ metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
         // 604 MB for pattern and scores at T = 512 on a 12 x 12-head model: on huge pages, their
         // first writes fault 512 times less often (that was 8% of such a run's CPU time).
         size_for_overwrite(
-            out, static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens));
+            out, static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens),
+            at::get_num_threads());
         const size_t per_layer = static_cast<size_t>(in.n_heads * in.n_tokens * in.n_tokens);
         for (int64_t l = 0; l < config.n_layers; ++l) {
             const at::Tensor t = result.captured.at(hook_name(p, l))[batch_index];  // [H, T, T]

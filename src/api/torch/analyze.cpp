@@ -216,6 +216,7 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
 
     // ---- model and data ---------------------------------------------------------------------
     model::Model m = model::load_model(o.m.model, load_options(o.m));
+    record.set_model_files(o.m.model, m.files);  // hashed in the background
     const auto& cfg = m.config();
     const AnalysisInputs inputs = analysis::load_inputs(m,
                                                         {.data = o.data,
@@ -340,7 +341,6 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     nlohmann::json& rec = record.json();
     rec.update(results.record);
     rec["options"] = analysis::to_json(aopts);
-    record.set_model_files(o.m.model, m.files);
     rec["model"]["architecture"] = cfg.architecture;
     rec["model"]["n_params"] = m.n_params();  // compare plots sink quantities against it
     rec["model"]["name"] = model_name;        // the tables' model column

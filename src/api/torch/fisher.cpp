@@ -74,6 +74,7 @@ std::string fisher(const FisherCommandOptions& o, Communicator& comm, std::ostre
 
     // ---- model and data ----------------------------------------------------------------------
     const model::Model m = model::load_model(o.m.model, load_options(o.m));
+    record.set_model_files(o.m.model, m.files);  // hashed in the background
     const model::ModelConfig& cfg = m.config();
     if (cfg.is_vision() && fo.kind == analysis::FisherKind::Empirical)
         throw UsageError(
@@ -201,7 +202,6 @@ std::string fisher(const FisherCommandOptions& o, Communicator& comm, std::ostre
     tables.tensors.write(out.staging(), analysis::tables::kFisherTensors.name);
 
     nlohmann::json& rec = record.json();
-    record.set_model_files(o.m.model, m.files);
     rec["subcommand"] = "fisher";
     rec["model"]["architecture"] = cfg.architecture;
     rec["model"]["format"] = model::weight_format_name(m.format);

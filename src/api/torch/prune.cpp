@@ -194,6 +194,7 @@ std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) 
 
     // ---- model and data ----------------------------------------------------------------------
     const model::Model m = model::load_model(o.m.model, load_options(o.m));
+    record.set_model_files(o.m.model, m.files);  // hashed in the background
     const model::ModelConfig& cfg = m.config();
     // What a pruned model is scored by: next-token perplexity (decoders), masked-LM
     // pseudo-perplexity (encoders) or top-1 agreement with the unpruned model (vision).
@@ -443,7 +444,6 @@ std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) 
     order_table.write(out.staging(), analysis::tables::kPruneOrder.name);
 
     nlohmann::json& rec = record.json();
-    record.set_model_files(o.m.model, m.files);
     rec["subcommand"] = "prune";
     rec["model"]["architecture"] = cfg.architecture;
     rec["model"]["format"] = model::weight_format_name(m.format);
