@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "command.hpp"
+#include "model_commands.hpp"
 #include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
@@ -199,16 +200,12 @@ static int run_batch(const char* file, char* argv0) {
 }
 
 namespace {
-// The run-time policy of the commands that run a model (idle threads, huge pages), before the
-// libraries initialise (core/allocator.hpp). Runs before the C library is initialised: plain
-// code only.
+// The run-time policy of the commands that run a model (idle threads, huge pages) when this
+// executable was started without the launcher (launcher.cpp, core/allocator.hpp). Runs before
+// the C library is initialised: plain code only.
 void runtime_policy(int argc, char** argv, char** envp) {
-    static const char* const kModelCommands[] = {"analyze", "prune", "fisher",     "dynamics",
-                                                 "train",   "dump",  "perplexity", "generate"};
-    if (argc < 2) return;
-    for (const char* c : kModelCommands)
-        if (__builtin_strcmp(argv[1], c) == 0)
-            return sinkscope::exec_with_runtime_policy(argv, envp);
+    if (sinkscope::cli::runs_a_model(argc, argv))
+        sinkscope::restart_with_runtime_policy(argv, envp);
 }
 }  // namespace
 

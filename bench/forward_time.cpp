@@ -121,7 +121,7 @@ int run(int argc, char** argv) {
 // (core/allocator.hpp).
 [[gnu::section(".preinit_array"),
   gnu::used]] static void (*const preinit_runtime_policy)(int, char**, char**) =
-    [](int, char** argv, char** envp) { sinkscope::exec_with_runtime_policy(argv, envp); };
+    [](int, char** argv, char** envp) { sinkscope::restart_with_runtime_policy(argv, envp); };
 
 int main(int argc, char** argv) {
     sinkscope::set_allocator_policy();  // as the CLI's main

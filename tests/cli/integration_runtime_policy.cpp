@@ -1,7 +1,9 @@
 // The run-time policy of the commands that run a model (core/allocator.hpp): started without
-// OMP_WAIT_POLICY, OPENBLAS_THREAD_TIMEOUT and GLIBC_TUNABLES, `analyze` restarts itself with
-// the three set (run.json's "environment" records what the process ran with); values the user
-// set are kept as they are. Also run.json's weight file hashes, computed on a background thread
+// OMP_WAIT_POLICY, OPENBLAS_THREAD_TIMEOUT and GLIBC_TUNABLES, `analyze` runs with the three set,
+// whether started through the launcher (`sinkscope`, which adds them) or as sinkscope-main
+// (which restarts itself with them); run.json's "environment" records what the process ran
+// with. Values the user set are kept as they are; a command that runs no model gets nothing
+// added. Also run.json's weight file hashes, computed on a background thread
 // (io::RunRecord::set_model_files), against the file's hash computed here.
 #include <gtest/gtest.h>
 
@@ -20,24 +22,28 @@ using namespace sinkscope;
 
 namespace {
 
-// `analyze` of two short inputs on `model`, started by `env -u` of the three variables and then
-// the assignments in `set`; returns run.json.
+// `analyze` of two short inputs on `model` by `exe`, started by `env -u` of the three variables
+// and then the assignments in `set`; returns run.json.
 nlohmann::json analyze_with_env(const std::vector<std::string>& set, const fs::path& model,
-                                const fs::path& dir) {
+                                const fs::path& dir, const fs::path& exe = testutil::cli_path()) {
     fs::create_directories(dir);
     testutil::write_text(dir / "ids.jsonl",
                          "{\"ids\": [1, 40, 41, 42, 43, 44, 45, 46]}\n"
                          "{\"ids\": [1, 50, 51, 52, 53, 54]}\n");
-    std::vector<std::string> launcher = {
+    std::vector<std::string> argv = {
         "env", "-u", "OMP_WAIT_POLICY", "-u", "OPENBLAS_THREAD_TIMEOUT", "-u", "GLIBC_TUNABLES"};
-    launcher.insert(launcher.end(), set.begin(), set.end());
-    const auto r = testutil::run_cli(
-        {"analyze", "--model", model.string(), "--data", (dir / "ids.jsonl").string(),
-         "--no-report", "--out", (dir / "out").string()},
-        launcher);
+    argv.insert(argv.end(), set.begin(), set.end());
+    argv.insert(argv.end(),
+                {exe.string(), "analyze", "--model", model.string(), "--data",
+                 (dir / "ids.jsonl").string(), "--no-report", "--out", (dir / "out").string()});
+    const auto r = testutil::run_program(argv);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(read_file(dir / "out/run.json"));
 }
+
+const nlohmann::json kPolicy = {{"OMP_WAIT_POLICY", "PASSIVE"},
+                                {"OPENBLAS_THREAD_TIMEOUT", "4"},
+                                {"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}};
 
 fs::path stories(const fs::path& shared) {
     return shared / "models/stories260K/stories260K.gguf";
@@ -50,15 +56,28 @@ TEST(RuntimePolicy, AddedWhereUnsetAndWeightsHashed) {
     testutil::ScratchDir tmp;
     const fs::path model = stories(shared);
     const nlohmann::json rec = analyze_with_env({}, model, tmp / "a");
-    EXPECT_EQ(rec["environment"], (nlohmann::json{{"OMP_WAIT_POLICY", "PASSIVE"},
-                                                  {"OPENBLAS_THREAD_TIMEOUT", "4"},
-                                                  {"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}}))
-        << rec.dump(2);
+    EXPECT_EQ(rec["environment"], kPolicy) << rec.dump(2);
     ASSERT_EQ(rec["model"]["weight_files"].size(), 1u) << rec["model"].dump(2);
     EXPECT_EQ(rec["model"]["weight_files"][0]["path"], model.string());
     EXPECT_EQ(rec["model"]["weight_files"][0]["sha256"], sha256_file(model));
     EXPECT_EQ(rec["model"]["path"], model.string());
     EXPECT_EQ(rec["model"]["architecture"], "llama");  // set after the hashing started
+
+    // sinkscope-main started directly: its own restart.
+    const fs::path main_exe = testutil::cli_path().parent_path() / "sinkscope-main";
+    const nlohmann::json direct = analyze_with_env({}, model, tmp / "b", main_exe);
+    EXPECT_EQ(direct["environment"], kPolicy) << direct.dump(2);
+
+    // A command that runs no model: nothing added (the launcher's environment is the user's).
+    const auto r =
+        testutil::run_program({"env", "-u", "OMP_WAIT_POLICY", "-u", "OPENBLAS_THREAD_TIMEOUT",
+                               "-u", "GLIBC_TUNABLES", testutil::cli_path().string(), "metrics",
+                               "--example", "--no-report", "--out", (tmp / "m").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto m = nlohmann::json::parse(read_file(tmp / "m/run.json"));
+    ASSERT_EQ(m["environment"].size(), 3u) << m.dump(2);
+    for (const auto& [name, value] : m["environment"].items())
+        EXPECT_TRUE(value.is_null()) << name << " " << value;
 }
 
 TEST(RuntimePolicy, UserValuesKept) {
@@ -67,10 +86,9 @@ TEST(RuntimePolicy, UserValuesKept) {
     // One of the three set: the other two are added, the user's one kept whole.
     const nlohmann::json one =
         analyze_with_env({"GLIBC_TUNABLES=glibc.malloc.arena_max=2"}, stories(shared), tmp / "one");
-    EXPECT_EQ(one["environment"], (nlohmann::json{{"OMP_WAIT_POLICY", "PASSIVE"},
-                                                  {"OPENBLAS_THREAD_TIMEOUT", "4"},
-                                                  {"GLIBC_TUNABLES", "glibc.malloc.arena_max=2"}}))
-        << one.dump(2);
+    nlohmann::json expected = kPolicy;
+    expected["GLIBC_TUNABLES"] = "glibc.malloc.arena_max=2";
+    EXPECT_EQ(one["environment"], expected) << one.dump(2);
     // All three set, one of them empty: nothing changed.
     const nlohmann::json all =
         analyze_with_env({"OMP_WAIT_POLICY=ACTIVE", "OPENBLAS_THREAD_TIMEOUT=7", "GLIBC_TUNABLES="},

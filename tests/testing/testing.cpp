@@ -55,12 +55,10 @@ static std::string slurp(const fs::path& p) {
     return ss.str();
 }
 
-CliResult run_cli(const std::vector<std::string>& args, const std::vector<std::string>& launcher) {
+CliResult run_program(const std::vector<std::string>& argv) {
     ScratchDir tmp;
     std::string cmd;
-    for (const auto& a : launcher) cmd.append(shell_quote(a)).append(" ");
-    cmd += shell_quote(SINKSCOPE_EXE);
-    for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
+    for (const auto& a : argv) cmd.append(cmd.empty() ? "" : " ").append(shell_quote(a));
     cmd.append(" >").append(shell_quote((tmp / "out").string()));
     cmd.append(" 2>").append(shell_quote((tmp / "err").string())).append(" </dev/null");
     int status = std::system(cmd.c_str());
@@ -69,6 +67,17 @@ CliResult run_cli(const std::vector<std::string>& args, const std::vector<std::s
     r.out = slurp(tmp / "out");
     r.err = slurp(tmp / "err");
     return r;
+}
+
+std::filesystem::path cli_path() {
+    return SINKSCOPE_EXE;
+}
+
+CliResult run_cli(const std::vector<std::string>& args, const std::vector<std::string>& launcher) {
+    std::vector<std::string> argv = launcher;
+    argv.push_back(SINKSCOPE_EXE);
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_program(argv);
 }
 
 std::vector<CliResult> run_cli_batch(const std::vector<std::vector<std::string>>& commands,

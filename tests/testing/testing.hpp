@@ -37,6 +37,10 @@ struct CliResult {
 // when given (for example {"env", "-u", "NAME"}: the executable is its last argument).
 CliResult run_cli(const std::vector<std::string>& args,
                   const std::vector<std::string>& launcher = {});
+// Runs the program argv[0] with the other arguments (each one shell-quoted).
+CliResult run_program(const std::vector<std::string>& argv);
+// The built sinkscope executable (the launcher; sinkscope-main lies beside it).
+std::filesystem::path cli_path();
 // Runs many command lines through `n_processes` sinkscope processes in batch mode
 // (SINKSCOPE_TEST_BATCH, apps/main.cpp: each command in a forked child of one process, so
 // libtorch is loaded once per process instead of once per command), in order within a process;

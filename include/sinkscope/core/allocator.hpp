@@ -51,19 +51,29 @@ inline void set_allocator_policy() {
 //
 // glibc resets the environment to the one the process was started with after its executable's
 // preinit functions, and reads its tunables before them, so none of these can be set from
-// within. The front end's executable runs this from its .preinit_array (before any library is
-// initialised) for the commands that run a model: when the environment lacks any of the
-// variables, the executable is started again in place (execve of /proc/self/exe, same arguments
-// and process id) with the environment plus what it lacked. The restart costs a second loading
-// of the shared libraries (0.23 s of a 0.6 s start on the machine of bench/README.md). A value
-// the user set is kept (a GLIBC_TUNABLES of the user's own is kept whole); setting all three
-// yourself skips the restart. Where the restart fails (no /proc), the process goes on with the
-// libraries' defaults.
-inline void exec_with_runtime_policy(char** argv, char** envp) {
-    static char* const policy[] = {const_cast<char*>("OMP_WAIT_POLICY=PASSIVE"),
-                                   const_cast<char*>("OPENBLAS_THREAD_TIMEOUT=4"),
-                                   const_cast<char*>("GLIBC_TUNABLES=glibc.malloc.hugetlb=1")};
-    constexpr size_t kPolicy = sizeof(policy) / sizeof(policy[0]);
+// within: they have to be in the environment the process starts with.
+// * `sinkscope` (apps/launcher.cpp) is a small program without libtorch that starts
+//   sinkscope-main beside it with the environment plus what it lacks (for the commands that run
+//   a model), at no measurable cost.
+// * sinkscope-main itself (started directly, or bench/forward_time) runs
+//   restart_with_runtime_policy from its .preinit_array (before any library is initialised):
+//   when the environment lacks any of the variables, the executable is started again in place
+//   (execve of /proc/self/exe, same arguments and process id) with what it lacked. That costs a
+//   second loading of its ~290 shared libraries (libtorch's dependencies): 0.3 s of a 0.85 s
+//   start on the machine of bench/README.md.
+// A value the user set is kept (a GLIBC_TUNABLES of the user's own is kept whole); setting all
+// three yourself skips the restart. Where the restart fails (no /proc), the process goes on with
+// the libraries' defaults.
+//
+// Runs before the C library is initialised: plain code only, no allocation.
+// `env` has room for every entry of envp, kRuntimePolicySize more and the terminating null; it
+// receives envp plus the policy's entries that envp lacks. Returns how many were added.
+constexpr size_t kRuntimePolicySize = 3;
+inline size_t add_runtime_policy(char** envp, char** env) {
+    static char* const policy[kRuntimePolicySize] = {
+        const_cast<char*>("OMP_WAIT_POLICY=PASSIVE"),
+        const_cast<char*>("OPENBLAS_THREAD_TIMEOUT=4"),
+        const_cast<char*>("GLIBC_TUNABLES=glibc.malloc.hugetlb=1")};
     const auto has = [envp](const char* entry) {
         const size_t n = __builtin_strchr(entry, '=') - entry + 1;  // "NAME="
         for (char** e = envp; *e; ++e)
@@ -71,15 +81,24 @@ inline void exec_with_runtime_policy(char** argv, char** envp) {
         return false;
     };
     size_t n = 0;
-    while (envp[n]) ++n;
-    // Nothing is initialised yet (not even the C library): no allocation, the stack only.
-    auto** env = static_cast<char**>(__builtin_alloca((n + kPolicy + 1) * sizeof(char*)));
-    for (size_t i = 0; i < n; ++i) env[i] = envp[i];
+    for (; envp[n]; ++n) env[n] = envp[n];
     const size_t started = n;
     for (char* entry : policy)
         if (!has(entry)) env[n++] = entry;
-    if (n == started) return;
     env[n] = nullptr;
+    return n - started;
+}
+
+inline size_t environment_size(char** envp) {
+    size_t n = 0;
+    while (envp[n]) ++n;
+    return n;
+}
+
+inline void restart_with_runtime_policy(char** argv, char** envp) {
+    auto** env = static_cast<char**>(  // the stack only: nothing is initialised yet
+        __builtin_alloca((environment_size(envp) + kRuntimePolicySize + 1) * sizeof(char*)));
+    if (add_runtime_policy(envp, env) == 0) return;
     ::execve("/proc/self/exe", argv, env);  // returns only on failure: go on as started
 }
 
