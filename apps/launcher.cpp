@@ -1,9 +1,9 @@
 // `sinkscope` as users start it: a small program without libtorch that starts sinkscope-main
-// from its own folder, with the same arguments and, for the commands that run a model
-// (model_commands.hpp), the environment plus the run-time policy it lacks (core/allocator.hpp:
-// these variables take effect only in a process that starts with them). Started directly,
-// sinkscope-main restarts itself once to get them, which costs a second loading of libtorch's
-// ~290 shared libraries (0.3 s); from here the policy costs nothing.
+// from its own folder, with the same arguments and, for the commands that run a model or the
+// metric suite (model_commands.hpp), the environment plus the run-time policy it lacks
+// (core/allocator.hpp: these variables take effect only in a process that starts with them).
+// Started directly, sinkscope-main restarts itself once to get them, which costs a second loading
+// of libtorch's ~290 shared libraries (0.3 s); from here the policy costs nothing.
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,7 +25,7 @@ int main(int argc, char** argv, char** envp) {
     exe =
         (slash == std::string::npos ? std::string() : exe.substr(0, slash + 1)) + "sinkscope-main";
     std::vector<char*> env(sinkscope::environment_size(envp) + sinkscope::kRuntimePolicySize + 1);
-    if (sinkscope::cli::runs_a_model(argc, argv)) {
+    if (sinkscope::cli::takes_runtime_policy(argc, argv)) {
         sinkscope::add_runtime_policy(envp, env.data());
     } else {
         for (size_t i = 0; envp[i]; ++i) env[i] = envp[i];

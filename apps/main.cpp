@@ -200,11 +200,11 @@ static int run_batch(const char* file, char* argv0) {
 }
 
 namespace {
-// The run-time policy of the commands that run a model (idle threads, huge pages) when this
+// The run-time policy (idle threads, huge pages) of the commands of model_commands.hpp when this
 // executable was started without the launcher (launcher.cpp, core/allocator.hpp). Runs before
 // the C library is initialised: plain code only.
 void runtime_policy(int argc, char** argv, char** envp) {
-    if (sinkscope::cli::runs_a_model(argc, argv))
+    if (sinkscope::cli::takes_runtime_policy(argc, argv))
         sinkscope::restart_with_runtime_policy(argv, envp);
 }
 }  // namespace

@@ -33,8 +33,9 @@ inline void set_allocator_policy() {
 #endif
 }
 
-// The run-time policy of the commands that run a model, set through three environment variables
-// that libraries read only when they are loaded:
+// The run-time policy of the commands that run a model or the metric suite (the list is
+// apps/model_commands.hpp), set through three environment variables that libraries read only
+// when they are loaded:
 // * How the idle threads of the process's two thread pools wait: libtorch's OpenMP team
 //   (libgomp) and OpenBLAS's own pthreads. By default each pool's idle threads keep a core busy
 //   for a while after their work (libgomp spins; OpenBLAS calls sched_yield for 2^28 cycles),
@@ -53,8 +54,8 @@ inline void set_allocator_policy() {
 // preinit functions, and reads its tunables before them, so none of these can be set from
 // within: they have to be in the environment the process starts with.
 // * `sinkscope` (apps/launcher.cpp) is a small program without libtorch that starts
-//   sinkscope-main beside it with the environment plus what it lacks (for the commands that run
-//   a model), at no measurable cost.
+//   sinkscope-main beside it with the environment plus what it lacks (for the commands of that
+//   list), at no measurable cost.
 // * sinkscope-main itself (started directly, or bench/forward_time) runs
 //   restart_with_runtime_policy from its .preinit_array (before any library is initialised):
 //   when the environment lacks any of the variables, the executable is started again in place
