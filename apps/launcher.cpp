@@ -25,12 +25,9 @@ int main(int argc, char** argv, char** envp) {
     exe =
         (slash == std::string::npos ? std::string() : exe.substr(0, slash + 1)) + "sinkscope-main";
     std::vector<char*> env(sinkscope::environment_size(envp) + sinkscope::kRuntimePolicySize + 1);
-    if (sinkscope::cli::takes_runtime_policy(argc, argv)) {
-        sinkscope::add_runtime_policy(envp, env.data());
-    } else {
-        for (size_t i = 0; envp[i]; ++i) env[i] = envp[i];
-    }
-    ::execve(exe.c_str(), argv, env.data());
+    const bool policy = sinkscope::cli::takes_runtime_policy(argc, argv);
+    if (policy) sinkscope::add_runtime_policy(envp, env.data());
+    ::execve(exe.c_str(), argv, policy ? env.data() : envp);
     std::fprintf(stderr, "sinkscope: cannot start %s: %s\n", exe.c_str(), std::strerror(errno));
     return 127;
 }

@@ -12,6 +12,7 @@
 #include <sched.h>
 #endif
 
+#include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/core/sha256.hpp"
 #include "sinkscope/core/system.hpp"
@@ -32,8 +33,9 @@ RunRecord::RunRecord(std::string command) : start_(std::chrono::steady_clock::no
     // The variables that change speed and memory, not results (core/allocator.hpp): what the
     // process ran with, null where unset.
     nlohmann::json env = nlohmann::json::object();
-    for (const char* name : {"OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT", "GLIBC_TUNABLES"}) {
-        const char* v = std::getenv(name);
+    for (const std::string entry : kRuntimePolicy) {
+        const std::string name = entry.substr(0, entry.find('='));
+        const char* v = std::getenv(name.c_str());
         env[name] = v ? nlohmann::json(v) : nlohmann::json(nullptr);
     }
     j_["environment"] = std::move(env);

@@ -7,6 +7,8 @@
 // the file's hash computed here.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -95,4 +97,45 @@ TEST(RuntimePolicy, UserValuesKept) {
                                                   {"OPENBLAS_THREAD_TIMEOUT", "7"},
                                                   {"GLIBC_TUNABLES", ""}}))
         << all.dump(2);
+}
+
+// The launcher on its own: beside a stand-in sinkscope-main that prints its arguments and
+// environment, so sinkscope-main's own restart cannot hide what the launcher passes on.
+TEST(RuntimePolicy, LauncherPassesArgumentsAndPolicy) {
+    testutil::ScratchDir tmp;
+    fs::copy_file(testutil::cli_path(), tmp / "sinkscope");
+    testutil::write_text(tmp / "sinkscope-main", "#!/bin/sh\necho \"args: $*\"\nenv\n");
+    ASSERT_EQ(::chmod((tmp / "sinkscope-main").c_str(), 0755), 0);
+    const std::vector<std::string> unset = {"env",
+                                            "-u",
+                                            "OMP_WAIT_POLICY",
+                                            "-u",
+                                            "OPENBLAS_THREAD_TIMEOUT",
+                                            "-u",
+                                            "GLIBC_TUNABLES",
+                                            "OMP_WAIT_POLICY=MINE"};
+    auto run = [&](const std::vector<std::string>& args) {
+        std::vector<std::string> argv = unset;
+        argv.push_back((tmp / "sinkscope").string());
+        argv.insert(argv.end(), args.begin(), args.end());
+        return testutil::run_program(argv);
+    };
+    const auto model = run({"analyze", "--out", "a b"});
+    ASSERT_EQ(model.exit_code, 0) << model.err;
+    EXPECT_NE(model.out.find("args: analyze --out a b\n"), std::string::npos) << model.out;
+    EXPECT_NE(model.out.find("\nOMP_WAIT_POLICY=MINE\n"), std::string::npos) << model.out;
+    EXPECT_NE(model.out.find("\nOPENBLAS_THREAD_TIMEOUT=4\n"), std::string::npos) << model.out;
+    EXPECT_NE(model.out.find("\nGLIBC_TUNABLES=glibc.malloc.hugetlb=1\n"), std::string::npos)
+        << model.out;
+    const auto other = run({"inspect", "x"});  // no policy for a command that runs no model
+    ASSERT_EQ(other.exit_code, 0) << other.err;
+    EXPECT_NE(other.out.find("args: inspect x\n"), std::string::npos) << other.out;
+    EXPECT_EQ(other.out.find("OPENBLAS_THREAD_TIMEOUT"), std::string::npos) << other.out;
+    EXPECT_EQ(other.out.find("GLIBC_TUNABLES"), std::string::npos) << other.out;
+    // Without sinkscope-main beside it: one line naming the missing file, exit 127.
+    fs::remove(tmp / "sinkscope-main");
+    const auto missing = run({"analyze"});
+    EXPECT_EQ(missing.exit_code, 127);
+    EXPECT_EQ(missing.err, "sinkscope: cannot start " + (tmp / "sinkscope-main").string() +
+                               ": No such file or directory\n");
 }

@@ -66,15 +66,16 @@ inline void set_allocator_policy() {
 // three yourself skips the restart. Where the restart fails (no /proc), the process goes on with
 // the libraries' defaults.
 //
+// The policy's entries, "NAME=VALUE" (run.json records each NAME's value: io/run_record.cpp).
+inline constexpr const char* kRuntimePolicy[] = {"OMP_WAIT_POLICY=PASSIVE",
+                                                 "OPENBLAS_THREAD_TIMEOUT=4",
+                                                 "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"};
+inline constexpr size_t kRuntimePolicySize = sizeof(kRuntimePolicy) / sizeof(kRuntimePolicy[0]);
+
 // Runs before the C library is initialised: plain code only, no allocation.
 // `env` has room for every entry of envp, kRuntimePolicySize more and the terminating null; it
 // receives envp plus the policy's entries that envp lacks. Returns how many were added.
-constexpr size_t kRuntimePolicySize = 3;
 inline size_t add_runtime_policy(char** envp, char** env) {
-    static char* const policy[kRuntimePolicySize] = {
-        const_cast<char*>("OMP_WAIT_POLICY=PASSIVE"),
-        const_cast<char*>("OPENBLAS_THREAD_TIMEOUT=4"),
-        const_cast<char*>("GLIBC_TUNABLES=glibc.malloc.hugetlb=1")};
     const auto has = [envp](const char* entry) {
         const size_t n = __builtin_strchr(entry, '=') - entry + 1;  // "NAME="
         for (char** e = envp; *e; ++e)
@@ -84,8 +85,8 @@ inline size_t add_runtime_policy(char** envp, char** env) {
     size_t n = 0;
     for (; envp[n]; ++n) env[n] = envp[n];
     const size_t started = n;
-    for (char* entry : policy)
-        if (!has(entry)) env[n++] = entry;
+    for (const char* entry : kRuntimePolicy)
+        if (!has(entry)) env[n++] = const_cast<char*>(entry);  // execve never writes it
     env[n] = nullptr;
     return n - started;
 }
