@@ -64,7 +64,7 @@ struct RowBatch {
     // [slots * width, ld]: part j of slot s is row s * width + j, heads along it, zero past n.
     RowMatrix p_parts, pi_parts;
     // [slots * ld]: kernels::row_statistics of the queued heads, slot s at s * ld.
-    Eigen::VectorXd h_keep, norm_keep, h_drop, norm_drop;
+    Eigen::VectorXd self_keep, norm_keep, self_drop, norm_drop;
     void resize(int64_t n_heads, int64_t t, int64_t n_slots) {
         n = n_heads;
         width = std::max<int64_t>(t, 1);
@@ -75,7 +75,7 @@ struct RowBatch {
                         &content_entropy_weighted})
             v->resize(n);
         for (auto* m : {&p_parts, &pi_parts}) m->setZero(slots * width, ld);
-        for (auto* v : {&h_keep, &norm_keep, &h_drop, &norm_drop}) v->setZero(slots * ld);
+        for (auto* v : {&self_keep, &norm_keep, &self_drop, &norm_drop}) v->setZero(slots * ld);
     }
 };
 
@@ -256,9 +256,9 @@ struct HeadKernel {
                       at = slot * b.ld + first;
         b.p_parts.block(part0, first, d, n) = b.p.block(first, 0, n, d).transpose();
         b.pi_parts.block(part0, first, d - 1, n) = b.pi.block(first, 0, n, d - 1).transpose();
-        kernels::row_statistics({&b.p_parts(part0, first), b.ld, d}, n, &b.h_keep(at),
+        kernels::row_statistics({&b.p_parts(part0, first), b.ld, d}, n, &b.self_keep(at),
                                 &b.norm_keep(at));
-        kernels::row_statistics({&b.pi_parts(part0, first), b.ld, d - 1}, n, &b.h_drop(at),
+        kernels::row_statistics({&b.pi_parts(part0, first), b.ld, d - 1}, n, &b.self_drop(at),
                                 &b.norm_drop(at));
         pending.push_back({&b, slot, d});
     }
@@ -273,9 +273,9 @@ struct HeadKernel {
             const int64_t first = g.first_head, part0 = q.slot * b.width,
                           at = q.slot * b.ld + first;
             keep.push_back(
-                {{&b.p_parts(part0, first), b.ld, q.d}, &b.h_keep(at), &b.norm_keep(at)});
+                {{&b.p_parts(part0, first), b.ld, q.d}, &b.self_keep(at), &b.norm_keep(at)});
             drop.push_back(
-                {{&b.pi_parts(part0, first), b.ld, q.d - 1}, &b.h_drop(at), &b.norm_drop(at)});
+                {{&b.pi_parts(part0, first), b.ld, q.d - 1}, &b.self_drop(at), &b.norm_drop(at)});
         }
         const int64_t n = g.n;
         auto args = [&](const std::vector<kernels::ClassicalRows>& sets, int cos, int js, int euc) {

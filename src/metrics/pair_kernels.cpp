@@ -59,13 +59,17 @@ HWY_INLINE double squared_distance(const double* gram, int64_t ld, int64_t a, in
 // exact), then z = c_i (1 + r), r = z / c_i - 1 = fma(z, 1/c_i, -1), for the interval i of z
 // (16 of them, by 4 bits of the mantissa; 1/32 wide below 1, 1/16 wide above, c_i at the
 // middle, and c = 1 on [63/64, 33/32) so that ln x keeps its relative accuracy near x = 1).
-// Both 16-entry tables fit in two registers each, looked up by one permute. |r| <= 1/32, and
-// ln(1 + r) is its Taylor polynomial of degree 11: the truncation is below r^12 / 12 / (1 - r),
-// < 1e-19 |ln(1 + r)|. Result (k ln2_hi + ln c_i) + (k ln2_lo + ln(1 + r)), with k ln2_hi exact
-// (ln2_hi has 11 trailing zero bits, |k| <= 1075). Error: the rounding of the two tabulated
-// values and of two additions, each <= u = 2^-53 relative to a term at most ~2.4x the result;
-// <= 4 ulp of the result over all positive normal x (the bound Highway documents for its Log;
-// tests/metrics/test_pair_kernels.cpp checks it against long double ln x).
+// Both 16-entry tables fit in two registers each, looked up by one permute. r is in
+// [-1/34, 1/32], and ln(1 + r) = r + r^2 p(r) with p of degree 5 fitted to the range (kLogP):
+// |error| <= 2.9e-15 absolute (simd::kLogPolynomialError), and r^2 |p - (ln(1 + r) - r) / r^2|
+// <= 3.1e-12 r^2 relative to ln(1 + r) ~ r near r = 0. The Jensen-Shannon sums weight the
+// logarithm by probabilities that add up to at most 2 (pair_kernels.hpp), so an absolute error
+// is what they see; degree 7 instead of an 11-degree Taylor polynomial (below 1e-19) takes 4 of
+// the kernel's 16 multiply-adds a part. Result k ln2 + (ln c_i + ln(1 + r)), ln2 rounded once
+// (relative error < 2^-54 on k ln2, |k| <= 1075). Rounding: the two tabulated values, two
+// additions and the final multiply-add, each <= u = 2^-53 relative to a term at most ~2.4x the
+// result; with the polynomial, |error| <= 4 ulp of the result + kLogPolynomialError over all
+// positive normal x (tests/metrics/test_pair_kernels.cpp checks it against long double ln x).
 // For x = 0 it returns -1023 ln 2 (finite), so 0 * ln 0 = 0 with no clamping; subnormal x
 // give a finite value whose product with x is below 4e-321.
 alignas(64) constexpr double kInvC[16] = {
@@ -91,6 +95,12 @@ alignas(64) constexpr double kLnC[16] = {-0x1.7fafa3bd8151cp-2,
                                          0x1.c8ff7c79a9a20p-3,
                                          0x1.1675cababa60fp-2};
 
+// p(r) ~ (ln(1 + r) - r) / r^2 on the range of r, [-1/34, 1/32], lowest power first: a fit at
+// Chebyshev nodes, rounded to double; |r + r^2 p(r) - ln(1 + r)| <= 2.88e-15 there
+// (scripts/kernel_log_fit.py computes both at 50 digits and checks 40,001 points of the range).
+constexpr double kLogP[6] = {-0x1.00000000068d8p-1, 0x1.55555553840d9p-2,  -0x1.fffff825bbf95p-3,
+                             0x1.9999e7277279cp-3,  -0x1.55aede4344325p-3, 0x1.2379d48a778a5p-3};
+
 template <class D, class V>
 HWY_INLINE V table_log(D d, V x) {
     const hn::RebindToSigned<D> di;
@@ -103,22 +113,16 @@ HWY_INLINE V table_log(D d, V x) {
         _mm512_permutex2var_pd(hn::Load(d, kInvC).raw, i.raw, hn::Load(d, kInvC + 8).raw)};
     const V ln_c{_mm512_permutex2var_pd(hn::Load(d, kLnC).raw, i.raw, hn::Load(d, kLnC + 8).raw)};
     const V r = hn::MulAdd(z, inv_c, hn::Set(d, -1.0));
-    // ln(1 + r) = r + r^2 p(r), p(r) = sum_{j=0}^{9} (-1)^(j+1) r^j / (j + 2), by Estrin's scheme.
+    // ln(1 + r) = r + r^2 p(r) with p of degree 5 (kLogP): pairs of terms in r, then Horner's
+    // scheme in r^2.
     const auto c = [d](double v) { return hn::Set(d, v); };
-    const V r2 = hn::Mul(r, r), r4 = hn::Mul(r2, r2);
-    const V p01 = hn::MulAdd(r, c(1.0 / 3), c(-1.0 / 2));
-    const V p23 = hn::MulAdd(r, c(1.0 / 5), c(-1.0 / 4));
-    const V p45 = hn::MulAdd(r, c(1.0 / 7), c(-1.0 / 6));
-    const V p67 = hn::MulAdd(r, c(1.0 / 9), c(-1.0 / 8));
-    const V p89 = hn::MulAdd(r, c(1.0 / 11), c(-1.0 / 10));
-    const V p03 = hn::MulAdd(r2, p23, p01);
-    const V p47 = hn::MulAdd(r2, p67, p45);
-    const V p49 = hn::MulAdd(r4, p89, p47);
-    const V p = hn::MulAdd(r4, p49, p03);
+    const V r2 = hn::Mul(r, r);
+    const V p01 = hn::MulAdd(r, c(kLogP[1]), c(kLogP[0]));
+    const V p23 = hn::MulAdd(r, c(kLogP[3]), c(kLogP[2]));
+    const V p45 = hn::MulAdd(r, c(kLogP[5]), c(kLogP[4]));
+    const V p = hn::MulAdd(r2, hn::MulAdd(r2, p45, p23), p01);
     const V kd = hn::ConvertTo(d, k);
-    const V hi = hn::MulAdd(kd, c(0x1.62e42fefa3800p-1), ln_c);
-    const V lo = hn::MulAdd(kd, c(0x1.ef35793c76730p-45), hn::MulAdd(r2, p, r));
-    return hn::Add(hi, lo);
+    return hn::MulAdd(kd, c(0x1.62e42fefa39efp-1), hn::Add(ln_c, hn::MulAdd(r2, p, r)));
 }
 #endif
 
@@ -137,13 +141,13 @@ HWY_INLINE V kernel_log(D d, V m) {
 #endif
 }
 
-// One part of the Jensen-Shannon sum of L pairs (heads in lanes): acc += m ln m with
-// m = (x + y) / 2. With x == y, m == x exactly, so row_statistics (y = x) and classical_pairs
-// give a pair of identical heads the same bits.
+// One part of the Jensen-Shannon sum of L pairs (heads in lanes): acc += s ln s with s = x + y
+// (pair_kernels.hpp: JS = (A_aa + A_bb) / 4 - A_ab / 2). row_statistics (y = x) and
+// classical_pairs compute the same bits for a pair of identical heads.
 template <class D, class V>
-HWY_INLINE V add_m_log_m(D d, V x, V y, V acc) {
-    const V m = hn::Mul(hn::Set(d, 0.5), hn::Add(x, y));
-    return hn::MulAdd(m, kernel_log(d, m), acc);
+HWY_INLINE V add_s_log_s(D d, V x, V y, V acc) {
+    const V s = hn::Add(x, y);
+    return hn::MulAdd(s, kernel_log(d, s), acc);
 }
 
 void kernel_log_impl(const double* x, int64_t n, double* out) {
@@ -153,17 +157,17 @@ void kernel_log_impl(const double* x, int64_t n, double* out) {
         hn::StoreU(kernel_log(d, hn::LoadU(d, x + i)), d, out + i);
 }
 
-void row_statistics_impl(const PartMajor& rows, int64_t n, double* h, double* norm) {
+void row_statistics_impl(const PartMajor& rows, int64_t n, double* self, double* norm) {
     const hn::ScalableTag<double> d;
     const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
     for (int64_t a0 = 0; a0 < n; a0 += lanes) {
         auto acc = hn::Zero(d), acc_sq = hn::Zero(d);
         for (int64_t j = 0; j < rows.k; ++j) {
             const auto x = hn::LoadU(d, rows.x + j * rows.ld + a0);
-            acc = add_m_log_m(d, x, x, acc);
+            acc = add_s_log_s(d, x, x, acc);
             acc_sq = hn::MulAdd(x, x, acc_sq);
         }
-        hn::StoreU(hn::Neg(acc), d, h + a0);
+        hn::StoreU(hn::Mul(hn::Set(d, 0.25), acc), d, self + a0);
         hn::StoreU(hn::Sqrt(acc_sq), d, norm + a0);
     }
 }
@@ -176,29 +180,28 @@ void classical_pairs_impl(const ClassicalPairs& c, int64_t n, int64_t b_begin, i
     const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
     constexpr int64_t kB = kPairBlock;
     HWY_ALIGN double tile[3 * kB * kPad];  // [metric][b - b_begin][lane]: cosine, JS, Euclidean
-    const auto zero = hn::Zero(d), half = hn::Set(d, 0.5), two = hn::Set(d, 2.0);
+    const auto zero = hn::Zero(d), minus_half = hn::Set(d, -0.5), two = hn::Set(d, 2.0);
     for (int64_t a0 = (b_begin + 1) / lanes * lanes; a0 < n; a0 += lanes) {
         const int64_t b_stop = std::min(b_end, a0 + lanes - 1);  // pairs need a > b
         for (int64_t i = 0; i < 3 * kB * lanes; ++i) tile[i] = 0;
         for (int64_t r = 0; r < c.n_sets; ++r) {
             const ClassicalRows& set = c.sets[r];
             const PartMajor& x = set.rows;
-            const auto ha = hn::LoadU(d, set.entropy + a0), na = hn::LoadU(d, set.norm + a0);
+            const auto ea = hn::LoadU(d, set.self + a0), na = hn::LoadU(d, set.norm + a0);
             for (int64_t b = b_begin; b < b_stop; ++b) {
                 auto acc = zero, acc_sq = zero;
                 for (int64_t j = 0; j < x.k; ++j) {
                     const auto xa = hn::LoadU(d, x.x + j * x.ld + a0);
                     const auto xb = hn::Set(d, x.x[j * x.ld + b]);
-                    acc = add_m_log_m(d, xa, xb, acc);
+                    acc = add_s_log_s(d, xa, xb, acc);
                     const auto diff = hn::Sub(xa, xb);
                     acc_sq = hn::MulAdd(diff, diff, acc_sq);
                 }
-                const auto nb = hn::Set(d, set.norm[b]), hb = hn::Set(d, set.entropy[b]);
+                const auto nb = hn::Set(d, set.norm[b]), eb = hn::Set(d, set.self[b]);
                 const auto dn = hn::Sub(na, nb);
                 const auto cos = hn::Div(hn::Max(zero, hn::NegMulAdd(dn, dn, acc_sq)),
                                          hn::Mul(two, hn::Mul(na, nb)));
-                const auto js =
-                    hn::Max(zero, hn::Sub(hn::Neg(acc), hn::Mul(half, hn::Add(ha, hb))));
+                const auto js = hn::Max(zero, hn::MulAdd(minus_half, acc, hn::Add(ea, eb)));
                 double* t = tile + (b - b_begin) * lanes;
                 hn::StoreU(hn::Add(hn::LoadU(d, t), cos), d, t);
                 t += kB * lanes;
@@ -257,8 +260,8 @@ void dispatch_kernel_log(const double* x, int64_t n, double* out) {
 }
 }  // namespace
 
-void row_statistics(const PartMajor& rows, int64_t n, double* h, double* norm) {
-    HWY_DYNAMIC_DISPATCH(row_statistics_impl)(rows, n, h, norm);
+void row_statistics(const PartMajor& rows, int64_t n, double* self, double* norm) {
+    HWY_DYNAMIC_DISPATCH(row_statistics_impl)(rows, n, self, norm);
 }
 
 void classical_pairs(const ClassicalPairs& args, int64_t n, int64_t b_begin, int64_t b_end) {

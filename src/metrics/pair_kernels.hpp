@@ -59,16 +59,16 @@ struct PartMajor {
     int64_t k = 0;
 };
 
-// h[a] = -sum_j x_aj ln x_aj (0 ln 0 = 0) and norm[a] = |x_a| for heads a < n (h and norm hold
-// n + kPad values), with the vectorised logarithm and summation order of classical_pairs, so
-// identical rows get a Jensen-Shannon divergence of exactly 0.
-void row_statistics(const PartMajor& rows, int64_t n, double* h, double* norm);
+// self[a] = A_aa / 4 = (1/4) sum_j 2 x_aj ln(2 x_aj) (0 ln 0 = 0) and norm[a] = |x_a| for heads
+// a < n (self and norm hold n + kPad values), with the vectorised logarithm and summation order
+// of classical_pairs, so identical rows get a Jensen-Shannon divergence of exactly 0.
+void row_statistics(const PartMajor& rows, int64_t n, double* self, double* norm);
 
 // One row set of the classical kernel.
 struct ClassicalRows {
-    PartMajor rows;                   // probability rows (keep: p, drop: pi)
-    const double* entropy = nullptr;  // [n + kPad] from row_statistics
-    const double* norm = nullptr;     // [n + kPad] from row_statistics
+    PartMajor rows;                // probability rows (keep: p, drop: pi)
+    const double* self = nullptr;  // [n + kPad] from row_statistics
+    const double* norm = nullptr;  // [n + kPad] from row_statistics
 };
 // Per pair a > b with b in [b_begin, b_end) (at most kPairBlock columns), the distances of every
 // row set in `sets`, summed and added once to the column-major [n, n] sums (leading dimension
@@ -76,9 +76,15 @@ struct ClassicalRows {
 //   Euclidean sqrt(s), s = sum_j (x_aj - x_bj)^2;
 //   cosine 1 - cos = (s - (|x_a| - |x_b|)^2) / (2 |x_a| |x_b|), the same identity without the
 //     cancellation of 1 - x_a.x_b / (|x_a| |x_b|) near 1;
-//   Jensen-Shannon H(m) - (H(x_a) + H(x_b)) / 2, m = (x_a + x_b) / 2, in nats, with Highway's
-//     vectorised logarithm (at most 4 ulp: on AVX-512 the table logarithm of pair_kernels.cpp,
-//     elsewhere hwy/contrib/math Log, documented in math-inl.h; simd::kernel_log tests it).
+//   Jensen-Shannon H(m) - (H(x_a) + H(x_b)) / 2, m = (x_a + x_b) / 2, in nats, computed as
+//     (A_aa + A_bb) / 4 - A_ab / 2 with A_ab = sum_j s_j ln s_j, s = x_a + x_b: expanding
+//     m ln m = (s ln s - s ln 2) / 2 and x ln x = (2x ln 2x - 2x ln 2) / 4, the ln 2 terms cancel
+//     (sum_j s_j = sum_j x_aj + sum_j x_bj), so a part costs one addition, one logarithm and one
+//     multiply-add. The logarithm is vectorised: on AVX-512 the table logarithm of
+//     pair_kernels.cpp (<= 4 ulp + simd::kLogPolynomialError absolute), elsewhere
+//     hwy/contrib/math Log (<= 4 ulp, documented in math-inl.h); simd::kernel_log tests both.
+//     The sums weight ln s by s, and sum_j s_j is about 2, so the polynomial adds at most about
+//     2 kLogPolynomialError to A_ab and to the divergence.
 struct ClassicalPairs {
     const ClassicalRows* sets = nullptr;
     int64_t n_sets = 0;

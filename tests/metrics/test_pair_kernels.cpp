@@ -30,8 +30,10 @@ double gamma(double k) {
 }
 // ulp(y) <= 2^-52 |y| for a normal float64 y.
 constexpr double kUlpRel = 0x1p-52;
-// hwy/contrib/math/math-inl.h documents Log for float64 as "Max Error: ULP = 4", every target.
+// hwy/contrib/math/math-inl.h documents Log for float64 as "Max Error: ULP = 4", every target;
+// the AVX-512 table logarithm of pair_kernels.cpp is within 4 ulp + simd::kLogPolynomialError.
 constexpr double kHwyLogUlps = 4;
+constexpr double kLogAbs = simd::kLogPolynomialError;
 // glibc's log (the reference's std::log) is below 1 ulp.
 constexpr double kLibmLogUlps = 1;
 // Share tau of pair_kernels.hpp below which a Gram value is recomputed from the rows.
@@ -82,12 +84,13 @@ Reference reference(const std::vector<AttentionInput>& xs, int64_t min_parts = 3
                         const auto& xb = c == 0 ? r[b].p : r[b].pi;
                         const int64_t k = static_cast<int64_t>(xa.size());
                         const double kk = double(k);
-                        double s = 0, na = 0, nb = 0, hm = 0, ha = 0, hb = 0;
+                        double s = 0, na = 0, nb = 0, hm = 0, ha = 0, hb = 0, mass = 0;
                         for (int64_t j = 0; j < k; ++j) {
                             s += (xa[j] - xb[j]) * (xa[j] - xb[j]);
                             na += xa[j] * xa[j];
                             nb += xb[j] * xb[j];
                             const double m = 0.5 * (xa[j] + xb[j]);
+                            mass += m;
                             hm -= m > 0 ? m * std::log(m) : 0;
                             ha -= xa[j] > 0 ? xa[j] * std::log(xa[j]) : 0;
                             hb -= xb[j] > 0 ? xb[j] * std::log(xb[j]) : 0;
@@ -110,16 +113,24 @@ Reference reference(const std::vector<AttentionInput>& xs, int64_t min_parts = 3
                                 (2 * na * nb) +
                             (2 * gamma(kk + 1) + 3 * kU64) * std::abs(cos) + 2 * gamma(kk) +
                             4 * kU64;
-                        // Jensen-Shannon H(m) - (H(a) + H(b)) / 2 with Highway's Log: each
-                        // m ln m within (2u + 4 ulp) |m ln m| + u m (m rounded once), sums
-                        // gamma_{k+1}; the definition sum x ln(x / m) / 2 with libm's log:
-                        // 2u + 2 (1 ulp + gamma_{2k+2}) (its terms' |.| sum to <= 1/e + ln 2).
+                        // Jensen-Shannon as the kernel computes it, (A_aa + A_bb) / 4 - A_ab / 2
+                        // with A_ab = sum s ln s, s = a + b (pair_kernels.hpp): s rounded once
+                        // (u s |ln s + 1|), ln s within 4 ulp + kLogAbs, the product and sum
+                        // gamma_{k+1}, so |dA_ab| <= (u + 4 ulp + gamma) sum s |ln s| + (u +
+                        // kLogAbs) sum s, and the same for A_aa (s = 2a exact). With
+                        // s |ln s| <= 2m (|ln m| + ln 2), sum m = mass and the final addition and
+                        // multiply-add (u each on terms of the same size): the kernel is within
+                        // (3u + 4 ulp + gamma_{k+1}) (hm + (ha + hb) / 2 + 2 ln2 mass)
+                        // + (u + 2 kLogAbs) mass. The definition sum x ln(x / m) / 2 with libm's
+                        // log: 2u + 2 (1 ulp + gamma_{2k+2}) (its terms' |.| sum to
+                        // <= 1/e + ln 2), + u js.
                         const double js = js_divergence(xa.data(), xb.data(), k);
                         sum["js" + suffix](a, b) += js;
                         tol_sum["js" + suffix](a, b) +=
-                            (2 * kU64 + kHwyLogUlps * kUlpRel + gamma(kk + 1)) *
-                                (hm + 0.5 * (ha + hb)) +
-                            3 * kU64 + 2 * (kLibmLogUlps * kUlpRel + gamma(2 * kk + 2)) + kU64 * js;
+                            (3 * kU64 + kHwyLogUlps * kUlpRel + gamma(kk + 1)) *
+                                (hm + 0.5 * (ha + hb) + 2 * std::log(2.0) * mass) +
+                            (kU64 + 2 * kLogAbs) * mass + 2 * kU64 +
+                            2 * (kLibmLogUlps * kUlpRel + gamma(2 * kk + 2)) + kU64 * js;
                     }
                 }
         }
@@ -223,8 +234,9 @@ TEST(PairKernels, DuplicateHeadsMatchThePairwiseDefinition) {
 }
 
 // The Jensen-Shannon, cosine and Euclidean kernels (and the Gram corrections) give the pairwise
-// definitions within the bounds of hwy's documented 4-ulp logarithm on every compiled SIMD
-// target the CPU runs (on an AVX-512 machine: AVX3, AVX2, SSE4, SSSE3 and scalar).
+// definitions within the bounds of the kernels' logarithm (4 ulp + simd::kLogPolynomialError)
+// on every compiled SIMD target the CPU runs (on an AVX-512 machine: AVX3, AVX2, SSE4, SSSE3 and
+// scalar).
 TEST(PairKernels, EverySimdTargetMatchesThePairwiseDefinition) {
     const std::vector<AttentionInput> xs = {with_duplicates(41, 2, 5, 19)};
     const Reference ref = reference(xs);
@@ -242,12 +254,13 @@ TEST(PairKernels, EverySimdTargetMatchesThePairwiseDefinition) {
     RecordProperty("simd_targets", names);
 }
 
-// The logarithm of the kernels is within the 4 ulp the bounds above assume, on every target:
+// The logarithm of the kernels is within the 4 ulp + kLogAbs the bounds above assume, on every
+// target (kLogAbs is the AVX-512 table logarithm's polynomial; Highway's Log has 4 ulp alone):
 // against long double ln x (glibc's logl, < 1 ulp of its 64-bit mantissa, so < 2^-10 ulp of a
 // double) on x spread over every binade of the normal range, the edges of table_log's
 // intervals (z = 43/64 + j/32 below 1, 33/32 + j/16 above, each side), values near 1, powers of 2,
 // DBL_MIN and DBL_MAX.
-TEST(PairKernels, KernelLogarithmIsWithinFourUlp) {
+TEST(PairKernels, KernelLogarithmIsWithinItsBound) {
     std::vector<double> x;
     std::mt19937_64 rng(7);
     std::uniform_real_distribution<double> unit(1.0, 2.0);
@@ -276,13 +289,15 @@ TEST(PairKernels, KernelLogarithmIsWithinFourUlp) {
                 EXPECT_EQ(out[i], 0.0) << t.name << " x = 1";
                 continue;
             }
-            // ulp of the double nearest ref: 2^(exponent - 52)
+            // ulp of the double nearest ref: 2^(exponent - 52); the error beyond kLogAbs in ulp
             const double ulp = std::ldexp(1.0, std::ilogb(static_cast<double>(ref)) - 52);
-            const double err = static_cast<double>(std::fabs(out[i] - ref)) / ulp;
+            const double err =
+                std::max(0.0, static_cast<double>(std::fabs(out[i] - ref)) - kLogAbs) / ulp;
             if (err > worst) worst = err, worst_x = x[i];
         }
-        EXPECT_LE(worst, kHwyLogUlps) << t.name << ": " << worst << " ulp at x = " << worst_x;
-        std::cout << "[ log ulp  ] " << t.name << " " << worst << "\n";
+        EXPECT_LE(worst, kHwyLogUlps)
+            << t.name << ": " << worst << " ulp + " << kLogAbs << " at x = " << worst_x;
+        std::cout << "[ log ulp  ] " << t.name << " " << worst << " (beyond " << kLogAbs << ")\n";
     }
 }
 

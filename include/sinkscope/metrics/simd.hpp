@@ -22,8 +22,13 @@ Target active_target();
 // the CPU's best. Not thread-safe: call it while no kernel runs (tests, benchmarks).
 void force_target(int64_t bits);
 
+// Absolute error of the AVX-512 logarithm's polynomial beyond its rounding (src/metrics/
+// pair_kernels.cpp): <= 2.88e-15 on its range (scripts/kernel_log_fit.py checks it).
+inline constexpr double kLogPolynomialError = 3e-15;
+
 // out[i] = ln x[i], i < n, by the logarithm of the head-distance kernels on the active target
-// (for their tests; at most 4 ulp for positive normal x). n must be a multiple of 32.
+// (for their tests): for positive normal x within 4 ulp + kLogPolynomialError on every target
+// (Highway's Log, 4 ulp, where the table logarithm is not used). n must be a multiple of 32.
 void kernel_log(const double* x, int64_t n, double* out);
 
 }  // namespace sinkscope::metrics::simd

@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""Coefficients of the AVX-512 table logarithm of src/metrics/pair_kernels.cpp (kLogP).
+
+table_log writes x = 2^k z c_i (1 + r), where c_i is the tabulated point of z's interval
+(kInvC holds 1/c_i rounded to double; r = z / c_i - 1 by one fused multiply-add). This script
+  * computes the range of r over the 16 intervals from the table as it is in the source,
+  * fits p(r) ~ (ln(1 + r) - r) / r^2 there at Chebyshev nodes (mpmath.chebyfit, 50 digits),
+  * rounds the coefficients to double and prints them lowest power first, and
+  * evaluates |r + r^2 p(r) - ln(1 + r)| at 50 digits on 40,001 points of the range, the bound
+    the source states as kLogPolynomialError (include/sinkscope/metrics/simd.hpp).
+With --check (a ctest test) it exits 1 unless the source's kLogP are these coefficients and the
+bound is at most kLogPolynomialError. Needs Debian's python3-mpmath.
+Usage: /usr/bin/python3 scripts/kernel_log_fit.py [--check] [--degree 5]
+"""
+
+import argparse
+import os
+import re
+import struct
+import sys
+
+import mpmath as mp
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "metrics")
+
+
+def source_array(text, name):
+    """The doubles of `constexpr double NAME[...] = {...};` in hexadecimal notation."""
+    body = re.search(r"constexpr double " + name + r"\[\d+\] = \{([^}]*)\}", text).group(1)
+    return [float.fromhex(h) for h in re.findall(r"-?0x[0-9a-fA-F.]+p[-+]?\d+", body)]
+
+
+def bits(x):
+    return struct.unpack("<q", struct.pack("<d", x))[0]
+
+
+def from_bits(b):
+    return struct.unpack("<d", struct.pack("<q", b))[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--degree", type=int, default=5, help="degree of p (the logarithm's is +2)")
+    ap.add_argument("--points", type=int, default=40000)
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless the source holds these coefficients within its bound")
+    args = ap.parse_args()
+    mp.mp.dps = 50
+    with open(os.path.join(SRC, "pair_kernels.cpp")) as f:
+        cpp = f.read()
+    with open(os.path.join(SRC, "..", "..", "include", "sinkscope", "metrics", "simd.hpp")) as f:
+        bound = float(re.search(r"kLogPolynomialError = ([0-9.e+-]+);", f.read()).group(1))
+    # kInvC: 1/c_i for the intervals of z in [43/64, 43/32), 1/32 wide below 1 and 1/16 wide
+    # above; the interval index is bits 48..51 of bits(z) - bits(43/64).
+    inv_c = source_array(cpp, "kInvC")
+    base = bits(43.0 / 64)
+    r_lo, r_hi = mp.mpf(1), mp.mpf(-1)
+    for i, ic in enumerate(inv_c):
+        lo, hi = from_bits(base + (i << 48)), from_bits(base + ((i + 1) << 48))
+        r_lo = min(r_lo, mp.mpf(lo) * mp.mpf(ic) - 1)
+        r_hi = max(r_hi, mp.mpf(hi) * mp.mpf(ic) - 1)
+
+    def g(r):
+        return (mp.log(1 + r) - r) / r**2 if r != 0 else mp.mpf(-0.5)
+
+    high_first = mp.chebyfit(g, [r_lo, r_hi], args.degree + 1)
+    coef = [float(c) for c in reversed(high_first)]  # rounded to double, lowest power first
+    worst, at = mp.mpf(0), mp.mpf(0)
+    for j in range(args.points + 1):
+        r = r_lo + (r_hi - r_lo) * j / args.points
+        p = mp.polyval([mp.mpf(c) for c in reversed(coef)], r)
+        err = abs(r + r**2 * p - mp.log(1 + r))
+        if err > worst:
+            worst, at = err, r
+    print("r in [%s, %s]" % (mp.nstr(r_lo, 17), mp.nstr(r_hi, 17)))
+    print("kLogP = {" + ", ".join(c.hex() for c in coef) + "}")
+    print("max |r + r^2 p(r) - ln(1 + r)| = %s at r = %s (kLogPolynomialError %g)" %
+          (mp.nstr(worst, 4), mp.nstr(at, 6), bound))
+    if args.check:
+        in_source = source_array(cpp, "kLogP")
+        if in_source != coef:
+            print("pair_kernels.cpp has kLogP = {" + ", ".join(c.hex() for c in in_source) + "}")
+            return 1
+        if worst > bound:
+            print("the polynomial's error exceeds kLogPolynomialError")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
