@@ -19,4 +19,14 @@ inline bool takes_runtime_policy(int argc, char** argv) {
     return false;
 }
 
+// The subcommands sinkscope-lite has (apps/CMakeLists.txt: cmd_*.cpp, the ones that run no
+// model); the launcher starts them there, without libtorch.
+inline bool runs_without_torch(int argc, char** argv) {
+    static const char* const kCommands[] = {"compare", "metrics", "report"};
+    if (argc < 2) return false;
+    for (const char* c : kCommands)
+        if (__builtin_strcmp(argv[1], c) == 0) return true;
+    return false;
+}
+
 }  // namespace sinkscope::cli

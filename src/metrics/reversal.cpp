@@ -6,10 +6,10 @@
 // tie rule is relative (|x - y| <= 1e-12 max(|x|, |y|)) and not transitive, so sorting cannot
 // classify ties exactly. We therefore use the O(n^2)-per-anchor pair loop, made cheap:
 //   pass 1: copy row a of every matrix, without a itself, into a contiguous buffer;
-//   pass 2: for each b, write the verdict code (+1, -1, 0 = tie) of every c > b under every
-//           matrix into a small int8 buffer (one branch-free, vectorisable loop per matrix);
-//   pass 3: for each comparison, the product of two codes is 0 (a tie: excluded), +1 (agree)
-//           or -1 (disagree); counting those is a vectorised int8 loop.
+//   pass 2: for each b, the verdicts (+1, -1, 0 = tie) of every c > b under every matrix as two
+//           bit sets (+1, -1), 64 c to a word, from vector comparisons;
+//   pass 3: for each comparison, both verdicts not a tie (compared) and opposite (disagree)
+//           are bitwise operations on the words, counted by popcount (reversal_kernels.hpp).
 // Each matrix's verdicts are computed once per (a, b) and reused by every comparison that
 // uses the matrix, all buffers stay in L1, and anchors are split over threads. The result is
 // exactly the brute-force triple loop (tests/metrics/test_reversal.cpp checks this).
@@ -21,6 +21,7 @@
 #include <random>
 #include <thread>
 
+#include "metrics/reversal_kernels.hpp"
 #include "sinkscope/core/error.hpp"
 
 namespace sinkscope::metrics {
@@ -95,34 +96,6 @@ std::vector<int> resolve_heads(std::span<const Eigen::MatrixXd* const> matrices,
     return out;
 }
 
-// Pass 2: code[c] = verdict of (b, c) for c in [b+1, m) under one matrix row x (length m).
-inline void verdict_codes(const double* __restrict x, int b, int m, int8_t* __restrict code) {
-    const double xb = x[b];
-    const double axb = std::fabs(xb);
-    const double* xs = x + b + 1;
-    int8_t* out = code + b + 1;
-    const int len = m - b - 1;
-    for (int k = 0; k < len; ++k) {
-        const double diff = xb - xs[k];
-        const double tol = kTieRelTol * std::max(axb, std::fabs(xs[k]));
-        out[k] = static_cast<int8_t>((diff > tol) - (diff < -tol));
-    }
-}
-
-// Pass 3: over c in [b+1, m), how many code pairs are both non-zero, and how many of those differ.
-inline void count_codes(const int8_t* u, const int8_t* v, int b, int m, int64_t& compared,
-                        int64_t& disagree) {
-    int n_cmp = 0;
-    int n_dis = 0;
-    for (int c = b + 1; c < m; ++c) {
-        const int p = u[c] * v[c];
-        n_cmp += p != 0;
-        n_dis += p < 0;
-    }
-    compared += n_cmp;
-    disagree += n_dis;
-}
-
 struct ExactPlan {
     std::vector<int> used;                 // matrix indices that appear in some comparison
     std::vector<std::array<int, 2>> slot;  // per comparison: slots into `used`
@@ -147,40 +120,32 @@ ExactPlan make_plan(size_t n_matrices, std::span<const MatrixPair> pairs) {
 }
 
 // Compared / disagree counts of every comparison for anchors heads[anchor_begin..anchor_end).
-// With only the x86-64 baseline (SSE2) GCC cannot pack the double comparisons of pass 2 into
-// int8 codes, and pass 3 runs 16 codes a step; clones for AVX2 and for x86-64-v4 (AVX-512: 8
-// comparisons and 64 codes a step) are built too, and the loader picks the widest the CPU runs.
-// Every clone computes the same integer counts.
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#endif
 void count_anchor_range(std::span<const Eigen::MatrixXd* const> matrices, const ExactPlan& plan,
                         const std::vector<int>& heads, size_t anchor_begin, size_t anchor_end,
                         std::vector<int64_t>& compared, std::vector<int64_t>& disagree) {
-    const int n_used = static_cast<int>(plan.used.size());
-    const int m = static_cast<int>(heads.size()) - 1;            // candidates per anchor
-    std::vector<double> rows(static_cast<size_t>(n_used) * m);   // [used matrix, candidate]
-    std::vector<int8_t> codes(static_cast<size_t>(n_used) * m);  // [used matrix, candidate]
+    const int64_t n_used = static_cast<int64_t>(plan.used.size());
+    const int64_t m = static_cast<int64_t>(heads.size()) - 1;  // candidates per anchor
+    const int64_t w = kernels::kVerdictWord;
+    const int64_t stride = (m + w - 1) / w * w;
+    // [used matrix, candidate], NaN (no verdict) past the m candidates
+    std::vector<double> rows(static_cast<size_t>(n_used * stride),
+                             std::numeric_limits<double>::quiet_NaN());
+    std::vector<uint64_t> words(static_cast<size_t>(2 * n_used * stride / w));
+    const kernels::AnchorRows anchor{rows.data(), stride, m, n_used};
     for (size_t ia = anchor_begin; ia < anchor_end; ++ia) {
         const int a = heads[ia];
         // Pass 1: the anchor's row of every used matrix, without the anchor.
-        for (int u = 0; u < n_used; ++u) {
+        for (int64_t u = 0; u < n_used; ++u) {
             const Eigen::MatrixXd& d =
                 *matrices[static_cast<size_t>(plan.used[static_cast<size_t>(u)])];
-            double* row = rows.data() + static_cast<size_t>(u) * m;
-            int j = 0;
+            double* row = rows.data() + u * stride;
+            int64_t j = 0;
             for (size_t ib = 0; ib < heads.size(); ++ib)
                 if (ib != ia) row[j++] = d(a, heads[ib]);
         }
-        for (int b = 0; b + 1 < m; ++b) {
-            for (int u = 0; u < n_used; ++u)  // pass 2
-                verdict_codes(rows.data() + static_cast<size_t>(u) * m, b, m,
-                              codes.data() + static_cast<size_t>(u) * m);
-            for (size_t q = 0; q < plan.slot.size(); ++q)  // pass 3
-                count_codes(codes.data() + static_cast<size_t>(plan.slot[q][0]) * m,
-                            codes.data() + static_cast<size_t>(plan.slot[q][1]) * m, b, m,
-                            compared[q], disagree[q]);
-        }
+        // Passes 2 and 3: verdict bits and their counts (reversal_kernels.hpp).
+        kernels::count_anchor(anchor, plan.slot.data(), static_cast<int64_t>(plan.slot.size()),
+                              words.data(), compared.data(), disagree.data());
     }
 }
 

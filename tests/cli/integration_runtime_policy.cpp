@@ -99,13 +99,16 @@ TEST(RuntimePolicy, UserValuesKept) {
         << all.dump(2);
 }
 
-// The launcher on its own: beside a stand-in sinkscope-main that prints its arguments and
-// environment, so sinkscope-main's own restart cannot hide what the launcher passes on.
+// The launcher on its own: beside a stand-in sinkscope-main and sinkscope-lite that print their
+// arguments and environment, so sinkscope-main's own restart cannot hide what the launcher passes
+// on. The subcommands that run no model go to sinkscope-lite, the others to sinkscope-main.
 TEST(RuntimePolicy, LauncherPassesArgumentsAndPolicy) {
     testutil::ScratchDir tmp;
     fs::copy_file(testutil::cli_path(), tmp / "sinkscope");
     testutil::write_text(tmp / "sinkscope-main", "#!/bin/sh\necho \"args: $*\"\nenv\n");
+    testutil::write_text(tmp / "sinkscope-lite", "#!/bin/sh\necho \"lite args: $*\"\nenv\n");
     ASSERT_EQ(::chmod((tmp / "sinkscope-main").c_str(), 0755), 0);
+    ASSERT_EQ(::chmod((tmp / "sinkscope-lite").c_str(), 0755), 0);
     const std::vector<std::string> unset = {"env",
                                             "-u",
                                             "OMP_WAIT_POLICY",
@@ -132,10 +135,43 @@ TEST(RuntimePolicy, LauncherPassesArgumentsAndPolicy) {
     EXPECT_NE(other.out.find("args: inspect x\n"), std::string::npos) << other.out;
     EXPECT_EQ(other.out.find("OPENBLAS_THREAD_TIMEOUT"), std::string::npos) << other.out;
     EXPECT_EQ(other.out.find("GLIBC_TUNABLES"), std::string::npos) << other.out;
+    // metrics: sinkscope-lite, with the policy; report: sinkscope-lite, without.
+    const auto metrics = run({"metrics", "--attention", "a.npy"});
+    ASSERT_EQ(metrics.exit_code, 0) << metrics.err;
+    EXPECT_EQ(metrics.out.rfind("lite args: metrics --attention a.npy\n", 0), 0) << metrics.out;
+    EXPECT_NE(metrics.out.find("\nGLIBC_TUNABLES=glibc.malloc.hugetlb=1\n"), std::string::npos)
+        << metrics.out;
+    const auto report = run({"report", "dir"});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    EXPECT_EQ(report.out.rfind("lite args: report dir\n", 0), 0) << report.out;
+    EXPECT_EQ(report.out.find("GLIBC_TUNABLES"), std::string::npos) << report.out;
+    // A build without sinkscope-lite (no model runtime): everything goes to sinkscope-main.
+    fs::remove(tmp / "sinkscope-lite");
+    const auto fallback = run({"metrics", "x"});
+    ASSERT_EQ(fallback.exit_code, 0) << fallback.err;
+    EXPECT_EQ(fallback.out.rfind("args: metrics x\n", 0), 0) << fallback.out;
     // Without sinkscope-main beside it: one line naming the missing file, exit 127.
     fs::remove(tmp / "sinkscope-main");
     const auto missing = run({"analyze"});
     EXPECT_EQ(missing.exit_code, 127);
     EXPECT_EQ(missing.err, "sinkscope: cannot start " + (tmp / "sinkscope-main").string() +
                                ": No such file or directory\n");
+}
+
+// sinkscope-lite, as built, loads no library of libtorch (glibc's loader lists what a program
+// loads when LD_TRACE_LOADED_OBJECTS is set, and exits), and runs the metric suite.
+TEST(RuntimePolicy, LiteLoadsNoLibtorch) {
+    const fs::path lite = testutil::cli_path().parent_path() / "sinkscope-lite";
+    ASSERT_TRUE(fs::exists(lite)) << lite;
+    const auto trace = testutil::run_program({"env", "LD_TRACE_LOADED_OBJECTS=1", lite.string()});
+    ASSERT_EQ(trace.exit_code, 0) << trace.err;
+    EXPECT_NE(trace.out.find("libc.so"), std::string::npos) << trace.out;
+    EXPECT_NE(trace.out.find("libblas.so"), std::string::npos) << trace.out;
+    EXPECT_EQ(trace.out.find("libtorch"), std::string::npos) << trace.out;
+    EXPECT_EQ(trace.out.find("libc10"), std::string::npos) << trace.out;
+    testutil::ScratchDir tmp;
+    const auto run = testutil::run_program(
+        {lite.string(), "metrics", "--example", "--no-report", "--out", (tmp / "out").string()});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_TRUE(fs::exists(tmp / "out" / "distances.csv"));
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sinkscope/metrics/reversal.hpp"
+#include "sinkscope/metrics/simd.hpp"
 #include "synthetic_attention.hpp"
 #include "testing.hpp"
 
@@ -132,6 +133,11 @@ int brute_verdict(double x, double y) {
     return x > y ? 1 : -1;
 }
 
+// A NaN distance orders nothing: every triple it enters is a tie (never compared).
+int brute_verdict_nan(double x, double y) {
+    return std::isnan(x) || std::isnan(y) ? 0 : brute_verdict(x, y);
+}
+
 ReversalCounts brute_force(const Eigen::MatrixXd& d1, const Eigen::MatrixXd& d2,
                            const std::vector<int>& heads) {
     ReversalCounts c;
@@ -141,8 +147,8 @@ ReversalCounts brute_force(const Eigen::MatrixXd& d1, const Eigen::MatrixXd& d2,
                 if (a == b || a == cc || b >= cc) continue;
                 ++c.n_triples;
                 ++c.n_examined;
-                const int v1 = brute_verdict(d1(a, b), d1(a, cc));
-                const int v2 = brute_verdict(d2(a, b), d2(a, cc));
+                const int v1 = brute_verdict_nan(d1(a, b), d1(a, cc));
+                const int v2 = brute_verdict_nan(d2(a, b), d2(a, cc));
                 if (v1 == 0 || v2 == 0) {
                     ++c.n_tied;
                 } else {
@@ -151,6 +157,25 @@ ReversalCounts brute_force(const Eigen::MatrixXd& d1, const Eigen::MatrixXd& d2,
                 }
             }
     return c;
+}
+
+// count_reversals_exact on `heads` (all n: the default, no subset) with `threads` threads equals
+// the brute-force loop for every comparison.
+void expect_brute_force(const std::vector<Eigen::MatrixXd>& m, const std::vector<MatrixPair>& pairs,
+                        const std::vector<int>& heads, int n, int threads) {
+    const bool all = static_cast<int>(heads.size()) == n;
+    const auto counts =
+        count_reversals_exact(pointers(m), pairs, all ? std::vector<int>{} : heads, threads);
+    for (size_t q = 0; q < pairs.size(); ++q) {
+        SCOPED_TRACE(testing::Message()
+                     << "pair " << q << " heads " << heads.size() << " threads " << threads);
+        const ReversalCounts ref = brute_force(m[static_cast<size_t>(pairs[q].first)],
+                                               m[static_cast<size_t>(pairs[q].second)], heads);
+        EXPECT_EQ(counts[q].n_triples, ref.n_triples);
+        EXPECT_EQ(counts[q].n_tied, ref.n_tied);
+        EXPECT_EQ(counts[q].n_compared, ref.n_compared);
+        EXPECT_EQ(counts[q].n_disagree, ref.n_disagree);
+    }
 }
 
 }  // namespace
@@ -212,31 +237,58 @@ TEST(Reversal, ExactMatchesBruteForceWithTies) {
             for (int j = i + 1; j < n; ++j) d(i, j) = d(j, i) = base(rng) * (1.0 + eps[pick(rng)]);
         m.push_back(d);
     }
-    const auto ptr = pointers(m);
     const std::vector<MatrixPair> pairs = {{0, 1}, {1, 2}, {2, 3}, {0, 3}, {3, 3}};
     std::vector<int> all(n);
     for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
     const std::vector<int> subset = {1, 3, 4, 7, 8, 11};
-    for (const auto& heads : {all, subset}) {
-        for (int threads : {1, 2}) {
-            const auto counts = count_reversals_exact(
-                ptr, pairs, heads.size() == all.size() ? std::vector<int>{} : heads, threads);
-            for (size_t q = 0; q < pairs.size(); ++q) {
-                SCOPED_TRACE(testing::Message() << "pair " << q << " heads " << heads.size()
-                                                << " threads " << threads);
-                const ReversalCounts ref =
-                    brute_force(m[static_cast<size_t>(pairs[q].first)],
-                                m[static_cast<size_t>(pairs[q].second)], heads);
-                EXPECT_EQ(counts[q].n_triples, ref.n_triples);
-                EXPECT_EQ(counts[q].n_tied, ref.n_tied);
-                EXPECT_EQ(counts[q].n_compared, ref.n_compared);
-                EXPECT_EQ(counts[q].n_disagree, ref.n_disagree);
-            }
-        }
-    }
+    for (const auto& heads : {all, subset})
+        for (int threads : {1, 2}) expect_brute_force(m, pairs, heads, n, threads);
     // The tie cases must actually occur, or this test proves nothing about ties.
     EXPECT_GT(brute_force(m[0], m[1], all).n_tied, 0);
     EXPECT_GT(brute_force(m[0], m[1], all).n_disagree, 0);
+}
+
+// The vectorised counting (reversal_kernels.hpp: verdict bits, 64 candidates a word) equals the
+// brute-force triple loop on 150 heads (149 candidates an anchor: three words, the last partly
+// padding) with ties, zeros and NaN distances, on every SIMD target the CPU runs, for all heads
+// and a subset of 70 (two words), with 1 and 3 threads.
+TEST(Reversal, ExactMatchesBruteForceAcrossWordsOnEveryTarget) {
+    std::mt19937_64 rng(11);
+    std::uniform_int_distribution<int> base(0, 4);
+    std::uniform_int_distribution<int> pick(0, 5);
+    const double eps[6] = {0.0, 4e-13, -4e-13, 3e-12, -3e-12, 0.0};
+    const int n = 150;
+    std::vector<Eigen::MatrixXd> m;
+    for (int k = 0; k < 3; ++k) {
+        Eigen::MatrixXd d = Eigen::MatrixXd::Zero(n, n);
+        for (int i = 0; i < n; ++i)
+            for (int j = i + 1; j < n; ++j) {
+                const int e = pick(rng);
+                d(i, j) = d(j, i) = e == 5 && k == 1 && (i + j) % 7 == 0
+                                        ? std::nan("")
+                                        : base(rng) * (1.0 + eps[e]);
+            }
+        m.push_back(d);
+    }
+    const std::vector<MatrixPair> pairs = {{0, 1}, {1, 2}, {0, 2}, {2, 2}};
+    std::vector<int> all(n), subset;
+    for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+    for (int i = 3; i < n; i += 2) subset.push_back(i);
+    subset.resize(70);
+    struct Guard {
+        ~Guard() { simd::force_target(0); }
+    } guard;
+    for (const auto& t : simd::available_targets()) {
+        simd::force_target(t.bits);
+        SCOPED_TRACE(t.name);
+        for (const auto& heads : {all, subset})
+            for (int threads : {1, 3}) expect_brute_force(m, pairs, heads, n, threads);
+    }
+    // Ties, NaN ties and disagreements all occur.
+    const ReversalCounts r01 = brute_force(m[0], m[1], all);
+    EXPECT_GT(r01.n_tied, brute_force(m[0], m[2], all).n_tied);  // the NaN of matrix 1
+    EXPECT_GT(brute_force(m[0], m[2], all).n_tied, 0);
+    EXPECT_GT(r01.n_disagree, 0);
 }
 
 // Sampled rates on random heads agree with the exact rate within their 95% Wilson interval:

@@ -39,7 +39,7 @@ CliResult run_cli(const std::vector<std::string>& args,
                   const std::vector<std::string>& launcher = {});
 // Runs the program argv[0] with the other arguments (each one shell-quoted).
 CliResult run_program(const std::vector<std::string>& argv);
-// The built sinkscope executable (the launcher; sinkscope-main lies beside it).
+// The built sinkscope executable (the launcher; sinkscope-main and sinkscope-lite lie beside it).
 std::filesystem::path cli_path();
 // Runs many command lines through `n_processes` sinkscope processes in batch mode
 // (SINKSCOPE_TEST_BATCH, apps/main.cpp: each command in a forked child of one process, so

@@ -54,8 +54,8 @@ inline void set_allocator_policy() {
 // preinit functions, and reads its tunables before them, so none of these can be set from
 // within: they have to be in the environment the process starts with.
 // * `sinkscope` (apps/launcher.cpp) is a small program without libtorch that starts
-//   sinkscope-main beside it with the environment plus what it lacks (for the commands of that
-//   list), at no measurable cost.
+//   sinkscope-main (or, for metrics, sinkscope-lite) beside it with the environment plus what it
+//   lacks (for the commands of that list), at no measurable cost.
 // * sinkscope-main itself (started directly, or bench/forward_time) runs
 //   restart_with_runtime_policy from its .preinit_array (before any library is initialised):
 //   when the environment lacks any of the variables, the executable is started again in place
