@@ -8,25 +8,28 @@
 
 namespace sinkscope::cli {
 
-// Plain code: callable before the C library is initialised.
+// Whether argv[1] is one of `commands`. Plain code: callable before the C library is
+// initialised.
+template <int N>
+inline bool is_subcommand(int argc, char** argv, const char* const (&commands)[N]) {
+    if (argc < 2) return false;
+    for (const char* c : commands)
+        if (__builtin_strcmp(argv[1], c) == 0) return true;
+    return false;
+}
+
 inline bool takes_runtime_policy(int argc, char** argv) {
     static const char* const kCommands[] = {"analyze",    "prune",    "fisher",
                                             "dynamics",   "train",    "dump",
                                             "perplexity", "generate", "metrics"};
-    if (argc < 2) return false;
-    for (const char* c : kCommands)
-        if (__builtin_strcmp(argv[1], c) == 0) return true;
-    return false;
+    return is_subcommand(argc, argv, kCommands);
 }
 
 // The subcommands sinkscope-lite has (apps/CMakeLists.txt: cmd_*.cpp, the ones that run no
 // model); the launcher starts them there, without libtorch.
 inline bool runs_without_torch(int argc, char** argv) {
     static const char* const kCommands[] = {"compare", "metrics", "report"};
-    if (argc < 2) return false;
-    for (const char* c : kCommands)
-        if (__builtin_strcmp(argv[1], c) == 0) return true;
-    return false;
+    return is_subcommand(argc, argv, kCommands);
 }
 
 }  // namespace sinkscope::cli
