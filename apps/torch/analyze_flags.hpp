@@ -36,8 +36,9 @@ inline void add_analyze_run_flags(CLI::App* cmd, const std::shared_ptr<api::Anal
     cmd->add_flag("--resume", o->resume,
                   "Continue an interrupted run of the same command from its last saved state");
     cmd->add_option("--attention-memory-mb", o->attention_memory_mb,
-                    "Store one input's fp64 attention up to this size; longer inputs have their "
-                    "rows recomputed in blocks from the captured rotated queries and keys")
+                    "Keep one input's attention (pattern and scores counted as fp64) up to this "
+                    "size; longer inputs have their rows recomputed in blocks from the captured "
+                    "rotated queries and keys")
         ->capture_default_str();
     cmd->add_option("--checkpoint-every", o->checkpoint_every,
                     "Save the accumulator state every K inputs")

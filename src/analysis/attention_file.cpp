@@ -2,7 +2,9 @@
 #include "sinkscope/analysis/attention_file.hpp"
 
 #include <cmath>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/error.hpp"
@@ -144,6 +146,29 @@ AttentionFile::AttentionFile(AttentionArrays o)
         throw UsageError("--window applies to causal attention only");
 }
 
+std::shared_ptr<const StoredRows> AttentionFile::hold(int64_t n) const {
+    const auto precision = [](const io::NpyMap& m) -> std::optional<StoredRows::Precision> {
+        if (!m.c_order()) return std::nullopt;
+        if (m.dtype() == io::DType::F32) return StoredRows::Precision::F32;
+        if (m.dtype() == io::DType::F64) return StoredRows::Precision::F64;
+        return std::nullopt;
+    };
+    const std::optional<StoredRows::Precision> p = precision(*attention_);
+    if (!p || (scores_ && precision(*scores_) != p)) return nullptr;
+    const auto per_layer = static_cast<size_t>(n_heads_ * n_tokens_ * n_tokens_);
+    const size_t item = io::dtype_size(attention_->dtype());
+    std::vector<const void*> pattern, scores;
+    for (int64_t l = 0; l < n_layers_; ++l) {
+        const size_t offset = static_cast<size_t>(n * n_layers_ + l) * per_layer * item;
+        pattern.push_back(attention_->data() + offset);
+        if (scores_) scores.push_back(scores_->data() + offset);
+    }
+    using Maps = std::pair<std::shared_ptr<const io::NpyMap>, std::shared_ptr<const io::NpyMap>>;
+    return std::make_shared<const StoredRows>(*p, n_layers_, n_heads_, n_tokens_,
+                                              std::move(pattern), std::move(scores),
+                                              std::make_shared<const Maps>(attention_, scores_));
+}
+
 void AttentionFile::load(int64_t n, AttentionInput& x) const {
     SS_CHECK(n >= 0 && n < n_inputs_, "input ", n, " of ", n_inputs_);
     const int64_t t = n_tokens_, per_input = n_layers_ * n_heads_ * t * t;
@@ -153,14 +178,21 @@ void AttentionFile::load(int64_t n, AttentionInput& x) const {
     x.length = lengths_.empty() ? t : lengths_[n];
     x.masking = masking_;
     x.window = window_;
-    // Huge pages for the first write of a large input (core/allocator.hpp); reused after.
-    size_for_overwrite(x.pattern, static_cast<size_t>(per_input));
-    attention_->read_f64(n * per_input, per_input, x.pattern.data());
-    if (scores_) {
-        size_for_overwrite(x.scores, static_cast<size_t>(per_input));
-        scores_->read_f64(n * per_input, per_input, x.scores.data());
+    x.source_owner = hold(n);
+    x.source = x.source_owner.get();
+    if (x.source) {
+        std::vector<double>().swap(x.pattern);
+        std::vector<double>().swap(x.scores);
     } else {
-        x.scores.clear();
+        // Huge pages for the first write of a large input (core/allocator.hpp); reused after.
+        size_for_overwrite(x.pattern, static_cast<size_t>(per_input));
+        attention_->read_f64(n * per_input, per_input, x.pattern.data());
+        if (scores_) {
+            size_for_overwrite(x.scores, static_cast<size_t>(per_input));
+            scores_->read_f64(n * per_input, per_input, x.scores.data());
+        } else {
+            x.scores.clear();
+        }
     }
     if (!token_ids_.empty())
         x.token_ids.assign(token_ids_.begin() + n * t, token_ids_.begin() + (n + 1) * t);

@@ -125,13 +125,14 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
     view.hidden = view.values = nullptr;
     // A long input (rows recomputed) gives its freed memory back between phases; short ones do
     // not, so the next forward reuses the heap's pages instead of faulting them in again.
-    if (!input.stored()) return_free_memory();
+    const bool recomputed = !input.stored() && !input.source->holds_all_rows();
+    if (recomputed) return_free_memory();
     for (auto& [info, a] : analyses_) {
         if (info->needs.hidden_states) continue;
         a->add(view, pi);
         // Rows recomputed for one analysis are not what the next one reads first: the row
         // cache and the analysis's freed scratch go back before the next one allocates.
-        if (!input.stored()) {
+        if (recomputed) {
             input.source->drop_cache();
             return_free_memory();
         }

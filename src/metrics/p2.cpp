@@ -120,9 +120,10 @@ void validate(const AttentionInput& in, const P2Results& state,
                        state.config.tokens_file.empty() ? "tokens" : state.config.tokens_file,
                        token_strings->size(), " token strings for an input of ", in.length,
                        " tokens");
-    // Rows of a RowSource are checked where they are computed (attention.hpp); reading them
-    // all again here would recompute a long input's attention once more per analysis.
-    if (!rows || !in.stored()) return;
+    // Rows of a RowSource that recomputes them are checked where they are computed
+    // (attention.hpp); reading them all again here would recompute a long input's attention once
+    // more per analysis.
+    if (!rows || !(in.stored() || in.source->holds_all_rows())) return;
     for (int64_t l = 0; l < in.n_layers; ++l)
         for (int64_t h = 0; h < in.n_heads; ++h)
             for (int64_t i = 0; i < in.length; ++i) {

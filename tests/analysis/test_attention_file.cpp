@@ -24,7 +24,7 @@ AttentionFileOptions options_for(const std::filesystem::path& attention) {
 }
 }  // namespace
 
-// A 4-D file is one input; f4 values widen exactly; causal masking is detected.
+// A 4-D file is one input; f4 values widen exactly (read in place); causal masking is detected.
 TEST(AttentionFile, FourDimensionalCausal) {
     testutil::ScratchDir dir;
     auto x = testutil::random_input(1, 2, 3, 5, Masking::Causal, false);
@@ -36,8 +36,13 @@ TEST(AttentionFile, FourDimensionalCausal) {
     EXPECT_TRUE(f.masking_detected());
     AttentionInput y;
     f.load(0, y);
-    for (size_t k = 0; k < x.pattern.size(); ++k)
-        EXPECT_EQ(y.pattern[k], double(float(x.pattern[k])));
+    ASSERT_FALSE(y.stored());
+    EXPECT_TRUE(y.source->holds_all_rows());
+    for (int64_t l = 0; l < 2; ++l)
+        for (int64_t h = 0; h < 3; ++h)
+            for (int64_t i = 0; i < 5; ++i)
+                for (int64_t j = 0; j < 5; ++j)
+                    EXPECT_EQ(y.row(l, h, i)[j], double(float(x.pattern[x.offset(l, h, i) + j])));
 }
 
 // Explicit masking overrides detection; a window needs causal masking.

@@ -13,10 +13,12 @@
 
 #include "sinkscope/io/npy_map.hpp"
 #include "sinkscope/metrics/attention.hpp"
+#include "sinkscope/metrics/stored_rows.hpp"
 
 namespace sinkscope::analysis {
 using metrics::AttentionInput;
 using metrics::Masking;
+using metrics::StoredRows;
 
 struct AttentionFileOptions {
     std::filesystem::path attention;  // required
@@ -63,18 +65,22 @@ public:
     // Input n as fp64, validated on its visible entries: non-finite or negative values, rows
     // whose visible sum is not 1 within the tolerance, non-finite visible scores, and attention
     // that differs from softmax(scores) by more than the tolerance -> InputError naming the file
-    // and the first offending index (n, l, h, i[, j]).
+    // and the first offending index (n, l, h, i[, j]). fp32 and fp64 arrays in C order are read
+    // where they are (out.source: a StoredRows that out holds, and that holds the arrays);
+    // others (fp16, strided) are copied into out.pattern and out.scores.
     void load(int64_t n, AttentionInput& out) const;
 
 private:
     int64_t window_ = 0;
     double sum_tolerance_ = 1e-3;
-    std::unique_ptr<io::NpyMap> attention_, scores_;
+    std::shared_ptr<const io::NpyMap> attention_, scores_;  // shared with the StoredRows of load
     std::vector<int64_t> lengths_;    // [N] (empty: all T)
     std::vector<int64_t> token_ids_;  // [N * T] (empty: not given)
     int64_t n_inputs_ = 0, n_layers_ = 0, n_heads_ = 0, n_tokens_ = 0;
     Masking masking_ = Masking::Causal;
     bool masking_detected_ = false;
+
+    std::shared_ptr<const StoredRows> hold(int64_t n) const;  // nullptr: not readable in place
 };
 
 }  // namespace sinkscope::analysis

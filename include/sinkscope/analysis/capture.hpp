@@ -9,6 +9,7 @@
 #include "sinkscope/analysis/inputs.hpp"
 #include "sinkscope/analysis/lazy_attention.hpp"
 #include "sinkscope/metrics/attention.hpp"
+#include "sinkscope/metrics/stored_rows.hpp"
 #include "sinkscope/model/model.hpp"
 
 namespace sinkscope::analysis {
@@ -28,12 +29,22 @@ metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
 // UnsupportedError (the metrics have one visibility rule for all layers).
 int64_t metrics_window(const model::ModelConfig& config, int64_t n_tokens);
 
+// The captured pattern (and scores, when every layer's were captured) of sequence
+// `batch_index` served in place (metrics/stored_rows.hpp), holding the tensors: nullptr unless
+// every one is an fp32 or fp64 host tensor in C order (bf16/fp16 models and GPU tensors are
+// copied by to_attention_input instead).
+std::shared_ptr<const metrics::StoredRows> held_attention(const model::ForwardResult& result,
+                                                          const model::ModelConfig& config,
+                                                          int64_t batch_index = 0);
+
 // Whether one input's [L, H, T, T] pattern and scores (fp64) exceed `budget_mb`, so its rows are
 // recomputed from the rotated q and k instead of stored.
 bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb);
 
 struct Captured {
     std::unique_ptr<LazyAttention> lazy;  // long inputs: rows recomputed on demand
+    // Other inputs: the captured fp32 (fp64) squares themselves, widened where they are read
+    // (attention.source_owner, held_attention), or else an fp64 copy (to_attention_input).
     metrics::AttentionInput attention;
     std::vector<std::vector<double>> hidden;  // [L + 1] x [T, d_model]
     std::vector<std::vector<double>> values;  // [L] x [H, T, d_head], GQA-expanded

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 namespace sinkscope::metrics {
@@ -14,12 +15,12 @@ enum class Masking {
     Bidirectional,  // row i sees keys j < length
 };
 
-// Rows computed on demand instead of stored (long inputs: `sinkscope analyze` recomputes them
-// from the captured rotated queries and keys). A returned row stays valid until
-// `stable_rows()` other distinct rows have been requested; row() and score_row() are not
-// thread-safe. Analyses that read whole heads or blocks of rows use copy_rows(), which is.
-// Every row handed out is checked where it is computed: finite probabilities (a softmax of
-// finite scores, so each row sums to 1 over its visible keys up to rounding); a source throws
+// Rows computed on demand instead of stored as fp64 (long inputs: `sinkscope analyze` recomputes
+// them from the captured rotated queries and keys; StoredRows widens fp32 rows). A returned row
+// stays valid until `stable_rows()` other distinct rows have been requested; row() and score_row()
+// are not thread-safe. Analyses that read whole heads or blocks of rows use copy_rows(), which is.
+// Every row a source recomputes is checked where it is computed: finite probabilities (a softmax
+// of finite scores, so each row sums to 1 over its visible keys up to rounding); a source throws
 // InputError for a row that is not finite.
 class RowSource {
 public:
@@ -35,6 +36,11 @@ public:
     // Frees what row() / score_row() have cached (the pointers they gave become invalid); called
     // between analyses, never while one runs. Not thread-safe.
     virtual void drop_cache() const {}
+    // True when every row is held in memory and only widened to fp64 where it is read
+    // (StoredRows): nothing is recomputed, so there is no cache worth dropping between analyses
+    // and no freed memory worth returning to the system, and its rows are checked as stored rows
+    // are.
+    virtual bool holds_all_rows() const { return false; }
 };
 
 // Attention of one input. Owned, row-major [n_layers, n_heads, n_tokens, n_tokens] fp64, or
@@ -51,7 +57,8 @@ struct AttentionInput {
     std::vector<double> pattern;  // A, [L, H, T, T]
     std::vector<double> scores;   // Z, same shape, or empty when not available
     std::vector<int64_t> token_ids;  // [T] when known (bos sink policy, token strings), else empty
-    const RowSource* source = nullptr;  // not owned; set: rows come from it
+    const RowSource* source = nullptr;              // set: rows come from it
+    std::shared_ptr<const RowSource> source_owner;  // holds `source` when this input owns it
 
     bool has_scores() const { return source ? source->has_scores() : !scores.empty(); }
     // True when the rows are stored: [L, H, T, T] pattern (and scores when present).

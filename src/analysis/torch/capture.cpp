@@ -28,6 +28,35 @@ std::vector<double> to_host(const at::Tensor& t) {
     return out;
 }
 
+// Whether every layer's hook_attn_scores was captured; InternalError when a hook_pattern is
+// missing.
+bool all_scores_captured(const model::ForwardResult& result, const model::ModelConfig& config) {
+    bool all_scores = true;
+    for (int64_t l = 0; l < config.n_layers; ++l) {
+        SS_CHECK(result.captured.count(hook_name(HookPoint::Pattern, l)),
+                 "to_attention_input: ", hook_name(HookPoint::Pattern, l), " was not captured");
+        all_scores = all_scores && result.captured.count(hook_name(HookPoint::AttnScores, l));
+    }
+    return all_scores;
+}
+
+// An AttentionInput of the forward's shape without rows (spec section 0: encoders attend both
+// ways, their sink default is argmax); the caller adds the rows or their source.
+metrics::AttentionInput attention_shape(const model::ForwardResult& result,
+                                        const model::ModelConfig& config,
+                                        const std::vector<int32_t>& token_ids) {
+    (void)all_scores_captured(result, config);
+    metrics::AttentionInput in;
+    in.n_layers = config.n_layers;
+    in.n_heads = config.n_heads;
+    in.masking = config.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
+    in.n_tokens = result.captured.at(hook_name(HookPoint::Pattern, 0)).size(-1);
+    in.window = metrics_window(config, in.n_tokens);
+    in.length = in.n_tokens;
+    in.token_ids.assign(token_ids.begin(), token_ids.end());
+    return in;
+}
+
 }  // namespace
 
 bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb) {
@@ -59,6 +88,10 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
     if (lazy) {
         c.lazy = std::make_unique<LazyAttention>(r, cfg);
         c.attention = c.lazy->input(ids);
+    } else if (auto held = held_attention(r, cfg)) {
+        c.attention = attention_shape(r, cfg, ids);
+        c.attention.source = held.get();
+        c.attention.source_owner = std::move(held);
     } else {
         c.attention = to_attention_input(r, cfg, ids);
     }
@@ -87,8 +120,9 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
             c.values.push_back(std::move(out));
         }
     }
-    // The analyses hold their own copy: the pooled squares go back to the system rather than
-    // stay resident while they run (model.hpp).
+    // The analyses hold their own copy, or the StoredRows holds the squares it serves: the
+    // pool's free squares go back to the system rather than stay resident while they run
+    // (model.hpp).
     if (!lazy) {
         r.captured.clear();
         model::release_capture_buffers();
@@ -109,22 +143,42 @@ int64_t metrics_window(const model::ModelConfig& config, int64_t n_tokens) {
                            std::to_string(config.window) + " tokens");
 }
 
+std::shared_ptr<const metrics::StoredRows> held_attention(const model::ForwardResult& result,
+                                                          const model::ModelConfig& config,
+                                                          int64_t batch_index) {
+    const bool all_scores = all_scores_captured(result, config);
+    const at::Tensor& first = result.captured.at(hook_name(HookPoint::Pattern, 0));
+    const at::ScalarType dtype = first.scalar_type();
+    if (dtype != at::kFloat && dtype != at::kDouble) return nullptr;
+    const int64_t t = first.size(-1);
+    auto tensors = std::make_shared<std::vector<at::Tensor>>();
+    std::vector<const void*> pattern, scores;
+    const auto hold = [&](HookPoint p, std::vector<const void*>& out) {
+        for (int64_t l = 0; l < config.n_layers; ++l) {
+            const at::Tensor x = result.captured.at(hook_name(p, l))[batch_index];  // [H, T, T]
+            if (!x.is_cpu() || x.scalar_type() != dtype || !x.is_contiguous() ||
+                x.sizes() != at::IntArrayRef({config.n_heads, t, t}))
+                return false;
+            out.push_back(x.data_ptr());
+            tensors->push_back(x);
+        }
+        return true;
+    };
+    if (!hold(HookPoint::Pattern, pattern) || (all_scores && !hold(HookPoint::AttnScores, scores)))
+        return nullptr;
+    return std::make_shared<const metrics::StoredRows>(
+        dtype == at::kFloat ? metrics::StoredRows::Precision::F32
+                            : metrics::StoredRows::Precision::F64,
+        config.n_layers, config.n_heads, t, std::move(pattern), std::move(scores),
+        std::move(tensors));
+}
+
 metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
                                            const model::ModelConfig& config,
                                            const std::vector<int32_t>& token_ids,
                                            int64_t batch_index) {
-    metrics::AttentionInput in;
-    in.n_layers = config.n_layers;
-    in.n_heads = config.n_heads;
-    // Encoders attend both ways (spec section 0: their sink default is argmax).
-    in.masking = config.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
-    bool all_scores = true;
-    for (int64_t l = 0; l < config.n_layers; ++l) {
-        const auto it = result.captured.find(hook_name(HookPoint::Pattern, l));
-        SS_CHECK(it != result.captured.end(),
-                 "to_attention_input: ", hook_name(HookPoint::Pattern, l), " was not captured");
-        all_scores = all_scores && result.captured.count(hook_name(HookPoint::AttnScores, l));
-    }
+    const bool all_scores = all_scores_captured(result, config);
+    metrics::AttentionInput in = attention_shape(result, config, token_ids);
     const auto copy_hook = [&](HookPoint p, std::vector<double>& out) {
         // 604 MB for pattern and scores at T = 512 on a 12 x 12-head model: on huge pages, their
         // first writes fault 512 times less often (that was 8% of such a run's CPU time).
@@ -140,13 +194,8 @@ metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
             copy_to_host(t, out.data() + l * per_layer);
         }
     };
-    const at::Tensor& first = result.captured.at(hook_name(HookPoint::Pattern, 0));
-    in.n_tokens = first.size(-1);
-    in.window = metrics_window(config, in.n_tokens);
-    in.length = in.n_tokens;
     copy_hook(HookPoint::Pattern, in.pattern);
     if (all_scores) copy_hook(HookPoint::AttnScores, in.scores);
-    in.token_ids.assign(token_ids.begin(), token_ids.end());
     return in;
 }
 
