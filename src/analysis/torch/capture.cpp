@@ -41,11 +41,11 @@ bool all_scores_captured(const model::ForwardResult& result, const model::ModelC
 }
 
 // An AttentionInput of the forward's shape without rows (spec section 0: encoders attend both
-// ways, their sink default is argmax); the caller adds the rows or their source.
+// ways, their sink default is argmax); the caller, which has checked the hooks
+// (all_scores_captured), adds the rows or their source.
 metrics::AttentionInput attention_shape(const model::ForwardResult& result,
                                         const model::ModelConfig& config,
                                         const std::vector<int32_t>& token_ids) {
-    (void)all_scores_captured(result, config);
     metrics::AttentionInput in;
     in.n_layers = config.n_layers;
     in.n_heads = config.n_heads;
