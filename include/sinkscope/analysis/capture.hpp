@@ -29,6 +29,12 @@ metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
 // UnsupportedError (the metrics have one visibility rule for all layers).
 int64_t metrics_window(const model::ModelConfig& config, int64_t n_tokens);
 
+// An input of n_tokens as the metrics see it, without its rows: shape, masking (encoders attend
+// both ways) and window from the config, and the token ids; the caller adds the rows or their
+// source.
+metrics::AttentionInput attention_shape(const model::ModelConfig& config, int64_t n_tokens,
+                                        const std::vector<int32_t>& token_ids);
+
 // The captured pattern (and scores, when every layer's were captured) of sequence
 // `batch_index` served in place (metrics/stored_rows.hpp), holding the tensors: nullptr unless
 // every one is an fp32 or fp64 host tensor in C order (bf16/fp16 models and GPU tensors are

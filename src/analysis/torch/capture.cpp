@@ -40,24 +40,21 @@ bool all_scores_captured(const model::ForwardResult& result, const model::ModelC
     return all_scores;
 }
 
-// An AttentionInput of the forward's shape without rows (spec section 0: encoders attend both
-// ways, their sink default is argmax); the caller, which has checked the hooks
-// (all_scores_captured), adds the rows or their source.
-metrics::AttentionInput attention_shape(const model::ForwardResult& result,
-                                        const model::ModelConfig& config,
+}  // namespace
+
+metrics::AttentionInput attention_shape(const model::ModelConfig& config, int64_t n_tokens,
                                         const std::vector<int32_t>& token_ids) {
     metrics::AttentionInput in;
     in.n_layers = config.n_layers;
     in.n_heads = config.n_heads;
+    // Encoders attend both ways (spec section 0: their sink default is argmax).
     in.masking = config.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
-    in.n_tokens = result.captured.at(hook_name(HookPoint::Pattern, 0)).size(-1);
-    in.window = metrics_window(config, in.n_tokens);
-    in.length = in.n_tokens;
+    in.n_tokens = n_tokens;
+    in.window = metrics_window(config, n_tokens);
+    in.length = n_tokens;
     in.token_ids.assign(token_ids.begin(), token_ids.end());
     return in;
 }
-
-}  // namespace
 
 bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb) {
     const double bytes =
@@ -89,7 +86,8 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
         c.lazy = std::make_unique<LazyAttention>(r, cfg);
         c.attention = c.lazy->input(ids);
     } else if (auto held = held_attention(r, cfg)) {
-        c.attention = attention_shape(r, cfg, ids);
+        c.attention =
+            attention_shape(cfg, r.captured.at(hook_name(HookPoint::Pattern, 0)).size(-1), ids);
         c.attention.source = held.get();
         c.attention.source_owner = std::move(held);
     } else {
@@ -178,7 +176,8 @@ metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
                                            const std::vector<int32_t>& token_ids,
                                            int64_t batch_index) {
     const bool all_scores = all_scores_captured(result, config);
-    metrics::AttentionInput in = attention_shape(result, config, token_ids);
+    metrics::AttentionInput in = attention_shape(
+        config, result.captured.at(hook_name(HookPoint::Pattern, 0)).size(-1), token_ids);
     const auto copy_hook = [&](HookPoint p, std::vector<double>& out) {
         // 604 MB for pattern and scores at T = 512 on a 12 x 12-head model: on huge pages, their
         // first writes fault 512 times less often (that was 8% of such a run's CPU time).

@@ -38,14 +38,7 @@ LazyAttention::LazyAttention(model::ForwardResult& result, const model::ModelCon
 }
 
 metrics::AttentionInput LazyAttention::input(const std::vector<int32_t>& token_ids) const {
-    metrics::AttentionInput in;
-    in.n_layers = config_.n_layers;
-    in.n_heads = config_.n_heads;
-    in.n_tokens = n_tokens_;
-    in.length = n_tokens_;
-    in.masking = config_.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
-    in.window = metrics_window(config_, n_tokens_);
-    in.token_ids.assign(token_ids.begin(), token_ids.end());
+    metrics::AttentionInput in = attention_shape(config_, n_tokens_, token_ids);
     in.source = this;
     return in;
 }
