@@ -38,34 +38,29 @@ std::array<std::pair<const char*, double>, 6> row_metrics(const metrics::HeadMea
 }
 
 // distances.csv: every pair a < b of heads for each distance of kDistanceNames, NaN pairs left
-// out. Generated while it is written (4.7 million rows for 1,024 heads), from a copy of the
-// matrices and labels the table owns.
-io::Table distances_table(const metrics::HeadResults& r) {
-    struct Source {
-        std::vector<Eigen::MatrixXd> matrices;  // kDistanceNames order
-        std::vector<metrics::HeadLabel> heads;
-    };
-    auto src = std::make_shared<Source>();
+// out. Generated while it is written (4.7 million rows for 1,024 heads), from the results it
+// shares with the analyses after this one (no copy of the matrices: 72 MB for 1,024 heads).
+io::Table distances_table(std::shared_ptr<const metrics::HeadResults> r) {
+    std::vector<const Eigen::MatrixXd*> matrices;  // kDistanceNames order
     size_t n_rows = 0;
     for (const char* name : metrics::kDistanceNames) {
-        const Eigen::MatrixXd& m = r.distances.at(name);
+        const Eigen::MatrixXd& m = r->distances.at(name);
         for (int64_t a = 0; a < m.rows(); ++a)
             for (int64_t b = a + 1; b < m.cols(); ++b) n_rows += std::isnan(m(a, b)) ? 0 : 1;
-        src->matrices.push_back(m);
+        matrices.push_back(&m);
     }
-    src->heads = r.heads;
-    return io::Table::generated(t::kDistances.columns, n_rows, [src] {
+    return io::Table::generated(t::kDistances.columns, n_rows, [r, matrices] {
         // Cursor over (distance, a, b), b fastest, skipping NaN pairs.
-        return [src, d = size_t(0), a = int64_t(0),
+        return [r, matrices, d = size_t(0), a = int64_t(0),
                 b = int64_t(0)](std::vector<io::Cell>& cells) mutable {
-            for (; d < src->matrices.size(); ++d, a = 0, b = 0) {
-                const Eigen::MatrixXd& m = src->matrices[d];
+            for (; d < matrices.size(); ++d, a = 0, b = 0) {
+                const Eigen::MatrixXd& m = *matrices[d];
                 for (; a < m.rows(); ++a, b = a + 1) {
                     if (b <= a) b = a + 1;
                     for (; b < m.cols(); ++b) {
                         if (std::isnan(m(a, b))) continue;
-                        const auto& ha = src->heads[size_t(a)];
-                        const auto& hb = src->heads[size_t(b)];
+                        const auto& ha = r->heads[size_t(a)];
+                        const auto& hb = r->heads[size_t(b)];
                         cells[0] = std::string(metrics::kDistanceNames[d]);
                         cells[1] = ha.layer;
                         cells[2] = ha.head;
@@ -108,7 +103,9 @@ public:
     void set_progress(const StageProgress& fn) override { acc_.set_progress(fn); }
 
     AnalysisOutput finish(const FinishContext&) override {
-        const metrics::HeadResults r = acc_.finish();
+        // Shared by distances.csv (written later) and the head-level analyses (out.result).
+        const auto shared = std::make_shared<const metrics::HeadResults>(acc_.finish());
+        const metrics::HeadResults& r = *shared;
         AnalysisOutput out;
         out.tables.push_back({t::kHeads.name, heads_table(r), true});
         io::Table by_position(t::kSinkByPosition.columns);
@@ -124,7 +121,7 @@ public:
             out.arrays.emplace_back("distances/" + std::string(name) + ".npy",
                                     io::make_npy_f64({n, n}, values));
         }
-        io::Table dist = distances_table(r);
+        io::Table dist = distances_table(shared);
         out.tables.push_back({t::kDistances.name, std::move(dist), false});
         io::Table disp(t::kDispersion.columns);
         for (const auto& d : r.layers)
@@ -169,7 +166,7 @@ public:
         }
         s << "\n";
         out.summary = s.str();
-        out.result = r;
+        out.result = shared;
         return out;
     }
 

@@ -65,21 +65,6 @@ int64_t compose_row_probabilities(const double* a, int64_t n_parts, int64_t sink
     }
     if (n_zeros > 0 && zeros.kind == ZeroPolicy::Kind::Error) return first_zero;
 
-    const double s = out.p[sink];
-    out.sink_mass = s;
-    out.content_mass = content;
-    double h = 0, h_pi = 0;
-    for (int64_t j = 0, c = 0; j < d; ++j) {
-        h -= xlogx(out.p[j]);
-        if (j == sink) continue;
-        out.pi[c] = content > 0 ? out.p[j] / content : 1.0 / double(d - 1);
-        h_pi -= xlogx(out.pi[c]);
-        ++c;
-    }
-    out.entropy = h;
-    out.content_entropy = h_pi;
-    out.binary_sink_entropy = -xlogx(s) - xlogx(content);
-
     // Multiplicative replacement on the closed row (spec 1); pi's log-ratios come from the same
     // replaced row, so dA^2 = dA_perp^2 + (b - b')^2 holds exactly under the policy too.
     double scale = 1.0;
@@ -95,6 +80,24 @@ int64_t compose_row_probabilities(const double* a, int64_t n_parts, int64_t sink
         scratch[j] = out.p[j] == 0 ? std::log(zeros.delta) : std::log(out.p[j] * scale);
         sum_log += scratch[j];
     }
+
+    const double s = out.p[sink];
+    out.sink_mass = s;
+    out.content_mass = content;
+    double h = 0, h_pi = 0;
+    for (int64_t j = 0, c = 0; j < d; ++j) {
+        // Without zeros, scale = 1 and scratch[j] = ln(p_j * 1) is ln p_j: the same bits as
+        // xlogx's logarithm, one logarithm a part fewer.
+        const double pj = out.p[j];
+        h -= pj > 0 ? pj * (n_zeros == 0 ? scratch[j] : std::log(pj)) : 0.0;
+        if (j == sink) continue;
+        out.pi[c] = content > 0 ? out.p[j] / content : 1.0 / double(d - 1);
+        h_pi -= xlogx(out.pi[c]);
+        ++c;
+    }
+    out.entropy = h;
+    out.content_entropy = h_pi;
+    out.binary_sink_entropy = -xlogx(s) - xlogx(content);
     const double mean_all = sum_log / double(d);
     const double mean_content = (sum_log - scratch[sink]) / double(d - 1);
     for (int64_t j = 0, c = 0; j < d; ++j) {
