@@ -49,8 +49,8 @@ io::Table distances_table(std::shared_ptr<const metrics::HeadResults> r) {
             for (int64_t b = a + 1; b < m.cols(); ++b) n_rows += std::isnan(m(a, b)) ? 0 : 1;
         matrices.push_back(&m);
     }
-    return io::Table::generated(t::kDistances.columns, n_rows, [r, matrices] {
-        // Cursor over (distance, a, b), b fastest, skipping NaN pairs.
+    // The cells, for rows() and for_each_row: a cursor over (distance, a, b), b fastest.
+    auto cells = [r, matrices] {
         return [r, matrices, d = size_t(0), a = int64_t(0),
                 b = int64_t(0)](std::vector<io::Cell>& cells) mutable {
             for (; d < matrices.size(); ++d, a = 0, b = 0) {
@@ -74,7 +74,42 @@ io::Table distances_table(std::shared_ptr<const metrics::HeadResults> r) {
             }
             return false;
         };
-    });
+    };
+    // The same rows as CSV text, the pairs of one head a a call, with each head's
+    // "layer,head" formatted once: the file is written from this (0.5-1 s less CPU at 1,024
+    // heads than formatting 28 million cells; bench/README.md).
+    auto labels = std::make_shared<std::vector<std::string>>();
+    for (const auto& h : r->heads) {
+        std::string l;
+        io::append_csv_number(l, int64_t(h.layer));
+        l += ',';
+        io::append_csv_number(l, int64_t(h.head));
+        labels->push_back(std::move(l));
+    }
+    auto text = [r, matrices, labels] {
+        return [r, matrices, labels, d = size_t(0), a = int64_t(0)](std::string& out) mutable {
+            for (; d < matrices.size(); ++d, a = 0) {
+                const Eigen::MatrixXd& m = *matrices[d];
+                if (a >= m.rows()) continue;
+                std::string prefix = metrics::kDistanceNames[d];
+                prefix += ',';
+                prefix += (*labels)[size_t(a)];
+                prefix += ',';
+                for (int64_t b = a + 1; b < m.cols(); ++b) {
+                    if (std::isnan(m(a, b))) continue;
+                    out += prefix;
+                    out += (*labels)[size_t(b)];
+                    out += ',';
+                    io::append_csv_number(out, m(a, b));
+                    out += '\n';
+                }
+                ++a;
+                return true;
+            }
+            return false;
+        };
+    };
+    return io::Table::generated(t::kDistances.columns, n_rows, std::move(cells), std::move(text));
 }
 
 class Compositional final : public Analysis {

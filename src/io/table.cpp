@@ -1,6 +1,7 @@
 // CSV / JSONL table writer and a small CSV reader.
 #include "sinkscope/io/table.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -22,6 +23,14 @@ Table Table::generated(std::vector<std::string> columns, size_t n_rows,
     Table t(std::move(columns));
     t.source_ = std::move(source);
     t.n_generated_ = n_rows;
+    return t;
+}
+
+Table Table::generated(std::vector<std::string> columns, size_t n_rows,
+                       std::function<RowCursor()> source, std::function<TextCursor()> csv_text) {
+    SS_CHECK(csv_text, "a generated table's text source is empty");
+    Table t = generated(std::move(columns), n_rows, std::move(source));
+    t.csv_text_ = std::move(csv_text);
     return t;
 }
 
@@ -68,6 +77,7 @@ void Table::add_row(std::vector<Cell> row) {
     SS_CHECK(row.size() == columns_.size(), "row has ", row.size(), " cells, table has ",
              columns_.size(), " columns");
     materialize();
+    csv_text_ = nullptr;  // the rows are no longer the ones it writes
     rows_.push_back(std::move(row));
 }
 
@@ -75,6 +85,7 @@ void Table::fill_empty(const std::string& column, const std::string& value) {
     for (size_t c = 0; c < columns_.size(); ++c) {
         if (columns_[c] != column) continue;
         materialize();
+        csv_text_ = nullptr;
         for (auto& row : rows_)
             if (const auto* s = std::get_if<std::string>(&row[c]); s && s->empty()) row[c] = value;
     }
@@ -145,6 +156,17 @@ void append_csv_cell(std::string& out, const Cell& c) {
     }
 }
 
+}  // namespace
+
+void append_csv_number(std::string& out, double v) {
+    append_number(out, v);
+}
+void append_csv_number(std::string& out, int64_t v) {
+    append_number(out, v);
+}
+
+namespace {
+
 void append_jsonl_line(std::string& out, const std::vector<std::string>& columns,
                        const std::vector<Cell>& row) {
     out += '{';
@@ -210,8 +232,29 @@ void Table::write(const std::filesystem::path& dir, const std::string& stem, boo
             return true;
         });
     };
-    stream(dir / (stem + ".csv"), csv_line(std::vector<Cell>(columns_.begin(), columns_.end())),
-           [](std::string& out, const std::vector<Cell>& row) { append_csv_line(out, row); });
+    std::string header = csv_line(std::vector<Cell>(columns_.begin(), columns_.end()));
+    if (csv_text_) {
+        auto next = csv_text_();
+        size_t lines = 0;
+        bool end = false;
+        write_file_atomic(dir / (stem + ".csv"), [&](std::string& piece) {
+            if (end) return false;
+            piece.swap(header);
+            header.clear();
+            while (!end && piece.size() < kPiece) {
+                const size_t from = piece.size();
+                end = !next(piece);
+                lines +=
+                    size_t(std::count(piece.begin() + std::ptrdiff_t(from), piece.end(), '\n'));
+            }
+            SS_CHECK(lines <= n_generated_ && (!end || lines == n_generated_),
+                     "generated table wrote ", lines, " lines, announced ", n_generated_);
+            return true;
+        });
+    } else {
+        stream(dir / (stem + ".csv"), std::move(header),
+               [](std::string& out, const std::vector<Cell>& row) { append_csv_line(out, row); });
+    }
     if (jsonl)
         stream(dir / (stem + ".jsonl"), std::string(),
                [this](std::string& out, const std::vector<Cell>& row) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -103,6 +104,38 @@ TEST(MetricsCli, ExampleWritesEveryTable) {
     ASSERT_NE(at, std::string::npos);
     double reported = std::stod(heads.substr(at + 24));
     EXPECT_REL_WITHIN(reported, mass / rows, testutil::kF64SumRel);  // a mean over the rows
+}
+
+// distances.csv (written from text, not cells: compositional.cpp) holds every pair a < b of
+// every distance matrix, in the documented order, with the .npy matrices' values exactly
+// (shortest round-trip numbers parse back to the same doubles).
+TEST(MetricsCli, DistancesCsvHoldsTheMatricesExactly) {
+    testutil::ScratchDir dir;
+    const fs::path out = dir / "example";
+    auto r = testutil::run_cli({"metrics", "--example", "--out", out.string(), "--no-report"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream csv(read_file(out / "distances.csv"));
+    std::string line;
+    ASSERT_TRUE(std::getline(csv, line));
+    EXPECT_EQ(line, "distance,layer_a,head_a,layer_b,head_b,value");
+    const int64_t n = 16, heads_per_layer = 4;  // the example: 4 layers x 4 heads
+    for (const char* name : {"dA", "dA_perp", "sink_term", "cosine_keep", "cosine_drop", "js_keep",
+                             "js_drop", "euclidean_keep", "euclidean_drop"}) {
+        const std::vector<double> m =
+            io::read_npy(out / "distances" / (std::string(name) + ".npy")).to_f64();
+        for (int64_t a = 0; a < n; ++a)
+            for (int64_t b = a + 1; b < n; ++b) {
+                ASSERT_TRUE(std::getline(csv, line)) << name << " " << a << " " << b;
+                std::istringstream fields(line);
+                std::string f[6];
+                for (auto& x : f) std::getline(fields, x, ',');
+                EXPECT_EQ(f[0], name);
+                EXPECT_EQ(std::stoll(f[1]) * heads_per_layer + std::stoll(f[2]), a) << line;
+                EXPECT_EQ(std::stoll(f[3]) * heads_per_layer + std::stoll(f[4]), b) << line;
+                EXPECT_EQ(std::strtod(f[5].c_str(), nullptr), m[size_t(a * n + b)]) << line;
+            }
+    }
+    EXPECT_FALSE(std::getline(csv, line)) << "extra line: " << line;
 }
 
 // The distances do not depend on how many threads the system BLAS has (OpenBLAS reads

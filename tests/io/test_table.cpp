@@ -4,6 +4,7 @@
 // silently short file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -36,6 +37,27 @@ io::Table generated(int64_t n, int64_t announced) {
             return true;
         };
     });
+}
+
+// The same rows with a text source (Table::generated's fourth argument) that writes `lines`
+// rows, a few rows a call, as append_csv_line writes their cells.
+io::Table generated_with_text(int64_t n, int64_t lines) {
+    auto cells = [n] {
+        return [n, k = int64_t(0)](std::vector<io::Cell>& cells) mutable {
+            if (k >= n) return false;
+            cells = row_of(k++);
+            return true;
+        };
+    };
+    auto text = [lines] {
+        return [lines, k = int64_t(0)](std::string& out) mutable {
+            if (k >= lines) return false;
+            for (int64_t stop = std::min(lines, k + 7); k < stop; ++k)
+                io::append_csv_line(out, row_of(k));
+            return true;
+        };
+    };
+    return io::Table::generated(kColumns, size_t(n), cells, text);
 }
 
 io::Table held(int64_t n) {
@@ -82,4 +104,24 @@ TEST(GeneratedTable, WrongRowCountIsAnErrorAndLeavesNoFile) {
     EXPECT_FALSE(std::filesystem::exists(dir / "long.csv"));
     // Only the two targets' temporary files could have been left: none is.
     EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// A text source writes the .csv (the same bytes as the cells), and a wrong number of lines from
+// it is an internal error that leaves no file; rows added afterwards are written from the cells.
+TEST(GeneratedTable, TextSourceWritesTheSameBytesAndIsChecked) {
+    const int64_t n = 150000;
+    testutil::ScratchDir dir;
+    const io::Table g = generated_with_text(n, n), h = held(n);
+    g.write(dir.path(), "text", true);
+    EXPECT_EQ(read_file(dir / "text.csv"), h.to_csv());
+    EXPECT_EQ(read_file(dir / "text.jsonl"), h.to_jsonl());
+    EXPECT_EQ(g.to_csv(), h.to_csv());
+    EXPECT_THROW(generated_with_text(n, n - 1).write(dir.path(), "short", false), InternalError);
+    EXPECT_THROW(generated_with_text(n, n + 1).write(dir.path(), "long", false), InternalError);
+    EXPECT_FALSE(std::filesystem::exists(dir / "short.csv"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "long.csv"));
+    io::Table more = generated_with_text(10, 10);
+    more.add_row(row_of(10));
+    more.write(dir.path(), "more", false);
+    EXPECT_EQ(read_file(dir / "more.csv"), held(11).to_csv());
 }

@@ -26,6 +26,14 @@ public:
     // keeps them on first use; for_each_row and the writers stream.
     static Table generated(std::vector<std::string> columns, size_t n_rows,
                            std::function<RowCursor()> source);
+    // Appends the CSV lines of the next few rows to `out` (the bytes append_csv_line writes
+    // for their cells); false once no row is left.
+    using TextCursor = std::function<bool(std::string& out)>;
+    // The same, with a second source that writes the rows' CSV text directly: write() uses it
+    // for the .csv (the .jsonl, rows() and for_each_row use the cells). For tables of millions
+    // of rows, whose cells cost more to build and format one by one than the text.
+    static Table generated(std::vector<std::string> columns, size_t n_rows,
+                           std::function<RowCursor()> source, std::function<TextCursor()> csv_text);
     // Appends one row; throws InternalError when the width differs from the header.
     void add_row(std::vector<Cell> row);
     // Sets every empty-string cell of `column` to `value` (no-op without such a column): how a
@@ -53,6 +61,7 @@ private:
     std::vector<std::string> columns_;
     mutable std::vector<std::vector<Cell>> rows_;  // built from source_ on the first rows()
     mutable std::function<RowCursor()> source_;    // set for generated tables until rows()
+    std::function<TextCursor()> csv_text_;         // optional, generated tables only
     size_t n_generated_ = 0;
     void materialize() const;
     // Each row in turn (nullptr after the last); the pointer is valid until the next call.
@@ -73,5 +82,8 @@ void append_csv_line(std::string& out, const std::vector<Cell>& cells);
 
 // Number formatting shared by CSV and JSON writers: shortest round-trip repr.
 std::string format_number(double v);
+// Appends a number as the CSV writer writes a cell (the same text as format_number).
+void append_csv_number(std::string& out, double v);
+void append_csv_number(std::string& out, int64_t v);
 
 }  // namespace sinkscope::io
