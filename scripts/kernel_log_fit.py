@@ -8,12 +8,18 @@ table_log writes x = 2^k z c_i (1 + r), where c_i is the tabulated point of z's 
   * rounds the coefficients to double and prints them lowest power first, and
   * evaluates |r + r^2 p(r) - ln(1 + r)| at 50 digits on 40,001 points of the range, the bound
     the source states as kLogPolynomialError (include/sinkscope/metrics/simd.hpp).
-With --check (a ctest test) it exits 1 unless the source's kLogP are these coefficients and the
-bound is at most kLogPolynomialError. Needs Debian's python3-mpmath.
+It also computes the largest (|k ln2| + |ln c_i| + |ln(1 + r)|) / |ln x| over x in (0, 2] (the
+Jensen-Shannon sums' s = x_a + x_b), the ratio by which the AVX-512 pair kernel's two split sums
+can exceed sum s |ln s| (kSplitLogRatio, src/metrics/pair_kernels.hpp): every interval's edges
+and 64 points inside it, for k = 1 down to -60; below, |ln x| > 41 and the ratio is < 1.03.
+With --check (a ctest test) it exits 1 unless the source's kLogP are these coefficients, the
+bound is at most kLogPolynomialError and the ratio at most kSplitLogRatio. Needs Debian's
+python3-mpmath.
 Usage: /usr/bin/python3 scripts/kernel_log_fit.py [--check] [--degree 5]
 """
 
 import argparse
+import math
 import os
 import re
 import struct
@@ -76,7 +82,27 @@ def main():
     print("kLogP = {" + ", ".join(c.hex() for c in coef) + "}")
     print("max |r + r^2 p(r) - ln(1 + r)| = %s at r = %s (kLogPolynomialError %g)" %
           (mp.nstr(worst, 4), mp.nstr(at, 6), bound))
+    # The split sums' ratio (kSplitLogRatio).
+    with open(os.path.join(SRC, "pair_kernels.hpp")) as f:
+        split_bound = float(re.search(r"kSplitLogRatio = ([0-9.e+-]+);", f.read()).group(1))
+    ratio = 0.0
+    for k in range(1, -61, -1):
+        for i, ic in enumerate(inv_c):
+            lo, hi = from_bits(base + (i << 48)), from_bits(base + ((i + 1) << 48))
+            ln_c = -math.log(ic)
+            for j in range(66):
+                z = lo + (hi - lo) * min(j, 64) / 64 if j < 65 else math.nextafter(hi, 0)
+                x = math.ldexp(z, k)
+                if not 0 < x <= 2 or x == 1:
+                    continue
+                part = abs(k * math.log(2)) + abs(ln_c) + abs(math.log(z * ic))
+                ratio = max(ratio, part / abs(math.log(x)))
+    print("max (|k ln2| + |ln c| + |ln(1 + r)|) / |ln x| = %.4f (kSplitLogRatio %g)" %
+          (ratio, split_bound))
     if args.check:
+        if ratio > split_bound:
+            print("the split sums' ratio exceeds kSplitLogRatio")
+            return 1
         in_source = source_array(cpp, "kLogP")
         if in_source != coef:
             print("pair_kernels.cpp has kLogP = {" + ", ".join(c.hex() for c in in_source) + "}")
