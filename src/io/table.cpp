@@ -214,52 +214,48 @@ std::string Table::to_jsonl() const {
 
 void Table::write(const std::filesystem::path& dir, const std::string& stem, bool jsonl) const {
     // Streamed in pieces of about 1 MiB: a table of millions of rows is never held as text.
+    // `more` appends the next line(s) to a piece, false once nothing is left.
     constexpr size_t kPiece = size_t(1) << 20;
-    const auto stream = [this](const std::filesystem::path& path, std::string header,
-                               const auto& append_line) {
-        auto next = row_reader();
+    const auto stream = [](const std::filesystem::path& path, std::string header, auto more) {
         bool end = false;
         write_file_atomic(path, [&](std::string& piece) {
             if (end) return false;
             piece.swap(header);  // the header goes out with the first piece
             header.clear();
-            while (!end && piece.size() < kPiece) {
-                if (const std::vector<Cell>* row = next())
-                    append_line(piece, *row);
-                else
-                    end = true;
-            }
+            while (!end && piece.size() < kPiece) end = !more(piece);
             return true;
         });
     };
+    // The rows' cells, each appended by append_line.
+    const auto cells = [this](auto append_line) {
+        return [next = row_reader(), append_line](std::string& out) mutable {
+            const std::vector<Cell>* row = next();
+            if (row) append_line(out, *row);
+            return row != nullptr;
+        };
+    };
     std::string header = csv_line(std::vector<Cell>(columns_.begin(), columns_.end()));
     if (csv_text_) {
-        auto next = csv_text_();
-        size_t lines = 0;
-        bool end = false;
-        write_file_atomic(dir / (stem + ".csv"), [&](std::string& piece) {
-            if (end) return false;
-            piece.swap(header);
-            header.clear();
-            while (!end && piece.size() < kPiece) {
-                const size_t from = piece.size();
-                end = !next(piece);
-                lines +=
-                    size_t(std::count(piece.begin() + std::ptrdiff_t(from), piece.end(), '\n'));
-            }
-            SS_CHECK(lines <= n_generated_ && (!end || lines == n_generated_),
-                     "generated table wrote ", lines, " lines, announced ", n_generated_);
-            return true;
-        });
+        stream(dir / (stem + ".csv"), std::move(header),
+               [this, next = csv_text_(), lines = size_t(0)](std::string& out) mutable {
+                   const size_t from = out.size();
+                   const bool more = next(out);
+                   lines += size_t(std::count(out.begin() + std::ptrdiff_t(from), out.end(), '\n'));
+                   SS_CHECK(lines <= n_generated_ && (more || lines == n_generated_),
+                            "generated table wrote ", lines, " lines, announced ", n_generated_);
+                   return more;
+               });
     } else {
         stream(dir / (stem + ".csv"), std::move(header),
-               [](std::string& out, const std::vector<Cell>& row) { append_csv_line(out, row); });
+               cells([](std::string& out, const std::vector<Cell>& row) {
+                   append_csv_line(out, row);
+               }));
     }
     if (jsonl)
         stream(dir / (stem + ".jsonl"), std::string(),
-               [this](std::string& out, const std::vector<Cell>& row) {
+               cells([this](std::string& out, const std::vector<Cell>& row) {
                    append_jsonl_line(out, columns_, row);
-               });
+               }));
 }
 
 namespace {
