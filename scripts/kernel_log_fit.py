@@ -1,20 +1,23 @@
 #!/usr/bin/python3
 """Coefficients of the AVX-512 table logarithm of src/metrics/pair_kernels.cpp (kLogP).
 
-table_log writes x = 2^k z c_i (1 + r), where c_i is the tabulated point of z's interval
-(kInvC holds 1/c_i rounded to double; r = z / c_i - 1 by one fused multiply-add). This script
+table_log writes x = 2^k m c_i (1 + r) with m in [1, 2) (the instructions getexp and getmant),
+c_i the tabulated point of m's interval (16 intervals 1/16 wide; kInvC holds 1/c_i rounded to
+double; r = m / c_i - 1 by one fused multiply-add). This script
   * computes the range of r over the 16 intervals from the table as it is in the source,
   * fits p(r) ~ (ln(1 + r) - r) / r^2 there at Chebyshev nodes (mpmath.chebyfit, 50 digits),
   * rounds the coefficients to double and prints them lowest power first, and
-  * evaluates |r + r^2 p(r) - ln(1 + r)| at 50 digits on 40,001 points of the range, the bound
-    the source states as kLogPolynomialError (include/sinkscope/metrics/simd.hpp).
-It also computes the largest (|k ln2| + |ln c_i| + |ln(1 + r)|) / |ln x| over x in (0, 2] (the
-Jensen-Shannon sums' s = x_a + x_b), the ratio by which the AVX-512 pair kernel's two split sums
-can exceed sum s |ln s| (kSplitLogRatio, src/metrics/pair_kernels.hpp): every interval's edges
-and 64 points inside it, for k = 1 down to -60; below, |ln x| > 41 and the ratio is < 1.03.
-With --check (a ctest test) it exits 1 unless the source's kLogP are these coefficients, the
-bound is at most kLogPolynomialError and the ratio at most kSplitLogRatio. Needs Debian's
-python3-mpmath.
+  * evaluates |r + r^2 p(r) - ln(1 + r)| at 50 digits on 40,001 points of the range and adds
+    the roundings that are not relative to the result (2^-54 (max |ln c_i| + max 2/c_i +
+    2 ln 2): the tables, r and the sums ln c_i + r and ln m), the bound the source states as
+    kLogAbsoluteError (include/sinkscope/metrics/simd.hpp).
+It also computes the largest (|k ln2| + |ln c_i| + |ln(1 + r)|) - |ln x| over x in (0, 2] (the
+Jensen-Shannon sums' s = x_a + x_b), by which the terms the AVX-512 pair kernel's two split sums
+round can exceed |ln s| (kSplitLogExcess, src/metrics/pair_kernels.hpp): every interval's edges
+and 64 points inside it, for k = 1 down to -60 (below that the excess is the same: it depends on
+k only through the sign of k). With --check (a ctest test) it exits 1 unless the source's kLogP
+are these coefficients, the bound is at most kLogAbsoluteError and the excess at most
+kSplitLogExcess. Needs Debian's python3-mpmath.
 Usage: /usr/bin/python3 scripts/kernel_log_fit.py [--check] [--degree 5]
 """
 
@@ -55,11 +58,11 @@ def main():
     with open(os.path.join(SRC, "pair_kernels.cpp")) as f:
         cpp = f.read()
     with open(os.path.join(SRC, "..", "..", "include", "sinkscope", "metrics", "simd.hpp")) as f:
-        bound = float(re.search(r"kLogPolynomialError = ([0-9.e+-]+);", f.read()).group(1))
-    # kInvC: 1/c_i for the intervals of z in [43/64, 43/32), 1/32 wide below 1 and 1/16 wide
-    # above; the interval index is bits 48..51 of bits(z) - bits(43/64).
+        bound = float(re.search(r"kLogAbsoluteError = ([0-9.e+-]+);", f.read()).group(1))
+    # kInvC: 1/c_i for the intervals [1 + i/16, 1 + (i + 1)/16) of m; the interval index is bits
+    # 48..51 of bits(m).
     inv_c = source_array(cpp, "kInvC")
-    base = bits(43.0 / 64)
+    base = bits(1.0)
     r_lo, r_hi = mp.mpf(1), mp.mpf(-1)
     for i, ic in enumerate(inv_c):
         lo, hi = from_bits(base + (i << 48)), from_bits(base + ((i + 1) << 48))
@@ -78,14 +81,16 @@ def main():
         err = abs(r + r**2 * p - mp.log(1 + r))
         if err > worst:
             worst, at = err, r
+    ln_c_max = max(abs(math.log(ic)) for ic in inv_c)
+    rounding = 2.0**-54 * (ln_c_max + 2 * max(inv_c) + 2 * math.log(2))
     print("r in [%s, %s]" % (mp.nstr(r_lo, 17), mp.nstr(r_hi, 17)))
     print("kLogP = {" + ", ".join(c.hex() for c in coef) + "}")
-    print("max |r + r^2 p(r) - ln(1 + r)| = %s at r = %s (kLogPolynomialError %g)" %
-          (mp.nstr(worst, 4), mp.nstr(at, 6), bound))
-    # The split sums' ratio (kSplitLogRatio).
+    print("max |r + r^2 p(r) - ln(1 + r)| = %s at r = %s, + roundings %.3g (kLogAbsoluteError %g)"
+          % (mp.nstr(worst, 4), mp.nstr(at, 6), rounding, bound))
+    # The split sums' excess (kSplitLogExcess).
     with open(os.path.join(SRC, "pair_kernels.hpp")) as f:
-        split_bound = float(re.search(r"kSplitLogRatio = ([0-9.e+-]+);", f.read()).group(1))
-    ratio = 0.0
+        split_bound = float(re.search(r"kSplitLogExcess = ([0-9.e+-]+);", f.read()).group(1))
+    excess = 0.0
     for k in range(1, -61, -1):
         for i, ic in enumerate(inv_c):
             lo, hi = from_bits(base + (i << 48)), from_bits(base + ((i + 1) << 48))
@@ -93,22 +98,22 @@ def main():
             for j in range(66):
                 z = lo + (hi - lo) * min(j, 64) / 64 if j < 65 else math.nextafter(hi, 0)
                 x = math.ldexp(z, k)
-                if not 0 < x <= 2 or x == 1:
+                if not 0 < x <= 2:
                     continue
                 part = abs(k * math.log(2)) + abs(ln_c) + abs(math.log(z * ic))
-                ratio = max(ratio, part / abs(math.log(x)))
-    print("max (|k ln2| + |ln c| + |ln(1 + r)|) / |ln x| = %.4f (kSplitLogRatio %g)" %
-          (ratio, split_bound))
+                excess = max(excess, part - abs(math.log(x)))
+    print("max (|k ln2| + |ln c| + |ln(1 + r)|) - |ln x| = %.4f (kSplitLogExcess %g)" %
+          (excess, split_bound))
     if args.check:
-        if ratio > split_bound:
-            print("the split sums' ratio exceeds kSplitLogRatio")
+        if excess > split_bound:
+            print("the split sums' excess exceeds kSplitLogExcess")
             return 1
         in_source = source_array(cpp, "kLogP")
         if in_source != coef:
             print("pair_kernels.cpp has kLogP = {" + ", ".join(c.hex() for c in in_source) + "}")
             return 1
-        if worst > bound:
-            print("the polynomial's error exceeds kLogPolynomialError")
+        if worst + rounding > bound:
+            print("the polynomial's error and the roundings exceed kLogAbsoluteError")
             return 1
     return 0
 

@@ -55,57 +55,48 @@ HWY_INLINE double squared_distance(const double* gram, int64_t ld, int64_t a, in
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // ln x for AVX-512 (8 doubles a vector) without a division: Highway's Log reduces to
 // s = (z - 1) / (z + 1), and that division is its most expensive step here.
-// Reduction: x = 2^k z with z in [43/64, 43/32) (z's bits are x's with the exponent moved;
-// exact), then z = c_i (1 + r), r = z / c_i - 1 = fma(z, 1/c_i, -1), for the interval i of z
-// (16 of them, by 4 bits of the mantissa; 1/32 wide below 1, 1/16 wide above, c_i at the
-// middle, and c = 1 on [63/64, 33/32) so that ln x keeps its relative accuracy near x = 1).
-// Both 16-entry tables fit in two registers each, looked up by one permute. r is in
-// [-1/34, 1/32], and ln(1 + r) = r + r^2 p(r) with p of degree 5 fitted to the range (kLogP):
-// |error| <= 2.9e-15 absolute (simd::kLogPolynomialError), and r^2 |p - (ln(1 + r) - r) / r^2|
-// <= 3.1e-12 r^2 relative to ln(1 + r) ~ r near r = 0. The Jensen-Shannon sums weight the
-// logarithm by probabilities that add up to at most 2 (pair_kernels.hpp), so an absolute error
-// is what they see; degree 7 instead of an 11-degree Taylor polynomial (below 1e-19) needs 5
-// fewer multiplications and multiply-adds a part (18 -> 13 in classical_pairs, with one
-// rounding of k ln2 and s = x + y instead of m = (x + y) / 2). Result k ln2 + (ln c_i +
-// ln(1 + r)), ln2 rounded once (relative error < 2^-54 on k ln2, |k| <= 1075). Rounding: the two
-// tabulated values, two additions and the final multiply-add, each <= u = 2^-53 relative to a
-// term at most ~2.4x the result; with the polynomial, |error| <= 4 ulp of the result +
-// kLogPolynomialError over all positive normal x (tests/metrics/test_pair_kernels.cpp checks it
-// against long double ln x). For x = 0 it returns -1023 ln 2 (finite), so 0 * ln 0 = 0 with no
-// clamping; subnormal x give a finite value near -709 (their exponent field is that of x = 0),
-// so |x ln x| stays below DBL_MIN * 710 = 1.6e-305 (-7.09e-308 at x = 1e-310).
+// Reduction: x = 2^k m with m in [1, 2) by the instructions getexp (k, already a double) and
+// getmant (m; both exact, subnormal x included), then m = c_i (1 + r), r = m / c_i - 1 =
+// fma(m, 1/c_i, -1), for the interval i of m (16 of them, 1/16 wide, by the top 4 bits of the
+// mantissa; c_i at the middle). Both 16-entry tables fit in two registers each, looked up by one
+// permute. r is in [-1/33, 1/33], and ln(1 + r) = r + r^2 p(r) with p of degree 5 fitted to the
+// range (kLogP): |error| <= kLogAbsoluteError absolute (simd.hpp). The Jensen-Shannon sums
+// weight the logarithm by probabilities that add up to at most 2 (pair_kernels.hpp), so an
+// absolute error is what they see; degree 7 instead of an 11-degree Taylor polynomial (below
+// 1e-19) needs 5 fewer multiplications and multiply-adds a part. Result k ln2 + (ln c_i + r +
+// r^2 p(r)), ln2 rounded once (relative error < 2^-54 on k ln2, |k| <= 1075). Rounding: the sum
+// ln c_i + r and the polynomial's last multiply-add are each within u = 2^-53 of a value below
+// ln 2 (absolute: x just below 1 has k = -1 and ln m near ln 2, so this reduction, unlike one
+// centred on 1, does not keep ln x's relative accuracy there, and the Jensen-Shannon sums do not
+// need it), the tabulated values within u of theirs, and the final multiply-add within 1 ulp of
+// the result: |error| <= 4 ulp of the result + kLogAbsoluteError over all positive x
+// (tests/metrics/test_pair_kernels.cpp checks it against long double ln x). getexp(0) is -inf:
+// k is clamped to -1075, so x = 0 gives -1075 ln 2 (finite) and 0 * ln 0 = 0.
+// Compared with the integer reduction before (subtract, shift, shift, subtract, shift, convert),
+// getexp, getmant, the clamp and one shift are two vector operations fewer a part.
 alignas(64) constexpr double kInvC[16] = {
-    0x1.745d1745d1746p+0, 0x1.642c8590b2164p+0, 0x1.5555555555555p+0, 0x1.47ae147ae147bp+0,
-    0x1.3b13b13b13b14p+0, 0x1.2f684bda12f68p+0, 0x1.2492492492492p+0, 0x1.1a7b9611a7b96p+0,
-    0x1.1111111111111p+0, 0x1.0842108421084p+0, 0x1.0000000000000p+0, 0x1.e1e1e1e1e1e1ep-1,
-    0x1.c71c71c71c71cp-1, 0x1.af286bca1af28p-1, 0x1.999999999999ap-1, 0x1.8618618618618p-1};
+    0x1.f07c1f07c1f08p-1, 0x1.d41d41d41d41dp-1, 0x1.bacf914c1bad0p-1, 0x1.a41a41a41a41ap-1,
+    0x1.8f9c18f9c18fap-1, 0x1.7d05f417d05f4p-1, 0x1.6c16c16c16c17p-1, 0x1.5c9882b931057p-1,
+    0x1.4e5e0a72f0539p-1, 0x1.4141414141414p-1, 0x1.3521cfb2b78c1p-1, 0x1.29e4129e4129ep-1,
+    0x1.1f7047dc11f70p-1, 0x1.15b1e5f75270dp-1, 0x1.0c9714fbcda3bp-1, 0x1.0410410410410p-1};
 // ln c_i = -ln(1/c_i) of the rounded 1/c_i above, rounded to nearest (200-bit evaluation).
-alignas(64) constexpr double kLnC[16] = {-0x1.7fafa3bd8151cp-2,
-                                         -0x1.522ae0738a3d7p-2,
-                                         -0x1.269621134db91p-2,
-                                         -0x1.f991c6cb3b37ap-3,
-                                         -0x1.a93ed3c8ad9e5p-3,
-                                         -0x1.5bf406b543db0p-3,
-                                         -0x1.1178e8227e47ap-3,
-                                         -0x1.9335e5d594988p-4,
-                                         -0x1.08598b59e3a06p-4,
-                                         -0x1.0415d89e74440p-5,
-                                         0x0.0p+0,
-                                         0x1.f0a30c01162a8p-5,
-                                         0x1.e27076e2af2eap-4,
-                                         0x1.5ff3070a793d6p-3,
-                                         0x1.c8ff7c79a9a20p-3,
-                                         0x1.1675cababa60fp-2};
+alignas(64) constexpr double kLnC[16] = {
+    0x1.f829b0e7832f8p-6, 0x1.6f0d28ae56b4ep-4, 0x1.29552f81ff521p-3, 0x1.9525a9cf456b6p-3,
+    0x1.fb9186d5e3e29p-3, 0x1.2e8e2bae11d31p-2, 0x1.5d1bdbf5809cap-2, 0x1.89a3386c1425bp-2,
+    0x1.b44f77bcc8f64p-2, 0x1.dd46a04c1c4a1p-2, 0x1.02552a5a5d0ffp-1, 0x1.154c3d2f4d5eap-1,
+    0x1.2795e1289b11bp-1, 0x1.393e0d3562a1ap-1, 0x1.4a4f85db03ebbp-1, 0x1.5ad404c359f2dp-1};
 
-// p(r) ~ (ln(1 + r) - r) / r^2 on the range of r, [-1/34, 1/32], lowest power first: a fit at
-// Chebyshev nodes, rounded to double; |r + r^2 p(r) - ln(1 + r)| <= 2.88e-15 there
-// (scripts/kernel_log_fit.py computes both at 50 digits and checks 40,001 points of the range).
-constexpr double kLogP[6] = {-0x1.00000000068d8p-1, 0x1.55555553840d9p-2,  -0x1.fffff825bbf95p-3,
-                             0x1.9999e7277279cp-3,  -0x1.55aede4344325p-3, 0x1.2379d48a778a5p-3};
+// p(r) ~ (ln(1 + r) - r) / r^2 on the range of r, lowest power first: a fit at Chebyshev nodes,
+// rounded to double (scripts/kernel_log_fit.py computes it at 50 digits, and its error on 40,001
+// points of the range).
+constexpr double kLogP[6] = {-0x1.0000000006a8ap-1, 0x1.55555555612bdp-2,  -0x1.fffff808ab64fp-3,
+                             0x1.99999284d16bep-3,  -0x1.55afad8f43231p-3, 0x1.24e297f3dad64p-3};
 
-// table_log in two stages, so that a loop can start the next part's reduction (integer steps,
-// two permutes: independent of the polynomial) while it finishes the current one: prepare
-// reduces x to k, c_i and r; finish evaluates the polynomial and sums the three logarithms.
+constexpr double kLn2 = 0x1.62e42fefa39efp-1;
+
+// table_log in two stages, so that a loop can start the next part's reduction (getexp,
+// getmant, two permutes: independent of the polynomial) while it finishes the current one:
+// prepare reduces x to k, c_i and r; the sums take k and ln m = ln c_i + ln(1 + r) apart.
 template <class V>
 struct LogPrepared {
     V r, ln_c, kd;
@@ -114,44 +105,39 @@ struct LogPrepared {
 template <class D, class V>
 HWY_INLINE LogPrepared<V> table_log_prepare(D d, V x) {
     const hn::RebindToSigned<D> di;
-    const auto ix = hn::BitCast(di, x);
-    const auto t = hn::Sub(ix, hn::Set(di, int64_t{0x3fe5800000000000}));  // bits of 43/64
-    const auto k = hn::ShiftRight<52>(t);                                  // arithmetic
-    const V z = hn::BitCast(d, hn::Sub(ix, hn::ShiftLeft<52>(k)));
-    const auto i = hn::ShiftRight<48>(t);  // the permute reads the low 4 bits only
+    const V m{_mm512_getmant_pd(x.raw, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src)};
+    const V kd = hn::Max(V{_mm512_getexp_pd(x.raw)}, hn::Set(d, -1075.0));
+    const auto i = hn::ShiftRight<48>(hn::BitCast(di, m));  // the permute reads the low 4 bits
     const V inv_c{
         _mm512_permutex2var_pd(hn::Load(d, kInvC).raw, i.raw, hn::Load(d, kInvC + 8).raw)};
     const V ln_c{_mm512_permutex2var_pd(hn::Load(d, kLnC).raw, i.raw, hn::Load(d, kLnC + 8).raw)};
-    return {hn::MulAdd(z, inv_c, hn::Set(d, -1.0)), ln_c, hn::ConvertTo(d, k)};
+    return {hn::MulAdd(m, inv_c, hn::Set(d, -1.0)), ln_c, kd};
 }
 
-// ln(1 + r) = r + r^2 p(r) with p of degree 5 (kLogP): pairs of terms in r, then Horner's
-// scheme in r^2.
+// ln m = ln c_i + r + r^2 p(r), p of degree 5 (kLogP): pairs of terms in r, then Horner's
+// scheme in r^2; ln c_i + r is added off the polynomial's chain.
 template <class D, class V>
-HWY_INLINE V table_log_low(D d, const LogPrepared<V>& p) {
+HWY_INLINE V table_log_mantissa(D d, const LogPrepared<V>& p) {
     const auto c = [d](double v) { return hn::Set(d, v); };
     const V r = p.r, r2 = hn::Mul(r, r);
     const V p01 = hn::MulAdd(r, c(kLogP[1]), c(kLogP[0]));
     const V p23 = hn::MulAdd(r, c(kLogP[3]), c(kLogP[2]));
     const V p45 = hn::MulAdd(r, c(kLogP[5]), c(kLogP[4]));
     const V q = hn::MulAdd(r2, hn::MulAdd(r2, p45, p23), p01);
-    return hn::MulAdd(r2, q, r);
-}
-
-// k ln 2 + ln c_i.
-template <class D, class V>
-HWY_INLINE V table_log_high(D d, const LogPrepared<V>& p) {
-    return hn::MulAdd(p.kd, hn::Set(d, 0x1.62e42fefa39efp-1), p.ln_c);
-}
-
-template <class D, class V>
-HWY_INLINE V table_log_finish(D d, const LogPrepared<V>& p) {
-    return hn::MulAdd(p.kd, hn::Set(d, 0x1.62e42fefa39efp-1), hn::Add(p.ln_c, table_log_low(d, p)));
+    return hn::MulAdd(r2, q, hn::Add(p.ln_c, r));
 }
 
 template <class D, class V>
 HWY_INLINE V table_log(D d, V x) {
-    return table_log_finish(d, table_log_prepare(d, x));
+    const LogPrepared<V> p = table_log_prepare(d, x);
+    return hn::MulAdd(p.kd, hn::Set(d, kLn2), table_log_mantissa(d, p));
+}
+
+// sum_j s_j ln s_j from the split sums sum_j s_j k_j and sum_j s_j ln m_j (part_sums,
+// row_statistics): ln 2 times the first plus the second, one multiply-add.
+template <class D, class V>
+HWY_INLINE V split_total(D d, V acc_k, V acc_m) {
+    return hn::MulAdd(acc_k, hn::Set(d, kLn2), acc_m);
 }
 #endif
 
@@ -192,16 +178,16 @@ void row_statistics_impl(const PartMajor& rows, int64_t n, double* self, double*
     for (int64_t a0 = 0; a0 < n; a0 += lanes) {
         auto acc = hn::Zero(d), acc_sq = hn::Zero(d);
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-        auto acc_high = hn::Zero(d), acc_low = hn::Zero(d);  // as part_sums sums them
+        auto acc_k = hn::Zero(d), acc_m = hn::Zero(d);  // as part_sums sums them
         for (int64_t j = 0; j < rows.k; ++j) {
             const auto x = hn::LoadU(d, rows.x + j * rows.ld + a0);
             const auto s = hn::Add(x, x);
             const auto p = table_log_prepare(d, s);
-            acc_high = hn::MulAdd(s, table_log_high(d, p), acc_high);
-            acc_low = hn::MulAdd(s, table_log_low(d, p), acc_low);
+            acc_k = hn::MulAdd(s, p.kd, acc_k);
+            acc_m = hn::MulAdd(s, table_log_mantissa(d, p), acc_m);
             acc_sq = hn::MulAdd(x, x, acc_sq);
         }
-        acc = hn::Add(acc_low, acc_high);
+        acc = split_total(d, acc_k, acc_m);
 #else
         for (int64_t j = 0; j < rows.k; ++j) {
             const auto x = hn::LoadU(d, rows.x + j * rows.ld + a0);
@@ -223,11 +209,11 @@ void row_statistics_impl(const PartMajor& rows, int64_t n, double* self, double*
 // multiply-adds need. Here each step reduces part j, loads part j + 1 and finishes part j - 1,
 // so the three stages enter the core as their inputs become ready; unrolled by two, so that the
 // three stages' registers alternate instead of being copied. And sum_j s ln s is taken as two
-// sums, sum_j s (k ln2 + ln c_i) as soon as part j is reduced and sum_j s ln(1 + r) when it is
-// finished (added at the end), which takes the k ln2 + ln c_i step off the chain (11% and a
-// further 4% on a stand-alone copy of the loop; bench/README.md). row_statistics sums the same
-// two sums, so identical heads still have a divergence of exactly 0; the rounding of the split
-// is in pair_kernels.hpp.
+// sums, sum_j s k (table_log's exponent, a double) as soon as part j is reduced and
+// sum_j s ln m (ln c_i + ln(1 + r)) when it is finished, combined at the end (split_total), which
+// keeps k ln2 off the chain (bench/README.md). row_statistics sums the same two sums, so
+// identical heads still have a divergence of exactly 0; the rounding of the split is in
+// pair_kernels.hpp (kSplitLogExcess).
 template <class D, class V>
 HWY_INLINE void part_sums(D d, const PartMajor& x, int64_t a0, int64_t b, V& acc, V& acc_sq) {
     const int64_t k = x.k, ld = x.ld;
@@ -244,14 +230,14 @@ HWY_INLINE void part_sums(D d, const PartMajor& x, int64_t a0, int64_t b, V& acc
         V s, diff;
         LogPrepared<V> log;
     };
-    V acc_high = hn::Zero(d), acc_low = hn::Zero(d);
+    V acc_k = hn::Zero(d), acc_m = hn::Zero(d);
     const auto prepare = [&] {
         const Prepared p{s, diff, table_log_prepare(d, s)};
-        acc_high = hn::MulAdd(p.s, table_log_high(d, p.log), acc_high);
+        acc_k = hn::MulAdd(p.s, p.log.kd, acc_k);
         return p;
     };
     const auto finish = [&](const Prepared& p) {
-        acc_low = hn::MulAdd(p.s, table_log_low(d, p.log), acc_low);
+        acc_m = hn::MulAdd(p.s, table_log_mantissa(d, p.log), acc_m);
         acc_sq = hn::MulAdd(p.diff, p.diff, acc_sq);
     };
     load(0);
@@ -279,7 +265,7 @@ HWY_INLINE void part_sums(D d, const PartMajor& x, int64_t a0, int64_t b, V& acc
         }
     }
     finish(even);
-    acc = hn::Add(acc, hn::Add(acc_low, acc_high));
+    acc = hn::Add(acc, split_total(d, acc_k, acc_m));
 #else
     for (int64_t j = 0; j < k; ++j) {
         const auto xa = hn::LoadU(d, col + j * ld + a0);
