@@ -703,8 +703,8 @@ ReportContent collect_report(const fs::path& run_dir) {
     } catch (const json::exception& e) {
         throw unexpected_structure(run_dir, printable(e.what()));
     }
-    if (c.run.contains("p2") && c.run["p2"].is_object() &&
-        c.run["p2"].value("mode", "") == "ruscio2025")
+    // str() reads a field of any type (json::value would throw on a non-string "mode").
+    if (is(field(c.run, "p2"), "mode", "ruscio2025"))
         c.notes.push_back(
             "Compat mode ruscio2025: reference-frame numbers follow the released notebooks; "
             "on causal models their Betti numbers only count tokens." +

@@ -2,6 +2,7 @@
 // without errors by headless Chromium.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
@@ -182,4 +183,12 @@ TEST(Report, HandEditedRunFolder) {
     EXPECT_NE(html.find("m\xef\xbf\xbd"), std::string::npos);  // U+FFFD for the bad byte
     write("heads.csv", "model,head,metric,value\nm,0,sink_mass,0.5\n");
     EXPECT_NO_THROW((void)render_html(collect_report(d)));
+    // A compat-mode field that is not a string (the fuzzer's object) is no compat mode.
+    write("run.json", R"({"p2": {"mode": {"a": 1}}})");
+    EXPECT_NO_THROW((void)render_html(collect_report(d)));
+    write("run.json", R"({"p2": {"mode": "ruscio2025"}})");
+    const ReportContent compat = collect_report(d);
+    EXPECT_TRUE(std::any_of(compat.notes.begin(), compat.notes.end(), [](const std::string& n) {
+        return n.find("ruscio2025") != std::string::npos;
+    }));
 }
