@@ -127,17 +127,18 @@ HWY_INLINE V table_log_mantissa(D d, const LogPrepared<V>& p) {
     return hn::MulAdd(r2, q, hn::Add(p.ln_c, r));
 }
 
+// k ln 2 + ln m, one multiply-add: the logarithm from its two parts (table_log), and
+// sum_j s_j ln s_j from the split sums sum_j s_j k_j and sum_j s_j ln m_j (part_sums,
+// row_statistics).
+template <class D, class V>
+HWY_INLINE V split_total(D d, V k, V ln_m) {
+    return hn::MulAdd(k, hn::Set(d, kLn2), ln_m);
+}
+
 template <class D, class V>
 HWY_INLINE V table_log(D d, V x) {
     const LogPrepared<V> p = table_log_prepare(d, x);
-    return hn::MulAdd(p.kd, hn::Set(d, kLn2), table_log_mantissa(d, p));
-}
-
-// sum_j s_j ln s_j from the split sums sum_j s_j k_j and sum_j s_j ln m_j (part_sums,
-// row_statistics): ln 2 times the first plus the second, one multiply-add.
-template <class D, class V>
-HWY_INLINE V split_total(D d, V acc_k, V acc_m) {
-    return hn::MulAdd(acc_k, hn::Set(d, kLn2), acc_m);
+    return split_total(d, p.kd, table_log_mantissa(d, p));
 }
 #endif
 
