@@ -2,17 +2,20 @@
 //
 // Exact method. For a fixed anchor a the triples are the unordered pairs {b, c} of the other
 // heads, and a comparison asks whether sign(D1(a,b) - D1(a,c)) and sign(D2(a,b) - D2(a,c))
-// differ. A Kendall-style merge sort would count discordant pairs in O(n log n), but the 10.f
-// tie rule is relative (|x - y| <= 1e-12 max(|x|, |y|)) and not transitive, so sorting cannot
-// classify ties exactly. We therefore use the O(n^2)-per-anchor pair loop, made cheap:
+// differ. Per anchor:
 //   pass 1: copy row a of every matrix, without a itself, into a contiguous buffer;
-//   pass 2: for each b, the verdicts (+1, -1, 0 = tie) of every c > b under every matrix as two
-//           bit sets (+1, -1), 64 c to a word, from vector comparisons;
-//   pass 3: for each comparison, both verdicts not a tie (compared) and opposite (disagree)
-//           are bitwise operations on the words, counted by popcount (reversal_kernels.hpp).
-// Each matrix's verdicts are computed once per (a, b) and reused by every comparison that
-// uses the matrix, all buffers stay in L1, and anchors are split over threads. The result is
-// exactly the brute-force triple loop (tests/metrics/test_reversal.cpp checks this).
+//   pass 2: count by ranks (reversal_ranks.hpp): each row sorted once, the discordant pairs of
+//           every comparison by a Fenwick tree as in Kendall's tau, and the pairs the relative
+//           10.f tie rule makes ties (not transitive, so sorting alone cannot classify them)
+//           found by a window scan of the sorted values and subtracted: O(m log m) per anchor
+//           and comparison while ties are few;
+//   otherwise (a row with many equal distances, e.g. identical heads), the pair loop: for each
+//           b, the verdicts (+1, -1, 0 = tie) of every c > b under every matrix as two bit sets,
+//           64 c to a word, from vector comparisons, and per comparison the counts of both
+//           verdicts not a tie (compared) and opposite (disagree) by popcount
+//           (reversal_kernels.hpp), O(m^2) per anchor.
+// Anchors are split over threads. The result is exactly the brute-force triple loop either way
+// (tests/metrics/test_reversal.cpp checks both paths against it).
 #include "sinkscope/metrics/reversal.hpp"
 
 #include <algorithm>
@@ -22,6 +25,7 @@
 #include <thread>
 
 #include "metrics/reversal_kernels.hpp"
+#include "metrics/reversal_ranks.hpp"
 #include "sinkscope/core/error.hpp"
 
 namespace sinkscope::metrics {
@@ -132,6 +136,9 @@ void count_anchor_range(std::span<const Eigen::MatrixXd* const> matrices, const 
                              std::numeric_limits<double>::quiet_NaN());
     std::vector<uint64_t> words(static_cast<size_t>(2 * n_used * stride / w));
     const kernels::AnchorRows anchor{rows.data(), stride, m, n_used};
+    kernels::RankedAnchor ranked;
+    const int64_t budget = kernels::default_tie_scan_budget(m);
+    const auto n_slots = static_cast<int64_t>(plan.slot.size());
     for (size_t ia = anchor_begin; ia < anchor_end; ++ia) {
         const int a = heads[ia];
         // Pass 1: the anchor's row of every used matrix, without the anchor.
@@ -143,9 +150,11 @@ void count_anchor_range(std::span<const Eigen::MatrixXd* const> matrices, const 
             for (size_t ib = 0; ib < heads.size(); ++ib)
                 if (ib != ia) row[j++] = d(a, heads[ib]);
         }
-        // Passes 2 and 3: verdict bits and their counts (reversal_kernels.hpp).
-        kernels::count_anchor(anchor, plan.slot.data(), static_cast<int64_t>(plan.slot.size()),
-                              words.data(), compared.data(), disagree.data());
+        // Pass 2: by ranks, or by the pair loop where the tie scan exceeds its budget.
+        if (!ranked.count(anchor, plan.slot.data(), n_slots, compared.data(), disagree.data(),
+                          budget))
+            kernels::count_anchor(anchor, plan.slot.data(), n_slots, words.data(), compared.data(),
+                                  disagree.data());
     }
 }
 

@@ -2,10 +2,14 @@
 // against a brute-force triple loop, and sampled rates against the exact ones.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
+#include "metrics/reversal_kernels.hpp"
+#include "metrics/reversal_ranks.hpp"
 #include "sinkscope/metrics/reversal.hpp"
 #include "sinkscope/metrics/simd.hpp"
 #include "synthetic_attention.hpp"
@@ -289,6 +293,88 @@ TEST(Reversal, ExactMatchesBruteForceAcrossWordsOnEveryTarget) {
     EXPECT_GT(r01.n_tied, brute_force(m[0], m[2], all).n_tied);  // the NaN of matrix 1
     EXPECT_GT(brute_force(m[0], m[2], all).n_tied, 0);
     EXPECT_GT(r01.n_disagree, 0);
+}
+
+// Counting one anchor by ranks (reversal_ranks.hpp) equals the pair loop (count_anchor) and the
+// brute-force rule on rows built to break it: clusters of values whose gaps are exact ties, 10.f
+// ties, just past the tolerance and near the window's stop (2e-12 relative), negative values and
+// both zeros, values below the scan floor (1e-300), huge values whose differences overflow,
+// +-inf and NaN (every pair with a non-finite value is a tie), for 1 to 200 candidates, with a
+// comparison of a matrix with itself, and with an unlimited tie budget (so that the ranks count
+// every tie-heavy row). A budget too small returns false and adds nothing.
+TEST(Reversal, RankedAnchorCountEqualsPairLoop) {
+    namespace k = sinkscope::metrics::kernels;
+    // The 10.f rule with non-finite values ties, as triple_verdict computes it.
+    const auto verdict = [](double x, double y) {
+        return std::isfinite(x) && std::isfinite(y) ? brute_verdict(x, y) : 0;
+    };
+    const double inf = std::numeric_limits<double>::infinity();
+    const double special[] = {0.0,    -0.0, 1e-300, 1.0000000000004e-300, 3e-300, 1e308,
+                              -1e308, inf,  -inf,   std::nan("")};
+    const double eps[] = {0.0, 4e-13, -4e-13, 1e-12, 1.5e-12, -1.9e-12, 2e-12, 2.1e-12, 3e-12};
+    std::mt19937_64 rng(17);
+    int64_t tie_discordant_seen = 0;
+    for (const int64_t m : {1, 2, 3, 63, 64, 65, 200}) {
+        for (int kind = 0; kind < 3; ++kind) {
+            SCOPED_TRACE(testing::Message() << "m " << m << " kind " << kind);
+            const int64_t n_used = 3, w = k::kVerdictWord;
+            const int64_t stride = (m + w - 1) / w * w;
+            std::vector<double> x(static_cast<size_t>(n_used * stride), std::nan(""));
+            std::uniform_real_distribution<double> unit(0.0, 1.0);
+            std::uniform_int_distribution<int> base(-2, 3), pick_eps(0, 8), pick_special(0, 9),
+                coin(0, 9);
+            for (int64_t u = 0; u < n_used; ++u)
+                for (int64_t c = 0; c < m; ++c) {
+                    double v = 0;
+                    if (kind == 0) {
+                        v = unit(rng);  // continuous: almost no ties
+                    } else {
+                        v = base(rng) * (1.0 + eps[pick_eps(rng)]);  // clusters of near-ties
+                        if (kind == 2 && coin(rng) == 0) v = special[pick_special(rng)];
+                    }
+                    x[static_cast<size_t>(u * stride + c)] = v;
+                }
+            const k::AnchorRows rows{x.data(), stride, m, n_used};
+            const std::array<int, 2> slots[] = {{0, 1}, {1, 2}, {2, 0}, {1, 1}};
+            const int64_t n_slots = 4;
+            std::vector<int64_t> cmp_ranked(n_slots, 0), dis_ranked(n_slots, 0);
+            std::vector<int64_t> cmp_loop(n_slots, 0), dis_loop(n_slots, 0);
+            k::RankedAnchor ranked;
+            ASSERT_TRUE(ranked.count(rows, slots, n_slots, cmp_ranked.data(), dis_ranked.data(),
+                                     std::numeric_limits<int64_t>::max()));
+            std::vector<uint64_t> words(static_cast<size_t>(2 * n_used * stride / w));
+            k::count_anchor(rows, slots, n_slots, words.data(), cmp_loop.data(), dis_loop.data());
+            for (int64_t q = 0; q < n_slots; ++q) {
+                SCOPED_TRACE(q);
+                const double* xu = x.data() + slots[q][0] * stride;
+                const double* xv = x.data() + slots[q][1] * stride;
+                int64_t compared = 0, disagree = 0;
+                for (int64_t b = 0; b < m; ++b)
+                    for (int64_t c = b + 1; c < m; ++c) {
+                        const int vu = verdict(xu[b], xu[c]), vv = verdict(xv[b], xv[c]);
+                        if (vu == 0 || vv == 0) {
+                            // a tie the ranks must correct: finite, ordered oppositely
+                            tie_discordant_seen += std::isfinite(xu[b] + xu[c] + xv[b] + xv[c]) &&
+                                                   (xu[b] - xu[c]) * (xv[b] - xv[c]) < 0;
+                            continue;
+                        }
+                        ++compared;
+                        disagree += vu != vv;
+                    }
+                EXPECT_EQ(cmp_ranked[static_cast<size_t>(q)], compared);
+                EXPECT_EQ(dis_ranked[static_cast<size_t>(q)], disagree);
+                EXPECT_EQ(cmp_loop[static_cast<size_t>(q)], compared);
+                EXPECT_EQ(dis_loop[static_cast<size_t>(q)], disagree);
+            }
+            if (kind > 0 && m >= 63) {  // tie-heavy rows overrun a small budget: nothing added
+                std::vector<int64_t> cmp(n_slots, 7), dis(n_slots, 7);
+                EXPECT_FALSE(ranked.count(rows, slots, n_slots, cmp.data(), dis.data(), m));
+                EXPECT_EQ(cmp, std::vector<int64_t>(n_slots, 7));
+                EXPECT_EQ(dis, std::vector<int64_t>(n_slots, 7));
+            }
+        }
+    }
+    EXPECT_GT(tie_discordant_seen, 0);  // the correction of ties was exercised
 }
 
 // Sampled rates on random heads agree with the exact rate within their 95% Wilson interval:

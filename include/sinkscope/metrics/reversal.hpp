@@ -50,6 +50,8 @@ int64_t count_triples(int64_t n);
 // Exact counts of every comparison in `pairs` over all triples whose three heads lie in `heads`
 // (indices into the matrices; every head when empty). All matrices are n x n head distance
 // matrices with the same n. Work is split over `n_threads` threads by anchor (0: all cores).
+// Cost: O(n^2 log n) a comparison (each anchor's rows sorted, reversal.cpp), O(n^3) for the
+// anchors whose distances have many ties (equal heads, for instance).
 std::vector<ReversalCounts> count_reversals_exact(std::span<const Eigen::MatrixXd* const> matrices,
                                                   std::span<const MatrixPair> pairs,
                                                   std::span<const int> heads = {},
