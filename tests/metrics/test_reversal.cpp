@@ -137,9 +137,10 @@ int brute_verdict(double x, double y) {
     return x > y ? 1 : -1;
 }
 
-// A NaN distance orders nothing: every triple it enters is a tie (never compared).
-int brute_verdict_nan(double x, double y) {
-    return std::isnan(x) || std::isnan(y) ? 0 : brute_verdict(x, y);
+// A NaN or infinite distance orders nothing: every triple it enters is a tie (never compared),
+// as in triple_verdict, where its diff and tol are NaN or inf.
+int brute_verdict_finite(double x, double y) {
+    return std::isfinite(x) && std::isfinite(y) ? brute_verdict(x, y) : 0;
 }
 
 ReversalCounts brute_force(const Eigen::MatrixXd& d1, const Eigen::MatrixXd& d2,
@@ -151,8 +152,8 @@ ReversalCounts brute_force(const Eigen::MatrixXd& d1, const Eigen::MatrixXd& d2,
                 if (a == b || a == cc || b >= cc) continue;
                 ++c.n_triples;
                 ++c.n_examined;
-                const int v1 = brute_verdict_nan(d1(a, b), d1(a, cc));
-                const int v2 = brute_verdict_nan(d2(a, b), d2(a, cc));
+                const int v1 = brute_verdict_finite(d1(a, b), d1(a, cc));
+                const int v2 = brute_verdict_finite(d2(a, b), d2(a, cc));
                 if (v1 == 0 || v2 == 0) {
                     ++c.n_tied;
                 } else {
@@ -304,10 +305,6 @@ TEST(Reversal, ExactMatchesBruteForceAcrossWordsOnEveryTarget) {
 // every tie-heavy row). A budget too small returns false and adds nothing.
 TEST(Reversal, RankedAnchorCountEqualsPairLoop) {
     namespace k = sinkscope::metrics::kernels;
-    // The 10.f rule with non-finite values ties, as triple_verdict computes it.
-    const auto verdict = [](double x, double y) {
-        return std::isfinite(x) && std::isfinite(y) ? brute_verdict(x, y) : 0;
-    };
     const double inf = std::numeric_limits<double>::infinity();
     const double special[] = {0.0,    -0.0, 1e-300, 1.0000000000004e-300, 3e-300, 1e308,
                               -1e308, inf,  -inf,   std::nan("")};
@@ -351,7 +348,8 @@ TEST(Reversal, RankedAnchorCountEqualsPairLoop) {
                 int64_t compared = 0, disagree = 0;
                 for (int64_t b = 0; b < m; ++b)
                     for (int64_t c = b + 1; c < m; ++c) {
-                        const int vu = verdict(xu[b], xu[c]), vv = verdict(xv[b], xv[c]);
+                        const int vu = brute_verdict_finite(xu[b], xu[c]);
+                        const int vv = brute_verdict_finite(xv[b], xv[c]);
                         if (vu == 0 || vv == 0) {
                             // a tie the ranks must correct: finite, ordered oppositely
                             tie_discordant_seen += std::isfinite(xu[b] + xu[c] + xv[b] + xv[c]) &&
