@@ -33,8 +33,9 @@ const std::string& command_line();
 inline void add_overwrite_flag(CLI::App* cmd, bool& overwrite, const std::string& what = "--out") {
     cmd->add_flag("--overwrite", overwrite,
                   "Replace an earlier sinkscope result at " + what +
-                      " (only sinkscope's own; without it an existing non-empty " + what +
-                      " is refused and left untouched)");
+                      " (only the files sinkscope wrote there, listed in its run_files.json; "
+                      "anything else there is kept; without it an existing non-empty " +
+                      what + " is refused and left untouched)");
 }
 
 }  // namespace sinkscope::cli

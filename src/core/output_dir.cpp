@@ -6,10 +6,14 @@
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string_view>
 #include <system_error>
 
@@ -94,6 +98,237 @@ void refuse_output_dir(const fs::path& path, bool overwrite) {
                          "--overwrite replaces only sinkscope's own runs; choose another "
                          "output directory");
 }
+
+// ---- the record of what a run wrote (kRunFilesName) --------------------------------------------
+
+constexpr const char* kRunFilesKind = "sinkscope_run_files";  // its version number's key
+constexpr int kRunFilesVersion = 1;
+constexpr int kRunFilesMaxDepth = 8;  // {"files": [...]}: deeper is not a record of ours
+
+std::function<void(const std::string&)>& fault_hook() {
+    static std::function<void(const std::string&)> hook;
+    return hook;
+}
+void fault_point(const std::string& step) {
+    if (fault_hook()) fault_hook()(step);
+}
+
+// What a run folder holds: relative paths in generic form ("checkpoints/00-a/heads.csv").
+struct Listing {
+    std::set<std::string> files, folders;
+    // A recorded folder, or one with a recorded entry below it: its contents are looked at one
+    // by one instead of being kept (or removed) whole.
+    bool holds_folder(const std::string& rel) const {
+        if (folders.count(rel)) return true;
+        const std::string prefix = rel + "/";
+        for (const auto* set : {&files, &folders}) {
+            const auto it = set->lower_bound(prefix);
+            if (it != set->end() && it->compare(0, prefix.size(), prefix) == 0) return true;
+        }
+        return false;
+    }
+};
+
+std::string join(const std::string& rel, const std::string& name) {
+    return rel.empty() ? name : rel + "/" + name;
+}
+
+// The names in a folder, sorted (so "the first foreign path" is the same on every run).
+std::vector<std::string> entry_names(const fs::path& dir) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        names.push_back(it->path().filename().string());
+    if (ec) throw IoError(dir.string(), "cannot list the folder: " + ec.message());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+bool is_real_dir(const fs::path& p) {  // a directory, not a link to one
+    std::error_code ec;
+    return fs::is_directory(fs::symlink_status(p, ec));
+}
+
+// Everything under `root`/`rel`: folders (not followed when they are links) and other entries.
+void list_tree(const fs::path& root, const std::string& rel, Listing& out) {
+    for (const std::string& name : entry_names(rel.empty() ? root : root / rel)) {
+        const std::string r = join(rel, name);
+        if (is_real_dir(root / r)) {
+            out.folders.insert(r);
+            list_tree(root, r, out);
+        } else {
+            out.files.insert(r);
+        }
+    }
+}
+
+std::string run_files_json(const Listing& l) {
+    const nlohmann::json j = {
+        {kRunFilesKind, kRunFilesVersion},
+        {"about",
+         "The files and folders sinkscope wrote in this run folder. --overwrite replaces only "
+         "these; anything else here (your notes, figures) is kept."},
+        {"files", l.files},
+        {"folders", l.folders}};
+    // A name that is not UTF-8 is recorded with U+FFFD: it then counts as not ours (kept).
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+// A relative path without empty, "." or ".." parts: an entry that names nothing outside the run.
+bool is_plain_relative(const std::string& p) {
+    if (p.empty() || p.front() == '/') return false;
+    size_t start = 0;
+    for (;;) {
+        const size_t end = p.find('/', start);
+        const std::string part = p.substr(start, end == std::string::npos ? end : end - start);
+        if (part.empty() || part == "." || part == "..") return false;
+        if (end == std::string::npos) return true;
+        start = end + 1;
+    }
+}
+
+// Deepest nesting of arrays and objects, outside strings (checked before a DOM is built).
+int json_depth(const std::string& s) {
+    int depth = 0, worst = 0;
+    bool in_string = false, escaped = false;
+    for (const char c : s) {
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            worst = std::max(worst, ++depth);
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return worst;
+}
+
+// The record in `dir`, or nothing when it is absent (a run of a sinkscope from before the record)
+// or not a well-formed record of ours (then the run is treated as having none: safe, see commit).
+std::optional<Listing> read_run_files(const fs::path& dir) {
+    const fs::path file = dir / kRunFilesName;
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(file, ec))) return std::nullopt;
+    const auto size = fs::file_size(file, ec);
+    if (ec || size > kMaxRunJsonBytes) return std::nullopt;
+    std::string bytes;
+    try {
+        bytes = read_file(file);
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+    if (json_depth(bytes) > kRunFilesMaxDepth) return std::nullopt;
+    const nlohmann::json j = nlohmann::json::parse(bytes, nullptr, false);
+    if (!j.is_object() || j.value(kRunFilesKind, nlohmann::json()) != kRunFilesVersion)
+        return std::nullopt;
+    Listing l;
+    for (const auto& [key, set] :
+         {std::pair{"files", &l.files}, std::pair{"folders", &l.folders}}) {
+        const auto it = j.find(key);
+        if (it == j.end() || !it->is_array()) return std::nullopt;
+        for (const nlohmann::json& e : *it) {
+            if (!e.is_string() || !is_plain_relative(e.get<std::string>())) return std::nullopt;
+            set->insert(e.get<std::string>());
+        }
+    }
+    return l;
+}
+
+// Entries under `root`/`rel` that `ours` does not hold, outermost first (a foreign folder is
+// one entry: it moves whole).
+void find_foreign(const fs::path& root, const std::string& rel, const Listing& ours,
+                  std::vector<std::string>& out) {
+    for (const std::string& name : entry_names(rel.empty() ? root : root / rel)) {
+        const std::string r = join(rel, name);
+        if (is_real_dir(root / r)) {
+            if (ours.holds_folder(r))
+                find_foreign(root, r, ours, out);
+            else
+                out.push_back(r);
+        } else if (!ours.files.count(r)) {
+            out.push_back(r);
+        }
+    }
+}
+
+// Removes what `ours` holds under `root`/`rel` (folders only once empty); anything else stays.
+void remove_ours(const fs::path& root, const std::string& rel, const Listing& ours) {
+    std::error_code ec;
+    for (const std::string& name : entry_names(rel.empty() ? root : root / rel)) {
+        const std::string r = join(rel, name);
+        if (is_real_dir(root / r)) {
+            if (!ours.holds_folder(r)) continue;
+            remove_ours(root, r, ours);
+            fs::remove(root / r, ec);  // fails, and keeps it, when something else is inside
+        } else if (ours.files.count(r)) {
+            fs::remove(root / r, ec);
+        }
+    }
+}
+
+// rename(2) that never replaces an existing `to`; returns 0 or the errno.
+int move_no_replace(const fs::path& from, const fs::path& to) {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+    const int err = errno;
+    if (err != EINVAL && err != ENOSYS && err != EOPNOTSUPP) return err;
+    std::error_code ec;  // a file system without RENAME_NOREPLACE: check, then rename
+    if (fs::exists(fs::symlink_status(to, ec))) return EEXIST;
+    return ::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
+}
+
+// The user's entries of an earlier run, carried by rename from the old folder into the new one
+// before the swap, and carried back when the commit fails.
+class Carried {
+public:
+    Carried(fs::path from, fs::path to) : from_(std::move(from)), to_(std::move(to)) {}
+
+    void move_all(const std::vector<std::string>& rels) {
+        for (const std::string& r : rels) {
+            fault_point("move");
+            make_parents(fs::path(r).parent_path());
+            if (const int err = move_no_replace(from_ / r, to_ / r))
+                throw std::runtime_error("cannot move " + (from_ / r).string() +
+                                         " into the new run: " + std::strerror(err));
+            moved_.push_back(r);
+        }
+    }
+    // Moves everything back; returns the entries that could not be (left in the new folder).
+    std::vector<std::string> undo() {
+        std::vector<std::string> stuck;
+        for (auto it = moved_.rbegin(); it != moved_.rend(); ++it)
+            if (move_no_replace(to_ / *it, from_ / *it) != 0) stuck.push_back(*it);
+        moved_.clear();
+        std::error_code ec;
+        for (auto it = made_.rbegin(); it != made_.rend(); ++it) fs::remove(*it, ec);
+        made_.clear();
+        return stuck;
+    }
+
+private:
+    fs::path from_, to_;
+    std::vector<std::string> moved_;
+    std::vector<fs::path> made_;  // folders made in the new run to hold moved entries
+
+    void make_parents(const fs::path& rel) {
+        fs::path p = to_;
+        for (const fs::path& part : rel) {
+            p /= part;
+            if (is_real_dir(p)) continue;
+            std::error_code ec;
+            if (!fs::create_directory(p, ec) || ec)
+                throw IoError(p.string(), "cannot create the folder: " +
+                                              (ec ? ec.message() : std::string("name taken")));
+            made_.push_back(p);
+        }
+    }
+};
 
 // Creates a directory that did not exist before; false when the name is taken.
 bool create_new_dir(const fs::path& p) {
@@ -203,6 +438,10 @@ OutputDir::~OutputDir() {
 void OutputDir::commit() {
     std::error_code ec;
     fs::remove(staging_ / kStagingMarker, ec);
+    const auto keep_and_throw = [&](const std::string& what) {
+        keep_ = true;
+        throw IoError(final_.string(), what + " (results kept in " + staging_.string() + ")");
+    };
     try {
         refuse_output_dir(final_, overwrite_);  // something may have appeared meanwhile
     } catch (const UsageError& e) {
@@ -210,52 +449,107 @@ void OutputDir::commit() {
         throw UsageError(std::string(e.what()) + " (this run's results are kept in " +
                          staging_.string() + ")");
     }
-    if (fs::exists(fs::symlink_status(final_, ec))) {
-        // Swap old and new in one step, then remove the old run (now at the staging name).
-        if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, final_.c_str(), RENAME_EXCHANGE) ==
-            0) {
-            committed_ = true;
-            fs::remove_all(staging_, ec);
-            return;
-        }
-        const int err = errno;
-        if (err != EINVAL && err != ENOSYS && err != EOPNOTSUPP) {
-            keep_ = true;
-            throw IoError(final_.string(), std::string("cannot move results into place: ") +
-                                               std::strerror(err) + " (results kept in " +
-                                               staging_.string() + ")");
-        }
-        // File system without RENAME_EXCHANGE: move the old run aside first.
-        fs::path old;
-        for (int n = 0;; ++n) {
-            old = final_.string() + ".old-" + std::to_string(::getpid()) + "-" + std::to_string(n);
-            if (!fs::exists(fs::symlink_status(old, ec))) break;
-        }
-        fs::rename(final_, old, ec);
-        if (ec) {
-            keep_ = true;
-            throw IoError(final_.string(), "cannot replace the earlier run: " + ec.message() +
-                                               " (results kept in " + staging_.string() + ")");
-        }
+    // The record of what this run wrote, itself included.
+    Listing written;
+    try {
+        list_tree(staging_, "", written);
+        written.files.insert(kRunFilesName);
+        write_file_atomic(staging_ / kRunFilesName, run_files_json(written));
+    } catch (const Error& e) {
+        keep_and_throw(std::string("cannot record the files of this run: ") + e.what());
+    }
+    if (!fs::exists(fs::symlink_status(final_, ec))) {
         fs::rename(staging_, final_, ec);
-        if (ec) {
-            std::error_code ignored;
-            fs::rename(old, final_, ignored);
-            keep_ = true;
-            throw IoError(final_.string(), "cannot move results into place: " + ec.message() +
-                                               " (results kept in " + staging_.string() + ")");
-        }
+        if (ec) keep_and_throw("cannot move results into place: " + ec.message());
         committed_ = true;
-        fs::remove_all(old, ec);
         return;
     }
-    fs::rename(staging_, final_, ec);
-    if (ec) {
-        keep_ = true;
-        throw IoError(final_.string(), "cannot move results into place: " + ec.message() +
-                                           " (results kept in " + staging_.string() + ")");
+
+    // An earlier run (or an empty folder) is there. What it recorded is sinkscope's; without a
+    // record (a run of an earlier sinkscope) only the paths this run writes count as sinkscope's.
+    // Everything else is the user's and is carried into the new run, never removed.
+    const std::optional<Listing> recorded = read_run_files(final_);
+    const Listing& ours = recorded ? *recorded : written;
+    std::vector<std::string> foreign;
+    try {
+        find_foreign(final_, "", ours, foreign);
+    } catch (const Error& e) {
+        keep_and_throw(std::string("cannot look through the earlier run: ") + e.what());
     }
+    for (const std::string& r : foreign) {
+        if (!fs::exists(fs::symlink_status(staging_ / r, ec))) continue;
+        keep_ = true;
+        throw UsageError((final_ / r).string() +
+                         " was not written by sinkscope (it is not in the earlier run's " +
+                         kRunFilesName +
+                         ") and this run writes that name: move it away, then run "
+                         "again (this run's results are kept in " +
+                         staging_.string() + ")");
+    }
+    Carried carried(final_, staging_);
+    // Moves the user's entries back after a failure; they stay in the kept results when one
+    // cannot be moved back, and the error says so.
+    const auto undo_and_throw = [&](const std::string& what) {
+        const std::vector<std::string> stuck = carried.undo();
+        std::string where;
+        if (!stuck.empty())
+            where = "; " + std::to_string(stuck.size()) + " of your entries (first: " + stuck[0] +
+                    ") could not be moved back from " + staging_.string();
+        keep_and_throw(what + where);
+    };
+    fs::path old_run;  // where the earlier run is after the swap
+    std::string failure;
+    try {
+        carried.move_all(foreign);
+        fault_point("swap");
+        // Swap old and new in one step.
+        if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, final_.c_str(), RENAME_EXCHANGE) ==
+            0) {
+            old_run = staging_;
+        } else {
+            const int err = errno;
+            if (err != EINVAL && err != ENOSYS && err != EOPNOTSUPP)
+                throw std::runtime_error(std::string("cannot move results into place: ") +
+                                         std::strerror(err));
+            // File system without RENAME_EXCHANGE: move the old run aside first.
+            fs::path old;
+            for (int n = 0;; ++n) {
+                old = final_.string() + ".old-" + std::to_string(::getpid()) + "-" +
+                      std::to_string(n);
+                if (!fs::exists(fs::symlink_status(old, ec))) break;
+            }
+            fs::rename(final_, old, ec);
+            if (ec) throw std::runtime_error("cannot replace the earlier run: " + ec.message());
+            fs::rename(staging_, final_, ec);
+            if (ec) {
+                std::error_code ignored;
+                fs::rename(old, final_, ignored);
+                throw std::runtime_error("cannot move results into place: " + ec.message());
+            }
+            old_run = old;
+        }
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    if (!failure.empty()) undo_and_throw(failure);
     committed_ = true;
+    // The earlier run's own files go; anything that appeared there meanwhile stays (in old_run).
+    try {
+        remove_ours(old_run, "", ours);
+    } catch (const Error&) {
+    }
+    fs::remove(old_run, ec);  // only when nothing else is left in it
+}
+
+void record_run_file(const fs::path& run_dir, const std::string& name) {
+    std::optional<Listing> l = read_run_files(run_dir);
+    if (!l || l->files.count(name)) return;
+    l->files.insert(name);
+    write_file_atomic(run_dir / kRunFilesName, run_files_json(*l));
+}
+
+void set_commit_fault_hook_for_testing(std::function<void(const std::string& step)> hook) {
+    fault_hook() = std::move(hook);
 }
 
 void check_output_file(const fs::path& path, bool overwrite,

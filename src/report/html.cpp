@@ -248,6 +248,10 @@ std::filesystem::path write_report_impl(const std::filesystem::path& run_dir, bo
                          "them; dump does not)");
     std::string html = render_html(content);
     write_output_file(path, html, overwrite, is_sinkscope_report);
+    // In the run's list of its files, so that a later --overwrite replaces it. Recorded after
+    // the write: were the two cut apart, the page would count as the user's (kept), never the
+    // reverse.
+    record_run_file(run_dir, "report.html");
     return path;
 }
 }  // namespace

