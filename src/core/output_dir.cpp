@@ -27,7 +27,8 @@ namespace sinkscope {
 namespace {
 
 constexpr const char* kStagingMarker = ".sinkscope-staging";  // marks a resumable staging folder
-constexpr std::uintmax_t kMaxRunJsonBytes = 64u << 20;        // larger is not a run.json of ours
+constexpr const char* kStagingMarkerText = "sinkscope staging folder\n";
+constexpr std::uintmax_t kMaxRunJsonBytes = 64u << 20;  // larger is not a run.json of ours
 
 // Streams run.json and stops as soon as it has seen {"tool": {"name": "sinkscope"}} at the top
 // level. Iterative and depth-limited, so a hostile file can neither recurse nor hold memory.
@@ -283,6 +284,21 @@ int move_no_replace(const fs::path& from, const fs::path& to) {
     return ::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
 }
 
+// Whether `rel` cannot be moved into `root` unchanged: the path exists there, or one of its
+// parent folders exists as something other than a folder.
+bool taken_in(const fs::path& root, const std::string& rel) {
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(root / rel, ec))) return true;
+    fs::path p = root;
+    for (const fs::path& part : fs::path(rel).parent_path()) {
+        p /= part;
+        const fs::file_status st = fs::symlink_status(p, ec);
+        if (!fs::exists(st)) return false;
+        if (!fs::is_directory(st)) return true;
+    }
+    return false;
+}
+
 // The user's entries of an earlier run, carried by rename from the old folder into the new one
 // before the swap, and carried back when the commit fails.
 class Carried {
@@ -411,7 +427,7 @@ OutputDir OutputDir::resumable(fs::path final_path, bool overwrite) {
         d.create_parents();
         create_new_dir(staging);
         d.staging_ = staging;
-        write_file_atomic(staging / kStagingMarker, "sinkscope staging folder\n");
+        write_file_atomic(staging / kStagingMarker, kStagingMarkerText);
     }
     return d;
 }
@@ -437,7 +453,10 @@ OutputDir::~OutputDir() {
 
 void OutputDir::commit() {
     std::error_code ec;
-    fs::remove(staging_ / kStagingMarker, ec);
+    // A resumable staging folder keeps its marker until nothing can refuse any more: a refused
+    // commit leaves it reusable by the next run.
+    const bool resumable = fs::exists(staging_ / kStagingMarker, ec);
+    const auto drop_marker = [&] { fs::remove(staging_ / kStagingMarker, ec); };
     const auto keep_and_throw = [&](const std::string& what) {
         keep_ = true;
         throw IoError(final_.string(), what + " (results kept in " + staging_.string() + ")");
@@ -453,12 +472,14 @@ void OutputDir::commit() {
     Listing written;
     try {
         list_tree(staging_, "", written);
+        written.files.erase(kStagingMarker);
         written.files.insert(kRunFilesName);
         write_file_atomic(staging_ / kRunFilesName, run_files_json(written));
     } catch (const Error& e) {
         keep_and_throw(std::string("cannot record the files of this run: ") + e.what());
     }
     if (!fs::exists(fs::symlink_status(final_, ec))) {
+        drop_marker();
         fs::rename(staging_, final_, ec);
         if (ec) keep_and_throw("cannot move results into place: " + ec.message());
         committed_ = true;
@@ -477,7 +498,7 @@ void OutputDir::commit() {
         keep_and_throw(std::string("cannot look through the earlier run: ") + e.what());
     }
     for (const std::string& r : foreign) {
-        if (!fs::exists(fs::symlink_status(staging_ / r, ec))) continue;
+        if (!taken_in(staging_, r)) continue;
         keep_ = true;
         throw UsageError((final_ / r).string() +
                          " was not written by sinkscope (it is not in the earlier run's " +
@@ -486,15 +507,22 @@ void OutputDir::commit() {
                          "again (this run's results are kept in " +
                          staging_.string() + ")");
     }
+    drop_marker();
     Carried carried(final_, staging_);
     // Moves the user's entries back after a failure; they stay in the kept results when one
     // cannot be moved back, and the error says so.
     const auto undo_and_throw = [&](const std::string& what) {
         const std::vector<std::string> stuck = carried.undo();
         std::string where;
-        if (!stuck.empty())
+        if (!stuck.empty()) {
             where = "; " + std::to_string(stuck.size()) + " of your entries (first: " + stuck[0] +
                     ") could not be moved back from " + staging_.string();
+        } else if (resumable) {
+            try {  // reusable again by the next run (never while it holds entries of the user's)
+                write_file_atomic(staging_ / kStagingMarker, kStagingMarkerText);
+            } catch (const Error&) {
+            }
+        }
         keep_and_throw(what + where);
     };
     fs::path old_run;  // where the earlier run is after the swap

@@ -235,6 +235,21 @@ TEST(OutputDir, UsersEntryAtANewRunPathIsRefused) {
     EXPECT_EQ(snapshot_tree(run), before);
     EXPECT_EQ(snapshot_tree(out.staging()).at("new.csv"), "new\n");
     fs::remove_all(out.staging());
+    // The same when the new run writes a file where the user's entry needs a folder ("sub", of
+    // the earlier run, holds sub/mine.txt); a resumable staging folder stays reusable.
+    {
+        OutputDir res = OutputDir::resumable(run, true);
+        write(res.file("run.json"), R"({"tool": {"name": "sinkscope"}})");
+        write(res.file("sub"), "a file now");
+        const std::string m = usage_error_of([&] { res.commit(); });
+        EXPECT_NE(m.find((run / "sub" / "mine.txt").string()), std::string::npos) << m;
+    }
+    EXPECT_EQ(snapshot_tree(run), before);
+    {
+        OutputDir res = OutputDir::resumable(run, true);
+        EXPECT_EQ(snapshot_tree(res.staging()).at("sub"), "a file now");
+    }
+    EXPECT_FALSE(fs::exists(tmp / "run.partial"));
 }
 
 // A failure injected at each step of an overwrite (before the first or a later move of the
@@ -246,44 +261,55 @@ TEST(OutputDir, InjectedFailureMidOverwriteKeepsEverything) {
     } reset;
     const std::vector<std::pair<std::string, int>> faults = {
         {"move", 1}, {"move", 2}, {"move", 3}, {"move", 4}, {"swap", 1}};
-    for (const auto& [step, nth] : faults) {
-        SCOPED_TRACE(step + " " + std::to_string(nth));
-        testutil::ScratchDir tmp;
-        const fs::path run = tmp / "run";
-        ASSERT_NO_FATAL_FAILURE(commit_run(run, {{"heads.csv", "old\n"}, {"sub/x.npy", "x"}}));
-        add_users_entries(run);
-        const auto before = snapshot_tree(run);
-        int seen = 0;
-        set_commit_fault_hook_for_testing([&seen, step = step, nth = nth](const std::string& s) {
-            if (s == step && ++seen == nth) throw std::runtime_error("injected failure");
-        });
-        fs::path staging;
-        {
-            OutputDir out(run, true);
-            staging = out.staging();
-            write(out.file("run.json"), R"({"tool": {"name": "sinkscope"}})");
-            write(out.file("heads.csv"), "new\n");
-            try {
-                out.commit();
-                ADD_FAILURE() << "the injected failure did not stop the commit";
-            } catch (const IoError& e) {
-                EXPECT_NE(std::string(e.what()).find("injected failure"), std::string::npos);
-                EXPECT_NE(std::string(e.what()).find(staging.string()), std::string::npos);
+    for (const bool resumable : {false, true})
+        for (const auto& [step, nth] : faults) {
+            SCOPED_TRACE(step + " " + std::to_string(nth) + (resumable ? " resumable" : ""));
+            testutil::ScratchDir tmp;
+            const fs::path run = tmp / "run";
+            ASSERT_NO_FATAL_FAILURE(commit_run(run, {{"heads.csv", "old\n"}, {"sub/x.npy", "x"}}));
+            add_users_entries(run);
+            const auto before = snapshot_tree(run);
+            int seen = 0;
+            set_commit_fault_hook_for_testing(
+                [&seen, step = step, nth = nth](const std::string& s) {
+                    if (s == step && ++seen == nth) throw std::runtime_error("injected failure");
+                });
+            fs::path staging;
+            {
+                OutputDir out = resumable ? OutputDir::resumable(run, true) : OutputDir(run, true);
+                staging = out.staging();
+                write(out.file("run.json"), R"({"tool": {"name": "sinkscope"}})");
+                write(out.file("heads.csv"), "new\n");
+                try {
+                    out.commit();
+                    ADD_FAILURE() << "the injected failure did not stop the commit";
+                } catch (const IoError& e) {
+                    EXPECT_NE(std::string(e.what()).find("injected failure"), std::string::npos);
+                    EXPECT_NE(std::string(e.what()).find(staging.string()), std::string::npos);
+                }
             }
+            set_commit_fault_hook_for_testing(nullptr);
+            EXPECT_EQ(snapshot_tree(run), before);
+            EXPECT_EQ(fs::read_symlink(run / "link"), fs::path("notes.md"));
+            auto kept = snapshot_tree(staging);
+            kept.erase(".sinkscope-staging");  // a resumable folder's marker
+            EXPECT_EQ(kept.at("heads.csv"), "new\n");
+            EXPECT_EQ(kept.size(), 3u) << "run.json, heads.csv and run_files.json only";
+            EXPECT_FALSE(fs::exists(fs::symlink_status(staging / "link")));
+            EXPECT_FALSE(fs::exists(staging / "sub")) << "a folder made for the user's entries";
+            if (resumable) {  // the kept folder is reused by the next run, which succeeds
+                OutputDir again = OutputDir::resumable(run, true);
+                EXPECT_EQ(again.staging(), staging);
+                again.commit();
+            } else {
+                fs::remove_all(staging);
+                ASSERT_NO_FATAL_FAILURE(commit_run(run, {{"heads.csv", "new\n"}}, true));
+            }
+            EXPECT_EQ(users_entries(run), users_entries_of(before));
+            EXPECT_EQ(snapshot_tree(run).at("heads.csv"), "new\n");
+            EXPECT_EQ(std::distance(fs::directory_iterator(tmp.path()), fs::directory_iterator()),
+                      1);
         }
-        set_commit_fault_hook_for_testing(nullptr);
-        EXPECT_EQ(snapshot_tree(run), before);
-        EXPECT_EQ(fs::read_symlink(run / "link"), fs::path("notes.md"));
-        const auto kept = snapshot_tree(staging);
-        EXPECT_EQ(kept.at("heads.csv"), "new\n");
-        EXPECT_EQ(kept.size(), 3u) << "run.json, heads.csv and run_files.json only";
-        EXPECT_FALSE(fs::exists(fs::symlink_status(staging / "link")));
-        EXPECT_FALSE(fs::exists(staging / "sub")) << "a folder made for the user's entries";
-        fs::remove_all(staging);
-        // The same overwrite without the fault then succeeds and keeps the user's entries.
-        ASSERT_NO_FATAL_FAILURE(commit_run(run, {{"heads.csv", "new\n"}}, true));
-        EXPECT_EQ(users_entries(run), users_entries_of(before));
-    }
 }
 
 // A failure while the new run is being written (an exception before commit) leaves the earlier
