@@ -229,6 +229,7 @@ TEST(OverwriteCli, UsersFilesSurviveMetricsCompareReport) {
 
 // The same for the commands that run a model (the repo's default model, tiny inputs).
 TEST(OverwriteCli, UsersFilesSurviveModelCommands) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path text = text_file(tmp / "text.txt", 3);
     const std::vector<std::string> quiet = {"--progress", "never"};
@@ -325,6 +326,10 @@ TEST(OverwriteCli, ReportRules) {
     r = run_cli(example_args(run, {"--no-report"}));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     r = run_cli({"report", "--run", run.string()});
+    if (r.err.find("no Vega runtime") != std::string::npos) {
+        if (std::getenv("CI")) FAIL() << "Vega runtime missing in CI";
+        GTEST_SKIP() << "this build has no Vega runtime (scripts/install-deps.sh): " << r.err;
+    }
     ASSERT_EQ(r.exit_code, 0) << r.err;
     r = run_cli({"report", "--run", run.string()});
     EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -81,3 +81,12 @@ std::filesystem::path write_training_corpus(const std::filesystem::path& dir);
     auto var##_opt = ::sinkscope::testutil::shared_dir();                                  \
     if (!var##_opt) GTEST_SKIP() << "../shared test material not found (set SINKSCOPE_SHARED)"; \
     const std::filesystem::path var = *var##_opt
+
+// Skips the test with a clear message in a build without the model runtime (configured with
+// -DSINKSCOPE_WITH_TORCH=OFF): its model commands (analyze, dump, train, ...) do not exist there.
+#ifdef SINKSCOPE_TESTS_WITH_MODEL_RUNTIME
+#define SINKSCOPE_REQUIRE_MODEL_RUNTIME() static_cast<void>(0)
+#else
+#define SINKSCOPE_REQUIRE_MODEL_RUNTIME() \
+    GTEST_SKIP() << "this build has no model runtime (configured with -DSINKSCOPE_WITH_TORCH=OFF)"
+#endif
