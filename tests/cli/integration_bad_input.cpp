@@ -215,6 +215,7 @@ std::string llama_gguf(const std::function<void(testutil::GgufBytes&)>& extra,
 
 // config.json: syntax, nesting, size, and every key whose type the family readers rely on.
 TEST(BadInput, ConfigJson) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -358,6 +359,7 @@ TEST(BadInput, ConfigJson) {
 
 // model.safetensors: the header's length, syntax, nesting, keys, dtypes, shapes and offsets.
 TEST(BadInput, Safetensors) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -474,6 +476,7 @@ TEST(BadInput, Safetensors) {
 // model.safetensors.index.json: every shard name stays inside the model folder, and nothing of a
 // refused file is read.
 TEST(BadInput, ShardIndex) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -546,6 +549,7 @@ TEST(BadInput, ShardIndex) {
 
 // tokenizer.json and tokenizer_config.json: nesting of Sequence steps, ids, patterns, types.
 TEST(BadInput, Tokenizer) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -766,6 +770,7 @@ TEST(BadInput, Tokenizer) {
 
 // GGUF: magic, version, counts, lengths, keys, the head count, unknown names with escapes.
 TEST(BadInput, Gguf) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -872,6 +877,7 @@ TEST(BadInput, Gguf) {
 
 // llama2.c checkpoints: the header against the file size, and the views it would make.
 TEST(BadInput, Llama2c) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -1016,6 +1022,7 @@ TEST(BadInput, AttentionFiles) {
 
 // Images for a ViT (dump on ../shared/zoo/vit, 32x32) and its preprocessor_config.json.
 TEST(BadInput, Images) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -1113,6 +1120,7 @@ TEST(BadInput, Images) {
 
 // Data files (--data): size, line length, JSONL, CSV, .npy ids; /dev/zero.
 TEST(BadInput, DataFiles) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -1194,6 +1202,7 @@ TEST(BadInput, DataFiles) {
 
 // pytorch_model.bin: the pickle's stack, memo and value count are bounded; globals refused.
 TEST(BadInput, Pickle) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -1258,6 +1267,7 @@ TEST(BadInput, Pickle) {
 
 // Option values: ranges, names, integers that do not fit (no clamping), threads, limits.
 TEST(BadInput, Options) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -1380,6 +1390,7 @@ TEST(BadInput, Options) {
 // --out: never replaces a file (not even the input), refuses a folder of the user's, and a run
 // that fails leaves neither its staging folder nor the parent folders it created.
 TEST(BadInput, OutputPaths) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -1480,6 +1491,7 @@ struct StateFile {
 // analyze --resume and prune --resume: a state file is believed only after its header line,
 // kind, version, size, checksum and fingerprint are checked, and its counts against the run.
 TEST(BadInput, ResumeState) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
@@ -1827,6 +1839,7 @@ TEST(BadInput, Compare) {
 // exist or ask for more than the machine or the limits allow. The corpus is read through the
 // data_bytes limit like every data file.
 TEST(BadInput, Train) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();
     write(d / "empty.txt", "\n \n\t\n");
@@ -1869,6 +1882,7 @@ TEST(BadInput, Train) {
 // `dynamics --checkpoints`: a malformed manifest or a mixed series is refused before any model
 // runs (the series is read whole first).
 TEST(BadInput, Dynamics) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path d = tmp.path();

@@ -121,6 +121,7 @@ std::string measure(double flip) {
 // (a) Runs of three zoo models and tinystories656K on the same token ids (a JSONL of ids
 // bypasses the tokenizers, so every run has the same inputs hash and no --allow-mixed is needed).
 TEST(CliCompare, FourModelsTablesAndFrozenPredictor) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     std::string ids;

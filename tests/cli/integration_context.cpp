@@ -91,6 +91,7 @@ PerplexityRun perplexity(const fs::path& model, const fs::path& data,
 // Cap (default): the 300-token input is scored as its first 128 tokens, exactly, and one note
 // says so. Refuse: exit 3, one line, nothing on stdout.
 TEST(CliContext, PerplexityCapsOrRefusesLongInputs) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const auto ids = long_ids(300);
@@ -126,6 +127,7 @@ TEST(CliContext, PerplexityCapsOrRefusesLongInputs) {
 // three samples: the same forwards, summed in the same order. An input no longer than the context
 // is one window: the same as without --stride, exactly.
 TEST(CliContext, PerplexityStrideWindows) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const auto ids = long_ids(300);
@@ -167,6 +169,7 @@ TEST(CliContext, PerplexityStrideWindows) {
 // analyze and dump cap the same way (run.json records it) or refuse with nothing written; prune
 // and fisher refuse too.
 TEST(CliContext, AnalyzeDumpPruneFisherCapOrRefuse) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const auto ids = long_ids(200);

@@ -165,6 +165,7 @@ int64_t world_size_of(const fs::path& run) {
 }  // namespace
 
 TEST(DistributedAnalyze, TwoAndThreeRanksEqualOneProcess) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     std::vector<std::string> args = analyze_args(shared, tmp / "one");
@@ -182,6 +183,7 @@ TEST(DistributedAnalyze, TwoAndThreeRanksEqualOneProcess) {
 }
 
 TEST(DistributedAnalyze, EnvironmentConfiguresTheRanks) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     // torchrun's variables instead of flags; a rank outside the world is a usage error.
@@ -204,6 +206,7 @@ TEST(DistributedAnalyze, EnvironmentConfiguresTheRanks) {
 }
 
 TEST(DistributedAnalyze, KilledRankEndsTheOthersAndResumeCompletes) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const auto one = run_cli(analyze_args(shared, tmp / "one"));
@@ -241,6 +244,7 @@ TEST(DistributedAnalyze, KilledRankEndsTheOthersAndResumeCompletes) {
 // gradients (>= 0), so the re-associated sums of n = 12 samples differ from one process's by at
 // most about n * 2^-53 relative: 1e-12 relative (no floor) holds with room.
 TEST(DistributedFisher, TwoRanksEqualOneProcess) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path data = stem_text(shared, tmp / "data.txt", 0, 12);
@@ -254,6 +258,7 @@ TEST(DistributedFisher, TwoRanksEqualOneProcess) {
 // Prune: every point is evaluated whole by one rank with the same code and threads, so the
 // tables equal one process's byte for byte.
 TEST(DistributedPrune, TwoRanksEqualOneProcessExactly) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path calib = stem_text(shared, tmp / "calib.txt", 0, 8);
@@ -272,6 +277,7 @@ TEST(DistributedPrune, TwoRanksEqualOneProcessExactly) {
 // Dynamics: every checkpoint's inputs sharded as analyze shards them, over one communicator;
 // the tables across checkpoints and each checkpoint's own equal one process's (as analyze's).
 TEST(DistributedDynamics, TwoRanksEqualOneProcess) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const auto trained = run_cli({"train", "--preset=tiny",
                                   "--text=" + testutil::write_training_corpus(tmp.path()).string(),

@@ -94,6 +94,7 @@ std::map<std::string, std::string> tables(const fs::path& dir) {
 // over the few thousand rows here is ~1e-12), and its terms equal the spec's formulas, written
 // with s, evaluated here over the rows of the two checkpoints' entropy_rows.npy.
 TEST(CliDynamics, SplitIsExactAndMatchesTheSpec) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path manifest = train_series(tmp, "tiny", 80, "series");
     const auto r = run_cli(dynamics_args(manifest, tmp / "dyn"));
@@ -169,6 +170,7 @@ TEST(CliDynamics, SplitIsExactAndMatchesTheSpec) {
 // Killed after the second of four checkpoints, --resume keeps the two finished ones and gives
 // the tables of an uninterrupted run, byte for byte.
 TEST(CliDynamics, KilledRunResumesToIdenticalTables) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path manifest = train_series(tmp, "tiny", 40, "series");
     ASSERT_EQ(run_cli(dynamics_args(manifest, tmp / "whole")).exit_code, 0);
@@ -191,6 +193,7 @@ TEST(CliDynamics, KilledRunResumesToIdenticalTables) {
 // A missing path, a repeated step, and checkpoints of two architectures or two vocabularies in
 // one series: one line naming the manifest, no model run, nothing written.
 TEST(CliDynamics, MalformedSeriesIsRefusedBeforeAnyModelRuns) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path llama = train_series(tmp, "tiny", 10, "llama").parent_path();
     const fs::path gpt2 = train_series(tmp, "tiny-gpt2", 10, "gpt2").parent_path();
@@ -230,6 +233,7 @@ TEST(CliDynamics, MalformedSeriesIsRefusedBeforeAnyModelRuns) {
 // in headless Chromium with the layout properties the page checks itself (no empty panel, titled
 // axes, integer layer ticks, no text outside a figure).
 TEST(CliDynamics, ReportsDrawInChromium) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path manifest = train_series(tmp, "tiny", 40, "series");
     auto args = dynamics_args(manifest, tmp / "dyn");

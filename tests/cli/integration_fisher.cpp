@@ -144,6 +144,7 @@ void check_tables(const fs::path& out, int64_t n_layers, int64_t n_heads) {
 }
 
 TEST(CliFisher, DecoderTablesAddUp) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path data = stem_file(shared, tmp, 6);
@@ -161,6 +162,7 @@ TEST(CliFisher, DecoderTablesAddUp) {
 
 // --kind true: the same seed gives the same bytes; another seed other labels, other numbers.
 TEST(CliFisher, TrueFisherIsReproducibleWithItsSeed) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path data = stem_file(shared, tmp, 3);
@@ -180,6 +182,7 @@ TEST(CliFisher, TrueFisherIsReproducibleWithItsSeed) {
 // Killed (SIGKILL) after 3 samples, then --resume: the tables of an uninterrupted run, byte for
 // byte (the saved sums round-trip exactly).
 TEST(CliFisher, KilledRunResumesToIdenticalTables) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path data = stem_file(shared, tmp, 6);
@@ -202,6 +205,7 @@ TEST(CliFisher, KilledRunResumesToIdenticalTables) {
 
 // An encoder scores masked tokens; a ViT has no labels, so only the true Fisher applies.
 TEST(CliFisher, EncoderAndVisionModels) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path data = stem_file(shared, tmp, 4);
@@ -232,6 +236,7 @@ TEST(CliFisher, EncoderAndVisionModels) {
 
 // Bad options: exit 2 (usage), one line on stderr, and no output folder.
 TEST(CliFisher, BadOptionsAreRefusedWithoutOutput) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path data = stem_file(shared, tmp, 2);

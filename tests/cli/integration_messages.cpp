@@ -54,6 +54,7 @@ std::string sig3(double v) {
 }  // namespace
 
 TEST(CliMessages, SinkMassPerLayerAndBosResolution) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     testutil::write_text(tmp / "data.txt",
@@ -123,6 +124,7 @@ TEST(CliMessages, SinkMassPerLayerAndBosResolution) {
 }
 
 TEST(CliMessages, InterruptSaysHowToResume) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path out = tmp / "run";

@@ -76,6 +76,7 @@ bool only_entries(const fs::path& dir, const std::vector<std::string>& allowed) 
 }  // namespace
 
 TEST(CliOptionEdges, EveryNumericOptionOfEveryCommand) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const std::string model = (shared / "zoo/qwen2").string();

@@ -64,6 +64,7 @@ std::string printed_perplexity(const std::string& out) {
 }
 
 TEST(CliPrune, EveryChannelAndSparsityAgainstPerplexity) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     Data d(shared);
     const fs::path out = d.tmp / "run";
@@ -140,6 +141,7 @@ TEST(CliPrune, EveryChannelAndSparsityAgainstPerplexity) {
 // Killed after 4 evaluated points (SIGKILL), then --resume: the same tables as a run that was
 // never interrupted.
 TEST(CliPrune, KilledRunResumesToIdenticalTables) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     Data d(shared);
     auto args = [&](const fs::path& out) {
@@ -168,6 +170,7 @@ TEST(CliPrune, KilledRunResumesToIdenticalTables) {
 
 // Bad options: exit 2 (usage), one line on stderr, and no output folder.
 TEST(CliPrune, BadOptionsAreRefusedWithoutOutput) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     Data d(shared);
     testutil::write_text(d.tmp / "short.jsonl", "{\"ids\": [5]}\n{\"ids\": [7]}\n");
@@ -204,6 +207,7 @@ TEST(CliPrune, BadOptionsAreRefusedWithoutOutput) {
 // next-token value), masking round(0.15 n) of each sample's n non-special tokens (at least 1):
 // 6 single-token words -> 1, 20 -> 3. The seed fixes which tokens are masked.
 TEST(CliPrune, EncodersGetPseudoPerplexity) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     testutil::write_text(tmp / "t.txt",
@@ -230,6 +234,7 @@ TEST(CliPrune, EncodersGetPseudoPerplexity) {
 // unpruned model on held-out random images): every channel and sparsity, and the unpruned
 // point equals `perplexity` with the same seed.
 TEST(CliPrune, EncoderAndVisionModels) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     Data d(shared);
     {

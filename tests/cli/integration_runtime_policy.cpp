@@ -54,6 +54,7 @@ fs::path stories(const fs::path& shared) {
 }  // namespace
 
 TEST(RuntimePolicy, AddedWhereUnsetAndWeightsHashed) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     const fs::path model = stories(shared);
@@ -81,6 +82,7 @@ TEST(RuntimePolicy, AddedWhereUnsetAndWeightsHashed) {
 }
 
 TEST(RuntimePolicy, UserValuesKept) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     // One of the three set: the other two are added, the user's one kept whole.
@@ -161,6 +163,7 @@ TEST(RuntimePolicy, LauncherPassesArgumentsAndPolicy) {
 // sinkscope-lite, as built, loads no library of libtorch (glibc's loader lists what a program
 // loads when LD_TRACE_LOADED_OBJECTS is set, and exits), and runs the metric suite.
 TEST(RuntimePolicy, LiteLoadsNoLibtorch) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     const fs::path lite = testutil::cli_path().parent_path() / "sinkscope-lite";
     ASSERT_TRUE(fs::exists(lite)) << lite;
     const auto trace = testutil::run_program({"env", "LD_TRACE_LOADED_OBJECTS=1", lite.string()});

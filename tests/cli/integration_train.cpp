@@ -38,6 +38,7 @@ std::map<std::string, std::string> results(const fs::path& dir) {
 }  // namespace
 
 TEST(CliTrain, SameSeedGivesIdenticalCheckpointsAndLossFalls) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path text = testutil::write_training_corpus(tmp.path());
     const auto a = run_cli(train_args("tiny", text, tmp / "a"));
@@ -76,6 +77,7 @@ TEST(CliTrain, SameSeedGivesIdenticalCheckpointsAndLossFalls) {
 // SIGKILL at step 15 (after the checkpoint at step 10), then --resume: the files of an
 // uninterrupted run, byte for byte.
 TEST(CliTrain, KilledRunResumesToIdenticalWeights) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path text = testutil::write_training_corpus(tmp.path());
     ASSERT_EQ(run_cli(train_args("tiny", text, tmp / "whole")).exit_code, 0);
@@ -99,6 +101,7 @@ TEST(CliTrain, KilledRunResumesToIdenticalWeights) {
 // Checkpoints of both styles load in the other commands; generate continues in the corpus'
 // words (after 300 steps the tiny model has learnt the two sentence templates).
 TEST(CliTrain, CheckpointsLoadInOtherCommands) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path text = testutil::write_training_corpus(tmp.path());
     auto llama = train_args("tiny", text, tmp / "llama");
@@ -143,6 +146,7 @@ TEST(CliTrain, CheckpointsLoadInOtherCommands) {
 
 // Bad input: one line on stderr naming the problem, and nothing created or changed.
 TEST(CliTrain, BadInputIsRefusedAndNothingIsWritten) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path text = testutil::write_training_corpus(tmp.path());
     testutil::write_text(tmp / "empty.txt", "\n \n");
@@ -172,6 +176,7 @@ TEST(CliTrain, BadInputIsRefusedAndNothingIsWritten) {
 // Without --model the model commands use the shipped models/default (found beside the
 // executable's folder), or $SINKSCOPE_DEFAULT_MODEL when set.
 TEST(CliTrain, CommandsWithoutModelUseTheDefault) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path text = testutil::write_training_corpus(tmp.path());
     ASSERT_EQ(run_cli(train_args("tiny", text, tmp / "mine")).exit_code, 0);
