@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "sinkscope/io/dataset.hpp"
 #include "testing.hpp"
 
 namespace fs = std::filesystem;
@@ -34,16 +36,13 @@ int other_than_cores() {
 
 // Lines of plain text from the STEM sentences (rows first..first+n-1).
 fs::path stem_lines(const fs::path& shared, const fs::path& file, size_t first, size_t n) {
-    std::ifstream in(shared / "data/stem_sentences.csv");
-    std::string line, text;
-    std::getline(in, line);  // header
-    size_t row = 0;
-    // The first field is quoted when it holds a comma: take the text up to the closing quote.
-    while (row < first + n && std::getline(in, line)) {
-        std::string t =
-            line[0] == '"' ? line.substr(1, line.find("\",") - 1) : line.substr(0, line.find(','));
-        if (row++ >= first) text += t + "\n";
-    }
+    std::ifstream in(shared / "data/stem_sentences.csv", std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    const auto records = io::parse_csv(bytes.str());  // header, then the rows; text first
+    std::string text;
+    for (size_t r = first + 1; r < first + 1 + n && r < records.size(); ++r)
+        text += records[r][0] + "\n";
     testutil::write_text(file, text);
     return file;
 }
