@@ -168,9 +168,17 @@ inline void add_analysis_flags(CLI::App* cmd, analysis::AnalysisOptions& o, Anal
                     "numbers (bootstrap.csv; 0: none; typical 1000)")
         ->capture_default_str()
         ->group(stats);
-    cmd->add_option("--confidence", o.confidence, "Level of the bootstrap intervals")
+    cmd->add_option("--confidence", o.confidence,
+                    "Level of the bootstrap intervals and of the --group-by intervals")
         ->capture_default_str()
         ->group(stats);
+    if (model)
+        cmd->add_option("--group-by", o.group_by,
+                        "Group the inputs by this column of the --data file (carried along as "
+                        "with --keep-columns): groups.csv has each group's mean and t-interval "
+                        "of the headline per-input values, group_tests.csv a test between the "
+                        "groups (Welch's t for two, one-way ANOVA for more)")
+            ->group(stats);
     if (!model)  // analyze: --threads of the model options sets both
         cmd->add_option("--threads", o.threads,
                         "Worker threads of the analyses (0 = all cores; results do not depend "

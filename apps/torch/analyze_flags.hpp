@@ -25,6 +25,10 @@ inline void add_analyze_run_flags(CLI::App* cmd, const std::shared_ptr<api::Anal
         ->check(CLI::ExistingPath);
     cmd->add_option("--text-column", o->text_column, "CSV column holding the text")
         ->capture_default_str();
+    cmd->add_option("--keep-columns", o->keep_columns,
+                    "Data columns (CSV columns or JSONL fields, comma-separated) copied into "
+                    "every per-input table beside the input's row in the data file")
+        ->delimiter(',');
     cmd->add_option("--out", o->out, out_help)->capture_default_str();
     add_overwrite_flag(cmd, o->overwrite);
     cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")

@@ -77,6 +77,7 @@ void bind_analysis(py::module_& m) {
         .def_readwrite("per_input", &AnalysisOptions::per_input)
         .def_readwrite("bootstrap", &AnalysisOptions::bootstrap)
         .def_readwrite("confidence", &AnalysisOptions::confidence)
+        .def_readwrite("group_by", &AnalysisOptions::group_by)
         .def_readwrite("threads", &AnalysisOptions::threads)
         .def(
             "to_dict",

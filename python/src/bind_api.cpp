@@ -54,6 +54,7 @@ void bind_api(py::module_& m) {
     analyze.def(py::init<>())
         .def_readwrite("data", &AnalyzeOptions::data)
         .def_readwrite("text_column", &AnalyzeOptions::text_column)
+        .def_readwrite("keep_columns", &AnalyzeOptions::keep_columns)
         .def_readwrite("out", &AnalyzeOptions::out)
         .def_readwrite("overwrite", &AnalyzeOptions::overwrite)
         .def_readwrite("max_tokens", &AnalyzeOptions::max_tokens)

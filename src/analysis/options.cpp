@@ -44,8 +44,9 @@ std::vector<std::string> select(const AnalysisOptions& o, const InputCapabilitie
     };
     std::vector<std::string> chosen;
     for (const auto& info : registry()) {
+        // --group-by writes its tables from the statistics analysis.
         const bool wanted =
-            named(info.name) ||
+            named(info.name) || (info.name == std::string("statistics") && !o.group_by.empty()) ||
             (all && info.in_all && (!info.needs.hidden_states || input.hidden_states));
         if (wanted) chosen.emplace_back(info.name);
     }
@@ -186,6 +187,9 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
     require(o.bootstrap <= 1000000, "--bootstrap is capped at 1000000 resamples");
     require(std::isfinite(o.confidence) && o.confidence > 0 && o.confidence < 1,
             "--confidence must be in (0, 1)");
+    require(o.group_by.empty() || input.data_columns,
+            "--group-by groups inputs by a column of their data file: it needs `sinkscope "
+            "analyze --data FILE` (an attention file has no data columns)");
     return r;
 }
 
@@ -221,6 +225,7 @@ nlohmann::json to_json(const AnalysisOptions& o) {
         {"sink_eps_key", o.sink_eps_key},
         {"bootstrap", o.bootstrap},
         {"confidence", o.confidence},
+        {"group_by", o.group_by},
         {"threads", o.threads}};
 }
 

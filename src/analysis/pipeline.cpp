@@ -53,6 +53,8 @@ AnalysisPipeline::AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOp
     context_.origin = std::move(origin);
     context_.checkpoint = std::move(checkpoint);
     context_.shared = std::make_shared<std::map<std::string, std::shared_ptr<void>>>();
+    labels_ = std::make_shared<InputLabels>();
+    context_.labels = labels_;
     collect_per_input_ = options_.raw.per_input;
     for (const auto& info : registry()) {
         if (!options_.selected(info.name)) continue;
@@ -63,15 +65,26 @@ AnalysisPipeline::AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOp
 
 AnalysisPipeline::~AnalysisPipeline() = default;
 
+void AnalysisPipeline::set_input_labels(InputLabels labels) {
+    SS_CHECK(dir_.empty(), "set_input_labels after open_streams");
+    for (const auto& v : labels.values)
+        SS_CHECK(v.size() == labels.columns.size(), "an input has ", v.size(), " values of ",
+                 labels.columns.size(), " data columns");
+    *labels_ = std::move(labels);
+}
+
 AnalysisPipeline::Stream& AnalysisPipeline::stream(const std::string& name) {
     auto it = streams_.find(name);
     if (it != streams_.end()) return *it->second;
     SS_CHECK(!dir_.empty(), "stream ", name, " used before open_streams");
     auto s = std::make_unique<Stream>();
     const auto saved = saved_bytes_.find(name);
-    s->open(dir_ / (name + ".csv"),
-            name == tables::kSinks.name ? tables::kSinks.columns : tables::kPerInputColumns,
-            saved == saved_bytes_.end() ? 0 : saved->second);
+    std::vector<std::string> columns = tables::kSinks.columns;
+    if (name != tables::kSinks.name) {
+        columns = tables::kPerInputColumns;
+        columns.insert(columns.end(), labels_->columns.begin(), labels_->columns.end());
+    }
+    s->open(dir_ / (name + ".csv"), columns, saved == saved_bytes_.end() ? 0 : saved->second);
     return *streams_.emplace(name, std::move(s)).first->second;
 }
 
@@ -98,9 +111,10 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
     if (!dir_.empty()) {
         Stream& s = stream(tables::kSinks.name);
         const int64_t input = first_input_ + n_inputs_;
-        s.out << input << ",-1," << sinks.model << "\n";
+        const int64_t row = labels_->row(input);
+        s.out << input << "," << row << ",-1," << sinks.model << "\n";
         for (int64_t l = 0; l < n_layers_; ++l)
-            s.out << input << "," << l << "," << sinks.per_layer[l] << "\n";
+            s.out << input << "," << row << "," << l << "," << sinks.per_layer[l] << "\n";
     }
     if (positions_.size() < kMaxRecordedSinks)
         positions_.push_back({{"model", sinks.model}, {"per_layer", sinks.per_layer}});
@@ -140,11 +154,25 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
     if (collect_per_input_) {
         for (auto& [info, a] : analyses_)
             if (info->needs.per_input_values) a->add_per_input(n_inputs_, per_input);
-        if (options_.raw.per_input && !dir_.empty())
-            for (const auto& v : per_input)
-                stream(tables::per_input_name(v.table)).out << io::csv_line(
-                    {context_.model_name, context_.checkpoint, first_input_ + n_inputs_, v.layer,
-                     v.head, v.metric, v.param, v.value, v.weight});
+        if (options_.raw.per_input && !dir_.empty()) {
+            const int64_t input = first_input_ + n_inputs_;
+            std::vector<io::Cell> cells;
+            for (const auto& v : per_input) {
+                cells = {context_.model_name,
+                         context_.checkpoint,
+                         input,
+                         labels_->row(input),
+                         v.layer,
+                         v.head,
+                         v.metric,
+                         v.param,
+                         v.value,
+                         v.weight};
+                if (size_t(input) < labels_->values.size())
+                    for (const std::string& x : labels_->values[size_t(input)]) cells.push_back(x);
+                stream(tables::per_input_name(v.table)).out << io::csv_line(cells);
+            }
+        }
     }
     ++n_inputs_;
 }

@@ -85,7 +85,8 @@ const std::vector<AnalysisInfo>& registry() {
          .make = make_entropy_rows},
         {.name = "statistics",
          .description = "over inputs: bootstrap intervals of the headline numbers (--bootstrap), "
-                        "correlations with p-values, paired test of KL before/after sink removal",
+                        "correlations with p-values, paired test of KL before/after sink removal, "
+                        "group means and tests (--group-by)",
          .needs = {.per_input_values = true},
          .make = make_statistics},
     };

@@ -9,8 +9,13 @@
 //    reference-frame paper's fiedler.ipynb, PAPERS.md B.4) and of the head-average row entropy
 //    vs the transformation magnitude (B.7; model runs with the value analysis);
 //  * paired_tests.csv: per layer and percentile, the paired t-test over inputs of the KL of heads
-//    from their average before vs after sink removal (B.5).
+//    from their average before vs after sink removal (B.5);
+//  * groups.csv and group_tests.csv (--group-by COLUMN): the inputs grouped by a column of their
+//    data file; per group the mean of each headline number with its Student-t interval, and a
+//    test between the groups (Welch's t for two groups, one-way ANOVA for more). Each input
+//    counts once (unweighted), as the tests assume.
 // Values that are not finite are left out (n says how many entered).
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -104,9 +109,10 @@ public:
 
     void add(const InputView&, PerInputValues*) override { ++n_inputs_; }
     void add_per_input(int64_t input, const PerInputValues& values) override {
-        const bool boot = ctx_.options->raw.bootstrap > 0;
+        const bool headline =
+            ctx_.options->raw.bootstrap > 0 || !ctx_.options->raw.group_by.empty();
         for (const auto& v : values) {
-            if (!((boot && is_headline(v)) || is_paired_input(v))) continue;
+            if (!((headline && is_headline(v)) || is_paired_input(v))) continue;
             Series& s = series_[{v.table, v.layer, v.head, v.metric, v.param}];
             s.inputs.push_back(input);
             s.values.push_back(v.value);
@@ -222,6 +228,8 @@ public:
         }
         if (!corr.empty()) out.tables.push_back({t::kCorrelations.name, std::move(corr), false});
         if (!paired.empty()) out.tables.push_back({t::kPairedTests.name, std::move(paired), false});
+        std::pair<nlohmann::json, std::string> grouped;
+        if (!o.group_by.empty()) grouped = add_group_tables(out);
 
         out.record["statistics"] = {
             {"bootstrap", o.bootstrap > 0
@@ -244,11 +252,81 @@ public:
                 << (o.bootstrap > 0 ? std::to_string(o.bootstrap) + " bootstrap resamples, "
                                     : std::string())
                 << "correlations and paired tests in correlations.csv, paired_tests.csv\n";
+        if (!o.group_by.empty()) {
+            out.record["statistics"]["groups"] = grouped.first;
+            summary << grouped.second;
+        }
         out.summary = summary.str();
         return out;
     }
 
 private:
+    // groups.csv and group_tests.csv: each headline series split by the --group-by column; returns
+    // run.json's statistics.groups and a summary line.
+    std::pair<nlohmann::json, std::string> add_group_tables(AnalysisOutput& out) const {
+        const auto& o = ctx_.options->raw;
+        const InputLabels& labels = *ctx_.labels;
+        const auto col = std::find(labels.columns.begin(), labels.columns.end(), o.group_by);
+        SS_CHECK(col != labels.columns.end(), "--group-by ", o.group_by, " is not a data column");
+        const size_t c = size_t(col - labels.columns.begin());
+        const std::string& model = ctx_.model_name;
+        io::Table groups(t::kGroups.columns), tests(t::kGroupTests.columns);
+        std::map<std::string, int64_t> sizes;  // inputs per group, for the summary
+        for (int64_t i = 0; i < n_inputs_ && size_t(i) < labels.values.size(); ++i)
+            ++sizes[labels.values[size_t(i)][c]];
+        for (const auto& [k, s] : series_) {
+            if (!is_headline({k.table, k.layer, k.head, k.metric, k.param})) continue;
+            std::map<std::string, std::vector<double>> by_group;  // sorted by the group's value
+            for (size_t n = 0; n < s.inputs.size(); ++n) {
+                const size_t input = size_t(s.inputs[n]);
+                SS_CHECK(input < labels.values.size(), "input ", input, " has no data columns");
+                if (std::isfinite(s.values[n]))
+                    by_group[labels.values[input][c]].push_back(s.values[n]);
+            }
+            std::vector<std::vector<double>> values;
+            int64_t n_used = 0;
+            for (const auto& [group, v] : by_group) {
+                const metrics::MeanInterval m = metrics::mean_interval(v, o.confidence);
+                groups.add_row({model, std::string(), k.table, k.layer, k.head, k.metric, k.param,
+                                o.group_by, group, m.n, m.mean, m.sd, m.lo, m.hi, o.confidence});
+                values.push_back(v);
+                n_used += m.n;
+            }
+            if (values.size() == 2) {
+                const metrics::WelchTest w = metrics::welch_t_test(values[0], values[1]);
+                tests.add_row({model, std::string(), k.table, k.layer, k.head, k.metric, k.param,
+                               o.group_by, int64_t(2), std::string("welch t"), w.t, w.df,
+                               std::nan(""), w.p, n_used});
+            } else if (values.size() > 2) {
+                const metrics::AnovaTest a = metrics::one_way_anova(values);
+                tests.add_row({model, std::string(), k.table, k.layer, k.head, k.metric, k.param,
+                               o.group_by, int64_t(values.size()), std::string("one-way anova F"),
+                               a.f, a.df_between, a.df_within, a.p, n_used});
+            }
+        }
+        out.tables.push_back({t::kGroups.name, std::move(groups), false});
+        out.tables.push_back({t::kGroupTests.name, std::move(tests), false});
+        nlohmann::json counts = nlohmann::json::object();
+        for (const auto& [group, n] : sizes) counts[group] = n;
+        const nlohmann::json record = {
+            {"column", o.group_by},
+            {"inputs_per_group", counts},
+            {"interval",
+             "mean -+ t((1 + level) / 2, n - 1) sd / sqrt(n) over the group's inputs (each input "
+             "once, unweighted); level = --confidence"},
+            {"test",
+             "two groups: Welch's t-test (unequal variances, Welch-Satterthwaite df, two-sided); "
+             "more: one-way ANOVA F-test (equal variances; df1 = groups - 1, df2 = inputs - "
+             "groups); non-finite values left out"}};
+        std::ostringstream line;
+        line << "groups by " << o.group_by << ":";
+        for (const auto& [group, n] : sizes)
+            line << " " << (group.empty() ? "(empty)" : group) << " " << n << ",";
+        std::string text = line.str();
+        text.back() = ';';
+        return {record, text + " means and intervals in groups.csv, tests in group_tests.csv\n"};
+    }
+
     AnalysisContext ctx_;
     int64_t n_inputs_ = 0;
     std::map<Key, Series> series_;

@@ -93,6 +93,7 @@ struct Run {
     fs::path dir;
     json rec;
     std::string subcommand, model, checkpoint, architecture, inputs_sha256, sink;
+    std::string sink_resolved;  // run.json sink_policy.resolved ("" when the run does not say)
     int64_t n_params = -1;  // -1: the run does not record it
     double rho = std::nan(""), flip_rate = std::nan("");
     bool has_regime = false;  // rho read from the run
@@ -250,6 +251,8 @@ Run read_run(const fs::path& dir, const std::string& shown, const std::string& g
     if (r.rec.contains("options") && r.rec["options"].is_object() &&
         r.rec["options"].contains("sink") && r.rec["options"]["sink"].is_string())
         r.sink = r.rec["options"]["sink"].get<std::string>();
+    if (r.rec.contains("sink_policy") && r.rec["sink_policy"].is_object())
+        r.sink_resolved = io::json_string_or(r.rec["sink_policy"], "resolved", "", file);
     read_values(r);
     return r;
 }
@@ -300,8 +303,17 @@ std::string option_label(const std::string& key) {
 }
 
 // Option keys that do not change the compared numbers (how fast, what else is written).
-const std::set<std::string> kIgnoredOptions = {"threads",   "per_input",  "per_head",
-                                               "bootstrap", "confidence", "analyses"};
+const std::set<std::string> kIgnoredOptions = {"threads",    "per_input", "per_head", "bootstrap",
+                                               "confidence", "analyses",  "group_by"};
+
+// The options a run's numbers depend on, its sink convention as the run resolved it: --sink auto
+// is first on causal attention, so such a run agrees with a --sink first run.
+json compared_options(const Run& r) {
+    if (!r.rec.contains("options") || !r.rec["options"].is_object()) return json();
+    json o = r.rec["options"];
+    if (!r.sink_resolved.empty()) o["sink"] = r.sink_resolved;
+    return o;
+}
 
 std::string shown_value(const json& v) {
     return v.is_string() ? printable(v.get<std::string>(), 80) : io::brief(v);
@@ -325,9 +337,7 @@ std::vector<std::string> differences(const std::vector<Run>& runs) {
         const auto [it, inserted] = first_of_kind.emplace(kind, &r);
         if (inserted) continue;
         const Run& a = *it->second;
-        const json none;
-        const json& oa = a.rec.contains("options") ? a.rec["options"] : none;
-        const json& ob = r.rec.contains("options") ? r.rec["options"] : none;
+        const json oa = compared_options(a), ob = compared_options(r);
         if (!oa.is_object() || !ob.is_object()) continue;
         std::set<std::string> keys;
         for (auto k = oa.begin(); k != oa.end(); ++k) keys.insert(k.key());
@@ -358,6 +368,18 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
     if (o.out.empty()) throw UsageError("--out must not be empty");
     std::set<std::string> given(o.runs.begin(), o.runs.end());
     if (given.size() != o.runs.size()) throw UsageError("compare: a run directory is given twice");
+    // The same folder spelled twice (rA and ./rA/, a symlink to it) is the same run.
+    std::map<fs::path, std::string> seen;
+    for (const std::string& p : o.runs) {
+        std::error_code ec;
+        fs::path key = fs::weakly_canonical(fs::absolute(p, ec), ec);
+        if (ec) continue;  // unreadable: reading the run reports it
+        const auto [it, inserted] = seen.emplace(key, p);
+        if (!inserted)
+            throw UsageError("compare: " + printable(it->second, 200) + " and " +
+                             printable(p, 200) + " are the same run directory (" +
+                             printable(key.string(), 200) + "): give each run once");
+    }
     for (const auto* list : {&o.fit, &o.apply})
         for (const std::string& p : *list)
             if (!given.count(p))
@@ -413,6 +435,24 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
         warnings.push_back(
             "no fit run has rho and a measured flip rate: the thresholds stay at "
             "the defaults 0.2 / 0.5");
+    // Fit runs of one measured class leave the rule nothing to separate: any lo = hi that puts
+    // them all on their side scores perfectly, so the thresholds say nothing about the other class.
+    if (!fit_points.empty()) {
+        const metrics::Regime one = metrics::measured_regime(fit_points.front().flip_rate);
+        const bool mixed = std::any_of(fit_points.begin(), fit_points.end(), [&](const auto& p) {
+            return metrics::measured_regime(p.flip_rate) != one;
+        });
+        if (!mixed) {
+            const bool safe = one == metrics::Regime::ClassicalSafe;
+            warnings.push_back("every --fit run is measured " + metrics::regime_name(one) +
+                               " (flip rate " + (safe ? "< " : ">= ") +
+                               io::format_number(metrics::kUnsafeFlipRate) + "): with no " +
+                               (safe ? "classical-unsafe" : "classical-safe") +
+                               " example the fitted lo = " + io::format_number(rf.lo) +
+                               ", hi = " + io::format_number(rf.hi) +
+                               " are not informed by that class; add a run of it to --fit");
+        }
+    }
 
     // ---- tables -------------------------------------------------------------------------------
     io::Table models({"run", "model", "checkpoint", "architecture", "n_params", "subcommand",
@@ -464,7 +504,7 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
         for (const auto& m : measured_names) conf.add_row({p, m, confusion[{p, m}]});
 
     // ---- write --------------------------------------------------------------------------------
-    io::RunRecord record(o.command_line);
+    io::RunRecord record(o.command_line, 1);  // reads and writes tables on one thread
     OutputDir out(o.out, o.overwrite);
     models.write(out.staging(), "models", false);
     values.write(out.staging(), "compare", false);

@@ -169,7 +169,7 @@ MetricsRun run_metrics_command(const MetricsCommandOptions& o, std::ostream& log
     check_bos(resolved, o.analysis,
               o.arrays ? o.arrays->token_ids != nullptr : !o.token_ids.empty());
 
-    io::RunRecord record(o.command_line);
+    io::RunRecord record(o.command_line, resolved.threads);
     OutputDir out(o.out, o.overwrite);
 
     // Pass 1: open and validate the inputs' shapes (the example is written first, then read

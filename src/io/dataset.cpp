@@ -40,7 +40,8 @@ std::vector<Sample> from_lines(const std::string& text, int64_t max_samples,
         check_line(file, ++line_no, end - pos);
         std::string line = text.substr(pos, end - pos);
         if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.find_first_not_of(" \t") != std::string::npos) out.push_back({line, {}});
+        if (line.find_first_not_of(" \t") != std::string::npos)
+            out.push_back({line, {}, int64_t(line_no) - 1, {}});
         if (end == text.size()) break;
         pos = end + 1;
     }
@@ -96,6 +97,9 @@ std::vector<Sample> load_dataset(const std::filesystem::path& path, const Datase
     if (format == "txt" || format == "text" || format.empty()) format = "txt";
     std::vector<Sample> out;
     auto full = [&] { return opts.max_samples > 0 && int64_t(out.size()) >= opts.max_samples; };
+    if (!opts.keep_columns.empty() && format != "csv" && format != "jsonl")
+        throw InputError(file, "--keep-columns needs a CSV or JSONL data file: a " + format +
+                                   " file has no columns");
 
     if (format == "npy") {
         NpyArray a = read_npy(path);
@@ -117,6 +121,7 @@ std::vector<Sample> load_dataset(const std::filesystem::path& path, const Datase
                 if (s.ids[k] < 0)
                     throw InputError(file, "negative token id inside sample " + std::to_string(i) +
                                                " at position " + std::to_string(k));
+            s.row = i;
             if (!s.ids.empty()) out.push_back(std::move(s));
         }
         return out;
@@ -143,6 +148,14 @@ std::vector<Sample> load_dataset(const std::filesystem::path& path, const Datase
                                            std::string(e.what()).substr(file.size() + 2));
             }
             Sample s;
+            s.row = int64_t(line_no) - 1;
+            for (const std::string& name : opts.keep_columns) {
+                if (!j.is_object() || !j.contains(name))
+                    throw InputError(file, "line " + std::to_string(line_no) + ": no field " +
+                                               quote(name) + " (named by --keep-columns)");
+                const nlohmann::json& v = j[name];
+                s.kept.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+            }
             if (j.is_object() && j.contains("text") && j["text"].is_string()) {
                 s.text = j["text"].get<std::string>();
             } else if (j.is_object() && j.contains("ids") && j["ids"].is_array()) {
@@ -182,6 +195,18 @@ std::vector<Sample> load_dataset(const std::filesystem::path& path, const Datase
                                        "; choose one with --text-column)");
         }
         size_t col = static_cast<size_t>(it - header.begin());
+        std::vector<size_t> kept;
+        for (const std::string& name : opts.keep_columns) {
+            const auto k = std::find(header.begin(), header.end(), name);
+            if (k == header.end()) {
+                std::string names;
+                for (const auto& h : header) names += (names.empty() ? "" : ", ") + quote(h);
+                throw InputError(
+                    file, "no column named " + quote(name) +
+                              " (named by --keep-columns) in the header (columns: " + names + ")");
+            }
+            kept.push_back(static_cast<size_t>(k - header.begin()));
+        }
         for (size_t r = 1; r < records.size() && !full(); ++r) {
             const auto& rec = records[r];
             if (rec.size() == 1 && rec[0].empty()) continue;
@@ -189,7 +214,10 @@ std::vector<Sample> load_dataset(const std::filesystem::path& path, const Datase
                 throw InputError(file, "record " + std::to_string(r + 1) + " has " +
                                            std::to_string(rec.size()) + " fields, header has " +
                                            std::to_string(header.size()));
-            if (!rec[col].empty()) out.push_back({rec[col], {}});
+            if (rec[col].empty()) continue;
+            Sample s{rec[col], {}, int64_t(r) - 1, {}};
+            for (size_t k : kept) s.kept.push_back(rec[k]);
+            out.push_back(std::move(s));
         }
     } else {
         throw UnsupportedError(file, "data format " + quote(format) + " (txt, jsonl, csv, npy)");

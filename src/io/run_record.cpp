@@ -25,11 +25,11 @@ nlohmann::json json_number(double v) {
     return format_number(v);
 }
 
-RunRecord::RunRecord(std::string command) : start_(std::chrono::steady_clock::now()) {
+RunRecord::RunRecord(std::string command, int threads) : start_(std::chrono::steady_clock::now()) {
     j_["tool"] = {{"name", "sinkscope"}, {"version", version_string()}, {"git_commit", git_commit()}};
     j_["command"] = std::move(command);
     j_["started_utc"] = utc_timestamp();
-    j_["threads"] = std::thread::hardware_concurrency();
+    j_["threads"] = threads;
     // The variables that change speed and memory, not results (core/allocator.hpp): what the
     // process ran with, null where unset.
     nlohmann::json env = nlohmann::json::object();

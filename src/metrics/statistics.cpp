@@ -207,6 +207,87 @@ double student_t_two_sided_p(double t, double df) {
     return incomplete_beta(df / 2, 0.5, df / (df + t2), t2 / (df + t2), false);
 }
 
+WelchTest welch_t_test(std::span<const double> x, std::span<const double> y) {
+    const double nx = static_cast<double>(x.size()), ny = static_cast<double>(y.size());
+    if (!all_finite(x) || !all_finite(y) || x.empty() || y.empty()) return {kNaN, kNaN, kNaN, kNaN};
+    const double mx = std::accumulate(x.begin(), x.end(), 0.0) / nx;
+    const double my = std::accumulate(y.begin(), y.end(), 0.0) / ny;
+    const double diff = mx - my;
+    if (x.size() < 2 || y.size() < 2) return {kNaN, kNaN, kNaN, diff};
+    double sx = 0, sy = 0;
+    for (double e : x) sx += (e - mx) * (e - mx);
+    for (double e : y) sy += (e - my) * (e - my);
+    const double vx = sx / (nx - 1) / nx, vy = sy / (ny - 1) / ny;  // squared standard errors
+    const double se2 = vx + vy;
+    if (se2 == 0) return {kNaN, kNaN, kNaN, diff};
+    const double t = diff / std::sqrt(se2);
+    const double df = se2 * se2 / (vx * vx / (nx - 1) + vy * vy / (ny - 1));
+    return {t, df, student_t_two_sided_p(t, df), diff};
+}
+
+AnovaTest one_way_anova(const std::vector<std::vector<double>>& groups) {
+    const double k = static_cast<double>(groups.size());
+    double n = 0, total = 0;
+    for (const auto& g : groups) {
+        if (!all_finite(g)) return {kNaN, k - 1, kNaN, kNaN};
+        n += static_cast<double>(g.size());
+        total += std::accumulate(g.begin(), g.end(), 0.0);
+    }
+    const double df_between = k - 1, df_within = n - k;
+    if (groups.size() < 2 || df_within < 1) return {kNaN, df_between, df_within, kNaN};
+    const double grand = total / n;
+    double ss_between = 0, ss_within = 0;
+    for (const auto& g : groups) {
+        if (g.empty()) return {kNaN, df_between, df_within, kNaN};
+        const double m = std::accumulate(g.begin(), g.end(), 0.0) / static_cast<double>(g.size());
+        ss_between += static_cast<double>(g.size()) * (m - grand) * (m - grand);
+        for (double e : g) ss_within += (e - m) * (e - m);
+    }
+    if (ss_within == 0)
+        return ss_between > 0 ? AnovaTest{INFINITY, df_between, df_within, 0.0}
+                              : AnovaTest{kNaN, df_between, df_within, kNaN};
+    const double f = (ss_between / df_between) / (ss_within / df_within);
+    // P(F >= f) = I_x(df_within / 2, df_between / 2), x = df_within / (df_within + df_between f),
+    // its complement computed without subtraction.
+    const double den = df_within + df_between * f;
+    const double p = incomplete_beta(df_within / 2, df_between / 2, df_within / den,
+                                     df_between * f / den, false);
+    return {f, df_between, df_within, p};
+}
+
+double student_t_quantile(double q, double df) {
+    if (!(q > 0 && q < 1) || !(df > 0)) return kNaN;
+    if (q == 0.5) return 0.0;
+    // 1 - q is exact for q >= 0.5 (Sterbenz), so the two tails are symmetric bit for bit.
+    const double two_sided = q < 0.5 ? 2 * q : 2 * (1 - q);
+    // The two-sided p-value falls from 1 at t = 0 towards 0: bracket the root, then bisect until
+    // the bracket holds no double in between.
+    double lo = 0, hi = 1;
+    while (student_t_two_sided_p(hi, df) > two_sided && std::isfinite(hi)) lo = hi, hi *= 2;
+    if (!std::isfinite(hi)) return q < 0.5 ? -INFINITY : INFINITY;
+    for (int i = 0; i < 2100; ++i) {
+        const double mid = lo + (hi - lo) / 2;
+        if (mid <= lo || mid >= hi) break;
+        (student_t_two_sided_p(mid, df) > two_sided ? lo : hi) = mid;
+    }
+    return q < 0.5 ? -hi : hi;
+}
+
+MeanInterval mean_interval(std::span<const double> values, double level) {
+    SS_CHECK(level > 0 && level < 1, "mean_interval: level must be in (0, 1)");
+    SS_CHECK(all_finite(values), "mean_interval: non-finite value");
+    const int64_t n = static_cast<int64_t>(values.size());
+    if (n == 0) return {kNaN, kNaN, kNaN, kNaN, 0};
+    const double mean = std::accumulate(values.begin(), values.end(), 0.0) / double(n);
+    if (n < 2) return {mean, kNaN, kNaN, kNaN, n};
+    double ss = 0;
+    for (double e : values) ss += (e - mean) * (e - mean);
+    const double sd = std::sqrt(ss / double(n - 1));
+    const double half =
+        student_t_quantile((1 + level) / 2, double(n - 1)) * sd / std::sqrt(double(n));
+    return {mean, sd, mean - half, mean + half, n};
+}
+
 Correlation pearson(std::span<const double> x, std::span<const double> y) {
     check_same_length(x, y, "pearson");
     const int64_t n = static_cast<int64_t>(x.size());

@@ -40,10 +40,11 @@ TEST(Glossary, EverySchemaColumnIsDefined) {
     const std::string glossary = slurp(repo_root() / "docs/metrics.md");
     ASSERT_FALSE(glossary.empty()) << repo_root() / "docs/metrics.md";
     for (const t::TableSchema* s :
-         {&t::kHeads, &t::kValueSpace, &t::kDistances, &t::kDispersion, &t::kSinks,
-          &t::kSinkByPosition, &t::kTokenKeys, &t::kBootstrap, &t::kCorrelations, &t::kPairedTests,
-          &t::kFisher, &t::kFisherTensors, &t::kPrune, &t::kPruneRandom, &t::kPruneOrder,
-          &t::kTrajectory, &t::kEntropySplit, &t::kFrameTypes})
+         {&t::kHeads,        &t::kValueSpace,     &t::kDistances,  &t::kDispersion,
+          &t::kSinks,        &t::kSinkByPosition, &t::kTokenKeys,  &t::kBootstrap,
+          &t::kCorrelations, &t::kPairedTests,    &t::kFisher,     &t::kFisherTensors,
+          &t::kPrune,        &t::kPruneRandom,    &t::kPruneOrder, &t::kTrajectory,
+          &t::kEntropySplit, &t::kFrameTypes,     &t::kGroups,     &t::kGroupTests})
         for (const std::string& c : s->columns)
             EXPECT_TRUE(defined(glossary, c)) << s->name << ".csv column " << c;
     for (const auto* list : {&t::kSection8Columns, &t::kPerInputColumns})

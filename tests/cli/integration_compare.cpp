@@ -395,3 +395,105 @@ TEST(CliCompare, DynamicsRunExpandsIntoCheckpoints) {
     EXPECT_EQ(d(g, 2, "lo"), 0.2);
     EXPECT_EQ(d(g, 2, "hi"), 0.2);
 }
+
+namespace {
+
+// fake_run's run.json with the sink_policy analyze records: the flag given and what it resolved.
+void fake_resolved_run(const fs::path& dir, const std::string& requested,
+                       const std::string& resolved) {
+    fake_run(dir, 0.3, 0.1, requested);
+    json rec = read_json(dir / "run.json");
+    rec["sink_policy"] = {{"requested", requested}, {"resolved", resolved}};
+    testutil::write_text(dir / "run.json", rec.dump());
+}
+
+}  // namespace
+
+// Runs are compared by the sink convention they resolved (run.json sink_policy.resolved), not by
+// the flag: --sink auto that resolved to first agrees with --sink first; different resolved
+// conventions are still refused, naming the resolved values.
+TEST(CliCompare, ResolvedSinkConventionsCompared) {
+    testutil::ScratchDir tmp;
+    fake_resolved_run(tmp / "auto", "auto", "first");
+    fake_resolved_run(tmp / "first", "first", "first");
+    fake_resolved_run(tmp / "argmax", "auto", "argmax");
+    const auto ok = run_cli({"compare", (tmp / "auto").string(), (tmp / "first").string(), "--out",
+                             (tmp / "cmp").string(), "--no-report"});
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    EXPECT_TRUE(read_json(tmp / "cmp/run.json")["mixed"].empty());
+    const auto refused = run_cli({"compare", (tmp / "auto").string(), (tmp / "argmax").string(),
+                                  "--out", (tmp / "cmp2").string(), "--no-report"});
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_EQ(refused.err,
+              "sinkscope: error: compare: runs differ in the sink convention (--sink): " +
+                  (tmp / "auto").string() + " has first, " + (tmp / "argmax").string() +
+                  " has argmax; pass --allow-mixed to compare them anyway\n");
+    EXPECT_FALSE(fs::exists(tmp / "cmp2"));
+}
+
+// The same on real runs: analyze --sink auto and --sink first on a causal model write identical
+// heads.csv, and compare accepts the pair without --allow-mixed.
+TEST(CliCompare, AnalyzeAutoAgainstFirstAccepted) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    for (const char* sink : {"auto", "first"}) {
+        const auto r =
+            run_cli({"analyze", "--model", (shared / "models/tinystories656K").string(),
+                     "--samples", "3", "--max-tokens", "16", "--analyses", "heads", "--sink", sink,
+                     "--quiet", "--no-report", "--out", (tmp / sink).string()});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    const auto r = run_cli({"compare", (tmp / "auto").string(), (tmp / "first").string(), "--out",
+                            (tmp / "cmp").string(), "--no-report"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(read_json(tmp / "cmp/run.json")["mixed"].empty());
+}
+
+// --fit on runs of one measured class: one warning line saying the other class has no example
+// (the fit still runs), recorded in run.json too.
+TEST(CliCompare, FitOnOneClassWarns) {
+    testutil::ScratchDir tmp;
+    fake_run(tmp / "a", 0.1, 0.05);
+    fake_run(tmp / "b", 0.3, 0.02);
+    fake_run(tmp / "c", 0.7, 0.4);
+    const auto r = run_cli({"compare", (tmp / "a").string(), (tmp / "b").string(),
+                            (tmp / "c").string(), "--fit", (tmp / "a").string(),
+                            (tmp / "b").string(), "--out", (tmp / "cmp").string(), "--no-report"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string needle =
+        "sinkscope: warning: every --fit run is measured classical-safe (flip rate < 0.15): with "
+        "no classical-unsafe example";
+    ASSERT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    const json rec = read_json(tmp / "cmp/run.json");
+    ASSERT_EQ(rec["warnings"].size(), 1u);
+    EXPECT_NE(rec["warnings"][0].get<std::string>().find("no classical-unsafe example"),
+              std::string::npos);
+    // Fit runs of both classes: no such warning.
+    const auto mixed =
+        run_cli({"compare", (tmp / "a").string(), (tmp / "b").string(), (tmp / "c").string(),
+                 "--fit", (tmp / "a").string(), (tmp / "c").string(), "--out",
+                 (tmp / "cmp2").string(), "--no-report"});
+    ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
+    EXPECT_EQ(mixed.err.find("warning"), std::string::npos) << mixed.err;
+}
+
+// One run directory spelled two ways (rA and ./rA/, or a symlink to it) is refused like rA rA,
+// in one line naming both spellings, and nothing is written.
+TEST(CliCompare, SameRunSpelledTwiceRefused) {
+    testutil::ScratchDir tmp;
+    fake_run(tmp / "rA", 0.3, 0.1);
+    fs::create_directory_symlink(tmp / "rA", tmp / "link");
+    const std::string a = (tmp / "rA").string();
+    for (const std::string& other :
+         {a + "/", (tmp / "." / "rA" / "").string(), (tmp / "link").string()}) {
+        SCOPED_TRACE(other);
+        const auto r =
+            run_cli({"compare", a, other, "--out", (tmp / "cmp").string(), "--no-report"});
+        EXPECT_EQ(r.exit_code, 2);
+        EXPECT_NE(r.err.find("are the same run directory"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find(other), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_FALSE(fs::exists(tmp / "cmp"));
+    }
+}

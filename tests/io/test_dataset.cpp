@@ -80,3 +80,68 @@ TEST(Dataset, SharedStemSentences) {
     auto s = load_dataset(shared / "data/stem_sentences.csv");
     EXPECT_EQ(s.size(), 811u);
 }
+
+// Each sample knows its 0-based row in the file (text and JSONL: the line, blank lines counted;
+// CSV: the record after the header, a record with an empty text counted; .npy: the row), and
+// carries the --keep-columns values: CSV fields, JSONL fields (numbers as their JSON text).
+TEST(Dataset, RowsAndKeptColumns) {
+    testutil::ScratchDir tmp;
+    std::ofstream(tmp / "a.txt") << "one\n\n  \nfour\nfive";
+    auto t = load_dataset(tmp / "a.txt");
+    ASSERT_EQ(t.size(), 3u);
+    EXPECT_EQ(t[0].row, 0);
+    EXPECT_EQ(t[1].row, 3);
+    EXPECT_EQ(t[2].row, 4);
+
+    // Record 2 (row 1) spans two lines and record 3 (row 2) has no text: rows are records.
+    std::ofstream(tmp / "a.csv") << "text,field,p\nalpha,physics,0.5\n\"b\nc\",math,1\n,x,2\n"
+                                    "delta,\"geo, graphy\",0.25\n";
+    auto c = load_dataset(tmp / "a.csv", {.keep_columns = {"p", "field"}});
+    ASSERT_EQ(c.size(), 3u);
+    EXPECT_EQ(c[0].row, 0);
+    EXPECT_EQ(c[1].row, 1);
+    EXPECT_EQ(c[2].row, 3);
+    EXPECT_EQ(c[2].kept, (std::vector<std::string>{"0.25", "geo, graphy"}));
+    EXPECT_EQ(c[1].kept, (std::vector<std::string>{"1", "math"}));
+    EXPECT_TRUE(load_dataset(tmp / "a.csv")[0].kept.empty());
+
+    std::ofstream(tmp / "a.jsonl") << "{\"text\": \"x\", \"field\": \"bio\", \"p\": 0.5}\n\n"
+                                      "{\"ids\": [1, 2], \"field\": \"chem\", \"p\": 2}\n";
+    auto j = load_dataset(tmp / "a.jsonl", {.keep_columns = {"field", "p"}});
+    ASSERT_EQ(j.size(), 2u);
+    EXPECT_EQ(j[1].row, 2);
+    EXPECT_EQ(j[0].kept, (std::vector<std::string>{"bio", "0.5"}));
+    EXPECT_EQ(j[1].kept, (std::vector<std::string>{"chem", "2"}));
+
+    write_npy(tmp / "ids.npy", make_npy_i64({3, 2}, {-1, -1, 5, 6, 7, 8}));
+    auto n = load_dataset(tmp / "ids.npy");
+    ASSERT_EQ(n.size(), 2u);
+    EXPECT_EQ(n[0].row, 1);
+    EXPECT_EQ(n[1].row, 2);
+}
+
+// A kept column the file lacks is one error naming the file and the column (the CSV header's
+// names listed); text and .npy files have no columns to keep.
+TEST(Dataset, UnknownKeptColumnNamed) {
+    testutil::ScratchDir tmp;
+    std::ofstream(tmp / "a.csv") << "text,field\nalpha,physics\n";
+    std::ofstream(tmp / "a.jsonl") << "{\"text\": \"x\", \"field\": \"bio\"}\n{\"text\": \"y\"}\n";
+    std::ofstream(tmp / "a.txt") << "x\n";
+    auto message = [&](const std::string& file) {
+        try {
+            load_dataset(tmp / file, {.keep_columns = {"field", "predictability"}});
+        } catch (const InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    const std::string csv = message("a.csv");
+    EXPECT_NE(csv.find((tmp / "a.csv").string()), std::string::npos) << csv;
+    EXPECT_NE(csv.find("'predictability'"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("'field'"), std::string::npos) << csv;  // the columns there are
+    EXPECT_EQ(csv.find('\n'), std::string::npos) << csv;
+    const std::string jsonl = message("a.jsonl");
+    EXPECT_NE(jsonl.find("line 1: no field 'predictability'"), std::string::npos) << jsonl;
+    const std::string txt = message("a.txt");
+    EXPECT_NE(txt.find("--keep-columns needs a CSV or JSONL"), std::string::npos) << txt;
+}

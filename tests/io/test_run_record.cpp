@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -24,7 +25,7 @@ TEST(RunRecord, WeightFilesHashedInTheBackground) {
     testutil::ScratchDir tmp;
     testutil::write_text(tmp / "a.bin", "abc");
     testutil::write_text(tmp / "b.bin", "");
-    io::RunRecord rec("test");
+    io::RunRecord rec("test", 1);
     rec.set_model_files("the/model", {tmp / "a.bin", tmp / "b.bin"});
     // A caller that replaces "model" after the hashing started keeps its own fields.
     rec.json()["model"] = {{"name", "m"}};
@@ -42,7 +43,7 @@ TEST(RunRecord, WeightFilesHashedInTheBackground) {
 
 TEST(RunRecord, UnreadableWeightFileFailsTheWrite) {
     testutil::ScratchDir tmp;
-    io::RunRecord rec("test");
+    io::RunRecord rec("test", 1);
     rec.set_model_files("m", {tmp / "missing.bin"});
     try {
         rec.write(tmp.path());
@@ -66,9 +67,16 @@ TEST(RunRecord, HashingStopsWhenCancelled) {
 TEST(RunRecord, EnvironmentRecorded) {
     ::setenv("OMP_WAIT_POLICY", "SOMETHING", 1);
     ::unsetenv("GLIBC_TUNABLES");
-    const io::RunRecord rec("test");
+    const io::RunRecord rec("test", 1);
     EXPECT_EQ(rec.json()["environment"]["OMP_WAIT_POLICY"], "SOMETHING");
     EXPECT_TRUE(rec.json()["environment"]["GLIBC_TUNABLES"].is_null());
     EXPECT_TRUE(rec.json()["environment"].contains("OPENBLAS_THREAD_TIMEOUT"));
     ::unsetenv("OMP_WAIT_POLICY");
+}
+
+// "threads" is the count the command says it computes with, not the machine's core count.
+TEST(RunRecord, ThreadsAreTheCommands) {
+    const int other = std::thread::hardware_concurrency() == 3 ? 5 : 3;
+    const io::RunRecord rec("test", other);
+    EXPECT_EQ(rec.json()["threads"], other);
 }

@@ -37,6 +37,10 @@ constexpr const char* kPython = "/usr/bin/python3";
 //   pair x_1 .. x_n y_1 .. y_n -> pearsonr r p, spearmanr rho p, ttest_rel t p
 //   beta a b x                 -> betainc(a, b, x), betainc(b, a, 1 - x) (= 1 - I_x(a, b))
 //   t t df                     -> 2 stdtr(df, -|t|)
+//   ppf q df                   -> stats.t.ppf(q, df)
+//   groups level k n_1 v.. n_k v.. -> per group mean and stats.t.interval(level, n - 1, mean,
+//                                 sem) (3 numbers), f_oneway F p, then (k = 2) the Welch
+//                                 ttest_ind(equal_var=False) t p
 constexpr const char* kReferenceScript = R"py(
 import sys, warnings
 try:
@@ -55,6 +59,23 @@ for line in open(sys.argv[1]):
     elif f[0] == "beta":
         a, b, x = map(float, f[1:])
         out = (special.betainc(a, b, x), special.betainc(b, a, 1.0 - x))
+    elif f[0] == "ppf":
+        q, df = map(float, f[1:])
+        out = (stats.t.ppf(q, df),)
+    elif f[0] == "groups":
+        level, k, rest = float(f[1]), int(f[2]), [float(e) for e in f[3:]]
+        groups, out = [], []
+        for _ in range(k):
+            n = int(rest[0])
+            groups.append(np.array(rest[1 : 1 + n]))
+            rest = rest[1 + n :]
+        for g in groups:
+            m = np.mean(g)
+            lo, hi = stats.t.interval(level, len(g) - 1, loc=m, scale=stats.sem(g))
+            out += [m, lo, hi]
+        out += list(stats.f_oneway(*groups))
+        if k == 2:
+            out += list(stats.ttest_ind(groups[0], groups[1], equal_var=False))
     else:
         t, df = map(float, f[1:])
         out = (2 * special.stdtr(df, -abs(t)),)
@@ -194,6 +215,45 @@ std::vector<Case> t_cases() {
     return cases;
 }
 
+std::vector<Case> ppf_cases() {
+    std::vector<Case> cases;
+    for (double q : {0.975, 0.995, 0.9, 0.6, 0.025, 0.999999})
+        for (double df : {1.0, 2.0, 4.5, 29.0, 809.0}) {
+            std::ostringstream s;
+            s << std::setprecision(17) << "ppf " << q << ' ' << df;
+            cases.push_back({s.str(), q, df, 0.0});
+        }
+    return cases;
+}
+
+// Groups of seeded values for the per-group intervals and the tests between groups: two groups
+// of unequal size and spread (Welch), four groups with shifted means (ANOVA, p ~ 1e-20) and
+// three nearly equal groups (p near 1).
+struct Groups {
+    double level;
+    std::vector<std::vector<double>> groups;
+};
+std::vector<Groups> reference_groups() {
+    Draws g(11);
+    auto normal = [&](int n, double mean, double sd) {
+        std::vector<double> v;
+        for (int i = 0; i < n; ++i) v.push_back(mean + sd * g.normal());
+        return v;
+    };
+    return {
+        {0.95, {normal(12, 1.0, 0.5), normal(40, 1.3, 2.0)}},
+        {0.9, {normal(3, 0.2, 0.1), normal(2, 0.25, 0.3)}},
+        {0.95,
+         {normal(50, 0.0, 1.0), normal(60, 0.5, 1.0), normal(45, 1.5, 1.2), normal(70, 0.1, 0.8)}},
+        {0.99, {normal(30, 2.0, 1.0), normal(31, 2.0, 1.0), normal(29, 2.0, 1.0)}}};
+}
+std::string groups_line(const Groups& d) {
+    std::ostringstream s;
+    s << std::setprecision(17) << "groups " << d.level << ' ' << d.groups.size();
+    for (const auto& v : d.groups) s << ' ' << v.size() << number_list(v);
+    return s.str();
+}
+
 std::string pair_line(const Pair& p) {
     return "pair" + number_list(p.x) + number_list(p.y);
 }
@@ -207,6 +267,8 @@ std::optional<std::vector<std::vector<double>>> scipy_reference(
         for (const Pair& p : reference_pairs()) all.push_back(pair_line(p));
         for (const Case& c : beta_cases()) all.push_back(c.line);
         for (const Case& c : t_cases()) all.push_back(c.line);
+        for (const Case& c : ppf_cases()) all.push_back(c.line);
+        for (const Groups& d : reference_groups()) all.push_back(groups_line(d));
         const auto rows = run_scipy(all);
         if (!rows) return std::nullopt;
         std::map<std::string, std::vector<double>> m;
@@ -319,6 +381,98 @@ TEST(Statistics, IncompleteBetaMatchesScipy) {
         else
             EXPECT_WITHIN(student_t_two_sided_p(t, df), r[0], 1e-290);
     }
+}
+
+// student_t_quantile equals scipy.stats.t.ppf to 1e-8 relative. The bound is scipy's: 1.10's
+// t.ppf (cephes stdtrit) is off by up to 2.6e-9 relative on this grid (ppf 0.9 29 gives
+// 1.311433643950529, whose two-sided p is 0.2000000011 in 40-digit arithmetic, where this code's
+// 1.3114336473015515 gives 0.19999999999999984). The tight checks are the closed forms below:
+// df = 1 (Cauchy) and df = 2, t = (2q - 1) / sqrt(2 q (1 - q)), to 1e-13.
+TEST(Statistics, StudentTQuantileMatchesScipy) {
+    const auto cases = ppf_cases();
+    std::vector<std::string> lines;
+    for (const auto& c : cases) lines.push_back(c.line);
+    const auto reference = scipy_reference(lines);
+    if (!reference) GTEST_SKIP() << kPython << kNoScipy;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        SCOPED_TRACE(cases[i].line);
+        ASSERT_EQ((*reference)[i].size(), 1u);
+        EXPECT_REL_WITHIN(student_t_quantile(cases[i].u, cases[i].v), (*reference)[i][0], 1e-8);
+    }
+    // Exact: the median, the Cauchy (df = 1) quantile tan(pi (q - 1/2)), df = 2, symmetry.
+    EXPECT_EQ(student_t_quantile(0.5, 3.0), 0.0);
+    EXPECT_REL_WITHIN(student_t_quantile(0.75, 1.0), 1.0, 1e-13);
+    for (double q : {0.6, 0.9, 0.975, 0.999})
+        EXPECT_REL_WITHIN(student_t_quantile(q, 2.0), (2 * q - 1) / std::sqrt(2 * q * (1 - q)),
+                          1e-13)
+            << q;
+    EXPECT_REL_WITHIN(student_t_quantile(0.9, 1.0), std::tan(std::numbers::pi * 0.4), 1e-13);
+    EXPECT_EQ(student_t_quantile(0.1, 7.0), -student_t_quantile(0.9, 7.0));
+    EXPECT_TRUE(std::isnan(student_t_quantile(1.0, 3.0)));
+    EXPECT_TRUE(std::isnan(student_t_quantile(0.5, 0.0)));
+}
+
+// mean_interval, one_way_anova and welch_t_test equal scipy's t.interval, f_oneway and
+// ttest_ind(equal_var=False) (relative 1e-10: a few roundings of means and sums of squares,
+// amplified at most by the p-values' conditioning as in MatchesScipyOnFixedData); the interval
+// ends to 1e-8 of the half-width, scipy's t.ppf error (StudentTQuantileMatchesScipy).
+TEST(Statistics, GroupTestsMatchScipy) {
+    const auto data = reference_groups();
+    std::vector<std::string> lines;
+    for (const auto& d : data) lines.push_back(groups_line(d));
+    const auto reference = scipy_reference(lines);
+    if (!reference) GTEST_SKIP() << kPython << kNoScipy;
+    for (size_t i = 0; i < data.size(); ++i) {
+        SCOPED_TRACE(lines[i].substr(0, 40));
+        const auto& d = data[i];
+        const auto& r = (*reference)[i];
+        ASSERT_EQ(r.size(), 3 * d.groups.size() + 2 + (d.groups.size() == 2 ? 2 : 0));
+        size_t k = 0;
+        for (const auto& v : d.groups) {
+            const MeanInterval m = mean_interval(v, d.level);
+            EXPECT_EQ(m.n, int64_t(v.size()));
+            EXPECT_WITHIN(m.mean, r[k], 1e-12 * (1 + std::abs(r[k])));
+            const double half = (r[k + 2] - r[k + 1]) / 2;
+            EXPECT_WITHIN(m.lo, r[k + 1], 1e-8 * half + 1e-12 * (1 + std::abs(r[k + 1])));
+            EXPECT_WITHIN(m.hi, r[k + 2], 1e-8 * half + 1e-12 * (1 + std::abs(r[k + 2])));
+            k += 3;
+        }
+        const AnovaTest a = one_way_anova(d.groups);
+        EXPECT_REL_WITHIN(a.f, r[k], 1e-10);
+        expect_p_near(a.p, r[k + 1], "f_oneway p");
+        EXPECT_EQ(a.df_between, double(d.groups.size() - 1));
+        if (d.groups.size() == 2) {
+            const WelchTest w = welch_t_test(d.groups[0], d.groups[1]);
+            EXPECT_REL_WITHIN(w.t, r[k + 2], 1e-10);
+            expect_p_near(w.p, r[k + 3], "welch p");
+        }
+    }
+    // The data reach what they are meant to: a tiny and a large ANOVA p-value.
+    EXPECT_LT(one_way_anova(data[2].groups).p, 1e-8);
+    EXPECT_GT(one_way_anova(data[3].groups).p, 0.01);
+}
+
+// Welch's degrees of freedom are the textbook ones in closed form: two groups of equal size n
+// and equal variance give 2 (n - 1); the ANOVA of two groups is the pooled t-test squared.
+TEST(Statistics, GroupTestIdentities) {
+    const std::vector<double> x = {1, 2, 3, 4}, y = {3, 4, 5, 6};
+    const WelchTest w = welch_t_test(x, y);
+    EXPECT_REL_WITHIN(w.df, 6.0, 1e-15);
+    EXPECT_EQ(w.mean_difference, -2.0);
+    // t = -2 / sqrt(5/3 / 4 * 2) = -2 / sqrt(5/6)
+    EXPECT_REL_WITHIN(w.t, -2.0 / std::sqrt(5.0 / 6.0), 1e-15);
+    const AnovaTest a = one_way_anova({x, y});
+    EXPECT_REL_WITHIN(a.f, w.t * w.t, 1e-14);  // equal sizes: Welch t equals the pooled t
+    EXPECT_REL_WITHIN(a.p, w.p, 1e-12);
+    // Degenerate inputs.
+    EXPECT_TRUE(std::isnan(welch_t_test(std::vector<double>{1.0}, y).t));
+    EXPECT_TRUE(std::isnan(welch_t_test(std::vector<double>{1, 1}, std::vector<double>{2, 2}).t));
+    EXPECT_EQ(one_way_anova({{1, 1}, {2, 2}}).f, INFINITY);
+    EXPECT_EQ(one_way_anova({{1, 1}, {2, 2}}).p, 0.0);
+    EXPECT_TRUE(std::isnan(one_way_anova({{1, 2}}).f));
+    const MeanInterval one = mean_interval(std::vector<double>{2.5}, 0.95);
+    EXPECT_EQ(one.mean, 2.5);
+    EXPECT_TRUE(std::isnan(one.lo));
 }
 
 // Exact values that need no reference: t = 0 gives p = 1, df = 1 is the Cauchy distribution

@@ -38,6 +38,8 @@ struct InputsOptions {
     // Unset: the first `samples` samples; set: `samples` samples drawn without replacement with
     // this seed (kept in data order).
     std::optional<uint64_t> seed;
+    // Data columns carried along (io::DatasetOptions::keep_columns): CSV or JSONL data only.
+    std::vector<std::string> keep_columns{};
 };
 
 struct AnalysisInputs {
@@ -45,6 +47,12 @@ struct AnalysisInputs {
     std::string kind = "text";              // "text" | "images"
     std::vector<std::vector<int32_t>> ids;  // per sample: token ids (images: empty)
     std::vector<size_t> sample_index;       // per input: its sample's index in the data
+    // Per input: its 0-based row in the data file (io::Sample::row; images: the image's index
+    // in the set), what joins a per-input table back to the data.
+    std::vector<int64_t> rows;
+    std::vector<std::string> kept_columns;       // InputsOptions::keep_columns
+    std::vector<std::vector<std::string>> kept;  // per input: its values of kept_columns
+    int64_t samples_requested = 0;               // InputsOptions::samples (0: every sample)
     int64_t n_truncated = 0;                // text samples cut to cut_length tokens
     int64_t cut_length = 0;                 // what they were cut to (0: no cut applies)
     bool cut_by_context = false;            // cut_length is the model's context, not max_tokens
@@ -57,6 +65,12 @@ struct AnalysisInputs {
     // One console line saying how many inputs were cut and to what length, and why; empty when
     // none was cut.
     std::string truncation_note() const;
+    // One line saying that `option` (e.g. "--samples") asked for more samples than the data
+    // holds and how many are used instead; empty when it did not.
+    std::string samples_note(const std::string& option) const;
+    bool fewer_samples_than_requested() const {
+        return samples_requested > 0 && int64_t(size()) < samples_requested;
+    }
     int64_t n_tokens(size_t k) const;
     // Input k as the model reads it (batch of 1, on the model's device).
     model::ModelInput model_input(const model::Model& m, size_t k) const;

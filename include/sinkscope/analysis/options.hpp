@@ -61,6 +61,10 @@ struct AnalysisOptions {
     bool per_input = false;    // also write <table>_per_input.csv (one row per input)
     int64_t bootstrap = 0;     // bootstrap resamples for confidence intervals (0: none)
     double confidence = 0.95;  // level of the bootstrap intervals
+    // A data column (analyze --keep-columns) to group the inputs by: groups.csv (per group mean
+    // and t-interval at `confidence` of each headline value) and group_tests.csv (Welch's t-test
+    // for two groups, one-way ANOVA for more). Empty: no grouping.
+    std::string group_by;
 
     // Worker threads of the analyses (head pairwise sums, section 8 layers); 0 = all cores.
     // Results do not depend on it.
@@ -83,6 +87,7 @@ struct ResolvedOptions {
 // What the input offers, for selecting "all" and rejecting analyses it cannot feed.
 struct InputCapabilities {
     bool hidden_states = false;             // model runs (value space)
+    bool data_columns = false;              // inputs from a data file with columns (--group-by)
     std::string source = "attention file";  // names the input in errors
 };
 

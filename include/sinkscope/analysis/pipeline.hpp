@@ -36,8 +36,8 @@ public:
                      std::string model_name, std::string origin, std::string checkpoint = {});
     ~AnalysisPipeline();
 
-    // Streams sinks.csv (input, layer, sink_position; layer -1 = the model-wide sink) and, with
-    // per-input values, <table>_per_input.csv into `dir`, so memory does not grow with the
+    // Streams sinks.csv (input, row, layer, sink_position; layer -1 = the model-wide sink) and,
+    // with per-input values, <table>_per_input.csv into `dir`, so memory does not grow with the
     // number of inputs. After load() the files are cut back to what the saved state had written.
     void open_streams(const std::filesystem::path& dir);
 
@@ -66,6 +66,10 @@ public:
     // run, the input column of the streamed tables (the analyses keep counting from 0, as merge()
     // expects). Set before the first add().
     void set_first_input(int64_t first) { first_input_ = first; }
+    // The rows and data columns of every input of the run (indexed run-wide, as the input
+    // column): the streamed per-input tables get a `row` column and one column per data column,
+    // and the statistics group by a data column (--group-by). Set before open_streams().
+    void set_input_labels(InputLabels labels);
     // The rows streamed so far (table name -> CSV lines after the header), for another process.
     std::map<std::string, std::string> stream_rows();
     // Appends the shard `other` (same options, the inputs after this one's; loaded from its saved
@@ -83,6 +87,7 @@ private:
     int64_t n_layers_, n_heads_;
     ResolvedOptions options_;
     AnalysisContext context_;
+    std::shared_ptr<InputLabels> labels_;  // context_.labels, filled by set_input_labels
     struct Selected {
         const AnalysisInfo* info;  // its registry row
         std::unique_ptr<Analysis> analysis;

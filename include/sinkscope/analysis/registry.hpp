@@ -104,6 +104,17 @@ struct Needs {
     bool per_input_values = false;  // reads the other analyses' per-input values
 };
 
+// What identifies each input of a run in its data (set by the caller of the pipeline; empty: an
+// input is its own row, e.g. the inputs of an attention file).
+struct InputLabels {
+    std::vector<int64_t> rows;         // per input (run-wide index): its 0-based row in the data
+    std::vector<std::string> columns;  // data columns carried along (--keep-columns)
+    std::vector<std::vector<std::string>> values;  // per input: one value per column
+    int64_t row(int64_t input) const {
+        return input >= 0 && size_t(input) < rows.size() ? rows[size_t(input)] : input;
+    }
+};
+
 struct AnalysisContext {
     int64_t n_layers = 0, n_heads = 0;
     const ResolvedOptions* options = nullptr;
@@ -113,6 +124,9 @@ struct AnalysisContext {
     // What the analyses of one pipeline share, by name (the section 8 analyses read an input's
     // rows in one pass together); null outside a pipeline.
     std::shared_ptr<std::map<std::string, std::shared_ptr<void>>> shared;
+    // The inputs' rows and data columns (AnalysisPipeline::set_input_labels); null outside a
+    // pipeline.
+    std::shared_ptr<const InputLabels> labels;
 };
 
 struct AnalysisInfo {

@@ -27,7 +27,8 @@ inline const TableSchema kDistances{
     "distances", {"distance", "layer_a", "head_a", "layer_b", "head_b", "value"}};
 inline const TableSchema kDispersion{"dispersion",
                                      {"scope", "layer", "c_perp", "v_b", "rho", "n_rows"}};
-inline const TableSchema kSinks{"sinks", {"input", "layer", "sink_position"}};
+// `row`: the input's 0-based row in the data file (analysis/inputs.hpp), for joining to the data.
+inline const TableSchema kSinks{"sinks", {"input", "row", "layer", "sink_position"}};
 // Per layer and query position, heads.csv sink_mass over the rows at that position.
 inline const TableSchema kSinkByPosition{"sink_by_position",
                                          {"layer", "position", "sink_mass", "n_rows"}};
@@ -66,10 +67,21 @@ inline const TableSchema kPairedTests{
     "paired_tests",
     {"model", "checkpoint", "table", "layer", "param", "first", "second", "test", "mean_difference",
      "statistic", "df", "p", "n"}};
-// --per-input: <table>_per_input.csv, one row per (input, layer, head, metric, param); `weight`
-// is the input's weight in the summary mean (rows used for heads.csv, 1 elsewhere).
+// --group-by COLUMN: per group of inputs (by their value of a data column) the mean of each
+// headline per-input value with its t-interval, and a test between the groups.
+inline const TableSchema kGroups{
+    "groups",
+    {"model", "checkpoint", "table", "layer", "head", "metric", "param", "group_by", "group", "n",
+     "mean", "sd", "ci_lo", "ci_hi", "level"}};
+inline const TableSchema kGroupTests{
+    "group_tests",
+    {"model", "checkpoint", "table", "layer", "head", "metric", "param", "group_by", "n_groups",
+     "test", "statistic", "df1", "df2", "p", "n"}};
+// --per-input: <table>_per_input.csv, one row per (input, layer, head, metric, param); `row` is
+// the input's 0-based row in the data file, `weight` the input's weight in the summary mean
+// (rows used for heads.csv, 1 elsewhere); the data columns of --keep-columns follow `weight`.
 inline const std::vector<std::string> kPerInputColumns = {
-    "model", "checkpoint", "input", "layer", "head", "metric", "param", "value", "weight"};
+    "model", "checkpoint", "input", "row", "layer", "head", "metric", "param", "value", "weight"};
 inline std::string per_input_name(const std::string& table) {
     return table + "_per_input";
 }

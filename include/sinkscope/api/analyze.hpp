@@ -9,6 +9,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "sinkscope/analysis/options.hpp"
 #include "sinkscope/api/distributed.hpp"
@@ -20,6 +21,9 @@ struct AnalyzeOptions {
     ModelCliOptions m;                  // --model --bos --device --dtype --tokenizer --threads
     std::filesystem::path data;         // empty: the built-in prompt set
     std::string text_column = "text";   // CSV column
+    // Data columns (CSV columns, JSONL fields) copied into every per-input table beside the
+    // input's `row` (analysis.group_by is carried too).
+    std::vector<std::string> keep_columns;
     std::filesystem::path out = "runs/analyze";
     bool overwrite = false;             // replace an earlier sinkscope run at `out`
     int64_t max_tokens = 128;           // inputs are truncated to this many tokens (BOS included)

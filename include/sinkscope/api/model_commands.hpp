@@ -30,9 +30,16 @@ struct ModelCliOptions {
 // `line` as "sinkscope: note: LINE" on stderr (nothing when empty): what the user should know
 // about a run that is not an error (inputs cut, a resume that found nothing).
 void print_note(const std::string& line);
+// `line` as "sinkscope: warning: LINE" on stderr (nothing when empty): the run goes on, but not
+// quite as asked (e.g. fewer samples than --samples asked for).
+void print_warning(const std::string& line);
 
 // Device, dtype, threads and tokenizer of ModelCliOptions as load_model options.
 model::LoadOptions load_options(const ModelCliOptions& m);
+
+// The thread count a model command computes with: --threads, or the machine's core count for 0
+// (model::set_compute_threads' rule). run.json records it.
+int compute_threads(const ModelCliOptions& m);
 
 struct InspectOptions {
     ModelCliOptions m;

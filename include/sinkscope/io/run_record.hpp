@@ -13,8 +13,10 @@ namespace sinkscope::io {
 
 class RunRecord {
 public:
-    // Starts the wall clock and fills tool version, git commit, command line and start time.
-    explicit RunRecord(std::string command);
+    // Starts the wall clock and fills tool version, git commit, command line, start time and
+    // `threads`: the thread count the command computes with (its resolved --threads, >= 1; 1 for
+    // a command that computes on one thread), not the machine's core count.
+    RunRecord(std::string command, int threads);
 
     // Any field; values replace earlier ones. Non-finite doubles become "inf"/"nan" strings.
     void set(const std::string& key, nlohmann::json value);

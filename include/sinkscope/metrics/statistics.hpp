@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "sinkscope/core/random.hpp"
 
@@ -54,6 +55,48 @@ struct PairedTest {
 // differences are 0; n < 2 -> t = p = NaN (df = n - 1); any non-finite element -> t = p =
 // mean_difference = NaN. x and y must have the same length (else InternalError).
 PairedTest paired_t_test(std::span<const double> x, std::span<const double> y);
+
+// Welch's two-sample t-test of mean(x) = mean(y) (unequal variances), two-sided.
+struct WelchTest {
+    double t;                // (mean x - mean y) / sqrt(s_x^2 / n_x + s_y^2 / n_y), s with n - 1
+    double df;               // Welch-Satterthwaite degrees of freedom
+    double p;                // two-sided p-value
+    double mean_difference;  // mean(x) - mean(y)
+};
+
+// Equal to scipy.stats.ttest_ind(x, y, equal_var=False). Fewer than 2 values in x or y, any
+// non-finite value, or no variance in either sample (the standard error is 0) -> t = df = p =
+// NaN (the mean difference is still given when defined).
+WelchTest welch_t_test(std::span<const double> x, std::span<const double> y);
+
+// One-way analysis of variance of k groups (the classical F-test, equal variances assumed).
+struct AnovaTest {
+    double f;           // (SS_between / (k - 1)) / (SS_within / (N - k))
+    double df_between;  // k - 1
+    double df_within;   // N - k
+    double p;           // P(F(k - 1, N - k) >= f)
+};
+
+// Equal to scipy.stats.f_oneway(*groups). Fewer than 2 groups, N - k < 1 or any non-finite
+// value -> f = p = NaN; no variance within the groups -> f = +inf, p = 0 when the group means
+// differ, f = p = NaN when they do not (scipy's conventions).
+AnovaTest one_way_anova(const std::vector<std::vector<double>>& groups);
+
+// The q-quantile of Student's t with df > 0 degrees of freedom (scipy.stats.t.ppf(q, df)),
+// 0 < q < 1 (NaN outside): the t at which the two-sided p-value above equals 2 min(q, 1 - q),
+// found by bisection to the resolution of a double.
+double student_t_quantile(double q, double df);
+
+// The mean of n values with its Student-t confidence interval mean -+ t_{(1+level)/2, n-1} s /
+// sqrt(n) (s with divisor n - 1): what scipy.stats.t.interval(level, n - 1, mean, sem) gives.
+struct MeanInterval {
+    double mean;    // NaN for n = 0
+    double sd;      // sample standard deviation (divisor n - 1); NaN for n < 2
+    double lo, hi;  // NaN for n < 2
+    int64_t n;
+};
+// Non-finite values are an InternalError (the caller leaves them out); 0 < level < 1.
+MeanInterval mean_interval(std::span<const double> values, double level);
 
 // Two-sided p-value P(|T| >= |t|) of Student's t with `df` > 0 degrees of freedom (df need not
 // be an integer): I_{df / (df + t^2)}(df / 2, 1/2), without cancellation for small or large |t|.

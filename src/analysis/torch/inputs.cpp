@@ -24,6 +24,12 @@ std::string AnalysisInputs::truncation_note() const {
     return s + " (--max-tokens)";
 }
 
+std::string AnalysisInputs::samples_note(const std::string& option) const {
+    if (!fewer_samples_than_requested()) return {};
+    return option + " " + std::to_string(samples_requested) + " asks for more samples than " +
+           data_name + " holds: all " + std::to_string(size()) + " are used";
+}
+
 int64_t AnalysisInputs::n_tokens(size_t k) const {
     return images ? image_tokens : int64_t(ids[k].size());
 }
@@ -67,6 +73,11 @@ AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
     if (o.max_tokens < 0) throw UsageError("--max-tokens must be >= 0");
     AnalysisInputs in;
     in.data_name = o.data.empty() ? "built-in prompts" : o.data.string();
+    in.samples_requested = o.samples;
+    in.kept_columns = o.keep_columns;
+    if (!o.keep_columns.empty() && (o.data.empty() || cfg.is_vision()))
+        throw UsageError("--keep-columns needs --data naming a CSV or JSONL file (" + in.data_name +
+                         (cfg.is_vision() ? " are images" : " have no columns") + ")");
     // Without a seed only the first samples are read; with one, all (then a subset is drawn).
     const int64_t read = o.seed ? 0 : o.samples;
     if (cfg.is_vision()) {
@@ -85,6 +96,7 @@ AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
         in.images_sha256 = h.hex_digest();
         in.sample_index = choose(in.images->size(), o);
         for (size_t k : in.sample_index) {
+            in.rows.push_back(int64_t(k));
             (void)m.image_processor()->preprocess(in.images->get(k), cfg.n_channels,
                                                   cfg.image_size);
             in.ids.emplace_back();
@@ -92,9 +104,10 @@ AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
         return in;
     }
     const std::vector<io::Sample> samples =
-        o.data.empty()
-            ? io::builtin_prompts(read)
-            : io::load_dataset(o.data, {.text_column = o.text_column, .max_samples = read});
+        o.data.empty() ? io::builtin_prompts(read)
+                       : io::load_dataset(o.data, {.text_column = o.text_column,
+                                                   .keep_columns = o.keep_columns,
+                                                   .max_samples = read});
     if (samples.empty()) throw InputError(in.data_name, "no samples");
     // The one length every input is cut to: max_tokens, or the context when that is shorter and
     // over_context caps.
@@ -108,6 +121,8 @@ AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
     in.sample_index = choose(samples.size(), o);
     for (size_t k : in.sample_index) {
         const io::Sample& s = samples[k];
+        in.rows.push_back(s.row);
+        in.kept.push_back(s.kept);
         std::vector<int32_t> x;
         if (!s.ids.empty()) {
             for (int64_t id : s.ids) {

@@ -14,6 +14,7 @@
 #include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/analysis/inputs.hpp"
 #include "sinkscope/analysis/pipeline.hpp"
+#include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/api/resumable.hpp"
 #include "sinkscope/api/run_outputs.hpp"
 #include "sinkscope/core/error.hpp"
@@ -163,6 +164,16 @@ std::string shard_bytes(analysis::AnalysisPipeline& pipeline) {
 
 void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log);
 
+// The data columns carried into the per-input tables: --keep-columns, then the --group-by column
+// when not among them.
+std::vector<std::string> kept_columns(const AnalyzeOptions& o) {
+    std::vector<std::string> keep = o.keep_columns;
+    const std::string& group = o.analysis.group_by;
+    if (!group.empty() && std::find(keep.begin(), keep.end(), group) == keep.end())
+        keep.push_back(group);
+    return keep;
+}
+
 }  // namespace
 
 void check_analyze_options(const AnalyzeOptions& o) {
@@ -178,6 +189,18 @@ void check_analyze_options(const AnalyzeOptions& o) {
     if (o.attention_memory_mb < 0) throw UsageError("--attention-memory-mb must be >= 0");
     if (o.samples < 0) throw UsageError("--samples must be >= 0");
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
+    // Each kept column becomes a column of the per-input tables: names must be new there.
+    const std::vector<std::string>& fixed = analysis::tables::kPerInputColumns;
+    for (const std::string& c : kept_columns(o)) {
+        if (c.empty()) throw UsageError("--keep-columns: an empty column name");
+        if (std::count(o.keep_columns.begin(), o.keep_columns.end(), c) > 1)
+            throw UsageError("--keep-columns names " + quote(c) + " twice");
+        if (std::find(fixed.begin(), fixed.end(), c) != fixed.end())
+            throw UsageError("--keep-columns / --group-by: " + quote(c) +
+                             " is already a column of the per-input tables (" +
+                             "model, checkpoint, input, row, layer, head, metric, param, value, "
+                             "weight)");
+    }
     parse_progress_mode(o.progress);
     analysis::parse_over_context(o.m.over_context);
     tokenizer::parse_bos_policy(o.m.bos);
@@ -185,7 +208,7 @@ void check_analyze_options(const AnalyzeOptions& o) {
     if (!o.communicator) resolve_dist(o.dist);
     analysis::AnalysisOptions aopts = o.analysis;
     aopts.threads = o.m.threads;
-    analysis::resolve(aopts, {.hidden_states = true, .source = o.m.model});
+    analysis::resolve(aopts, {.hidden_states = true, .data_columns = true, .source = o.m.model});
 }
 
 void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
@@ -204,14 +227,14 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     const auto over_context = analysis::parse_over_context(o.m.over_context);
     analysis::AnalysisOptions aopts = o.analysis;
     aopts.threads = o.m.threads;
-    analysis::ResolvedOptions resolved =
-        analysis::resolve(aopts, {.hidden_states = true, .source = o.m.model});
+    analysis::ResolvedOptions resolved = analysis::resolve(
+        aopts, {.hidden_states = true, .data_columns = true, .source = o.m.model});
     check_output_dir(out_path,
                      o.overwrite);  // before the model loads: nothing of the user's is replaced
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     const bool want_value = resolved.selected("value");
 
-    io::RunRecord record(o.command_line);
+    io::RunRecord record(o.command_line, resolved.threads);
     const auto t0 = std::chrono::steady_clock::now();
 
     // ---- model and data ---------------------------------------------------------------------
@@ -224,9 +247,11 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
                                                          .max_tokens = o.max_tokens,
                                                          .over_context = over_context,
                                                          .samples = o.samples,
-                                                         .seed = o.analysis.seed},
+                                                         .seed = o.analysis.seed,
+                                                         .keep_columns = kept_columns(o)},
                                                         bos);  // text ids or images
     print_note(inputs.truncation_note());
+    print_warning(inputs.samples_note("--samples"));
     const std::vector<std::vector<int32_t>>& ids = inputs.ids;
 
     // ---- analyses, resumable staging ----------------------------------------------------------
@@ -242,6 +267,8 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
                                           o.m.model, o.checkpoint);
     };
     analysis::AnalysisPipeline pipeline = make_pipeline();
+    // The per-input tables' row and data columns (rank 0 writes the merged streams with these).
+    pipeline.set_input_labels({inputs.rows, inputs.kept_columns, inputs.kept});
     // This rank's inputs: the contiguous shard [first, end) (all of them in a world of one).
     const auto [first, end] = shard_range(int64_t(ids.size()), rank, comm.world_size());
     const int64_t shard = end - first;
@@ -341,6 +368,7 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     nlohmann::json& rec = record.json();
     rec.update(results.record);
     rec["options"] = analysis::to_json(aopts);
+    rec["options"]["threads"] = resolved.threads;  // --threads resolved (0: the core count)
     rec["model"]["architecture"] = cfg.architecture;
     rec["model"]["n_params"] = m.n_params();  // compare plots sink quantities against it
     rec["model"]["name"] = model_name;        // the tables' model column
@@ -388,6 +416,18 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     rec["data"]["selection"] = o.analysis.seed && o.samples > 0
                                    ? "random subset (seed " + std::to_string(*o.analysis.seed) + ")"
                                    : std::string("first samples");
+    rec["data"]["samples_requested"] = o.samples;  // 0: every sample
+    if (inputs.fewer_samples_than_requested())
+        rec["data"]["samples_note"] = inputs.samples_note("--samples");
+    // Which rows of the data file were run, in input order: the `row` column of the per-input
+    // tables and sinks.csv.
+    rec["data"]["rows"] = inputs.rows;
+    rec["data"]["row"] = inputs.images ? "the image's 0-based index in the image set (sorted file "
+                                         "names)"
+                                       : "0-based: the line of a text or JSONL file (empty lines "
+                                         "count), the record after the header of a CSV file, the "
+                                         "row of a .npy file or of the built-in prompts";
+    rec["data"]["keep_columns"] = inputs.kept_columns;
     if (inputs.images)
         rec["data"]["images_sha256"] = inputs.images_sha256;
     else if (!o.data.empty())
@@ -428,10 +468,15 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     if (o.report && !reported) log << report::kNoFigureNote;
     comm.finish(last);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    char line[200];
-    std::snprintf(line, sizeof line, "analyzed %zu inputs (%lld tokens) in %.1f s; wrote %s\n",
-                  ids.size(), (long long)tokens, secs, o.out.string().c_str());
-    log << line;
+    // After --resume this process analysed only the inputs after the saved state: say both.
+    std::string resumed;
+    if (n_done > 0)
+        resumed = "; " + std::to_string(shard - n_done) + " in this process, " +
+                  std::to_string(n_done) + " resumed from the saved state";
+    char took[64];
+    std::snprintf(took, sizeof took, ") in %.1f s; wrote ", secs);
+    log << "analyzed " << ids.size() << " inputs (" << tokens << " tokens" << resumed << took
+        << o.out.string() << "\n";
 }
 
 }  // namespace

@@ -220,7 +220,7 @@ void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {
     const std::string model_name = fs::absolute(o.manifest).parent_path().filename().string();
     run.model_name = model_name;
 
-    io::RunRecord record(base.command_line);
+    io::RunRecord record(base.command_line, compute_threads(base.m));
     nlohmann::json series = nlohmann::json::array();
     for (size_t k = 0; k < entries.size(); ++k)
         series.push_back({{"label", entries[k].label},
@@ -378,7 +378,8 @@ void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {
     rec["manifest"] = fs::absolute(o.manifest).string();
     rec["checkpoints"] = series;
     rec["options"] = analysis::to_json(run.analysis);
-    rec["data"] = print["data"];
+    rec["options"]["threads"] = compute_threads(base.m);  // --threads resolved, as analyze uses it
+    rec["data"] = base.data.empty() ? nlohmann::json("built-in prompts") : print["data"];
     rec["entropy_split"] = {
         {"definition",
          "per row H = H_b(s) + (1 - s) H(pi); sink term = [H_b(s1) - H_b(s0)] + (s0 - s1) "

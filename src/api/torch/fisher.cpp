@@ -70,7 +70,7 @@ std::string fisher(const FisherCommandOptions& o, Communicator& comm, std::ostre
     const fs::path out_path = rank_output(o.out, comm.rank());
     check_output_dir(out_path, o.overwrite);  // before the model loads
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
-    io::RunRecord record(o.command_line);
+    io::RunRecord record(o.command_line, compute_threads(o.m));
 
     // ---- model and data ----------------------------------------------------------------------
     const model::Model m = model::load_model(o.m.model, load_options(o.m));
@@ -90,6 +90,7 @@ std::string fisher(const FisherCommandOptions& o, Communicator& comm, std::ostre
                                                                    .seed = std::nullopt},
                                                                   bos);
     print_note(inputs.truncation_note());
+    print_warning(inputs.samples_note("--samples"));
     // What the loss of each sample predicts (decoders: next tokens; encoders: masked tokens).
     const std::string objective = cfg.is_vision() ? "image class"
                                   : cfg.causal    ? "next token"
@@ -213,6 +214,7 @@ std::string fisher(const FisherCommandOptions& o, Communicator& comm, std::ostre
         {"kind", o.kind},           {"draws", o.draws},           {"seed", o.seed},
         {"mask_rate", o.mask_rate}, {"max_tokens", o.max_tokens}, {"samples", o.samples}};
     rec["data"] = {{"path", o.data},
+                   {"samples_requested", o.samples},  // 0: every sample
                    {"n_samples", inputs.size()},
                    {"n_scored", acc.n_samples()},
                    {"n_skipped", n_skipped},

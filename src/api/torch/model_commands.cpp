@@ -1,8 +1,10 @@
 // inspect / generate / perplexity / dump: the library functions behind the model subcommands.
 #include "sinkscope/api/model_commands.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <thread>
 
 #include <ATen/ATen.h>
 
@@ -27,6 +29,10 @@ void print_note(const std::string& line) {
     if (!line.empty()) std::fprintf(stderr, "sinkscope: note: %s\n", line.c_str());
 }
 
+void print_warning(const std::string& line) {
+    if (!line.empty()) std::fprintf(stderr, "sinkscope: warning: %s\n", line.c_str());
+}
+
 LoadOptions load_options(const ModelCliOptions& m) {
     LoadOptions o;
     o.runtime.device = parse_device(m.device);
@@ -35,6 +41,11 @@ LoadOptions load_options(const ModelCliOptions& m) {
     o.runtime.n_threads = m.threads;
     o.tokenizer = m.tokenizer;
     return o;
+}
+
+int compute_threads(const ModelCliOptions& m) {
+    check_threads(m.threads);
+    return m.threads > 0 ? m.threads : int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 namespace {
@@ -217,6 +228,7 @@ std::string perplexity_report(const PerplexityOptions& o) {
         m, {.data = o.data, .over_context = over_context, .samples = o.max_samples, .seed = o.seed},
         tokenizer::parse_bos_policy(o.m.bos));
     print_note(inputs.truncation_note());
+    print_warning(inputs.samples_note("--max-samples"));
     const PerplexityValue v = evaluate_perplexity(m, inputs.ids, o.head_mask, o.stride, o.seed);
     const PerplexityResult& r = v.result;
     std::ostringstream s;
@@ -283,6 +295,7 @@ std::string dump_hooks(const DumpOptions& o) {
         m, {.data = o.data, .over_context = over_context, .samples = o.max_samples, .seed = o.seed},
         bos);
     print_note(data.truncation_note());
+    print_warning(data.samples_note("--max-samples"));
     const std::vector<std::vector<int32_t>>& samples = data.ids;
     std::vector<ModelInput> inputs;
     std::vector<int64_t> lengths;
@@ -366,13 +379,12 @@ std::string dump_hooks(const DumpOptions& o) {
     }
     io::write_npy(dir.file("lengths.npy"), io::make_npy_i64({n_inputs}, lengths));
 
-    io::RunRecord rec("dump");
+    io::RunRecord rec("dump", compute_threads(o.m));
     rec.set_model_files(o.m.model, m.files);
     rec.set("architecture", c.architecture);
     rec.set("device", device_name(m.runtime().device));
     rec.set("dtype", compute_dtype_name(m.runtime().dtype));
     rec.set("bos_policy", tokenizer::bos_policy_name(bos));
-    rec.set("threads", o.m.threads);
     rec.set("data", o.data);
     rec.set("n_samples", inputs.size());
     if (c.is_vision()) {

@@ -190,7 +190,7 @@ std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) 
     const fs::path out_path = rank_output(o.out, comm.rank());
     check_output_dir(out_path, o.overwrite);  // before the model loads
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
-    io::RunRecord record(o.command_line);
+    io::RunRecord record(o.command_line, compute_threads(o.m));
 
     // ---- model and data ----------------------------------------------------------------------
     const model::Model m = model::load_model(o.m.model, load_options(o.m));
@@ -225,6 +225,8 @@ std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) 
     const analysis::AnalysisInputs eval = load(o.eval, o.eval_samples);
     if (!calib.truncation_note().empty()) print_note("--calib: " + calib.truncation_note());
     if (!eval.truncation_note().empty()) print_note("--eval: " + eval.truncation_note());
+    print_warning(calib.samples_note("--calib-samples"));
+    print_warning(eval.samples_note("--eval-samples"));
     {  // section 5: calibration rows and evaluation text are disjoint
         // An input's identity: its token ids, or for images the bytes of its preprocessed pixels.
         auto identity = [&](const analysis::AnalysisInputs& in, size_t k) {
@@ -456,12 +458,20 @@ std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) 
                       {"max_tokens", o.max_tokens},     {"sink", metrics::to_string(hopts.sink)},
                       {"min_parts", hopts.min_parts},   {"over_context", o.m.over_context},
                       {"model_context", cfg.n_ctx}};
+    // The sink convention as it resolved (auto: first on causal attention), which compare checks.
+    const metrics::Masking masking =
+        cfg.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
+    rec["sink_policy"] = {
+        {"requested", metrics::to_string(hopts.sink)},
+        {"resolved", metrics::to_string(metrics::resolve_auto(hopts.sink, masking))}};
     rec["calibration"] = {{"data", o.calib},
+                          {"samples_requested", o.calib_samples},  // 0: every sample
                           {"n_samples", calib.size()},
                           {"n_truncated", calib.n_truncated},
                           {"truncated_to", calib.cut_length},
                           {"rows_used", heads.counts.rows_used_model}};
     rec["evaluation"] = {{"data", o.eval},
+                         {"samples_requested", o.eval_samples},
                          {"n_samples", eval.size()},
                          {"n_truncated", eval.n_truncated},
                          {"truncated_to", eval.cut_length},

@@ -118,6 +118,8 @@ std::string run_train(const TrainOptions& o, std::ostream& log) {
     check_output_dir(o.out, o.overwrite);
     check_threads(o.threads);
     if (o.threads > 0) at::set_num_threads(o.threads);
+    // From here the wall clock runs: run.json's wall_time_s is the whole run's, not its last step.
+    io::RunRecord record(o.command_line, at::get_num_threads());
 
     // ---- corpus and tokenizer ----------------------------------------------------------------
     const std::string text = read_file_limited(o.text, Limit::DataBytes);
@@ -271,7 +273,6 @@ std::string run_train(const TrainOptions& o, std::ostream& log) {
     write_checkpoint(out.staging());
     fs::remove(state_path);
     train_log.close();
-    io::RunRecord record(o.command_line);
     nlohmann::json& rec = record.json();
     rec["subcommand"] = "train";
     rec["train"] = {{"config", config_json},

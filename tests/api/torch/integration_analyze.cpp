@@ -130,6 +130,14 @@ TEST(Analyze, ResumeAfterSigkillIsIdentical) {
     auto resumed = run_cli(with({"--out", (tmp / "resumed").string(), "--resume"}));
     ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
     EXPECT_NE(resumed.out.find("resuming at input 100"), std::string::npos) << resumed.out;
+    // The summary says how many inputs this process analysed besides the total.
+    EXPECT_TRUE(std::regex_search(
+        resumed.out, std::regex("analyzed 200 inputs \\(\\d+ tokens; 100 in this process, 100 "
+                                "resumed from the saved state\\) in ")))
+        << resumed.out;
+    EXPECT_TRUE(
+        std::regex_search(full.out, std::regex("analyzed 200 inputs \\(\\d+ tokens\\) in ")))
+        << full.out;
     EXPECT_FALSE(fs::exists(tmp / "resumed.partial"));
     // Byte for byte: both runs are the same code on the same inputs and shapes with the same
     // threads, and the saved state is the accumulators' exact bytes.
