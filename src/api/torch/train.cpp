@@ -141,7 +141,7 @@ std::string run_train(const TrainOptions& o, std::ostream& log) {
                       "batch or seq_len smaller",
                       need / double(1 << 30), static_cast<long long>(c.batch),
                       static_cast<long long>(c.seq_len), double(available) / double(1 << 30));
-        throw InputError(o.config.empty() ? "--preset " + o.preset : o.config.string(), line);
+        throw InputError(o.config.empty() ? "--preset " + o.preset : o.config, line);
     }
 
     const nlohmann::json config_json = model::train_config_json(c);
