@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
+#include "sinkscope/core/fs_error.hpp"
 #include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/system.hpp"
 
@@ -128,6 +130,10 @@ static int run_command(int argc, char** argv) {
                      one_line(e.what()).c_str());
         return static_cast<int>(ErrorKind::Usage);
     } catch (const Error& e) {
+        std::fprintf(stderr, "sinkscope: error: %s\n", one_line(e.what()).c_str());
+        return e.exit_code();
+    } catch (const std::filesystem::filesystem_error& fe) {
+        const IoError e = io_error_from(fe);  // one line naming the path, not libstdc++'s text
         std::fprintf(stderr, "sinkscope: error: %s\n", one_line(e.what()).c_str());
         return e.exit_code();
     } catch (const std::bad_alloc&) {

@@ -14,7 +14,7 @@ Errors: ``ValueError`` subclasses (``UsageError``, ``InputError``, ``Unsupported
 options and bad input, ``OSError`` for files, with the command line's one-line messages.
 """
 
-from ._sinkscope import (InputError, UnsupportedError, UsageError, __version__,
+from ._sinkscope import (InputError, UnsupportedError, UsageError, __version__, set_limit,
                          with_model_runtime)
 from . import metrics
 from ._results import Results
@@ -23,7 +23,8 @@ if with_model_runtime:
     from .commands import analyze, compare, dump, dynamics, fisher, prune
     from .model import Model, default_model
 
-__all__ = ["metrics", "Results", "UsageError", "InputError", "UnsupportedError", "__version__"]
+__all__ = ["metrics", "Results", "UsageError", "InputError", "UnsupportedError", "__version__",
+           "set_limit"]
 if with_model_runtime:
     __all__ += ["Model", "default_model", "analyze", "dynamics", "prune", "fisher", "compare",
                 "dump"]

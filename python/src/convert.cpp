@@ -1,8 +1,11 @@
 // Conversions between numpy / Python objects and the library's arrays, tables and callbacks.
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <variant>
 
 #include "bindings.hpp"
+#include "sinkscope/core/limits.hpp"
 
 namespace sinkscope::python {
 using namespace pybind11::literals;
@@ -57,6 +60,16 @@ std::unique_ptr<io::NpyMap> borrow(const py::array& a, const std::string& what) 
                               " is not supported (float16, float32, float64, int32 or int64)");
     std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
     std::vector<int64_t> strides(a.strides(), a.strides() + a.ndim());
+    // The work of an analysis grows with the elements the shape declares, which a view with zero
+    // strides makes as many as it likes over a few bytes (a file's are bounded by its size):
+    // bounded by the limit array_elements before anything starts.
+    uint64_t numel = 1;
+    std::string dims;
+    for (int64_t d : shape) {
+        dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+        numel = d != 0 && numel > UINT64_MAX / uint64_t(d) ? UINT64_MAX : numel * uint64_t(d);
+    }
+    check_limit(what, Limit::ArrayElements, "shape (" + dims + "): elements", numel);
     return std::make_unique<io::NpyMap>(what, t, std::move(shape), a.data(), std::move(strides));
 }
 

@@ -2,6 +2,8 @@
 // exceptions) and each module's bindings.
 #include "bindings.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/fs_error.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/system.hpp"
 
 namespace sinkscope::python {
@@ -19,6 +21,9 @@ void bind_core(py::module_& m) {
             PyErr_SetNone(PyExc_KeyboardInterrupt);
         } catch (const CallbackFailed& e) {
             e.error->restore();
+        } catch (const std::filesystem::filesystem_error& e) {
+            // The CLI's line naming the path (core/fs_error.hpp), as an OSError.
+            PyErr_SetString(PyExc_OSError, io_error_from(e).what());
         } catch (const Error& e) {
             PyObject* type = PyExc_RuntimeError;
             switch (e.kind()) {
@@ -41,6 +46,11 @@ void bind_core(py::module_& m) {
             PyErr_SetString(type, e.what());
         }
     });
+    m.def(
+        "set_limit", [](const std::string& assignment) { set_limit(assignment); },
+        py::arg("assignment"),
+        "Sets a resource limit, \"NAME=N\" as the command line's --limit (e.g. "
+        "\"array_elements=100000000000\" for a genuine array above the default).");
     m.attr("__version__") = version_string();
     m.attr("git_commit") = git_commit();
 #ifdef SINKSCOPE_DEFAULT_MODEL_DIR

@@ -3,8 +3,10 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <fstream>
+#include <system_error>
 
 #include "sinkscope/core/error.hpp"
 
@@ -31,6 +33,10 @@ constexpr LimitInfo kLimits[] = {
     {Limit::Layers, "layers", 1024, "transformer layers of a checkpoint"},
     {Limit::TokenizerNesting, "tokenizer_nesting", 16,
      "tokenizer.json Sequence steps nested in Sequence steps"},
+    // 2^36 float32 elements are 256 GiB: more than a workstation holds, so only a view whose
+    // strides repeat elements (np.broadcast_to, as_strided) reaches it.
+    {Limit::ArrayElements, "array_elements", uint64_t(1) << 36,
+     "elements of one array passed from Python (the work of an analysis grows with them)"},
 };
 constexpr size_t kNumLimits = sizeof kLimits / sizeof kLimits[0];
 constexpr bool rows_in_enum_order() {
@@ -106,8 +112,12 @@ void throw_limit(const std::string& file, Limit id, const std::string& what, uin
 
 std::string read_file_limited(const std::filesystem::path& path, Limit id) {
     const uint64_t max = limit_value(id);
+    errno = 0;
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw IoError(path.string(), "cannot open for reading");
+    if (!in)  // the system's reason (no such file, a symbolic link loop, permission denied)
+        throw IoError(path.string(),
+                      "cannot open for reading" +
+                          (errno ? ": " + std::generic_category().message(errno) : std::string()));
     std::error_code ec;
     if (std::filesystem::is_regular_file(path, ec)) {
         const uint64_t size = std::filesystem::file_size(path, ec);

@@ -3,9 +3,12 @@
 
 #include <dlfcn.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <ctime>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "sinkscope/core/error.hpp"
@@ -26,6 +29,17 @@ int64_t peak_rss_bytes() {
     struct rusage usage {};
     if (getrusage(RUSAGE_SELF, &usage) != 0) return -1;
     return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+int64_t available_memory_bytes() {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    int64_t kib = 0;
+    std::string unit;
+    while (meminfo >> key >> kib >> unit)
+        if (key == "MemAvailable:") return kib * 1024;
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? int64_t(pages) * int64_t(page) : 0;
 }
 
 std::string utc_timestamp() {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <system_error>
 #include <vector>
 
 #include "sinkscope/core/error.hpp"
@@ -30,9 +31,20 @@ std::string file_head(const fs::path& p, size_t n) {
     return s;
 }
 
+// What `p` is, without the throwing overloads of std::filesystem: a path the system cannot
+// examine (a symbolic link loop, a refused permission, a name too long) is an InputError naming
+// it; a missing one is file_type::not_found.
+fs::file_status status_of(const fs::path& p) {
+    std::error_code ec;
+    const fs::file_status s = fs::status(p, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+        throw InputError(p.string(), "cannot be read: " + ec.message());
+    return s;
+}
+
 fs::path first_existing(const fs::path& dir, std::initializer_list<const char*> names) {
     for (const char* n : names)
-        if (fs::is_regular_file(dir / n)) return dir / n;
+        if (fs::is_regular_file(status_of(dir / n))) return dir / n;
     return {};
 }
 
@@ -112,22 +124,27 @@ const char* weights_format_name(WeightsFormat f) {
 
 ModelFiles locate_model(const std::filesystem::path& path) {
     const std::string p = path.string();
-    SS_CHECK_INPUT(fs::exists(path), p, "no such file or directory (", k_expected, ")");
-    if (fs::is_directory(path)) {
-        if (fs::is_regular_file(path / "config.json")) return hf_directory(path);
+    const fs::file_status st = status_of(path);
+    SS_CHECK_INPUT(fs::exists(st), p, "no such file or directory (", k_expected, ")");
+    if (fs::is_directory(st)) {
+        if (fs::is_regular_file(status_of(path / "config.json"))) return hf_directory(path);
         std::vector<fs::path> ggufs;
-        for (const auto& e : fs::directory_iterator(path))
-            if (e.is_regular_file() && e.path().extension() == ".gguf") ggufs.push_back(e.path());
+        std::error_code ec;
+        for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
+            if (it->path().extension() == ".gguf" && fs::is_regular_file(status_of(it->path())))
+                ggufs.push_back(it->path());
+        if (ec) throw InputError(p, "cannot list the directory: " + ec.message());
         if (ggufs.size() == 1) return gguf_file(ggufs.front());
         SS_CHECK_INPUT(ggufs.empty(), p, "holds ", ggufs.size(),
                        " .gguf files and no config.json: name the file to use");
         throw InputError(p, std::string("directory has no config.json (") + k_expected + ")");
     }
-    SS_CHECK_INPUT(fs::is_regular_file(path), p, "not a regular file (", k_expected, ")");
+    SS_CHECK_INPUT(fs::is_regular_file(st), p, "not a regular file (", k_expected, ")");
     const std::string head = file_head(path, 4);
     if (head == "GGUF") return gguf_file(path);
     const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-    if (is_hf_member(path) && fs::is_regular_file(dir / "config.json")) return hf_directory(dir);
+    if (is_hf_member(path) && fs::is_regular_file(status_of(dir / "config.json")))
+        return hf_directory(dir);
     if (path.extension() == ".bin") {
         SS_CHECK_INPUT(head.rfind("PK", 0) != 0, p,
                        "is a PyTorch zip checkpoint without config.json beside it (", k_expected,

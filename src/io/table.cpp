@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <string_view>
 #include <type_traits>
 
 #include "sinkscope/core/error.hpp"
@@ -96,6 +97,19 @@ std::string format_number(double v) {
 }
 
 namespace {
+
+// CSV injection (OWASP): a text cell that starts with =, +, -, @, a tab or a carriage return is a
+// formula to a spreadsheet (a model name "=HYPERLINK(...)" from a hand-edited run.json, a token,
+// a data column). The writer puts a single quote before such a cell, and before one that already
+// starts with quotes and then such a character, so read_csv takes exactly one quote off and gets
+// the text back. Numbers are never text cells: -0.5 stays a number.
+bool formula_like(std::string_view s) {
+    const size_t i = s.find_first_not_of('\'');
+    if (i == std::string_view::npos) return false;
+    const char c = s[i];
+    return c == '=' || c == '+' || c == '-' || c == '@' || c == '\t' || c == '\r';
+}
+
 std::string csv_escape(const std::string& s) {
     if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
     std::string out = "\"";
@@ -145,10 +159,13 @@ void append_number(std::string& out, T v) {
 
 void append_csv_cell(std::string& out, const Cell& c) {
     if (auto s = std::get_if<std::string>(&c)) {
-        if (s->find_first_of(",\"\n\r") == std::string::npos)
+        if (formula_like(*s)) {  // text a spreadsheet would run: one quote before it
+            out += csv_escape("'" + *s);
+        } else if (s->find_first_of(",\"\n\r") == std::string::npos) {
             out += *s;
-        else
+        } else {
             out += csv_escape(*s);
+        }
     } else if (auto i = std::get_if<int64_t>(&c)) {
         append_number(out, *i);
     } else {
@@ -310,6 +327,8 @@ Table Table::read_csv(const std::filesystem::path& path) {
                 row.emplace_back(f == "nan"   ? std::nan("")
                                  : f == "inf" ? HUGE_VAL
                                               : -HUGE_VAL);
+            else if (f.size() > 1 && f[0] == '\'' && formula_like(std::string_view(f).substr(1)))
+                row.emplace_back(f.substr(1));  // the writer's quote before a formula-like text
             else
                 row.emplace_back(std::move(f));
         }

@@ -48,6 +48,15 @@ int64_t ModelConfig::n_params() const {
     return n_layers * per_layer + d_model + d_vocab * d_model * (tied_embeddings ? 1 : 2);
 }
 
+int64_t ModelConfig::context_limit() const {
+    // Dynamic NTK scaling grows the RoPE base with the input (base * (factor * T / n_ctx -
+    // (factor - 1))^(d / (d - 2)) once T > n_ctx, rope.cpp): it is made to run past n_ctx. Every
+    // other scaling type states its extended context in max_position_embeddings.
+    if (positions == PositionKind::Rotary && rope_scaling.kind == RopeScalingKind::Dynamic)
+        return 0;
+    return n_ctx;
+}
+
 int64_t ModelConfig::layer_window(int64_t layer) const {
     if (window <= 0) return 0;
     if (window_layers.empty()) return window;

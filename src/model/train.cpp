@@ -11,6 +11,7 @@
 #include <c10/core/GradMode.h>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/random.hpp"
 #include "sinkscope/io/safetensors_writer.hpp"
 #include "sinkscope/io/weights.hpp"
@@ -193,6 +194,20 @@ nlohmann::json train_config_json(const TrainConfig& c) {
             {"checkpoint_every", c.checkpoint_every}};
 }
 
+double train_memory_bytes(const TrainConfig& c, int64_t vocab_size) {
+    const double D = double(c.d_model), F = double(c.d_mlp), L = double(c.n_layers);
+    const double H = double(c.n_heads), T = double(c.seq_len), B = double(c.batch);
+    const double V = double(vocab_size);
+    // Parameters (either family, rounded up: untied output, positions, biases).
+    const double params = 2 * V * D + T * D + L * (4 * D * D + 3 * D * F + 4 * D + 2 * F) + 2 * D;
+    // What autograd keeps for the backward pass per token: about 16 d_model-wide and 4
+    // d_mlp-wide values per block, the scores, pattern and its mask per head and key, and the
+    // logits with their softmax and gradient.
+    const double activations = B * T * (L * (16 * D + 4 * F + 3 * H * T) + 3 * V);
+    // float32 weights, gradients and AdamW's two moments; float32 activations.
+    return 4.0 * (4 * params + activations);
+}
+
 TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& origin) {
     SS_CHECK_INPUT(j.is_object(), origin, "a training config is a JSON object");
     TrainConfig c;
@@ -208,10 +223,13 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& o
                        : k.is_number_integer() ? "integer"
                                                : "number");
     }
-    auto i64 = [&](const char* key, int64_t& v, int64_t lo) {
+    // Every size is bounded before anything multiplies it (a typo such as 4611686018427387904
+    // would overflow a tensor's size); train_memory_bytes() then checks their product.
+    auto i64 = [&](const char* key, int64_t& v, int64_t lo, int64_t hi) {
         if (!j.contains(key)) return;
         v = j.at(key).get<int64_t>();
-        SS_CHECK_INPUT(v >= lo, origin, "key '", key, "' must be >= ", lo);
+        SS_CHECK_INPUT(v >= lo && v <= hi, origin, "key '", key, "' must be in [", lo, ", ", hi,
+                       "], found ", v);
     };
     auto f64 = [&](const char* key, double& v, double lo, double hi) {
         if (!j.contains(key)) return;
@@ -222,16 +240,16 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& o
     if (j.contains("architecture")) c.architecture = j.at("architecture").get<std::string>();
     SS_CHECK_INPUT(c.architecture == "llama" || c.architecture == "gpt2", origin, "architecture '",
                    c.architecture, "': train builds llama or gpt2");
-    i64("d_model", c.d_model, 1);
-    i64("n_layers", c.n_layers, 1);
-    i64("n_heads", c.n_heads, 1);
-    i64("d_mlp", c.d_mlp, 1);
-    i64("seq_len", c.seq_len, 2);
-    i64("batch", c.batch, 1);
-    i64("steps", c.steps, 1);
-    i64("warmup", c.warmup, 0);
-    i64("vocab", c.vocab, 0);
-    i64("checkpoint_every", c.checkpoint_every, 0);
+    i64("d_model", c.d_model, 1, kMaxTrainWidth);
+    i64("n_layers", c.n_layers, 1, int64_t(limit_value(Limit::Layers)));
+    i64("n_heads", c.n_heads, 1, kMaxTrainWidth);
+    i64("d_mlp", c.d_mlp, 1, kMaxTrainWidth);
+    i64("seq_len", c.seq_len, 2, kMaxTrainTokens);
+    i64("batch", c.batch, 1, kMaxTrainTokens);
+    i64("steps", c.steps, 1, kMaxTrainSteps);
+    i64("warmup", c.warmup, 0, kMaxTrainSteps);
+    i64("vocab", c.vocab, 0, int64_t(limit_value(Limit::VocabSize)));
+    i64("checkpoint_every", c.checkpoint_every, 0, kMaxTrainSteps);
     f64("lr", c.lr, 0, 10);
     f64("min_lr", c.min_lr, 0, 10);
     f64("weight_decay", c.weight_decay, 0, 10);

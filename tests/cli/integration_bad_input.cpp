@@ -1323,7 +1323,7 @@ TEST(BadInput, Options) {
         {"--limit with an unknown name", analyze({"--limit", "bogus=1"}), 2,
          "--limit takes NAME=N with NAME one of json_bytes, json_depth, data_bytes, line_bytes, "
          "image_pixels, pickle_memo, pickle_stack, pickle_objects, vocab_size, layers, "
-         "tokenizer_nesting"},
+         "tokenizer_nesting, array_elements"},
         {"--limit with a word", analyze({"--limit", "json_bytes=abc"}), 2,
          "--limit json_bytes=N needs N as a non-negative integer below 2^64"},
         {"--limit without a value", analyze({"--limit", "json_depth"}), 2,

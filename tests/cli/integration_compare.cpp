@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -17,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/table.hpp"
 #include "testing.hpp"
 
@@ -496,4 +498,61 @@ TEST(CliCompare, SameRunSpelledTwiceRefused) {
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
         EXPECT_FALSE(fs::exists(tmp / "cmp"));
     }
+}
+
+// CSV injection (issue 46 item 10): model names from hand-edited run.json files that a
+// spreadsheet would run as formulas (=HYPERLINK(...), @SUM(...)) reach every table with a single
+// quote before them (OWASP), no cell of any table starts with =, +, @, a tab or a carriage
+// return, one that starts with - is a number (layer -1 stays a number), and read_csv gives the
+// names back unchanged. They used to be copied into regime.csv as they were.
+TEST(CliCompare, FormulaLikeTextIsNeutralisedInEveryTable) {
+    testutil::ScratchDir tmp;
+    const std::vector<std::string> names = {R"(=HYPERLINK("http://example.com/x","open"))",
+                                            "@SUM(1+1)"};
+    for (size_t k = 0; k < names.size(); ++k) {
+        const fs::path dir = tmp / (k == 0 ? "a" : "b");
+        fake_run(dir, 0.3 - 0.2 * double(k), 0.1);
+        json rec = read_json(dir / "run.json");
+        rec["model"]["name"] = names[k];
+        testutil::write_text(dir / "run.json", rec.dump());
+    }
+    const fs::path out = tmp / "cmp";
+    const auto r = run_cli({"compare", (tmp / "a").string(), (tmp / "b").string(), "--out",
+                            out.string(), "--no-report"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    size_t quoted = 0;
+    for (const auto& e : fs::directory_iterator(out)) {
+        if (e.path().extension() != ".csv") continue;
+        SCOPED_TRACE(e.path().filename().string());
+        // The raw fields, unquoted as a spreadsheet reads them.
+        const std::string text = read_file(e.path());
+        std::vector<std::string> fields(1);
+        bool in_quotes = false;
+        for (size_t i = 0; i < text.size(); ++i) {
+            const char c = text[i];
+            if (in_quotes && c == '"' && i + 1 < text.size() && text[i + 1] == '"')
+                fields.back() += '"', ++i;
+            else if (c == '"')
+                in_quotes = !in_quotes;
+            else if (!in_quotes && (c == ',' || c == '\n'))
+                fields.emplace_back();
+            else
+                fields.back() += c;
+        }
+        for (const std::string& f : fields) {
+            if (f.empty()) continue;
+            EXPECT_EQ(std::string("=+@\t\r").find(f[0]), std::string::npos) << f;
+            if (f[0] == '-') {
+                char* end = nullptr;
+                std::strtod(f.c_str(), &end);
+                EXPECT_EQ(end, f.c_str() + f.size()) << "a text cell starting with -: " << f;
+            }
+            if (f == "'" + names[0] || f == "'" + names[1]) ++quoted;
+        }
+    }
+    EXPECT_GE(quoted, 4u);  // each name in models.csv and regime.csv at least
+    const io::Table regime = io::Table::read_csv(out / "regime.csv");
+    ASSERT_EQ(regime.size(), 2u);
+    std::set<std::string> got = {s(regime, 0, "model"), s(regime, 1, "model")};
+    EXPECT_EQ(got, std::set<std::string>(names.begin(), names.end()));
 }

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "free_port.hpp"
+#include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/table.hpp"
 #include "testing.hpp"
 
@@ -296,4 +297,116 @@ TEST(DistributedDynamics, TwoRanksEqualOneProcess) {
     }
     EXPECT_GE(n_checkpoints, 2u);
     EXPECT_EQ(world_size_of(tmp / "two"), 2);
+}
+
+namespace {
+
+// The rank's stderr is one line holding every piece of `want`.
+void expect_one_line_with(const CliResult& r, const std::vector<std::string>& want) {
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    for (const std::string& w : want)
+        EXPECT_NE(r.err.find(w), std::string::npos) << w << "\n" << r.err;
+}
+
+// The names in `dir`, sorted.
+std::vector<std::string> names_in(const fs::path& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace
+
+// Ranks that do not run the same command (other data, other conventions, another --eval set,
+// another model with the same shapes) all refuse with one line naming the first difference and
+// leave no folder (issue 46 item 10): they used to be merged silently (a different model failed
+// only by accident at the merge, leaving rank 0's out.partial).
+TEST(DistributedAgreement, RanksThatDisagreeAllRefuseAndLeaveNothing) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const fs::path model = shared / "models" / "tinystories656K";
+    const fs::path inputs = tmp / "inputs";
+    fs::create_directory(inputs);
+    const fs::path a = stem_text(shared, inputs / "a.txt", 0, 3);
+    const fs::path b = stem_text(shared, inputs / "b.txt", 3, 3);
+    // The same model with one weight's bytes changed (a byte near the end of the data section):
+    // same config, tensor names and shapes.
+    const fs::path other = inputs / "other";
+    fs::create_directory(other);
+    for (const auto& e : fs::directory_iterator(model)) {
+        std::string bytes = read_file(e.path());
+        if (e.path().filename() == "model.safetensors") bytes[bytes.size() - 3] ^= 0x10;
+        testutil::write_text(other / e.path().filename(), bytes);
+    }
+    const std::vector<std::string> analyze = {"analyze",         "--model=" + model.string(),
+                                              "--max-tokens=16", "--analyses=compositional",
+                                              "--no-report",     "--quiet",
+                                              "--threads=1"};
+    struct Case {
+        std::string name;
+        std::vector<std::string> args;
+        std::vector<std::vector<std::string>> per_rank;
+        std::string what;
+    };
+    const std::vector<Case> cases = {
+        {"data", analyze, {{"--data=" + a.string()}, {"--data=" + b.string()}}, "input data"},
+        {"conventions",
+         analyze,
+         {{"--data=" + a.string()}, {"--data=" + a.string(), "--sink=argmax", "--min-parts=5"}},
+         "options."},
+        {"model",
+         {"analyze", "--data=" + a.string(), "--max-tokens=16", "--analyses=compositional",
+          "--no-report", "--quiet", "--threads=1"},
+         {{"--model=" + model.string()}, {"--model=" + other.string()}},
+         "the model"},
+        {"prune eval",
+         {"prune", "--model=" + model.string(), "--calib=" + a.string(), "--channels=js",
+          "--sparsity=0.1", "--random-seeds=1", "--threads=1", "--progress=never"},
+         {{"--eval=" + a.string()}, {"--eval=" + b.string()}},
+         "--eval data"},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.name);
+        const fs::path dir = tmp / ("case_" + std::to_string(&c - cases.data()));
+        fs::create_directory(dir);
+        std::vector<std::string> args = c.args;
+        args.push_back("--out=" + (dir / "out").string());
+        const std::vector<CliResult> r = run_ranks(args, 2, c.per_rank);
+        for (size_t k = 0; k < r.size(); ++k) {
+            SCOPED_TRACE("rank " + std::to_string(k));
+            EXPECT_EQ(r[k].exit_code, 2) << r[k].err;
+            expect_one_line_with(r[k], {"do not run the same command", c.what, "rank 1 has"});
+        }
+        EXPECT_EQ(names_in(dir), std::vector<std::string>{});  // no out, .partial or .rank1
+    }
+    // The same command at both ranks still runs (the check passes what agrees).
+    const fs::path ok = tmp / "ok";
+    std::vector<std::string> args = analyze;
+    args.insert(args.end(), {"--data=" + a.string(), "--out=" + ok.string()});
+    for (const CliResult& x : run_ranks(args, 2)) EXPECT_EQ(x.exit_code, 0) << x.err;
+    EXPECT_EQ(world_size_of(ok), 2);
+}
+
+// --dist-timeout bounds the whole join whatever the world size (issue 46 item 10): a rank alone in
+// a world of 4096 ends non-zero with one line saying how many ranks joined; a world beyond
+// kMaxWorldSize (1000000, which used to keep waiting past 30 s with --dist-timeout 5) is refused
+// before anything connects. No wall-clock assertion: ctest's TIMEOUT is the only time bound.
+TEST(DistributedJoin, TimeoutBoundsTheJoinWhateverTheWorldSize) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    std::vector<std::string> args = analyze_args(shared, tmp / "out");
+    args.insert(args.end(), {"--rank=0", "--dist-timeout=5",
+                             "--master=127.0.0.1:" + std::to_string(testutil::free_port())});
+    std::vector<std::string> alone = args;
+    alone.push_back("--world-size=4096");
+    const CliResult r = run_cli(alone);
+    EXPECT_EQ(r.exit_code, 5) << r.err;
+    expect_one_line_with(r, {"only 1 of 4096 ranks joined", "within 5 s"});
+    std::vector<std::string> absurd = args;
+    absurd.push_back("--world-size=1000000");
+    const CliResult big = run_cli(absurd);
+    EXPECT_EQ(big.exit_code, 2) << big.err;
+    expect_one_line_with(big, {"--world-size", "1000000", "at most 65536"});
+    EXPECT_EQ(names_in(tmp.path()), std::vector<std::string>{});
 }

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
 #include "testing.hpp"
@@ -262,5 +263,47 @@ TEST(CliDynamics, ReportsDrawInChromium) {
         for (const char* a :
              {"errors", "empty-panels", "untitled-axes", "layer-ticks", "clipped-labels"})
             EXPECT_EQ(testutil::status_attribute(dom, a), "0") << a << ": " << dom.substr(at, 3000);
+    }
+}
+
+// A path the file system cannot examine (a symbolic link loop) is one line naming it, not
+// libstdc++'s "filesystem error: ... Too many levels of symbolic links" with exit 1 (issue 46
+// item 10): `dynamics --checkpoints` naming a folder whose model.safetensors is a loop, the same
+// folder as `analyze --model`, and a `--data` file that is a loop; nothing is written.
+TEST(CliDynamics, SymbolicLinkLoopIsOneLineNamingThePath) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const fs::path ck = tmp / "series" / "ck";
+    fs::create_directories(ck);
+    for (const auto& e : fs::directory_iterator(shared / "models" / "tinystories656K"))
+        if (e.path().filename() != "model.safetensors")
+            testutil::write_text(ck / e.path().filename(), read_file(e.path()));
+    fs::create_symlink("model.safetensors", ck / "model.safetensors");  // points at itself
+    testutil::write_text(tmp / "series" / "manifest.json",
+                         R"({"checkpoints": [{"path": "ck", "step": 0}]})");
+    fs::create_symlink("loop.txt", tmp / "loop.txt");
+    testutil::write_text(tmp / "a.txt", "One short line.\n");
+    const std::string weights = (ck / "model.safetensors").string();
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"dynamics", "--checkpoints=" + (tmp / "series" / "manifest.json").string(),
+          "--data=" + (tmp / "a.txt").string(), "--out=" + (tmp / "out").string()},
+         weights},
+        {{"analyze", "--model=" + ck.string(), "--data=" + (tmp / "a.txt").string(),
+          "--out=" + (tmp / "out").string()},
+         weights},
+        {{"analyze", "--model=" + (shared / "models" / "tinystories656K").string(),
+          "--data=" + (tmp / "loop.txt").string(), "--out=" + (tmp / "out").string()},
+         (tmp / "loop.txt").string()},
+    };
+    for (const auto& [args, path] : cases) {
+        SCOPED_TRACE(args[0] + " " + args[1] + " " + args[2]);
+        const auto r = run_cli(args);
+        EXPECT_TRUE(r.exit_code == 3 || r.exit_code == 5) << r.exit_code << ": " << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_NE(r.err.find(path), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("symbolic links"), std::string::npos) << r.err;
+        EXPECT_EQ(r.err.find("filesystem error"), std::string::npos) << r.err;
+        EXPECT_FALSE(fs::exists(tmp / "out")) << r.err;
+        EXPECT_FALSE(fs::exists(tmp / "out.partial")) << r.err;
     }
 }

@@ -198,3 +198,37 @@ TEST(CliTrain, CommandsWithoutModelUseTheDefault) {
     EXPECT_TRUE(fs::exists(tmp / "first" / "report.html"));
     EXPECT_TRUE(fs::exists(tmp / "first" / "sink_eps.csv"));
 }
+
+// Sizes a --config asks for are bounded one by one (as n_layers is by the limit layers), and
+// their product, the memory of a training step, is checked against the machine's available
+// memory before anything is allocated: one line naming the config, exit 3, nothing written
+// (issue 46 item 10: batch 1000000000 ran out of memory with exit 6, d_mlp 2^62 failed in libtorch
+// with "Storage size calculation overflowed", exit 1).
+TEST(CliTrain, ConfigSizesAreBoundedBeforeAnythingIsAllocated) {
+    testutil::ScratchDir tmp;
+    const fs::path text = testutil::write_training_corpus(tmp.path());
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {R"({"batch": 1000000000})", "key 'batch' must be in [1, 1048576], found 1000000000"},
+        {R"({"d_mlp": 4611686018427387904})",
+         "key 'd_mlp' must be in [1, 131072], found 4611686018427387904"},
+        {R"({"d_model": 1000000, "n_heads": 4})", "key 'd_model' must be in [1, 131072]"},
+        {R"({"n_layers": 100000})", "key 'n_layers' must be in [1, 1024]"},
+        // Each size within its bound, the product far beyond any machine's memory (2^17 x 2^17
+        // matrices: 64 GiB each, 12 of them per layer).
+        {R"({"d_model": 131072, "d_mlp": 131072, "n_heads": 4})", "needs about"},
+        {R"({"batch": 1048576, "seq_len": 1048576})", "more than the"},
+    };
+    for (const auto& [json, message] : cases) {
+        SCOPED_TRACE(json);
+        const fs::path config = tmp / "config.json";
+        testutil::write_text(config, json);
+        const auto r = run_cli({"train", "--config", config.string(), "--text", text.string(),
+                                "--out", (tmp / "out").string(), "--progress", "never"});
+        EXPECT_EQ(r.exit_code, 3) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_EQ(r.err.rfind("sinkscope: error: " + config.string() + ": ", 0), 0u) << r.err;
+        EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+        EXPECT_FALSE(fs::exists(tmp / "out")) << r.err;
+        EXPECT_FALSE(fs::exists(tmp / "out.partial")) << r.err;
+    }
+}

@@ -125,3 +125,30 @@ TEST(GeneratedTable, TextSourceWritesTheSameBytesAndIsChecked) {
     more.write(dir.path(), "more", false);
     EXPECT_EQ(read_file(dir / "more.csv"), held(11).to_csv());
 }
+
+// CSV injection (OWASP; issue 46 item 10): a text cell starting with =, +, -, @, a tab or a
+// carriage return gets one single quote before it, as does one of quotes followed by such a
+// character; numbers are never quoted (-0.5 and -3 stay numbers); read_csv takes the quote off
+// and gives back the cells written.
+TEST(Table, FormulaLikeTextCellsAreNeutralisedAndReadBack) {
+    testutil::ScratchDir tmp;
+    io::Table t({"text", "number", "integer"});
+    const std::vector<std::string> texts = {"=1+2", "+x",  "-x",    "@SUM(A1)", "\tx", "\rx",
+                                            "'=x",  "''+", "plain", "-",        "a=b", "'quoted"};
+    for (const std::string& s : texts) t.add_row({s, -0.5, int64_t(-3)});
+    const std::string want =
+        "text,number,integer\n"
+        "'=1+2,-0.5,-3\n'+x,-0.5,-3\n'-x,-0.5,-3\n'@SUM(A1),-0.5,-3\n'\tx,-0.5,-3\n"
+        "\"'\rx\",-0.5,-3\n''=x,-0.5,-3\n'''+,-0.5,-3\nplain,-0.5,-3\n'-,-0.5,-3\n"
+        "a=b,-0.5,-3\n'quoted,-0.5,-3\n";
+    EXPECT_EQ(t.to_csv(), want);
+    t.write(tmp.path(), "t", false);
+    EXPECT_EQ(read_file(tmp / "t.csv"), want);
+    const io::Table back = io::Table::read_csv(tmp / "t.csv");
+    ASSERT_EQ(back.size(), texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+        EXPECT_EQ(std::get<std::string>(back.rows()[i][0]), texts[i]) << i;
+        EXPECT_EQ(std::get<double>(back.rows()[i][1]), -0.5);
+        EXPECT_EQ(std::get<double>(back.rows()[i][2]), -3.0);
+    }
+}

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "sinkscope/analysis/inputs.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/weights.hpp"
@@ -46,6 +47,73 @@ INSTANTIATE_TEST_SUITE_P(RopeScaling, ZooGolden,
                          ::testing::Values("llama3_rope", "llama_linear_rope", "llama_dynamic_rope",
                                            "llama_yarn_rope"),
                          [](const auto& info) { return std::string(info.param); });
+// Dynamic NTK RoPE is made to run past max_position_embeddings (it recomputes its base for the
+// input's length, rope.cpp), so the commands' input loader (the one context check of analyze,
+// dump, perplexity, prune, fisher, dynamics) keeps every token: the paragraph input (T = 120 >
+// max_position_embeddings 32) reaches the model whole and its forward gives the golden outputs at
+// the full length (issue 46 item 8; the loader used to cut it to 32 tokens).
+TEST(ZooRopeContext, DynamicNtkInputsRunAtTheirFullGoldenLength) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const fs::path dir = shared / "zoo" / "llama_dynamic_rope";
+    const Model m = load_model(dir);
+    EXPECT_EQ(m.config().context_limit(), 0);
+    testutil::ScratchDir tmp;
+    const auto inputs = testutil::zoo_inputs(dir);
+    ASSERT_FALSE(inputs.empty());
+    bool past_context = false;
+    for (const auto& in : inputs) {
+        SCOPED_TRACE(in.string());
+        const std::vector<int32_t> golden = testutil::zoo_ids(in);
+        past_context = past_context || int64_t(golden.size()) > m.config().n_ctx;
+        const fs::path data = tmp.path() / (in.filename().string() + ".jsonl");
+        testutil::write_text(data, nlohmann::json{{"ids", golden}}.dump() + "\n");
+        const analysis::AnalysisInputs loaded =
+            analysis::load_inputs(m, {.data = data}, tokenizer::BosPolicy::ModelDefault);
+        ASSERT_EQ(loaded.size(), 1u);
+        EXPECT_EQ(loaded.n_truncated, 0);
+        EXPECT_EQ(loaded.truncation_note(), "");
+        ASSERT_EQ(loaded.ids[0], golden);
+        testutil::check_zoo_outputs(m, in, m.forward(loaded.model_input(m, 0), CaptureSpec::all()));
+    }
+    EXPECT_TRUE(past_context) << "no golden input is longer than max_position_embeddings";
+}
+
+// Every other scaling type keeps the limit its config states: the same checkpoint with rope_type
+// linear (max_position_embeddings 32) has the paragraph cut to 32 tokens, said in one line, and
+// refused with --over-context refuse.
+TEST(ZooRopeContext, OtherScalingTypesKeepTheConfigContext) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    const fs::path src = shared / "zoo" / "llama_dynamic_rope";
+    testutil::ScratchDir tmp;
+    const fs::path dir = tmp.path() / "linear";
+    fs::create_directory(dir);
+    for (const auto& e : fs::directory_iterator(src))
+        if (e.is_regular_file() && e.path().filename() != "config.json")
+            fs::copy_file(e.path(), dir / e.path().filename());
+    auto cfg = nlohmann::json::parse(read_file(src / "config.json"));
+    cfg["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+    testutil::write_text(dir / "config.json", cfg.dump());
+    const Model m = load_model(dir);
+    ASSERT_EQ(m.config().n_ctx, 32);
+    EXPECT_EQ(m.config().context_limit(), 32);
+    const std::vector<int32_t> golden = testutil::zoo_ids(src / "golden" / "paragraph");
+    ASSERT_GT(golden.size(), 32u);
+    const fs::path data = tmp.path() / "paragraph.jsonl";
+    testutil::write_text(data, nlohmann::json{{"ids", golden}}.dump() + "\n");
+    const analysis::AnalysisInputs loaded =
+        analysis::load_inputs(m, {.data = data}, tokenizer::BosPolicy::ModelDefault);
+    ASSERT_EQ(loaded.size(), 1u);
+    EXPECT_EQ(loaded.n_truncated, 1);
+    EXPECT_EQ(loaded.ids[0], std::vector<int32_t>(golden.begin(), golden.begin() + 32));
+    const std::string note = loaded.truncation_note();
+    EXPECT_EQ(note.find('\n'), std::string::npos) << note;
+    EXPECT_NE(note.find("cut to 32 tokens, the model's context"), std::string::npos) << note;
+    EXPECT_THROW(
+        analysis::load_inputs(m, {.data = data, .over_context = analysis::OverContext::Refuse},
+                              tokenizer::BosPolicy::ModelDefault),
+        InputError);
+}
+
 INSTANTIATE_TEST_SUITE_P(Encoders, ZooGolden, ::testing::Values("bert", "roberta"),
                          [](const auto& info) { return std::string(info.param); });
 

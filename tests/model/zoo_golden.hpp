@@ -75,35 +75,13 @@ inline ZooTolerances zoo_tolerances(const model::ModelConfig& c,
     return t;
 }
 
-// Runs one golden input (../shared/zoo/<model>/golden/<input>) through the model and compares every
-// golden array it has within zoo_tolerances; the model's tokenizer must give the golden ids.
-// lm_head false: the model has no LM head (a BERT GGUF), so it must give no logits.
-inline void check_zoo_input(const model::Model& m, const std::filesystem::path& dir,
-                            bool lm_head = true) {
+// Compares a forward pass `r` (of every hook, CaptureSpec::all()) of golden input `dir` with every
+// golden array it has within zoo_tolerances. lm_head false: the model has no LM head, so it must
+// give no logits.
+inline void check_zoo_outputs(const model::Model& m, const std::filesystem::path& dir,
+                              const model::ForwardResult& r, bool lm_head = true) {
     SCOPED_TRACE(dir.string());
     const model::ModelConfig& c = m.config();
-    model::ModelInput input;
-    std::vector<int32_t> ids;
-    if (std::filesystem::exists(dir / "pixel_values.npy")) {
-        const at::Tensor px = zoo_tensor(dir / "pixel_values.npy");  // [C, H, W]
-        input.pixel_values = px.to(at::kFloat).unsqueeze(0);
-    } else {
-        ids = zoo_ids(dir);
-        // The model's own tokenizer reproduces the golden ids (text and special tokens).
-        if (m.tokenizer()) {
-            const auto manifest_text = zoo_text(dir);
-            if (manifest_text) {
-                EXPECT_EQ(m.encode(*manifest_text, tokenizer::BosPolicy::ModelDefault), ids)
-                    << "token ids of '" << *manifest_text << "'";
-            }
-        }
-        std::vector<int64_t> wide(ids.begin(), ids.end());
-        input.ids = at::tensor(wide, at::TensorOptions().dtype(at::kLong)).view({1, -1});
-        if (std::filesystem::exists(dir / "token_type_ids.npy"))
-            input.token_type_ids =
-                zoo_tensor(dir / "token_type_ids.npy").to(at::kLong).view({1, -1});
-    }
-    const model::ForwardResult r = m.forward(input, model::CaptureSpec::all());
     const ZooTolerances tol = zoo_tolerances(c, dir);
     if (lm_head) {
         const at::Tensor logits_golden = zoo_tensor(dir / "logits.npy");
@@ -128,6 +106,36 @@ inline void check_zoo_input(const model::Model& m, const std::filesystem::path& 
     expect_close("attn_scores", at::stack(scores), zoo_tensor(dir / "attn_scores.npy"), tol.scores);
     expect_close("hidden_states", at::stack(hidden), zoo_tensor(dir / "hidden_states.npy"),
                  tol.hidden);
+}
+
+// Runs one golden input (../shared/zoo/<model>/golden/<input>) through the model and compares every
+// golden array it has within zoo_tolerances; the model's tokenizer must give the golden ids.
+// lm_head false: the model has no LM head (a BERT GGUF), so it must give no logits.
+inline void check_zoo_input(const model::Model& m, const std::filesystem::path& dir,
+                            bool lm_head = true) {
+    SCOPED_TRACE(dir.string());
+    model::ModelInput input;
+    std::vector<int32_t> ids;
+    if (std::filesystem::exists(dir / "pixel_values.npy")) {
+        const at::Tensor px = zoo_tensor(dir / "pixel_values.npy");  // [C, H, W]
+        input.pixel_values = px.to(at::kFloat).unsqueeze(0);
+    } else {
+        ids = zoo_ids(dir);
+        // The model's own tokenizer reproduces the golden ids (text and special tokens).
+        if (m.tokenizer()) {
+            const auto manifest_text = zoo_text(dir);
+            if (manifest_text) {
+                EXPECT_EQ(m.encode(*manifest_text, tokenizer::BosPolicy::ModelDefault), ids)
+                    << "token ids of '" << *manifest_text << "'";
+            }
+        }
+        std::vector<int64_t> wide(ids.begin(), ids.end());
+        input.ids = at::tensor(wide, at::TensorOptions().dtype(at::kLong)).view({1, -1});
+        if (std::filesystem::exists(dir / "token_type_ids.npy"))
+            input.token_type_ids =
+                zoo_tensor(dir / "token_type_ids.npy").to(at::kLong).view({1, -1});
+    }
+    check_zoo_outputs(m, dir, m.forward(input, model::CaptureSpec::all()), lm_head);
 }
 
 }  // namespace sinkscope::testutil

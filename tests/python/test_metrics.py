@@ -148,3 +148,33 @@ def test_no_leaks_over_1000_calls(example):
     assert grown < 256 * 1024, f"Python heap grew by {grown} bytes over 1000 calls"
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
     assert rss_after - rss_before < 16 * 1024, "peak RSS grew by over 16 MiB in 1000 calls"
+
+
+def test_zero_stride_view_of_a_huge_shape_is_refused_before_any_work():
+    # A few bytes viewed as 10^6 x 10^6 heads (issue 46 item 10: it ran for hours): the elements
+    # the shape declares are checked against the limit array_elements first, one ValueError
+    # naming the array, the limit and how to raise it.
+    row = np.full(4, 0.25, dtype=np.float32)
+    view = np.lib.stride_tricks.as_strided(row, shape=(1, 10**6, 10**6, 4, 4),
+                                           strides=(0, 0, 0, 0, 4))
+    with pytest.raises(ValueError) as e:
+        sinkscope.metrics.analyze(view)
+    message = str(e.value)
+    assert "\n" not in message
+    assert message.startswith("attention: shape (1, 1000000, 1000000, 4, 4): elements")
+    assert "array_elements" in message
+
+
+def test_set_limit_raises_the_array_limit_for_a_genuine_view(example):
+    # A broadcast view within a raised limit runs, and gives the numbers of the same values held
+    # in memory.
+    view = np.broadcast_to(example[:1], (2,) + example.shape[1:])
+    sinkscope.set_limit("array_elements=%d" % (view.size - 1))
+    try:
+        with pytest.raises(ValueError, match="array_elements"):
+            sinkscope.metrics.analyze(view, analyses=["compositional"])
+    finally:
+        sinkscope.set_limit("array_elements=%d" % (1 << 36))
+    r = sinkscope.metrics.analyze(view, analyses=["compositional"])
+    held = sinkscope.metrics.analyze(np.ascontiguousarray(view), analyses=["compositional"])
+    assert_results_equal(r, held)

@@ -17,10 +17,10 @@
 
 namespace sinkscope::analysis {
 
-// What happens to a text input longer than the model's context (ModelConfig::n_ctx: config
-// max_position_embeddings, GGUF context_length, llama2.c seq_len; 0 = unknown, no limit): a model
-// run past the positions it was trained on gives numbers that mean nothing, so by default such
-// inputs are cut to the context.
+// What happens to a text input longer than the model's context (ModelConfig::context_limit():
+// config max_position_embeddings, GGUF context_length, llama2.c seq_len; 0 = unknown or, for
+// dynamic NTK RoPE, none, no limit): a model run past the positions it was trained on gives
+// numbers that mean nothing, so by default such inputs are cut to the context.
 enum class OverContext {
     Cap,     // cut to n_ctx tokens and counted
     Refuse,  // an InputError naming the first such sample
@@ -56,7 +56,7 @@ struct AnalysisInputs {
     int64_t n_truncated = 0;                // text samples cut to cut_length tokens
     int64_t cut_length = 0;                 // what they were cut to (0: no cut applies)
     bool cut_by_context = false;            // cut_length is the model's context, not max_tokens
-    int64_t context = 0;                    // the model's context (0: unknown)
+    int64_t context = 0;                    // the model's context limit (0: unknown or none)
     std::optional<io::ImageSet> images;     // vision models: decoded on demand
     int64_t image_tokens = 0;               // vision models: 1 + patches per image
     std::string images_sha256;              // vision models: hash of the image files

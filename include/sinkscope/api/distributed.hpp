@@ -19,7 +19,13 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace sinkscope::api {
+
+// The most processes one run takes: Gloo connects every rank with every other, so a larger world
+// is more connections than a machine has ports (a typo such as 1000000 is refused up front).
+constexpr int64_t kMaxWorldSize = 65536;
 
 struct DistOptions {
     int64_t world_size = 0;   // --world-size; 0: WORLD_SIZE, else 1
@@ -29,16 +35,28 @@ struct DistOptions {
 };
 
 // Flags over the environment; UsageError naming the flag or variable when something is missing
-// or out of range (a rank outside [0, world), a world > 1 without a master address).
+// or out of range (a world above kMaxWorldSize, a rank outside [0, world), a world > 1 without a
+// master address).
 DistOptions resolve_dist(const DistOptions& flags);
 
 // The shard of `n` items that `rank` of `world` takes: the contiguous range
 // [n * rank / world, n * (rank + 1) / world), so the shards in rank order are the items in order.
 std::pair<int64_t, int64_t> shard_range(int64_t n, int64_t rank, int64_t world);
 
+// What identifies a model for the ranks' agreement (Communicator::agree), whatever path each node
+// keeps it at: the weight files the loader read (model::Model::files) and, for a folder `model`,
+// its config.json and tokenizer files, each by name, size and SHA-256 (a file above 64 MiB: of 64
+// blocks of 1 MiB spread evenly over it, so that a large checkpoint is not read whole). IoError
+// naming the file when one cannot be read.
+std::string model_identity(const std::filesystem::path& model,
+                           const std::vector<std::filesystem::path>& weight_files);
+
 class Communicator {
 public:
-    // Connects (a world of one connects nothing). The options must be resolve_dist()'s.
+    // Connects (a world of one connects nothing): every rank joins at rank 0's store, and the run
+    // starts once all `world_size` ranks have; a rank that does not see them all within the
+    // timeout (counted from the start, whatever the world size) ends with an IoError saying how
+    // many joined. The options must be resolve_dist()'s.
     explicit Communicator(const DistOptions& resolved);
     ~Communicator();
     Communicator(const Communicator&) = delete;
@@ -56,6 +74,12 @@ public:
     // is the same bits whatever the timing (every rank passes the same length).
     void all_reduce_sum(std::vector<double>& values);
     void barrier();
+    // Every rank's `fingerprint` (what its run depends on: options, a hash of its data, the
+    // model's identity; key "rank" is ignored) and the sinkscope version must equal rank 0's:
+    // called by every rank before it writes anything. When one differs, every rank throws the
+    // same one-line UsageError naming the first difference (lowest rank, first key), so all
+    // refuse and none leaves a folder; rank 0 waits until every rank has read the fingerprints.
+    void agree(const nlohmann::json& fingerprint);
 
     // This rank failed with `message`: posted for the others' watchdogs (best effort, no throw).
     void report_failure(const std::string& message) noexcept;
@@ -80,6 +104,7 @@ public:
 private:
     struct Impl;
     int64_t rank_ = 0, world_ = 1;
+    bool refused_together_ = false;  // agree() failed at every rank: nothing to post
     std::unique_ptr<Impl> impl_;
 };
 

@@ -23,6 +23,8 @@ enum class Limit {
     VocabSize,         // tokens of a vocabulary (and so the largest token id)
     Layers,            // transformer layers a checkpoint header declares
     TokenizerNesting,  // tokenizer.json Sequence normalizers/pre-tokenizers/decoders in Sequences
+    ArrayElements,     // elements of an array handed over in memory (Python); a file's are bounded
+                       // by its size, a view with zero strides can declare any number
 };
 
 struct LimitInfo {

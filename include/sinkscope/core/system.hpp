@@ -9,6 +9,9 @@ namespace sinkscope {
 std::string version_string();  // e.g. "0.1.0"
 std::string git_commit();      // commit the binary was configured from, or "unknown"
 int64_t peak_rss_bytes();      // maximum resident set size so far
+// Memory a new allocation can still get on this machine (Linux /proc/meminfo MemAvailable, or
+// the free physical pages); 0 when it cannot be told.
+int64_t available_memory_bytes();
 std::string utc_timestamp();   // ISO 8601, seconds
 
 // Thread options: at most 4 threads per core of this machine (more only costs; a huge count

@@ -1,5 +1,7 @@
 // Tidy tables written as CSV and JSONL. Non-finite numbers are written as "inf", "-inf",
-// "nan" (spec section 10.p).
+// "nan" (spec section 10.p). A text cell of the CSV that a spreadsheet would take for a formula
+// (first character =, +, -, @, tab or carriage return: CSV injection, OWASP) is written with a
+// single quote before it; read_csv takes that quote off again. Number cells are never quoted.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +56,8 @@ public:
                bool jsonl = true) const;
 
     // Reads a CSV written by to_csv (for re-rendering reports); numbers are parsed as double
-    // when the whole field is numeric.
+    // when the whole field is numeric; the quote the writer put before a formula-like text cell
+    // is taken off.
     static Table read_csv(const std::filesystem::path& path);
 
 private:

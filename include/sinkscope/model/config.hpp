@@ -111,6 +111,10 @@ struct ModelConfig {
         const int64_t side = patch_size > 0 ? image_size / patch_size : 0;
         return side * side;
     }
+    // The longest input the model's positions are meant for, the limit inputs are cut to (0: none
+    // known). n_ctx for every model except dynamic NTK RoPE, which recomputes its base for longer
+    // inputs and so has no limit beyond memory (transformers' _compute_dynamic_ntk_parameters).
+    int64_t context_limit() const;
     // Sliding window of `layer` (0: full causal attention there).
     int64_t layer_window(int64_t layer) const;
     // The factor q.k is multiplied by (attn_scale, or 1/sqrt(d_head) when 0).

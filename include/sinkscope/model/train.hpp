@@ -39,6 +39,18 @@ struct TrainConfig {
     int64_t checkpoint_every = 0;  // 0: steps / 4
 };
 
+// Upper bounds of a training config's sizes (train_config_from_json; n_layers and vocab take the
+// limits layers and vocab_size of core/limits.hpp): far above what one machine can train, low
+// enough that no product of them overflows before train_memory_bytes() refuses it.
+inline constexpr int64_t kMaxTrainWidth = int64_t(1) << 17;   // d_model, d_mlp, n_heads
+inline constexpr int64_t kMaxTrainTokens = int64_t(1) << 20;  // seq_len, batch
+inline constexpr int64_t kMaxTrainSteps = int64_t(1) << 40;   // steps, warmup, checkpoint_every
+
+// About how many bytes training `c` with a vocabulary of `vocab_size` needs (float32 weights,
+// gradients and AdamW moments, and the activations one step keeps for its backward pass): checked
+// against the available memory before anything is allocated.
+double train_memory_bytes(const TrainConfig& c, int64_t vocab_size);
+
 // Built-in presets: "tiny" and "tiny-gpt2" (tests: seconds), "default" (the shipped model).
 TrainConfig train_preset(const std::string& name);  // UsageError naming the unknown preset
 std::vector<std::string> train_preset_names();

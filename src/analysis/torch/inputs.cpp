@@ -111,11 +111,14 @@ AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
     if (samples.empty()) throw InputError(in.data_name, "no samples");
     // The one length every input is cut to: max_tokens, or the context when that is shorter and
     // over_context caps.
-    in.context = cfg.n_ctx;
+    // The context is the model's real limit (ModelConfig::context_limit: none for dynamic NTK
+    // RoPE, which runs past max_position_embeddings by design).
+    const int64_t limit = cfg.context_limit();
+    in.context = limit;
     in.cut_length = o.max_tokens;
-    if (cfg.n_ctx > 0 && o.over_context == OverContext::Cap &&
-        (in.cut_length == 0 || cfg.n_ctx < in.cut_length)) {
-        in.cut_length = cfg.n_ctx;
+    if (limit > 0 && o.over_context == OverContext::Cap &&
+        (in.cut_length == 0 || limit < in.cut_length)) {
+        in.cut_length = limit;
         in.cut_by_context = true;
     }
     in.sample_index = choose(samples.size(), o);
@@ -136,11 +139,11 @@ AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
         }
         if (in.cut_length > 0 && int64_t(x.size()) > in.cut_length)
             x.resize(size_t(in.cut_length)), ++in.n_truncated;
-        if (o.over_context == OverContext::Refuse && cfg.n_ctx > 0 && int64_t(x.size()) > cfg.n_ctx)
+        if (o.over_context == OverContext::Refuse && limit > 0 && int64_t(x.size()) > limit)
             throw InputError(in.data_name,
                              "sample " + std::to_string(k) + " has " + std::to_string(x.size()) +
                                  " tokens, more than the model's context of " +
-                                 std::to_string(cfg.n_ctx) +
+                                 std::to_string(limit) +
                                  " (--over-context cap cuts such inputs to the context)");
         if (x.empty())
             throw InputError(in.data_name, "sample " + std::to_string(k) + " has no tokens");

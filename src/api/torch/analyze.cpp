@@ -275,6 +275,13 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     pipeline.set_first_input(first);
 
     const nlohmann::json print = fingerprint(o, inputs, comm);
+    // Every rank runs the same model (whatever path it has there), data and options, or all
+    // refuse before anything is written.
+    if (comm.distributed()) {
+        nlohmann::json same = print;
+        same["model"] = model_identity(o.m.model, m.files);
+        comm.agree(same);
+    }
     OutputDir out = OutputDir::resumable(out_path, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
     int64_t n_done = 0;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -22,6 +23,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/sha256.hpp"
+#include "sinkscope/core/system.hpp"
 
 namespace sinkscope::api {
 
@@ -63,13 +66,120 @@ std::string key(const char* kind, int64_t rank) {
     return std::string(kind) + std::to_string(rank);
 }
 
+std::vector<uint8_t> bytes_of(const std::string& s) {
+    return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+// A fingerprint value for a one-line message: its JSON, a hash cut to 12 digits, anything longer
+// than 48 characters cut.
+std::string shown(const nlohmann::json& v) {
+    std::string s = v.dump();
+    if (v.is_string() && v.get<std::string>().size() == 64) s = s.substr(0, 13) + "...\"";
+    if (s.size() > 48) s = s.substr(0, 45) + "...";
+    return s;
+}
+
+// What a fingerprint key means to a user (the hashes stand for files they gave).
+std::string described(const std::string& path) {
+    static const std::map<std::string, std::string> names = {
+        {"model", "the model (its weight, config and tokenizer files)"},
+        {"inputs_sha256", "the input data (SHA-256 of its token ids)"},
+        {"calib_sha256", "the --calib data (SHA-256 of its token ids)"},
+        {"eval_sha256", "the --eval data (SHA-256 of its token ids)"},
+        {"data_sha256", "the --data file (its SHA-256)"},
+        {"sinkscope_version", "the sinkscope version"}};
+    const auto it = names.find(path);
+    return it != names.end() ? it->second : path;
+}
+
+// The first place where `b` (rank `r`'s fingerprint) differs from `a` (rank 0's), keys in order,
+// as "WHAT: rank r has X, rank 0 has Y"; empty when they are equal.
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b,
+                             const std::string& path, int64_t r) {
+    const auto differ = [&](const nlohmann::json& x, const nlohmann::json& y) {
+        return described(path.empty() ? "the run" : path) + ": rank " + std::to_string(r) +
+               " has " + (y.is_null() ? "nothing" : shown(y)) + ", rank 0 has " +
+               (x.is_null() ? "nothing" : shown(x));
+    };
+    if (a == b) return {};
+    if (a.is_object() && b.is_object()) {
+        std::vector<std::string> keys;
+        for (const auto& [k, v] : a.items()) keys.push_back(k);
+        for (const auto& [k, v] : b.items())
+            if (!a.contains(k)) keys.push_back(k);
+        std::sort(keys.begin(), keys.end());
+        for (const std::string& k : keys) {
+            const nlohmann::json x = a.value(k, nlohmann::json()), y = b.value(k, nlohmann::json());
+            const std::string d = first_difference(x, y, path.empty() ? k : path + "." + k, r);
+            if (!d.empty()) return d;
+        }
+    }
+    if (a.is_array() && b.is_array() && a.size() == b.size())
+        for (size_t i = 0; i < a.size(); ++i) {
+            const std::string d =
+                first_difference(a[i], b[i], path + "[" + std::to_string(i) + "]", r);
+            if (!d.empty()) return d;
+        }
+    return differ(a, b);
+}
+
+// SHA-256 of file `f` for model_identity: whole, or above 64 MiB of its size and 64 blocks of
+// 1 MiB at evenly spaced offsets (the first at 0, the last ending at the end).
+std::string file_identity(const std::filesystem::path& f) {
+    constexpr uint64_t kWhole = uint64_t(64) << 20, kBlock = uint64_t(1) << 20, kBlocks = 64;
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(f, ec);
+    if (ec) throw IoError(f.string(), "cannot read the model file: " + ec.message());
+    if (size <= kWhole) return sha256_file(f);
+    std::ifstream in(f, std::ios::binary);
+    if (!in) throw IoError(f.string(), "cannot open the model file");
+    Sha256 h;
+    h.update(&size, sizeof size);
+    std::vector<char> buf(kBlock);
+    for (uint64_t i = 0; i < kBlocks; ++i) {
+        const uint64_t at = (size - kBlock) / (kBlocks - 1) * i;
+        in.seekg(std::streamoff(at));
+        in.read(buf.data(), std::streamsize(kBlock));
+        if (in.gcount() != std::streamsize(kBlock))
+            throw IoError(f.string(), "read error while identifying the model file");
+        h.update(buf.data(), buf.size());
+    }
+    return h.hex_digest();
+}
+
 }  // namespace
+
+std::string model_identity(const std::filesystem::path& model,
+                           const std::vector<std::filesystem::path>& weight_files) {
+    std::vector<std::filesystem::path> files = weight_files;
+    std::error_code ec;
+    if (std::filesystem::is_directory(model, ec))
+        for (const char* name : {"config.json", "tokenizer.json", "tokenizer.model",
+                                 "tokenizer_config.json", "preprocessor_config.json"}) {
+            const std::filesystem::path f = model / name;
+            if (std::filesystem::is_regular_file(f, ec) &&
+                std::find(files.begin(), files.end(), f) == files.end())
+                files.push_back(f);
+        }
+    std::sort(files.begin(), files.end(),
+              [](const auto& x, const auto& y) { return x.filename() < y.filename(); });
+    Sha256 h;
+    for (const auto& f : files) {
+        const std::string line = f.filename().string() + " " + file_identity(f) + "\n";
+        h.update(line.data(), line.size());
+    }
+    return h.hex_digest();
+}
 
 DistOptions resolve_dist(const DistOptions& flags) {
     DistOptions o = flags;
     if (o.world_size == 0) o.world_size = env_int("WORLD_SIZE", 1);
     if (o.rank < 0) o.rank = env_int("RANK", 0);
     if (o.world_size < 1) throw UsageError("--world-size (WORLD_SIZE) must be >= 1");
+    if (o.world_size > kMaxWorldSize)
+        throw UsageError("--world-size (WORLD_SIZE) " + std::to_string(o.world_size) +
+                         " is more processes than a run can connect (at most " +
+                         std::to_string(kMaxWorldSize) + ")");
     if (o.rank < 0 || o.rank >= o.world_size)
         throw UsageError("--rank (RANK) " + std::to_string(o.rank) + " outside [0, " +
                          std::to_string(o.world_size) + ")");
@@ -119,6 +229,16 @@ struct Communicator::Impl {
     std::thread watchdog;
     std::atomic<bool> stop{false};
     int64_t generation = 0;  // finish() calls so far
+    int64_t agreements = 0;  // agree() calls so far
+
+    // Polls the store until it holds every key of `keys`; false once `deadline` has passed.
+    bool wait_keys(const std::vector<std::string>& keys, Clock::time_point deadline) const {
+        while (!store->check(keys)) {
+            if (Clock::now() >= deadline) return false;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        return true;
+    }
 
     c10::intrusive_ptr<c10d::TCPStore> connect_store(bool server) const {
         c10d::TCPStoreOptions so;
@@ -222,8 +342,25 @@ Communicator::Communicator(const DistOptions& o) : rank_(o.rank), world_(o.world
     // c10d logs its socket retries and timeouts through glog on stderr (several lines with
     // a banner); every failure here reaches the user as one line of our own instead.
     FLAGS_minloglevel = google::GLOG_FATAL;
+    // One deadline for the whole join, whatever the world size: the store's connection, then
+    // every rank counted in at rank 0's store (each wait of Gloo's own rendezvous would have the
+    // full timeout again, and it sets up a connection per rank before it waits).
+    const auto deadline = Clock::now() + d.timeout;
     try {
         d.store = d.connect_store(rank_ == 0);
+        int64_t joined = d.store->add("joined", 1);
+        while (joined < world_) {
+            if (Clock::now() >= deadline)
+                throw IoError(kWhere, "rank " + std::to_string(rank_) + " of " +
+                                          std::to_string(world_) + ": only " +
+                                          std::to_string(joined) + " of " + std::to_string(world_) +
+                                          " ranks joined at " + o.master + " within " +
+                                          std::to_string(o.timeout_s) +
+                                          " s (--dist-timeout); start every rank with the same "
+                                          "--world-size and --master");
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            joined = d.store->add("joined", 0);
+        }
         auto opts = c10d::ProcessGroupGloo::Options::create(d.timeout);
         // A loopback master means every rank is on this machine; otherwise the interface of
         // GLOO_SOCKET_IFNAME, or the one this host's name resolves to.
@@ -234,6 +371,8 @@ Communicator::Communicator(const DistOptions& o) : rank_(o.rank), world_(o.world
                                 : c10d::ProcessGroupGloo::createDefaultDevice());
         d.group = c10::make_intrusive<c10d::ProcessGroupGloo>(
             c10::make_intrusive<c10d::PrefixStore>("pg", d.store), int(rank_), int(world_), opts);
+    } catch (const Error&) {
+        throw;
     } catch (const std::exception& e) {
         throw IoError(kWhere, "rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
                                   " could not join at " + o.master + " within " +
@@ -311,8 +450,57 @@ void Communicator::barrier() {
     if (impl_) impl_->wait(impl_->group->barrier(), "barrier");
 }
 
-void Communicator::report_failure(const std::string& message) noexcept {
+void Communicator::agree(const nlohmann::json& fingerprint) {
+    nlohmann::json mine = fingerprint;
+    mine.erase("rank");
+    mine["sinkscope_version"] = version_string();
     if (!impl_) return;
+    Impl& d = *impl_;
+    const std::string round = "agree/" + std::to_string(d.agreements++) + "/";
+    std::vector<std::string> keys, read;
+    for (int64_t r = 0; r < world_; ++r) {
+        keys.push_back(round + std::to_string(r));
+        if (r > 0) read.push_back(round + "read/" + std::to_string(r));
+    }
+    std::vector<nlohmann::json> all;
+    try {
+        d.store->set(keys[size_t(rank_)], bytes_of(mine.dump()));
+        if (!d.wait_keys(keys, Clock::now() + d.timeout))
+            throw IoError(kWhere, "rank " + std::to_string(rank_) +
+                                      ": not every rank reached the check that the ranks run "
+                                      "the same command within " +
+                                      std::to_string(d.timeout.count() / 1000) + " s");
+        for (const std::string& k : keys) {
+            const std::vector<uint8_t> v = d.store->get(k);
+            all.push_back(nlohmann::json::parse(std::string(v.begin(), v.end())));
+        }
+    } catch (const Error&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw IoError(kWhere, "rank " + std::to_string(rank_) +
+                                  ": exchanging what the ranks run failed: " + first_line(e));
+    }
+    std::string difference;
+    for (int64_t r = 1; r < world_ && difference.empty(); ++r)
+        difference = first_difference(all[0], all[size_t(r)], "", r);
+    if (difference.empty()) return;
+    // Every rank found the same difference and refuses: no watchdog may take a rank's exit for a
+    // failure, and rank 0 serves the store until every rank has read the fingerprints.
+    refused_together_ = true;
+    d.stop_watchdog();
+    try {
+        if (rank_ != 0)
+            d.store->set(read[size_t(rank_ - 1)], std::vector<uint8_t>{1});
+        else
+            d.wait_keys(read, Clock::now() + d.timeout);
+    } catch (const std::exception&) {
+    }
+    throw UsageError("the ranks do not run the same command, " + difference +
+                     " (every rank needs the same model, data, options and sinkscope version)");
+}
+
+void Communicator::report_failure(const std::string& message) noexcept {
+    if (!impl_ || refused_together_) return;
     try {
         impl_->stop_watchdog();  // this rank reports its own failure (once, on its main thread)
         std::string line =

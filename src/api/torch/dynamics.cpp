@@ -241,6 +241,14 @@ void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {
         {"rank", comm.rank()},
         {"world_size", comm.world_size()}};
 
+    // Every rank runs the same series, data and options, or all refuse before anything is
+    // written (each checkpoint's analyze run checks its model and token ids the same way).
+    if (comm.distributed()) {
+        nlohmann::json same = print;
+        for (auto& c : same["checkpoints"]) c.erase("model");  // paths may differ between nodes
+        same["data"] = base.data.empty() ? std::string() : sha256_file(base.data);
+        comm.agree(same);
+    }
     OutputDir out = OutputDir::resumable(out_path, base.overwrite);
     const fs::path state_path = out.file(kStateFile);
     if (std::optional<std::string> bytes = interrupted_state(out, state_path, base.resume, log))

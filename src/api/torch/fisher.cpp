@@ -125,6 +125,13 @@ std::string fisher(const FisherCommandOptions& o, Communicator& comm, std::ostre
     const int64_t shard = end - first;
     analysis::FisherAccumulator acc(m);
     int64_t n_done = 0, n_skipped = 0;  // inputs of the shard processed (scored or skipped)
+    // Every rank runs the same model (whatever path it has there), data and options, or all
+    // refuse before anything is written.
+    if (comm.distributed()) {
+        nlohmann::json same = fingerprint;
+        same["model"] = model_identity(o.m.model, m.files);
+        comm.agree(same);
+    }
     OutputDir out = OutputDir::resumable(out_path, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
     if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {

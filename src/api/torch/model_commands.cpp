@@ -155,7 +155,7 @@ std::string generate_text(const GenerateOptions& o) {
     if (!m.tokenizer()) throw UnsupportedError(o.m.model, "generate needs a tokenizer");
     const auto prompt = m.encode(o.prompt, tokenizer::parse_bos_policy(o.m.bos));
     if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
-    const int64_t n_ctx = m.config().n_ctx;
+    const int64_t n_ctx = m.config().context_limit();  // none for dynamic NTK RoPE
     if (n_ctx > 0 && o.max_new > n_ctx - int64_t(prompt.size()))
         throw UsageError("--max-new " + std::to_string(o.max_new) + ": the prompt's " +
                          std::to_string(prompt.size()) + " tokens and the new ones would pass " +

@@ -288,6 +288,13 @@ std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) 
     const auto [first_point, end_point] =
         shard_range(int64_t(points.size()), comm.rank(), comm.world_size());
     const size_t first = size_t(first_point), end = size_t(end_point);
+    // Every rank runs the same model (whatever path it has there), data and options, or all
+    // refuse before anything is written.
+    if (comm.distributed()) {
+        nlohmann::json same = fingerprint;
+        same["model"] = model_identity(o.m.model, m.files);
+        comm.agree(same);
+    }
     OutputDir out = OutputDir::resumable(out_path, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
     if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iomanip>
 #include <optional>
@@ -130,6 +131,20 @@ std::string run_train(const TrainOptions& o, std::ostream& log) {
     const std::string tokenizer_json = tokenizer::byte_bpe_tokenizer_json(merges);
     const int64_t vocab_size = 257 + static_cast<int64_t>(merges.size());
     const nlohmann::json hf_config = model::hf_config_json(c, vocab_size, tokenizer::kByteBpeBosId);
+    // The product of the sizes against the machine's memory, before anything is allocated.
+    const double need = model::train_memory_bytes(c, vocab_size);
+    const int64_t available = available_memory_bytes();
+    if (available > 0 && need > double(available)) {
+        char line[320];
+        std::snprintf(line, sizeof line,
+                      "training this config needs about %.1f GiB (weights, gradients and AdamW "
+                      "moments, and one step's activations of batch %lld x seq_len %lld), more "
+                      "than the %.1f GiB of memory available: make d_model, d_mlp, n_layers, "
+                      "batch or seq_len smaller",
+                      need / double(1 << 30), static_cast<long long>(c.batch),
+                      static_cast<long long>(c.seq_len), double(available) / double(1 << 30));
+        throw InputError(o.config.empty() ? "--preset " + o.preset : o.config, line);
+    }
 
     const nlohmann::json config_json = model::train_config_json(c);
     const nlohmann::json fingerprint = {{"config", config_json},
