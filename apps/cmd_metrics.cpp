@@ -7,6 +7,9 @@
 
 namespace {
 
+using sinkscope::cli::Existing;
+using sinkscope::cli::existing;
+
 sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
     auto opts = std::make_shared<sinkscope::api::MetricsCommandOptions>();
     CLI::App* cmd = app.add_subcommand(
@@ -16,7 +19,7 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
     auto* attention = cmd->add_option("--attention", opts->attention,
                                       "Attention probabilities .npy shaped (N, L, H, T, T) or "
                                       "(L, H, T, T), dtype f2/f4/f8")
-                          ->check(CLI::ExistingFile);
+                          ->check(existing(Existing::File));
     auto* example = cmd->add_flag("--example", opts->example,
                                   "Use the built-in example (8 inputs x 4 layers x 4 heads x 16 "
                                   "tokens, causal) instead of --attention; also writes it as "
@@ -25,7 +28,7 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
     cmd->add_option("--scores", opts->scores,
                     "Pre-softmax scores .npy of the same shape (masked = -inf); when given every "
                     "quantity comes from their fp64 log-softmax")
-        ->check(CLI::ExistingFile);
+        ->check(existing(Existing::File));
     auto* causal = cmd->add_flag_callback(
         "--causal", [opts] { opts->masking = "causal"; },
         "Row i sees keys j <= i (default: auto-detect: causal iff "
@@ -41,10 +44,10 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
     cmd->add_option("--lengths", opts->lengths,
                     "Real lengths (N,) of padded encoder inputs; padding keys are absent parts and "
                     "padding queries are skipped")
-        ->check(CLI::ExistingFile);
+        ->check(existing(Existing::File));
     cmd->add_option("--token-ids", opts->token_ids,
                     "Token ids (N, T) of the inputs (for --sink bos)")
-        ->check(CLI::ExistingFile);
+        ->check(existing(Existing::File));
     cmd->add_option(
         "--bos-id", opts->analysis.bos_id,
         "BOS/CLS token id, required with --sink bos (several BOS in an input: the first)");
@@ -53,7 +56,7 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
     cmd->add_option("--tokens", opts->tokens,
                     "JSONL, one array of token strings per input, naming keys in token "
                     "specialisation")
-        ->check(CLI::ExistingFile);
+        ->check(existing(Existing::File));
     cmd->add_option("--out", opts->out, "Output directory (written whole or not at all)")
         ->required();
     sinkscope::cli::add_overwrite_flag(cmd, opts->overwrite);

@@ -18,7 +18,7 @@ Registrar reg("report", 90, [](CLI::App& app) {
     auto* sub = app.add_subcommand("report", "Re-render report.html of a run directory from its tables");
     sub->add_option("--run", opts->run_dir, "Run directory written by analyze or metrics")
         ->required()
-        ->check(CLI::ExistingDirectory);
+        ->check(existing(Existing::Directory));
     add_overwrite_flag(sub, opts->overwrite, "--run/report.html");
     sub->callback([opts] {
         auto path = report::write_report(opts->run_dir, opts->overwrite);

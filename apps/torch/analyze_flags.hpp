@@ -22,7 +22,7 @@ inline void add_analyze_run_flags(CLI::App* cmd, const std::shared_ptr<api::Anal
                     "Prompts: .txt (one per line), .jsonl (text or ids), .csv (--text-column), "
                     ".npy token ids; default: the built-in set of 211 English sentences. Vision "
                     "models: a .png, a directory of .png files or a .npy image stack")
-        ->check(CLI::ExistingPath);
+        ->check(existing(Existing::Path));
     cmd->add_option("--text-column", o->text_column, "CSV column holding the text")
         ->capture_default_str();
     cmd->add_option("--keep-columns", o->keep_columns,

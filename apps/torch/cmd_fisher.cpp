@@ -9,6 +9,9 @@
 
 namespace {
 
+using sinkscope::cli::Existing;
+using sinkscope::cli::existing;
+
 sinkscope::cli::Registrar registrar("fisher", 21, [](CLI::App& app) {
     auto o = std::make_shared<sinkscope::api::FisherCommandOptions>();
     CLI::App* cmd = app.add_subcommand(
@@ -23,7 +26,7 @@ sinkscope::cli::Registrar registrar("fisher", 21, [](CLI::App& app) {
                     "Samples: .txt (one per line), .jsonl (text or ids), .csv (--text-column), "
                     ".npy token ids; ViT: a .png, a directory of .png files or a .npy stack")
         ->required()
-        ->check(CLI::ExistingPath);
+        ->check(existing(Existing::Path));
     cmd->add_option("--text-column", o->text_column, "CSV column holding the text")
         ->capture_default_str();
     cmd->add_option("--kind", o->kind,

@@ -8,6 +8,9 @@
 
 namespace {
 
+using sinkscope::cli::Existing;
+using sinkscope::cli::existing;
+
 sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
     auto o = std::make_shared<sinkscope::api::PruneOptions>();
     CLI::App* cmd = app.add_subcommand(
@@ -23,11 +26,11 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
            "--calib", o->calib,
            "Calibration data (head distances, mean z): .txt, .jsonl, .csv, .npy ids; ViT: images")
         ->required()
-        ->check(CLI::ExistingPath);
+        ->check(existing(Existing::Path));
     cmd->add_option("--eval", o->eval,
                     "Held-out evaluation data, disjoint from --calib (same formats)")
         ->required()
-        ->check(CLI::ExistingPath);
+        ->check(existing(Existing::Path));
     cmd->add_option("--text-column", o->text_column, "CSV column holding the text")
         ->capture_default_str();
     cmd->add_option("--channels", o->channels,

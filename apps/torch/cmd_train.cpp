@@ -8,6 +8,9 @@
 
 namespace {
 
+using sinkscope::cli::Existing;
+using sinkscope::cli::existing;
+
 sinkscope::cli::Registrar registrar("train", 25, [](CLI::App& app) {
     auto o = std::make_shared<sinkscope::api::TrainOptions>();
     CLI::App* cmd = app.add_subcommand(
@@ -18,11 +21,11 @@ sinkscope::cli::Registrar registrar("train", 25, [](CLI::App& app) {
     auto* preset =
         cmd->add_option("--preset", o->preset, "Built-in settings: tiny, tiny-gpt2, default");
     auto* config = cmd->add_option("--config", o->config, "JSON file of training settings")
-                       ->check(CLI::ExistingFile);
+                       ->check(existing(Existing::File));
     preset->excludes(config);
     cmd->add_option("--text", o->text, "The corpus: a plain UTF-8 text file")
         ->required()
-        ->check(CLI::ExistingFile);
+        ->check(existing(Existing::File));
     cmd->add_option("--out", o->out, "Output directory (staged in OUT.partial until done)")
         ->required();
     cmd->add_option("--steps", o->steps, "Optimizer steps (0: the preset's or config's)")

@@ -94,7 +94,7 @@ struct Run {
     json rec;
     std::string subcommand, model, checkpoint, architecture, inputs_sha256, sink;
     std::string sink_resolved;  // run.json sink_policy.resolved ("" when the run does not say)
-    int64_t n_params = -1;  // -1: the run does not record it
+    int64_t n_params = -1;      // -1: the run does not record it
     double rho = std::nan(""), flip_rate = std::nan("");
     bool has_regime = false;  // rho read from the run
     std::vector<Value> values;

@@ -2,11 +2,13 @@
 // generation, perplexity.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/parallel.hpp"
 #include "sinkscope/core/random.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/objective.hpp"
@@ -61,6 +63,44 @@ double window_nll(const Model& model, const std::vector<int32_t>& ids, int64_t b
     return -logp.gather(1, target).sum().item<double>();
 }
 
+// Samples scored at once (model.hpp compute_threads): fewer when their logits, float32 and
+// their float64 log-probabilities, would pass kLogitsBudget together. Results do not depend on it.
+constexpr double kLogitsBudget = 4.0 * 1024 * 1024 * 1024;
+int64_t samples_at_once(const ModelConfig& c, int64_t longest) {
+    const double bytes = 12.0 * double(std::max<int64_t>(1, longest)) * double(c.d_vocab);
+    return std::clamp<int64_t>(int64_t(kLogitsBudget / bytes), 1, compute_threads());
+}
+
+// Runs score(k) -> (summed NLL, scored tokens) of every sample, several at once, and adds them
+// up in sample order: per-sample means (NaN where nothing was scored), totals. `cap` > 0: no
+// forward is longer than cap tokens (a sliding window).
+template <class Score>
+PerplexityResult score_samples(const ModelConfig& c,
+                               const std::vector<std::vector<int32_t>>& samples, int64_t cap,
+                               Score&& score) {
+    int64_t longest = 0;
+    for (const auto& ids : samples) longest = std::max<int64_t>(longest, int64_t(ids.size()));
+    if (cap > 0) longest = std::min(longest, cap);
+    const int64_t at_once = samples_at_once(c, longest);
+    PerplexityResult out;
+    double total = 0;
+    ordered_parallel(int64_t(samples.size()), int(at_once), at_once, score,
+                     [&](int64_t, std::pair<double, int64_t> s) {
+                         const auto [nll, scored] = s;
+                         if (scored == 0) {  // nothing to predict
+                             out.sample_nll.push_back(std::nan(""));
+                             out.sample_tokens.push_back(0);
+                             return;
+                         }
+                         out.sample_nll.push_back(nll / static_cast<double>(scored));
+                         out.sample_tokens.push_back(scored);
+                         total += nll;
+                         out.n_tokens += scored;
+                     });
+    out.mean_nll = out.n_tokens > 0 ? total / static_cast<double>(out.n_tokens) : 0.0;
+    return out;
+}
+
 }  // namespace
 
 PerplexityResult compute_perplexity(const Model& model,
@@ -79,39 +119,32 @@ PerplexityResult compute_perplexity(const Model& model,
         throw UsageError("sliding window of " + std::to_string(window.length) +
                          " tokens needs a stride in [1, " + std::to_string(window.length) +
                          "], got " + std::to_string(window.stride));
-    PerplexityResult out;
-    double total = 0;
-    for (const auto& ids : samples) {
+    // One sample's summed NLL and scored tokens, on whichever thread (one forward at a time on
+    // one compute thread, model.hpp); the sums below add them in sample order.
+    auto score = [&](int64_t k) {
+        const std::vector<int32_t>& ids = samples[size_t(k)];
         const auto T = static_cast<int64_t>(ids.size());
-        double nll = 0;
-        int64_t scored = 0;
+        std::pair<double, int64_t> s{0.0, 0};
         if (window.length == 0 || T <= window.length) {
-            if (T >= 2) nll = window_nll(model, ids, 0, 1, T, mask), scored = T - 1;
-        } else {
-            int64_t prev_end = 0;
-            for (int64_t begin = 0;; begin += window.stride) {
-                const int64_t end = std::min(begin + window.length, T);
-                const int64_t first = std::max(prev_end, begin + 1);
-                if (first < end) {
-                    nll += window_nll(model, ids, begin, first, end, mask);
-                    scored += end - first;
-                }
-                prev_end = end;
-                if (end == T) break;
+            if (T >= 2) s = {window_nll(model, ids, 0, 1, T, mask), T - 1};
+            return s;
+        }
+        int64_t prev_end = 0;
+        for (int64_t begin = 0;; begin += window.stride) {
+            const int64_t end = std::min(begin + window.length, T);
+            const int64_t first = std::max(prev_end, begin + 1);
+            if (first < end) {
+                s.first += window_nll(model, ids, begin, first, end, mask);
+                s.second += end - first;
             }
+            prev_end = end;
+            if (end == T) break;
         }
-        if (scored == 0) {  // nothing to predict
-            out.sample_nll.push_back(std::nan(""));
-            out.sample_tokens.push_back(0);
-            continue;
-        }
-        out.sample_nll.push_back(nll / static_cast<double>(scored));
-        out.sample_tokens.push_back(scored);
-        total += nll;
-        out.n_tokens += scored;
-    }
+        return s;
+    };
+    PerplexityResult out =
+        score_samples(c, samples, window.length > 0 ? window.length : int64_t(-1), score);
     if (out.n_tokens == 0) throw UsageError("perplexity: no sample has two or more tokens");
-    out.mean_nll = total / static_cast<double>(out.n_tokens);
     out.perplexity = std::exp(out.mean_nll);
     return out;
 }
@@ -132,25 +165,18 @@ PerplexityResult compute_masked_perplexity(const Model& model,
     if (!(options.rate > 0.0 && options.rate < 1.0))
         throw UsageError("masking rate must be in (0, 1)");
     const MaskedLmVocabulary vocab = masked_lm_vocabulary(model);
-    PerplexityResult out;
-    double total = 0;
-    for (size_t k = 0; k < samples.size(); ++k) {
-        const PredictionTask task = masked_lm_task(samples[k], vocab, options, k);
-        if (task.rows.empty()) {
-            out.sample_nll.push_back(std::nan(""));
-            out.sample_tokens.push_back(0);
-            continue;
-        }
+    // One sample's summed NLL and scored positions (its masking follows from k alone), on
+    // whichever thread; summed below in sample order.
+    auto score = [&](int64_t k) {
+        const PredictionTask task = masked_lm_task(samples[size_t(k)], vocab, options, size_t(k));
+        if (task.rows.empty()) return std::pair<double, int64_t>{0.0, 0};
         const int64_t n = int64_t(task.rows.size());
         const at::Tensor logp = scored_log_probs(model, task, mask, at::kDouble);
-        const double nll = mean_nll(logp, task.targets).item<double>() * double(n);
-        out.sample_nll.push_back(nll / double(n));
-        out.sample_tokens.push_back(n);
-        total += nll;
-        out.n_tokens += n;
-    }
+        return std::pair<double, int64_t>{mean_nll(logp, task.targets).item<double>() * double(n),
+                                          n};
+    };
+    PerplexityResult out = score_samples(c, samples, -1, score);
     if (out.n_tokens == 0) throw UsageError("pseudo-perplexity: no sample has a maskable token");
-    out.mean_nll = total / double(out.n_tokens);
     out.perplexity = std::exp(out.mean_nll);
     return out;
 }

@@ -4,6 +4,7 @@
 #include "sinkscope/model/model.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include <ATen/ATen.h>
@@ -170,13 +171,30 @@ Model build_model(const ModelConfig& config, const WeightSource& weights,
     return Model(config, build_family(arch, config, weights, runtime), runtime);
 }
 
+namespace {
+std::atomic<int> g_compute_threads{1};
+}
+
 int set_compute_threads(int n) {
     if (n < 0) throw UsageError("--threads must be >= 0");
     const int threads =
         n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    if (at::get_num_threads() != threads) at::set_num_threads(threads);
-    set_blas_threads(threads);
+    // Every forward on one libtorch and one BLAS thread: how those split a product or a sum
+    // follows their thread count, so the last bits of a forward would follow --threads and the
+    // machine's cores (issue 46). The threads run whole inputs, samples or windows at once
+    // instead (core/parallel.hpp), each the same computation on whichever thread it runs.
+    set_intra_op_threads(1);
+    g_compute_threads.store(threads);
     return threads;
+}
+
+int compute_threads() {
+    return g_compute_threads.load();
+}
+
+void set_intra_op_threads(int n) {
+    if (at::get_num_threads() != n) at::set_num_threads(n);
+    set_blas_threads(n);
 }
 
 ModelInput image_input(const Model& model, const io::Image& image) {

@@ -31,6 +31,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace sinkscope;
+using testutil::read_json;
 using testutil::run_cli;
 
 namespace {
@@ -144,11 +145,6 @@ void run_cases(const std::vector<Case>& cases, const fs::path& dir, const fs::pa
 
 void write(const fs::path& p, const std::string& bytes) {
     testutil::write_text(p, bytes);
-}
-
-json read_json(const fs::path& p) {
-    std::ifstream in(p);
-    return json::parse(in);
 }
 
 // A Hugging Face folder like tinystories656K (Llama, 2 layers, 8 heads, vocab 2048) whose JSON
@@ -1193,7 +1189,7 @@ TEST(BadInput, DataFiles) {
          "{d}/ids.npy: token ids must be int32 or int64, found <f4"},
         {"negative id inside a .npy row", ppl("{d}/negids.npy"), 3,
          "{d}/negids.npy: negative token id inside sample 0 at position 0"},
-        {"no such file", ppl("{d}/nope.txt"), 5, "{d}/nope.txt: cannot open for reading"},
+        {"no such file", ppl("{d}/nope.txt"), 5, "{d}/nope.txt: cannot open for reading..."},
         {"file name with an escape", ppl("{d}/escape\x1b.txt", {"--limit", "data_bytes=1"}), 3,
          limit_msg("{d}/escape\\x1b.txt", "size in bytes", 6, "data_bytes", 1)},
     };

@@ -25,14 +25,10 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace sinkscope;
+using testutil::read_json;
 using testutil::run_cli;
 
 namespace {
-
-json read_json(const fs::path& p) {
-    std::ifstream in(p);
-    return json::parse(in);
-}
 
 size_t col(const io::Table& t, const std::string& name) {
     const auto& c = t.columns();

@@ -24,14 +24,11 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace sinkscope;
+using testutil::read_json;
 using testutil::run_cli;
 
 namespace {
 
-json read_json(const fs::path& p) {
-    std::ifstream in(p);
-    return json::parse(in);
-}
 std::string slurp(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     std::stringstream s;

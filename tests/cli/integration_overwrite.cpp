@@ -131,9 +131,9 @@ void overwrite_keeps_users_files(std::vector<std::string> args, const fs::path& 
 }
 
 // A small text file of `n` lines.
-fs::path text_file(const fs::path& file, int n) {
+fs::path text_file(const fs::path& file, int n, int first = 0) {
     std::string s;
-    for (int i = 0; i < n; ++i)
+    for (int i = first; i < first + n; ++i)
         s +=
             "Once upon a time there was a little cat named Tom number " + std::to_string(i) + ".\n";
     testutil::write_text(file, s);
@@ -232,6 +232,7 @@ TEST(OverwriteCli, UsersFilesSurviveModelCommands) {
     SINKSCOPE_REQUIRE_MODEL_RUNTIME();
     testutil::ScratchDir tmp;
     const fs::path text = text_file(tmp / "text.txt", 3);
+    const fs::path held_out = text_file(tmp / "eval.txt", 3, 3);  // prune's --eval
     const std::vector<std::string> quiet = {"--progress", "never"};
     auto with = [&](std::vector<std::string> args, const std::vector<std::string>& more) {
         args.insert(args.end(), more.begin(), more.end());
@@ -247,8 +248,8 @@ TEST(OverwriteCli, UsersFilesSurviveModelCommands) {
          "blocks.0.attn.hook_pattern", "--out", (tmp / "d").string()},
         tmp / "d"));
     ASSERT_NO_FATAL_FAILURE(overwrite_keeps_users_files(
-        with({"prune", "--calib", text.string(), "--eval", text.string(), "--calib-samples", "2",
-              "--eval-samples", "2", "--out", (tmp / "p").string()},
+        with({"prune", "--calib", text.string(), "--eval", held_out.string(), "--calib-samples",
+              "2", "--eval-samples", "2", "--out", (tmp / "p").string()},
              quiet),
         tmp / "p"));
     ASSERT_NO_FATAL_FAILURE(overwrite_keeps_users_files(

@@ -19,14 +19,10 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace sinkscope;
+using testutil::read_json;
 using testutil::run_cli;
 
 namespace {
-
-json read_json(const fs::path& p) {
-    std::ifstream in(p);
-    return json::parse(in);
-}
 
 // A --threads value other than the machine's core count, so that a record of the core count
 // cannot pass for the thread count asked for.

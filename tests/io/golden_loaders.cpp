@@ -19,11 +19,9 @@ using namespace sinkscope;
 using namespace sinkscope::io;
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testutil::read_json;
 
 namespace {
-json read_json(const fs::path& p) {
-    return json::parse(std::ifstream(p));
-}
 
 using Shape = std::vector<int64_t>;
 }  // namespace

@@ -172,25 +172,30 @@ TEST(CaptureBuffers, ReusedOnlyWhenFree) {
     release_capture_buffers();
 }
 
-// set_compute_threads: n threads for libtorch and OpenBLAS (when present), 0 = every core,
-// negative refused.
-TEST(ComputeThreads, SetsTorchAndOpenBlas) {
-    const int before = at::get_num_threads();
+// set_compute_threads: the count resolved (0 = every core, negative refused) for the threads
+// that run inputs side by side, while libtorch and OpenBLAS (when present) stay at one thread,
+// whose results do not follow a thread count (issue 46); set_intra_op_threads widens them.
+TEST(ComputeThreads, ForwardsRunOnOneLibtorchAndOneBlasThread) {
     using GetThreads = int (*)();
     auto* openblas = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-    EXPECT_EQ(set_compute_threads(1), 1);
-    EXPECT_EQ(at::get_num_threads(), 1);
-    if (openblas) {
-        EXPECT_EQ(openblas(), 1);
-    }
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    EXPECT_EQ(set_compute_threads(0), cores);
-    EXPECT_EQ(at::get_num_threads(), cores);
+    for (int n : {3, 0, 1}) {
+        SCOPED_TRACE(n);
+        EXPECT_EQ(set_compute_threads(n), n > 0 ? n : cores);
+        EXPECT_EQ(compute_threads(), n > 0 ? n : cores);
+        EXPECT_EQ(at::get_num_threads(), 1);
+        if (openblas) {
+            EXPECT_EQ(openblas(), 1);
+        }
+    }
+    set_intra_op_threads(2);
+    EXPECT_EQ(at::get_num_threads(), 2);
     if (openblas) {
-        EXPECT_EQ(openblas(), cores);
+        EXPECT_EQ(openblas(), 2);
     }
     EXPECT_THROW(set_compute_threads(-1), UsageError);
-    set_compute_threads(before);
+    set_compute_threads(1);
+    EXPECT_EQ(at::get_num_threads(), 1);
 }
 
 }  // namespace

@@ -30,6 +30,11 @@ std::optional<fs::path> shared_dir() {
     return std::nullopt;
 }
 
+nlohmann::json read_json(const fs::path& path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+}
+
 ScratchDir::ScratchDir() {
     std::random_device rd;
     path_ = fs::temp_directory_path() /

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tolerance.hpp"
 
@@ -15,6 +16,9 @@ namespace sinkscope::testutil {
 
 // ../shared (or $SINKSCOPE_SHARED), when present.
 std::optional<std::filesystem::path> shared_dir();
+
+// A JSON file parsed (run.json, manifests); nlohmann's exception when it is not JSON.
+nlohmann::json read_json(const std::filesystem::path& path);
 
 // A fresh empty folder under the system temp dir, removed by the destructor.
 class ScratchDir {

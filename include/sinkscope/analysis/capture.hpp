@@ -56,6 +56,13 @@ struct Captured {
     std::vector<std::vector<double>> values;  // [L] x [H, T, d_head], GQA-expanded
 };
 
+// How many inputs may be produced ahead of the analyses on threads of their own
+// (core/parallel.hpp): `threads`, fewer when their captures and the one being analysed would
+// not fit together in the `budget_mb` that decides when one input alone is recomputed lazily
+// (use_lazy_attention); 1 (one input after the other) at least. Results do not depend on it.
+int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inputs, int64_t first,
+                       int64_t end, int threads, int64_t budget_mb, bool want_value);
+
 // Runs input n through the model capturing what the analyses need: the attention (stored, or
 // lazily recomputed when `lazy`), and with `want_hidden` the residual stream and V projections.
 Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,

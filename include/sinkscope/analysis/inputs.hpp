@@ -53,8 +53,8 @@ struct AnalysisInputs {
     std::vector<std::string> kept_columns;       // InputsOptions::keep_columns
     std::vector<std::vector<std::string>> kept;  // per input: its values of kept_columns
     int64_t samples_requested = 0;               // InputsOptions::samples (0: every sample)
-    int64_t n_truncated = 0;                // text samples cut to cut_length tokens
-    int64_t cut_length = 0;                 // what they were cut to (0: no cut applies)
+    int64_t n_truncated = 0;                     // text samples cut to cut_length tokens
+    int64_t cut_length = 0;                      // what they were cut to (0: no cut applies)
     bool cut_by_context = false;            // cut_length is the model's context, not max_tokens
     int64_t context = 0;                    // the model's context limit (0: unknown or none)
     std::optional<io::ImageSet> images;     // vision models: decoded on demand

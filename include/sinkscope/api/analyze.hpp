@@ -18,27 +18,27 @@
 namespace sinkscope::api {
 
 struct AnalyzeOptions {
-    ModelCliOptions m;                  // --model --bos --device --dtype --tokenizer --threads
-    std::filesystem::path data;         // empty: the built-in prompt set
-    std::string text_column = "text";   // CSV column
+    ModelCliOptions m;                 // --model --bos --device --dtype --tokenizer --threads
+    std::filesystem::path data;        // empty: the built-in prompt set
+    std::string text_column = "text";  // CSV column
     // Data columns (CSV columns, JSONL fields) copied into every per-input table beside the
     // input's `row` (analysis.group_by is carried too).
     std::vector<std::string> keep_columns;
     std::filesystem::path out = "runs/analyze";
-    bool overwrite = false;             // replace an earlier sinkscope run at `out`
-    int64_t max_tokens = 128;           // inputs are truncated to this many tokens (BOS included)
-    int64_t samples = 0;                // 0: all samples of the data (analysis.seed: random subset)
+    bool overwrite = false;    // replace an earlier sinkscope run at `out`
+    int64_t max_tokens = 128;  // inputs are truncated to this many tokens (BOS included)
+    int64_t samples = 0;       // 0: all samples of the data (analysis.seed: random subset)
     analysis::AnalysisOptions analysis;  // every analysis option; threads come from m.threads
     // One input's fp64 attention (pattern and scores, [L, H, T, T] each) is stored when it fits
     // in this many MiB; longer inputs have their rows recomputed block by block from the
     // captured rotated queries and keys (equal up to float32 rounding).
     int64_t attention_memory_mb = 1024;
     bool resume = false;
-    int64_t checkpoint_every = 25;      // inputs between saved states
-    std::string progress = "auto";      // auto (when stderr is a terminal) | always | never
-    bool report = true;                 // write report.html
-    std::string checkpoint;             // label of the checkpoint column and run.json (dynamics)
-    std::string model_name;             // the model column; empty: the model path's last part
+    int64_t checkpoint_every = 25;  // inputs between saved states
+    std::string progress = "auto";  // auto (when stderr is a terminal) | always | never
+    bool report = true;             // write report.html
+    std::string checkpoint;         // label of the checkpoint column and run.json (dynamics)
+    std::string model_name;         // the model column; empty: the model path's last part
     // Called after each input is added (n = inputs done); the CLI's test-only
     // --debug-kill-after hooks in here.
     std::function<void(int64_t n)> after_input;

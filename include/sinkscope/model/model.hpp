@@ -44,11 +44,18 @@ struct RuntimeOptions {
     int n_threads = 0;  // compute threads (process-wide, set_compute_threads); 0 = all cores
 };
 
-// Threads of the model runtime, process-wide: libtorch's intra-op pool and, when the process has
-// OpenBLAS (the BLAS of Debian's libtorch, which keeps a pool of its own that libtorch does not
-// size), OpenBLAS's pool. n > 0: n threads; 0: every core of the machine (libtorch's own default
-// would be half of them). Returns the count set. UsageError when n < 0.
+// Threads of the model runtime, process-wide. n > 0: n threads; 0: every core of the machine.
+// Each forward runs on one libtorch and one BLAS thread (their results follow their own thread
+// count), and the n threads run whole inputs, samples or windows side by side
+// (core/parallel.hpp), so a result is the same bit for bit for any n. Returns n resolved.
+// UsageError when n < 0.
 int set_compute_threads(int n);
+// The count set_compute_threads last resolved (1 before it is called).
+int compute_threads();
+// libtorch's intra-op pool and OpenBLAS's pool (the BLAS of Debian's libtorch, which keeps a
+// pool of its own that libtorch does not size) at n threads. Training alone widens them
+// (model/train.hpp): its results then follow the thread count, which run.json records.
+void set_intra_op_threads(int n);
 
 struct LoadOptions {
     RuntimeOptions runtime;

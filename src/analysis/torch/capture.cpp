@@ -1,6 +1,8 @@
 // Captured model tensors -> metric inputs (capture.hpp).
 #include "sinkscope/analysis/capture.hpp"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -60,6 +62,31 @@ bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t
     const double bytes =
         2.0 * 8.0 * double(cfg.n_layers * cfg.n_heads) * double(n_tokens) * double(n_tokens);
     return bytes > double(budget_mb) * 1024.0 * 1024.0;
+}
+
+int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inputs, int64_t first,
+                       int64_t end, int threads, int64_t budget_mb, bool want_value) {
+    double largest = 0;  // bytes of the largest capture among the inputs left
+    for (int64_t n = first; n < end; ++n) {
+        const double T = double(inputs.n_tokens(size_t(n)));
+        const bool lazy = use_lazy_attention(cfg, int64_t(T), budget_mb);
+        // Held squares: pattern and scores (float64 as the analyses read them), or the rotated
+        // queries and keys a lazy input recomputes them from.
+        // A lazy input's forward still forms one layer's float32 scores at a time.
+        const double LH = double(cfg.n_layers * cfg.n_heads);
+        double bytes =
+            lazy ? 2.0 * 8.0 * LH * T * double(cfg.d_head) + 4.0 * double(cfg.n_heads) * T * T
+                 : 2.0 * 8.0 * LH * T * T;
+        if (want_value)  // residual streams and values, float64
+            bytes += 8.0 * T *
+                     (double(cfg.n_layers + 1) * double(cfg.d_model) +
+                      double(cfg.n_layers * cfg.n_heads * cfg.d_head));
+        largest = std::max(largest, bytes);
+    }
+    const double budget = double(budget_mb) * 1024.0 * 1024.0;
+    // The inputs produced ahead and the one the analyses hold, within the budget.
+    const int64_t fit = largest > 0 ? int64_t(budget / largest) - 1 : threads;
+    return std::clamp<int64_t>(fit, 1, std::max(1, threads));
 }
 
 Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,

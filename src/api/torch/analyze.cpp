@@ -20,6 +20,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/parallel.hpp"
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/serialize.hpp"
 #include "sinkscope/core/sha256.hpp"
@@ -40,20 +41,6 @@ constexpr const char* kStateFile = "state.bin";
 // State format 5: resumable.hpp's checked header line, then the inputs done (of this rank's
 // shard) and one state per registry analysis, named, and the streamed tables' sizes.
 constexpr StateFormat kState{"analyze", 5};
-
-// Sets the process's compute threads (model::set_compute_threads) for a scope, then back.
-class ComputeThreadsDuring {
-public:
-    ComputeThreadsDuring(int during, int after) : after_(after) {
-        model::set_compute_threads(during);
-    }
-    ~ComputeThreadsDuring() { model::set_compute_threads(after_); }
-    ComputeThreadsDuring(const ComputeThreadsDuring&) = delete;
-    ComputeThreadsDuring& operator=(const ComputeThreadsDuring&) = delete;
-
-private:
-    int after_;
-};
 
 // What a run depends on: a resumed run must have exactly these (a rank resumes its own shard).
 nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs,
@@ -262,6 +249,21 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     resolved.p2.sink = resolved.head.sink;
     const std::string model_name =
         o.model_name.empty() ? fs::absolute(o.m.model).filename().string() : o.model_name;
+    // This rank's inputs: the contiguous shard [first, end) (all of them in a world of one).
+    const auto [first, end] = shard_range(int64_t(ids.size()), rank, comm.world_size());
+    const int64_t shard = end - first;
+    // Inputs whose forwards run side by side (core/parallel.hpp). Then the analyses of each run
+    // on one thread: their own split of an input over --threads joins its threads several times
+    // an input, and on a busy machine every join waits for the slowest thread's next time slice
+    // (bench/threads_contention.py beside two busy loops on 2 cores: 1.36x one thread's time
+    // with the split, 0.8x without). One input at a time (long inputs): they split it.
+    const int64_t at_once = analysis::inputs_at_once(cfg, inputs, first, end, resolved.threads,
+                                                     o.attention_memory_mb, want_value);
+    if (at_once > 1) {
+        resolved.head.n_threads = 1;
+        resolved.head_analyses.n_threads = 1;
+        resolved.p2.threads = 1;
+    }
     const auto make_pipeline = [&] {
         return analysis::AnalysisPipeline(cfg.n_layers, cfg.n_heads, resolved, model_name,
                                           o.m.model, o.checkpoint);
@@ -269,9 +271,6 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     analysis::AnalysisPipeline pipeline = make_pipeline();
     // The per-input tables' row and data columns (rank 0 writes the merged streams with these).
     pipeline.set_input_labels({inputs.rows, inputs.kept_columns, inputs.kept});
-    // This rank's inputs: the contiguous shard [first, end) (all of them in a world of one).
-    const auto [first, end] = shard_range(int64_t(ids.size()), rank, comm.world_size());
-    const int64_t shard = end - first;
     pipeline.set_first_input(first);
 
     const nlohmann::json print = fingerprint(o, inputs, comm);
@@ -314,36 +313,42 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     pipeline.set_progress(bar.stage_reporter());
     int64_t tokens = 0;  // of this shard, for the progress line
     for (int64_t n = first; n < first + n_done; ++n) tokens += inputs.n_tokens(size_t(n));
-    std::vector<std::string> pieces;
     metrics::Masking masking = metrics::Masking::Causal;
-    for (int64_t n = first + n_done; n < end; ++n) {
-        const bool lazy =
-            analysis::use_lazy_attention(cfg, inputs.n_tokens(size_t(n)), o.attention_memory_mb);
-        bar.stage("forward", 0, 1);
-        analysis::Captured c = analysis::capture_input(m, inputs, size_t(n), want_value, lazy);
-        masking = c.attention.masking;
-        pieces.clear();
-        if (m.tokenizer())
-            for (int32_t id : ids[n]) pieces.push_back(m.tokenizer()->piece(id));
-        {
-            // The analyses run on threads of their own (--threads), and with a long input they
-            // read rows recomputed a few at a time by small libtorch calls: a compute pool sized
-            // for the forward would wake and spin on every such call (over half the CPU at
-            // 4096 tokens). One compute thread while they run; the next forward gets the pool.
-            ComputeThreadsDuring analyses(1, o.m.threads);
-            pipeline.add(c.attention, m.tokenizer() ? &pieces : nullptr,
-                         want_value ? &c.hidden : nullptr, want_value ? &c.values : nullptr,
+    // One input's forward and what the analyses read of it, on whichever thread (every forward
+    // runs on one compute thread, model.hpp): the same bits for any --threads.
+    struct Forwarded {
+        analysis::Captured c;
+        std::vector<std::string> pieces;
+    };
+    const int64_t start = first + n_done;
+    if (start < end) bar.stage("forward", 0, 1);
+    ordered_parallel(
+        end - start, int(at_once), at_once,
+        [&](int64_t i) {
+            const size_t n = size_t(start + i);
+            const bool lazy =
+                analysis::use_lazy_attention(cfg, inputs.n_tokens(n), o.attention_memory_mb);
+            Forwarded f{analysis::capture_input(m, inputs, n, want_value, lazy), {}};
+            if (m.tokenizer())
+                for (int32_t id : ids[n]) f.pieces.push_back(m.tokenizer()->piece(id));
+            return f;
+        },
+        [&](int64_t i, Forwarded f) {
+            const int64_t n = start + i;
+            masking = f.c.attention.masking;
+            pipeline.add(f.c.attention, m.tokenizer() ? &f.pieces : nullptr,
+                         want_value ? &f.c.hidden : nullptr, want_value ? &f.c.values : nullptr,
                          cfg.d_model, cfg.d_head);
-        }
-        tokens += inputs.n_tokens(size_t(n));
-        const int64_t done = n + 1 - first;
-        bar.update(done, tokens);
-        // A rank also saves its finished shard: a resume after another rank failed skips it.
-        if ((done % o.checkpoint_every == 0 && done < shard) ||
-            (done == shard && comm.distributed()))
-            save_state(done);
-        if (o.after_input) o.after_input(done);
-    }
+            tokens += inputs.n_tokens(size_t(n));
+            const int64_t done = n + 1 - first;
+            bar.update(done, tokens);
+            // A rank also saves its finished shard: a resume after another rank failed skips it.
+            if ((done % o.checkpoint_every == 0 && done < shard) ||
+                (done == shard && comm.distributed()))
+                save_state(done);
+            if (o.after_input) o.after_input(done);
+            if (done < shard) bar.stage("forward", 0, 1);  // waiting on the next input's
+        });
     bar.finish();
 
     // ---- shards merged at rank 0, in rank order ------------------------------------------------

@@ -23,6 +23,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/parallel.hpp"
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/sha256.hpp"
 #include "sinkscope/io/json.hpp"
@@ -322,14 +323,22 @@ std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) 
     {
         Progress bar("prune: calibration", int64_t(calib.size()), progress);
         int64_t tokens = 0;
-        for (size_t n = 0; n < calib.size(); ++n) {
-            const bool lazy =
-                analysis::use_lazy_attention(cfg, calib.n_tokens(n), kAttentionMemoryMb);
-            const analysis::Captured c = analysis::capture_input(m, calib, n, false, lazy);
-            acc.add(c.attention, int64_t(n));
-            tokens += calib.n_tokens(n);
-            bar.update(int64_t(n) + 1, tokens);
-        }
+        // Forwards of several inputs at once, added in input order (core/parallel.hpp).
+        const int64_t n_calib = int64_t(calib.size());
+        const int64_t at_once = analysis::inputs_at_once(
+            cfg, calib, 0, n_calib, int(resolved.threads), kAttentionMemoryMb, false);
+        ordered_parallel(
+            n_calib, int(at_once), at_once,
+            [&](int64_t n) {
+                const bool lazy = analysis::use_lazy_attention(cfg, calib.n_tokens(size_t(n)),
+                                                               kAttentionMemoryMb);
+                return analysis::capture_input(m, calib, size_t(n), false, lazy);
+            },
+            [&](int64_t n, analysis::Captured c) {
+                acc.add(c.attention, n);
+                tokens += calib.n_tokens(size_t(n));
+                bar.update(n + 1, tokens);
+            });
         bar.finish();
     }
     const metrics::HeadResults heads = acc.finish();

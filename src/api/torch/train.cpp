@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -118,9 +119,10 @@ std::string run_train(const TrainOptions& o, std::ostream& log) {
     if (c.checkpoint_every <= 0) c.checkpoint_every = std::max<int64_t>(1, c.steps / 4);
     check_output_dir(o.out, o.overwrite);
     check_threads(o.threads);
-    if (o.threads > 0) at::set_num_threads(o.threads);
+    const int threads =
+        o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     // From here the wall clock runs: run.json's wall_time_s is the whole run's, not its last step.
-    io::RunRecord record(o.command_line, at::get_num_threads());
+    io::RunRecord record(o.command_line, threads);
 
     // ---- corpus and tokenizer ----------------------------------------------------------------
     const std::string text = read_file_limited(o.text, Limit::DataBytes);
@@ -182,6 +184,14 @@ std::string run_train(const TrainOptions& o, std::ostream& log) {
 
     // ---- model, optimizer, resumed state ------------------------------------------------------
     model::Trainer trainer(c, hf_config, o.seed);
+    // Training alone runs libtorch's kernels on --threads threads (model.hpp): a step is one
+    // batch, too coarse to split otherwise, so a checkpoint's last bits follow the thread count
+    // (run.json and the resume fingerprint record it; the user guide says so). Back to one
+    // thread on the way out, as every other command's forwards run.
+    struct IntraOpThreads {
+        explicit IntraOpThreads(int n) { model::set_intra_op_threads(n); }
+        ~IntraOpThreads() { model::set_intra_op_threads(1); }
+    } wide(threads);
     nlohmann::json manifest = nlohmann::json::array();
     std::vector<double> losses;  // every step's loss
     if (resumed) {
@@ -298,7 +308,7 @@ std::string run_train(const TrainOptions& o, std::ostream& log) {
                     {"sequences", n_seq},
                     {"vocab_size", vocab_size},
                     {"seed", o.seed},
-                    {"threads", o.threads},
+                    {"threads", threads},
                     {"n_params", trainer.model().n_params()},
                     {"final_loss", io::json_number(manifest.back()["loss"].get<double>())}};
     rec["definitions"] = {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "testing.hpp"
 
@@ -123,7 +124,8 @@ TEST(OverwriteDump, ForeignFolderEarlierRunAndFailure) {
 
     r = run_cli(with(base, {"--out", out.string(), "--overwrite"}));
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_FALSE(fs::exists(out / "only_in_old_dump.txt"));
+    // A file sinkscope did not write is the user's: --overwrite keeps it (issue 46 item 1).
+    EXPECT_EQ(read_file(out / "only_in_old_dump.txt"), "old");
     EXPECT_TRUE(fs::exists(out / "attention.npy"));
     for (const auto& e : fs::directory_iterator(tmp.path())) {
         const std::string name = e.path().filename().string();
