@@ -64,10 +64,20 @@ std::map<fs::path, std::vector<std::string>> read_shard_index(const fs::path& in
         by_shard[contained_path(dir, s, file, "tensor " + quote(name) + ": shard")].push_back(name);
     }
     SS_CHECK_INPUT(!by_shard.empty(), file, "weight_map is empty");
-    for (const auto& [shard_path, tensors] : by_shard)
-        SS_CHECK_INPUT(fs::is_regular_file(shard_path), file, "shard ",
+    for (const auto& [shard_path, tensors] : by_shard) {
+        // The name comes from the file: a name too long for the file system, or one that
+        // passes through a loop of links, is an error of the index, not a crash.
+        std::error_code ec;
+        const fs::file_status st = fs::status(shard_path, ec);
+        const bool missing =
+            !ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory;
+        SS_CHECK_INPUT(missing, file, "shard ", quote(shard_path.filename().string()),
+                       " (for tensor ", quote(tensors.front()),
+                       ") cannot be looked at: ", ec.message());
+        SS_CHECK_INPUT(fs::is_regular_file(st), file, "shard ",
                        quote(shard_path.filename().string()), " (for tensor ",
                        quote(tensors.front()), ") not found at ", printable(shard_path.string()));
+    }
     return by_shard;
 }
 

@@ -11,6 +11,7 @@
 #include <c10/core/GradMode.h>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/random.hpp"
 #include "sinkscope/io/safetensors_writer.hpp"
@@ -213,12 +214,12 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& o
     TrainConfig c;
     const nlohmann::json known = train_config_json(c);
     for (const auto& [key, value] : j.items()) {
-        SS_CHECK_INPUT(known.contains(key), origin, "unknown key '", key, "'");
+        SS_CHECK_INPUT(known.contains(key), origin, "unknown key ", quote(key));
         const nlohmann::json& k = known.at(key);
         const bool ok = k.is_string()           ? value.is_string()
                         : k.is_number_integer() ? value.is_number_integer()
                                                 : value.is_number();
-        SS_CHECK_INPUT(ok, origin, "key '", key, "' must be a ",
+        SS_CHECK_INPUT(ok, origin, "key ", quote(key), " must be a ",
                        k.is_string()           ? "string"
                        : k.is_number_integer() ? "integer"
                                                : "number");
@@ -238,8 +239,8 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& o
                        "' must be in [", lo, ", ", hi, "]");
     };
     if (j.contains("architecture")) c.architecture = j.at("architecture").get<std::string>();
-    SS_CHECK_INPUT(c.architecture == "llama" || c.architecture == "gpt2", origin, "architecture '",
-                   c.architecture, "': train builds llama or gpt2");
+    SS_CHECK_INPUT(c.architecture == "llama" || c.architecture == "gpt2", origin, "architecture ",
+                   quote(c.architecture), ": train builds llama or gpt2");
     i64("d_model", c.d_model, 1, kMaxTrainWidth);
     i64("n_layers", c.n_layers, 1, int64_t(limit_value(Limit::Layers)));
     i64("n_heads", c.n_heads, 1, kMaxTrainWidth);

@@ -154,8 +154,8 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& gguf
     for (size_t r = 0; r < merges.size(); ++r) {
         const std::string& m = merges[r];
         const size_t sp = m.find(' ', 1);
-        SS_CHECK_INPUT(sp != std::string::npos, file, "tokenizer.ggml.merges[", r, "] '", m,
-                       "' is not two pieces separated by a space");
+        SS_CHECK_INPUT(sp != std::string::npos, file, "tokenizer.ggml.merges[", r, "] ", quote(m),
+                       " is not two pieces separated by a space");
         // Merges whose parts are missing from the vocabulary can never apply; skip them.
         bpe.add_merge(std::string_view(m).substr(0, sp), std::string_view(m).substr(sp + 1),
                       static_cast<int32_t>(r));

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/tokenizer/unicode.hpp"
 
 namespace sinkscope::tokenizer {
@@ -95,9 +96,8 @@ void UnigramModel::viterbi(std::string_view text,
         }
         if (!has_single_char_piece) {
             if (unk_id_ < 0)
-                throw InputError("<text>", "character '" +
-                                               std::string(text.substr(start, char_len)) +
-                                               "' is not covered by the Unigram vocabulary and "
+                throw InputError("<text>", "character " + quote(text.substr(start, char_len)) +
+                                               " is not covered by the Unigram vocabulary and "
                                                "there is no unknown token");
             offer(start + char_len, unk_id_, static_cast<Score>(base + unk_score));
         }

@@ -2,6 +2,7 @@
 #include "sinkscope/tokenizer/wordpiece.hpp"
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/tokenizer/pipeline.hpp"
 #include "sinkscope/tokenizer/unicode.hpp"
 
@@ -21,8 +22,8 @@ void WordPieceModel::encode(std::string_view word, std::vector<int32_t>& out) co
     if (word.empty()) return;
     auto unk = [&] {
         if (unk_id_ < 0)
-            throw InputError("<text>", "word '" + std::string(word) +
-                                           "' is not covered by the vocabulary and there is no "
+            throw InputError("<text>", "word " + quote(word) +
+                                           " is not covered by the vocabulary and there is no "
                                            "unknown token");
         out.push_back(unk_id_);
     };

@@ -243,6 +243,10 @@ TEST(Safetensors, ShardedIndexErrors) {
         {R"({"weight_map":{"a":"s1.safetensors","z":"s1.safetensors"}})",
          {(dir / "s1.safetensors").string(), "'z'", "missing from this shard"}},
         {R"({"weight_map":{"a":"/etc/passwd"}})", {index.string(), "is not a file name inside"}},
+        // A name longer than any file system allows (NAME_MAX is 255 on Linux) cannot be
+        // looked up at all: an error of the index, not an uncaught filesystem_error.
+        {R"({"weight_map":{"a":")" + std::string(300, 'n') + R"(.safetensors"}})",
+         {index.string(), "'a'", "cannot be looked at"}},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.json);

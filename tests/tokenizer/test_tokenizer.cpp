@@ -378,6 +378,15 @@ TEST(WordPiece, GreedyLongestMatch) {
     out.clear();
     wide.encode("unx", out);  // "un" then "##x" missing: whole word unk
     EXPECT_EQ(out, (std::vector<int32_t>{0}));
+    // Without an unknown token the word is refused, quoted with its control byte escaped.
+    WordPieceModel no_unk(v, -1, "##", 100);
+    try {
+        no_unk.encode("q\nz", out);
+        ADD_FAILURE() << "no error for an uncovered word";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("word 'q\\x0az' is not covered"), std::string::npos)
+            << e.what();
+    }
 }
 
 // A long SentencePiece text (cut into chunks internally) gives the same ids as its words

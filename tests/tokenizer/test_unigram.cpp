@@ -267,6 +267,14 @@ TEST(Unigram, ByteFallbackAndMissingUnk) {
     const UnigramModel no_unk({{"a", -1}}, -1, false);
     ids.clear();
     EXPECT_THROW(no_unk.encode("ab", ids), InputError);
+    // The uncovered character is quoted with its control byte escaped: one line, no raw byte.
+    try {
+        no_unk.encode("a\x1b", ids);
+        ADD_FAILURE() << "no error for an uncovered control character";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("character '\\x1b' is not covered"), std::string::npos)
+            << e.what();
+    }
 }
 
 // A malformed precompiled charsmap is refused with the file named; an empty one rewrites
