@@ -10,17 +10,18 @@ prints the best wall time and the largest peak RSS (os.wait4's ru_maxrss) per fi
 
 usage (from the repository root, after building build/sinkscope):
   /usr/bin/python3 bench/gguf_quant_load.py [--binary build/sinkscope] [--repeat 3] [--keep DIR]
-                                            [--layers 12] [--d-model 768] [--d-mlp 2048]
+                                            [--layers 12] [--d-model 768] [--heads 12]
+                                            [--d-mlp 2048]
                                             [--vocab 32000] [--seed 0]
 
-The GGUF writer and the Q4_K encoder below are this script's own (numpy, vectorised); the
+The GGUF writer and the Q4_K encoder are bench/checkpoint_formats.py's (numpy, vectorised); the
 encoder is a valid Q4_K encoder (scales rounded up, quants rounded to nearest, as
-tests/testing/ggml_quantize.hpp), not llama.cpp's search.
+tests/testing/ggml_quantize.hpp), not llama.cpp's search. Q4_K rows are 256 values, so
+--d-model and --d-mlp must be multiples of 256.
 """
 import argparse
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -28,76 +29,7 @@ import time
 
 import numpy as np
 
-GGUF_ALIGN = 32
-T_F32, T_F16, T_Q4_K = 0, 1, 12
-
-
-def f16_ceil(x):
-    """Smallest float16 >= x elementwise (x >= 0 float32 array), as float16."""
-    h = x.astype(np.float16)
-    low = h.astype(np.float32) < x
-    bits = h.view(np.uint16).copy()
-    bits[low] += 1
-    return bits.view(np.float16)
-
-
-def quantize_q4_k(w):
-    """[rows, cols] float32 (cols % 256 == 0) -> Q4_K bytes (ggml block_q4_K, 144 per 256)."""
-    x = w.reshape(-1, 8, 32).astype(np.float32)  # super-blocks x sub-blocks x values
-    lo = np.minimum(x.min(axis=2), 0)  # x = (d * sc) * q - dmin * m, m >= 0
-    hi = x.max(axis=2)
-    dmin = f16_ceil(((-lo).max(axis=1) / 63).astype(np.float32))
-    dmin32 = dmin.astype(np.float32)[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        m = np.where(dmin32 > 0, np.minimum(np.ceil(-lo / dmin32), 63), 0).astype(np.uint8)
-        s = (hi + dmin32 * m) / 15
-        d = f16_ceil((s.max(axis=1) / 63).astype(np.float32))
-        d32 = d.astype(np.float32)[:, None]
-        sc = np.where(d32 > 0, np.minimum(np.ceil(s / d32), 63), 0).astype(np.uint8)
-        step = (d32 * sc)[:, :, None]
-        q = np.where(step > 0, np.rint((x + (dmin32 * m)[:, :, None]) / step), 0)
-    q = np.clip(q, 0, 15).astype(np.uint8)
-    n = x.shape[0]
-    out = np.zeros((n, 144), np.uint8)
-    out[:, 0:2] = d.view(np.uint8).reshape(n, 2)
-    out[:, 2:4] = dmin.view(np.uint8).reshape(n, 2)
-    # scales[12]: j < 4: sc_j | (sc_{j+4} >> 4) << 6, m_j | (m_{j+4} >> 4) << 6;
-    # bytes 8-11: sc_{j+4} & 15 | (m_{j+4} & 15) << 4 (ggml get_scale_min_k4 inverted)
-    out[:, 4:8] = sc[:, :4] | (sc[:, 4:] >> 4) << 6
-    out[:, 8:12] = m[:, :4] | (m[:, 4:] >> 4) << 6
-    out[:, 12:16] = (sc[:, 4:] & 15) | (m[:, 4:] & 15) << 4
-    # qs[128]: value 64g + 32t + l is nibble t of qs[32g + l]
-    qg = q.reshape(n, 4, 2, 32)
-    out[:, 16:] = (qg[:, :, 0, :] | qg[:, :, 1, :] << 4).reshape(n, 128)
-    return out.tobytes()
-
-
-def gguf_string(s):
-    b = s.encode()
-    return struct.pack("<Q", len(b)) + b
-
-
-def write_gguf(path, kv, tensors):
-    """kv: [(key, 'u32'|'f32'|'str', value)]; tensors: [(name, ne list, ggml type, bytes)]."""
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
-    for key, kind, value in kv:
-        head += gguf_string(key)
-        if kind == "u32":
-            head += struct.pack("<II", 4, value)
-        elif kind == "f32":
-            head += struct.pack("<If", 6, value)
-        else:
-            head += struct.pack("<I", 8) + gguf_string(value)
-    offset = 0
-    for name, ne, ty, data in tensors:
-        head += gguf_string(name) + struct.pack("<I", len(ne))
-        head += b"".join(struct.pack("<Q", d) for d in ne)
-        head += struct.pack("<IQ", ty, offset)
-        offset += (len(data) + GGUF_ALIGN - 1) // GGUF_ALIGN * GGUF_ALIGN
-    with open(path, "wb") as f:
-        f.write(head + b"\0" * (-len(head) % GGUF_ALIGN))
-        for _, _, _, data in tensors:
-            f.write(data + b"\0" * (-len(data) % GGUF_ALIGN))
+from checkpoint_formats import T_F16, T_F32, T_Q4_K, quantize_q4_k, write_gguf
 
 
 def make_models(out, a):
@@ -161,6 +93,9 @@ def main():
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    if a.d_model % 256 or a.d_mlp % 256 or a.d_model % a.heads or (a.d_model // a.heads) % 2:
+        sys.exit("gguf_quant_load.py: --d-model and --d-mlp must be multiples of 256 (Q4_K rows) "
+                 "and --d-model / --heads an even head size")
     out = a.keep or tempfile.mkdtemp(prefix="sinkscope-gguf-quant-")
     os.makedirs(out, exist_ok=True)
     try:

@@ -10,9 +10,10 @@ Default: 124M parameters (tied embeddings), about 500 MB on disk. --d-mlp 2048 -
 import argparse
 import json
 import os
-import struct
 
 import numpy as np
+
+from checkpoint_formats import safetensors_header
 
 
 def main():
@@ -41,18 +42,11 @@ def main():
         shapes[p + "mlp.down_proj.weight"] = (D, F)
     if a.untied:
         shapes["lm_head.weight"] = (V, D)
-    header, offset = {}, 0
-    for name, shape in shapes.items():
-        n = int(np.prod(shape)) * 4
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    text = json.dumps(header).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
+    head, offset = safetensors_header([(name, "F32", shape) for name, shape in shapes.items()])
     os.makedirs(a.out, exist_ok=True)
     n_params = 0
     with open(os.path.join(a.out, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
+        f.write(head)
         for name, shape in shapes.items():
             if name.endswith("norm.weight"):
                 w = np.ones(shape, np.float32)
