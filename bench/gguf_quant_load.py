@@ -4,7 +4,7 @@
 Writes two GGUF files of the same random-weight Llama (default 12 layers, d_model 768, 12 heads,
 ffn 2048, vocab 32000, untied output: 134M parameters) to a temporary folder: every 2-D weight in
 F16 in one, in Q4_K in the other (norms F32 in both; no tokenizer). Each file is then loaded by
-`sinkscope inspect --model FILE` (load_model: parse, dequantize/convert to float32, build the
+`sinkscope inspect --load --model FILE` (load_model: parse, dequantize/convert to float32, build the
 model) in its own process, --repeat times after one untimed warm-up run (page cache); the script
 prints the best wall time and the largest peak RSS (os.wait4's ru_maxrss) per file.
 
@@ -70,14 +70,14 @@ def make_models(out, a):
 
 def run_once(binary, path):
     t0 = time.perf_counter()
-    proc = subprocess.Popen([binary, "inspect", "--model", path], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen([binary, "inspect", "--load", "--model", path],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     err = proc.stderr.read().decode()
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{binary} inspect --model {path} failed: {err}")
+        sys.exit(f"{binary} inspect --load --model {path} failed: {err}")
     return wall, usage.ru_maxrss  # kB on Linux
 
 

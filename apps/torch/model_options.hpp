@@ -59,12 +59,17 @@ inline void add_model_options(CLI::App* sub, api::ModelCliOptions& m, bool with_
         });
     }
     if (with_bos)
-        sub->add_option("--bos", m.bos, "BOS policy: default (the tokenizer's config) | always | never")
+        sub->add_option("--bos", m.bos,
+                        "BOS policy: default (the tokenizer's config) | always | never")
             ->capture_default_str();
     sub->add_option("--device", m.device, "cpu | cuda")->capture_default_str();
     sub->add_option("--dtype", m.dtype, "float32 | bfloat16 | float16 | float64")
         ->capture_default_str();
     sub->add_option("--tokenizer", m.tokenizer, "Tokenizer file (llama2.c tok*.bin)");
+    sub->add_flag("--widen-weights", m.widen_weights,
+                  "Convert every weight to --dtype at load instead of keeping bf16, f16 and "
+                  "quantized matrices in the file and widening each as it is used: more memory, "
+                  "no conversion in each forward; the results are identical");
     sub->add_option("--threads", m.threads,
                     "Threads of the model runtime and the analyses (0 = all cores)")
         ->capture_default_str();

@@ -6,12 +6,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <string>
 #include <thread>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 
 #ifndef SINKSCOPE_VERSION
 #define SINKSCOPE_VERSION "0.0.0"
@@ -22,8 +26,12 @@
 
 namespace sinkscope {
 
-std::string version_string() { return SINKSCOPE_VERSION; }
-std::string git_commit() { return SINKSCOPE_GIT_COMMIT; }
+std::string version_string() {
+    return SINKSCOPE_VERSION;
+}
+std::string git_commit() {
+    return SINKSCOPE_GIT_COMMIT;
+}
 
 int64_t peak_rss_bytes() {
     struct rusage usage {};
@@ -40,6 +48,57 @@ int64_t available_memory_bytes() {
         if (key == "MemAvailable:") return kib * 1024;
     const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? int64_t(pages) * int64_t(page) : 0;
+}
+
+namespace {
+
+// SINKSCOPE_MEMORY_LIMIT: digits, then at most one of K, M, G, T (powers of 1024), nothing else.
+int64_t parse_memory_limit(const std::string& text) {
+    const auto bad = [&] {
+        return UsageError(
+            "SINKSCOPE_MEMORY_LIMIT must be a number of bytes with an optional K, M, "
+            "G or T suffix (e.g. 16G), got " +
+            quote(text));
+    };
+    size_t digits = 0;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    if (digits == 0 || digits > 15 || text.size() > digits + 1) throw bad();
+    int shift = 0;
+    if (text.size() == digits + 1) {
+        const std::string units = "KMGT";
+        const size_t u = units.find(static_cast<char>(std::toupper(text.back())));
+        if (u == std::string::npos) throw bad();
+        shift = 10 * static_cast<int>(u + 1);
+    }
+    const int64_t value = std::stoll(text.substr(0, digits));  // < 10^15 < 2^50
+    if (value == 0 || value > (int64_t{1} << (62 - shift))) throw bad();
+    return value << shift;
+}
+
+}  // namespace
+
+int64_t memory_budget_bytes(std::string* source) {
+    const int64_t available = available_memory_bytes();
+    const char* env = std::getenv("SINKSCOPE_MEMORY_LIMIT");
+    const int64_t limit = env && *env ? parse_memory_limit(env) : 0;
+    const bool use_limit = limit > 0 && (available <= 0 || limit < available);
+    if (source) *source = use_limit ? "SINKSCOPE_MEMORY_LIMIT" : "MemAvailable";
+    return use_limit ? limit : available;
+}
+
+std::string format_bytes(double bytes) {
+    const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (u < 4 && bytes >= 1024.0) {
+        bytes /= 1024.0;
+        ++u;
+    }
+    char buf[48];
+    if (u == 0)
+        std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
+    else
+        std::snprintf(buf, sizeof buf, "%.1f %s", bytes, units[u]);
+    return buf;
 }
 
 std::string utc_timestamp() {

@@ -26,7 +26,8 @@ nlohmann::json json_number(double v) {
 }
 
 RunRecord::RunRecord(std::string command, int threads) : start_(std::chrono::steady_clock::now()) {
-    j_["tool"] = {{"name", "sinkscope"}, {"version", version_string()}, {"git_commit", git_commit()}};
+    j_["tool"] = {
+        {"name", "sinkscope"}, {"version", version_string()}, {"git_commit", git_commit()}};
     j_["command"] = std::move(command);
     j_["started_utc"] = utc_timestamp();
     j_["threads"] = threads;
@@ -41,12 +42,15 @@ RunRecord::RunRecord(std::string command, int threads) : start_(std::chrono::ste
     j_["environment"] = std::move(env);
 }
 
-void RunRecord::set(const std::string& key, nlohmann::json value) { j_[key] = std::move(value); }
+void RunRecord::set(const std::string& key, nlohmann::json value) {
+    j_[key] = std::move(value);
+}
 
 struct RunRecord::Hashing {
     std::string model_path;
     std::vector<std::filesystem::path> files;
-    std::vector<std::string> digests;
+    std::vector<std::string> digests;  // "" until hashed
+    std::atomic<size_t> next{0};       // the next file the background thread takes
     std::exception_ptr error;
     std::atomic<bool> cancel{false};
     std::thread worker;
@@ -54,14 +58,16 @@ struct RunRecord::Hashing {
     void run() {
 #if defined(__linux__)
         // Lowering one's own thread to the idle class needs no privilege; where refused, the
-        // hashing simply competes at normal priority.
+        // hashing simply competes at normal priority. On a busy machine this thread may get no
+        // core at all: finish_hashing() then does the rest itself.
         sched_param idle{};
         pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
 #endif
         try {
-            for (const auto& f : files) {
-                digests.push_back(sha256_file(f, &cancel));
-                if (cancel.load(std::memory_order_relaxed)) return;
+            for (size_t i = next++; i < files.size(); i = next++) {
+                std::string d = sha256_file(files[i], &cancel);
+                if (cancel.load(std::memory_order_relaxed)) return;  // d may be cut short
+                digests[i] = std::move(d);
             }
         } catch (...) {
             error = std::current_exception();
@@ -80,14 +86,21 @@ void RunRecord::set_model_files(const std::string& model_path,
     hashing_ = std::make_unique<Hashing>();
     hashing_->model_path = model_path;
     hashing_->files = weight_files;
+    hashing_->digests.assign(weight_files.size(), "");
     hashing_->worker = std::thread([h = hashing_.get()] { h->run(); });
 }
 
 void RunRecord::finish_hashing() {
     if (!hashing_) return;
+    // The command waits for the hashes now: the idle-class thread, which a busy machine may
+    // never schedule, stops at its next block (it needs only a moment of a core to see the flag),
+    // and this thread, at the command's own priority, hashes every file not yet done.
+    hashing_->cancel = true;
     hashing_->worker.join();
     const std::unique_ptr<Hashing> done = std::move(hashing_);
     if (done->error) std::rethrow_exception(done->error);
+    for (size_t i = 0; i < done->files.size(); ++i)
+        if (done->digests[i].empty()) done->digests[i] = sha256_file(done->files[i]);
     nlohmann::json files = nlohmann::json::array();
     for (size_t i = 0; i < done->files.size(); ++i)
         files.push_back({{"path", done->files[i].string()}, {"sha256", done->digests[i]}});

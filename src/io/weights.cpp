@@ -122,8 +122,16 @@ void check_view(const TensorView& t) {
 
 }  // namespace
 
-void convert_to_f32(const TensorView& t, float* out) {
+void check_convertible(const TensorView& t) {
     check_view(t);
+    if (t.dtype == WeightDType::I32 || t.dtype == WeightDType::I64)
+        throw UnsupportedError(t.file.string(), std::string(weight_dtype_name(t.dtype)) + " in " +
+                                                    quote(t.name) +
+                                                    " (integer tensor, not a weight)");
+}
+
+void convert_to_f32(const TensorView& t, float* out) {
+    check_convertible(t);
     const int64_t n = t.numel();
     if (n == 0) return;
     SS_CHECK(t.data != nullptr, "tensor ", printable(t.name), " has no data");
@@ -141,11 +149,6 @@ void convert_to_f32(const TensorView& t, float* out) {
         case WeightDType::F64:
             for (int64_t i = 0; i < n; ++i) out[i] = float(load<double>(p + 8 * i));
             return;
-        case WeightDType::I32:
-        case WeightDType::I64:
-            throw UnsupportedError(t.file.string(), std::string(weight_dtype_name(t.dtype)) +
-                                                        " in " + quote(t.name) +
-                                                        " (integer tensor, not a weight)");
         default:
             break;
     }

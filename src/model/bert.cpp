@@ -63,14 +63,14 @@ private:
     at::ScalarType dtype_;
     at::Device device_;
     int64_t n_positions_ = 0;  // rows of the position table (n_ctx + pos_offset)
-    at::Tensor word_;          // [d_vocab, d_model]
+    detail::Weight word_;      // [d_vocab, d_model]
     at::Tensor pos_;           // [n_positions, d_model]
     at::Tensor type_;          // [n_token_types, d_model]
     LayerNorm embed_norm_;
     std::vector<LayerWeights> layers_;
     Linear head_dense_;  // [d_model, d_model] MLM transform
     LayerNorm head_norm_;
-    Linear out_;  // [d_vocab, d_model] (weight aliases word_ when tied) + bias [d_vocab]
+    Linear out_;            // [d_vocab, d_model] (weight aliases word_ when tied) + bias [d_vocab]
     bool has_head_ = true;  // false: no MLM head in the format (GGUF), no logits
     int64_t n_params_ = 0;
 };
@@ -94,7 +94,7 @@ BertFamily::BertFamily(const ModelConfig& config, const WeightSource& src, const
         return detail::load_linear(ld, w, b, layer, n_out, n_in);
     };
 
-    word_ = ld.get(R::TokenEmbed, -1, {c_.d_vocab, D});
+    word_ = ld.weight(R::TokenEmbed, -1, {c_.d_vocab, D});
     pos_ = ld.get(R::PosEmbed, -1, {n_positions_, D});
     type_ = ld.get(R::TypeEmbed, -1, {c_.n_token_types, D});
     embed_norm_ = norm(R::EmbedNorm, R::EmbedNormBias, -1);
@@ -118,7 +118,7 @@ BertFamily::BertFamily(const ModelConfig& config, const WeightSource& src, const
         head_dense_ = linear(R::HeadDense, R::HeadDenseBias, -1, D, D);
         head_norm_ = norm(R::HeadNorm, R::HeadNormBias, -1);
         // save_pretrained drops the tied decoder weight; an untied checkpoint stores it.
-        out_.w = c_.tied_embeddings ? word_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+        out_.w = c_.tied_embeddings ? word_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
         out_.b = ld.get(R::OutputBias, -1, {c_.d_vocab});
     }
     n_params_ = ld.n_params();
@@ -190,7 +190,7 @@ ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& ca
     ForwardResult result;
     detail::HookRecorder hooks(capture, result);
     // Pass 1: embeddings in HF's order, (word + token_type) + position, then LayerNorm.
-    at::Tensor x = at::embedding(word_, ids) + at::embedding(type_, types);  // [b, pos, d_model]
+    at::Tensor x = word_.rows(ids) + at::embedding(type_, types);  // [b, pos, d_model]
     x = x + at::embedding(pos_, position_ids(ids));
     hooks.keep(HookPoint::Embed, -1, x);
     x = embed_norm_(x);

@@ -16,6 +16,7 @@
 #include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/weights.hpp"
+#include "sinkscope/model/footprint.hpp"
 #include "tensor_load.hpp"
 
 namespace sinkscope::model::detail {
@@ -136,7 +137,7 @@ RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, const ModelConfig& c,
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
     const at::Tensor inv_freq = rope_inv_freq(c, rot_dim, n_tokens, device);  // [rot/2] f32
     const at::Tensor freqs = at::outer(at::arange(n_tokens, f32), inv_freq);  // [pos, rot/2]
-    const at::Tensor emb = at::cat({freqs, freqs}, -1);                        // [pos, rot]
+    const at::Tensor emb = at::cat({freqs, freqs}, -1);                       // [pos, rot]
     at::Tensor cos = emb.cos(), sin = emb.sin();
     // YaRN's and LongRoPE's attention factor scales cos and sin in f32 (transformers'
     // attention_scaling).
@@ -222,10 +223,9 @@ at::Tensor attend_functional(const at::Tensor& q, const at::Tensor& kh, const at
                 at::matmul(q.narrow(1, i0, n).transpose(1, 2), kh.transpose(-2, -1)) * scale,
                 softcap);
             if (hidden.defined())
-                scores.masked_fill_(hidden.dim() >= 2 && hidden.size(-2) == T
-                                        ? hidden.narrow(-2, i0, n)
-                                        : hidden,
-                                    -std::numeric_limits<double>::infinity());
+                scores.masked_fill_(
+                    hidden.dim() >= 2 && hidden.size(-2) == T ? hidden.narrow(-2, i0, n) : hidden,
+                    -std::numeric_limits<double>::infinity());
             parts.push_back(at::matmul(at::softmax(scores, -1, accum_type(dtype)).to(dtype), vh));
         }
         return at::cat(parts, 2).transpose(1, 2).contiguous();
@@ -343,8 +343,11 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
         for (int64_t head = 0; head < H; ++head) {
             if (!mask->is_ablated(layer, head)) continue;
             at::Tensor zh = z.select(2, head);  // [batch, pos, d_head] view
-            if (mask->kind == HeadMask::Kind::Zero) zh.zero_();
-            else zh.copy_(mask->z_mean[layer][head].to(z.device(), dtype).view({1, 1, dh}).expand_as(zh));
+            if (mask->kind == HeadMask::Kind::Zero)
+                zh.zero_();
+            else
+                zh.copy_(
+                    mask->z_mean[layer][head].to(z.device(), dtype).view({1, 1, dh}).expand_as(zh));
         }
     }
     hooks.keep(HookPoint::Z, layer, z);
@@ -396,11 +399,82 @@ std::vector<std::string> name_candidates(const std::string& n, TensorRole role) 
 
 }  // namespace
 
+// ---- Weight: file bytes widened at use ----
+
+struct Weight::Stored {
+    io::TensorView view;  // the file's [n, d] bytes; view.owner keeps them mapped
+    int64_t d = 0;        // values a row
+    // Row r of the weight is row rows[r] of the file's tensor (empty: the file's rows in order):
+    // a part of a fused matrix, or Q/K rows in the HF order (WeightLoader::host_rope_rows).
+    std::vector<int64_t> rows;
+    int64_t n_rows = 0;
+    at::ScalarType dtype = at::kFloat;  // the compute dtype
+    mutable std::mutex mutex;           // guards kept
+    mutable at::Tensor kept;            // param(): widened once and kept
+
+    // Rows `src` (n of them) of the file's tensor converted to float32 into out [n, d]. Rows
+    // are whole quantization blocks (io::check_convertible), so a row converts alone to the
+    // values it has in the whole tensor's conversion.
+    void convert_rows(const int64_t* src, int64_t n, float* out) const {
+        io::TensorView row = view;
+        const int64_t row_bytes = io::weight_dtype_n_bytes(view.dtype, d);
+        row.shape = {d};
+        row.n_bytes = static_cast<size_t>(row_bytes);
+        for (int64_t i = 0; i < n; ++i) {
+            SS_CHECK(src[i] >= 0 && src[i] < view.shape[0], "row ", src[i], " outside ", view.name);
+            row.data = view.data + src[i] * row_bytes;
+            io::convert_to_f32(row, out + i * d);
+        }
+    }
+    // The values WeightLoader::to_device(read / host_rope_rows / host_qkv part) gives this
+    // tensor: read_f32's conversion of each value, the same row order, to_device's dtype.
+    at::Tensor widen() const {
+        at::Tensor host = at::empty({n_rows, d}, at::TensorOptions().dtype(at::kFloat));
+        if (rows.empty())
+            io::convert_to_f32(view, host.data_ptr<float>());
+        else
+            convert_rows(rows.data(), n_rows, host.data_ptr<float>());
+        return host.to(at::kCPU, dtype).contiguous();
+    }
+    at::Tensor kept_or_null() const {
+        const std::lock_guard<std::mutex> lock(mutex);
+        return kept;
+    }
+};
+
+at::Tensor Weight::use() const {
+    if (!stored_) return wide_;
+    at::Tensor kept = stored_->kept_or_null();
+    return kept.defined() ? kept : stored_->widen();
+}
+
+at::Tensor Weight::rows(const at::Tensor& ids) const {
+    if (!stored_) return at::embedding(wide_, ids);
+    if (at::Tensor kept = stored_->kept_or_null(); kept.defined()) return at::embedding(kept, ids);
+    const Stored& st = *stored_;
+    SS_CHECK(st.rows.empty(), "rows() of a table stored in order");
+    const at::Tensor flat = ids.reshape({-1}).to(at::kCPU, at::kLong).contiguous();
+    at::Tensor out = at::empty({flat.numel(), st.d}, at::TensorOptions().dtype(at::kFloat));
+    st.convert_rows(flat.data_ptr<int64_t>(), flat.numel(), out.data_ptr<float>());
+    std::vector<int64_t> sizes = ids.sizes().vec();
+    sizes.push_back(st.d);
+    return out.to(at::kCPU, st.dtype).view(sizes);
+}
+
+at::Tensor Weight::param() const {
+    if (!stored_) return wide_;
+    const std::lock_guard<std::mutex> lock(stored_->mutex);
+    if (!stored_->kept.defined()) stored_->kept = stored_->widen();
+    return stored_->kept;
+}
+
 WeightLoader::WeightLoader(const ModelConfig& c, const WeightSource& src, const RuntimeOptions& rt)
     : arch_(find_architecture(c.architecture)),
       src_(src),
       dtype_(scalar_type(rt.dtype)),
-      device_(device_of(rt)) {}
+      device_(device_of(rt)),
+      cpu_(rt.device == DeviceKind::Cpu),
+      widen_at_load_(rt.widen_at_load) {}
 
 std::string WeightLoader::name(TensorRole role, int64_t layer) const {
     const std::string n = tensor_name(arch_, src_.format, role, layer);
@@ -420,6 +494,13 @@ at::Tensor WeightLoader::read(TensorRole role, int64_t layer, const std::vector<
     const std::string n = name(role, layer);
     SS_CHECK(!n.empty(), "architecture ", arch_.name, " names no tensor for role ",
              static_cast<int>(role), " in ", weight_format_name(src_.format));
+    if (src_.metadata_only) {
+        bool file_bytes = false;
+        at::Tensor meta = read_meta(src_, n, shape, &file_bytes);
+        // A CPU float32 build would use this tensor in the file's pages (to_device counts it).
+        if (kept && cpu_ && file_bytes && dtype_ == at::kFloat) in_place_.push_back(meta);
+        return meta;
+    }
     const bool in_place = kept && device_.is_cpu() && dtype_ == at::kFloat;
     return read_f32(src_, n, shape, in_place);
 }
@@ -465,17 +546,153 @@ at::Tensor WeightLoader::host_qkv(TensorRole role, int64_t layer, int64_t n_head
 
 at::Tensor WeightLoader::to_device(const at::Tensor& host_f32) {
     n_params_ += host_f32.numel();
+    if (WeightFootprint* f = src_.metadata_only) {
+        // As the real build: a tensor read in place, or a contiguous view of one (a part of
+        // a fused q/k/v matrix), passes to_device without a copy.
+        const bool in_place =
+            host_f32.is_contiguous() &&
+            std::any_of(in_place_.begin(), in_place_.end(), [&](const at::Tensor& t) {
+                return t.storage().unsafeGetStorageImpl() ==
+                       host_f32.storage().unsafeGetStorageImpl();
+            });
+        (in_place ? f->numel_in_place : f->numel_copied) += host_f32.numel();
+    }
     return host_f32.to(device_, dtype_).contiguous();
+}
+
+Weight WeightLoader::stored_weight(TensorRole role, int64_t layer,
+                                   const std::vector<int64_t>& shape, std::vector<int64_t> rows,
+                                   bool first_part) {
+    const std::string n = name(role, layer);
+    SS_CHECK(!n.empty(), "architecture ", arch_.name, " names no tensor for role ",
+             static_cast<int>(role), " in ", weight_format_name(src_.format));
+    const io::TensorView view = checked_view(src_, n, shape);
+    const int64_t numel = rows.empty() ? view.numel() : int64_t(rows.size()) * shape[1];
+    n_params_ += numel;
+    if (WeightFootprint* f = src_.metadata_only) {
+        if (first_part) tally(src_, view, /*deferred=*/true);  // a fused tensor once
+        f->numel_deferred += numel;
+        const int64_t n_rows = rows.empty() ? shape[0] : int64_t(rows.size());
+        return Weight(
+            at::empty({n_rows, shape[1]}, at::TensorOptions().dtype(at::kFloat).device(at::kMeta)));
+    }
+    auto st = std::make_shared<Weight::Stored>();
+    st->view = view;
+    st->d = shape[1];
+    st->n_rows = rows.empty() ? shape[0] : int64_t(rows.size());
+    st->rows = std::move(rows);
+    st->dtype = dtype_;
+    return Weight(std::shared_ptr<const Weight::Stored>(std::move(st)));
+}
+
+bool WeightLoader::defer(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) const {
+    if (!cpu_ || widen_at_load_ || shape.size() != 2) return false;
+    const std::string n = name(role, layer);
+    if (n.empty() || !src_.store->has(n)) return false;  // the eager read reports it
+    return stays_in_file(checked_view(src_, n, shape), dtype_);
+}
+
+Weight WeightLoader::weight(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) {
+    if (defer(role, layer, shape)) return stored_weight(role, layer, shape, {});
+    // A bf16 (f16, f64) file under a model of the same dtype: its bytes as they lie, as a
+    // float32 file under a float32 model (read()); the same values as the load's widening and
+    // narrowing back, which is exact.
+    const std::string n = name(role, layer);
+    if (cpu_ && !widen_at_load_ && dtype_ != at::kFloat && !n.empty() && src_.store->has(n)) {
+        const io::TensorView view = checked_view(src_, n, shape);
+        if (usable_as_is(view, dtype_)) {
+            n_params_ += view.numel();
+            if (WeightFootprint* f = src_.metadata_only) {
+                tally(src_, view, /*deferred=*/false);
+                f->numel_in_place += view.numel();
+                return Weight(
+                    at::empty(shape, at::TensorOptions().dtype(dtype_).device(at::kMeta)));
+            }
+            void* data = const_cast<uint8_t*>(view.data);  // read-only mapping: never written
+            return Weight(at::from_blob(
+                data, shape, [owner = view.owner](void*) {}, at::TensorOptions().dtype(dtype_)));
+        }
+    }
+    return get(role, layer, shape);
+}
+
+Weight WeightLoader::rope_rows_weight(TensorRole role, int64_t layer, int64_t n_head,
+                                      int64_t d_head, int64_t d_in) {
+    const std::vector<int64_t> shape{n_head * d_head, d_in};
+    if (!qk_interleaved()) return weight(role, layer, shape);  // the HF order already
+    if (!defer(role, layer, shape))
+        return to_device(host_rope_rows(role, layer, n_head, d_head, d_in));
+    // host_rope_rows: row t * d_head/2 + i of head h is the file's row 2i + t of head h
+    std::vector<int64_t> rows(static_cast<size_t>(n_head * d_head));
+    const int64_t half = d_head / 2;
+    for (int64_t h = 0; h < n_head; ++h)
+        for (int64_t t = 0; t < 2; ++t)
+            for (int64_t i = 0; i < half; ++i)
+                rows[static_cast<size_t>(h * d_head + t * half + i)] = h * d_head + 2 * i + t;
+    return stored_weight(role, layer, shape, std::move(rows));
+}
+
+Weight WeightLoader::linear_weight(TensorRole role, int64_t layer, int64_t n_out, int64_t n_in) {
+    if (src_.format == WeightFormat::HuggingFace && arch_.hf_conv1d)
+        return to_device(host_linear(role, layer, n_out, n_in));
+    return weight(role, layer, {n_out, n_in});
+}
+
+std::vector<Weight> WeightLoader::split_rows(TensorRole role, int64_t layer,
+                                             const std::vector<int64_t>& shape,
+                                             const std::vector<int64_t>& sizes) {
+    std::vector<Weight> parts;
+    int64_t begin = 0;
+    if (!defer(role, layer, shape)) {
+        const at::Tensor host_f32 = host(role, layer, shape);  // read once, then split
+        for (int64_t n : sizes) {
+            parts.push_back(to_device(host_f32.narrow(0, begin, n)));
+            begin += n;
+        }
+        return parts;
+    }
+    for (int64_t n : sizes) {
+        std::vector<int64_t> rows(static_cast<size_t>(n));
+        for (int64_t r = 0; r < n; ++r) rows[static_cast<size_t>(r)] = begin + r;
+        parts.push_back(stored_weight(role, layer, shape, std::move(rows), begin == 0));
+        begin += n;
+    }
+    return parts;
+}
+
+std::vector<Weight> WeightLoader::qkv_parts(TensorRole role, int64_t layer, int64_t n_heads,
+                                            int64_t d_head, int64_t d_in) {
+    const int64_t n = 3 * n_heads * d_head, hd = n_heads * d_head;
+    std::vector<Weight> parts;
+    const bool conv1d = src_.format == WeightFormat::HuggingFace && arch_.hf_conv1d;
+    if (conv1d || !defer(role, layer, {n, d_in})) {
+        const at::Tensor host_f32 = host_qkv(role, layer, n_heads, d_head, d_in);
+        for (int64_t p = 0; p < 3; ++p) parts.push_back(to_device(host_f32.narrow(0, p * hd, hd)));
+        return parts;
+    }
+    // host_qkv's order: [part][head][d_head]; HF GPT-NeoX files group the rows per head
+    const bool per_head = src_.format == WeightFormat::HuggingFace && arch_.hf_qkv_per_head;
+    for (int64_t p = 0; p < 3; ++p) {
+        std::vector<int64_t> rows(static_cast<size_t>(hd));
+        for (int64_t h = 0; h < n_heads; ++h)
+            for (int64_t i = 0; i < d_head; ++i)
+                rows[static_cast<size_t>(h * d_head + i)] =
+                    per_head ? (h * 3 + p) * d_head + i : p * hd + h * d_head + i;
+        parts.push_back(stored_weight(role, layer, {n, d_in}, std::move(rows), p == 0));
+    }
+    return parts;
 }
 
 // ---- Building blocks of the LayerNorm families ----
 
-at::Tensor Linear::operator()(const at::Tensor& x) const { return at::linear(x, w, b); }
+at::Tensor Linear::operator()(const at::Tensor& x) const {
+    return at::linear(x, w.use(), b);
+}
 
 Linear load_linear(WeightLoader& ld, TensorRole w_role, std::optional<TensorRole> b_role,
                    int64_t layer, int64_t n_out, int64_t n_in) {
     Linear lin;
-    lin.w = ld.to_device(ld.host_linear(w_role, layer, n_out, n_in));
+    lin.w = ld.linear_weight(w_role, layer, n_out, n_in);
     if (b_role) lin.b = ld.get(*b_role, layer, {n_out});
     return lin;
 }
@@ -496,9 +713,12 @@ at::Tensor rms_normalized(const at::Tensor& x, double eps) {
 
 at::Tensor activate(const at::Tensor& x, Activation act) {
     switch (act) {
-        case Activation::Silu: return at::silu(x);
-        case Activation::GeluTanh: return at::gelu(x, "tanh");
-        case Activation::Gelu: return at::gelu(x);
+        case Activation::Silu:
+            return at::silu(x);
+        case Activation::GeluTanh:
+            return at::gelu(x, "tanh");
+        case Activation::Gelu:
+            return at::gelu(x);
     }
     throw InternalError("unknown activation");
 }
@@ -508,7 +728,7 @@ at::Tensor self_attention(const at::Tensor& h, const AttentionWeights& w, const 
                           int64_t layer, const HeadMask* mask, at::ScalarType dtype,
                           HookRecorder& hooks) {
     const int64_t B = h.size(0), T = h.size(1), dh = c.d_head;
-    const at::Tensor q = w.q(h).view({B, T, c.n_heads, dh});  // [batch, pos, n_heads, d_head]
+    const at::Tensor q = w.q(h).view({B, T, c.n_heads, dh});     // [batch, pos, n_heads, d_head]
     const at::Tensor k = w.k(h).view({B, T, c.n_kv_heads, dh});  // [batch, pos, n_kv, d_head]
     const at::Tensor v = w.v(h).view({B, T, c.n_kv_heads, dh});
     hooks.keep(HookPoint::Q, layer, q);

@@ -139,8 +139,8 @@ struct DecoderFrame {
     int64_t n_tokens = 0;
     bool want_logits = true;  // capture.wants_logits(): run the language-model head
     ForwardResult result;
-    HookRecorder hooks;  // bound to `capture` (outlives the frame) and `result`
-    RopeTables rope;     // rot_dim 0: none
+    HookRecorder hooks;         // bound to `capture` (outlives the frame) and `result`
+    RopeTables rope;            // rot_dim 0: none
     AttentionMask hidden;       // [query, key] causal, the window applied
     AttentionMask hidden_full;  // causal without window; defined when c.window_layers is not empty
     std::vector<int64_t> window_layers;
@@ -150,6 +150,42 @@ struct DecoderFrame {
 };
 
 // ---- Weights: every family reads its tensors through WeightLoader ----
+
+// A weight matrix or table of the forward (issue 47). On the CPU, a tensor whose file bytes are
+// narrower than its compute-dtype copy would be (bf16 or f16 under a float32 / float64 model,
+// GGML quantized blocks under any) stays in the file's mapped pages and is widened at each use:
+// use() runs exactly the conversion the load would have run (file bytes -> float32, the layout
+// change, the compute dtype) into a tensor that lives while the caller holds it. The widened
+// values are a function of the file's bytes alone, so a forward computes with the very values a
+// model widened at load holds, and every result is the same bit for bit (no error bound to
+// state: the arithmetic is unchanged). Memory: the file's pages (shared, reclaimable) plus one
+// widened matrix at a time. A file tensor of the compute dtype itself is used where it lies (as
+// float32 files under float32, WeightLoader::read); every other weight is held in the compute
+// dtype (a plain tensor).
+class Weight {
+public:
+    Weight() = default;
+    Weight(at::Tensor wide) : wide_(std::move(wide)) {}  // already in the compute dtype
+    // Held in the file's pages (WeightLoader::stored_weight).
+    struct Stored;
+    explicit Weight(std::shared_ptr<const Stored> stored) : stored_(std::move(stored)) {}
+
+    bool defined() const { return wide_.defined() || stored_ != nullptr; }
+    // The weight in the compute dtype: the held tensor, or a freshly widened copy.
+    at::Tensor use() const;
+    // at::embedding(use(), ids) without widening the whole table: only rows `ids` (int64, any
+    // shape, each in range) are widened; the same values bit for bit.
+    at::Tensor rows(const at::Tensor& ids) const;
+    // A persistent compute-dtype tensor (Transformer::parameters(): gradients and training need
+    // tensors that stay): a deferred weight is widened once, kept, and used from then on, so a
+    // model whose parameters were asked for holds them widened, as a model widened at load.
+    // Thread-safe (forwards on other threads may be reading the weight).
+    at::Tensor param() const;
+
+private:
+    at::Tensor wide_;
+    std::shared_ptr<const Stored> stored_;
+};
 
 // Reads a family's tensors by role (registry tensor names of src.format), checks their shapes,
 // moves them to the compute device and dtype, and counts the parameters it hands out. What the
@@ -197,6 +233,8 @@ public:
     // the caller hands the result to to_device unchanged (it may then be a view of the file).
     at::Tensor host_linear(TensorRole role, int64_t layer, int64_t n_out, int64_t n_in,
                            bool kept = true) const;
+    // to_device(host_linear(...)) as a Weight (weight() unless a transposed Conv1D); counted.
+    Weight linear_weight(TensorRole role, int64_t layer, int64_t n_out, int64_t n_in);
     // Fused q/k/v weight (AttnQKV: [3 * n_heads * d_head, d_in]) or bias (AttnQKVBias, d_in 0:
     // [3 * n_heads * d_head]) as host f32 with rows [all q; all k; all v], head h at rows
     // h * d_head .. of its part. HF GPT-NeoX groups them per head ([head][q|k|v][d_head],
@@ -208,6 +246,20 @@ public:
     at::Tensor get(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) {
         return to_device(read(role, layer, shape, /*kept=*/true));
     }
+    // As get(), as a Weight: held in the file's pages and widened at use when the file's bytes
+    // are narrower than the compute dtype on a CPU model (Weight), else get(). Counted.
+    Weight weight(TensorRole role, int64_t layer, const std::vector<int64_t>& shape);
+    // As to_device(host_rope_rows(...)), as a Weight (the row order is undone at each use).
+    Weight rope_rows_weight(TensorRole role, int64_t layer, int64_t n_head, int64_t d_head,
+                            int64_t d_in);
+    // The consecutive row parts of `sizes` rows of a fused matrix `role` of `shape` (Phi-3
+    // qkv_proj and gate_up_proj), as Weights; counted.
+    std::vector<Weight> split_rows(TensorRole role, int64_t layer,
+                                   const std::vector<int64_t>& shape,
+                                   const std::vector<int64_t>& sizes);
+    // q, k and v of a fused AttnQKV weight (host_qkv's rows), as Weights; counted.
+    std::vector<Weight> qkv_parts(TensorRole role, int64_t layer, int64_t n_heads, int64_t d_head,
+                                  int64_t d_in);
     int64_t n_params() const { return n_params_; }
     at::ScalarType dtype() const { return dtype_; }
     const at::Device& device() const { return device_; }
@@ -222,14 +274,29 @@ private:
     const WeightSource& src_;
     at::ScalarType dtype_;
     at::Device device_;
+    // True when `role` of `shape` stays in the file's pages (a CPU model, widen_at_load unset,
+    // tensor_load.hpp stays_in_file).
+    bool defer(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) const;
+    // `role` of `shape` [n, d] kept in the file's pages: rows `rows` of it (empty: all, in
+    // order), counted; `first_part`: the first Weight made of this tensor (tallied once).
+    Weight stored_weight(TensorRole role, int64_t layer, const std::vector<int64_t>& shape,
+                         std::vector<int64_t> rows, bool first_part = true);
+
+    bool cpu_;  // the model runs on the CPU (device_ is the meta device in metadata-only builds)
+    bool widen_at_load_;  // RuntimeOptions::widen_at_load
     int64_t n_params_ = 0;
+    // Metadata-only builds: the tensors read() returned that a CPU float32 build would keep in
+    // the file's pages (to_device counts them and their contiguous views as in place).
+    mutable std::vector<at::Tensor> in_place_;
 };
 
 // ---- Building blocks of the LayerNorm families (GPT-2, GPT-NeoX, Phi, BERT, ViT) ----
 
-// y = x W^T + b. w: [out, in], b: [out] or undefined (no bias).
+// y = x W^T + b. w: [out, in] (widened at use when held in the file's pages), b: [out] or
+// undefined (no bias).
 struct Linear {
-    at::Tensor w, b;
+    Weight w;
+    at::Tensor b;
     at::Tensor operator()(const at::Tensor& x) const;
 };
 // Linear weights of roles (w_role, b_role) of `layer`; no b_role: no bias.
@@ -272,6 +339,9 @@ struct ParameterList {
     std::vector<Parameter> items;
     void add(TensorRole role, int64_t layer, const at::Tensor& t) {
         if (t.defined()) items.push_back(Parameter{role, layer, t});
+    }
+    void add(TensorRole role, int64_t layer, const Weight& w) {
+        if (w.defined()) items.push_back(Parameter{role, layer, w.param()});
     }
     void add(const Linear& lin, TensorRole w_role, TensorRole b_role, int64_t layer) {
         add(w_role, layer, lin.w);

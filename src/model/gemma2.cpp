@@ -24,15 +24,15 @@ namespace sinkscope::model {
 namespace {
 
 struct Gemma2Layer {
-    at::Tensor input_norm;      // [d_model] f32, effective scale 1 + w
-    at::Tensor wq;              // [n_heads * d_head, d_model]
-    at::Tensor wk, wv;          // [n_kv_heads * d_head, d_model]
-    at::Tensor wo;              // [d_model, n_heads * d_head]
-    at::Tensor post_attn_norm;  // [d_model] f32
-    at::Tensor pre_ffn_norm;    // [d_model] f32
-    at::Tensor w_gate, w_up;    // [d_mlp, d_model]
-    at::Tensor w_down;          // [d_model, d_mlp]
-    at::Tensor post_ffn_norm;   // [d_model] f32
+    at::Tensor input_norm;        // [d_model] f32, effective scale 1 + w
+    detail::Weight wq;            // [n_heads * d_head, d_model]
+    detail::Weight wk, wv;        // [n_kv_heads * d_head, d_model]
+    detail::Weight wo;            // [d_model, n_heads * d_head]
+    at::Tensor post_attn_norm;    // [d_model] f32
+    at::Tensor pre_ffn_norm;      // [d_model] f32
+    detail::Weight w_gate, w_up;  // [d_mlp, d_model]
+    detail::Weight w_down;        // [d_model, d_mlp]
+    at::Tensor post_ffn_norm;     // [d_model] f32
 };
 
 class Gemma2Family final : public Transformer {
@@ -50,9 +50,9 @@ private:
     ModelConfig c_;
     at::ScalarType dtype_;
     at::Device device_;
-    at::Tensor embed_;     // [d_vocab, d_model]
-    at::Tensor out_norm_;  // [d_model] f32
-    at::Tensor w_out_;     // [d_vocab, d_model] (aliases embed_ when tied)
+    detail::Weight embed_;  // [d_vocab, d_model]
+    at::Tensor out_norm_;   // [d_model] f32
+    detail::Weight w_out_;  // [d_vocab, d_model] (aliases embed_ when tied)
     std::vector<Gemma2Layer> layers_;
     int64_t n_params_ = 0;
 };
@@ -73,23 +73,23 @@ Gemma2Family::Gemma2Family(const ModelConfig& config, const WeightSource& src,
     };
     const bool embed_from_output =
         c_.tied_embeddings && !ld.has(R::TokenEmbed) && ld.has(R::Output);
-    embed_ = ld.get(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
+    embed_ = ld.weight(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
     out_norm_ = norm(R::OutputNorm, -1);
     const bool tied =
         c_.tied_embeddings || (src.format != WeightFormat::HuggingFace && !ld.has(R::Output));
-    w_out_ = tied ? embed_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    w_out_ = tied ? embed_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         Gemma2Layer w;
         w.input_norm = norm(R::AttnNorm, l);
-        w.wq = ld.to_device(ld.host_rope_rows(R::AttnQ, l, H, dh, D));
-        w.wk = ld.to_device(ld.host_rope_rows(R::AttnK, l, Hkv, dh, D));
-        w.wv = ld.get(R::AttnV, l, {Hkv * dh, D});
-        w.wo = ld.get(R::AttnO, l, {D, H * dh});
+        w.wq = ld.rope_rows_weight(R::AttnQ, l, H, dh, D);
+        w.wk = ld.rope_rows_weight(R::AttnK, l, Hkv, dh, D);
+        w.wv = ld.weight(R::AttnV, l, {Hkv * dh, D});
+        w.wo = ld.weight(R::AttnO, l, {D, H * dh});
         w.post_attn_norm = norm(R::AttnPostNorm, l);
         w.pre_ffn_norm = norm(R::FfnNorm, l);
-        w.w_gate = ld.get(R::FfnGate, l, {c_.d_mlp, D});
-        w.w_up = ld.get(R::FfnUp, l, {c_.d_mlp, D});
-        w.w_down = ld.get(R::FfnDown, l, {D, c_.d_mlp});
+        w.w_gate = ld.weight(R::FfnGate, l, {c_.d_mlp, D});
+        w.w_up = ld.weight(R::FfnUp, l, {c_.d_mlp, D});
+        w.w_down = ld.weight(R::FfnDown, l, {D, c_.d_mlp});
         w.post_ffn_norm = norm(R::FfnPostNorm, l);
         layers_.push_back(std::move(w));
     }
@@ -104,21 +104,21 @@ at::Tensor Gemma2Family::rms_norm(const at::Tensor& x, const at::Tensor& scale_f
 std::vector<Parameter> Gemma2Family::parameters() const {
     using R = TensorRole;
     detail::ParameterList p;
-    p.add(R::TokenEmbed, -1, embed_);
+    p.add(R::TokenEmbed, -1, embed_.param());
     p.add(R::OutputNorm, -1, out_norm_);
-    p.add(R::Output, -1, w_out_);
+    p.add(R::Output, -1, w_out_.param());
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         const Gemma2Layer& w = layers_[static_cast<size_t>(l)];
         p.add(R::AttnNorm, l, w.input_norm);
-        p.add(R::AttnQ, l, w.wq);
-        p.add(R::AttnK, l, w.wk);
-        p.add(R::AttnV, l, w.wv);
-        p.add(R::AttnO, l, w.wo);
+        p.add(R::AttnQ, l, w.wq.param());
+        p.add(R::AttnK, l, w.wk.param());
+        p.add(R::AttnV, l, w.wv.param());
+        p.add(R::AttnO, l, w.wo.param());
         p.add(R::AttnPostNorm, l, w.post_attn_norm);
         p.add(R::FfnNorm, l, w.pre_ffn_norm);
-        p.add(R::FfnGate, l, w.w_gate);
-        p.add(R::FfnUp, l, w.w_up);
-        p.add(R::FfnDown, l, w.w_down);
+        p.add(R::FfnGate, l, w.w_gate.param());
+        p.add(R::FfnUp, l, w.w_up.param());
+        p.add(R::FfnDown, l, w.w_down.param());
         p.add(R::FfnPostNorm, l, w.post_ffn_norm);
     }
     return std::move(p.items);
@@ -133,7 +133,7 @@ ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& 
     const int64_t B = f.ids.size(0), T = f.n_tokens;
     auto& hooks = f.hooks;
     // Embedding times sqrt(d_model) rounded to the compute dtype (HF's normalizer tensor).
-    at::Tensor x = at::embedding(embed_, f.ids) *  // [batch, pos, d_model]
+    at::Tensor x = embed_.rows(f.ids) *  // [batch, pos, d_model]
                    at::scalar_tensor(std::sqrt(static_cast<double>(c_.d_model)),
                                      at::TensorOptions().dtype(dtype_).device(device_));
     hooks.keep(HookPoint::Embed, -1, x);
@@ -142,9 +142,9 @@ ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& 
         const Gemma2Layer& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
         const at::Tensor h = rms_norm(x, w.input_norm);  // [batch, pos, d_model]
-        const at::Tensor q = at::linear(h, w.wq).view({B, T, H, dh});
-        const at::Tensor k = at::linear(h, w.wk).view({B, T, Hkv, dh});
-        const at::Tensor v = at::linear(h, w.wv).view({B, T, Hkv, dh});
+        const at::Tensor q = at::linear(h, w.wq.use()).view({B, T, H, dh});
+        const at::Tensor k = at::linear(h, w.wk.use()).view({B, T, Hkv, dh});
+        const at::Tensor v = at::linear(h, w.wv.use()).view({B, T, Hkv, dh});
         hooks.keep(HookPoint::Q, l, q);
         hooks.keep(HookPoint::K, l, k);
         hooks.keep(HookPoint::V, l, v);
@@ -153,17 +153,19 @@ ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& 
         hooks.keep(HookPoint::RotK, l, rk);
         const at::Tensor z = detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_,
                                             hooks, c_.attn_softcap);
-        x = x + rms_norm(at::linear(z.view({B, T, H * dh}), w.wo), w.post_attn_norm);
+        x = x + rms_norm(at::linear(z.view({B, T, H * dh}), w.wo.use()), w.post_attn_norm);
         hooks.keep(HookPoint::ResidMid, l, x);
         const at::Tensor h2 = rms_norm(x, w.pre_ffn_norm);
-        const at::Tensor gate = at::gelu(at::linear(h2, w.w_gate), "tanh");  // [batch, pos, d_mlp]
-        x = x + rms_norm(at::linear(gate * at::linear(h2, w.w_up), w.w_down), w.post_ffn_norm);
+        const at::Tensor gate =
+            at::gelu(at::linear(h2, w.w_gate.use()), "tanh");  // [batch, pos, d_mlp]
+        x = x + rms_norm(at::linear(gate * at::linear(h2, w.w_up.use()), w.w_down.use()),
+                         w.post_ffn_norm);
         hooks.keep(HookPoint::ResidPost, l, x);
     }
     const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
     if (!f.want_logits) return f.finish(x_final, at::Tensor());
     at::Tensor logits =
-        at::linear(x_final, w_out_).to(detail::accum_type(dtype_));  // [batch, pos, d_vocab]
+        at::linear(x_final, w_out_.use()).to(detail::accum_type(dtype_));  // [batch, pos, d_vocab]
     if (c_.final_softcap > 0) logits = at::tanh(logits / c_.final_softcap) * c_.final_softcap;
     return f.finish(x_final, logits);
 }

@@ -43,8 +43,8 @@ private:
     ModelConfig c_;
     at::ScalarType dtype_;
     at::Device device_;
-    at::Tensor wte_;  // [d_vocab, d_model]
-    at::Tensor wpe_;  // [n_ctx, d_model]
+    detail::Weight wte_;  // [d_vocab, d_model]
+    at::Tensor wpe_;      // [n_ctx, d_model]
     LayerNorm ln_f_;
     Linear out_;  // [d_vocab, d_model]; wte_ when tied
     std::vector<Gpt2Layer> layers_;
@@ -56,19 +56,20 @@ Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src, const
     using R = TensorRole;
     WeightLoader ld(c_, src, rt);
     const int64_t D = c_.d_model, F = c_.d_mlp;
-    wte_ = ld.get(R::TokenEmbed, -1, {c_.d_vocab, D});
+    wte_ = ld.weight(R::TokenEmbed, -1, {c_.d_vocab, D});
     wpe_ = ld.get(R::PosEmbed, -1, {c_.n_ctx, D});
     ln_f_ = detail::load_layer_norm(ld, R::OutputNorm, R::OutputNormBias, -1, D, c_.norm_eps);
-    out_.w = c_.tied_embeddings ? wte_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    out_.w = c_.tied_embeddings ? wte_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         Gpt2Layer w;
         w.ln_1 = detail::load_layer_norm(ld, R::AttnNorm, R::AttnNormBias, l, D, c_.norm_eps);
         // c_attn [3D, D] (transposed from Conv1D by the loader); rows [q; k; v]
-        const at::Tensor qkv_w = ld.host_qkv(R::AttnQKV, l, c_.n_heads, c_.d_head, D);
+        const std::vector<detail::Weight> qkv_w =
+            ld.qkv_parts(R::AttnQKV, l, c_.n_heads, c_.d_head, D);
         const at::Tensor qkv_b = ld.host_qkv(R::AttnQKVBias, l, c_.n_heads, c_.d_head, 0);
         Linear* parts[] = {&w.attn.q, &w.attn.k, &w.attn.v};
         for (int64_t p = 0; p < 3; ++p) {
-            parts[p]->w = ld.to_device(qkv_w.narrow(0, p * D, D));
+            parts[p]->w = qkv_w[static_cast<size_t>(p)];
             parts[p]->b = ld.to_device(qkv_b.narrow(0, p * D, D));
         }
         w.attn.o = detail::load_linear(ld, R::AttnO, R::AttnOBias, l, D, D);
@@ -107,7 +108,7 @@ ForwardResult Gpt2Family::forward(const ModelInput& input, const CaptureSpec& ca
         throw UsageError("GPT-2 has " + std::to_string(c_.n_ctx) +
                          " learned positions; the input has " + std::to_string(T) + " tokens");
     // Pass 1: token + learned position embeddings (positions 0..T-1).
-    at::Tensor x = at::embedding(wte_, f.ids) + wpe_.narrow(0, 0, T);  // [batch, pos, d_model]
+    at::Tensor x = wte_.rows(f.ids) + wpe_.narrow(0, 0, T);  // [batch, pos, d_model]
     f.hooks.keep(HookPoint::Embed, -1, x);
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {

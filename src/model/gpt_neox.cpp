@@ -50,7 +50,7 @@ private:
     ModelConfig c_;
     at::ScalarType dtype_;
     at::Device device_;
-    at::Tensor embed_in_;  // [d_vocab, d_model]
+    detail::Weight embed_in_;  // [d_vocab, d_model]
     LayerNorm final_layer_norm_;
     Linear embed_out_;  // [d_vocab, d_model], no bias; embed_in_ when tied
     std::vector<NeoxLayer> layers_;
@@ -63,21 +63,21 @@ GptNeoxFamily::GptNeoxFamily(const ModelConfig& config, const WeightSource& src,
     using R = TensorRole;
     WeightLoader ld(c_, src, rt);
     const int64_t D = c_.d_model, F = c_.d_mlp, H = c_.n_heads, dh = c_.d_head;
-    embed_in_ = ld.get(R::TokenEmbed, -1, {c_.d_vocab, D});
+    embed_in_ = ld.weight(R::TokenEmbed, -1, {c_.d_vocab, D});
     final_layer_norm_ =
         detail::load_layer_norm(ld, R::OutputNorm, R::OutputNormBias, -1, D, c_.norm_eps);
-    embed_out_.w = c_.tied_embeddings ? embed_in_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    embed_out_.w = c_.tied_embeddings ? embed_in_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         NeoxLayer w;
         w.input_layernorm =
             detail::load_layer_norm(ld, R::AttnNorm, R::AttnNormBias, l, D, c_.norm_eps);
         // [3 * H * dh, D] with rows [all q; all k; all v] (the loader re-orders HF's per-head
         // grouping); part p -> [H * dh, D]
-        const at::Tensor qkv_w = ld.host_qkv(R::AttnQKV, l, H, dh, D);
+        const std::vector<detail::Weight> qkv_w = ld.qkv_parts(R::AttnQKV, l, H, dh, D);
         const at::Tensor qkv_b = ld.host_qkv(R::AttnQKVBias, l, H, dh, 0);
         Linear* parts[] = {&w.attn.q, &w.attn.k, &w.attn.v};
         for (int64_t p = 0; p < 3; ++p) {
-            parts[p]->w = ld.to_device(qkv_w.narrow(0, p * H * dh, H * dh));
+            parts[p]->w = qkv_w[static_cast<size_t>(p)];
             parts[p]->b = ld.to_device(qkv_b.narrow(0, p * H * dh, H * dh));
         }
         w.attn.o = detail::load_linear(ld, R::AttnO, R::AttnOBias, l, D, H * dh);
@@ -112,7 +112,7 @@ ForwardResult GptNeoxFamily::forward(const ModelInput& input, const CaptureSpec&
                                      const HeadMask* mask) const {
     detail::DecoderFrame f(input, capture, mask, c_, c_.rotary_dim, dtype_, device_);
     // Pass 1: token embedding (no position embedding: RoPE).
-    at::Tensor x = at::embedding(embed_in_, f.ids);  // [batch, pos, d_model]
+    at::Tensor x = embed_in_.rows(f.ids);  // [batch, pos, d_model]
     f.hooks.keep(HookPoint::Embed, -1, x);
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {

@@ -21,13 +21,13 @@ namespace {
 
 struct LayerWeights {
     at::Tensor attn_norm, attn_norm_f32;  // [d_model] (compute dtype, f32)
-    at::Tensor wq;                        // [n_heads * d_head, d_model]
-    at::Tensor wk, wv;                    // [n_kv_heads * d_head, d_model]
-    at::Tensor wo;                        // [d_model, n_heads * d_head]
+    detail::Weight wq;                    // [n_heads * d_head, d_model]
+    detail::Weight wk, wv;                // [n_kv_heads * d_head, d_model]
+    detail::Weight wo;                    // [d_model, n_heads * d_head]
     at::Tensor bq, bk, bv;                // [n_heads * d_head], [n_kv_heads * d_head]; qwen2 only
     at::Tensor ffn_norm, ffn_norm_f32;    // [d_model]
-    at::Tensor w_gate, w_up;              // [d_mlp, d_model]
-    at::Tensor w_down;                    // [d_model, d_mlp]
+    detail::Weight w_gate, w_up;          // [d_mlp, d_model]
+    detail::Weight w_down;                // [d_model, d_mlp]
 };
 
 class LlamaFamily final : public Transformer {
@@ -44,9 +44,9 @@ private:
     ModelConfig c_;
     at::ScalarType dtype_;
     at::Device device_;
-    at::Tensor embed_;                    // [d_vocab, d_model]
+    detail::Weight embed_;                // [d_vocab, d_model]
     at::Tensor out_norm_, out_norm_f32_;  // [d_model]
-    at::Tensor w_out_;                    // [d_vocab, d_model] (aliases embed_ when tied)
+    detail::Weight w_out_;                // [d_vocab, d_model] (aliases embed_ when tied)
     std::vector<LayerWeights> layers_;
     int64_t n_params_ = 0;
 };
@@ -69,29 +69,29 @@ LlamaFamily::LlamaFamily(const ModelConfig& config, const WeightSource& src,
     // Tied HF checkpoints may store only lm_head.weight (transformers then fills both).
     const bool embed_from_output =
         c_.tied_embeddings && !ld.has(R::TokenEmbed) && ld.has(R::Output);
-    embed_ = ld.get(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
+    embed_ = ld.weight(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
     norm(R::OutputNorm, -1, out_norm_, out_norm_f32_);
     // HF: config.json decides; GGUF omits output.weight and llama2.c omits wcls when tied.
     const bool tied =
         c_.tied_embeddings || (src.format != WeightFormat::HuggingFace && !ld.has(R::Output));
-    w_out_ = tied ? embed_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    w_out_ = tied ? embed_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         LayerWeights w;
         norm(R::AttnNorm, l, w.attn_norm, w.attn_norm_f32);
-        w.wq = ld.to_device(ld.host_rope_rows(R::AttnQ, l, H, dh, D));
-        w.wk = ld.to_device(ld.host_rope_rows(R::AttnK, l, Hkv, dh, D));
-        w.wv = ld.get(R::AttnV, l, {Hkv * dh, D});
-        w.wo = ld.get(R::AttnO, l, {D, H * dh});
+        w.wq = ld.rope_rows_weight(R::AttnQ, l, H, dh, D);
+        w.wk = ld.rope_rows_weight(R::AttnK, l, Hkv, dh, D);
+        w.wv = ld.weight(R::AttnV, l, {Hkv * dh, D});
+        w.wo = ld.weight(R::AttnO, l, {D, H * dh});
         if (c_.qkv_bias) {
             w.bq = ld.get(R::AttnQBias, l, {H * dh});
             w.bk = ld.get(R::AttnKBias, l, {Hkv * dh});
             w.bv = ld.get(R::AttnVBias, l, {Hkv * dh});
         }
         norm(R::FfnNorm, l, w.ffn_norm, w.ffn_norm_f32);
-        w.w_gate = ld.get(R::FfnGate, l, {c_.d_mlp, D});
-        w.w_up = ld.get(R::FfnUp, l, {c_.d_mlp, D});
-        w.w_down = ld.get(R::FfnDown, l, {D, c_.d_mlp});
+        w.w_gate = ld.weight(R::FfnGate, l, {c_.d_mlp, D});
+        w.w_up = ld.weight(R::FfnUp, l, {c_.d_mlp, D});
+        w.w_down = ld.weight(R::FfnDown, l, {D, c_.d_mlp});
         layers_.push_back(std::move(w));
     }
     n_params_ = ld.n_params();
@@ -112,23 +112,23 @@ std::vector<Parameter> LlamaFamily::parameters() const {
         return c_.norm_add_one ? w_f32 : w;
     };
     detail::ParameterList p;
-    p.add(R::TokenEmbed, -1, embed_);
+    p.add(R::TokenEmbed, -1, embed_.param());
     p.add(R::OutputNorm, -1, norm(out_norm_, out_norm_f32_));
-    p.add(R::Output, -1, w_out_);
+    p.add(R::Output, -1, w_out_.param());
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         const LayerWeights& w = layers_[static_cast<size_t>(l)];
         p.add(R::AttnNorm, l, norm(w.attn_norm, w.attn_norm_f32));
-        p.add(R::AttnQ, l, w.wq);
-        p.add(R::AttnK, l, w.wk);
-        p.add(R::AttnV, l, w.wv);
-        p.add(R::AttnO, l, w.wo);
+        p.add(R::AttnQ, l, w.wq.param());
+        p.add(R::AttnK, l, w.wk.param());
+        p.add(R::AttnV, l, w.wv.param());
+        p.add(R::AttnO, l, w.wo.param());
         p.add(R::AttnQBias, l, w.bq);
         p.add(R::AttnKBias, l, w.bk);
         p.add(R::AttnVBias, l, w.bv);
         p.add(R::FfnNorm, l, norm(w.ffn_norm, w.ffn_norm_f32));
-        p.add(R::FfnGate, l, w.w_gate);
-        p.add(R::FfnUp, l, w.w_up);
-        p.add(R::FfnDown, l, w.w_down);
+        p.add(R::FfnGate, l, w.w_gate.param());
+        p.add(R::FfnUp, l, w.w_up.param());
+        p.add(R::FfnDown, l, w.w_down.param());
     }
     return std::move(p.items);
 }
@@ -142,7 +142,7 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
     const int64_t B = f.ids.size(0), T = f.n_tokens;
     auto& hooks = f.hooks;
     // Pass 1: embedding (Gemma scales by sqrt(d_model) rounded to the compute dtype, as HF).
-    at::Tensor x = at::embedding(embed_, f.ids);  // [batch, pos, d_model]
+    at::Tensor x = embed_.rows(f.ids);  // [batch, pos, d_model]
     if (c_.embed_scale)
         x = x * at::scalar_tensor(std::sqrt(static_cast<double>(c_.d_model)),
                                   at::TensorOptions().dtype(dtype_).device(device_));
@@ -153,9 +153,9 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
         hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: attention.
         const at::Tensor h = rms_norm(x, w.attn_norm, w.attn_norm_f32);  // [batch, pos, d_model]
-        const at::Tensor q = at::linear(h, w.wq, w.bq).view({B, T, H, dh});
-        const at::Tensor k = at::linear(h, w.wk, w.bk).view({B, T, Hkv, dh});
-        const at::Tensor v = at::linear(h, w.wv, w.bv).view({B, T, Hkv, dh});
+        const at::Tensor q = at::linear(h, w.wq.use(), w.bq).view({B, T, H, dh});
+        const at::Tensor k = at::linear(h, w.wk.use(), w.bk).view({B, T, Hkv, dh});
+        const at::Tensor v = at::linear(h, w.wv.use(), w.bv).view({B, T, Hkv, dh});
         hooks.keep(HookPoint::Q, l, q);
         hooks.keep(HookPoint::K, l, k);
         hooks.keep(HookPoint::V, l, v);
@@ -164,18 +164,18 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
         hooks.keep(HookPoint::RotK, l, rk);
         const at::Tensor z =
             detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_, hooks);
-        x = x + at::linear(z.view({B, T, H * dh}), w.wo);
+        x = x + at::linear(z.view({B, T, H * dh}), w.wo.use());
         hooks.keep(HookPoint::ResidMid, l, x);
         // Pass 3: gated MLP, down(act(gate(x)) * up(x)).
         const at::Tensor h2 = rms_norm(x, w.ffn_norm, w.ffn_norm_f32);
-        at::Tensor gate = at::linear(h2, w.w_gate);  // [batch, pos, d_mlp]
+        at::Tensor gate = at::linear(h2, w.w_gate.use());  // [batch, pos, d_mlp]
         gate = c_.act == Activation::Silu ? at::silu(gate) : at::gelu(gate, "tanh");
-        x = x + at::linear(gate * at::linear(h2, w.w_up), w.w_down);
+        x = x + at::linear(gate * at::linear(h2, w.w_up.use()), w.w_down.use());
         hooks.keep(HookPoint::ResidPost, l, x);
     }
     // Pass 4: final norm and unembedding; logits handed out in f32.
     const at::Tensor x_final = rms_norm(x, out_norm_, out_norm_f32_);  // [batch, pos, d_model]
-    return f.finish(x_final, f.want_logits ? at::linear(x_final, w_out_) : at::Tensor());
+    return f.finish(x_final, f.want_logits ? at::linear(x_final, w_out_.use()) : at::Tensor());
 }
 
 }  // namespace

@@ -19,17 +19,35 @@
 
 namespace sinkscope::model {
 
-const char* device_name(DeviceKind d) { return d == DeviceKind::Cuda ? "cuda" : "cpu"; }
+const char* device_name(DeviceKind d) {
+    return d == DeviceKind::Cuda ? "cuda" : "cpu";
+}
 
 const char* compute_dtype_name(ComputeDType t) {
     switch (t) {
-        case ComputeDType::Float32: return "float32";
-        case ComputeDType::BFloat16: return "bfloat16";
-        case ComputeDType::Float16: return "float16";
+        case ComputeDType::Float32:
+            return "float32";
+        case ComputeDType::BFloat16:
+            return "bfloat16";
+        case ComputeDType::Float16:
+            return "float16";
         case ComputeDType::Float64:
             return "float64";
     }
     return "?";
+}
+
+int compute_dtype_bytes(ComputeDType t) {
+    switch (t) {
+        case ComputeDType::Float32:
+            return 4;
+        case ComputeDType::BFloat16:
+        case ComputeDType::Float16:
+            return 2;
+        case ComputeDType::Float64:
+            return 8;
+    }
+    return 4;
 }
 
 DeviceKind parse_device(const std::string& s) {
@@ -52,9 +70,13 @@ Model::~Model() = default;
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
-void Model::set_tokenizer(std::unique_ptr<tokenizer::Tokenizer> t) { tokenizer_ = std::move(t); }
+void Model::set_tokenizer(std::unique_ptr<tokenizer::Tokenizer> t) {
+    tokenizer_ = std::move(t);
+}
 
-int64_t Model::n_params() const { return net_->n_params(); }
+int64_t Model::n_params() const {
+    return net_->n_params();
+}
 
 std::vector<Parameter> Model::parameters() const {
     // A family may hand out one tensor twice (a tied output matrix is the embedding).
@@ -93,8 +115,9 @@ ForwardResult Model::forward(const std::vector<int32_t>& ids, const CaptureSpec&
     if (ids.empty()) throw UsageError("empty token sequence");
     std::vector<int64_t> wide(ids.begin(), ids.end());
     const at::Tensor t =  // [1, pos] on the model's device
-        at::tensor(wide, at::TensorOptions().dtype(at::kLong)).view({1, -1}).to(
-            detail::device_of(runtime_));
+        at::tensor(wide, at::TensorOptions().dtype(at::kLong))
+            .view({1, -1})
+            .to(detail::device_of(runtime_));
     return forward(t, capture, mask);
 }
 

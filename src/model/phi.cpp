@@ -43,7 +43,7 @@ private:
     ModelConfig c_;
     at::ScalarType dtype_;
     at::Device device_;
-    at::Tensor embed_;  // [d_vocab, d_model]
+    detail::Weight embed_;  // [d_vocab, d_model]
     LayerNorm final_layernorm_;
     Linear lm_head_;  // [d_vocab, d_model] (embed_ when tied) + bias [d_vocab]
     std::vector<PhiLayer> layers_;
@@ -56,10 +56,10 @@ PhiFamily::PhiFamily(const ModelConfig& config, const WeightSource& src, const R
     WeightLoader ld(c_, src, rt);
     const int64_t D = c_.d_model, F = c_.d_mlp, qd = c_.n_heads * c_.d_head,
                   kd = c_.n_kv_heads * c_.d_head;
-    embed_ = ld.get(R::TokenEmbed, -1, {c_.d_vocab, D});
+    embed_ = ld.weight(R::TokenEmbed, -1, {c_.d_vocab, D});
     final_layernorm_ =
         detail::load_layer_norm(ld, R::OutputNorm, R::OutputNormBias, -1, D, c_.norm_eps);
-    lm_head_.w = c_.tied_embeddings ? embed_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    lm_head_.w = c_.tied_embeddings ? embed_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
     lm_head_.b = ld.get(R::OutputBias, -1, {c_.d_vocab});  // tying shares the weight only
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         PhiLayer w;
@@ -97,7 +97,7 @@ ForwardResult PhiFamily::forward(const ModelInput& input, const CaptureSpec& cap
                                  const HeadMask* mask) const {
     detail::DecoderFrame f(input, capture, mask, c_, c_.rotary_dim, dtype_, device_);
     // Pass 1: token embedding (positions come from RoPE).
-    at::Tensor x = at::embedding(embed_, f.ids);  // [batch, pos, d_model]
+    at::Tensor x = embed_.rows(f.ids);  // [batch, pos, d_model]
     f.hooks.keep(HookPoint::Embed, -1, x);
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {

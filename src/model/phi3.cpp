@@ -22,13 +22,13 @@ namespace sinkscope::model {
 namespace {
 
 struct Phi3Layer {
-    at::Tensor attn_norm;     // [d_model]
-    at::Tensor wq;            // [n_heads * d_head, d_model]
-    at::Tensor wk, wv;        // [n_kv_heads * d_head, d_model]
-    at::Tensor wo;            // [d_model, n_heads * d_head]
-    at::Tensor ffn_norm;      // [d_model]
-    at::Tensor w_gate, w_up;  // [d_mlp, d_model]
-    at::Tensor w_down;        // [d_model, d_mlp]
+    at::Tensor attn_norm;         // [d_model]
+    detail::Weight wq;            // [n_heads * d_head, d_model]
+    detail::Weight wk, wv;        // [n_kv_heads * d_head, d_model]
+    detail::Weight wo;            // [d_model, n_heads * d_head]
+    at::Tensor ffn_norm;          // [d_model]
+    detail::Weight w_gate, w_up;  // [d_mlp, d_model]
+    detail::Weight w_down;        // [d_model, d_mlp]
 };
 
 class Phi3Family final : public Transformer {
@@ -46,9 +46,9 @@ private:
     ModelConfig c_;
     at::ScalarType dtype_;
     at::Device device_;
-    at::Tensor embed_;     // [d_vocab, d_model]
-    at::Tensor out_norm_;  // [d_model]
-    at::Tensor w_out_;     // [d_vocab, d_model] (aliases embed_ when tied)
+    detail::Weight embed_;  // [d_vocab, d_model]
+    at::Tensor out_norm_;   // [d_model]
+    detail::Weight w_out_;  // [d_vocab, d_model] (aliases embed_ when tied)
     std::vector<Phi3Layer> layers_;
     int64_t n_params_ = 0;
 };
@@ -61,24 +61,27 @@ Phi3Family::Phi3Family(const ModelConfig& config, const WeightSource& src, const
                   kd = c_.n_kv_heads * c_.d_head;
     const bool embed_from_output =
         c_.tied_embeddings && !ld.has(R::TokenEmbed) && ld.has(R::Output);
-    embed_ = ld.get(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
+    embed_ = ld.weight(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
     out_norm_ = ld.get(R::OutputNorm, -1, {D});
     const bool tied =
         c_.tied_embeddings || (src.format != WeightFormat::HuggingFace && !ld.has(R::Output));
-    w_out_ = tied ? embed_ : ld.get(R::Output, -1, {c_.d_vocab, D});
+    w_out_ = tied ? embed_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         Phi3Layer w;
         w.attn_norm = ld.get(R::AttnNorm, l, {D});
-        const at::Tensor qkv = ld.host(R::AttnQKV, l, {qd + 2 * kd, D});  // [q; k; v] rows
-        w.wq = ld.to_device(qkv.narrow(0, 0, qd));
-        w.wk = ld.to_device(qkv.narrow(0, qd, kd));
-        w.wv = ld.to_device(qkv.narrow(0, qd + kd, kd));
-        w.wo = ld.get(R::AttnO, l, {D, qd});
+        // [q; k; v] rows
+        std::vector<detail::Weight> qkv =
+            ld.split_rows(R::AttnQKV, l, {qd + 2 * kd, D}, {qd, kd, kd});
+        w.wq = qkv[0];
+        w.wk = qkv[1];
+        w.wv = qkv[2];
+        w.wo = ld.weight(R::AttnO, l, {D, qd});
         w.ffn_norm = ld.get(R::FfnNorm, l, {D});
-        const at::Tensor gate_up = ld.host(R::FfnGateUp, l, {2 * F, D});  // [gate; up] rows
-        w.w_gate = ld.to_device(gate_up.narrow(0, 0, F));
-        w.w_up = ld.to_device(gate_up.narrow(0, F, F));
-        w.w_down = ld.get(R::FfnDown, l, {D, F});
+        // [gate; up] rows
+        std::vector<detail::Weight> gate_up = ld.split_rows(R::FfnGateUp, l, {2 * F, D}, {F, F});
+        w.w_gate = gate_up[0];
+        w.w_up = gate_up[1];
+        w.w_down = ld.weight(R::FfnDown, l, {D, F});
         layers_.push_back(std::move(w));
     }
     n_params_ = ld.n_params();
@@ -117,15 +120,15 @@ ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& ca
     detail::DecoderFrame f(input, capture, mask, c_, rot, dtype_, device_);
     const int64_t B = f.ids.size(0), T = f.n_tokens;
     auto& hooks = f.hooks;
-    at::Tensor x = at::embedding(embed_, f.ids);  // [batch, pos, d_model]
+    at::Tensor x = embed_.rows(f.ids);  // [batch, pos, d_model]
     hooks.keep(HookPoint::Embed, -1, x);
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         const Phi3Layer& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
         const at::Tensor h = rms_norm(x, w.attn_norm);  // [batch, pos, d_model]
-        const at::Tensor q = at::linear(h, w.wq).view({B, T, H, dh});
-        const at::Tensor k = at::linear(h, w.wk).view({B, T, Hkv, dh});
-        const at::Tensor v = at::linear(h, w.wv).view({B, T, Hkv, dh});
+        const at::Tensor q = at::linear(h, w.wq.use()).view({B, T, H, dh});
+        const at::Tensor k = at::linear(h, w.wk.use()).view({B, T, Hkv, dh});
+        const at::Tensor v = at::linear(h, w.wv.use()).view({B, T, Hkv, dh});
         hooks.keep(HookPoint::Q, l, q);
         hooks.keep(HookPoint::K, l, k);
         hooks.keep(HookPoint::V, l, v);
@@ -134,15 +137,16 @@ ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& ca
         hooks.keep(HookPoint::RotK, l, rk);
         const at::Tensor z =
             detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_, hooks);
-        x = x + at::linear(z.view({B, T, H * dh}), w.wo);
+        x = x + at::linear(z.view({B, T, H * dh}), w.wo.use());
         hooks.keep(HookPoint::ResidMid, l, x);
         const at::Tensor h2 = rms_norm(x, w.ffn_norm);
-        const at::Tensor up = at::linear(h2, w.w_up) * at::silu(at::linear(h2, w.w_gate));
-        x = x + at::linear(up, w.w_down);
+        const at::Tensor up =
+            at::linear(h2, w.w_up.use()) * at::silu(at::linear(h2, w.w_gate.use()));
+        x = x + at::linear(up, w.w_down.use());
         hooks.keep(HookPoint::ResidPost, l, x);
     }
     const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
-    return f.finish(x_final, f.want_logits ? at::linear(x_final, w_out_) : at::Tensor());
+    return f.finish(x_final, f.want_logits ? at::linear(x_final, w_out_.use()) : at::Tensor());
 }
 
 }  // namespace

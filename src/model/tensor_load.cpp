@@ -1,6 +1,7 @@
 // Weight bytes -> torch tensors, with the shape checks that make a wrong file a clear error.
 #include "tensor_load.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <sstream>
@@ -9,14 +10,18 @@
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/weights.hpp"
+#include "sinkscope/model/footprint.hpp"
 
 namespace sinkscope::model::detail {
 
 at::ScalarType scalar_type(ComputeDType t) {
     switch (t) {
-        case ComputeDType::Float32: return at::kFloat;
-        case ComputeDType::BFloat16: return at::kBFloat16;
-        case ComputeDType::Float16: return at::kHalf;
+        case ComputeDType::Float32:
+            return at::kFloat;
+        case ComputeDType::BFloat16:
+            return at::kBFloat16;
+        case ComputeDType::Float16:
+            return at::kHalf;
         case ComputeDType::Float64:
             return at::kDouble;
     }
@@ -24,6 +29,7 @@ at::ScalarType scalar_type(ComputeDType t) {
 }
 
 at::Device device_of(const RuntimeOptions& r) {
+    if (r.meta) return at::Device(at::kMeta);
     return r.device == DeviceKind::Cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
 }
 
@@ -37,38 +43,67 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 }  // namespace
 
-at::Tensor read_f32(const WeightSource& src, const std::string& name,
-                    const std::vector<int64_t>& expected, bool in_place) {
-    const io::TensorView view = src.store->get(name);  // throws InputError when missing
+// Shape as the config says, a float dtype, byte count as dtype and shape need
+// (io::check_convertible).
+io::TensorView checked_view(const WeightSource& src, const std::string& name,
+                            const std::vector<int64_t>& expected) {
+    io::TensorView view = src.store->get(name);  // throws InputError when missing
     const std::string file = view.file.empty() ? src.origin : view.file.string();
     SS_CHECK_INPUT(view.shape == expected, file, "tensor ", name, ": shape ", shape_str(view.shape),
                    " does not match the config (expected ", shape_str(expected), ")");
     SS_CHECK_INPUT(io::weight_dtype_is_float(view.dtype), file, "tensor ", name, ": dtype ",
                    io::weight_dtype_name(view.dtype), " is not a floating-point weight type");
-    int64_t numel = 1;
-    for (int64_t d : expected) numel *= d;
+    if (view.file.empty()) view.file = src.origin;
+    io::check_convertible(view);
+    return view;
+}
+
+bool stays_in_file(const io::TensorView& view, at::ScalarType dtype) {
+    const int64_t wide = view.numel() * static_cast<int64_t>(c10::elementSize(dtype));
+    return view.owner != nullptr && static_cast<int64_t>(view.n_bytes) < wide;
+}
+
+bool usable_as_is(const io::TensorView& view, at::ScalarType dtype) {
+    using D = io::WeightDType;
+    const bool same = (view.dtype == D::F32 && dtype == at::kFloat) ||
+                      (view.dtype == D::BF16 && dtype == at::kBFloat16) ||
+                      (view.dtype == D::F16 && dtype == at::kHalf) ||
+                      (view.dtype == D::F64 && dtype == at::kDouble);
+    return same && view.owner != nullptr && view.n_bytes > 0 &&
+           reinterpret_cast<uintptr_t>(view.data) % c10::elementSize(dtype) == 0;
+}
+
+void tally(const WeightSource& src, const io::TensorView& view, bool deferred) {
+    WeightFootprint& f = *src.metadata_only;
+    ++f.tensor_types[io::weight_dtype_name(view.dtype)];
+    int64_t& largest = deferred ? f.largest_deferred : f.largest_numel;
+    largest = std::max(largest, view.numel());
+}
+
+at::Tensor read_f32(const WeightSource& src, const std::string& name,
+                    const std::vector<int64_t>& expected, bool in_place) {
+    const io::TensorView view = checked_view(src, name, expected);
     const auto f32 = at::TensorOptions().dtype(at::kFloat);
-    if (view.dtype == io::WeightDType::F32) {
-        SS_CHECK_INPUT(view.n_bytes == static_cast<size_t>(numel) * sizeof(float), file, "tensor ",
-                       name, ": ", view.n_bytes, " bytes for ", numel, " f32 values");
-        if (in_place && view.owner && view.n_bytes > 0 &&
-            reinterpret_cast<uintptr_t>(view.data) % alignof(float) == 0) {
-            // The file's own bytes: no copy into fresh memory, whose page faults and zeroing
-            // were most of a 124M model's load time. Pages are read when first used, so the
-            // load does not page in a tensor that no computation reads (the lm_head, when
-            // analyze skips the logits).
-            void* data = const_cast<uint8_t*>(view.data);  // read-only mapping: never written
-            return at::from_blob(
-                data, expected, [owner = view.owner](void*) {}, f32);
-        }
+    if (in_place && usable_as_is(view, at::kFloat)) {
+        // The file's own bytes: no copy into fresh memory, whose page faults and zeroing were
+        // most of a 124M model's load time. Pages are read when first used, so the load does
+        // not page in a tensor that no computation reads (the lm_head, when analyze skips the
+        // logits).
+        void* data = const_cast<uint8_t*>(view.data);  // read-only mapping: never written
+        return at::from_blob(
+            data, expected, [owner = view.owner](void*) {}, f32);
     }
     at::Tensor out = at::empty(expected, f32);  // host f32
-    if (view.dtype == io::WeightDType::F32) {
-        std::memcpy(out.data_ptr<float>(), view.data, view.n_bytes);
-    } else {
-        io::convert_to_f32(view, out.data_ptr<float>());
-    }
+    io::convert_to_f32(view, out.data_ptr<float>());
     return out;
+}
+
+at::Tensor read_meta(const WeightSource& src, const std::string& name,
+                     const std::vector<int64_t>& expected, bool* in_place) {
+    const io::TensorView view = checked_view(src, name, expected);
+    tally(src, view, /*deferred=*/false);
+    *in_place = usable_as_is(view, at::kFloat);
+    return at::empty(expected, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
 }
 
 }  // namespace sinkscope::model::detail

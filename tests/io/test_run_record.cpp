@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,6 +40,26 @@ TEST(RunRecord, WeightFilesHashedInTheBackground) {
               "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     EXPECT_EQ(j["model"]["weight_files"][1]["sha256"],
               "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+// write() right after set_model_files: the command's thread takes over from the background one
+// (which may be stopped in the middle of a file) and every digest is that of the whole file.
+TEST(RunRecord, WriteFinishesTheHashingItself) {
+    testutil::ScratchDir tmp;
+    std::vector<fs::path> files;
+    for (int i = 0; i < 4; ++i) {
+        files.push_back(tmp / ("w" + std::to_string(i) + ".bin"));
+        testutil::write_text(files.back(), std::string(size_t(6 + i) << 20, char('a' + i)));
+    }
+    io::RunRecord rec("test", 1);
+    rec.set_model_files("m", files);
+    rec.write(tmp.path());
+    const auto j = nlohmann::json::parse(read_file(tmp / "run.json"));
+    ASSERT_EQ(j["model"]["weight_files"].size(), files.size()) << j.dump(2);
+    for (size_t i = 0; i < files.size(); ++i) {
+        EXPECT_EQ(j["model"]["weight_files"][i]["path"], files[i].string());
+        EXPECT_EQ(j["model"]["weight_files"][i]["sha256"], sha256_file(files[i])) << i;
+    }
 }
 
 TEST(RunRecord, UnreadableWeightFileFailsTheWrite) {

@@ -26,12 +26,22 @@ int count_lines(const std::string& s) {
     return int(std::count(s.begin(), s.end(), '\n'));
 }
 
-// inspect's report without its first line ("model <path>").
+// inspect's report of the model without the lines about its files and this machine: the path
+// ("model"), the file's size, tensor types and load memory, which follow the file format
+// (pickle storages are copied, safetensors float32 is used in place), and the available memory.
 std::string without_model_line(const std::string& out) {
     std::istringstream in(out);
     std::string line, rest;
+    for (std::string key : {"file_bytes ", "tensor_types ", "load_memory ", "available "})
+        EXPECT_NE(out.find("\n" + key), std::string::npos) << key << " missing in\n" << out;
+    const auto about_files = [](const std::string& l) {
+        for (const char* key :
+             {"model ", "file_bytes ", "tensor_types ", "load_memory ", "available "})
+            if (l.rfind(key, 0) == 0) return true;
+        return false;
+    };
     while (std::getline(in, line))
-        if (line.rfind("model ", 0) != 0) rest += line + "\n";
+        if (!about_files(line)) rest += line + "\n";
     return rest;
 }
 

@@ -1,52 +1,21 @@
 // Float32 weights used in place from the mapped file (WeightLoader, issue 19): which tensors are
 // views of the mapping, and how long the mapping lives. Read from /proc/self/maps (Linux).
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
+#include "mapped_ranges.hpp"
 #include "sinkscope/model/model.hpp"
 #include "testing.hpp"
 
 using namespace sinkscope;
 using namespace sinkscope::model;
+using sinkscope::testutil::inside;
+using sinkscope::testutil::mappings_of;
 namespace fs = std::filesystem;
-
-namespace {
-
-// Address ranges at which `file` is mapped into this process now.
-std::vector<std::pair<uintptr_t, uintptr_t>> mappings_of(const fs::path& file) {
-    const std::string target = fs::canonical(file).string();
-    std::vector<std::pair<uintptr_t, uintptr_t>> out;
-    std::ifstream maps("/proc/self/maps");
-    std::string line;
-    while (std::getline(maps, line)) {
-        const auto slash = line.find('/');
-        if (slash == std::string::npos || line.substr(slash) != target) continue;
-        std::istringstream in(line);
-        std::string range;
-        in >> range;
-        const auto dash = range.find('-');
-        out.emplace_back(std::stoull(range.substr(0, dash), nullptr, 16),
-                         std::stoull(range.substr(dash + 1), nullptr, 16));
-    }
-    return out;
-}
-
-bool inside(const at::Tensor& t, const std::vector<std::pair<uintptr_t, uintptr_t>>& ranges) {
-    const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr());
-    const uintptr_t end = begin + t.nbytes();
-    for (const auto& [lo, hi] : ranges)
-        if (begin >= lo && end <= hi) return true;
-    return false;
-}
-
-}  // namespace
 
 // A float32 safetensors Llama on the CPU in float32: every matrix (embeddings, projections) is
 // a view of the file's mapping (HF stores Q/K rows as the model uses them; the small norm

@@ -22,6 +22,9 @@ struct ModelCliOptions {
     std::string tokenizer;          // tokenizer file overriding the one beside the weights
     std::string bos = "default";    // default | always | never
     int threads = 0;                // torch intra-op and analysis threads; 0 = all cores
+    // --widen-weights: every weight converted to the dtype at load
+    // (model::RuntimeOptions::widen_at_load)
+    bool widen_weights = false;
     // Text inputs longer than the model's context: cap (cut to it, counted on the console) or
     // refuse (an input error). Commands that feed no data ignore it.
     std::string over_context = "cap";
@@ -44,6 +47,9 @@ int compute_threads(const ModelCliOptions& m);
 struct InspectOptions {
     ModelCliOptions m;
     bool all_hooks = false;  // list every hook instead of layer 0's
+    // Read and convert every weight as a run does (the memory check included); otherwise the
+    // metadata only (LoadOptions::metadata_only).
+    bool load_weights = false;
 };
 // Human-readable description: architecture, dims, dtype, tokenizer, BOS policy, hooks, params.
 std::string inspect_model(const InspectOptions& o);

@@ -12,7 +12,16 @@ int64_t peak_rss_bytes();      // maximum resident set size so far
 // Memory a new allocation can still get on this machine (Linux /proc/meminfo MemAvailable, or
 // the free physical pages); 0 when it cannot be told.
 int64_t available_memory_bytes();
-std::string utc_timestamp();   // ISO 8601, seconds
+// The memory sinkscope plans with before it loads a model or trains: available_memory_bytes(),
+// or the environment variable SINKSCOPE_MEMORY_LIMIT when it is set and smaller (bytes, with an
+// optional K, M, G or T suffix for powers of 1024; for machines shared with other work, and for
+// cgroup limits that MemAvailable does not show). 0 when neither tells. `source`, when given,
+// receives where the figure came from ("MemAvailable" or "SINKSCOPE_MEMORY_LIMIT").
+// UsageError when the variable is set but is not such a size.
+int64_t memory_budget_bytes(std::string* source = nullptr);
+// "12.8 GiB" / "512.0 MiB" / "4.0 KiB" / "17 bytes": a size for one-line messages and tables.
+std::string format_bytes(double bytes);
+std::string utc_timestamp();  // ISO 8601, seconds
 
 // Thread options: at most 4 threads per core of this machine (more only costs; a huge count
 // would make the thread pools take minutes or memory to start). 0 means all cores.

@@ -27,7 +27,9 @@ public:
     // under "model.weight_files" when written. The files are hashed on a background thread that
     // runs only on a core nobody else wants (SCHED_IDLE on Linux): hashing a 0.5 GB file takes
     // ~0.3 s of one core, which a command that called this early hides in its idle moments.
-    // write() waits for the hashes and throws IoError if a file could not be read.
+    // write() hashes what that thread has not done yet itself, at the command's priority (on a
+    // machine whose cores are all busy the idle-class thread may never run), and throws IoError
+    // if a file could not be read.
     void set_model_files(const std::string& model_path,
                          const std::vector<std::filesystem::path>& weight_files);
 

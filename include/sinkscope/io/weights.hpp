@@ -55,6 +55,9 @@ struct TensorView {
 // dtype and shape, or a quantized view whose rows (last dimension) are not whole blocks, throws
 // InputError naming the file and tensor.
 void convert_to_f32(const TensorView& t, float* out);
+// The checks of convert_to_f32 without reading a byte of data (metadata-only loads): throws the
+// same errors for the same views.
+void check_convertible(const TensorView& t);
 // Same, into a new vector.
 std::vector<float> to_f32(const TensorView& t);
 // True for the dtypes convert_to_f32 turns into weights (everything but I32/I64).

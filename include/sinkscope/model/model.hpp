@@ -14,6 +14,7 @@
 
 #include "sinkscope/io/image.hpp"
 #include "sinkscope/model/config.hpp"
+#include "sinkscope/model/footprint.hpp"
 #include "sinkscope/model/hooks.hpp"
 #include "sinkscope/model/registry.hpp"
 #include "sinkscope/tokenizer/tokenizer.hpp"
@@ -33,7 +34,8 @@ enum class DeviceKind { Cpu, Cuda };
 enum class ComputeDType { Float32, BFloat16, Float16, Float64 };
 const char* device_name(DeviceKind d);
 const char* compute_dtype_name(ComputeDType t);
-DeviceKind parse_device(const std::string& s);         // "cpu" | "cuda"; UsageError otherwise
+int compute_dtype_bytes(ComputeDType t);        // bytes of one value: 4, 2, 2, 8
+DeviceKind parse_device(const std::string& s);  // "cpu" | "cuda"; UsageError otherwise
 ComputeDType parse_compute_dtype(
     const std::string& s);  // "float32" | "bfloat16" | "float16" | "float64"
 
@@ -42,6 +44,14 @@ struct RuntimeOptions {
     DeviceKind device = DeviceKind::Cpu;
     ComputeDType dtype = ComputeDType::Float32;
     int n_threads = 0;  // compute threads (process-wide, set_compute_threads); 0 = all cores
+    // Set by load_model for a metadata-only build (LoadOptions::metadata_only): every tensor of
+    // the model, weights and tables alike, lives on libtorch's meta device (shapes, no data).
+    bool meta = false;
+    // Widen every weight to the compute dtype at load (as before issue 47) instead of keeping
+    // bf16 / f16 / quantized file tensors in the file's pages and widening them at each use.
+    // The results are the same bit for bit either way; widening once costs memory (a 3B bf16
+    // model: 12 GiB more at float32) and saves the per-forward conversion.
+    bool widen_at_load = false;
 };
 
 // Threads of the model runtime, process-wide. n > 0: n threads; 0: every core of the machine.
@@ -62,6 +72,14 @@ struct LoadOptions {
     // Tokenizer file to use instead of the one found beside the weights (llama2.c tok*.bin).
     std::filesystem::path tokenizer;
     bool load_tokenizer = true;
+    // Read the checkpoint's metadata only: config, tokenizer, and every tensor's name, shape and
+    // dtype, checked as a real load checks them, but no weight data (a model of billions of
+    // parameters in well under a second). The model's tensors have no storage: it cannot run.
+    // Model::footprint tells what a real load would take.
+    bool metadata_only = false;
+    // Refuse, before reading any weight data, to load a model whose footprint
+    // (WeightFootprint::load_bytes at the runtime's dtype, CPU only) exceeds memory_budget_bytes.
+    bool check_memory = true;
 };
 
 // Ablation of attention heads at hook_z (before the output projection). Zero: the head's z is 0.
@@ -154,6 +172,11 @@ public:
     std::vector<std::filesystem::path> files;
     std::filesystem::path path;
     WeightFormat format = WeightFormat::HuggingFace;
+    // What loading it takes at its runtime's dtype (load_model fills it from a metadata-only
+    // build before the real one).
+    WeightFootprint footprint;
+    // WeightFootprint::load_bytes of a CPU build at float32, bfloat16 and float64.
+    std::map<ComputeDType, int64_t> load_memory;
 
     // One sequence (batch of 1) or a batch [batch, pos] of equal-length sequences.
     ForwardResult forward(const std::vector<int32_t>& ids, const CaptureSpec& capture = {},
@@ -201,8 +224,8 @@ at::Tensor compute_mean_z(const Model& model, const std::vector<std::vector<int3
 
 // Greedy decoding: appends up to n_new argmax tokens to `prompt`; stops early after
 // `stop_token` when it is >= 0 (the stop token is not appended).
-std::vector<int32_t> generate_greedy(const Model& model, std::vector<int32_t> prompt,
-                                     int64_t n_new, int32_t stop_token = -1);
+std::vector<int32_t> generate_greedy(const Model& model, std::vector<int32_t> prompt, int64_t n_new,
+                                     int32_t stop_token = -1);
 
 // Next-token perplexity exp(mean NLL) over every predicted token of every sample
 // (token-weighted), optionally with heads ablated by `mask`. UnsupportedError for encoders and
@@ -210,8 +233,8 @@ std::vector<int32_t> generate_greedy(const Model& model, std::vector<int32_t> pr
 struct PerplexityResult {
     double mean_nll = 0;
     double perplexity = 0;
-    int64_t n_tokens = 0;                   // predicted tokens (sum of length - 1)
-    std::vector<double> sample_nll;         // mean NLL per sample
+    int64_t n_tokens = 0;            // predicted tokens (sum of length - 1)
+    std::vector<double> sample_nll;  // mean NLL per sample
     std::vector<int64_t> sample_tokens;
 };
 PerplexityResult compute_perplexity(const Model& model,

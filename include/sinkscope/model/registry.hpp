@@ -4,11 +4,11 @@
 #pragma once
 
 #include <array>
-#include <initializer_list>
-#include <utility>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -18,7 +18,7 @@
 namespace sinkscope::io {
 class WeightStore;
 class GgufFile;
-}
+}  // namespace sinkscope::io
 
 namespace sinkscope::model {
 
@@ -95,16 +95,20 @@ struct TensorNames {
 TensorNames make_tensor_names(std::initializer_list<std::pair<TensorRole, const char*>> entries);
 
 // Weights as read from disk, with what the family needs to interpret them.
+struct WeightFootprint;
 struct WeightSource {
     const io::WeightStore* store = nullptr;
     WeightFormat format = WeightFormat::HuggingFace;
     std::string origin;  // file or directory, for error messages
+    // Non-null: a metadata-only build. Every tensor is checked as a real load checks it (name,
+    // shape, dtype, byte count) but no data is read: the model holds tensors without storage
+    // (libtorch's meta device) and cannot run; what the load would take is tallied here.
+    WeightFootprint* metadata_only = nullptr;
 };
 
 // Reads the family's config.json keys into c (c.architecture is already set); throws InputError
 // / UnsupportedError naming `origin`. Defined in the family's file.
-using HfConfigReader = void (*)(const nlohmann::json& j, const std::string& origin,
-                                ModelConfig& c);
+using HfConfigReader = void (*)(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
 
 // Reads the family's "<gguf_arch>.*" keys beyond those every GGUF decoder has (norm kind and
 // epsilon, positions, rotary dims, residual layout) into c; `p` is "<gguf_arch>.". Throws

@@ -39,6 +39,7 @@ LoadOptions load_options(const ModelCliOptions& m) {
     o.runtime.dtype = parse_compute_dtype(m.dtype);
     check_threads(m.threads);
     o.runtime.n_threads = m.threads;
+    o.runtime.widen_at_load = m.widen_weights;
     o.tokenizer = m.tokenizer;
     return o;
 }
@@ -74,8 +75,38 @@ std::string describe_window(const ModelConfig& c) {
 }
 }  // namespace
 
+namespace {
+
+// The memory lines of inspect: the file, its tensor types, and the footprint at each --dtype
+// against the memory this machine has (WeightFootprint::load_bytes, Model::load_memory).
+void describe_memory(std::ostringstream& s, const model::Model& m) {
+    const WeightFootprint& f = m.footprint;
+    s << "file_bytes    " << f.file_bytes << " (" << format_bytes(double(f.file_bytes)) << " in "
+      << f.n_files << (f.n_files == 1 ? " file" : " files") << ")\n"
+      << "tensor_types ";
+    for (const auto& [type, count] : f.tensor_types) s << " " << type << " x" << count;
+    s << "\nload_memory   ";
+    bool first = true;
+    for (const auto& [d, bytes] : m.load_memory) {
+        s << (first ? "" : ", ") << compute_dtype_name(d) << " " << format_bytes(double(bytes));
+        first = false;
+    }
+    s << " (weights and transient copies; the file's pages are mapped beside them and can be "
+         "dropped; activations come on top)\n";
+    std::string source;
+    const int64_t budget = memory_budget_bytes(&source);
+    s << "available     "
+      << (budget > 0 ? format_bytes(double(budget)) + " (" + source + ")" : "unknown") << "\n";
+}
+
+}  // namespace
+
 std::string inspect_model(const InspectOptions& o) {
-    const Model m = load_model(o.m.model, load_options(o.m));
+    // Metadata only unless --load: every tensor checked, none read (a 3B checkpoint in well
+    // under a second).
+    LoadOptions options = load_options(o.m);
+    options.metadata_only = !o.load_weights;
+    const Model m = load_model(o.m.model, options);
     const ModelConfig& c = m.config();
     std::ostringstream s;
     s << "model         " << m.path.string() << "\n"
@@ -110,6 +141,7 @@ std::string inspect_model(const InspectOptions& o) {
       << "device        " << device_name(m.runtime().device) << "\n"
       << "dtype         " << compute_dtype_name(m.runtime().dtype) << "\n"
       << "parameters    " << m.n_params() << "\n";
+    describe_memory(s, m);
     if (c.is_vision()) {
         const io::ImageProcessor& p = *m.image_processor();
         s << "image_size    " << c.image_size << "\n"

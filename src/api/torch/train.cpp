@@ -135,7 +135,7 @@ std::string run_train(const TrainOptions& o, std::ostream& log) {
     const nlohmann::json hf_config = model::hf_config_json(c, vocab_size, tokenizer::kByteBpeBosId);
     // The product of the sizes against the machine's memory, before anything is allocated.
     const double need = model::train_memory_bytes(c, vocab_size);
-    const int64_t available = available_memory_bytes();
+    const int64_t available = memory_budget_bytes();  // MemAvailable or SINKSCOPE_MEMORY_LIMIT
     if (available > 0 && need > double(available)) {
         char line[320];
         std::snprintf(line, sizeof line,
