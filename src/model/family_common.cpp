@@ -608,9 +608,7 @@ Weight WeightLoader::weight(TensorRole role, int64_t layer, const std::vector<in
                 return Weight(
                     at::empty(shape, at::TensorOptions().dtype(dtype_).device(at::kMeta)));
             }
-            void* data = const_cast<uint8_t*>(view.data);  // read-only mapping: never written
-            return Weight(at::from_blob(
-                data, shape, [owner = view.owner](void*) {}, at::TensorOptions().dtype(dtype_)));
+            return Weight(mapped_tensor(view, shape, dtype_));
         }
     }
     return get(role, layer, shape);

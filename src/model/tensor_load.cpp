@@ -73,6 +73,13 @@ bool usable_as_is(const io::TensorView& view, at::ScalarType dtype) {
            reinterpret_cast<uintptr_t>(view.data) % c10::elementSize(dtype) == 0;
 }
 
+at::Tensor mapped_tensor(const io::TensorView& view, const std::vector<int64_t>& shape,
+                         at::ScalarType dtype) {
+    void* data = const_cast<uint8_t*>(view.data);  // read-only mapping: never written
+    return at::from_blob(
+        data, shape, [owner = view.owner](void*) {}, at::TensorOptions().dtype(dtype));
+}
+
 void tally(const WeightSource& src, const io::TensorView& view, bool deferred) {
     WeightFootprint& f = *src.metadata_only;
     ++f.tensor_types[io::weight_dtype_name(view.dtype)];
@@ -89,9 +96,7 @@ at::Tensor read_f32(const WeightSource& src, const std::string& name,
         // most of a 124M model's load time. Pages are read when first used, so the load does
         // not page in a tensor that no computation reads (the lm_head, when analyze skips the
         // logits).
-        void* data = const_cast<uint8_t*>(view.data);  // read-only mapping: never written
-        return at::from_blob(
-            data, expected, [owner = view.owner](void*) {}, f32);
+        return mapped_tensor(view, expected, at::kFloat);
     }
     at::Tensor out = at::empty(expected, f32);  // host f32
     io::convert_to_f32(view, out.data_ptr<float>());

@@ -35,6 +35,10 @@ bool stays_in_file(const io::TensorView& view, at::ScalarType dtype);
 // True when the file's bytes of `view` are `dtype` values a CPU model can use where they lie:
 // mapped (the view owns them), of that very type, aligned to it.
 bool usable_as_is(const io::TensorView& view, at::ScalarType dtype);
+// The file's bytes of `view` as a read-only `dtype` tensor of `shape` that keeps the mapping
+// alive (usable_as_is(view, dtype) must hold): never to be written.
+at::Tensor mapped_tensor(const io::TensorView& view, const std::vector<int64_t>& shape,
+                         at::ScalarType dtype);
 // Metadata-only builds: tallies `view` in *src.metadata_only (its type, and the largest tensor
 // converted at load or, with `deferred`, widened at use).
 void tally(const WeightSource& src, const io::TensorView& view, bool deferred);
