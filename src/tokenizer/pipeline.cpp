@@ -168,6 +168,20 @@ class PipelineTokenizer final : public Tokenizer {
                 raw_.add(t.content, &t);
             }
         }
+        // The post-processor's ids (and BOS/EOS) are emitted around every text: each must be a
+        // token of this vocabulary, or every encoding would hold an id no model row exists for.
+        auto check_id = [&](int32_t id, const char* what) {
+            if (id < -1 || id >= n_vocab_)
+                throw InputError(cfg_.origin, detail::concat(what, " token id ", id,
+                                                             " is outside the vocabulary (size ",
+                                                             n_vocab_, ")"));
+        };
+        for (const int32_t id : cfg_.prefix) check_id(id, "post_processor template");
+        for (const int32_t id : cfg_.suffix) check_id(id, "post_processor template");
+        for (const TemplatePiece& piece : cfg_.pair)
+            for (const int32_t id : piece.ids) check_id(id, "post_processor pair template");
+        check_id(cfg_.bos, "BOS");
+        check_id(cfg_.eos, "EOS");
     }
 
     std::vector<int32_t> encode(std::string_view text) const override {

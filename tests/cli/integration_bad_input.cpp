@@ -710,9 +710,9 @@ TEST(BadInput, Tokenizer) {
          f("added_str") + ": added token '<unk>': id \"5\" is not a non-negative integer"},
         {"added token without id", inspect("added_noid"), 3,
          f("added_noid") + ": added_tokens: missing \"id\""},
-        {"template id outside the model's vocabulary", ppl("special_oov"), 3,
-         f("special_oov") + ": the tokenizer gives token id 5000 outside the model's vocabulary "
-                            "[0, 2048)"},
+        {"template id outside the tokenizer's vocabulary", ppl("special_oov"), 3,
+         f("special_oov") + ": post_processor template token id 5000 is outside the vocabulary "
+                            "(size 2048)"},
         {"added token outside the model's vocabulary", ppl("added_oov"), 3,
          f("added_oov") + ": the tokenizer gives token id 4000 ('zzz') outside the model's "
                           "vocabulary [0, 2048)"},

@@ -327,6 +327,39 @@ TEST(HfBpe, BadFiles) {
     EXPECT_THROW(load_hf_tokenizer(dir / "missing.json"), IoError);
 }
 
+// A post-processor whose special token ids lie past the vocabulary would put ids no model row
+// exists for around every text (a fuzz finding: encode then decode threw a usage error): the
+// file is refused at load, naming it and the id. The same ids inside the vocabulary load.
+TEST(HfBpe, TemplateIdsOutsideTheVocabulary) {
+    testutil::ScratchDir dir;
+    const std::string vocab = R"("vocab": {"a": 0, "b": 1, "[CLS]": 2})";
+    const auto with = [&](const std::string& processor) {
+        return R"({"model": {"type": "BPE", )" + vocab + R"(, "merges": []}, "post_processor": )" +
+               processor + "}";
+    };
+    const std::string single =
+        R"("single": [{"SpecialToken": {"id": "[CLS]"}}, {"Sequence": {"id": "A"}}])";
+    write_text(dir / "far.json", with(R"({"type": "TemplateProcessing", )" + single +
+                                      R"(, "special_tokens": {"[CLS]": {"ids": [10]}}})"));
+    try {
+        load_hf_tokenizer(dir / "far.json");
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("far.json"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("token id 10 is outside the vocabulary (size 3)"),
+                  std::string::npos)
+            << e.what();
+    }
+    write_text(dir / "bert.json", with(R"({"type": "BertProcessing", "cls": ["[CLS]", 2],
+                                            "sep": ["[SEP]", 7]})"));
+    EXPECT_THROW(load_hf_tokenizer(dir / "bert.json"), InputError);
+    write_text(dir / "near.json", with(R"({"type": "TemplateProcessing", )" + single +
+                                       R"(, "special_tokens": {"[CLS]": {"ids": [2]}}})"));
+    const auto tok = load_hf_tokenizer(dir / "near.json");
+    EXPECT_EQ(tok->encode_with_policy("ab", BosPolicy::ModelDefault),
+              (std::vector<int32_t>{2, 0, 1}));
+}
+
 // BOS policy names round-trip and unknown names are usage errors.
 TEST(BosPolicy, Names) {
     for (BosPolicy p : {BosPolicy::ModelDefault, BosPolicy::Always, BosPolicy::Never})
