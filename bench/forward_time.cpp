@@ -38,7 +38,35 @@ void write_f32(const std::string& path, const at::Tensor& t) {
     io::write_npy(path, io::make_npy_f32(shape, std::vector<float>(p, p + c.numel())));
 }
 
+// forward_time --gemm M K N THREADS REPS: the rate of one float32 product [M, K] x [K, N]^T
+// (at::linear, as the forward's) on THREADS libtorch + BLAS threads, best of REPS, in GFLOP/s:
+// the machine's GEMM rate the forward is held against (issue 47).
+int gemm_rate(int argc, char** argv) {
+    if (argc < 7) {
+        std::fprintf(stderr, "usage: forward_time --gemm M K N THREADS REPS\n");
+        return 2;
+    }
+    const int64_t M = std::atoll(argv[2]), K = std::atoll(argv[3]), N = std::atoll(argv[4]);
+    const int threads = std::atoi(argv[5]), reps = std::atoi(argv[6]);
+    model::set_intra_op_threads(threads);
+    const at::Tensor x = at::randn({M, K}), w = at::randn({N, K});
+    double best = 1e300;
+    for (int r = 0; r <= reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const at::Tensor y = at::linear(x, w);
+        const double s = seconds_since(t0);
+        if (r > 0 && s < best) best = s;  // r = 0: warm-up
+    }
+    std::printf(
+        "{\"gemm\": [%lld, %lld, %lld], \"threads\": %d, \"seconds\": %.5f, "
+        "\"gflops\": %.2f}\n",
+        static_cast<long long>(M), static_cast<long long>(K), static_cast<long long>(N), threads,
+        best, 2.0 * double(M) * double(K) * double(N) / best / 1e9);
+    return 0;
+}
+
 int run(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "--gemm") return gemm_rate(argc, argv);
     if (argc < 7) {
         std::fprintf(stderr,
                      "usage: forward_time MODEL_DIR IDS.npy T THREADS none|attention|handover "
@@ -105,6 +133,14 @@ int run(int argc, char** argv) {
         for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
         return s + "]";
     };
+    // The matrix products of a Llama-layout forward (q, k, v, o, gate, up, down, lm_head):
+    // 2 T n_out n_in each, the attention's own products aside.
+    const model::ModelConfig& c = m.config();
+    const double qd = double(c.n_heads * c.d_head), kd = double(c.n_kv_heads * c.d_head);
+    const double linear_params = double(c.n_layers) * (double(c.d_model) * (2 * qd + 2 * kd) +
+                                                       3.0 * double(c.d_model) * double(c.d_mlp)) +
+                                 double(c.d_vocab) * double(c.d_model);
+    std::printf("{\"linear_gflop\": %.2f}\n", 2.0 * double(T) * linear_params / 1e9);
     std::printf(
         "{\"side\": \"sinkscope\", \"T\": %lld, \"threads\": %d, \"torch_threads\": %d, "
         "\"capture\": \"%s\", \"load_s\": %.4f, \"forward_s\": %s, \"handover_s\": %s, "

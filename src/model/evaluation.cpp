@@ -84,7 +84,12 @@ PerplexityResult score_samples(const ModelConfig& c,
     const int64_t at_once = samples_at_once(c, longest);
     PerplexityResult out;
     double total = 0;
-    ordered_parallel(int64_t(samples.size()), int(at_once), at_once, score,
+    const int share = forward_share(std::min<int64_t>(at_once, int64_t(samples.size())));
+    auto shared_score = [&](int64_t k) {
+        const ForwardWorkers workers(share);  // the samples side by side share the threads
+        return score(k);
+    };
+    ordered_parallel(int64_t(samples.size()), int(at_once), at_once, shared_score,
                      [&](int64_t, std::pair<double, int64_t> s) {
                          const auto [nll, scored] = s;
                          if (scored == 0) {  // nothing to predict

@@ -15,6 +15,7 @@
 #include "rope.hpp"
 #include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/parallel.hpp"
 #include "sinkscope/io/weights.hpp"
 #include "sinkscope/model/footprint.hpp"
 #include "tensor_load.hpp"
@@ -436,6 +437,23 @@ struct Weight::Stored {
             convert_rows(rows.data(), n_rows, host.data_ptr<float>());
         return host.to(at::kCPU, dtype).contiguous();
     }
+    // Rows [first, first + n) of widen(), only those converted.
+    at::Tensor widen_rows(int64_t first, int64_t n) const {
+        SS_CHECK(first >= 0 && n >= 0 && first + n <= n_rows, "rows ", first, "+", n, " outside ",
+                 view.name);
+        at::Tensor host = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
+        if (rows.empty()) {
+            const auto row_bytes = static_cast<size_t>(io::weight_dtype_n_bytes(view.dtype, d));
+            io::TensorView part = view;
+            part.shape = {n, d};
+            part.data = view.data + size_t(first) * row_bytes;
+            part.n_bytes = size_t(n) * row_bytes;
+            io::convert_to_f32(part, host.data_ptr<float>());
+        } else {
+            convert_rows(rows.data() + first, n, host.data_ptr<float>());
+        }
+        return host.to(at::kCPU, dtype).contiguous();
+    }
     at::Tensor kept_or_null() const {
         const std::lock_guard<std::mutex> lock(mutex);
         return kept;
@@ -459,6 +477,16 @@ at::Tensor Weight::rows(const at::Tensor& ids) const {
     std::vector<int64_t> sizes = ids.sizes().vec();
     sizes.push_back(st.d);
     return out.to(at::kCPU, st.dtype).view(sizes);
+}
+
+int64_t Weight::n_rows() const {
+    return stored_ ? stored_->n_rows : wide_.size(0);
+}
+
+at::Tensor Weight::row_block(int64_t first, int64_t n) const {
+    if (!stored_) return wide_.narrow(0, first, n);
+    if (at::Tensor kept = stored_->kept_or_null(); kept.defined()) return kept.narrow(0, first, n);
+    return stored_->widen_rows(first, n);
 }
 
 at::Tensor Weight::param() const {
@@ -683,8 +711,22 @@ std::vector<Weight> WeightLoader::qkv_parts(TensorRole role, int64_t layer, int6
 
 // ---- Building blocks of the LayerNorm families ----
 
-at::Tensor Linear::operator()(const at::Tensor& x) const {
-    return at::linear(x, w.use(), b);
+at::Tensor linear(const at::Tensor& x, const Weight& w, const at::Tensor& b) {
+    const int64_t n_out = w.n_rows();
+    const int64_t n_blocks = (n_out + kLinearBlockRows - 1) / kLinearBlockRows;
+    if (n_blocks <= 1) return at::linear(x, w.use(), b);
+    const bool cpu = x.device().is_cpu();
+    const int workers = cpu && !gradients_recorded() ? forward_workers() : 1;
+    std::vector<at::Tensor> parts(static_cast<size_t>(n_blocks));
+    const bool inference = c10::InferenceMode::is_enabled();
+    parallel_parts(n_blocks, workers, [&](int64_t i) {
+        const c10::InferenceMode mode{inference};  // as on the calling thread
+        const int64_t first = i * kLinearBlockRows;
+        const int64_t n = std::min(kLinearBlockRows, n_out - first);
+        parts[size_t(i)] =
+            at::linear(x, w.row_block(first, n), b.defined() ? b.narrow(0, first, n) : b);
+    });
+    return at::cat(parts, -1);
 }
 
 Linear load_linear(WeightLoader& ld, TensorRole w_role, std::optional<TensorRole> b_role,

@@ -176,6 +176,10 @@ public:
     // at::embedding(use(), ids) without widening the whole table: only rows `ids` (int64, any
     // shape, each in range) are widened; the same values bit for bit.
     at::Tensor rows(const at::Tensor& ids) const;
+    // Rows [first, first + n) in the compute dtype: a view of the held tensor, or only those
+    // rows widened (the values use() gives them, bit for bit).
+    at::Tensor row_block(int64_t first, int64_t n) const;
+    int64_t n_rows() const;
     // A persistent compute-dtype tensor (Transformer::parameters(): gradients and training need
     // tensors that stay): a deferred weight is widened once, kept, and used from then on, so a
     // model whose parameters were asked for holds them widened, as a model widened at load.
@@ -294,10 +298,19 @@ private:
 
 // y = x W^T + b. w: [out, in] (widened at use when held in the file's pages), b: [out] or
 // undefined (no bias).
+// at::linear(x, w.use(), b) (x [..., n_in], w [n_out, n_in], b [n_out] or undefined) with the
+// output features in blocks of kLinearBlockRows weight rows: each block is one product
+// x w[rows]^T on one thread, the blocks spread over forward_workers() threads (model.hpp), so a
+// value does not depend on the thread count. A stored weight (Weight) is widened a block at a
+// time, on the thread that multiplies it. While gradients are recorded, or off the CPU, the
+// blocks run one after the other on the calling thread (the same values on the CPU).
+constexpr int64_t kLinearBlockRows = 512;
+at::Tensor linear(const at::Tensor& x, const Weight& w, const at::Tensor& b = {});
+
 struct Linear {
     Weight w;
     at::Tensor b;
-    at::Tensor operator()(const at::Tensor& x) const;
+    at::Tensor operator()(const at::Tensor& x) const { return linear(x, w, b); }
 };
 // Linear weights of roles (w_role, b_role) of `layer`; no b_role: no bias.
 Linear load_linear(WeightLoader& ld, TensorRole w_role, std::optional<TensorRole> b_role,

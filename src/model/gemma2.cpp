@@ -142,9 +142,9 @@ ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& 
         const Gemma2Layer& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
         const at::Tensor h = rms_norm(x, w.input_norm);  // [batch, pos, d_model]
-        const at::Tensor q = at::linear(h, w.wq.use()).view({B, T, H, dh});
-        const at::Tensor k = at::linear(h, w.wk.use()).view({B, T, Hkv, dh});
-        const at::Tensor v = at::linear(h, w.wv.use()).view({B, T, Hkv, dh});
+        const at::Tensor q = detail::linear(h, w.wq).view({B, T, H, dh});
+        const at::Tensor k = detail::linear(h, w.wk).view({B, T, Hkv, dh});
+        const at::Tensor v = detail::linear(h, w.wv).view({B, T, Hkv, dh});
         hooks.keep(HookPoint::Q, l, q);
         hooks.keep(HookPoint::K, l, k);
         hooks.keep(HookPoint::V, l, v);
@@ -153,19 +153,19 @@ ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& 
         hooks.keep(HookPoint::RotK, l, rk);
         const at::Tensor z = detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_,
                                             hooks, c_.attn_softcap);
-        x = x + rms_norm(at::linear(z.view({B, T, H * dh}), w.wo.use()), w.post_attn_norm);
+        x = x + rms_norm(detail::linear(z.view({B, T, H * dh}), w.wo), w.post_attn_norm);
         hooks.keep(HookPoint::ResidMid, l, x);
         const at::Tensor h2 = rms_norm(x, w.pre_ffn_norm);
         const at::Tensor gate =
-            at::gelu(at::linear(h2, w.w_gate.use()), "tanh");  // [batch, pos, d_mlp]
-        x = x + rms_norm(at::linear(gate * at::linear(h2, w.w_up.use()), w.w_down.use()),
-                         w.post_ffn_norm);
+            at::gelu(detail::linear(h2, w.w_gate), "tanh");  // [batch, pos, d_mlp]
+        x = x +
+            rms_norm(detail::linear(gate * detail::linear(h2, w.w_up), w.w_down), w.post_ffn_norm);
         hooks.keep(HookPoint::ResidPost, l, x);
     }
     const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
     if (!f.want_logits) return f.finish(x_final, at::Tensor());
     at::Tensor logits =
-        at::linear(x_final, w_out_.use()).to(detail::accum_type(dtype_));  // [batch, pos, d_vocab]
+        detail::linear(x_final, w_out_).to(detail::accum_type(dtype_));  // [batch, pos, d_vocab]
     if (c_.final_softcap > 0) logits = at::tanh(logits / c_.final_softcap) * c_.final_softcap;
     return f.finish(x_final, logits);
 }

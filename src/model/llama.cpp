@@ -153,9 +153,9 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
         hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: attention.
         const at::Tensor h = rms_norm(x, w.attn_norm, w.attn_norm_f32);  // [batch, pos, d_model]
-        const at::Tensor q = at::linear(h, w.wq.use(), w.bq).view({B, T, H, dh});
-        const at::Tensor k = at::linear(h, w.wk.use(), w.bk).view({B, T, Hkv, dh});
-        const at::Tensor v = at::linear(h, w.wv.use(), w.bv).view({B, T, Hkv, dh});
+        const at::Tensor q = detail::linear(h, w.wq, w.bq).view({B, T, H, dh});
+        const at::Tensor k = detail::linear(h, w.wk, w.bk).view({B, T, Hkv, dh});
+        const at::Tensor v = detail::linear(h, w.wv, w.bv).view({B, T, Hkv, dh});
         hooks.keep(HookPoint::Q, l, q);
         hooks.keep(HookPoint::K, l, k);
         hooks.keep(HookPoint::V, l, v);
@@ -164,18 +164,18 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
         hooks.keep(HookPoint::RotK, l, rk);
         const at::Tensor z =
             detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_, hooks);
-        x = x + at::linear(z.view({B, T, H * dh}), w.wo.use());
+        x = x + detail::linear(z.view({B, T, H * dh}), w.wo);
         hooks.keep(HookPoint::ResidMid, l, x);
         // Pass 3: gated MLP, down(act(gate(x)) * up(x)).
         const at::Tensor h2 = rms_norm(x, w.ffn_norm, w.ffn_norm_f32);
-        at::Tensor gate = at::linear(h2, w.w_gate.use());  // [batch, pos, d_mlp]
+        at::Tensor gate = detail::linear(h2, w.w_gate);  // [batch, pos, d_mlp]
         gate = c_.act == Activation::Silu ? at::silu(gate) : at::gelu(gate, "tanh");
-        x = x + at::linear(gate * at::linear(h2, w.w_up.use()), w.w_down.use());
+        x = x + detail::linear(gate * detail::linear(h2, w.w_up), w.w_down);
         hooks.keep(HookPoint::ResidPost, l, x);
     }
     // Pass 4: final norm and unembedding; logits handed out in f32.
     const at::Tensor x_final = rms_norm(x, out_norm_, out_norm_f32_);  // [batch, pos, d_model]
-    return f.finish(x_final, f.want_logits ? at::linear(x_final, w_out_.use()) : at::Tensor());
+    return f.finish(x_final, f.want_logits ? detail::linear(x_final, w_out_) : at::Tensor());
 }
 
 }  // namespace

@@ -215,6 +215,26 @@ int compute_threads() {
     return g_compute_threads.load();
 }
 
+namespace {
+thread_local int t_forward_workers = 0;  // 0: not set on this thread
+}
+
+int forward_workers() {
+    return t_forward_workers > 0 ? t_forward_workers : compute_threads();
+}
+
+ForwardWorkers::ForwardWorkers(int n) : previous_(t_forward_workers) {
+    t_forward_workers = std::max(1, n);
+}
+
+ForwardWorkers::~ForwardWorkers() {
+    t_forward_workers = previous_;
+}
+
+int forward_share(int64_t side_by_side) {
+    return int(std::max<int64_t>(1, compute_threads() / std::max<int64_t>(1, side_by_side)));
+}
+
 void set_intra_op_threads(int n) {
     if (at::get_num_threads() != n) at::set_num_threads(n);
     set_blas_threads(n);

@@ -126,9 +126,9 @@ ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& ca
         const Phi3Layer& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
         const at::Tensor h = rms_norm(x, w.attn_norm);  // [batch, pos, d_model]
-        const at::Tensor q = at::linear(h, w.wq.use()).view({B, T, H, dh});
-        const at::Tensor k = at::linear(h, w.wk.use()).view({B, T, Hkv, dh});
-        const at::Tensor v = at::linear(h, w.wv.use()).view({B, T, Hkv, dh});
+        const at::Tensor q = detail::linear(h, w.wq).view({B, T, H, dh});
+        const at::Tensor k = detail::linear(h, w.wk).view({B, T, Hkv, dh});
+        const at::Tensor v = detail::linear(h, w.wv).view({B, T, Hkv, dh});
         hooks.keep(HookPoint::Q, l, q);
         hooks.keep(HookPoint::K, l, k);
         hooks.keep(HookPoint::V, l, v);
@@ -137,16 +137,15 @@ ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& ca
         hooks.keep(HookPoint::RotK, l, rk);
         const at::Tensor z =
             detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_, hooks);
-        x = x + at::linear(z.view({B, T, H * dh}), w.wo.use());
+        x = x + detail::linear(z.view({B, T, H * dh}), w.wo);
         hooks.keep(HookPoint::ResidMid, l, x);
         const at::Tensor h2 = rms_norm(x, w.ffn_norm);
-        const at::Tensor up =
-            at::linear(h2, w.w_up.use()) * at::silu(at::linear(h2, w.w_gate.use()));
-        x = x + at::linear(up, w.w_down.use());
+        const at::Tensor up = detail::linear(h2, w.w_up) * at::silu(detail::linear(h2, w.w_gate));
+        x = x + detail::linear(up, w.w_down);
         hooks.keep(HookPoint::ResidPost, l, x);
     }
     const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
-    return f.finish(x_final, f.want_logits ? at::linear(x_final, w_out_.use()) : at::Tensor());
+    return f.finish(x_final, f.want_logits ? detail::linear(x_final, w_out_) : at::Tensor());
 }
 
 }  // namespace

@@ -57,6 +57,10 @@ void expect_identical(const fs::path& path, ComputeDType dtype, bool deferred = 
     }
     ASSERT_TRUE(a.logits.defined());
     EXPECT_TRUE(at::equal(a.logits, b.logits));
+    {  // the stored weights widened a block of rows at a time on 3 threads: the same bits
+        const ForwardWorkers three(3);
+        EXPECT_TRUE(at::equal(at_use.forward(ids).logits, a.logits));
+    }
 
     // parameters() widens the deferred weights once and keeps them: the tensors a gradient is
     // taken against are those of the model widened at load, and forwards after it agree too.

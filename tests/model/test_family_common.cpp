@@ -87,6 +87,62 @@ void expect_blocked_equals_full_square(const ModelConfig& c, int64_t T) {
                            full.logits.detach(), tol_logits);
 }
 
+// Products over more than kLinearBlockRows output features (an MLP of 1100, a vocabulary of
+// 1300: blocks of 512, the last partial) split over 1, 2, 3 and 5 threads give the same bits:
+// the blocks do not follow the thread count (issue 47). Float32 and float64.
+TEST(ForwardWorkers, LinearBlocksGiveTheSameBitsForAnyThreadCount) {
+    for (const ComputeDType dtype : {ComputeDType::Float32, ComputeDType::Float64}) {
+        SCOPED_TRACE(compute_dtype_name(dtype));
+        const ModelConfig c =
+            config_with("llama", {{"intermediate_size", 1100}, {"vocab_size", 1300}});
+        const MemoryWeightStore s = testutil::random_weights(c);
+        RuntimeOptions rt;
+        rt.dtype = dtype;
+        const Model m = build_model(c, source_of(s), rt);
+        const std::vector<int32_t> ids = long_ids(40, c.d_vocab);
+        ForwardResult one;
+        {
+            const ForwardWorkers w(1);
+            EXPECT_EQ(forward_workers(), 1);
+            one = m.forward(ids, CaptureSpec::all());
+        }
+        ASSERT_TRUE(one.logits.defined());
+        for (const int n : {2, 3, 5}) {
+            SCOPED_TRACE(n);
+            const ForwardWorkers w(n);
+            EXPECT_EQ(forward_workers(), n);
+            const ForwardResult r = m.forward(ids, CaptureSpec::all());
+            EXPECT_TRUE(at::equal(r.logits, one.logits));
+            ASSERT_EQ(r.captured.size(), one.captured.size());
+            for (const auto& [name, t] : one.captured)
+                EXPECT_TRUE(at::equal(r.captured.at(name), t)) << name;
+        }
+    }
+}
+
+// forward_workers(): compute_threads() unless a ForwardWorkers of this thread says otherwise
+// (innermost wins, restored when it ends); forward_share splits the compute threads.
+TEST(ForwardWorkers, ScopedCountAndShares) {
+    set_compute_threads(4);
+    EXPECT_EQ(forward_workers(), 4);
+    {
+        const ForwardWorkers a(3);
+        EXPECT_EQ(forward_workers(), 3);
+        {
+            const ForwardWorkers b(0);  // at least 1
+            EXPECT_EQ(forward_workers(), 1);
+        }
+        EXPECT_EQ(forward_workers(), 3);
+        std::thread([] { EXPECT_EQ(forward_workers(), 4); }).join();  // this thread's only
+    }
+    EXPECT_EQ(forward_workers(), 4);
+    EXPECT_EQ(forward_share(1), 4);
+    EXPECT_EQ(forward_share(2), 2);
+    EXPECT_EQ(forward_share(3), 1);
+    EXPECT_EQ(forward_share(8), 1);
+    set_compute_threads(1);
+}
+
 // Llama with GQA, d_head 6: scale 1/sqrt(6) (not a power of two: GEMM's alpha).
 TEST(AttendBlocked, LlamaNonPowerOfTwoScale) {
     expect_blocked_equals_full_square(config_with("llama"), 300);

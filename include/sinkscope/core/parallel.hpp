@@ -104,4 +104,45 @@ void ordered_parallel(int64_t n, int workers, int64_t ahead, Produce&& produce, 
     }
 }
 
+// Calls part(i) for every i in [0, n) on up to `workers` threads, the calling thread one of
+// them, and returns when all are done. Each part writes its own result, so what the caller
+// reads afterwards does not depend on which thread ran which part. The first exception (by
+// index) is rethrown on the calling thread after every started part has finished.
+template <class Part>
+void parallel_parts(int64_t n, int workers, Part&& part) {
+    if (workers <= 1 || n <= 1) {
+        for (int64_t i = 0; i < n; ++i) part(i);
+        return;
+    }
+    workers = int(std::min<int64_t>(workers, n));
+    std::mutex mutex;
+    int64_t next = 0;
+    std::vector<std::exception_ptr> errors(size_t(n), nullptr);
+    auto work = [&] {
+        for (;;) {
+            int64_t i;
+            {
+                const std::lock_guard<std::mutex> lock(mutex);
+                if (next >= n) return;
+                i = next++;
+            }
+            try {
+                part(i);
+            } catch (...) {
+                errors[size_t(i)] = std::current_exception();
+            }
+        }
+    };
+    std::vector<std::thread> helpers;
+    helpers.reserve(size_t(workers - 1));
+    try {
+        for (int w = 1; w < workers; ++w) helpers.emplace_back(work);
+    } catch (...) {  // no thread to be had: the calling thread does the rest
+    }
+    work();
+    for (std::thread& t : helpers) t.join();
+    for (const std::exception_ptr& e : errors)
+        if (e) std::rethrow_exception(e);
+}
+
 }  // namespace sinkscope

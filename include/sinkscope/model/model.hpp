@@ -62,6 +62,25 @@ struct RuntimeOptions {
 int set_compute_threads(int n);
 // The count set_compute_threads last resolved (1 before it is called).
 int compute_threads();
+// Threads one forward on the calling thread may split its larger matrix products over: the
+// weight's output rows go in blocks of a fixed size (kLinearBlockRows, whatever the thread
+// count), each block one single-threaded product, so the result is the same bit for bit for
+// any count. The innermost ForwardWorkers of this thread, else compute_threads().
+int forward_workers();
+// Sets forward_workers() on this thread while it lives: forwards run side by side give each
+// its share of the compute threads (at least 1).
+class ForwardWorkers {
+public:
+    explicit ForwardWorkers(int n);
+    ~ForwardWorkers();
+    ForwardWorkers(const ForwardWorkers&) = delete;
+    ForwardWorkers& operator=(const ForwardWorkers&) = delete;
+
+private:
+    int previous_;
+};
+// The share of the compute threads each of `side_by_side` forwards run at once gets.
+int forward_share(int64_t side_by_side);
 // libtorch's intra-op pool and OpenBLAS's pool (the BLAS of Debian's libtorch, which keeps a
 // pool of its own that libtorch does not size) at n threads. Training alone widens them
 // (model/train.hpp): its results then follow the thread count, which run.json records.

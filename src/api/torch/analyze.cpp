@@ -325,6 +325,8 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     ordered_parallel(
         end - start, int(at_once), at_once,
         [&](int64_t i) {
+            // The inputs run side by side share the compute threads (model.hpp).
+            const model::ForwardWorkers share(model::forward_share(std::min(at_once, end - start)));
             const size_t n = size_t(start + i);
             const bool lazy =
                 analysis::use_lazy_attention(cfg, inputs.n_tokens(n), o.attention_memory_mb);

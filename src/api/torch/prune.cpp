@@ -330,6 +330,7 @@ std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) 
         ordered_parallel(
             n_calib, int(at_once), at_once,
             [&](int64_t n) {
+                const model::ForwardWorkers share(model::forward_share(std::min(at_once, n_calib)));
                 const bool lazy = analysis::use_lazy_attention(cfg, calib.n_tokens(size_t(n)),
                                                                kAttentionMemoryMb);
                 return analysis::capture_input(m, calib, size_t(n), false, lazy);
