@@ -429,14 +429,7 @@ struct Weight::Stored {
     }
     // The values WeightLoader::to_device(read / host_rope_rows / host_qkv part) gives this
     // tensor: read_f32's conversion of each value, the same row order, to_device's dtype.
-    at::Tensor widen() const {
-        at::Tensor host = at::empty({n_rows, d}, at::TensorOptions().dtype(at::kFloat));
-        if (rows.empty())
-            io::convert_to_f32(view, host.data_ptr<float>());
-        else
-            convert_rows(rows.data(), n_rows, host.data_ptr<float>());
-        return host.to(at::kCPU, dtype).contiguous();
-    }
+    at::Tensor widen() const { return widen_rows(0, n_rows); }
     // Rows [first, first + n) of widen(), only those converted.
     at::Tensor widen_rows(int64_t first, int64_t n) const {
         SS_CHECK(first >= 0 && n >= 0 && first + n <= n_rows, "rows ", first, "+", n, " outside ",

@@ -296,8 +296,6 @@ private:
 
 // ---- Building blocks of the LayerNorm families (GPT-2, GPT-NeoX, Phi, BERT, ViT) ----
 
-// y = x W^T + b. w: [out, in] (widened at use when held in the file's pages), b: [out] or
-// undefined (no bias).
 // at::linear(x, w.use(), b) (x [..., n_in], w [n_out, n_in], b [n_out] or undefined) with the
 // output features in blocks of kLinearBlockRows weight rows: each block is one product
 // x w[rows]^T on one thread, the blocks spread over forward_workers() threads (model.hpp), so a

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -115,17 +116,10 @@ void parallel_parts(int64_t n, int workers, Part&& part) {
         return;
     }
     workers = int(std::min<int64_t>(workers, n));
-    std::mutex mutex;
-    int64_t next = 0;
+    std::atomic<int64_t> next{0};
     std::vector<std::exception_ptr> errors(size_t(n), nullptr);
     auto work = [&] {
-        for (;;) {
-            int64_t i;
-            {
-                const std::lock_guard<std::mutex> lock(mutex);
-                if (next >= n) return;
-                i = next++;
-            }
+        for (int64_t i; (i = next.fetch_add(1)) < n;) {
             try {
                 part(i);
             } catch (...) {
