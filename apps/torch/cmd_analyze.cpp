@@ -16,6 +16,10 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
         "docs/metrics.md), run.json and an interactive report.html");
     sinkscope::cli::add_model_options(cmd, o->m);
     sinkscope::cli::add_analyze_run_flags(cmd, o, "Output directory (written whole at the end)");
+    cmd->add_option("--layers", o->layers,
+                    "Analyse these layers only (indices from 0 and ranges, e.g. 0,5,10-12; "
+                    "default all): the forward runs every layer, the analyses read the chosen "
+                    "ones, and the tables name them by their index in the model");
     cmd->add_option("--checkpoint", o->checkpoint,
                     "Label written in the checkpoint column of every table and in run.json");
     sinkscope::cli::add_distributed_flags(cmd, o->dist);

@@ -59,6 +59,7 @@ void bind_api(py::module_& m) {
         .def_readwrite("overwrite", &AnalyzeOptions::overwrite)
         .def_readwrite("max_tokens", &AnalyzeOptions::max_tokens)
         .def_readwrite("samples", &AnalyzeOptions::samples)
+        .def_readwrite("layers", &AnalyzeOptions::layers)
         .def_readwrite("analysis", &AnalyzeOptions::analysis)
         .def_readwrite("attention_memory_mb", &AnalyzeOptions::attention_memory_mb)
         .def_readwrite("resume", &AnalyzeOptions::resume)

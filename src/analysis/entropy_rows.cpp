@@ -45,9 +45,9 @@ public:
                     else
                         metrics::compose_row_probabilities(a.row(l, h, i) + kb, d, sink - kb, zeros,
                                                            o, scratch.data());
-                    const double row[kColumns] = {double(in.index),  double(l),   double(h),
-                                                  double(i),         o.sink_mass, o.content_mass,
-                                                  o.content_entropy, o.entropy};
+                    const double row[kColumns] = {
+                        double(in.index), double(ctx_.layer_id(l)), double(h),         double(i),
+                        o.sink_mass,      o.content_mass,           o.content_entropy, o.entropy};
                     rows_.insert(rows_.end(), row, row + kColumns);
                 }
         }

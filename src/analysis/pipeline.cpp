@@ -44,9 +44,16 @@ struct AnalysisPipeline::Stream {
 
 AnalysisPipeline::AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOptions options,
                                    std::string model_name, std::string origin,
-                                   std::string checkpoint)
+                                   std::string checkpoint, const LayerSelection& layers)
     : n_layers_(n_layers), n_heads_(n_heads), options_(std::move(options)) {
     context_.n_layers = n_layers;
+    if (!layers.ids.empty() && !layers.all()) {
+        SS_CHECK(layers.size() == n_layers, "a pipeline of ", n_layers, " layers given ",
+                 layers.size(), " layer ids");
+        context_.layer_ids = layers.ids;
+        options_.p2.layer_ids = layers.ids;  // section 8's layer rules (10.n, 10.o)
+        options_.p2.model_layers = layers.model_layers;
+    }
     context_.n_heads = n_heads;
     context_.options = &options_;
     context_.model_name = std::move(model_name);
@@ -114,7 +121,8 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
         const int64_t row = labels_->row(input);
         s.out << input << "," << row << ",-1," << sinks.model << "\n";
         for (int64_t l = 0; l < n_layers_; ++l)
-            s.out << input << "," << row << "," << l << "," << sinks.per_layer[l] << "\n";
+            s.out << input << "," << row << "," << context_.layer_id(l) << "," << sinks.per_layer[l]
+                  << "\n";
     }
     if (positions_.size() < kMaxRecordedSinks)
         positions_.push_back({{"model", sinks.model}, {"per_layer", sinks.per_layer}});
@@ -162,7 +170,7 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
                          context_.checkpoint,
                          input,
                          labels_->row(input),
-                         v.layer,
+                         context_.layer_id(v.layer),
                          v.head,
                          v.metric,
                          v.param,
@@ -272,6 +280,16 @@ PipelineResults AnalysisPipeline::finish() {
         selected.push_back(name);
     }
     res.record["analyses"] = selected;
+    // The analysed layers by their model index (--layers), once every analysis has finished
+    // (those that read earlier results index them as they were computed).
+    if (!context_.layer_ids.empty())
+        for (auto& [name, out] : res.outputs)
+            for (auto& t : out.tables)
+                for (const char* column : {"layer", "layer_a", "layer_b"})
+                    t.table.map_integers(column, [this, &t](int64_t l) {
+                        SS_CHECK(l < n_layers_, t.name, ".csv: layer ", l, " of ", n_layers_);
+                        return context_.layer_id(l);
+                    });
     return res;
 }
 

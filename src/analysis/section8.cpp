@@ -68,9 +68,10 @@ void section8_tables(const P2Results& results, AnalysisOutput& out) {
                 flat.push_back(b.birth);
                 flat.push_back(b.death);
             }
-            const std::string name =
-                "input" + std::to_string(d.input) + "_layer" + std::to_string(d.layer) +
-                (d.head < 0 ? "_avg" : "_head" + std::to_string(d.head)) + ".npy";
+            const std::string name = "input" + std::to_string(d.input) + "_layer" +
+                                     std::to_string(results.config.layer_id(d.layer)) +
+                                     (d.head < 0 ? "_avg" : "_head" + std::to_string(d.head)) +
+                                     ".npy";
             out.arrays.emplace_back(
                 "diagrams/" + name,
                 io::make_npy_f64({static_cast<int64_t>(d.bars.size()), 3}, flat));
@@ -86,12 +87,14 @@ void section8_tables(const P2Results& results, AnalysisOutput& out) {
         const double mrc = e.mean_reference_count();
         f["mean_reference_count"] =
             std::isfinite(mrc) ? nlohmann::json(mrc) : nlohmann::json("nan");
-        f["mid_late_first_layer"] = e.mid_late_begin();
+        // Model layer indices (--layers analyses some layers only: P2Config::layer_id).
+        const P2Config& c = results.config;
+        f["mid_late_first_layer"] = c.model_layer_count(e.n_layers) / 3;
         nlohmann::json layers = nlohmann::json::array();
         const auto modal = e.modal_classes();
         for (int64_t l = 0; l < e.n_layers; ++l) {
             const auto k = static_cast<size_t>(l);
-            layers.push_back({{"layer", l},
+            layers.push_back({{"layer", c.layer_id(l)},
                               {"first", e.first[k]},
                               {"last", e.last[k]},
                               {"other", e.other[k]},
@@ -222,7 +225,8 @@ AnalysisOutput section8_output(const P2Results& r, bool header) {
           << format_number(layer_mean(r, t::kEntropy, t::metric::kEntropyAllRows, "")) << " nats\n";
     if (c.frame)
         s << "  reference frame: " << frame_type_name(r.verdict)
-          << " (share of first-position anchors in layers >= " << r.frame.mid_late_begin() << ": "
+          << " (share of first-position anchors in layers >= "
+          << c.model_layer_count(r.frame.n_layers) / 3 << ": "
           << format_number(r.frame.share_first_mid_late()) << ", mean reference count "
           << format_number(r.frame.mean_reference_count()) << ")\n";
     for (const auto& w : r.warnings) s << "  warning: " << w << "\n";

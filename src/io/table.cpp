@@ -92,6 +92,27 @@ void Table::fill_empty(const std::string& column, const std::string& value) {
     }
 }
 
+void Table::map_integers(const std::string& column, const std::function<int64_t(int64_t)>& fn) {
+    const auto it = std::find(columns_.begin(), columns_.end(), column);
+    if (it == columns_.end()) return;
+    const size_t c = size_t(it - columns_.begin());
+    const auto map = [c, fn](std::vector<Cell>& row) {
+        if (const auto* v = std::get_if<int64_t>(&row[c])) row[c] = fn(*v);
+    };
+    csv_text_ = nullptr;  // its text would not be mapped
+    if (source_) {
+        source_ = [inner = std::move(source_), map] {
+            return RowCursor([next = inner(), map](std::vector<Cell>& cells) mutable {
+                if (!next(cells)) return false;
+                map(cells);
+                return true;
+            });
+        };
+        return;
+    }
+    for (auto& row : rows_) map(row);
+}
+
 std::string format_number(double v) {
     return sinkscope::format_number(v);
 }

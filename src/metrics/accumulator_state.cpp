@@ -173,6 +173,7 @@ void P2Accumulator::load(BinaryReader& r) {
         s.diagrams.push_back(std::move(d));
     }
     s.frame.n_layers = r.get<int64_t>();
+    s.frame.mid_late_first = s.config.mid_late_begin(s.frame.n_layers);  // from the options
     s.frame.first = r.get_vector<int64_t>(), s.frame.last = r.get_vector<int64_t>(),
     s.frame.other = r.get_vector<int64_t>();
     s.frame.reference_count_sum = r.get<double>(), s.frame.reference_count_n = r.get<int64_t>();

@@ -70,8 +70,9 @@ int64_t reference_count(const Eigen::MatrixXd& head_average) {
     return std::min(count, cap);
 }
 
-void FrameEvidence::resize(int64_t layers) {
+void FrameEvidence::resize(int64_t layers, int64_t mid_late) {
     n_layers = layers;
+    mid_late_first = mid_late >= 0 ? mid_late : layers / 3;
     first.assign(static_cast<size_t>(layers), 0);
     last.assign(static_cast<size_t>(layers), 0);
     other.assign(static_cast<size_t>(layers), 0);
@@ -79,8 +80,9 @@ void FrameEvidence::resize(int64_t layers) {
 
 void FrameEvidence::merge(const FrameEvidence& o) {
     if (o.n_layers == 0) return;
-    if (n_layers == 0) resize(o.n_layers);
-    SS_CHECK(o.n_layers == n_layers, "merging frame evidence of different layer counts");
+    if (n_layers == 0) resize(o.n_layers, o.mid_late_first);
+    SS_CHECK(o.n_layers == n_layers && o.mid_late_first == mid_late_first,
+             "merging frame evidence of different layers");
     for (size_t l = 0; l < first.size(); ++l) {
         first[l] += o.first[l];
         last[l] += o.last[l];

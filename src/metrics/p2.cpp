@@ -233,11 +233,14 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                    const std::string& param, double v) {
         out.values.emplace_back(P2Key{table, layer, h, metric, param}, v);
     };
-    const auto topo_layers = topology_layers(n_layers, compat);
-    const auto token_layers = compat ? topo_layers : topology_layers(n_layers, false);
-    const auto kl_set = kl_layers(n_layers, compat);
-    auto in_set = [](const std::vector<int64_t>& s, int64_t layer) {
-        return std::find(s.begin(), s.end(), layer) != s.end();
+    // The layer rules (10.n, 10.o) on the model's layer indices (P2Options::layer_ids).
+    const int64_t model_layers = c.model_layer_count(n_layers);
+    const auto topo_layers = topology_layers(model_layers, compat);
+    const auto token_layers = compat ? topo_layers : topology_layers(model_layers, false);
+    const auto kl_set = kl_layers(model_layers, compat);
+    const bool mid_late = l >= c.mid_late_begin(n_layers);
+    auto in_set = [&c](const std::vector<int64_t>& s, int64_t layer) {
+        return std::find(s.begin(), s.end(), c.layer_id(layer)) != s.end();
     };
     auto& avg = scratch.avg;
     std::vector<P2Diagram> head_diagrams;  // per-head diagrams, saved after the average's
@@ -256,7 +259,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
                 // threshold is not effective and layer % 4 != 0; its graph metrics are missing.
                 const bool effective = g.density >= c.constants.effective_density_lo &&
                                        g.density <= c.constants.effective_density_hi;
-                if (compat && !effective && l % 4 != 0) {
+                if (compat && !effective && c.layer_id(l) % 4 != 0) {
                     for (const char* metric :
                          {"lambda2", "laplacian_gap", "star_basic", "star_combined", "gini",
                           "centralization", "degree_variance", "n_nodes"})
@@ -341,8 +344,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
     // entropy (10.m; compat B.7, B.3), top key for token specialisation and frame (10.m, 10.n).
     // A head's [n, n] matrix is built only for --per-head. Sink-removal KL (pass 4) reads the
     // rows itself: a run of it alone makes no pass here.
-    const bool need_avg =
-        c.graphs || c.topology || c.spectra || c.entropy || (c.frame && l >= n_layers / 3);
+    const bool need_avg = c.graphs || c.topology || c.spectra || c.entropy || (c.frame && mid_late);
     const bool need_top = c.tokens || c.frame;
     const bool pass1 = need_avg || need_top || c.per_head;
     avg.setZero(need_avg ? n : 0, need_avg ? n : 0);
@@ -408,7 +410,7 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64
             }
             if (c.frame) ++out.classes[static_cast<size_t>(cls)];
         }
-        if (c.frame && l >= n_layers / 3) {  // middle and late layers (10.n)
+        if (c.frame && mid_late) {  // middle and late layers (10.n)
             // Reference count of the value-space analysis on the renormalised average (B.6).
             Eigen::MatrixXd closed = avg;
             for (Eigen::Index i = 0; i < closed.rows(); ++i) {
@@ -526,7 +528,7 @@ void P2Accumulator::apply(const AttentionInput& in, const std::vector<P2LayerOut
     if (state_.n_inputs == 0) {
         state_.n_layers = n_layers;
         state_.n_heads = in.n_heads;
-        state_.frame.resize(n_layers);
+        state_.frame.resize(n_layers, c.mid_late_begin(n_layers));
     }
     state_.any_causal = state_.any_causal || in.masking == Masking::Causal;
     for (int64_t l = 0; l < n_layers; ++l) {
@@ -644,6 +646,12 @@ P2Results P2Accumulator::finish() const {
     r.verdict = frame_verdict(r.frame, c.constants.centralized_share_first,
                               c.constants.centralized_max_reference_count);
     if (c.compat && r.any_causal && c.topology) r.warnings.emplace_back(k_causal_compat_warning);
+    if (c.frame && r.frame.n_layers > 0 && r.frame.mid_late_begin() >= r.frame.n_layers)
+        r.warnings.push_back(
+            "the reference-frame verdict reads the middle and late layers (model layers >= " +
+            std::to_string(c.model_layer_count(r.frame.n_layers) / 3) +
+            ") and none was analysed (--layers): its first-position share is 0 and its mean "
+            "reference count undefined");
     return r;
 }
 

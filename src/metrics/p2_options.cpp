@@ -83,7 +83,20 @@ P2Config resolve_p2_options(const P2Options& options) {
     c.topology_max_tokens = options.topology_max_tokens;
     c.tokens_file = options.tokens;
     c.constants = options.constants;
+    for (size_t k = 0; k < options.layer_ids.size(); ++k)
+        if (options.layer_ids[k] < 0 || options.layer_ids[k] >= options.model_layers ||
+            (k > 0 && options.layer_ids[k] <= options.layer_ids[k - 1]))
+            throw UsageError("the analysed layers must be ascending model layers");
+    c.layer_ids = options.layer_ids;
+    c.model_layers = options.model_layers;
     return c;
+}
+
+int64_t P2Config::mid_late_begin(int64_t n_layers) const {
+    const int64_t first = model_layer_count(n_layers) / 3;
+    int64_t l = 0;
+    while (l < n_layers && layer_id(l) < first) ++l;
+    return l;
 }
 
 std::vector<int64_t> topology_layers(int64_t n_layers, bool compat) {

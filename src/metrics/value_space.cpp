@@ -160,8 +160,11 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
     const int64_t L = a.n_layers, H = a.n_heads, T = a.n_tokens, n = a.length;
     SS_CHECK(int64_t(layers_.size()) == L, "value-space accumulator built for ", layers_.size(),
              " layers, input has ", L);
-    SS_CHECK(int64_t(hidden_in.size()) == L + 1, "expected ", L + 1, " hidden states, got ",
-             hidden_in.size());
+    // Consecutive layers share a state (L + 1), others have their own pair (2 L; value_space.hpp).
+    const bool paired = int64_t(hidden_in.size()) == 2 * L;
+    SS_CHECK(paired || int64_t(hidden_in.size()) == L + 1, "expected ", L + 1, " or ", 2 * L,
+             " hidden states, got ", hidden_in.size());
+    const auto entering = [paired](int64_t l) { return size_t(paired ? 2 * l : l); };
     for (const auto& h : hidden_in)
         SS_CHECK(int64_t(h.size()) == T * d_model, "hidden state of ", h.size(), " values, expected ",
                  T * d_model);
@@ -209,7 +212,7 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
         RowMatrix post, ref_sum;  // [block rows, d] each
 
         // Hidden-state variant on the head average (as the paper).
-        const double* hv = (*hidden)[l].data();
+        const double* hv = (*hidden)[entering(l)].data();
         const RowMatrix h_ref = gather_rows(hv, d_model, ref);  // [|R|, d_model]
         for (int64_t i0 = 0; i0 < n; i0 += k_row_block) {
             const int64_t i1 = std::min(n, i0 + k_row_block);
@@ -270,8 +273,8 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
         }
 
         // Transformation magnitude ||h^{l+1}_i - h^l_i|| (spec 8; compat rescaling of B.7).
-        const double* h0 = hidden_in[l].data();
-        const double* h1 = hidden_in[l + 1].data();
+        const double* h0 = hidden_in[entering(l)].data();
+        const double* h1 = hidden_in[entering(l) + 1].data();
         double scale = 1.0;
         if (opts_.compat) {
             double mx = 0;

@@ -260,3 +260,33 @@ TEST(ValueSpace, BlockedProductsMatchRowLoops) {
                       2 * eps * std::sqrt(nn / syy) + 4 * testutil::gamma_k(nn, testutil::kU64));
     }
 }
+
+// Layers that do not follow one another (analyze --layers 0,5) come with the pair of states
+// around each layer, 2 L in all, instead of L + 1 shared boundaries: the same consecutive states
+// written as pairs (h0, h1, h1, h2) give the same sums, bit for bit.
+TEST(ValueSpace, PairedStatesEqualConsecutiveOnes) {
+    const int64_t T = 6, d = 3, H = 2;
+    AttentionInput a = sink_input(H, T, 0.55);
+    AttentionInput two = a;  // the same rows in two layers
+    two.n_layers = 2;
+    two.pattern.insert(two.pattern.end(), a.pattern.begin(), a.pattern.end());
+    std::vector<std::vector<double>> consecutive(3, std::vector<double>(T * d));
+    for (size_t s = 0; s < consecutive.size(); ++s)
+        for (int64_t k = 0; k < T * d; ++k)
+            consecutive[s][size_t(k)] = std::sin(0.7 * double(s + 1) + 0.3 * double(k));
+    const std::vector<std::vector<double>> paired = {consecutive[0], consecutive[1], consecutive[1],
+                                                     consecutive[2]};
+    ValueSpaceAccumulator x(2), y(2);
+    x.add(two, consecutive, d, {}, 0);
+    y.add(two, paired, d, {}, 0);
+    for (size_t l = 0; l < 2; ++l) {
+        const auto &p = x.layers()[l], &q = y.layers()[l];
+        EXPECT_EQ(p.sum_transformation, q.sum_transformation) << l;
+        EXPECT_EQ(p.sum_rel_magnitude_hidden, q.sum_rel_magnitude_hidden) << l;
+        EXPECT_EQ(p.sum_direction_hidden, q.sum_direction_hidden) << l;
+        EXPECT_EQ(p.n_hidden, q.n_hidden) << l;
+        EXPECT_GT(p.sum_transformation, 0.0) << l;  // the states differ: a real comparison
+    }
+    // Anything else is refused.
+    EXPECT_THROW(x.add(two, {consecutive[0], consecutive[1]}, d, {}, 0), std::exception);
+}

@@ -14,26 +14,35 @@
 
 namespace sinkscope::analysis {
 
+// `layers` in every function below: the model layers analysed, ascending (analyze --layers,
+// layers.hpp); empty: every layer. The metric input's layer k is the model's layers[k].
+std::vector<int64_t> layers_or_all(const model::ModelConfig& config,
+                                   const std::vector<int64_t>& layers);
+
 // Attention of sequence `batch_index` of a forward pass as the metrics see it (spec section 0):
-// pattern from every layer's hook_pattern, scores from hook_attn_scores when all were captured,
-// fp64 on the host; masking and window from the config (encoders attend both ways). Throws
-// InternalError when a layer's hook_pattern is missing.
+// pattern from every analysed layer's hook_pattern, scores from hook_attn_scores when all were
+// captured, fp64 on the host; masking and window from the config (encoders attend both ways).
+// Throws InternalError when a layer's hook_pattern is missing.
 metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
                                            const model::ModelConfig& config,
                                            const std::vector<int32_t>& token_ids,
-                                           int64_t batch_index = 0);
+                                           int64_t batch_index = 0,
+                                           const std::vector<int64_t>& layers = {});
 
-// The one sliding window the metrics apply to every layer (metrics::AttentionInput::window) for
-// an input of n_tokens: config.window, or 0 for encoders. A window on some layers only (Gemma-2's
-// local layers) hides nothing while n_tokens <= window, so 0 is exact then; longer inputs throw
-// UnsupportedError (the metrics have one visibility rule for all layers).
-int64_t metrics_window(const model::ModelConfig& config, int64_t n_tokens);
+// The one sliding window the metrics apply to every analysed layer (metrics::AttentionInput::
+// window) for an input of n_tokens: config.window, or 0 for encoders and when no analysed layer
+// has one. A window on some analysed layers only (Gemma-2's local layers) hides nothing while
+// n_tokens <= window, so 0 is exact then; longer inputs throw UnsupportedError (the metrics have
+// one visibility rule for all layers).
+int64_t metrics_window(const model::ModelConfig& config, int64_t n_tokens,
+                       const std::vector<int64_t>& layers = {});
 
 // An input of n_tokens as the metrics see it, without its rows: shape, masking (encoders attend
 // both ways) and window from the config, and the token ids; the caller adds the rows or their
 // source.
 metrics::AttentionInput attention_shape(const model::ModelConfig& config, int64_t n_tokens,
-                                        const std::vector<int32_t>& token_ids);
+                                        const std::vector<int32_t>& token_ids,
+                                        const std::vector<int64_t>& layers = {});
 
 // The captured pattern (and scores, when every layer's were captured) of sequence
 // `batch_index` served in place (metrics/stored_rows.hpp), holding the tensors: nullptr unless
@@ -41,18 +50,21 @@ metrics::AttentionInput attention_shape(const model::ModelConfig& config, int64_
 // copied by to_attention_input instead).
 std::shared_ptr<const metrics::StoredRows> held_attention(const model::ForwardResult& result,
                                                           const model::ModelConfig& config,
-                                                          int64_t batch_index = 0);
+                                                          int64_t batch_index = 0,
+                                                          const std::vector<int64_t>& layers = {});
 
 // Whether one input's [L, H, T, T] pattern and scores (fp64) exceed `budget_mb`, so its rows are
-// recomputed from the rotated q and k instead of stored.
-bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb);
+// recomputed from the rotated q and k instead of stored. L: `n_layers` analysed (0: every layer).
+bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb,
+                        int64_t n_layers = 0);
 
 struct Captured {
     std::unique_ptr<LazyAttention> lazy;  // long inputs: rows recomputed on demand
     // Other inputs: the captured fp32 (fp64) squares themselves, widened where they are read
     // (attention.source_owner, held_attention), or else an fp64 copy (to_attention_input).
     metrics::AttentionInput attention;
-    std::vector<std::vector<double>> hidden;  // [L + 1] x [T, d_model]
+    // [L + 1] x [T, d_model]; [2 L] (entering, leaving each) for layers not consecutive
+    std::vector<std::vector<double>> hidden;
     std::vector<std::vector<double>> values;  // [L] x [H, T, d_head], GQA-expanded
 };
 
@@ -61,11 +73,12 @@ struct Captured {
 // not fit together in the `budget_mb` that decides when one input alone is recomputed lazily
 // (use_lazy_attention); 1 (one input after the other) at least. Results do not depend on it.
 int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inputs, int64_t first,
-                       int64_t end, int threads, int64_t budget_mb, bool want_value);
+                       int64_t end, int threads, int64_t budget_mb, bool want_value,
+                       int64_t n_layers = 0);
 
 // Runs input n through the model capturing what the analyses need: the attention (stored, or
 // lazily recomputed when `lazy`), and with `want_hidden` the residual stream and V projections.
 Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
-                       bool want_hidden, bool lazy);
+                       bool want_hidden, bool lazy, const std::vector<int64_t>& layers = {});
 
 }  // namespace sinkscope::analysis

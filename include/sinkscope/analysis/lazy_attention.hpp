@@ -15,10 +15,11 @@ namespace sinkscope::analysis {
 
 class LazyAttention final : public metrics::RowSource {
 public:
-    // Takes hook_rot_q / hook_rot_k of every layer out of `result` (batch element 0). Rows are
-    // computed as the forward computes them: scores = q.k / sqrt(d_head), masked = -inf, softmax
-    // in f32; handed out in f64.
-    LazyAttention(model::ForwardResult& result, const model::ModelConfig& config);
+    // Takes hook_rot_q / hook_rot_k of every analysed layer (`layers`, capture.hpp; empty: all)
+    // out of `result` (batch element 0). Rows are computed as the forward computes them: scores =
+    // q.k / sqrt(d_head), masked = -inf, softmax in f32; handed out in f64.
+    LazyAttention(model::ForwardResult& result, const model::ModelConfig& config,
+                  const std::vector<int64_t>& layers = {});
 
     const double* row(int64_t l, int64_t h, int64_t i) const override;
     const double* score_row(int64_t l, int64_t h, int64_t i) const override;
@@ -48,6 +49,7 @@ private:
                  double* scores) const;
 
     model::ModelConfig config_;
+    std::vector<int64_t> layers_;  // the model layer of each analysed layer
     int64_t n_tokens_ = 0, n_blocks_ = 0, n_slots_ = 0;
     double scale_ = 1;
     std::vector<at::Tensor> q_;  // [L] of [T, n_heads, d_head] f32 on the model's device

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sinkscope/analysis/layers.hpp"
 #include "sinkscope/analysis/options.hpp"
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/core/serialize.hpp"
@@ -31,9 +32,12 @@ struct PipelineResults {
 
 class AnalysisPipeline {
 public:
-    // `checkpoint` labels the checkpoint column of every table (empty: left empty).
+    // `checkpoint` labels the checkpoint column of every table (empty: left empty). `layers`:
+    // the model layers the inputs' n_layers layers are (analyze --layers; empty ids: layer l is
+    // model layer l); every output names a layer by its model index.
     AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOptions options,
-                     std::string model_name, std::string origin, std::string checkpoint = {});
+                     std::string model_name, std::string origin, std::string checkpoint = {},
+                     const LayerSelection& layers = {});
     ~AnalysisPipeline();
 
     // Streams sinks.csv (input, row, layer, sink_position; layer -1 = the model-wide sink) and,

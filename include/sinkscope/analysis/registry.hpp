@@ -37,9 +37,11 @@ namespace sinkscope::analysis {
 struct InputView {
     int64_t index = 0;  // ordinal of the input in the run (0-based)
     const metrics::AttentionInput* attention = nullptr;
-    const metrics::SinkPositions* sinks = nullptr;             // resolved once per input (10.d)
-    const std::vector<std::string>* tokens = nullptr;          // [T] token strings, or null
-    const std::vector<std::vector<double>>* hidden = nullptr;  // [L + 1] x [T, d_model] or null
+    const metrics::SinkPositions* sinks = nullptr;     // resolved once per input (10.d)
+    const std::vector<std::string>* tokens = nullptr;  // [T] token strings, or null
+    // [L + 1] x [T, d_model], [2 L] for layers not consecutive in the model (value_space.hpp),
+    // or null
+    const std::vector<std::vector<double>>* hidden = nullptr;
     const std::vector<std::vector<double>>* values = nullptr;  // [L] x [H, T, d_head] or null
     int64_t d_model = 0, d_head = 0;
 };
@@ -127,6 +129,12 @@ struct AnalysisContext {
     // The inputs' rows and data columns (AnalysisPipeline::set_input_labels); null outside a
     // pipeline.
     std::shared_ptr<const InputLabels> labels;
+    // The model's index of each analysed layer (analyze --layers; empty: layer l is model layer
+    // l). The pipeline maps the layer columns of every table; other outputs use layer_id().
+    std::vector<int64_t> layer_ids;
+    int64_t layer_id(int64_t l) const {
+        return l >= 0 && !layer_ids.empty() ? layer_ids[static_cast<size_t>(l)] : l;
+    }
 };
 
 struct AnalysisInfo {

@@ -33,6 +33,10 @@ struct AnalyzeOptions {
     // in this many MiB; longer inputs have their rows recomputed block by block from the
     // captured rotated queries and keys (equal up to float32 rounding).
     int64_t attention_memory_mb = 1024;
+    // The layers whose attention the analyses read (analysis/layers.hpp: "" or "all", or indices
+    // and ranges "0,5,10-12"); the forward runs every layer, only these are captured, and every
+    // output names them by their model index.
+    std::string layers;
     bool resume = false;
     int64_t checkpoint_every = 25;  // inputs between saved states
     std::string progress = "auto";  // auto (when stderr is a terminal) | always | never

@@ -41,6 +41,10 @@ public:
     // Sets every empty-string cell of `column` to `value` (no-op without such a column): how a
     // run's checkpoint label reaches the checkpoint column of every long table.
     void fill_empty(const std::string& column, const std::string& value);
+    // Replaces every integer cell of `column` by fn(cell) (no-op without such a column); a
+    // generated table maps its rows as they are produced. How the analysed layers of `analyze
+    // --layers` get their model indices in every table.
+    void map_integers(const std::string& column, const std::function<int64_t(int64_t)>& fn);
 
     const std::vector<std::string>& columns() const { return columns_; }
     const std::vector<std::vector<Cell>>& rows() const;

@@ -36,9 +36,14 @@ struct FrameEvidence {
     double reference_count_sum = 0;
     int64_t reference_count_n = 0;
 
-    void resize(int64_t n_layers);
+    // The first of the middle and late layers: floor(L/3) when the inputs hold every layer of the
+    // model, else the first input layer at or past the model's floor(L/3) (P2Config).
+    int64_t mid_late_first = 0;
+
+    // Layers of the inputs and their first middle or late layer (-1: floor(n_layers / 3)).
+    void resize(int64_t n_layers, int64_t mid_late_first = -1);
     void merge(const FrameEvidence& other);
-    int64_t mid_late_begin() const { return n_layers / 3; }
+    int64_t mid_late_begin() const { return mid_late_first; }
     double share_first_mid_late() const;               // pooled share of anchors at position 0
     double mean_reference_count() const;               // over inputs x middle/late layers
     std::vector<PositionClass> modal_classes() const;  // per layer (ties: first < last < other)

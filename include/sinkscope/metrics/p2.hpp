@@ -64,6 +64,12 @@ struct P2Options {
     // O(n^3) triangles. 0 = never subsample.
     int64_t topology_max_tokens = k_default_topology_max_tokens;
     P2Constants constants;
+    // The model's index of each layer of the inputs (analyze --layers analyses some layers only;
+    // empty: input layer l is model layer l) and the model's layer count (0: the inputs'). The
+    // layer rules of 10.n (middle and late layers) and 10.o (compat's layer subsets) are taken on
+    // the model's indices, so a layer gets the same values whichever other layers are analysed.
+    std::vector<int64_t> layer_ids;
+    int64_t model_layers = 0;
 };
 
 // Options after validation.
@@ -78,7 +84,18 @@ struct P2Config {
     int64_t topology_max_tokens = k_default_topology_max_tokens;
     P2Constants constants;
     std::string tokens_file;  // names the token strings in errors
+    std::vector<int64_t> layer_ids;  // P2Options::layer_ids
+    int64_t model_layers = 0;
     const char* mode() const { return compat ? "ruscio2025" : "principled"; }
+    // The model's index of input layer l, and its layer count, for inputs of n_layers layers.
+    int64_t layer_id(int64_t l) const {
+        return l >= 0 && !layer_ids.empty() ? layer_ids[static_cast<size_t>(l)] : l;
+    }
+    int64_t model_layer_count(int64_t n_layers) const {
+        return model_layers > 0 ? model_layers : n_layers;
+    }
+    // The first input layer of the middle and late layers (model index >= floor(L/3), 10.n).
+    int64_t mid_late_begin(int64_t n_layers) const;
 };
 // Throws UsageError naming the bad option value.
 P2Config resolve_p2_options(const P2Options& options);

@@ -44,7 +44,10 @@ public:
     ValueSpaceAccumulator(int64_t n_layers, ValueSpaceOptions opts = {});
 
     // One input. `hidden` holds n_layers + 1 residual-stream states [T, d_model] row-major
-    // (hidden[l] enters layer l; hidden[n_layers] is the final one); `values` holds per layer the
+    // (hidden[l] enters layer l; hidden[n_layers] is the final one), or, for layers that do not
+    // follow one another in the model (analyze --layers 0,5), 2 n_layers states: the one entering
+    // and the one leaving each layer (for one layer both forms are the same); `values` holds per
+    // layer the
     // V projections [H, T, d_head], GQA-expanded (may be empty to skip the true-V variant).
     // `per_input` (may be null) receives this input's sums and counts per layer.
     void add(const AttentionInput& attn, const std::vector<std::vector<double>>& hidden,

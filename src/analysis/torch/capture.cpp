@@ -30,11 +30,11 @@ std::vector<double> to_host(const at::Tensor& t) {
     return out;
 }
 
-// Whether every layer's hook_attn_scores was captured; InternalError when a hook_pattern is
-// missing.
-bool all_scores_captured(const model::ForwardResult& result, const model::ModelConfig& config) {
+// Whether every analysed layer's hook_attn_scores was captured; InternalError when a
+// hook_pattern is missing.
+bool all_scores_captured(const model::ForwardResult& result, const std::vector<int64_t>& layers) {
     bool all_scores = true;
-    for (int64_t l = 0; l < config.n_layers; ++l) {
+    for (int64_t l : layers) {
         SS_CHECK(result.captured.count(hook_name(HookPoint::Pattern, l)),
                  "to_attention_input: ", hook_name(HookPoint::Pattern, l), " was not captured");
         all_scores = all_scores && result.captured.count(hook_name(HookPoint::AttnScores, l));
@@ -44,43 +44,55 @@ bool all_scores_captured(const model::ForwardResult& result, const model::ModelC
 
 }  // namespace
 
+std::vector<int64_t> layers_or_all(const model::ModelConfig& config,
+                                   const std::vector<int64_t>& layers) {
+    if (!layers.empty()) return layers;
+    std::vector<int64_t> all;
+    for (int64_t l = 0; l < config.n_layers; ++l) all.push_back(l);
+    return all;
+}
+
 metrics::AttentionInput attention_shape(const model::ModelConfig& config, int64_t n_tokens,
-                                        const std::vector<int32_t>& token_ids) {
+                                        const std::vector<int32_t>& token_ids,
+                                        const std::vector<int64_t>& layers) {
     metrics::AttentionInput in;
-    in.n_layers = config.n_layers;
+    in.n_layers = layers.empty() ? config.n_layers : int64_t(layers.size());
     in.n_heads = config.n_heads;
     // Encoders attend both ways (spec section 0: their sink default is argmax).
     in.masking = config.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
     in.n_tokens = n_tokens;
-    in.window = metrics_window(config, n_tokens);
+    in.window = metrics_window(config, n_tokens, layers);
     in.length = n_tokens;
     in.token_ids.assign(token_ids.begin(), token_ids.end());
     return in;
 }
 
-bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb) {
-    const double bytes =
-        2.0 * 8.0 * double(cfg.n_layers * cfg.n_heads) * double(n_tokens) * double(n_tokens);
+bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb,
+                        int64_t n_layers) {
+    const double L = double(n_layers > 0 ? n_layers : cfg.n_layers);
+    const double bytes = 2.0 * 8.0 * L * double(cfg.n_heads) * double(n_tokens) * double(n_tokens);
     return bytes > double(budget_mb) * 1024.0 * 1024.0;
 }
 
 int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inputs, int64_t first,
-                       int64_t end, int threads, int64_t budget_mb, bool want_value) {
+                       int64_t end, int threads, int64_t budget_mb, bool want_value,
+                       int64_t n_layers) {
+    const int64_t L = n_layers > 0 ? n_layers : cfg.n_layers;  // layers captured
     double largest = 0;  // bytes of the largest capture among the inputs left
     for (int64_t n = first; n < end; ++n) {
         const double T = double(inputs.n_tokens(size_t(n)));
-        const bool lazy = use_lazy_attention(cfg, int64_t(T), budget_mb);
+        const bool lazy = use_lazy_attention(cfg, int64_t(T), budget_mb, L);
         // Held squares: pattern and scores (float64 as the analyses read them), or the rotated
         // queries and keys a lazy input recomputes them from.
         // A lazy input's forward still forms one layer's float32 scores at a time.
-        const double LH = double(cfg.n_layers * cfg.n_heads);
+        const double LH = double(L * cfg.n_heads);
         double bytes =
             lazy ? 2.0 * 8.0 * LH * T * double(cfg.d_head) + 4.0 * double(cfg.n_heads) * T * T
                  : 2.0 * 8.0 * LH * T * T;
         if (want_value)  // residual streams and values, float64
             bytes += 8.0 * T *
-                     (double(cfg.n_layers + 1) * double(cfg.d_model) +
-                      double(cfg.n_layers * cfg.n_heads * cfg.d_head));
+                     (double(L < cfg.n_layers ? 2 * L : L + 1) * double(cfg.d_model) +
+                      double(L * cfg.n_heads * cfg.d_head));
         largest = std::max(largest, bytes);
     }
     const double budget = double(budget_mb) * 1024.0 * 1024.0;
@@ -90,35 +102,55 @@ int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inpu
 }
 
 Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
-                       bool want_value, bool lazy) {
+                       bool want_value, bool lazy, const std::vector<int64_t>& layers) {
     const std::vector<int32_t>& ids = inputs.ids[n];  // images: empty
     using model::HookPoint;
     const auto& cfg = m.config();
+    const std::vector<int64_t> analysed = layers_or_all(cfg, layers);
+    // Every layer: the globs; some layers (--layers): their hooks by name.
     std::vector<std::string> patterns;
+    const auto want = [&](HookPoint p) {
+        if (layers.empty())
+            patterns.push_back(model::hook_glob(p));
+        else
+            for (int64_t l : analysed) patterns.push_back(model::hook_name(p, l));
+    };
     if (lazy) {
-        patterns = {model::hook_glob(HookPoint::RotQ), model::hook_glob(HookPoint::RotK)};
+        want(HookPoint::RotQ);
+        want(HookPoint::RotK);
     } else {
-        patterns = {model::hook_glob(HookPoint::Pattern), model::hook_glob(HookPoint::AttnScores)};
+        want(HookPoint::Pattern);
+        want(HookPoint::AttnScores);
     }
+    // Residual streams of value space: one per layer boundary for consecutive layers (the
+    // stream entering each and the one leaving the last), else the pair around each layer
+    // (value_space.hpp).
+    bool consecutive = true;
+    for (size_t k = 1; k < analysed.size(); ++k) consecutive &= analysed[k] == analysed[k - 1] + 1;
     if (want_value) {
-        patterns.push_back(model::hook_glob(HookPoint::ResidPre));
-        patterns.push_back(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1));
-        patterns.push_back(model::hook_glob(HookPoint::V));
+        want(HookPoint::ResidPre);
+        want(HookPoint::V);
+        if (consecutive)
+            patterns.push_back(model::hook_name(HookPoint::ResidPost, analysed.back()));
+        else
+            for (int64_t l : analysed)
+                patterns.push_back(model::hook_name(HookPoint::ResidPost, l));
     }
     // Logits are not analysed here: [T, d_vocab] is the largest product of a long input.
     model::ForwardResult r =
         m.forward(inputs.model_input(m, n), model::CaptureSpec(patterns).without_logits());
     Captured c;
     if (lazy) {
-        c.lazy = std::make_unique<LazyAttention>(r, cfg);
+        c.lazy = std::make_unique<LazyAttention>(r, cfg, layers);
         c.attention = c.lazy->input(ids);
-    } else if (auto held = held_attention(r, cfg)) {
-        c.attention =
-            attention_shape(cfg, r.captured.at(hook_name(HookPoint::Pattern, 0)).size(-1), ids);
+    } else if (auto held = held_attention(r, cfg, 0, layers)) {
+        c.attention = attention_shape(
+            cfg, r.captured.at(hook_name(HookPoint::Pattern, analysed.front())).size(-1), ids,
+            layers);
         c.attention.source = held.get();
         c.attention.source_owner = std::move(held);
     } else {
-        c.attention = to_attention_input(r, cfg, ids);
+        c.attention = to_attention_input(r, cfg, ids, 0, layers);
     }
     if (want_value) {
         const int64_t T = inputs.n_tokens(n);
@@ -128,11 +160,14 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
             r.captured.erase(name);
             return host;
         };
-        for (int64_t l = 0; l < cfg.n_layers; ++l)
+        for (int64_t l : analysed) {
             c.hidden.push_back(take(model::hook_name(HookPoint::ResidPre, l)));
-        c.hidden.push_back(take(model::hook_name(HookPoint::ResidPost, cfg.n_layers - 1)));
+            if (!consecutive) c.hidden.push_back(take(model::hook_name(HookPoint::ResidPost, l)));
+        }
+        if (consecutive)
+            c.hidden.push_back(take(model::hook_name(HookPoint::ResidPost, analysed.back())));
         const int64_t group = cfg.n_heads / cfg.n_kv_heads;
-        for (int64_t l = 0; l < cfg.n_layers; ++l) {
+        for (int64_t l : analysed) {
             // hook_v: [batch, pos, n_kv_heads, d_head] -> [H, T, d_head] with head h reading kv
             // h/group
             const std::vector<double> v = take(model::hook_name(HookPoint::V, l));
@@ -155,11 +190,14 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
     return c;
 }
 
-int64_t metrics_window(const model::ModelConfig& config, int64_t n_tokens) {
+int64_t metrics_window(const model::ModelConfig& config, int64_t n_tokens,
+                       const std::vector<int64_t>& layers) {
     if (!config.causal || config.window <= 0) return 0;
-    if (config.window_layers.empty() ||
-        static_cast<int64_t>(config.window_layers.size()) == config.n_layers)
-        return config.window;
+    const std::vector<int64_t> analysed = layers_or_all(config, layers);
+    const auto windowed = std::count_if(analysed.begin(), analysed.end(),
+                                        [&](int64_t l) { return config.layer_window(l) > 0; });
+    if (windowed == 0) return 0;
+    if (windowed == static_cast<int64_t>(analysed.size())) return config.window;
     if (n_tokens <= config.window) return 0;
     throw UnsupportedError("analysis of " + std::to_string(n_tokens) +
                            " tokens with a sliding window (" + std::to_string(config.window) +
@@ -170,16 +208,18 @@ int64_t metrics_window(const model::ModelConfig& config, int64_t n_tokens) {
 
 std::shared_ptr<const metrics::StoredRows> held_attention(const model::ForwardResult& result,
                                                           const model::ModelConfig& config,
-                                                          int64_t batch_index) {
-    const bool all_scores = all_scores_captured(result, config);
-    const at::Tensor& first = result.captured.at(hook_name(HookPoint::Pattern, 0));
+                                                          int64_t batch_index,
+                                                          const std::vector<int64_t>& layers) {
+    const std::vector<int64_t> analysed = layers_or_all(config, layers);
+    const bool all_scores = all_scores_captured(result, analysed);
+    const at::Tensor& first = result.captured.at(hook_name(HookPoint::Pattern, analysed.front()));
     const at::ScalarType dtype = first.scalar_type();
     if (dtype != at::kFloat && dtype != at::kDouble) return nullptr;
     const int64_t t = first.size(-1);
     auto tensors = std::make_shared<std::vector<at::Tensor>>();
     std::vector<const void*> pattern, scores;
     const auto hold = [&](HookPoint p, std::vector<const void*>& out) {
-        for (int64_t l = 0; l < config.n_layers; ++l) {
+        for (int64_t l : analysed) {
             const at::Tensor x = result.captured.at(hook_name(p, l))[batch_index];  // [H, T, T]
             if (!x.is_cpu() || x.scalar_type() != dtype || !x.is_contiguous() ||
                 x.sizes() != at::IntArrayRef({config.n_heads, t, t}))
@@ -194,17 +234,20 @@ std::shared_ptr<const metrics::StoredRows> held_attention(const model::ForwardRe
     return std::make_shared<const metrics::StoredRows>(
         dtype == at::kFloat ? metrics::StoredRows::Precision::F32
                             : metrics::StoredRows::Precision::F64,
-        config.n_layers, config.n_heads, t, std::move(pattern), std::move(scores),
+        int64_t(analysed.size()), config.n_heads, t, std::move(pattern), std::move(scores),
         std::move(tensors));
 }
 
 metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
                                            const model::ModelConfig& config,
                                            const std::vector<int32_t>& token_ids,
-                                           int64_t batch_index) {
-    const bool all_scores = all_scores_captured(result, config);
+                                           int64_t batch_index,
+                                           const std::vector<int64_t>& layers) {
+    const std::vector<int64_t> analysed = layers_or_all(config, layers);
+    const bool all_scores = all_scores_captured(result, analysed);
     metrics::AttentionInput in = attention_shape(
-        config, result.captured.at(hook_name(HookPoint::Pattern, 0)).size(-1), token_ids);
+        config, result.captured.at(hook_name(HookPoint::Pattern, analysed.front())).size(-1),
+        token_ids, layers);
     const auto copy_hook = [&](HookPoint p, std::vector<double>& out) {
         // 604 MB for pattern and scores at T = 512 on a 12 x 12-head model: on huge pages, their
         // first writes fault 512 times less often (that was 8% of such a run's CPU time).
@@ -212,12 +255,12 @@ metrics::AttentionInput to_attention_input(const model::ForwardResult& result,
             out, static_cast<size_t>(in.n_layers * in.n_heads * in.n_tokens * in.n_tokens),
             at::get_num_threads());
         const size_t per_layer = static_cast<size_t>(in.n_heads * in.n_tokens * in.n_tokens);
-        for (int64_t l = 0; l < config.n_layers; ++l) {
-            const at::Tensor t = result.captured.at(hook_name(p, l))[batch_index];  // [H, T, T]
-            SS_CHECK(static_cast<size_t>(t.numel()) == per_layer,
-                     "to_attention_input: ", hook_name(p, l), " has ", t.numel(),
-                     " entries, expected ", per_layer);
-            copy_to_host(t, out.data() + l * per_layer);
+        for (size_t k = 0; k < analysed.size(); ++k) {
+            const std::string name = hook_name(p, analysed[k]);
+            const at::Tensor t = result.captured.at(name)[batch_index];  // [H, T, T]
+            SS_CHECK(static_cast<size_t>(t.numel()) == per_layer, "to_attention_input: ", name,
+                     " has ", t.numel(), " entries, expected ", per_layer);
+            copy_to_host(t, out.data() + k * per_layer);
         }
     };
     copy_hook(HookPoint::Pattern, in.pattern);

@@ -14,10 +14,11 @@
 
 namespace sinkscope::analysis {
 
-LazyAttention::LazyAttention(model::ForwardResult& result, const model::ModelConfig& config)
-    : config_(config) {
+LazyAttention::LazyAttention(model::ForwardResult& result, const model::ModelConfig& config,
+                             const std::vector<int64_t>& layers)
+    : config_(config), layers_(layers_or_all(config, layers)) {
     using model::HookPoint;
-    for (int64_t l = 0; l < config.n_layers; ++l) {
+    for (int64_t l : layers_) {
         auto q = result.captured.find(model::hook_name(HookPoint::RotQ, l));
         auto k = result.captured.find(model::hook_name(HookPoint::RotK, l));
         SS_CHECK(q != result.captured.end() && k != result.captured.end(),
@@ -32,13 +33,14 @@ LazyAttention::LazyAttention(model::ForwardResult& result, const model::ModelCon
     scale_ = config.score_scale();
     // Every head's block of the current rows stays cached while the next rows start (the head
     // metrics read row i of every head before row i + 1).
-    n_slots_ = std::max<int64_t>(64, 2 * config.n_layers * config.n_heads);
+    const int64_t n_layers = static_cast<int64_t>(layers_.size());
+    n_slots_ = std::max<int64_t>(64, 2 * n_layers * config.n_heads);
     slots_.resize(static_cast<size_t>(n_slots_));
-    slot_of_.assign(static_cast<size_t>(config.n_layers * config.n_heads * n_blocks_), -1);
+    slot_of_.assign(static_cast<size_t>(n_layers * config.n_heads * n_blocks_), -1);
 }
 
 metrics::AttentionInput LazyAttention::input(const std::vector<int32_t>& token_ids) const {
-    metrics::AttentionInput in = attention_shape(config_, n_tokens_, token_ids);
+    metrics::AttentionInput in = attention_shape(config_, n_tokens_, token_ids, layers_);
     in.source = this;
     return in;
 }
@@ -71,8 +73,8 @@ void LazyAttention::drop_cache() const {
 }
 
 void LazyAttention::copy_rows(int64_t l, int64_t h, int64_t i0, int64_t i1, double* out) const {
-    SS_CHECK(l >= 0 && l < config_.n_layers && h >= 0 && h < config_.n_heads && i0 >= 0 &&
-                 i0 <= i1 && i1 <= n_tokens_,
+    SS_CHECK(l >= 0 && l < static_cast<int64_t>(layers_.size()) && h >= 0 && h < config_.n_heads &&
+                 i0 >= 0 && i0 <= i1 && i1 <= n_tokens_,
              "LazyAttention::copy_rows: layer ", l, " head ", h, " rows [", i0, ", ", i1, ")");
     for (int64_t b = i0; b < i1; b += kBulkRows) {
         const int64_t n = std::min(kBulkRows, i1 - b);
@@ -95,7 +97,7 @@ void LazyAttention::compute(int64_t l, int64_t h, int64_t i0, int64_t n, double*
     // The model's attention: Gemma-2's soft-cap before the mask, its window on local layers only.
     if (config_.attn_softcap > 0)
         scores = at::tanh(scores / config_.attn_softcap) * config_.attn_softcap;
-    const int64_t window = config_.layer_window(l);
+    const int64_t window = config_.layer_window(layers_[static_cast<size_t>(l)]);
     // Spec section 0 visibility: causal rows see j <= i (and j > i - window).
     const auto opt = at::TensorOptions().dtype(at::kLong).device(scores.device());
     if (config_.causal) {

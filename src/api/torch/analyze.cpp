@@ -13,6 +13,7 @@
 
 #include "sinkscope/analysis/capture.hpp"
 #include "sinkscope/analysis/inputs.hpp"
+#include "sinkscope/analysis/layers.hpp"
 #include "sinkscope/analysis/pipeline.hpp"
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/api/resumable.hpp"
@@ -56,6 +57,7 @@ nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs
             {"dtype", o.m.dtype},
             {"bos", o.m.bos},
             {"attention_memory_mb", o.attention_memory_mb},
+            {"layers", o.layers},
             {"checkpoint", o.checkpoint},
             {"model_name", o.model_name}};
 }
@@ -174,6 +176,7 @@ void check_analyze_options(const AnalyzeOptions& o) {
                          ", and two keys besides the sink), so give --max-tokens >= " +
                          std::to_string(min_tokens));
     if (o.attention_memory_mb < 0) throw UsageError("--attention-memory-mb must be >= 0");
+    analysis::check_layer_spec(o.layers);
     if (o.samples < 0) throw UsageError("--samples must be >= 0");
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
     // Each kept column becomes a column of the per-input tables: names must be new there.
@@ -228,6 +231,9 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     model::Model m = model::load_model(o.m.model, load_options(o.m));
     record.set_model_files(o.m.model, m.files);  // hashed in the background
     const auto& cfg = m.config();
+    // The layers analysed: their hooks alone are captured (capture.hpp), by model index.
+    const analysis::LayerSelection layers = analysis::select_layers(o.layers, cfg.n_layers);
+    const std::vector<int64_t> captured_layers = layers.all() ? std::vector<int64_t>{} : layers.ids;
     const AnalysisInputs inputs = analysis::load_inputs(m,
                                                         {.data = o.data,
                                                          .text_column = o.text_column,
@@ -257,16 +263,17 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     // an input, and on a busy machine every join waits for the slowest thread's next time slice
     // (bench/threads_contention.py beside two busy loops on 2 cores: 1.36x one thread's time
     // with the split, 0.8x without). One input at a time (long inputs): they split it.
-    const int64_t at_once = analysis::inputs_at_once(cfg, inputs, first, end, resolved.threads,
-                                                     o.attention_memory_mb, want_value);
+    const int64_t at_once =
+        analysis::inputs_at_once(cfg, inputs, first, end, resolved.threads, o.attention_memory_mb,
+                                 want_value, layers.size());
     if (at_once > 1) {
         resolved.head.n_threads = 1;
         resolved.head_analyses.n_threads = 1;
         resolved.p2.threads = 1;
     }
     const auto make_pipeline = [&] {
-        return analysis::AnalysisPipeline(cfg.n_layers, cfg.n_heads, resolved, model_name,
-                                          o.m.model, o.checkpoint);
+        return analysis::AnalysisPipeline(layers.size(), cfg.n_heads, resolved, model_name,
+                                          o.m.model, o.checkpoint, layers);
     };
     analysis::AnalysisPipeline pipeline = make_pipeline();
     // The per-input tables' row and data columns (rank 0 writes the merged streams with these).
@@ -328,9 +335,10 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
             // The inputs run side by side share the compute threads (model.hpp).
             const model::ForwardWorkers share(model::forward_share(std::min(at_once, end - start)));
             const size_t n = size_t(start + i);
-            const bool lazy =
-                analysis::use_lazy_attention(cfg, inputs.n_tokens(n), o.attention_memory_mb);
-            Forwarded f{analysis::capture_input(m, inputs, n, want_value, lazy), {}};
+            const bool lazy = analysis::use_lazy_attention(cfg, inputs.n_tokens(n),
+                                                           o.attention_memory_mb, layers.size());
+            Forwarded f{analysis::capture_input(m, inputs, n, want_value, lazy, captured_layers),
+                        {}};
             if (m.tokenizer())
                 for (int32_t id : ids[n]) f.pieces.push_back(m.tokenizer()->piece(id));
             return f;
@@ -383,6 +391,16 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     rec.update(results.record);
     rec["options"] = analysis::to_json(aopts);
     rec["options"]["threads"] = resolved.threads;  // --threads resolved (0: the core count)
+    // Runs of other layers differ in their model-wide values (compare says so); a run of every
+    // layer records no option, as before --layers.
+    if (!layers.all()) rec["options"]["layers"] = layers.spec();
+    rec["layers"] = {
+        {"analysed", layers.all() ? nlohmann::json("all") : nlohmann::json(layers.ids)},
+        {"model_layers", cfg.n_layers},
+        {"rule",
+         "the forward runs every layer; the analyses read the attention of the analysed "
+         "layers only, so model-wide values (layer -1) pool those layers; every table "
+         "names a layer by its index in the model"}};
     rec["model"]["architecture"] = cfg.architecture;
     rec["model"]["n_params"] = m.n_params();  // compare plots sink quantities against it
     rec["model"]["name"] = model_name;        // the tables' model column
@@ -456,8 +474,10 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     rec["compat"] = o.analysis.compat.empty() ? "none (principled)" : o.analysis.compat;
     int64_t n_recomputed = 0;
     for (size_t k = 0; k < inputs.size(); ++k)
-        n_recomputed +=
-            analysis::use_lazy_attention(cfg, inputs.n_tokens(k), o.attention_memory_mb) ? 1 : 0;
+        n_recomputed += analysis::use_lazy_attention(cfg, inputs.n_tokens(k), o.attention_memory_mb,
+                                                     layers.size())
+                            ? 1
+                            : 0;
     rec["attention_storage"] = {
         {"memory_mb", o.attention_memory_mb},
         {"rule",

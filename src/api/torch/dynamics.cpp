@@ -206,6 +206,9 @@ void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {
     run.report = o.checkpoint_reports;
     run.overwrite = false;  // the checkpoint folders live in our own staging folder
     run.communicator = &comm;
+    // The entropy-collapse split and the trajectories read every layer of every checkpoint.
+    if (!run.layers.empty() && run.layers != "all")
+        throw UsageError("--layers is an option of analyze: dynamics analyses every layer");
     // The options are checked once, before the first model loads.
     {
         AnalyzeOptions first = run;

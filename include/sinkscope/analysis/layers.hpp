@@ -1,0 +1,38 @@
+// The layers whose attention the analyses read (`analyze --layers`): the forward still runs every
+// layer, only the chosen ones are captured, and the analyses index them 0..size-1 internally.
+// Every output names a layer by its index in the model (the pipeline maps the `layer` columns;
+// section 8's rules of spec 10.n/10.o, "middle and late layers" and the compat layer subsets, are
+// taken on the model's indices, metrics::P2Options::layer_ids).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sinkscope::analysis {
+
+struct LayerSelection {
+    std::vector<int64_t> ids;  // model layers analysed, ascending, distinct
+    int64_t model_layers = 0;  // layers of the model
+
+    // Every layer of a model of n layers.
+    static LayerSelection every(int64_t n_layers);
+    int64_t size() const { return static_cast<int64_t>(ids.size()); }
+    bool all() const { return size() == model_layers; }
+    // Whether the ids are consecutive (value space then reads one residual stream per boundary).
+    bool consecutive() const;
+    // The model index of analysed layer l (l in [0, size)); -1 (the model-wide rows) stays -1.
+    int64_t id(int64_t l) const { return l < 0 ? l : ids[static_cast<size_t>(l)]; }
+    // Canonical text: "all", or ranges "0-3,7,9-10".
+    std::string spec() const;
+};
+
+// Checks the syntax of --layers (UsageError naming the option): "" or "all" (every layer), or a
+// comma-separated list of layer indices N and inclusive ranges A-B, counted from 0.
+void check_layer_spec(const std::string& spec);
+
+// The selection `spec` makes in a model of `n_layers` layers, sorted and without repeats;
+// UsageError when it names a layer the model does not have.
+LayerSelection select_layers(const std::string& spec, int64_t n_layers);
+
+}  // namespace sinkscope::analysis
