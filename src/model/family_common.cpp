@@ -136,7 +136,12 @@ at::Tensor padding_mask(const ModelInput& input, const at::Device& device) {
 RopeTables rope_tables(int64_t n_tokens, int64_t rot_dim, const ModelConfig& c,
                        at::ScalarType dtype, const at::Device& device) {
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
-    const at::Tensor inv_freq = rope_inv_freq(c, rot_dim, n_tokens, device);  // [rot/2] f32
+    // inv_freq comes from the CPU whatever the device, as transformers computes it at load: an
+    // angle pos * inv_freq passes a relative error of inv_freq on to cos and sin magnified by the
+    // angle (up to T), so a GPU's pow (a few ulps, other bits than the CPU's) would move them by
+    // more than the float32 bounds of the GPU tests (golden_cuda.cpp). The rest runs on the device.
+    const at::Tensor inv_freq =
+        rope_inv_freq(c, rot_dim, n_tokens, at::kCPU).to(device);             // [rot/2] f32
     const at::Tensor freqs = at::outer(at::arange(n_tokens, f32), inv_freq);  // [pos, rot/2]
     const at::Tensor emb = at::cat({freqs, freqs}, -1);                       // [pos, rot]
     at::Tensor cos = emb.cos(), sin = emb.sin();

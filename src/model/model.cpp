@@ -178,6 +178,14 @@ Model build_model(const ModelConfig& config, const WeightSource& weights,
     validate_config(config, weights.origin);
     if (runtime.device == DeviceKind::Cuda && !at::hasCUDA())
         throw UnsupportedError("--device cuda: this build of libtorch has no usable CUDA device");
+    if (runtime.device == DeviceKind::Cuda) {
+        // float32 is IEEE float32 on the GPU too: libtorch lets cuDNN convolutions (the ViT patch
+        // embedding) run in TF32 (10-bit significand) by default, and cuBLAS products when
+        // TORCH_ALLOW_TF32_CUBLAS_OVERRIDE is set; either would put the results far outside the
+        // float32 bounds the golden tests hold them to (tests/model/golden_cuda.cpp).
+        at::globalContext().setAllowTF32CuDNN(false);
+        at::globalContext().setAllowTF32CuBLAS(false);
+    }
     if (runtime.device == DeviceKind::Cpu && runtime.dtype == ComputeDType::Float16) {
         // Older libtorch CPU builds have no float16 matmul; probe instead of guessing by version.
         try {

@@ -56,11 +56,16 @@ inline double logit_terms(const model::ModelConfig& c, int64_t T) {
 // `sides` = how many of the two compared forwards are float32: 2 for two float32 forwards of the
 // same model in different summation orders (another GEMM kernel or shape, a padded batch, a
 // float32 golden), 1 against a float64 reference (its own error is 2^29 times smaller).
+// `math_terms` = the elementwise math functions (rsqrt, exp, tanh / erf, cos / sin) of one block
+// as rounded operations, which the counts above leave out: a function within r ulps of the exact
+// value is 2r of them (one ulp is at most 2u relative). Counted once per block on the path, the
+// final norm and head as one block more; 0 (not counted) unless a test says why (golden_cuda.cpp).
 
 // Logits: sides * gamma_K(2^-24) * max|logit|, K = logit_terms.
-inline double logit_tol(const model::ModelConfig& c, int64_t T, double max_abs_logit,
-                        int sides = 2) {
-    return sides * f32_accumulation_bound(logit_terms(c, T), max_abs_logit);
+inline double logit_tol(const model::ModelConfig& c, int64_t T, double max_abs_logit, int sides = 2,
+                        double math_terms = 0) {
+    const double k = logit_terms(c, T) + math_terms * double(c.n_layers + 1);
+    return sides * f32_accumulation_bound(k, max_abs_logit);
 }
 
 // Attention patterns. A score error dz moves p_j by p_j (dz_j - sum_k p_k dz_k), at most
@@ -68,16 +73,17 @@ inline double logit_tol(const model::ModelConfig& c, int64_t T, double max_abs_l
 // to the last layer's pattern). `max_abs_score` is max|score| over every layer (masked -inf
 // excluded); the bound never goes below the float32 rounding of p <= 1 itself.
 inline double attention_tol(const model::ModelConfig& c, int64_t T, double max_abs_score,
-                            int sides = 2) {
-    const double k = pattern_terms(c, T, c.n_layers - 1);
+                            int sides = 2, double math_terms = 0) {
+    const double k = pattern_terms(c, T, c.n_layers - 1) + math_terms * double(c.n_layers);
     return sides * f32_accumulation_bound(k, std::max(1.0, max_abs_score) / 2.0);
 }
 
 // Hidden states (the residual stream after `n_blocks` blocks, then a norm): sides * gamma_K *
 // max|hidden|.
 inline double hidden_tol(const model::ModelConfig& c, int64_t T, int64_t n_blocks,
-                         double max_abs_hidden, int sides = 2) {
-    const double k = embedding_terms(c) + double(n_blocks) * block_terms(c, T) + double(c.d_model);
+                         double max_abs_hidden, int sides = 2, double math_terms = 0) {
+    const double k = embedding_terms(c) + double(n_blocks) * block_terms(c, T) + double(c.d_model) +
+                     math_terms * double(n_blocks + 1);
     return sides * f32_accumulation_bound(k, max_abs_hidden);
 }
 

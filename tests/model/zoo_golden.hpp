@@ -58,20 +58,23 @@ inline at::Tensor zoo_tensor(const std::filesystem::path& file) {
 
 // Tolerances of a float32 forward against a zoo golden (the goldens are float32 PyTorch runs of
 // the same function, so two float32 evaluations in different orders: forward_bound.hpp), scaled by
-// the golden magnitudes: max|logit|, max|score| over every layer, max|hidden|.
+// the golden magnitudes: max|logit|, max|score| over every layer, max|hidden|. `math_terms`: the
+// math functions of a block as rounded operations (forward_bound.hpp), 0 = not counted.
 struct ZooTolerances {
     double logits, attention, scores, hidden;
 };
 inline ZooTolerances zoo_tolerances(const model::ModelConfig& c,
-                                    const std::filesystem::path& input_dir) {
+                                    const std::filesystem::path& input_dir, double math_terms = 0) {
     const at::Tensor scores = zoo_tensor(input_dir / "attn_scores.npy");  // [L, H, T, T]
     const int64_t T = scores.size(-1);
     const double max_score = max_abs(scores);
     ZooTolerances t;
-    t.logits = logit_tol(c, T, max_abs(zoo_tensor(input_dir / "logits.npy")));
-    t.attention = attention_tol(c, T, max_score);
-    t.scores = f32_two_evaluations_bound(pattern_terms(c, T, c.n_layers - 1), max_score);
-    t.hidden = hidden_tol(c, T, c.n_layers, max_abs(zoo_tensor(input_dir / "hidden_states.npy")));
+    t.logits = logit_tol(c, T, max_abs(zoo_tensor(input_dir / "logits.npy")), 2, math_terms);
+    t.attention = attention_tol(c, T, max_score, 2, math_terms);
+    t.scores = f32_two_evaluations_bound(
+        pattern_terms(c, T, c.n_layers - 1) + math_terms * double(c.n_layers), max_score);
+    t.hidden = hidden_tol(c, T, c.n_layers, max_abs(zoo_tensor(input_dir / "hidden_states.npy")), 2,
+                          math_terms);
     return t;
 }
 
@@ -79,10 +82,11 @@ inline ZooTolerances zoo_tolerances(const model::ModelConfig& c,
 // golden array it has within zoo_tolerances. lm_head false: the model has no LM head, so it must
 // give no logits.
 inline void check_zoo_outputs(const model::Model& m, const std::filesystem::path& dir,
-                              const model::ForwardResult& r, bool lm_head = true) {
+                              const model::ForwardResult& r, bool lm_head = true,
+                              double math_terms = 0) {
     SCOPED_TRACE(dir.string());
     const model::ModelConfig& c = m.config();
-    const ZooTolerances tol = zoo_tolerances(c, dir);
+    const ZooTolerances tol = zoo_tolerances(c, dir, math_terms);
     if (lm_head) {
         const at::Tensor logits_golden = zoo_tensor(dir / "logits.npy");
         expect_close("logits", r.logits.reshape(logits_golden.sizes()), logits_golden, tol.logits);
@@ -108,34 +112,40 @@ inline void check_zoo_outputs(const model::Model& m, const std::filesystem::path
                  tol.hidden);
 }
 
+// What golden input `dir` feeds the model (CPU tensors, which a forward moves to its device):
+// ids [1, T] int64 and, where the golden has them, token types [1, T]; or an image's
+// pixel_values [1, C, H, W] f32.
+inline model::ModelInput zoo_model_input(const std::filesystem::path& dir) {
+    model::ModelInput input;
+    if (std::filesystem::exists(dir / "pixel_values.npy")) {
+        const at::Tensor px = zoo_tensor(dir / "pixel_values.npy");  // [C, H, W]
+        input.pixel_values = px.to(at::kFloat).unsqueeze(0);
+        return input;
+    }
+    const std::vector<int32_t> ids = zoo_ids(dir);
+    std::vector<int64_t> wide(ids.begin(), ids.end());
+    input.ids = at::tensor(wide, at::TensorOptions().dtype(at::kLong)).view({1, -1});
+    if (std::filesystem::exists(dir / "token_type_ids.npy"))
+        input.token_type_ids = zoo_tensor(dir / "token_type_ids.npy").to(at::kLong).view({1, -1});
+    return input;
+}
+
 // Runs one golden input (../shared/zoo/<model>/golden/<input>) through the model and compares every
 // golden array it has within zoo_tolerances; the model's tokenizer must give the golden ids.
 // lm_head false: the model has no LM head (a BERT GGUF), so it must give no logits.
 inline void check_zoo_input(const model::Model& m, const std::filesystem::path& dir,
-                            bool lm_head = true) {
+                            bool lm_head = true, double math_terms = 0) {
     SCOPED_TRACE(dir.string());
-    model::ModelInput input;
-    std::vector<int32_t> ids;
-    if (std::filesystem::exists(dir / "pixel_values.npy")) {
-        const at::Tensor px = zoo_tensor(dir / "pixel_values.npy");  // [C, H, W]
-        input.pixel_values = px.to(at::kFloat).unsqueeze(0);
-    } else {
-        ids = zoo_ids(dir);
-        // The model's own tokenizer reproduces the golden ids (text and special tokens).
-        if (m.tokenizer()) {
-            const auto manifest_text = zoo_text(dir);
-            if (manifest_text) {
-                EXPECT_EQ(m.encode(*manifest_text, tokenizer::BosPolicy::ModelDefault), ids)
-                    << "token ids of '" << *manifest_text << "'";
-            }
+    // The model's own tokenizer reproduces the golden ids (text and special tokens).
+    if (m.tokenizer() && !std::filesystem::exists(dir / "pixel_values.npy")) {
+        const auto manifest_text = zoo_text(dir);
+        if (manifest_text) {
+            EXPECT_EQ(m.encode(*manifest_text, tokenizer::BosPolicy::ModelDefault), zoo_ids(dir))
+                << "token ids of '" << *manifest_text << "'";
         }
-        std::vector<int64_t> wide(ids.begin(), ids.end());
-        input.ids = at::tensor(wide, at::TensorOptions().dtype(at::kLong)).view({1, -1});
-        if (std::filesystem::exists(dir / "token_type_ids.npy"))
-            input.token_type_ids =
-                zoo_tensor(dir / "token_type_ids.npy").to(at::kLong).view({1, -1});
     }
-    check_zoo_outputs(m, dir, m.forward(input, model::CaptureSpec::all()), lm_head);
+    check_zoo_outputs(m, dir, m.forward(zoo_model_input(dir), model::CaptureSpec::all()), lm_head,
+                      math_terms);
 }
 
 }  // namespace sinkscope::testutil
