@@ -217,6 +217,8 @@ nlohmann::json to_json(const AnalysisOptions& o) {
         {"long_bar", o.constants.long_bar},
         {"specialised_share", o.constants.specialised_share},
         {"specialised_min_inputs", o.constants.specialised_min_inputs},
+        {"frame_share_first", o.constants.centralized_share_first},
+        {"frame_max_reference_count", o.constants.centralized_max_reference_count},
         {"reference_threshold", o.reference_threshold},
         {"reference_fallback_fraction", o.reference_fallback_fraction},
         {"reference_cap_fraction", o.reference_cap_fraction},

@@ -447,6 +447,48 @@ TEST(CliCompare, AnalyzeAutoAgainstFirstAccepted) {
     EXPECT_TRUE(read_json(tmp / "cmp/run.json")["mixed"].empty());
 }
 
+// The frame verdict's rule (--frame-share-first, --frame-max-reference-count) is recorded in
+// run.json like every other analysis option, so compare sees two runs that differ in it.
+TEST(CliCompare, FrameRuleOptionsRecordedAndCompared) {
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
+        {"default", {}},
+        {"share", {"--frame-share-first", "0.5"}},
+        {"count", {"--frame-max-reference-count", "2.5"}}};
+    for (const auto& [name, extra] : runs) {
+        std::vector<std::string> args = {"analyze",
+                                         "--model",
+                                         (shared / "models/tinystories656K").string(),
+                                         "--samples",
+                                         "3",
+                                         "--max-tokens",
+                                         "16",
+                                         "--analyses",
+                                         "frame",
+                                         "--quiet",
+                                         "--no-report",
+                                         "--out",
+                                         (tmp / name).string()};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto r = run_cli(args);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    const json d = read_json(tmp / "default/run.json")["options"];
+    EXPECT_EQ(d["frame_share_first"], 0.9);
+    EXPECT_EQ(d["frame_max_reference_count"], 1.2);
+    EXPECT_EQ(read_json(tmp / "share/run.json")["options"]["frame_share_first"], 0.5);
+    EXPECT_EQ(read_json(tmp / "count/run.json")["options"]["frame_max_reference_count"], 2.5);
+    for (const auto& [name, flag] :
+         {std::pair<std::string, std::string>{"share", "--frame-share-first"},
+          {"count", "--frame-max-reference-count"}}) {
+        const auto r = run_cli({"compare", (tmp / "default").string(), (tmp / name).string(),
+                                "--out", (tmp / ("cmp_" + name)).string(), "--no-report"});
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_NE(r.err.find("(" + flag + ")"), std::string::npos) << r.err;
+    }
+}
+
 // --fit on runs of one measured class: one warning line saying the other class has no example
 // (the fit still runs), recorded in run.json too.
 TEST(CliCompare, FitOnOneClassWarns) {
