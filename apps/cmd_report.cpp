@@ -15,7 +15,8 @@ struct ReportOptions {
 
 Registrar reg("report", 90, [](CLI::App& app) {
     auto opts = std::make_shared<ReportOptions>();
-    auto* sub = app.add_subcommand("report", "Re-render report.html of a run directory from its tables");
+    auto* sub =
+        app.add_subcommand("report", "Re-render report.html of a run directory from its tables");
     sub->add_option("--run", opts->run_dir, "Run directory written by analyze or metrics")
         ->required()
         ->check(existing(Existing::Directory));

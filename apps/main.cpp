@@ -30,7 +30,9 @@ std::vector<Command>& registry() {
 }
 
 static std::string g_command_line;
-const std::string& command_line() { return g_command_line; }
+const std::string& command_line() {
+    return g_command_line;
+}
 
 namespace {
 

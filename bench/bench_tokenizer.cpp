@@ -18,7 +18,8 @@ fs::path shared_dir() {
 }
 
 std::string megabyte_of_text() {
-    const std::string story = read_file(shared_dir() / "reference/llama2c_stories260K_greedy_onceupon.txt");
+    const std::string story =
+        read_file(shared_dir() / "reference/llama2c_stories260K_greedy_onceupon.txt");
     std::string text;
     for (int k = 0; text.size() < 1000000; ++k) text += story + std::to_string(k) + "\n";
     return text;

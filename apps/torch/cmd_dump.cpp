@@ -13,7 +13,8 @@ Registrar reg("dump", 83, [](CLI::App& app) {
     auto* sub = app.add_subcommand("dump", "Write captured hooks (attention, q/k/v, ...) as .npy");
     add_model_options(sub, o->m);
     add_over_context_option(sub, o->m);
-    sub->add_option("--data", o->data, "Text (one sample per line), JSONL, CSV or .npy ids; vision models: a .png, a "
+    sub->add_option("--data", o->data,
+                    "Text (one sample per line), JSONL, CSV or .npy ids; vision models: a .png, a "
                     "directory of .png files or a .npy image stack")
         ->required();
     sub->add_option("--hooks", o->hooks, "Comma-separated hook globs, or re:REGEX")

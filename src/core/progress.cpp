@@ -47,8 +47,10 @@ void Progress::stage(const char* name, int64_t done, int64_t total) {
     std::lock_guard<std::mutex> lock(mutex_);
     const double pct = total > 0 ? 100.0 * double(done) / double(total) : 0.0;
     char buf[96];
-    if (total > 1) std::snprintf(buf, sizeof buf, "%s %.0f%%", name, pct);
-    else std::snprintf(buf, sizeof buf, "%s", name);  // a step without parts (forward)
+    if (total > 1)
+        std::snprintf(buf, sizeof buf, "%s %.0f%%", name, pct);
+    else
+        std::snprintf(buf, sizeof buf, "%s", name);  // a step without parts (forward)
     stage_ = buf;
     auto now = std::chrono::steady_clock::now();
     if (now - last_draw_ < std::chrono::milliseconds(200) && done != total) return;

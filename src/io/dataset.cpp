@@ -59,8 +59,10 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
         char c = text[i];
         if (quoted) {
             if (c == '"') {
-                if (i + 1 < text.size() && text[i + 1] == '"') field += '"', ++i;
-                else quoted = false;
+                if (i + 1 < text.size() && text[i + 1] == '"')
+                    field += '"', ++i;
+                else
+                    quoted = false;
             } else {
                 field += c;
             }
@@ -166,8 +168,9 @@ std::vector<Sample> load_dataset(const std::filesystem::path& path, const Datase
                     s.ids.push_back(v.get<int64_t>());
                 }
             } else {
-                throw InputError(file, "line " + std::to_string(line_no) +
-                                           ": expected an object with \"text\" (string) or \"ids\" (array)");
+                throw InputError(
+                    file, "line " + std::to_string(line_no) +
+                              ": expected an object with \"text\" (string) or \"ids\" (array)");
             }
             if (!s.text.empty() || !s.ids.empty()) out.push_back(std::move(s));
         }

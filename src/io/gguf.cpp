@@ -15,8 +15,19 @@ namespace sinkscope::io {
 namespace {
 
 enum ValueType : uint32_t {
-    kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-    kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+    kU8 = 0,
+    kI8 = 1,
+    kU16 = 2,
+    kI16 = 3,
+    kU32 = 4,
+    kI32 = 5,
+    kF32 = 6,
+    kBool = 7,
+    kString = 8,
+    kArray = 9,
+    kU64 = 10,
+    kI64 = 11,
+    kF64 = 12,
 };
 
 // Bounds-checked cursor over the mapping.
@@ -53,11 +64,23 @@ struct Cursor {
 
 size_t scalar_size(uint32_t type) {
     switch (type) {
-        case kU8: case kI8: case kBool: return 1;
-        case kU16: case kI16: return 2;
-        case kU32: case kI32: case kF32: return 4;
-        case kU64: case kI64: case kF64: return 8;
-        default: return 0;
+        case kU8:
+        case kI8:
+        case kBool:
+            return 1;
+        case kU16:
+        case kI16:
+            return 2;
+        case kU32:
+        case kI32:
+        case kF32:
+            return 4;
+        case kU64:
+        case kI64:
+        case kF64:
+            return 8;
+        default:
+            return 0;
     }
 }
 
@@ -150,16 +173,18 @@ GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
     file_ = MappedFile(path);
     map_ = file_.data();
     size_ = file_.size();
-    if (size_ < 24) throw InputError(file, "not a GGUF file: only " + std::to_string(size_) + " bytes");
+    if (size_ < 24)
+        throw InputError(file, "not a GGUF file: only " + std::to_string(size_) + " bytes");
 
     {
         Cursor c{map_, size_, 0, file};
-        if (std::memcmp(map_, "GGUF", 4) != 0) throw InputError(file, "not a GGUF file (bad magic)");
+        if (std::memcmp(map_, "GGUF", 4) != 0)
+            throw InputError(file, "not a GGUF file (bad magic)");
         c.pos = 4;
         version_ = c.read<uint32_t>("version");
         if (version_ != 2 && version_ != 3)
-            throw UnsupportedError(file, "GGUF version " + std::to_string(version_) +
-                                             " (supported: 2, 3)");
+            throw UnsupportedError(
+                file, "GGUF version " + std::to_string(version_) + " (supported: 2, 3)");
         auto n_tensors = c.read<uint64_t>("tensor count");
         auto n_kv = c.read<uint64_t>("metadata count");
         // A key/value takes at least 12 bytes and a tensor description at least 24.
@@ -246,7 +271,8 @@ GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
 GgufFile::~GgufFile() = default;
 
 namespace {
-[[noreturn]] void bad_key(const std::filesystem::path& p, const std::string& key, const char* want) {
+[[noreturn]] void bad_key(const std::filesystem::path& p, const std::string& key,
+                          const char* want) {
     throw InputError(p.string(), "GGUF metadata " + quote(key) + " is missing or not " + want);
 }
 }  // namespace
@@ -285,8 +311,8 @@ double GgufFile::get_float_or(const std::string& key, double fallback) const {
 }
 
 namespace {
-const GgufArray* array_of(const std::map<std::string, GgufValue>& kv, const std::filesystem::path& p,
-                          const std::string& key) {
+const GgufArray* array_of(const std::map<std::string, GgufValue>& kv,
+                          const std::filesystem::path& p, const std::string& key) {
     auto it = kv.find(key);
     if (it == kv.end() || !std::holds_alternative<std::shared_ptr<GgufArray>>(it->second.v))
         bad_key(p, key, "an array");
@@ -307,10 +333,14 @@ std::vector<std::string> GgufFile::get_string_array(const std::string& key) cons
 std::vector<double> GgufFile::get_float_array(const std::string& key) const {
     std::vector<double> out;
     for (const auto& v : *array_of(kv_, path_, key)) {
-        if (auto d = std::get_if<double>(&v.v)) out.push_back(*d);
-        else if (auto u = std::get_if<uint64_t>(&v.v)) out.push_back(double(*u));
-        else if (auto i = std::get_if<int64_t>(&v.v)) out.push_back(double(*i));
-        else bad_key(path_, key, "an array of numbers");
+        if (auto d = std::get_if<double>(&v.v))
+            out.push_back(*d);
+        else if (auto u = std::get_if<uint64_t>(&v.v))
+            out.push_back(double(*u));
+        else if (auto i = std::get_if<int64_t>(&v.v))
+            out.push_back(double(*i));
+        else
+            bad_key(path_, key, "an array of numbers");
     }
     return out;
 }
@@ -318,9 +348,12 @@ std::vector<double> GgufFile::get_float_array(const std::string& key) const {
 std::vector<int64_t> GgufFile::get_int_array(const std::string& key) const {
     std::vector<int64_t> out;
     for (const auto& v : *array_of(kv_, path_, key)) {
-        if (auto u = std::get_if<uint64_t>(&v.v)) out.push_back(int64_t(*u));
-        else if (auto i = std::get_if<int64_t>(&v.v)) out.push_back(*i);
-        else bad_key(path_, key, "an array of integers");
+        if (auto u = std::get_if<uint64_t>(&v.v))
+            out.push_back(int64_t(*u));
+        else if (auto i = std::get_if<int64_t>(&v.v))
+            out.push_back(*i);
+        else
+            bad_key(path_, key, "an array of integers");
     }
     return out;
 }

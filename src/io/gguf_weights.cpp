@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 class GgufStore final : public WeightStore {
-  public:
+public:
     explicit GgufStore(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) {
         const std::string path = file_->path().string();
         for (const GgufTensorInfo& t : file_->tensors()) {
@@ -53,7 +53,7 @@ class GgufStore final : public WeightStore {
     }
     std::vector<fs::path> files() const override { return {file_->path()}; }
 
-  private:
+private:
     std::shared_ptr<const GgufFile> file_;
     std::vector<std::string> order_;  // file order
     std::map<std::string, const GgufTensorInfo*> index_;

@@ -19,22 +19,32 @@ static_assert(std::endian::native == std::endian::little, "sinkscope assumes a l
 
 const char* dtype_descr(DType t) {
     switch (t) {
-        case DType::F16: return "<f2";
-        case DType::F32: return "<f4";
-        case DType::F64: return "<f8";
-        case DType::I32: return "<i4";
-        case DType::I64: return "<i8";
+        case DType::F16:
+            return "<f2";
+        case DType::F32:
+            return "<f4";
+        case DType::F64:
+            return "<f8";
+        case DType::I32:
+            return "<i4";
+        case DType::I64:
+            return "<i8";
     }
     return "?";
 }
 
 size_t dtype_size(DType t) {
     switch (t) {
-        case DType::F16: return 2;
-        case DType::F32: return 4;
-        case DType::F64: return 8;
-        case DType::I32: return 4;
-        case DType::I64: return 8;
+        case DType::F16:
+            return 2;
+        case DType::F32:
+            return 4;
+        case DType::F64:
+            return 8;
+        case DType::I32:
+            return 4;
+        case DType::I64:
+            return 8;
     }
     return 0;
 }
@@ -111,7 +121,9 @@ std::vector<double> NpyArray::to_f64() const {
                 out[i] = v;
                 break;
             }
-            case DType::F64: std::memcpy(&out[i], p + 8 * i, 8); break;
+            case DType::F64:
+                std::memcpy(&out[i], p + 8 * i, 8);
+                break;
             case DType::I32: {
                 int32_t v;
                 std::memcpy(&v, p + 4 * i, 4);
@@ -205,7 +217,8 @@ struct HeaderParser {
 
 NpyHeader parse_npy_header(const uint8_t* bytes, size_t size, const std::string& origin) {
     static const uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-    if (size < 10) throw InputError(origin, "truncated .npy file: " + std::to_string(size) + " bytes");
+    if (size < 10)
+        throw InputError(origin, "truncated .npy file: " + std::to_string(size) + " bytes");
     if (std::memcmp(bytes, kMagic, 6) != 0) throw InputError(origin, "not a .npy file (bad magic)");
     uint8_t major = bytes[6];
     size_t header_len, header_start;
@@ -214,15 +227,15 @@ NpyHeader parse_npy_header(const uint8_t* bytes, size_t size, const std::string&
         header_start = 10;
     } else if (major == 2 || major == 3) {
         if (size < 12) throw InputError(origin, "truncated .npy file");
-        header_len = bytes[8] | size_t(bytes[9]) << 8 | size_t(bytes[10]) << 16 |
-                     size_t(bytes[11]) << 24;
+        header_len =
+            bytes[8] | size_t(bytes[9]) << 8 | size_t(bytes[10]) << 16 | size_t(bytes[11]) << 24;
         header_start = 12;
     } else {
         throw UnsupportedError(origin, ".npy format version " + std::to_string(major));
     }
     if (header_len > size - header_start)
-        throw InputError(origin, "truncated .npy file: header length " + std::to_string(header_len) +
-                                     " beyond end of file");
+        throw InputError(origin, "truncated .npy file: header length " +
+                                     std::to_string(header_len) + " beyond end of file");
     std::string header(reinterpret_cast<const char*>(bytes + header_start), header_len);
 
     HeaderParser p{header, origin};
@@ -254,11 +267,16 @@ NpyHeader parse_npy_header(const uint8_t* bytes, size_t size, const std::string&
     }
     if (!have_descr || !have_shape || !have_order) p.fail("missing descr, fortran_order or shape");
     if (fortran) throw UnsupportedError(origin, "Fortran-order arrays (save with C order)");
-    if (descr == "<f2") a.dtype = DType::F16;
-    else if (descr == "<f4") a.dtype = DType::F32;
-    else if (descr == "<f8") a.dtype = DType::F64;
-    else if (descr == "<i4") a.dtype = DType::I32;
-    else if (descr == "<i8") a.dtype = DType::I64;
+    if (descr == "<f2")
+        a.dtype = DType::F16;
+    else if (descr == "<f4")
+        a.dtype = DType::F32;
+    else if (descr == "<f8")
+        a.dtype = DType::F64;
+    else if (descr == "<i4")
+        a.dtype = DType::I32;
+    else if (descr == "<i8")
+        a.dtype = DType::I64;
     else
         throw UnsupportedError(origin,
                                "dtype " + quote(descr) + " (supported: <f2 <f4 <f8 <i4 <i8)");
@@ -277,8 +295,9 @@ NpyHeader parse_npy_header(const uint8_t* bytes, size_t size, const std::string&
         throw InputError(origin, "truncated .npy data: expected " + std::to_string(need) +
                                      " bytes, found " + std::to_string(have));
     if (have > need)
-        throw InputError(origin, "trailing data after .npy array: expected " + std::to_string(need) +
-                                     " bytes, found " + std::to_string(have));
+        throw InputError(origin, "trailing data after .npy array: expected " +
+                                     std::to_string(need) + " bytes, found " +
+                                     std::to_string(have));
     a.data_offset = data_start;
     a.data_bytes = need;
     return a;
@@ -305,9 +324,12 @@ std::string serialize_npy(const NpyArray& a) {
              a.data.size(), " does not match its shape");
     std::string shape = "(";
     for (size_t i = 0; i < a.shape.size(); ++i) shape += std::to_string(a.shape[i]) + ", ";
-    if (a.shape.size() > 1) shape.resize(shape.size() - 2), shape += ")";
-    else if (a.shape.size() == 1) shape.resize(shape.size() - 1), shape += ")";
-    else shape += ")";
+    if (a.shape.size() > 1)
+        shape.resize(shape.size() - 2), shape += ")";
+    else if (a.shape.size() == 1)
+        shape.resize(shape.size() - 1), shape += ")";
+    else
+        shape += ")";
     std::string dict = std::string("{'descr': '") + dtype_descr(a.dtype) +
                        "', 'fortran_order': False, 'shape': " + shape + ", }";
     // Pad so that data starts on a 64-byte boundary; header ends with '\n'.
@@ -369,8 +391,12 @@ uint32_t crc32(const uint8_t* p, size_t n) {
     return c ^ 0xffffffffu;
 }
 
-uint32_t rd32(const uint8_t* p) { return p[0] | p[1] << 8 | p[2] << 16 | uint32_t(p[3]) << 24; }
-uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] | p[1] << 8); }
+uint32_t rd32(const uint8_t* p) {
+    return p[0] | p[1] << 8 | p[2] << 16 | uint32_t(p[3]) << 24;
+}
+uint16_t rd16(const uint8_t* p) {
+    return uint16_t(p[0] | p[1] << 8);
+}
 void wr32(std::string& s, uint32_t v) {
     for (int i = 0; i < 4; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
 }
@@ -399,7 +425,8 @@ std::map<std::string, NpyArray> read_npz(const std::filesystem::path& path) {
     uint16_t count = rd16(b + eocd + 10);
     uint32_t cd_size = rd32(b + eocd + 12), cd_off = rd32(b + eocd + 16);
     if (cd_off == 0xffffffffu) throw UnsupportedError(origin, "zip64 archives");
-    if (uint64_t(cd_off) + cd_size > eocd) throw InputError(origin, "zip central directory out of range");
+    if (uint64_t(cd_off) + cd_size > eocd)
+        throw InputError(origin, "zip central directory out of range");
     std::map<std::string, NpyArray> out;
     size_t p = cd_off;
     for (uint16_t k = 0; k < count; ++k) {
@@ -422,7 +449,8 @@ std::map<std::string, NpyArray> read_npz(const std::filesystem::path& path) {
         size_t data = local + 30 + rd16(b + local + 26) + rd16(b + local + 28);
         if (data > n || csize > n - data)
             throw InputError(origin, "member " + quote(name) + " data beyond end of file");
-        std::string key = name.size() > 4 && name.ends_with(".npy") ? name.substr(0, name.size() - 4) : name;
+        std::string key =
+            name.size() > 4 && name.ends_with(".npy") ? name.substr(0, name.size() - 4) : name;
         out[key] = parse_npy(b + data, csize, origin + ":" + printable(name));
     }
     return out;
@@ -437,23 +465,49 @@ void write_npz(const std::filesystem::path& path, const std::map<std::string, Np
         SS_CHECK(payload.size() < 0xffffffffu, "npz member too large for a plain zip");
         uint32_t crc = crc32(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
         uint32_t offset = static_cast<uint32_t>(out.size());
-        wr32(out, 0x04034b50); wr16(out, 20); wr16(out, 0); wr16(out, 0); wr16(out, 0); wr16(out, 0x21);
-        wr32(out, crc); wr32(out, uint32_t(payload.size())); wr32(out, uint32_t(payload.size()));
-        wr16(out, uint16_t(name.size())); wr16(out, 0);
+        wr32(out, 0x04034b50);
+        wr16(out, 20);
+        wr16(out, 0);
+        wr16(out, 0);
+        wr16(out, 0);
+        wr16(out, 0x21);
+        wr32(out, crc);
+        wr32(out, uint32_t(payload.size()));
+        wr32(out, uint32_t(payload.size()));
+        wr16(out, uint16_t(name.size()));
+        wr16(out, 0);
         out += name;
         out += payload;
-        wr32(central, 0x02014b50); wr16(central, 20); wr16(central, 20); wr16(central, 0);
-        wr16(central, 0); wr16(central, 0); wr16(central, 0x21); wr32(central, crc);
-        wr32(central, uint32_t(payload.size())); wr32(central, uint32_t(payload.size()));
-        wr16(central, uint16_t(name.size())); wr16(central, 0); wr16(central, 0); wr16(central, 0);
-        wr16(central, 0); wr32(central, 0); wr32(central, offset);
+        wr32(central, 0x02014b50);
+        wr16(central, 20);
+        wr16(central, 20);
+        wr16(central, 0);
+        wr16(central, 0);
+        wr16(central, 0);
+        wr16(central, 0x21);
+        wr32(central, crc);
+        wr32(central, uint32_t(payload.size()));
+        wr32(central, uint32_t(payload.size()));
+        wr16(central, uint16_t(name.size()));
+        wr16(central, 0);
+        wr16(central, 0);
+        wr16(central, 0);
+        wr16(central, 0);
+        wr32(central, 0);
+        wr32(central, offset);
         central += name;
         ++count;
     }
     uint32_t cd_off = static_cast<uint32_t>(out.size());
     out += central;
-    wr32(out, 0x06054b50); wr16(out, 0); wr16(out, 0); wr16(out, count); wr16(out, count);
-    wr32(out, uint32_t(central.size())); wr32(out, cd_off); wr16(out, 0);
+    wr32(out, 0x06054b50);
+    wr16(out, 0);
+    wr16(out, 0);
+    wr16(out, count);
+    wr16(out, count);
+    wr32(out, uint32_t(central.size()));
+    wr32(out, cd_off);
+    wr16(out, 0);
     write_file_atomic(path, out);
 }
 

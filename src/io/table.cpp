@@ -145,11 +145,21 @@ std::string json_escape(const std::string& s) {
     std::string out = "\"";
     for (unsigned char c : s) {
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
             default:
                 if (c < 0x20) {
                     char buf[8];
@@ -305,8 +315,10 @@ std::vector<std::string> split_csv_line(const std::string& text, size_t& pos) {
         char c = text[pos++];
         if (quoted) {
             if (c == '"') {
-                if (pos < text.size() && text[pos] == '"') field += '"', ++pos;
-                else quoted = false;
+                if (pos < text.size() && text[pos] == '"')
+                    field += '"', ++pos;
+                else
+                    quoted = false;
             } else {
                 field += c;
             }
@@ -345,9 +357,7 @@ Table Table::read_csv(const std::filesystem::path& path) {
             if (!f.empty() && res.ec == std::errc() && res.ptr == f.data() + f.size())
                 row.emplace_back(v);
             else if (f == "nan" || f == "inf" || f == "-inf")
-                row.emplace_back(f == "nan"   ? std::nan("")
-                                 : f == "inf" ? HUGE_VAL
-                                              : -HUGE_VAL);
+                row.emplace_back(f == "nan" ? std::nan("") : f == "inf" ? HUGE_VAL : -HUGE_VAL);
             else if (f.size() > 1 && f[0] == '\'' && formula_like(std::string_view(f).substr(1)))
                 row.emplace_back(f.substr(1));  // the writer's quote before a formula-like text
             else

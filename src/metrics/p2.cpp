@@ -197,8 +197,8 @@ namespace {
 // matrix at a time, so a layer of a long input needs at most two [n, n] matrices whatever the
 // number of heads.
 struct LayerScratch {
-    Eigen::MatrixXd head;  // [n, n], --per-head only
-    Eigen::MatrixXd avg;   // [n, n]
+    Eigen::MatrixXd head;            // [n, n], --per-head only
+    Eigen::MatrixXd avg;             // [n, n]
     std::vector<double> rows;        // a block of recomputed rows (stream_head)
     std::vector<double> column_sum;  // [n] (stream_head)
 };

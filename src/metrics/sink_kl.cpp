@@ -218,7 +218,8 @@ std::vector<SinkKl> sink_kl_all(const AttentionInput& in, int64_t layer,
                             mean_cut[static_cast<size_t>(j)] += p[j] * inv;
                 } else {
                     for (int64_t j = kb; j < ke; ++j)
-                        if (!cut[static_cast<size_t>(j)]) mean_cut[static_cast<size_t>(j)] += uniform;
+                        if (!cut[static_cast<size_t>(j)])
+                            mean_cut[static_cast<size_t>(j)] += uniform;
                 }
             }
             for (int64_t j = kb; j < ke; ++j) {

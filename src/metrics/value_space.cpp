@@ -138,13 +138,16 @@ std::vector<int64_t> reference_tokens(const std::vector<double>& head_avg, const
     // Column mean over all n rows, masked entries counting 0 (spec 10.d, 10.m).
     std::vector<double> col(static_cast<size_t>(n), 0.0);
     for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j) col[j] += head_avg[i * T + j] / double(n);
+        for (int64_t j = a.key_begin(i); j < a.key_end(i); ++j)
+            col[j] += head_avg[i * T + j] / double(n);
     std::vector<int64_t> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return col[p] > col[q]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t p, int64_t q) { return col[p] > col[q]; });
     int64_t above = 0;
     while (above < n && col[order[above]] > opts.reference_threshold) ++above;
-    int64_t k = above > 0 ? above : std::max<int64_t>(1, int64_t(opts.fallback_fraction * double(n)));
+    int64_t k =
+        above > 0 ? above : std::max<int64_t>(1, int64_t(opts.fallback_fraction * double(n)));
     int64_t cap = std::max<int64_t>(1, int64_t(opts.cap_fraction * double(n)));
     order.resize(static_cast<size_t>(std::min(k, cap)));
     return order;
@@ -166,9 +169,10 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
              " hidden states, got ", hidden_in.size());
     const auto entering = [paired](int64_t l) { return size_t(paired ? 2 * l : l); };
     for (const auto& h : hidden_in)
-        SS_CHECK(int64_t(h.size()) == T * d_model, "hidden state of ", h.size(), " values, expected ",
-                 T * d_model);
-    SS_CHECK(values.empty() || int64_t(values.size()) == L, "values for ", values.size(), " layers");
+        SS_CHECK(int64_t(h.size()) == T * d_model, "hidden state of ", h.size(),
+                 " values, expected ", T * d_model);
+    SS_CHECK(values.empty() || int64_t(values.size()) == L, "values for ", values.size(),
+             " layers");
 
     if (per_input) per_input->assign(static_cast<size_t>(L), ValueSpaceLayer{});
 
@@ -278,7 +282,8 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
         double scale = 1.0;
         if (opts_.compat) {
             double mx = 0;
-            for (int64_t k = 0; k < n * d_model; ++k) mx = std::max({mx, std::abs(h0[k]), std::abs(h1[k])});
+            for (int64_t k = 0; k < n * d_model; ++k)
+                mx = std::max({mx, std::abs(h0[k]), std::abs(h1[k])});
             if (mx > 1e3) scale = 1e3 / mx;
         }
         for (int64_t i = 0; i < n; ++i) {
@@ -330,7 +335,8 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
 }
 
 void ValueSpaceAccumulator::merge(const ValueSpaceAccumulator& o) {
-    SS_CHECK(o.layers_.size() == layers_.size(), "merging value-space accumulators of different depth");
+    SS_CHECK(o.layers_.size() == layers_.size(),
+             "merging value-space accumulators of different depth");
     for (size_t l = 0; l < layers_.size(); ++l) {
         auto& a = layers_[l];
         const auto& b = o.layers_[l];

@@ -17,25 +17,32 @@ namespace sinkscope::model {
 
 const char* activation_name(Activation a) {
     switch (a) {
-        case Activation::Silu: return "silu";
-        case Activation::GeluTanh: return "gelu_pytorch_tanh";
-        case Activation::Gelu: return "gelu";
+        case Activation::Silu:
+            return "silu";
+        case Activation::GeluTanh:
+            return "gelu_pytorch_tanh";
+        case Activation::Gelu:
+            return "gelu";
     }
     return "?";
 }
 
 Activation parse_hf_activation(const std::string& act, const std::string& origin) {
     if (act == "silu" || act == "swish") return Activation::Silu;
-    if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return Activation::GeluTanh;
+    if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast")
+        return Activation::GeluTanh;
     if (act == "gelu") return Activation::Gelu;
     throw UnsupportedError(origin, "hidden_act " + quote(act));
 }
 
 const char* weight_format_name(WeightFormat f) {
     switch (f) {
-        case WeightFormat::HuggingFace: return "huggingface";
-        case WeightFormat::Gguf: return "gguf";
-        case WeightFormat::Llama2c: return "llama2c";
+        case WeightFormat::HuggingFace:
+            return "huggingface";
+        case WeightFormat::Gguf:
+            return "gguf";
+        case WeightFormat::Llama2c:
+            return "llama2c";
     }
     return "?";
 }
@@ -171,7 +178,8 @@ ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& orig
     SS_CHECK_INPUT(j.contains("model_type") && j["model_type"].is_string(), origin,
                    "missing string key 'model_type'");
     check_key_types(j, origin);
-    const ArchitectureInfo& arch = find_by_hf_model_type(j["model_type"].get<std::string>(), origin);
+    const ArchitectureInfo& arch =
+        find_by_hf_model_type(j["model_type"].get<std::string>(), origin);
     ModelConfig c;
     c.architecture = arch.name;
     try {

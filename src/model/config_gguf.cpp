@@ -142,7 +142,8 @@ ModelConfig config_from_gguf(const io::GgufFile& f) {
     const auto* embd = f.find_tensor(embd_name);
     SS_CHECK_INPUT(embd && embd->dims.size() == 2, origin, "tensor ", embd_name, " is missing");
     c.d_vocab = f.get_int_or(p + "vocab_size", embd->dims[1]);
-    c.tied_embeddings = f.find_tensor(tensor_name(arch, WeightFormat::Gguf, TensorRole::Output)) == nullptr;
+    c.tied_embeddings =
+        f.find_tensor(tensor_name(arch, WeightFormat::Gguf, TensorRole::Output)) == nullptr;
     c.bos_token_id = f.get_int_or("tokenizer.ggml.bos_token_id", -1);
     c.eos_token_id = f.get_int_or("tokenizer.ggml.eos_token_id", -1);
     arch.read_gguf_config(f, p, c);

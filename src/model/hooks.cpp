@@ -43,17 +43,23 @@ const HookRow& row(HookPoint p) {
 std::string glob_to_regex(const std::string& glob) {
     std::string re;
     for (char c : glob) {
-        if (c == '*') re += ".*";
-        else if (c == '?') re += '.';
-        else if (std::string("\\^$.|+()[]{}").find(c) != std::string::npos) re += std::string("\\") + c;
-        else re += c;
+        if (c == '*')
+            re += ".*";
+        else if (c == '?')
+            re += '.';
+        else if (std::string("\\^$.|+()[]{}").find(c) != std::string::npos)
+            re += std::string("\\") + c;
+        else
+            re += c;
     }
     return re;
 }
 
 }  // namespace
 
-bool is_layer_hook(HookPoint point) { return row(point).scope[0] != '\0'; }
+bool is_layer_hook(HookPoint point) {
+    return row(point).scope[0] != '\0';
+}
 
 std::string hook_name(HookPoint point, int64_t layer) {
     const HookRow& r = row(point);
@@ -101,7 +107,9 @@ CaptureSpec CaptureSpec::parse(const std::string& comma_separated) {
     return CaptureSpec(parts);
 }
 
-CaptureSpec CaptureSpec::all() { return CaptureSpec({"*"}); }
+CaptureSpec CaptureSpec::all() {
+    return CaptureSpec({"*"});
+}
 
 CaptureSpec CaptureSpec::attention() {
     return CaptureSpec({hook_glob(HookPoint::AttnScores), hook_glob(HookPoint::Pattern)});

@@ -572,7 +572,9 @@ TensorNames make_tensor_names(std::initializer_list<std::pair<TensorRole, const 
     return names;
 }
 
-const std::vector<ArchitectureInfo>& architectures() { return table(); }
+const std::vector<ArchitectureInfo>& architectures() {
+    return table();
+}
 
 const ArchitectureInfo& find_architecture(const std::string& name) {
     for (const auto& a : table())
@@ -602,15 +604,18 @@ const ArchitectureInfo& find_by_gguf_arch(const std::string& arch, const std::st
                            "GGUF architecture " + quote(arch) + " (supported: " + known + ")");
 }
 
-const ArchitectureInfo& llama2c_architecture() { return table().front(); }
+const ArchitectureInfo& llama2c_architecture() {
+    return table().front();
+}
 
 std::string tensor_name(const ArchitectureInfo& arch, WeightFormat format, TensorRole role,
                         int64_t layer) {
     const TensorNames* names = format == WeightFormat::HuggingFace ? arch.hf_names
                                : format == WeightFormat::Gguf      ? arch.gguf_names
                                                                    : arch.llama2c_names;
-    if (!names) throw UnsupportedError(std::string("architecture '") + arch.name +
-                                       "' has no " + weight_format_name(format) + " layout");
+    if (!names)
+        throw UnsupportedError(std::string("architecture '") + arch.name + "' has no " +
+                               weight_format_name(format) + " layout");
     const char* pattern = names->by_role[static_cast<size_t>(role)];
     if (!pattern) return {};
     std::string s = pattern;

@@ -74,7 +74,9 @@ std::string str(const json& r, const char* key) {
     if (v.is_number()) return io::format_number(v.get<double>());
     return "";
 }
-bool is(const json& r, const char* key, const std::string& value) { return str(r, key) == value; }
+bool is(const json& r, const char* key, const std::string& value) {
+    return str(r, key) == value;
+}
 // Long-format "param" columns hold numbers (thresholds, eps, percentiles) as text or number.
 double param(const json& r) {
     const auto& v = field(r, "param");

@@ -34,11 +34,20 @@ std::string escape_html(const std::string& s) {
     out.reserve(s.size());
     for (char c : s) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            default: out += c;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&quot;";
+                break;
+            default:
+                out += c;
         }
     }
     return out;
@@ -71,15 +80,16 @@ void flatten(const nlohmann::json& j, const std::string& prefix,
         for (auto it = j.begin(); it != j.end(); ++it)
             flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
     } else if (j.is_array() && j.size() > 12) {
-        out.emplace_back(prefix, j.dump().substr(0, 200) + " ... (" + std::to_string(j.size()) +
-                                     " entries)");
+        out.emplace_back(
+            prefix, j.dump().substr(0, 200) + " ... (" + std::to_string(j.size()) + " entries)");
     } else {
         out.emplace_back(prefix, j.is_string() ? j.get<std::string>() : j.dump());
     }
 }
 
 const char* kStyle = R"(
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2430;background:#fafbfc}
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2430;)"
+                     R"(background:#fafbfc}
 header{background:#1d2430;color:#fff;padding:18px 32px}header h1{margin:0;font-size:22px}
 header p{margin:4px 0 0;color:#c9d1dc;font-size:13px}main{padding:16px 32px;max-width:1200px}
 h2{border-bottom:1px solid #d5dbe3;padding-bottom:4px;margin-top:32px}
@@ -87,7 +97,8 @@ h2{border-bottom:1px solid #d5dbe3;padding-bottom:4px;margin-top:32px}
 .fig h3{margin:0 0 4px;font-size:16px}.fig p.caption{margin:0 0 8px;color:#4a5566;font-size:13px}
 .note{background:#fff8e1;border-left:4px solid #f0b400;padding:8px 12px;margin:8px 0;font-size:14px}
 table.conv{border-collapse:collapse;font-size:12px;width:100%}
-table.conv td{border-bottom:1px solid #eef0f3;padding:3px 8px;vertical-align:top;word-break:break-all}
+table.conv td{border-bottom:1px solid #eef0f3;padding:3px 8px;vertical-align:top;)"
+                     R"(word-break:break-all}
 table.conv td:first-child{font-family:monospace;white-space:nowrap;color:#334}
 #status{font-size:12px;color:#667}
 )";
@@ -95,22 +106,26 @@ table.conv td:first-child{font-family:monospace;white-space:nowrap;color:#334}
 const char* kDriver = R"(
 (function(){
   var errors=[];var origError=console.error;
-  console.error=function(){errors.push(Array.prototype.join.call(arguments,' '));origError.apply(console,arguments);};
+  console.error=function(){errors.push(Array.prototype.join.call(arguments,' '));)"
+                      R"(origError.apply(console,arguments);};
   window.addEventListener('error',function(e){errors.push(String(e.message));});
   var specs=JSON.parse(document.getElementById('sinkscope-specs').textContent);
   var jobs=specs.map(function(spec,i){
-    return vegaEmbed('#fig-'+i,spec,{actions:{export:true,source:false,compiled:false,editor:false},renderer:'svg'});
+    return vegaEmbed('#fig-'+i,spec,{actions:{export:true,source:false,compiled:false,)"
+                      R"(editor:false},renderer:'svg'});
   });
   // Properties of the drawn SVG a reader relies on (checked by the headless-browser test):
   // no empty panel, every axis titled, layer axes with distinct integer ticks, no text outside
   // the figure.
   var counts={empty:0,untitled:0,layerticks:0,clipped:0},problems=[];
   function note(kind,i,what){counts[kind]++;problems.push('figure '+i+': '+what);}
-  function inside(el,sel){for(var p=el.parentNode;p&&p.classList;p=p.parentNode){if(p.matches(sel))return true;}return false;}
+  function inside(el,sel){for(var p=el.parentNode;p&&p.classList;p=p.parentNode){)"
+                      R"(if(p.matches(sel))return true;}return false;}
   function check(i,svg){
     var guide='g.role-axis, g.role-legend, g.role-title';
     var cells=[].filter.call(svg.querySelectorAll('g.role-scope'),function(g){
-      return !inside(g,guide)&&![].some.call(g.querySelectorAll('g.role-scope'),function(c){return !inside(c,guide);});});
+      return !inside(g,guide)&&![].some.call(g.querySelectorAll('g.role-scope'),function(c){)"
+                      R"(return !inside(c,guide);});});
     if(!cells.length)cells=[svg];
     cells.forEach(function(cell){
       var items=0;
@@ -119,13 +134,15 @@ const char* kDriver = R"(
       if(!items)note('empty',i,'an empty panel');
     });
     svg.querySelectorAll('g.role-axis').forEach(function(ax){
-      var labels=[].map.call(ax.querySelectorAll('g.role-axis-label text'),function(t){return t.textContent;});
+      var labels=[].map.call(ax.querySelectorAll('g.role-axis-label text'),function(t){)"
+                      R"(return t.textContent;});
       if(!labels.length)return;
       var t=ax.querySelector('g.role-axis-title text'),title=t?t.textContent.trim():'';
       if(!title){note('untitled',i,'an axis without a title');return;}
       if(/^layer\b/i.test(title)){
         var seen={};
-        labels.forEach(function(l){if(!/^-?[0-9]+$/.test(l)||seen[l])note('layerticks',i,'layer tick "'+l+'"');seen[l]=1;});
+        labels.forEach(function(l){if(!/^-?[0-9]+$/.test(l)||seen[l])note('layerticks',i,)"
+                      R"('layer tick "'+l+'"');seen[l]=1;});
       }
     });
     var box=svg.getBoundingClientRect();
@@ -152,7 +169,8 @@ const char* kDriver = R"(
     st.setAttribute('data-layer-ticks',String(counts.layerticks));
     st.setAttribute('data-clipped-labels',String(counts.clipped));
     st.setAttribute('data-done','1');
-    st.textContent=drawn+' of '+specs.length+' figures drawn'+(errors.length?'; errors: '+errors.join(' | '):'')+
+    st.textContent=drawn+' of '+specs.length+' figures drawn'+(errors.length?';)"
+                      R"( errors: '+errors.join(' | '):'')+
       (problems.length?'; layout problems: '+problems.join(' | '):'');
   });
 })();
@@ -199,7 +217,8 @@ std::string render_html(const ReportContent& c) {
             h += "<h2>" + escape_html(section) + "</h2>\n";
         }
         h += "<div class=\"fig\"><h3>" + escape_html(f.title) + "</h3><p class=\"caption\">" +
-             escape_html(f.caption) + "</p><div id=\"fig-" + std::to_string(i) + "\"></div></div>\n";
+             escape_html(f.caption) + "</p><div id=\"fig-" + std::to_string(i) +
+             "\"></div></div>\n";
         specs.push_back(f.spec);
     }
 

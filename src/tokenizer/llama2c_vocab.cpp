@@ -16,7 +16,7 @@ constexpr int32_t kLlama2cBos = 1;  // run.c: BOS = 1, EOS = 2
 constexpr int32_t kLlama2cEos = 2;
 
 class Llama2cTokenizer final : public Tokenizer {
-  public:
+public:
     explicit Llama2cTokenizer(BpeModel model) : model_(std::move(model)) {}
 
     std::vector<int32_t> encode(std::string_view text) const override {
@@ -57,7 +57,7 @@ class Llama2cTokenizer final : public Tokenizer {
     bool adds_bos_by_default() const override { return true; }  // run.c generate: bos=1
     std::string kind() const override { return "llama2c"; }
 
-  protected:
+protected:
     // run.c strips the leading space of the piece after BOS; the dummy prefix is always the
     // first piece's space, so the first decoded piece loses it with or without BOS.
     std::string decode_ids(const std::vector<int32_t>& ids) const override {
@@ -73,7 +73,7 @@ class Llama2cTokenizer final : public Tokenizer {
         return out;
     }
 
-  private:
+private:
     BpeModel model_;
 };
 

@@ -89,7 +89,7 @@ bool is_word_byte(char c) {
 
 // Leftmost-longest matcher over a small set of added tokens.
 class AddedMatcher {
-  public:
+public:
     void add(std::string pattern, const AddedToken* token) {
         if (pattern.empty()) return;
         first_[static_cast<uint8_t>(pattern[0])] = true;
@@ -130,7 +130,7 @@ class AddedMatcher {
         return out;
     }
 
-  private:
+private:
     struct Match {
         const AddedToken* token = nullptr;
         size_t length = 0;
@@ -154,7 +154,7 @@ class AddedMatcher {
 };
 
 class PipelineTokenizer final : public Tokenizer {
-  public:
+public:
     PipelineTokenizer(PipelineConfig config, std::unique_ptr<PieceModel> model)
         : cfg_(std::move(config)), model_(std::move(model)) {
         n_vocab_ = model_->vocab().size();
@@ -260,7 +260,7 @@ class PipelineTokenizer final : public Tokenizer {
         return out;
     }
 
-  protected:
+protected:
     std::string decode_ids(const std::vector<int32_t>& ids) const override {
         if (!cfg_.decoder.wordpiece_prefix.empty()) return decode_wordpiece(ids);
         std::string out = Tokenizer::decode_ids(ids);
@@ -276,7 +276,7 @@ class PipelineTokenizer final : public Tokenizer {
         return it != added_by_id_.end() && it->second->special;
     }
 
-  private:
+private:
     std::string decode_wordpiece(const std::vector<int32_t>& ids) const {
         const std::string& prefix = cfg_.decoder.wordpiece_prefix;
         std::string out;

@@ -16,7 +16,9 @@ using namespace sinkscope::metrics;
 using namespace sinkscope::analysis;
 
 namespace {
-std::vector<float> to_f32(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+std::vector<float> to_f32(const std::vector<double>& v) {
+    return {v.begin(), v.end()};
+}
 AttentionFileOptions options_for(const std::filesystem::path& attention) {
     AttentionFileOptions o;
     o.attention = attention;

@@ -15,8 +15,13 @@ namespace {
 struct Writer {
     std::string b;
     template <typename T>
-    void put(T v) { b.append(reinterpret_cast<const char*>(&v), sizeof v); }
-    void str(const std::string& s) { put<uint64_t>(s.size()); b += s; }
+    void put(T v) {
+        b.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+    void str(const std::string& s) {
+        put<uint64_t>(s.size());
+        b += s;
+    }
 };
 
 // A v3 file: 2 metadata keys, one F32 tensor [3 x 2] (ne0 = 3).
@@ -26,11 +31,23 @@ std::string tiny_gguf(uint32_t version = 3, uint64_t n_tensors = 1, uint64_t ten
     w.put<uint32_t>(version);
     w.put<uint64_t>(n_tensors);
     w.put<uint64_t>(3);
-    w.str("general.architecture"); w.put<uint32_t>(8); w.str("llama");
-    w.str("llama.block_count"); w.put<uint32_t>(4); w.put<uint32_t>(5);
-    w.str("tokenizer.ggml.tokens"); w.put<uint32_t>(9); w.put<uint32_t>(8); w.put<uint64_t>(2);
-    w.str("a"); w.str("bc");
-    w.str("w"); w.put<uint32_t>(2); w.put<uint64_t>(3); w.put<uint64_t>(2); w.put<uint32_t>(0);
+    w.str("general.architecture");
+    w.put<uint32_t>(8);
+    w.str("llama");
+    w.str("llama.block_count");
+    w.put<uint32_t>(4);
+    w.put<uint32_t>(5);
+    w.str("tokenizer.ggml.tokens");
+    w.put<uint32_t>(9);
+    w.put<uint32_t>(8);
+    w.put<uint64_t>(2);
+    w.str("a");
+    w.str("bc");
+    w.str("w");
+    w.put<uint32_t>(2);
+    w.put<uint64_t>(3);
+    w.put<uint64_t>(2);
+    w.put<uint32_t>(0);
     w.put<uint64_t>(tensor_offset);
     while (w.b.size() % 32) w.b += '\0';
     for (int i = 0; i < 6; ++i) w.put<float>(float(i));

@@ -43,7 +43,8 @@ std::string expect_input_error(const std::string& bytes) {
 TEST(Npy, ParsesNumpyHeader) {
     float vals[6] = {1, 2, 3, 4, 5, 6.5f};
     std::string payload(reinterpret_cast<char*>(vals), sizeof vals);
-    auto a = parse(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", payload));
+    auto a =
+        parse(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", payload));
     EXPECT_EQ(a.dtype, DType::F32);
     EXPECT_EQ(a.shape, (std::vector<int64_t>{2, 3}));
     EXPECT_EQ(a.to_f64()[5], 6.5);
@@ -67,11 +68,29 @@ TEST(Npy, RoundTripAllDtypes) {
         for (size_t i = 0; i < 6; ++i) {
             uint8_t* p = a.data.data() + i * dtype_size(t);
             switch (t) {
-                case DType::F16: { uint16_t h = float_to_half(float(v[i])); std::memcpy(p, &h, 2); break; }
-                case DType::F32: { float f = float(v[i]); std::memcpy(p, &f, 4); break; }
-                case DType::F64: std::memcpy(p, &v[i], 8); break;
-                case DType::I32: { int32_t k = int32_t(v[i]); std::memcpy(p, &k, 4); break; }
-                case DType::I64: { int64_t k = int64_t(v[i]); std::memcpy(p, &k, 8); break; }
+                case DType::F16: {
+                    uint16_t h = float_to_half(float(v[i]));
+                    std::memcpy(p, &h, 2);
+                    break;
+                }
+                case DType::F32: {
+                    float f = float(v[i]);
+                    std::memcpy(p, &f, 4);
+                    break;
+                }
+                case DType::F64:
+                    std::memcpy(p, &v[i], 8);
+                    break;
+                case DType::I32: {
+                    int32_t k = int32_t(v[i]);
+                    std::memcpy(p, &k, 4);
+                    break;
+                }
+                case DType::I64: {
+                    int64_t k = int64_t(v[i]);
+                    std::memcpy(p, &k, 8);
+                    break;
+                }
             }
         }
         write_npy(tmp / "a.npy", a);
@@ -93,16 +112,19 @@ TEST(Npy, HalfConversion) {
 // Malformed files give one-line errors naming the file and the problem.
 TEST(Npy, BadInputErrors) {
     std::string ok_dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
-    EXPECT_NE(expect_input_error(npy_bytes(ok_dict, std::string(20, '\0'))).find("truncated .npy data"),
-              std::string::npos);
+    EXPECT_NE(
+        expect_input_error(npy_bytes(ok_dict, std::string(20, '\0'))).find("truncated .npy data"),
+        std::string::npos);
     EXPECT_NE(expect_input_error(npy_bytes(ok_dict, std::string(28, '\0'))).find("trailing data"),
               std::string::npos);
-    EXPECT_NE(expect_input_error(std::string("\x93NUMPX\x01\x00\x10\x00", 10)).find("bad magic"), std::string::npos);
-    auto e = expect_input_error(npy_bytes("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }",
-                                          std::string(8, '\0')));
-    EXPECT_NE(e.find("x.npy: not supported: dtype '<c8'"), std::string::npos) << e;
-    EXPECT_NE(expect_input_error(npy_bytes("{'descr': '<f4', 'shape': (1,), }", "abcd")).find("missing"),
+    EXPECT_NE(expect_input_error(std::string("\x93NUMPX\x01\x00\x10\x00", 10)).find("bad magic"),
               std::string::npos);
+    auto e = expect_input_error(npy_bytes(
+        "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", std::string(8, '\0')));
+    EXPECT_NE(e.find("x.npy: not supported: dtype '<c8'"), std::string::npos) << e;
+    EXPECT_NE(
+        expect_input_error(npy_bytes("{'descr': '<f4', 'shape': (1,), }", "abcd")).find("missing"),
+        std::string::npos);
     std::string big_header("\x93NUMPY\x01\x00\xff\x7f", 10);
     EXPECT_NE(expect_input_error(big_header + "{}").find("header length"), std::string::npos);
     EXPECT_NE(expect_input_error("\x93NU").find("truncated"), std::string::npos);

@@ -21,7 +21,10 @@ AttentionInput sink_input(int64_t H, int64_t T, double sink, Masking m = Masking
         for (int64_t i = 0; i < T; ++i) {
             double* row = a.pattern.data() + a.offset(0, h, i);
             int64_t end = a.key_end(i);
-            if (end == 1) { row[0] = 1; continue; }
+            if (end == 1) {
+                row[0] = 1;
+                continue;
+            }
             row[0] = sink;
             for (int64_t j = 1; j < end; ++j) row[j] = (1 - sink) / double(end - 1);
         }
@@ -39,7 +42,8 @@ TEST(ValueSpace, ReferenceSetSink) {
 // Without any column above 0.1 the top 10% are used; with too many, the cap (30%) applies.
 TEST(ValueSpace, ReferenceSetFallbackAndCap) {
     AttentionInput a;
-    a.n_layers = 1, a.n_heads = 1, a.n_tokens = 20, a.length = 20, a.masking = Masking::Bidirectional;
+    a.n_layers = 1, a.n_heads = 1, a.n_tokens = 20, a.length = 20,
+    a.masking = Masking::Bidirectional;
     std::vector<double> avg(400, 1.0 / 20);
     avg[0 * 20 + 7] += 0.001, avg[0 * 20 + 3] += 0.0005;  // tiny preference: 7 then 3
     auto r = reference_tokens(avg, a, {});
@@ -56,8 +60,8 @@ TEST(ValueSpace, ReferenceShareClosedForm) {
     const double s = 0.7;
     auto a = sink_input(1, T, s);
     std::vector<std::vector<double>> hidden(2, std::vector<double>(T * d, 0.0));
-    hidden[0][0] = 1;                                           // v_0 = e1
-    for (int64_t j = 1; j < T; ++j) hidden[0][j * d + 1] = 1;   // v_j = e2
+    hidden[0][0] = 1;                                          // v_0 = e1
+    for (int64_t j = 1; j < T; ++j) hidden[0][j * d + 1] = 1;  // v_j = e2
     hidden[1] = hidden[0];
     ValueSpaceAccumulator acc(1);
     acc.add(a, hidden, d, {}, 0);
@@ -75,9 +79,11 @@ TEST(ValueSpace, ValueVariantMatchesHiddenWhenEqual) {
     const int64_t T = 5, d = 2, H = 3;
     auto a = sink_input(H, T, 0.6);
     std::vector<std::vector<double>> hidden(2, std::vector<double>(T * d));
-    for (int64_t k = 0; k < T * d; ++k) hidden[0][k] = std::sin(1.0 + k), hidden[1][k] = std::cos(k);
+    for (int64_t k = 0; k < T * d; ++k)
+        hidden[0][k] = std::sin(1.0 + k), hidden[1][k] = std::cos(k);
     std::vector<std::vector<double>> values(1);
-    for (int64_t h = 0; h < H; ++h) values[0].insert(values[0].end(), hidden[0].begin(), hidden[0].end());
+    for (int64_t h = 0; h < H; ++h)
+        values[0].insert(values[0].end(), hidden[0].begin(), hidden[0].end());
     ValueSpaceAccumulator acc(1);
     acc.add(a, hidden, d, values, d);
     const auto& L = acc.layers()[0];
@@ -87,7 +93,8 @@ TEST(ValueSpace, ValueVariantMatchesHiddenWhenEqual) {
     double expect = 0;
     for (int64_t i = 0; i < T; ++i) {
         double s = 0;
-        for (int64_t k = 0; k < d; ++k) s += std::pow(hidden[1][i * d + k] - hidden[0][i * d + k], 2);
+        for (int64_t k = 0; k < d; ++k)
+            s += std::pow(hidden[1][i * d + k] - hidden[0][i * d + k], 2);
         expect += std::sqrt(s) / T;
     }
     EXPECT_WITHIN(L.sum_transformation / L.n_transformation, expect, testutil::kF64SumRel);
@@ -106,14 +113,16 @@ TEST(ValueSpace, MergeEqualsSinglePass) {
     const int64_t T = 7, d = 4;
     auto a1 = sink_input(2, T, 0.5), a2 = sink_input(2, T, 0.8);
     std::vector<std::vector<double>> hid(2, std::vector<double>(T * d));
-    for (int64_t k = 0; k < T * d; ++k) hid[0][k] = std::sin(0.3 * k), hid[1][k] = std::sin(0.7 * k);
+    for (int64_t k = 0; k < T * d; ++k)
+        hid[0][k] = std::sin(0.3 * k), hid[1][k] = std::sin(0.7 * k);
     ValueSpaceAccumulator one(1), p(1), q(1);
     one.add(a1, hid, d, {}, 0);
     one.add(a2, hid, d, {}, 0);
     p.add(a1, hid, d, {}, 0);
     q.add(a2, hid, d, {}, 0);
     p.merge(q);
-    EXPECT_DOUBLE_EQ(p.layers()[0].sum_rel_magnitude_hidden, one.layers()[0].sum_rel_magnitude_hidden);
+    EXPECT_DOUBLE_EQ(p.layers()[0].sum_rel_magnitude_hidden,
+                     one.layers()[0].sum_rel_magnitude_hidden);
     EXPECT_DOUBLE_EQ(p.layers()[0].sum_alignment, one.layers()[0].sum_alignment);
     EXPECT_EQ(p.layers()[0].n_hidden, one.layers()[0].n_hidden);
 }
@@ -123,7 +132,8 @@ TEST(ValueSpace, SaveLoadExact) {
     const int64_t T = 6, d = 3;
     auto a = sink_input(2, T, 0.55);
     std::vector<std::vector<double>> hid(2, std::vector<double>(T * d));
-    for (int64_t k = 0; k < T * d; ++k) hid[0][k] = std::sin(0.9 * k), hid[1][k] = std::cos(0.2 * k);
+    for (int64_t k = 0; k < T * d; ++k)
+        hid[0][k] = std::sin(0.9 * k), hid[1][k] = std::cos(0.2 * k);
     ValueSpaceAccumulator acc(1), back(1);
     acc.add(a, hid, d, {}, 0);
     sinkscope::BinaryWriter w;

@@ -81,8 +81,8 @@ void expect_matches(const Model& m, const ReferenceDump& ref) {
         }
         ++n_rows;
     }
-    EXPECT_EQ(n_rows, static_cast<size_t>(m.config().n_layers * m.config().n_heads) *
-                          ref.tokens.size());
+    EXPECT_EQ(n_rows,
+              static_cast<size_t>(m.config().n_layers * m.config().n_heads) * ref.tokens.size());
     EXPECT_ERROR_WITHIN(worst, att_tol) << "worst attention diff at " << where;
     const at::Tensor logits = r.logits[0].to(at::kDouble).contiguous();  // [pos, d_vocab]
     double worst_l = 0;
@@ -172,7 +172,8 @@ TEST(GoldenStories260K, GgufMatchesLlamaCppSoftmaxDump) {
 // output byte for byte (run.c prints the pieces after BOS and a final newline; stops at BOS).
 TEST(GoldenStories260K, GreedyTextByteForByte) {
     SINKSCOPE_REQUIRE_SHARED(shared);
-    const std::string want = read_file(shared / "reference/llama2c_stories260K_greedy_onceupon.txt");
+    const std::string want =
+        read_file(shared / "reference/llama2c_stories260K_greedy_onceupon.txt");
     for (const char* file : {"stories260K.gguf", "stories260K.bin"}) {
         const Model m = load_model(shared / "models/stories260K" / file);
         ASSERT_NE(m.tokenizer(), nullptr) << file;
@@ -185,11 +186,13 @@ TEST(GoldenStories260K, GreedyTextByteForByte) {
     }
 }
 
-// tinystories656K (HF directory): tokenization of the dump's prompt, attention and logits equal llama2.c's dump.
+// tinystories656K (HF directory): tokenization of the dump's prompt, attention and logits equal
+// llama2.c's dump.
 TEST(GoldenTinyStories656K, MatchesLlama2cDump) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     const Model m = load_model(shared / "models/tinystories656K");
-    const ReferenceDump ref = read_dump(shared / "reference/llama2c_dump_tinystories656K_onceupon.txt");
+    const ReferenceDump ref =
+        read_dump(shared / "reference/llama2c_dump_tinystories656K_onceupon.txt");
     ASSERT_NE(m.tokenizer(), nullptr);
     // the dump's prompt (decoded from its TOKENS line)
     EXPECT_EQ(m.encode("Once upon a time, there was a little girl", tokenizer::BosPolicy::Always),

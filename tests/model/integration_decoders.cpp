@@ -58,8 +58,9 @@ TEST_P(CliDecoders, DumpAttentionMatchesGolden) {
     testutil::ScratchDir tmp;
     std::ofstream(tmp / "data.txt") << text << "\n";
     const fs::path out = tmp / "out";
-    const auto r = run_cli({"dump", "--model", model.string(), "--data", (tmp / "data.txt").string(),
-                            "--hooks", "blocks.*.attn.hook_pattern", "--out", out.string()});
+    const auto r =
+        run_cli({"dump", "--model", model.string(), "--data", (tmp / "data.txt").string(),
+                 "--hooks", "blocks.*.attn.hook_pattern", "--out", out.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const io::NpyArray got = io::read_npy(out / "attention.npy");
     const io::NpyArray want = io::read_npy(model / "golden/fox/attentions.npy");

@@ -16,14 +16,19 @@ using testutil::run_cli;
 namespace fs = std::filesystem;
 
 namespace {
-void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
-int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+void write_text(const fs::path& p, const std::string& s) {
+    std::ofstream(p) << s;
+}
+int count_lines(const std::string& s) {
+    return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
 }  // namespace
 
 // inspect reports the GGUF header's dims (llama, 5 layers, 8/4 heads) and TransformerLens hooks.
 TEST(CliModel, InspectStories260K) {
     SINKSCOPE_REQUIRE_SHARED(shared);
-    const auto r = run_cli({"inspect", "--model", (shared / "models/stories260K/stories260K.gguf").string()});
+    const auto r =
+        run_cli({"inspect", "--model", (shared / "models/stories260K/stories260K.gguf").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("architecture  llama"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("n_layers      5"), std::string::npos);
@@ -35,11 +40,12 @@ TEST(CliModel, InspectStories260K) {
 // length is pinned by golden_model GreedyTextByteForByte).
 TEST(CliModel, GenerateMatchesLlama2c) {
     SINKSCOPE_REQUIRE_SHARED(shared);
-    const auto r = run_cli({"generate", "--model", (shared / "models/stories260K/stories260K.bin").string(),
-                            "--prompt", "Once upon a time", "--max-new", "40", "--stop", "bos",
-                            "--bos", "always"});
+    const auto r = run_cli(
+        {"generate", "--model", (shared / "models/stories260K/stories260K.bin").string(),
+         "--prompt", "Once upon a time", "--max-new", "40", "--stop", "bos", "--bos", "always"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const std::string want = read_file(shared / "reference/llama2c_stories260K_greedy_onceupon.txt");
+    const std::string want =
+        read_file(shared / "reference/llama2c_stories260K_greedy_onceupon.txt");
     ASSERT_GT(r.out.size(), 100u);
     ASSERT_EQ(r.out.back(), '\n');
     EXPECT_EQ(want.substr(0, r.out.size() - 1), r.out.substr(0, r.out.size() - 1));
@@ -51,9 +57,10 @@ TEST(CliModel, DumpAttentionMatchesReference) {
     testutil::ScratchDir tmp;
     write_text(tmp / "data.txt", "Once upon a time\nThe cat sat on the mat and\n");
     const auto out = tmp / "out";
-    const auto r = run_cli({"dump", "--model", (shared / "models/stories260K/stories260K.gguf").string(),
-                            "--data", (tmp / "data.txt").string(), "--bos", "always", "--hooks",
-                            "blocks.*.attn.hook_pattern,blocks.2.attn.hook_q", "--out", out.string()});
+    const auto r =
+        run_cli({"dump", "--model", (shared / "models/stories260K/stories260K.gguf").string(),
+                 "--data", (tmp / "data.txt").string(), "--bos", "always", "--hooks",
+                 "blocks.*.attn.hook_pattern,blocks.2.attn.hook_q", "--out", out.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const io::NpyArray a = io::read_npy(out / "attention.npy");
     ASSERT_EQ(a.shape.size(), 5u);
@@ -91,7 +98,8 @@ TEST(CliModel, DumpAttentionMatchesReference) {
     }
     EXPECT_ERROR_WITHIN(worst, tol);
     EXPECT_EQ(checked, 5 * 8 * 5);
-    EXPECT_EQ(io::read_npy(out / "blocks.2.attn.hook_q.npy").shape, (std::vector<int64_t>{2, T, 8, 8}));
+    EXPECT_EQ(io::read_npy(out / "blocks.2.attn.hook_q.npy").shape,
+              (std::vector<int64_t>{2, T, 8, 8}));
     EXPECT_EQ(io::read_npy(out / "lengths.npy").to_i64(), (std::vector<int64_t>{5, T}));
     EXPECT_TRUE(fs::exists(out / "run.json"));
 }
@@ -100,9 +108,11 @@ TEST(CliModel, DumpAttentionMatchesReference) {
 TEST(CliModel, PerplexityIsExpMeanNll) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
-    write_text(tmp / "data.txt", "Once upon a time, there was a little girl named Lily.\nShe loved to play.\n");
-    const auto r = run_cli({"perplexity", "--model", (shared / "models/stories260K/stories260K.bin").string(),
-                            "--data", (tmp / "data.txt").string()});
+    write_text(tmp / "data.txt",
+               "Once upon a time, there was a little girl named Lily.\nShe loved to play.\n");
+    const auto r =
+        run_cli({"perplexity", "--model", (shared / "models/stories260K/stories260K.bin").string(),
+                 "--data", (tmp / "data.txt").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     double ppl = 0, nll = 0;
     std::istringstream in(r.out);
@@ -163,9 +173,9 @@ TEST(CliModel, HooksSelectingNothing) {
     SINKSCOPE_REQUIRE_SHARED(shared);
     testutil::ScratchDir tmp;
     write_text(tmp / "data.txt", "hello\n");
-    const auto r = run_cli({"dump", "--model", (shared / "models/stories260K/stories260K.gguf").string(),
-                            "--data", (tmp / "data.txt").string(), "--hooks", "blocks.99.*", "--out",
-                            (tmp / "out").string()});
+    const auto r = run_cli(
+        {"dump", "--model", (shared / "models/stories260K/stories260K.gguf").string(), "--data",
+         (tmp / "data.txt").string(), "--hooks", "blocks.99.*", "--out", (tmp / "out").string()});
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_FALSE(fs::exists(tmp / "out"));
 }

@@ -1,6 +1,6 @@
 // ModelConfig from HF config.json and llama2.c headers; the registry lookups.
-#include <nlohmann/json.hpp>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/config.hpp"
@@ -11,9 +11,9 @@ using namespace sinkscope::model;
 
 namespace {
 nlohmann::json base(const std::string& type) {
-    return {{"model_type", type},        {"hidden_size", 64},        {"num_hidden_layers", 2},
+    return {{"model_type", type},       {"hidden_size", 64},        {"num_hidden_layers", 2},
             {"num_attention_heads", 8}, {"num_key_value_heads", 2}, {"intermediate_size", 96},
-            {"vocab_size", 100},         {"rope_theta", 500000.0},   {"rms_norm_eps", 1e-5}};
+            {"vocab_size", 100},        {"rope_theta", 500000.0},   {"rms_norm_eps", 1e-5}};
 }
 }  // namespace
 
@@ -93,7 +93,8 @@ TEST(Registry, LookupsAreConsistent) {
     std::set<std::string> names;
     for (const auto& a : architectures()) {
         EXPECT_TRUE(names.insert(a.name).second) << a.name;
-        for (const auto& t : a.hf_model_types) EXPECT_EQ(find_by_hf_model_type(t, "x").name, a.name);
+        for (const auto& t : a.hf_model_types)
+            EXPECT_EQ(find_by_hf_model_type(t, "x").name, a.name);
         if (a.gguf_arch) {  // loadable from GGUF: names and a metadata reader
             EXPECT_EQ(find_by_gguf_arch(a.gguf_arch, "x").name, a.name);
             EXPECT_NE(a.gguf_names, nullptr) << a.name;

@@ -24,8 +24,8 @@ namespace {
 
 // Independent reference: loops in double over HF-layout weights (rotate_half RoPE, HF masks).
 struct Reference {
-    std::vector<std::vector<double>> logits;    // [pos][d_vocab]
-    std::vector<double> pattern;                // [L, H, T, T], masked = 0
+    std::vector<std::vector<double>> logits;  // [pos][d_vocab]
+    std::vector<double> pattern;              // [L, H, T, T], masked = 0
 };
 
 Reference naive_forward(const ModelConfig& c, const MemoryWeightStore& s,
@@ -60,7 +60,8 @@ Reference naive_forward(const ModelConfig& c, const MemoryWeightStore& s,
     auto rope = [&](std::vector<double>& v, int64_t n_head, int64_t t) {
         for (int64_t h = 0; h < n_head; ++h)
             for (int64_t i = 0; i < dh / 2; ++i) {
-                const double ang = double(t) * std::pow(c.rope_theta, -2.0 * double(i) / double(dh));
+                const double ang =
+                    double(t) * std::pow(c.rope_theta, -2.0 * double(i) / double(dh));
                 double& a = v[h * dh + i];
                 double& b = v[h * dh + i + dh / 2];
                 const double a0 = a, b0 = b;
@@ -207,8 +208,8 @@ TEST_P(EveryArchitecture, ZeroAblatingLayerRemovesAttention) {
     const MemoryWeightStore s = testutil::random_weights(c, 3);
     MemoryWeightStore cut = s;
     const auto& arch = find_architecture(c.architecture);
-    for (auto& v : cut.tensors.at(tensor_name(arch, WeightFormat::HuggingFace, TensorRole::AttnO, 1))
-                       .values)
+    for (auto& v :
+         cut.tensors.at(tensor_name(arch, WeightFormat::HuggingFace, TensorRole::AttnO, 1)).values)
         v = 0.0f;
     const Model m = build_model(c, source_of(s));
     const Model m_cut = build_model(c, source_of(cut));
@@ -268,8 +269,8 @@ TEST(LlamaHooks, MeanAblationReplacesZ) {
     for (int64_t t = 0; t < z.size(0); ++t) EXPECT_TRUE(at::equal(z[t][2], mask.z_mean[0][2]));
     EXPECT_TRUE(at::equal(z.select(1, 1), z0.select(1, 1)));
     // mean of z over the reference inputs, computed independently from plain forwards
-    const at::Tensor zb = m.forward(std::vector<int32_t>{3, 4, 5}, spec)
-                              .captured.at(hook_name(HookPoint::Z, 1))[0];
+    const at::Tensor zb =
+        m.forward(std::vector<int32_t>{3, 4, 5}, spec).captured.at(hook_name(HookPoint::Z, 1))[0];
     const at::Tensor za = plain.captured.at(hook_name(HookPoint::Z, 1))[0];
     const double n = double(kIds.size() + 3);
     const at::Tensor mean = (za.sum(0) + zb.sum(0)) / n;
@@ -387,7 +388,8 @@ TEST(LlamaDtype, Bfloat16CloseToFloat32) {
     const ModelConfig c = testutil::tiny_config("qwen2");
     const MemoryWeightStore s = testutil::random_weights(c);
     const Model m32 = build_model(c, source_of(s));
-    const Model m16 = build_model(c, source_of(s), RuntimeOptions{DeviceKind::Cpu, ComputeDType::BFloat16});
+    const Model m16 =
+        build_model(c, source_of(s), RuntimeOptions{DeviceKind::Cpu, ComputeDType::BFloat16});
     const auto spec = CaptureSpec({hook_glob(HookPoint::Pattern)});
     const ForwardResult a = m32.forward(kIds, spec);
     const ForwardResult b = m16.forward(kIds, spec);

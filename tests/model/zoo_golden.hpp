@@ -3,8 +3,8 @@
 // tolerances derived from the model's shape and the goldens' magnitudes (forward_bound.hpp).
 #pragma once
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -41,7 +41,8 @@ inline std::vector<int32_t> zoo_ids(const std::filesystem::path& input_dir,
 
 // The text of a single-text golden input (manifest "text"); nullopt for images and text pairs.
 inline std::optional<std::string> zoo_text(const std::filesystem::path& input_dir) {
-    const auto manifest = nlohmann::json::parse(read_file(input_dir.parent_path() / "manifest.json"));
+    const auto manifest =
+        nlohmann::json::parse(read_file(input_dir.parent_path() / "manifest.json"));
     const std::string name = input_dir.filename().string();
     for (const auto& in : manifest.at("inputs"))
         if (in.at("name") == name && in.contains("text") && !in.contains("text_pair"))

@@ -31,10 +31,15 @@ ReportContent sample_content() {
     c.notes.push_back("note with </script> inside");
     json cells = json::array(), lines = json::array(), pts = json::array();
     for (int l = 0; l < 3; ++l)
-        for (int h = 0; h < 4; ++h) cells.push_back({{"layer", l}, {"head", h}, {"value", 0.1 * (l + h)}});
-    for (double t : {0.001, 0.01, 0.1}) lines.push_back({{"threshold", t}, {"density", t * 3}, {"layer", "0"}});
+        for (int h = 0; h < 4; ++h)
+            cells.push_back({{"layer", l}, {"head", h}, {"value", 0.1 * (l + h)}});
+    for (double t : {0.001, 0.01, 0.1})
+        lines.push_back({{"threshold", t}, {"density", t * 3}, {"layer", "0"}});
     for (int i = 0; i < 8; ++i)
-        pts.push_back({{"x", i}, {"y", i * i}, {"cluster", std::to_string(i % 2)}, {"label", "h"},
+        pts.push_back({{"x", i},
+                       {"y", i * i},
+                       {"cluster", std::to_string(i % 2)},
+                       {"label", "h"},
                        {"matrix", i < 4 ? "dA" : "dA_perp"}});
     c.figures.push_back({"Sinks", "heat", "a heat map",
                          heatmap_spec(cells, "head", "layer", "value", {"head", "layer", "v"})});
@@ -75,8 +80,7 @@ TEST(Report, RendersInHeadlessChromium) {
     write_file_atomic(tmp / "report.html", render_html(sample_content()));
     auto dom = testutil::render_in_chromium(tmp / "report.html", tmp / "shot.png");
     std::smatch m;
-    ASSERT_TRUE(std::regex_search(dom, m, std::regex("id=\"status\"[^>]*")))
-        << dom.substr(0, 2000);
+    ASSERT_TRUE(std::regex_search(dom, m, std::regex("id=\"status\"[^>]*"))) << dom.substr(0, 2000);
     std::string status = m.str();
     EXPECT_NE(status.find("data-done=\"1\""), std::string::npos) << status;
     EXPECT_NE(status.find("data-figures=\"4\""), std::string::npos) << status;

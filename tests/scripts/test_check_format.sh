@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Self-test of scripts/check-format.sh in a throwaway clone of this checkout (the checkout itself
-# is never modified): passes on an unchanged tree, fails on a misformatted changed line and on a
-# misformatted new untracked file, passes again once clang-format has fixed them.
+# is never modified): passes on an unchanged tree, fails on a misformatted changed line, on a
+# misformatted new untracked file and on a product line over 100 columns that clang-format leaves
+# alone (a raw string), passes again once they are fixed.
 # Usage: test_check_format.sh SOURCE_DIR. Exits 77 (skipped) when SOURCE_DIR is not a git checkout.
 set -euo pipefail
 src=$(cd "$1" && pwd)
@@ -21,7 +22,7 @@ git add scripts/check-format.sh
 git -c user.name=t -c user.email=t@t commit -q --allow-empty -m "script under test"
 
 fail() { echo "test_check_format: FAILED: $*" >&2; exit 1; }
-check() { CHECK_FORMAT_BASE=HEAD scripts/check-format.sh >"$tmp/out" 2>&1; }
+check() { scripts/check-format.sh >"$tmp/out" 2>&1; }
 
 check || fail "unchanged tree reported: $(cat "$tmp/out")"
 
@@ -30,8 +31,16 @@ target=src/core/progress.cpp
 printf 'int   check_format_probe( int a ){return a;}\n' >>"$target"
 if check; then fail "misformatted changed line passed"; fi
 grep -q "check_format_probe" "$tmp/out" || fail "the offending line is not in the report"
-git diff -U0 HEAD -- "$target" | clang-format-diff -p1 -i -binary "$(command -v clang-format)"
+clang-format -i "$target"
 check || fail "formatted change reported: $(cat "$tmp/out")"
+git checkout -q -- "$target"
+
+# A raw string line of 120 columns: clang-format keeps it, the column check does not.
+long=$(printf 'x%.0s' $(seq 1 100))
+printf 'const char* check_format_long = R"(%s)";\n' "$long" >>"$target"
+clang-format -i "$target"
+if check; then fail "a product line over 100 columns passed"; fi
+grep -q "$target:.*columns" "$tmp/out" || fail "the long line is not in the report"
 git checkout -q -- "$target"
 
 # A new file that git does not know yet.

@@ -145,7 +145,8 @@ std::string render_in_chromium(const fs::path& html, const fs::path& screenshot)
         shell_quote(profile.path().string());
     std::string url = shell_quote("file://" + fs::absolute(html).string());
     fs::path dom = profile.path() / "dom.html";
-    std::string cmd = base + " --dump-dom " + url + " >" + shell_quote(dom.string()) + " 2>/dev/null";
+    std::string cmd =
+        base + " --dump-dom " + url + " >" + shell_quote(dom.string()) + " 2>/dev/null";
     if (std::system(cmd.c_str()) != 0) return "";
     if (!screenshot.empty()) {
         std::string shot = base + " --window-size=1280,3000 --screenshot=" +

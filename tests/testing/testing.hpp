@@ -81,8 +81,8 @@ std::filesystem::path write_training_corpus(const std::filesystem::path& dir);
 }  // namespace sinkscope::testutil
 
 // Skips the test with a clear message when ../shared is absent; binds `var` to its path.
-#define SINKSCOPE_REQUIRE_SHARED(var)                                                     \
-    auto var##_opt = ::sinkscope::testutil::shared_dir();                                  \
+#define SINKSCOPE_REQUIRE_SHARED(var)                                                           \
+    auto var##_opt = ::sinkscope::testutil::shared_dir();                                       \
     if (!var##_opt) GTEST_SKIP() << "../shared test material not found (set SINKSCOPE_SHARED)"; \
     const std::filesystem::path var = *var##_opt
 

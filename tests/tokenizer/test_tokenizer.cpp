@@ -446,7 +446,7 @@ TEST(HfBpe, LongTextChunksAgree) {
 namespace {
 // A vocabulary-only GGUF v3 file: string keys and string/int32/float32 arrays.
 class GgufBuilder {
-  public:
+public:
     void str(const std::string& key, const std::string& value) {
         header(key, 8);
         put_str(value);
@@ -476,7 +476,7 @@ class GgufBuilder {
         return out + body_;
     }
 
-  private:
+private:
     void put_u32(uint32_t v) { body_.append(reinterpret_cast<const char*>(&v), 4); }
     void put_u64(uint64_t v) { body_.append(reinterpret_cast<const char*>(&v), 8); }
     void put_str(const std::string& s) {

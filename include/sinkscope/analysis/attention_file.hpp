@@ -74,8 +74,8 @@ private:
     int64_t window_ = 0;
     double sum_tolerance_ = 1e-3;
     std::shared_ptr<const io::NpyMap> attention_, scores_;  // shared with the StoredRows of load
-    std::vector<int64_t> lengths_;    // [N] (empty: all T)
-    std::vector<int64_t> token_ids_;  // [N * T] (empty: not given)
+    std::vector<int64_t> lengths_;                          // [N] (empty: all T)
+    std::vector<int64_t> token_ids_;                        // [N * T] (empty: not given)
     int64_t n_inputs_ = 0, n_layers_ = 0, n_heads_ = 0, n_tokens_ = 0;
     Masking masking_ = Masking::Causal;
     bool masking_detected_ = false;

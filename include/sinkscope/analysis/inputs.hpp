@@ -55,11 +55,11 @@ struct AnalysisInputs {
     int64_t samples_requested = 0;               // InputsOptions::samples (0: every sample)
     int64_t n_truncated = 0;                     // text samples cut to cut_length tokens
     int64_t cut_length = 0;                      // what they were cut to (0: no cut applies)
-    bool cut_by_context = false;            // cut_length is the model's context, not max_tokens
-    int64_t context = 0;                    // the model's context limit (0: unknown or none)
-    std::optional<io::ImageSet> images;     // vision models: decoded on demand
-    int64_t image_tokens = 0;               // vision models: 1 + patches per image
-    std::string images_sha256;              // vision models: hash of the image files
+    bool cut_by_context = false;         // cut_length is the model's context, not max_tokens
+    int64_t context = 0;                 // the model's context limit (0: unknown or none)
+    std::optional<io::ImageSet> images;  // vision models: decoded on demand
+    int64_t image_tokens = 0;            // vision models: 1 + patches per image
+    std::string images_sha256;           // vision models: hash of the image files
 
     size_t size() const { return ids.size(); }
     // One console line saying how many inputs were cut and to what length, and why; empty when

@@ -38,9 +38,9 @@ public:
 
 private:
     struct Slot {
-        int64_t key = -1;              // (l * n_heads + h) * n_blocks + block, -1 = empty
-        std::vector<double> pattern;   // [kRowsPerBlock, T]
-        std::vector<double> scores;    // [kRowsPerBlock, T]
+        int64_t key = -1;             // (l * n_heads + h) * n_blocks + block, -1 = empty
+        std::vector<double> pattern;  // [kRowsPerBlock, T]
+        std::vector<double> scores;   // [kRowsPerBlock, T]
     };
     const Slot& fetch(int64_t l, int64_t h, int64_t i) const;
     // Rows [i0, i0 + n) of head (l, h): probabilities into pattern and (when not null) scores,

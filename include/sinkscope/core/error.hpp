@@ -18,8 +18,7 @@ enum class ErrorKind : int {
 
 class Error : public std::runtime_error {
 public:
-    Error(ErrorKind kind, const std::string& message)
-        : std::runtime_error(message), kind_(kind) {}
+    Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
     ErrorKind kind() const noexcept { return kind_; }
     int exit_code() const noexcept { return static_cast<int>(kind_); }
 
@@ -78,16 +77,16 @@ std::string concat(const Parts&... parts) {
 }  // namespace sinkscope
 
 // Invariant check that throws (never aborts: the library is also loaded into Python).
-#define SS_CHECK(cond, ...)                                                              \
-    do {                                                                                 \
-        if (!(cond))                                                                     \
-            throw ::sinkscope::InternalError(::sinkscope::detail::concat(                \
-                __FILE__, ":", __LINE__, ": check failed: " #cond ": ", __VA_ARGS__));   \
+#define SS_CHECK(cond, ...)                                                            \
+    do {                                                                               \
+        if (!(cond))                                                                   \
+            throw ::sinkscope::InternalError(::sinkscope::detail::concat(              \
+                __FILE__, ":", __LINE__, ": check failed: " #cond ": ", __VA_ARGS__)); \
     } while (0)
 
 // Check on user input: throws InputError naming the file.
-#define SS_CHECK_INPUT(cond, file, ...)                                                  \
-    do {                                                                                 \
-        if (!(cond))                                                                     \
+#define SS_CHECK_INPUT(cond, file, ...)                                                      \
+    do {                                                                                     \
+        if (!(cond))                                                                         \
             throw ::sinkscope::InputError((file), ::sinkscope::detail::concat(__VA_ARGS__)); \
     } while (0)

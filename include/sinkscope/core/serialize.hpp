@@ -81,7 +81,8 @@ public:
     }
     void get_doubles(double* p, size_t n) {
         auto stored = get<uint64_t>();
-        if (stored != n) fail("expected " + std::to_string(n) + " numbers, found " + std::to_string(stored));
+        if (stored != n)
+            fail("expected " + std::to_string(n) + " numbers, found " + std::to_string(stored));
         need(n * sizeof(double));
         std::memcpy(p, data_.data() + pos_, n * sizeof(double));
         pos_ += n * sizeof(double);

@@ -24,13 +24,14 @@ struct DatasetOptions {
     // boolean as its JSON text). A name the file lacks is an InputError naming it; text and .npy
     // files have no columns.
     std::vector<std::string> keep_columns{};
-    int64_t max_samples = 0;           // 0 = all
+    int64_t max_samples = 0;  // 0 = all
     // Format by extension (.txt, .jsonl, .csv, .npy); "auto" or one of those names.
     std::string format = "auto";
 };
 
 // Loads samples; empty lines/records are skipped. Errors name the file and the line.
-std::vector<Sample> load_dataset(const std::filesystem::path& path, const DatasetOptions& opts = {});
+std::vector<Sample> load_dataset(const std::filesystem::path& path,
+                                 const DatasetOptions& opts = {});
 
 // The built-in prompt set (data/prompts/default.txt, compiled into the binary): 200+ varied
 // English sentences written for this project.

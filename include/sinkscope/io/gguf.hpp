@@ -52,8 +52,8 @@ struct GgufTensorInfo {
     std::string name;
     std::vector<int64_t> dims;  // GGUF order: dims[0] is the fastest-varying (ne[0])
     uint32_t type = 0;
-    uint64_t offset = 0;  // from the start of the data section
-    uint64_t n_bytes = 0; // computed from type and dims
+    uint64_t offset = 0;   // from the start of the data section
+    uint64_t n_bytes = 0;  // computed from type and dims
     int64_t numel() const;
 };
 

@@ -9,7 +9,7 @@
 namespace sinkscope::io {
 
 class MappedFile {
-  public:
+public:
     MappedFile() = default;
     // Maps `path` read-only; throws IoError naming the file when it cannot be opened or mapped.
     // An empty file maps to data() == nullptr, size() == 0.
@@ -24,7 +24,7 @@ class MappedFile {
     size_t size() const { return size_; }
     const std::filesystem::path& path() const { return path_; }
 
-  private:
+private:
     void release() noexcept;
 
     std::filesystem::path path_;

@@ -16,7 +16,7 @@
 namespace sinkscope::io {
 
 class NpyMap {
-  public:
+public:
     // Maps `path`; throws IoError when it cannot be opened, InputError/UnsupportedError for a
     // malformed or unsupported header (naming the file).
     explicit NpyMap(const std::filesystem::path& path);
@@ -42,7 +42,7 @@ class NpyMap {
     // Elements [first, first + count) as int64; integer dtypes only (UnsupportedError otherwise).
     void read_i64(int64_t first, int64_t count, int64_t* out) const;
 
-  private:
+private:
     std::string origin_;
     MappedFile file_;
     NpyHeader header_;

@@ -56,8 +56,7 @@ public:
     std::string to_csv() const;
     std::string to_jsonl() const;
     // Writes "<stem>.csv" (and "<stem>.jsonl" when `jsonl`) under `dir`.
-    void write(const std::filesystem::path& dir, const std::string& stem,
-               bool jsonl = true) const;
+    void write(const std::filesystem::path& dir, const std::string& stem, bool jsonl = true) const;
 
     // Reads a CSV written by to_csv (for re-rendering reports); numbers are parsed as double
     // when the whole field is numeric; the quote the writer put before a formula-like text cell

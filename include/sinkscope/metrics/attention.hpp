@@ -50,12 +50,12 @@ public:
 struct AttentionInput {
     int64_t n_layers = 0;
     int64_t n_heads = 0;
-    int64_t n_tokens = 0;   // T: allocated width of every row
-    int64_t length = 0;     // tokens that are real (<= n_tokens; < for padded encoder batches)
+    int64_t n_tokens = 0;  // T: allocated width of every row
+    int64_t length = 0;    // tokens that are real (<= n_tokens; < for padded encoder batches)
     Masking masking = Masking::Causal;
-    int64_t window = 0;     // sliding window (0 = none), causal only
-    std::vector<double> pattern;  // A, [L, H, T, T]
-    std::vector<double> scores;   // Z, same shape, or empty when not available
+    int64_t window = 0;              // sliding window (0 = none), causal only
+    std::vector<double> pattern;     // A, [L, H, T, T]
+    std::vector<double> scores;      // Z, same shape, or empty when not available
     std::vector<int64_t> token_ids;  // [T] when known (bos sink policy, token strings), else empty
     const RowSource* source = nullptr;              // set: rows come from it
     std::shared_ptr<const RowSource> source_owner;  // holds `source` when this input owns it

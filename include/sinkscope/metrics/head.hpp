@@ -102,8 +102,8 @@ struct HeadResults {
     // within-layer pairs with each layer's sink (10.d), other pairs NaN; each [n, n]. Empty
     // otherwise (the within-layer blocks of `distances` then use the same sinks).
     std::map<std::string, Eigen::MatrixXd> layer_distances;
-    std::vector<Dispersion> layers;                    // [n_layers], per-layer sinks
-    Dispersion model;                                  // model-wide sink, all heads
+    std::vector<Dispersion> layers;  // [n_layers], per-layer sinks
+    Dispersion model;                // model-wide sink, all heads
     RowCounts counts;
     // Per layer and query position: the mean sink mass over the heads and inputs of the rows at
     // that position that the head means use (D >= min_parts, the layer's sink visible).
@@ -116,7 +116,7 @@ struct HeadResults {
 };
 
 class HeadAccumulator {
-  public:
+public:
     HeadAccumulator(int64_t n_layers, int64_t n_heads, HeadOptions options = {});
 
     // Adds one input (its n_layers / n_heads must match); returns the resolved sink positions.
@@ -140,7 +140,7 @@ class HeadAccumulator {
     // Reports add()'s progress through an input as stage "head metrics", in visible keys.
     void set_progress(StageProgress fn) { progress_ = std::move(fn); }
 
-  private:
+private:
     StageProgress progress_;
     // Pairwise sums of one group of heads that are compared with each other: all heads
     // (Scope::Model) or one layer (Scope::Layer). Lower triangles are used.
@@ -175,7 +175,7 @@ class HeadAccumulator {
     int64_t n_layers_, n_heads_;
     HeadOptions options_;
     RowCounts counts_;
-    std::vector<HeadSums> head_sums_;         // [n]
+    std::vector<HeadSums> head_sums_;  // [n]
     struct PositionSums {
         double sink_mass = 0;
         int64_t n_rows = 0;

@@ -83,7 +83,7 @@ struct P2Config {
     SinkPolicy sink{SinkPolicy::Kind::First};
     int64_t topology_max_tokens = k_default_topology_max_tokens;
     P2Constants constants;
-    std::string tokens_file;  // names the token strings in errors
+    std::string tokens_file;         // names the token strings in errors
     std::vector<int64_t> layer_ids;  // P2Options::layer_ids
     int64_t model_layers = 0;
     const char* mode() const { return compat ? "ruscio2025" : "principled"; }
@@ -169,7 +169,7 @@ inline constexpr int64_t k_saved_diagram_inputs = 8;
 struct P2LayerOutput;  // p2.cpp
 
 class P2Accumulator {
-  public:
+public:
     explicit P2Accumulator(const P2Options& options = {});
     // Adds one input. `token_strings` ([T]) names the keys of token specialisation. `sinks` are
     // the input's resolved sink positions (the pipeline passes those of the head metrics, so
@@ -201,13 +201,13 @@ class P2Accumulator {
     // Reports add()'s progress through an input as stage "section 8", in layers finished.
     void set_progress(StageProgress fn) { progress_ = std::move(fn); }
 
-  private:
-      void apply(const AttentionInput& input, const std::vector<P2LayerOutput>& outputs,
-                 std::vector<std::pair<P2Key, double>>* per_input);
+private:
+    void apply(const AttentionInput& input, const std::vector<P2LayerOutput>& outputs,
+               std::vector<std::pair<P2Key, double>>* per_input);
 
-      StageProgress progress_;
-      P2Results state_;
-      int64_t threads_ = 1;
+    StageProgress progress_;
+    P2Results state_;
+    int64_t threads_ = 1;
 };
 
 }  // namespace sinkscope::metrics

@@ -25,18 +25,23 @@ struct ValueSpaceOptions {
 
 // Reference set R of one [T, T] head-averaged attention matrix (row-major, rows over visible
 // keys of `attn`'s masking rule): keys sorted by decreasing column mean.
-std::vector<int64_t> reference_tokens(const std::vector<double>& head_avg, const AttentionInput& shape,
-                                      const ValueSpaceOptions& opts);
+std::vector<int64_t> reference_tokens(const std::vector<double>& head_avg,
+                                      const AttentionInput& shape, const ValueSpaceOptions& opts);
 
 // Per-layer results, accumulated over inputs (sums and counts so shards merge exactly).
 struct ValueSpaceLayer {
-    double sum_reference_count = 0;  int64_t n_inputs = 0;
-    double sum_rel_magnitude_hidden = 0, sum_direction_hidden = 0;  int64_t n_hidden = 0;
-    double sum_rel_magnitude_value = 0, sum_direction_value = 0;    int64_t n_value = 0;
+    double sum_reference_count = 0;
+    int64_t n_inputs = 0;
+    double sum_rel_magnitude_hidden = 0, sum_direction_hidden = 0;
+    int64_t n_hidden = 0;
+    double sum_rel_magnitude_value = 0, sum_direction_value = 0;
+    int64_t n_value = 0;
     int64_t n_no_reference_visible = 0;  // principled: rows that see no reference key (excluded)
-    double sum_transformation = 0;       int64_t n_transformation = 0;
-    double sum_alignment = 0;            int64_t n_alignment = 0;  // Pearson r per input, averaged
-    int64_t n_alignment_undefined = 0;   // inputs where r is undefined (constant vectors)
+    double sum_transformation = 0;
+    int64_t n_transformation = 0;
+    double sum_alignment = 0;
+    int64_t n_alignment = 0;            // Pearson r per input, averaged
+    int64_t n_alignment_undefined = 0;  // inputs where r is undefined (constant vectors)
 };
 
 class ValueSpaceAccumulator {

@@ -67,12 +67,12 @@ struct ModelConfig {
     int64_t d_head = 0;
     int64_t d_mlp = 0;
     int64_t d_vocab = 0;
-    int64_t n_ctx = 0;       // trained context (informational: RoPE is not limited by it)
+    int64_t n_ctx = 0;  // trained context (informational: RoPE is not limited by it)
     double rope_theta = 10000.0;
     RopeScaling rope_scaling;  // none unless the checkpoint asks for it
     double norm_eps = 1e-5;
     Activation act = Activation::Silu;
-    int64_t window = 0;      // sliding-window attention (0 = full causal)
+    int64_t window = 0;  // sliding-window attention (0 = full causal)
     // Layers that use `window`, ascending; empty: every layer does (Mistral). Gemma-2 alternates
     // local (windowed) and global layers; config.json layer_types may list them.
     std::vector<int64_t> window_layers;
@@ -83,8 +83,8 @@ struct ModelConfig {
     double final_softcap = 0.0;  // logits = cap * tanh(logits / cap) when > 0 (Gemma-2)
     bool tied_embeddings = false;
     bool qkv_bias = false;
-    bool norm_add_one = false;   // Gemma RMSNorm scale (1 + w) as stored by HF
-    bool embed_scale = false;    // Gemma: embeddings times sqrt(d_model)
+    bool norm_add_one = false;  // Gemma RMSNorm scale (1 + w) as stored by HF
+    bool embed_scale = false;   // Gemma: embeddings times sqrt(d_model)
     // Family shape (defaults: a Llama decoder). Encoders set causal = false; their attention is
     // bidirectional and the sink policy default is argmax (spec section 0).
     bool causal = true;

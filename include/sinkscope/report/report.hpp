@@ -13,17 +13,17 @@
 namespace sinkscope::report {
 
 struct Figure {
-    std::string section;   // heading the figure is grouped under
+    std::string section;  // heading the figure is grouped under
     std::string title;
-    std::string caption;   // one or two sentences: what is plotted and under which convention
-    nlohmann::json spec;   // Vega-Lite spec with inline data
+    std::string caption;  // one or two sentences: what is plotted and under which convention
+    nlohmann::json spec;  // Vega-Lite spec with inline data
 };
 
 struct ReportContent {
     std::string title;
-    nlohmann::json run;                  // run.json (may be empty)
+    nlohmann::json run;  // run.json (may be empty)
     std::vector<Figure> figures;
-    std::vector<std::string> notes;      // warnings and verdicts shown above the figures
+    std::vector<std::string> notes;  // warnings and verdicts shown above the figures
 };
 
 // Reads run.json and every known table in `run_dir` (missing tables are skipped).

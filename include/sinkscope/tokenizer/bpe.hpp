@@ -20,7 +20,7 @@ struct StringHash {
 
 // id <-> piece. Pieces are stored as the vocabulary spells them (byte-level alphabet, '▁').
 class Vocab {
-  public:
+public:
     // Sets piece `id` (grows the table). When two ids share a piece, lookup returns the one
     // given by `prefer_last` (llama.cpp keeps the last, HF vocabularies are unique).
     void set(int32_t id, std::string piece, bool prefer_last = false);
@@ -28,14 +28,14 @@ class Vocab {
     const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
     int64_t size() const { return static_cast<int64_t>(pieces_.size()); }
 
-  private:
+private:
     std::vector<std::string> pieces_;
     std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> ids_;
 };
 
 // A subword model: one pre-token in, ids out (BPE, WordPiece).
 class PieceModel {
-  public:
+public:
     virtual ~PieceModel() = default;
     virtual void encode(std::string_view piece, std::vector<int32_t>& out) const = 0;
     virtual const Vocab& vocab() const = 0;
@@ -62,7 +62,7 @@ struct BpeOptions {
 };
 
 class BpeModel final : public PieceModel {
-  public:
+public:
     BpeModel(Vocab vocab, BpeOptions options);
 
     // Ranks order: registers merge `left right` with the given rank. Returns false when a
@@ -84,7 +84,7 @@ class BpeModel final : public PieceModel {
     const BpeOptions& options() const { return options_; }
     size_t n_merges() const { return merges_.size(); }
 
-  private:
+private:
     // BPE on one chunk that no merge can cross.
     void encode_chunk(std::string_view piece, const size_t* starts, size_t n_starts,
                       std::vector<int32_t>& out) const;

@@ -17,18 +17,18 @@ extern const char* const kQwen2Pattern;   // Qwen2 (single digits)
 // A compiled PCRE2 pattern (JIT when available). Invalid UTF-8 in the subject is allowed:
 // such bytes never match and end up in the gaps between matches.
 class Regex {
-  public:
-      // `origin`: the file the pattern came from, named in errors (empty: a built-in pattern).
-      // Throws UnsupportedError if it does not compile.
-      explicit Regex(const std::string& pattern, std::string origin = {});
-      ~Regex();
-      Regex(const Regex&) = delete;
-      Regex& operator=(const Regex&) = delete;
-      // [begin, end) byte ranges of successive non-overlapping matches, left to right.
-      std::vector<std::pair<size_t, size_t>> find_all(std::string_view text) const;
-      const std::string& pattern() const { return pattern_; }
+public:
+    // `origin`: the file the pattern came from, named in errors (empty: a built-in pattern).
+    // Throws UnsupportedError if it does not compile.
+    explicit Regex(const std::string& pattern, std::string origin = {});
+    ~Regex();
+    Regex(const Regex&) = delete;
+    Regex& operator=(const Regex&) = delete;
+    // [begin, end) byte ranges of successive non-overlapping matches, left to right.
+    std::vector<std::pair<size_t, size_t>> find_all(std::string_view text) const;
+    const std::string& pattern() const { return pattern_; }
 
-  private:
+private:
     std::string pattern_;
     std::string origin_;
     void* code_ = nullptr;  // pcre2_code_8*

@@ -21,7 +21,7 @@ const char* bos_policy_name(BosPolicy p);
 BosPolicy parse_bos_policy(const std::string& s);  // "default" | "always" | "never"
 
 class Tokenizer {
-  public:
+public:
     virtual ~Tokenizer() = default;
     // Text -> ids, without any special tokens.
     virtual std::vector<int32_t> encode(std::string_view text) const = 0;

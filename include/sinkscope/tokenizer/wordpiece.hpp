@@ -6,7 +6,7 @@
 namespace sinkscope::tokenizer {
 
 class WordPieceModel final : public PieceModel {
-  public:
+public:
     WordPieceModel(Vocab vocab, int32_t unk_id, std::string prefix = "##",
                    size_t max_input_chars_per_word = 100);
     // A word that cannot be covered by vocabulary pieces, or is too long, is one unk.
@@ -14,7 +14,7 @@ class WordPieceModel final : public PieceModel {
     const Vocab& vocab() const override { return vocab_; }
     const std::string& prefix() const { return prefix_; }
 
-  private:
+private:
     Vocab vocab_;
     int32_t unk_id_;
     std::string prefix_;

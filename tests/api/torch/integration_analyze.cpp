@@ -264,9 +264,8 @@ TEST(Analyze, SameNumbersAsDumpPlusMetrics) {
                                     "He was sad.\n"
                                     "Tom and Sue built a big castle of sand by the sea.\n";
     const std::string analyses = "compositional,heads,graphs,kl,spectra,entropy,frame";
-    auto a = run_cli({"analyze", "--model", model, "--data", (tmp / "p.txt").string(),
-                      "--analyses", analyses, "--out", (tmp / "a").string(), "--quiet",
-                      "--no-report"});
+    auto a = run_cli({"analyze", "--model", model, "--data", (tmp / "p.txt").string(), "--analyses",
+                      analyses, "--out", (tmp / "a").string(), "--quiet", "--no-report"});
     ASSERT_EQ(a.exit_code, 0) << a.err;
     auto d = run_cli({"dump", "--model", model, "--data", (tmp / "p.txt").string(), "--hooks",
                       "blocks.*.attn.hook_pattern,blocks.*.attn.hook_attn_scores", "--out",
@@ -274,12 +273,12 @@ TEST(Analyze, SameNumbersAsDumpPlusMetrics) {
     ASSERT_EQ(d.exit_code, 0) << d.err;
     auto m = run_cli({"metrics", "--attention", (tmp / "d/attention.npy").string(), "--scores",
                       (tmp / "d/attn_scores.npy").string(), "--lengths",
-                      (tmp / "d/lengths.npy").string(), "--causal", "--analyses", analyses,
-                      "--out", (tmp / "m").string()});
+                      (tmp / "d/lengths.npy").string(), "--causal", "--analyses", analyses, "--out",
+                      (tmp / "m").string()});
     ASSERT_EQ(m.exit_code, 0) << m.err;
-    for (const char* t : {"heads.csv", "dispersion.csv", "distances.csv", "sinks.csv",
-                          "reversal.csv", "ari.csv", "graphs.csv", "kl.csv", "spectra.csv",
-                          "entropy.csv"})
+    for (const char* t :
+         {"heads.csv", "dispersion.csv", "distances.csv", "sinks.csv", "reversal.csv", "ari.csv",
+          "graphs.csv", "kl.csv", "spectra.csv", "entropy.csv"})
         // Both forward each input alone (same code and shapes: bitwise equal float32 attention)
         // and tables print shortest round-trip doubles, so only the float64 metric code's
         // accumulation order differs (streamed vs from the file): kF64SumRel.
@@ -298,9 +297,9 @@ TEST(Analyze, RecomputedRowsMatchStoredAttention) {
                                     "The little girl ran to the park with her dog and a ball.\n"
                                     "He was sad because the rain did not stop all day long.\n";
     const std::string analyses = "compositional,kl,spectra,entropy,value";
-    std::vector<std::string> base = {"analyze", "--model", model, "--data",
-                                     (tmp / "p.txt").string(), "--analyses", analyses, "--quiet",
-                                     "--no-report"};
+    std::vector<std::string> base = {
+        "analyze",    "--model", model,     "--data",     (tmp / "p.txt").string(),
+        "--analyses", analyses,  "--quiet", "--no-report"};
     auto stored = base, lazy = base;
     stored.insert(stored.end(), {"--out", (tmp / "stored").string()});
     lazy.insert(lazy.end(), {"--out", (tmp / "lazy").string(), "--attention-memory-mb", "0"});
