@@ -169,8 +169,8 @@ const char* kDriver = R"(
     st.setAttribute('data-layer-ticks',String(counts.layerticks));
     st.setAttribute('data-clipped-labels',String(counts.clipped));
     st.setAttribute('data-done','1');
-    st.textContent=drawn+' of '+specs.length+' figures drawn'+(errors.length?';)"
-                      R"( errors: '+errors.join(' | '):'')+
+    st.textContent=drawn+' of '+specs.length+' figures drawn'+)"
+                      R"((errors.length?'; errors: '+errors.join(' | '):'')+
       (problems.length?'; layout problems: '+problems.join(' | '):'');
   });
 })();
