@@ -47,6 +47,18 @@ def test_analyze_options_are_validated_like_the_cli(tiny_model, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_analyze_some_layers(tiny_model, tmp_path):
+    # analyze --layers as a keyword: run.json records the selection; a layer the model lacks is
+    # refused naming the option, before anything is written.
+    r = sinkscope.analyze(tiny_model, layers="1", max_tokens=16, samples=3, analyses="sink_eps",
+                          threads=1)
+    assert r.record["layers"]["analysed"] == [1]
+    assert r.record["options"]["layers"] == "1"
+    with pytest.raises(sinkscope.UsageError, match="--layers '7': the model has 2 layers"):
+        sinkscope.analyze(tiny_model, layers="7", out=tmp_path / "x", samples=3)
+    assert not (tmp_path / "x").exists()
+
+
 def test_progress_callback_error_propagates(tiny_model, tmp_path):
     def boom(n):
         raise RuntimeError(f"stop at {n}")
