@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Installs every Debian package sinkscope needs (non-interactive, idempotent), then configures
 # and builds in Release with -j2 into ./build. Options: BUILD_DIR, SINKSCOPE_WITH_TORCH=OFF.
+#
+# usage: scripts/install-deps.sh [TARGET...]
+# Without a target everything is built (the tests, benchmarks and the Python module too: what
+# scripts/test.sh runs); with targets only those and what they need, e.g. `sinkscope`, the tool
+# alone (the README's first command: about half the compile steps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,4 +62,8 @@ BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSINKSCOPE_WITH_TORCH="${SINKSCOPE_WITH_TORCH:-ON}" \
   -DSINKSCOPE_SANITIZE_MODEL="${SINKSCOPE_SANITIZE_MODEL:-OFF}" >/dev/null
-cmake --build "$BUILD_DIR" -j2
+if [ $# -gt 0 ]; then
+  cmake --build "$BUILD_DIR" -j2 --target "$@"
+else
+  cmake --build "$BUILD_DIR" -j2
+fi
