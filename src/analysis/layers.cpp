@@ -59,7 +59,7 @@ LayerSelection LayerSelection::every(int64_t n_layers) {
     return s;
 }
 
-bool LayerSelection::consecutive() const {
+bool consecutive(const std::vector<int64_t>& ids) {
     for (size_t k = 1; k < ids.size(); ++k)
         if (ids[k] != ids[k - 1] + 1) return false;
     return true;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "sinkscope/analysis/layers.hpp"
+#include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/core/error.hpp"
 
 using namespace sinkscope;
@@ -14,7 +15,7 @@ TEST(LayerSelection, EveryLayerByDefault) {
         const auto s = select_layers(spec, 4);
         EXPECT_EQ(s.ids, (std::vector<int64_t>{0, 1, 2, 3})) << spec;
         EXPECT_TRUE(s.all());
-        EXPECT_TRUE(s.consecutive());
+        EXPECT_TRUE(analysis::consecutive(s.ids));
         EXPECT_EQ(s.spec(), "all");
     }
 }
@@ -24,12 +25,15 @@ TEST(LayerSelection, IndicesAndRangesSortedWithoutRepeats) {
     EXPECT_EQ(s.ids, (std::vector<int64_t>{0, 2, 3, 4, 9}));
     EXPECT_EQ(s.model_layers, 12);
     EXPECT_FALSE(s.all());
-    EXPECT_FALSE(s.consecutive());
+    EXPECT_FALSE(analysis::consecutive(s.ids));
     EXPECT_EQ(s.spec(), "0,2-4,9");
-    EXPECT_EQ(s.id(1), 2);
-    EXPECT_EQ(s.id(4), 9);
-    EXPECT_EQ(s.id(-1), -1);  // the model-wide rows
-    EXPECT_TRUE(select_layers("5-7", 12).consecutive());
+    // The analyses' layer l is model layer ids[l] in every output (AnalysisContext::layer_id).
+    analysis::AnalysisContext ctx;
+    ctx.layer_ids = s.ids;
+    EXPECT_EQ(ctx.layer_id(1), 2);
+    EXPECT_EQ(ctx.layer_id(4), 9);
+    EXPECT_EQ(ctx.layer_id(-1), -1);  // the model-wide rows
+    EXPECT_TRUE(analysis::consecutive(select_layers("5-7", 12).ids));
     EXPECT_EQ(select_layers("0-11", 12).spec(), "all");  // every layer named one by one
 }
 

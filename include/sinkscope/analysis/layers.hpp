@@ -19,13 +19,13 @@ struct LayerSelection {
     static LayerSelection every(int64_t n_layers);
     int64_t size() const { return static_cast<int64_t>(ids.size()); }
     bool all() const { return size() == model_layers; }
-    // Whether the ids are consecutive (value space then reads one residual stream per boundary).
-    bool consecutive() const;
-    // The model index of analysed layer l (l in [0, size)); -1 (the model-wide rows) stays -1.
-    int64_t id(int64_t l) const { return l < 0 ? l : ids[static_cast<size_t>(l)]; }
     // Canonical text: "all", or ranges "0-3,7,9-10".
     std::string spec() const;
 };
+
+// Whether model layers `ids` (ascending) follow one another: value space then reads one residual
+// stream per boundary between them, else the pair around each (capture.hpp).
+bool consecutive(const std::vector<int64_t>& ids);
 
 // Checks the syntax of --layers (UsageError naming the option): "" or "all" (every layer), or a
 // comma-separated list of layer indices N and inclusive ranges A-B, counted from 0.

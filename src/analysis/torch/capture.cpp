@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "sinkscope/analysis/layers.hpp"
 #include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/hooks.hpp"
@@ -46,10 +47,7 @@ bool all_scores_captured(const model::ForwardResult& result, const std::vector<i
 
 std::vector<int64_t> layers_or_all(const model::ModelConfig& config,
                                    const std::vector<int64_t>& layers) {
-    if (!layers.empty()) return layers;
-    std::vector<int64_t> all;
-    for (int64_t l = 0; l < config.n_layers; ++l) all.push_back(l);
-    return all;
+    return layers.empty() ? LayerSelection::every(config.n_layers).ids : layers;
 }
 
 metrics::AttentionInput attention_shape(const model::ModelConfig& config, int64_t n_tokens,
@@ -125,8 +123,7 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
     // Residual streams of value space: one per layer boundary for consecutive layers (the
     // stream entering each and the one leaving the last), else the pair around each layer
     // (value_space.hpp).
-    bool consecutive = true;
-    for (size_t k = 1; k < analysed.size(); ++k) consecutive &= analysed[k] == analysed[k - 1] + 1;
+    const bool consecutive = analysis::consecutive(analysed);
     if (want_value) {
         want(HookPoint::ResidPre);
         want(HookPoint::V);
