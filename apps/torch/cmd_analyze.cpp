@@ -23,6 +23,15 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
     cmd->add_option("--checkpoint", o->checkpoint,
                     "Label written in the checkpoint column of every table and in run.json");
     sinkscope::cli::add_distributed_flags(cmd, o->dist);
+    cmd->add_option("--split", o->split,
+                    "What the processes of a distributed run share: inputs (each its share of "
+                    "the inputs, each holding the whole model) or layers (each its share of the "
+                    "model's layers, for every input: a model too large for one machine)")
+        ->capture_default_str();
+    cmd->add_option("--stages", o->stages,
+                    "With --split layers: processes per copy of the model (each runs its share "
+                    "of the layers); the world size divided by it is the number of copies, each "
+                    "analysing its share of the inputs (default: the whole world, one copy)");
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "inputs");
     cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();

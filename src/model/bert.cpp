@@ -187,16 +187,22 @@ ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& ca
     // [batch, 1, 1, key] true = padding key: scores -inf, pattern exactly 0 (spec section 0).
     const at::Tensor hidden = detail::padding_mask(input, device_);
 
+    const detail::Stage stage(input, c_, ids.size(0), T, dtype_, device_);
+
     ForwardResult result;
     detail::HookRecorder hooks(capture, result);
-    // Pass 1: embeddings in HF's order, (word + token_type) + position, then LayerNorm.
-    at::Tensor x = word_.rows(ids) + at::embedding(type_, types);  // [b, pos, d_model]
-    x = x + at::embedding(pos_, position_ids(ids));
-    hooks.keep(HookPoint::Embed, -1, x);
-    x = embed_norm_(x);
+    // A later pipeline stage starts from the stream handed in (model.hpp LayerRange).
+    at::Tensor x = stage.residual;  // [batch, pos, d_model]
+    if (stage.embeds()) {
+        // Pass 1: embeddings in HF's order, (word + token_type) + position, then LayerNorm.
+        x = word_.rows(ids) + at::embedding(type_, types);  // [b, pos, d_model]
+        x = x + at::embedding(pos_, position_ids(ids));
+        hooks.keep(HookPoint::Embed, -1, x);
+        x = embed_norm_(x);
+    }
     const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
 
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
+    for (int64_t l = stage.begin; l < stage.end; ++l) {
         const LayerWeights& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: bidirectional self-attention on the block input (post-LN: no norm before).
@@ -207,6 +213,7 @@ ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& ca
         x = w.ffn_norm(x + w.mlp(x));
         hooks.keep(HookPoint::ResidPost, l, x);
     }
+    if (!stage.ends_model()) return detail::Stage::hand_over(std::move(result), x);
     // Pass 4: MLM head: dense -> activation -> LayerNorm -> tied decoder + bias. Without a head
     // the logits stay undefined.
     if (!has_head_ || !capture.wants_logits()) return result;

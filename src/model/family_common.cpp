@@ -164,6 +164,7 @@ DecoderFrame::DecoderFrame(const ModelInput& input, const CaptureSpec& capture,
                            at::ScalarType dtype, const at::Device& device)
     : ids(checked_ids(input, c.d_vocab, device)),
       n_tokens(ids.size(1)),
+      stage(input, c, ids.size(0), n_tokens, dtype, device),
       want_logits(capture.wants_logits()),
       hooks(capture, result) {
     check_head_mask(mask, c);
@@ -175,6 +176,31 @@ DecoderFrame::DecoderFrame(const ModelInput& input, const CaptureSpec& capture,
         window_layers = c.window_layers;
     }
     scale = c.score_scale();
+}
+
+Stage::Stage(const ModelInput& input, const ModelConfig& c, int64_t batch, int64_t n_tokens,
+             at::ScalarType dtype, const at::Device& device)
+    : begin(input.stage.begin),
+      end(input.stage.end < 0 ? c.n_layers : input.stage.end),
+      n_layers(c.n_layers) {
+    if (begin < 0 || begin >= end || end > c.n_layers)
+        throw UsageError("layer range [" + std::to_string(input.stage.begin) + ", " +
+                         std::to_string(input.stage.end) + ") is not a non-empty range of the " +
+                         std::to_string(c.n_layers) + " blocks");
+    if (begin == 0) return;
+    const at::Tensor& r = input.stage.residual;
+    if (!r.defined() || r.dim() != 3 || r.size(0) != batch || r.size(1) != n_tokens ||
+        r.size(2) != c.d_model || r.scalar_type() != dtype)
+        throw UsageError("a stage starting at block " + std::to_string(begin) +
+                         " needs the residual stream entering it: [" + std::to_string(batch) +
+                         ", " + std::to_string(n_tokens) + ", " + std::to_string(c.d_model) +
+                         "] in the model's compute dtype");
+    residual = r.to(device);
+}
+
+ForwardResult Stage::hand_over(ForwardResult result, const at::Tensor& x) {
+    result.residual = x;
+    return result;
 }
 
 const AttentionMask& DecoderFrame::mask_of(int64_t layer) const {

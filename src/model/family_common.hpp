@@ -82,6 +82,23 @@ struct AttentionMask {
 // [batch, 1, 1, key] bool, true = padding key; undefined when attention_mask is undefined.
 at::Tensor padding_mask(const ModelInput& input, const at::Device& device);
 
+// The blocks a forward runs (ModelInput::stage, model.hpp) resolved and checked: [begin, end)
+// within [0, n_layers), and the residual handed in of shape [batch, n_tokens, d_model] (moved to
+// `device` and `dtype`, which it must already have: a converted stream would not be the one the
+// stage before computed). UsageError otherwise. Every family runs its embedding only when
+// embeds(), blocks [begin, end), and its final norm and head only when ends_model(); else it
+// returns hand_over(result, x).
+struct Stage {
+    Stage(const ModelInput& input, const ModelConfig& c, int64_t batch, int64_t n_tokens,
+          at::ScalarType dtype, const at::Device& device);
+    bool embeds() const { return begin == 0; }
+    bool ends_model() const { return end == n_layers; }
+    // The result of a stage that stops early: its stream `x` leaving block end - 1.
+    static ForwardResult hand_over(ForwardResult result, const at::Tensor& x);
+    int64_t begin = 0, end = 0, n_layers = 0;
+    at::Tensor residual;  // begin > 0: the stream entering block `begin`
+};
+
 // HF rotate_half RoPE tables for the first `rot_dim` dims of a head: cos, sin [1, pos, 1, rot_dim]
 // in `dtype` (inv_freq_i = theta^(-2i/rot_dim) in f32, as HF's rotary embedding, scaled by
 // c.rope_scaling: rope_inv_freq in rope.hpp; YaRN multiplies cos and sin by its attention factor).
@@ -131,12 +148,15 @@ struct DecoderFrame {
     // Records x_final [batch, pos, d_model] as hook_ln_final.hook_normalized and the logits
     // [batch, pos, d_vocab] in f32 (undefined: not wanted); hands the result out.
     ForwardResult finish(const at::Tensor& x_final, const at::Tensor& logits);
+    // A stage ending early (!stage.ends_model()): hands out its stream x.
+    ForwardResult hand_over(const at::Tensor& x) { return Stage::hand_over(std::move(result), x); }
     // The RoPE tables, or null when the family has learned positions (rot_dim 0).
     const RopeTables* rope_or_null() const { return rope.rot_dim > 0 ? &rope : nullptr; }
 
     c10::InferenceMode guard{!gradients_recorded()};
     at::Tensor ids;  // [batch, pos] int64 on the device
     int64_t n_tokens = 0;
+    Stage stage;              // the blocks to run
     bool want_logits = true;  // capture.wants_logits(): run the language-model head
     ForwardResult result;
     HookRecorder hooks;         // bound to `capture` (outlives the frame) and `result`

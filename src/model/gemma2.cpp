@@ -133,12 +133,16 @@ ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& 
     const int64_t B = f.ids.size(0), T = f.n_tokens;
     auto& hooks = f.hooks;
     // Embedding times sqrt(d_model) rounded to the compute dtype (HF's normalizer tensor).
-    at::Tensor x = embed_.rows(f.ids) *  // [batch, pos, d_model]
-                   at::scalar_tensor(std::sqrt(static_cast<double>(c_.d_model)),
-                                     at::TensorOptions().dtype(dtype_).device(device_));
-    hooks.keep(HookPoint::Embed, -1, x);
+    // A later pipeline stage starts from the stream handed in (model.hpp LayerRange).
+    at::Tensor x = f.stage.residual;  // [batch, pos, d_model]
+    if (f.stage.embeds()) {
+        x = embed_.rows(f.ids) *
+            at::scalar_tensor(std::sqrt(static_cast<double>(c_.d_model)),
+                              at::TensorOptions().dtype(dtype_).device(device_));
+        hooks.keep(HookPoint::Embed, -1, x);
+    }
 
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
+    for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const Gemma2Layer& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
         const at::Tensor h = rms_norm(x, w.input_norm);  // [batch, pos, d_model]
@@ -162,6 +166,7 @@ ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& 
             rms_norm(detail::linear(gate * detail::linear(h2, w.w_up), w.w_down), w.post_ffn_norm);
         hooks.keep(HookPoint::ResidPost, l, x);
     }
+    if (!f.stage.ends_model()) return f.hand_over(x);
     const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
     if (!f.want_logits) return f.finish(x_final, at::Tensor());
     at::Tensor logits =

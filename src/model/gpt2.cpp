@@ -108,10 +108,14 @@ ForwardResult Gpt2Family::forward(const ModelInput& input, const CaptureSpec& ca
         throw UsageError("GPT-2 has " + std::to_string(c_.n_ctx) +
                          " learned positions; the input has " + std::to_string(T) + " tokens");
     // Pass 1: token + learned position embeddings (positions 0..T-1).
-    at::Tensor x = wte_.rows(f.ids) + wpe_.narrow(0, 0, T);  // [batch, pos, d_model]
-    f.hooks.keep(HookPoint::Embed, -1, x);
+    // A later pipeline stage starts from the stream handed in (model.hpp LayerRange).
+    at::Tensor x = f.stage.residual;  // [batch, pos, d_model]
+    if (f.stage.embeds()) {
+        x = wte_.rows(f.ids) + wpe_.narrow(0, 0, T);
+        f.hooks.keep(HookPoint::Embed, -1, x);
+    }
 
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
+    for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const Gpt2Layer& w = layers_[static_cast<size_t>(l)];
         f.hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: x + attn(ln_1(x)), then x + mlp(ln_2(x)) (sequential pre-LN residual).
@@ -121,6 +125,7 @@ ForwardResult Gpt2Family::forward(const ModelInput& input, const CaptureSpec& ca
         x = x + w.mlp(w.ln_2(x));
         f.hooks.keep(HookPoint::ResidPost, l, x);
     }
+    if (!f.stage.ends_model()) return f.hand_over(x);
     // Pass 3: ln_f and the (tied) unembedding; logits in f32.
     const at::Tensor x_final = ln_f_(x);  // [batch, pos, d_model]
     return f.finish(x_final, f.want_logits ? out_(x_final) : at::Tensor());

@@ -112,10 +112,14 @@ ForwardResult GptNeoxFamily::forward(const ModelInput& input, const CaptureSpec&
                                      const HeadMask* mask) const {
     detail::DecoderFrame f(input, capture, mask, c_, c_.rotary_dim, dtype_, device_);
     // Pass 1: token embedding (no position embedding: RoPE).
-    at::Tensor x = embed_in_.rows(f.ids);  // [batch, pos, d_model]
-    f.hooks.keep(HookPoint::Embed, -1, x);
+    // A later pipeline stage starts from the stream handed in (model.hpp LayerRange).
+    at::Tensor x = f.stage.residual;  // [batch, pos, d_model]
+    if (f.stage.embeds()) {
+        x = embed_in_.rows(f.ids);
+        f.hooks.keep(HookPoint::Embed, -1, x);
+    }
 
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
+    for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const NeoxLayer& w = layers_[static_cast<size_t>(l)];
         f.hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: attention on input_layernorm(x) with partial RoPE.
@@ -128,6 +132,7 @@ ForwardResult GptNeoxFamily::forward(const ModelInput& input, const CaptureSpec&
         x = mid + w.mlp(w.post_attention_layernorm(c_.parallel_residual ? x : mid));
         f.hooks.keep(HookPoint::ResidPost, l, x);
     }
+    if (!f.stage.ends_model()) return f.hand_over(x);
     // Pass 4: final_layer_norm and embed_out; logits in f32.
     const at::Tensor x_final = final_layer_norm_(x);  // [batch, pos, d_model]
     return f.finish(x_final, f.want_logits ? embed_out_(x_final) : at::Tensor());

@@ -142,13 +142,17 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
     const int64_t B = f.ids.size(0), T = f.n_tokens;
     auto& hooks = f.hooks;
     // Pass 1: embedding (Gemma scales by sqrt(d_model) rounded to the compute dtype, as HF).
-    at::Tensor x = embed_.rows(f.ids);  // [batch, pos, d_model]
-    if (c_.embed_scale)
-        x = x * at::scalar_tensor(std::sqrt(static_cast<double>(c_.d_model)),
-                                  at::TensorOptions().dtype(dtype_).device(device_));
-    hooks.keep(HookPoint::Embed, -1, x);
+    // A later pipeline stage starts from the stream handed in (model.hpp LayerRange).
+    at::Tensor x = f.stage.residual;  // [batch, pos, d_model]
+    if (f.stage.embeds()) {
+        x = embed_.rows(f.ids);
+        if (c_.embed_scale)
+            x = x * at::scalar_tensor(std::sqrt(static_cast<double>(c_.d_model)),
+                                      at::TensorOptions().dtype(dtype_).device(device_));
+        hooks.keep(HookPoint::Embed, -1, x);
+    }
 
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
+    for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const LayerWeights& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: attention.
@@ -173,6 +177,7 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
         x = x + detail::linear(gate * detail::linear(h2, w.w_up), w.w_down);
         hooks.keep(HookPoint::ResidPost, l, x);
     }
+    if (!f.stage.ends_model()) return f.hand_over(x);
     // Pass 4: final norm and unembedding; logits handed out in f32.
     const at::Tensor x_final = rms_norm(x, out_norm_, out_norm_f32_);  // [batch, pos, d_model]
     return f.finish(x_final, f.want_logits ? detail::linear(x_final, w_out_) : at::Tensor());

@@ -97,10 +97,14 @@ ForwardResult PhiFamily::forward(const ModelInput& input, const CaptureSpec& cap
                                  const HeadMask* mask) const {
     detail::DecoderFrame f(input, capture, mask, c_, c_.rotary_dim, dtype_, device_);
     // Pass 1: token embedding (positions come from RoPE).
-    at::Tensor x = embed_.rows(f.ids);  // [batch, pos, d_model]
-    f.hooks.keep(HookPoint::Embed, -1, x);
+    // A later pipeline stage starts from the stream handed in (model.hpp LayerRange).
+    at::Tensor x = f.stage.residual;  // [batch, pos, d_model]
+    if (f.stage.embeds()) {
+        x = embed_.rows(f.ids);
+        f.hooks.keep(HookPoint::Embed, -1, x);
+    }
 
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
+    for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const PhiLayer& w = layers_[static_cast<size_t>(l)];
         f.hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: one LayerNorm; attention (partial RoPE) and MLP both read it.
@@ -111,6 +115,7 @@ ForwardResult PhiFamily::forward(const ModelInput& input, const CaptureSpec& cap
         x = mid + w.mlp(h);
         f.hooks.keep(HookPoint::ResidPost, l, x);
     }
+    if (!f.stage.ends_model()) return f.hand_over(x);
     // Pass 3: final_layernorm and lm_head (with bias); logits in f32.
     const at::Tensor x_final = final_layernorm_(x);  // [batch, pos, d_model]
     return f.finish(x_final, f.want_logits ? lm_head_(x_final) : at::Tensor());

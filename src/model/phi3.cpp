@@ -120,9 +120,13 @@ ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& ca
     detail::DecoderFrame f(input, capture, mask, c_, rot, dtype_, device_);
     const int64_t B = f.ids.size(0), T = f.n_tokens;
     auto& hooks = f.hooks;
-    at::Tensor x = embed_.rows(f.ids);  // [batch, pos, d_model]
-    hooks.keep(HookPoint::Embed, -1, x);
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
+    // A later pipeline stage starts from the stream handed in (model.hpp LayerRange).
+    at::Tensor x = f.stage.residual;  // [batch, pos, d_model]
+    if (f.stage.embeds()) {
+        x = embed_.rows(f.ids);
+        hooks.keep(HookPoint::Embed, -1, x);
+    }
+    for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const Phi3Layer& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
         const at::Tensor h = rms_norm(x, w.attn_norm);  // [batch, pos, d_model]
@@ -144,6 +148,7 @@ ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& ca
         x = x + detail::linear(up, w.w_down);
         hooks.keep(HookPoint::ResidPost, l, x);
     }
+    if (!f.stage.ends_model()) return f.hand_over(x);
     const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
     return f.finish(x_final, f.want_logits ? detail::linear(x_final, w_out_) : at::Tensor());
 }

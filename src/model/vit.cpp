@@ -124,19 +124,25 @@ ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& cap
     const at::Tensor px = px_in.to(device_, dtype_);  // [batch, C, H, W]
     const int64_t B = px.size(0);
 
+    const detail::Stage stage(input, c_, B, 1 + c_.n_patches(), dtype_, device_);
+
     ForwardResult result;
     detail::HookRecorder hooks(capture, result);
-    // Pass 1: patch embedding (Conv2d, stride P) -> [batch, n_patches, d_model] row-major, CLS
-    // first, plus learned positions (HF ViTEmbeddings; = hidden_states[0]).
-    const at::Tensor patches =  // [batch, n_patches, d_model]
-        at::conv2d(px, patch_w_, patch_b_, {c_.patch_size, c_.patch_size})
-            .flatten(2)
-            .transpose(1, 2);
-    at::Tensor x = at::cat({cls_.expand({B, 1, c_.d_model}), patches}, 1) + pos_;  // [b, T, D]
-    hooks.keep(HookPoint::Embed, -1, x);
+    // A later pipeline stage starts from the stream handed in (model.hpp LayerRange).
+    at::Tensor x = stage.residual;  // [batch, pos, d_model]
+    if (stage.embeds()) {
+        // Pass 1: patch embedding (Conv2d, stride P) -> [batch, n_patches, d_model] row-major,
+        // CLS first, plus learned positions (HF ViTEmbeddings; = hidden_states[0]).
+        const at::Tensor patches =  // [batch, n_patches, d_model]
+            at::conv2d(px, patch_w_, patch_b_, {c_.patch_size, c_.patch_size})
+                .flatten(2)
+                .transpose(1, 2);
+        x = at::cat({cls_.expand({B, 1, c_.d_model}), patches}, 1) + pos_;  // [b, T, D]
+        hooks.keep(HookPoint::Embed, -1, x);
+    }
     const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
 
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
+    for (int64_t l = stage.begin; l < stage.end; ++l) {
         const VitLayer& w = layers_[static_cast<size_t>(l)];
         hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: pre-LN bidirectional attention (no mask: every key visible, spec section 0; no
@@ -148,6 +154,7 @@ ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& cap
         x = x + w.mlp(w.ln2(x));
         hooks.keep(HookPoint::ResidPost, l, x);
     }
+    if (!stage.ends_model()) return detail::Stage::hand_over(std::move(result), x);
     // Pass 4: vit.layernorm, classifier on the CLS token -> logits [batch, n_labels] f32.
     const at::Tensor x_final = out_norm_(x);  // [batch, pos, d_model]
     hooks.keep(HookPoint::FinalNorm, -1, x_final);

@@ -160,9 +160,35 @@ void expect_same_tables(const fs::path& want, const fs::path& got, double rel = 
     EXPECT_GE(n_files, 2u);
 }
 
-int64_t world_size_of(const fs::path& run) {
+// The tables and arrays of a run (every .csv and .npy file, by name).
+std::map<std::string, std::string> table_files(const fs::path& run) {
+    std::map<std::string, std::string> out;
+    for (auto& [name, bytes] : testutil::snapshot_tree(run)) {
+        const std::string ext = fs::path(name).extension().string();
+        if (ext == ".csv" || ext == ".npy") out[name] = std::move(bytes);
+    }
+    return out;
+}
+
+// analyze_args without --out, with --samples `samples`, --split layers and `extra`.
+std::vector<std::string> layer_args(const fs::path& shared, int samples,
+                                    const std::vector<std::string>& extra) {
+    std::vector<std::string> args = analyze_args(shared, "unused");
+    args.pop_back();  // --out
+    std::replace(args.begin(), args.end(), std::string("--samples=60"),
+                 "--samples=" + std::to_string(samples));
+    args.push_back("--split=layers");
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+}
+
+nlohmann::json distributed_of(const fs::path& run) {
     std::ifstream f(run / "run.json");
-    return nlohmann::json::parse(f)["distributed"]["world_size"].get<int64_t>();
+    return nlohmann::json::parse(f)["distributed"];
+}
+
+int64_t world_size_of(const fs::path& run) {
+    return distributed_of(run)["world_size"].get<int64_t>();
 }
 
 }  // namespace
@@ -241,6 +267,88 @@ TEST(DistributedAnalyze, KilledRankEndsTheOthersAndResumeCompletes) {
         ASSERT_EQ(resumed[size_t(k)].exit_code, 0) << resumed[size_t(k)].err;
     EXPECT_NE(resumed[1].out.find("resuming at input 30"), std::string::npos) << resumed[1].out;
     expect_same_tables(tmp / "one", out);
+}
+
+// --split layers (issue 47): each rank runs its blocks of every input and rank 0 analyses the
+// hooks it gathers, the very tensors of one whole forward (model.hpp LayerRange), through the
+// one pipeline of a one-process run: every table and array is the same bytes. Stored attention
+// and rows recomputed from q and k (--attention-memory-mb 0), every layer and one layer held by
+// rank 1 alone. Only rank 0 writes.
+TEST(DistributedAnalyze, LayerRanksEqualOneProcessByteForByte) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    const std::vector<std::vector<std::string>> variants = {
+        {}, {"--attention-memory-mb=0"}, {"--layers=1"}};
+    for (size_t k = 0; k < variants.size(); ++k) {
+        SCOPED_TRACE(k);
+        std::vector<std::string> args = layer_args(shared, 12, variants[k]);
+        const fs::path one = tmp / ("one" + std::to_string(k)),
+                       got = tmp / ("layers" + std::to_string(k));
+        run_both(args, one, got, 2);  // one process with --split layers: one pipeline stage
+        const auto want = table_files(one), have = table_files(got);
+        EXPECT_GT(want.size(), 10u);
+        EXPECT_EQ(want.size(), have.size());
+        for (const auto& [name, bytes] : want) {
+            const auto it = have.find(name);
+            EXPECT_TRUE(it != have.end() && it->second == bytes) << name << " differs";
+        }
+        EXPECT_EQ(distributed_of(got)["split"], "layers");
+        EXPECT_EQ(distributed_of(got)["world_size"], 2);
+    }
+}
+
+// Data and layer ranks together: 4 ranks as 2 pipelines of 2 stages (--stages 2), each pipeline
+// analysing half the inputs, rank 0 merging the two states as --split inputs merges its shards:
+// the tables of one process to the rounding of the merge (expect_same_tables).
+TEST(DistributedAnalyze, PipelinesOfLayerRanksEqualOneProcess) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    run_both(layer_args(shared, 16, {"--stages=2"}), tmp / "one", tmp / "both", 4);
+    expect_same_tables(tmp / "one", tmp / "both");
+    EXPECT_EQ(distributed_of(tmp / "both")["stages"], 2);
+    EXPECT_EQ(distributed_of(tmp / "both")["world_size"], 4);
+}
+
+// More ranks than layers, an unknown --split, --stages that do not divide the world or without
+// --split layers, and --resume with --split layers are refused in one line, exit code 2,
+// nothing written.
+TEST(DistributedAnalyze, LayerRanksRefuseWhatTheyCannotDo) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    testutil::ScratchDir tmp;
+    std::vector<std::string> args = analyze_args(shared, tmp / "three");
+    args.push_back("--split=layers");
+    const auto r = run_ranks(args, 3);  // the model has 2 layers
+    for (const CliResult& x : r) {
+        EXPECT_EQ(x.exit_code, 2) << x.err;
+        EXPECT_NE(x.err.find("the model has 2 layers"), std::string::npos) << x.err;
+    }
+    EXPECT_FALSE(fs::exists(tmp / "three"));
+    std::vector<std::string> odd = analyze_args(shared, tmp / "odd");
+    odd.push_back("--split=layers");
+    odd.push_back("--stages=2");
+    for (const CliResult& x : run_ranks(odd, 3)) {
+        EXPECT_EQ(x.exit_code, 2) << x.err;
+        EXPECT_NE(x.err.find("--stages 2 does not divide --world-size 3"), std::string::npos)
+            << x.err;
+    }
+    EXPECT_FALSE(fs::exists(tmp / "odd"));
+    std::vector<std::string> stray = analyze_args(shared, tmp / "bad");
+    stray.push_back("--stages=2");
+    const auto x = run_cli(stray);
+    EXPECT_EQ(x.exit_code, 2) << x.err;
+    EXPECT_NE(x.err.find("--split layers"), std::string::npos) << x.err;
+    for (const std::string bad : {"--split=heads", "--resume"}) {
+        std::vector<std::string> a = analyze_args(shared, tmp / "bad");
+        a.push_back(bad == "--resume" ? "--split=layers" : bad);
+        if (bad == "--resume") a.push_back(bad);
+        const auto x = run_cli(a);
+        EXPECT_EQ(x.exit_code, 2) << x.err;
+        EXPECT_NE(x.err.find("--split"), std::string::npos) << x.err;
+        EXPECT_FALSE(fs::exists(tmp / "bad"));
+    }
 }
 
 // Fisher: each rank sums its shard, rank 0 adds the sums in rank order. The terms are squared

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "sinkscope/analysis/inputs.hpp"
@@ -80,5 +81,14 @@ int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inpu
 // lazily recomputed when `lazy`), and with `want_hidden` the residual stream and V projections.
 Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
                        bool want_hidden, bool lazy, const std::vector<int64_t>& layers = {});
+
+// capture_input in its two halves, for a forward run in stages (analyze --split layers): the
+// hooks it captures (CaptureSpec patterns), and what it makes of the forward's result `r` (every
+// hook of the patterns captured, whichever stage recorded it).
+std::vector<std::string> capture_patterns(const model::ModelConfig& cfg, bool want_hidden,
+                                          bool lazy, const std::vector<int64_t>& layers = {});
+Captured captured_from(model::ForwardResult r, const model::Model& m, const AnalysisInputs& inputs,
+                       size_t n, bool want_hidden, bool lazy,
+                       const std::vector<int64_t>& layers = {});
 
 }  // namespace sinkscope::analysis

@@ -50,6 +50,13 @@ struct AnalyzeOptions {
     // Several processes (distributed.hpp): each rank analyses its contiguous shard of the inputs
     // and rank 0 merges the shards' states in rank order and writes the outputs.
     DistOptions dist;
+    // What the ranks share out: "inputs" (each rank its contiguous shard of the inputs) or
+    // "layers" (each rank its contiguous blocks of the model, for every input, as a pipeline;
+    // rank 0 analyses and writes; api/torch/layer_ranks.hpp).
+    std::string split = "inputs";
+    // --split layers: ranks per pipeline (each pipeline analyses its shard of the inputs);
+    // 0: the whole world is one pipeline.
+    int64_t stages = 0;
     Communicator* communicator = nullptr;  // a connected one to reuse (dynamics); null: from dist
 };
 

@@ -70,6 +70,10 @@ public:
     std::vector<std::string> gather(const std::string& bytes);
     // Rank 0's `bytes` at every rank.
     std::string broadcast(const std::string& bytes);
+    // Point to point (analyze --split layers): `bytes` to rank `to`, which calls recv(this
+    // rank); the length goes first. Messages between two ranks arrive in the order sent.
+    void send(const std::string& bytes, int64_t to);
+    std::string recv(int64_t from);
     // Element-wise sum over the ranks, added in rank order at rank 0 and sent back, so the result
     // is the same bits whatever the timing (every rank passes the same length).
     void all_reduce_sum(std::vector<double>& values);

@@ -119,6 +119,20 @@ struct HeadMask {
     bool any_in_layer(int64_t layer) const;
 };
 
+// The blocks one forward runs: a pipeline stage (analyze --split layers, issue 47). With the
+// defaults, every block. begin > 0: the residual stream entering block `begin` is `residual`
+// ([batch, pos, d_model] in the compute dtype, as ForwardResult::residual of the stage before)
+// instead of the embedding, whose hook is then not recorded; end < n_layers: the forward stops
+// after block end - 1 and hands out the stream leaving it in ForwardResult::residual (no final
+// norm, no logits). The stages of a split compute what one whole forward computes, bit for bit:
+// the same operations on the same values. The input (ids or pixels) still gives the shape, the
+// positions and the masks.
+struct LayerRange {
+    int64_t begin = 0;
+    int64_t end = -1;  // -1: the model's n_layers
+    at::Tensor residual;
+};
+
 // What one forward pass reads. Text models need ids; encoders may add token types and a padding
 // mask; vision models read pixel_values instead of ids.
 struct ModelInput {
@@ -126,6 +140,7 @@ struct ModelInput {
     at::Tensor token_type_ids;  // [batch, pos] int64, or undefined = all 0 (BERT segment ids)
     at::Tensor attention_mask;  // [batch, pos] 1 = real token, 0 = padding; undefined = all real
     at::Tensor pixel_values;    // [batch, channels, height, width] f32, normalised (ViT)
+    LayerRange stage;           // the blocks to run (default: all)
 
     int64_t batch_size() const;
 };
@@ -136,6 +151,9 @@ struct ForwardResult {
     // models).
     at::Tensor logits;
     std::map<std::string, at::Tensor> captured;  // hook name -> tensor (shapes in hooks.hpp)
+    // A stage ending before the last block (LayerRange): the residual stream leaving it,
+    // [batch, pos, d_model] in the compute dtype; undefined otherwise.
+    at::Tensor residual;
 };
 
 // Captured attention squares ([batch, n_heads, query, key] scores and pattern) of 32 MiB or more

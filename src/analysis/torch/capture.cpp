@@ -99,11 +99,9 @@ int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inpu
     return std::clamp<int64_t>(fit, 1, std::max(1, threads));
 }
 
-Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
-                       bool want_value, bool lazy, const std::vector<int64_t>& layers) {
-    const std::vector<int32_t>& ids = inputs.ids[n];  // images: empty
+std::vector<std::string> capture_patterns(const model::ModelConfig& cfg, bool want_value, bool lazy,
+                                          const std::vector<int64_t>& layers) {
     using model::HookPoint;
-    const auto& cfg = m.config();
     const std::vector<int64_t> analysed = layers_or_all(cfg, layers);
     // Every layer: the globs; some layers (--layers): their hooks by name.
     std::vector<std::string> patterns;
@@ -133,9 +131,25 @@ Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size
             for (int64_t l : analysed)
                 patterns.push_back(model::hook_name(HookPoint::ResidPost, l));
     }
+    return patterns;
+}
+
+Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
+                       bool want_value, bool lazy, const std::vector<int64_t>& layers) {
     // Logits are not analysed here: [T, d_vocab] is the largest product of a long input.
-    model::ForwardResult r =
-        m.forward(inputs.model_input(m, n), model::CaptureSpec(patterns).without_logits());
+    const model::CaptureSpec spec =
+        model::CaptureSpec(capture_patterns(m.config(), want_value, lazy, layers)).without_logits();
+    return captured_from(m.forward(inputs.model_input(m, n), spec), m, inputs, n, want_value, lazy,
+                         layers);
+}
+
+Captured captured_from(model::ForwardResult r, const model::Model& m, const AnalysisInputs& inputs,
+                       size_t n, bool want_value, bool lazy, const std::vector<int64_t>& layers) {
+    const std::vector<int32_t>& ids = inputs.ids[n];  // images: empty
+    using model::HookPoint;
+    const auto& cfg = m.config();
+    const std::vector<int64_t> analysed = layers_or_all(cfg, layers);
+    const bool consecutive = analysis::consecutive(analysed);
     Captured c;
     if (lazy) {
         c.lazy = std::make_unique<LazyAttention>(r, cfg, layers);

@@ -29,6 +29,8 @@
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/report/report.hpp"
 
+#include "layer_ranks.hpp"
+
 namespace fs = std::filesystem;
 
 namespace sinkscope::api {
@@ -58,6 +60,8 @@ nlohmann::json fingerprint(const AnalyzeOptions& o, const AnalysisInputs& inputs
             {"bos", o.m.bos},
             {"attention_memory_mb", o.attention_memory_mb},
             {"layers", o.layers},
+            {"split", o.split},
+            {"stages", o.stages},
             {"checkpoint", o.checkpoint},
             {"model_name", o.model_name}};
 }
@@ -177,6 +181,19 @@ void check_analyze_options(const AnalyzeOptions& o) {
                          std::to_string(min_tokens));
     if (o.attention_memory_mb < 0) throw UsageError("--attention-memory-mb must be >= 0");
     analysis::check_layer_spec(o.layers);
+    if (o.split != "inputs" && o.split != "layers")
+        throw UsageError("--split " + quote(o.split) +
+                         ": expected inputs (each process analyses its share of the inputs) or "
+                         "layers (each process runs its share of the model's layers)");
+    if (o.stages < 0) throw UsageError("--stages must be >= 1");
+    if (o.stages > 0 && o.split != "layers")
+        throw UsageError("--stages " + std::to_string(o.stages) +
+                         " applies to --split layers only (it gives the processes per copy of "
+                         "the model)");
+    if (o.split == "layers" && o.resume)
+        throw UsageError(
+            "--resume is not available with --split layers yet: run it again "
+            "without --resume (with --overwrite to replace the interrupted run)");
     if (o.samples < 0) throw UsageError("--samples must be >= 0");
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
     // Each kept column becomes a column of the per-input tables: names must be new there.
@@ -212,6 +229,18 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     // ---- options --------------------------------------------------------------------------
     const int64_t rank = comm.rank();
     const bool last = !o.communicator;  // a caller's communicator goes on to other runs
+    // --split layers: the ranks form pipelines of `stages` consecutive ranks (layer_ranks.hpp);
+    // each pipeline's first rank (its leader) analyses the pipeline's shard of the inputs, the
+    // other ranks only run their blocks and write nothing. --split inputs: pipelines of one
+    // rank, each its own leader.
+    const bool layer_ranks = o.split == "layers" && comm.distributed();
+    const int64_t stages = !layer_ranks ? 1 : o.stages > 0 ? o.stages : comm.world_size();
+    if (comm.world_size() % stages != 0)
+        throw UsageError("--stages " + std::to_string(stages) + " does not divide --world-size " +
+                         std::to_string(comm.world_size()) +
+                         ": every pipeline of layer ranks needs --stages processes");
+    const int64_t pipelines = comm.world_size() / stages, group = rank / stages;
+    const bool writes = rank % stages == 0;  // a leader
     const fs::path out_path = rank_output(o.out, rank);
     const auto progress = parse_progress_mode(o.progress);
     const auto over_context = analysis::parse_over_context(o.m.over_context);
@@ -219,8 +248,8 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     aopts.threads = o.m.threads;
     analysis::ResolvedOptions resolved = analysis::resolve(
         aopts, {.hidden_states = true, .data_columns = true, .source = o.m.model});
-    check_output_dir(out_path,
-                     o.overwrite);  // before the model loads: nothing of the user's is replaced
+    // Before the model loads: nothing of the user's is replaced.
+    if (writes) check_output_dir(out_path, o.overwrite);
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     const bool want_value = resolved.selected("value");
 
@@ -231,6 +260,7 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     model::Model m = model::load_model(o.m.model, load_options(o.m));
     record.set_model_files(o.m.model, m.files);  // hashed in the background
     const auto& cfg = m.config();
+    if (layer_ranks) layer_stage(cfg.n_layers, rank % stages, stages);  // each rank some blocks
     // The layers analysed: their hooks alone are captured (capture.hpp), by model index.
     const analysis::LayerSelection layers = analysis::select_layers(o.layers, cfg.n_layers);
     const std::vector<int64_t> captured_layers = layers.all() ? std::vector<int64_t>{} : layers.ids;
@@ -255,17 +285,20 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     resolved.p2.sink = resolved.head.sink;
     const std::string model_name =
         o.model_name.empty() ? fs::absolute(o.m.model).filename().string() : o.model_name;
-    // This rank's inputs: the contiguous shard [first, end) (all of them in a world of one).
-    const auto [first, end] = shard_range(int64_t(ids.size()), rank, comm.world_size());
+    // This rank's inputs: its pipeline's contiguous shard [first, end) (all of them in a world of
+    // one, or of one pipeline).
+    const auto [first, end] = shard_range(int64_t(ids.size()), group, pipelines);
     const int64_t shard = end - first;
     // Inputs whose forwards run side by side (core/parallel.hpp). Then the analyses of each run
     // on one thread: their own split of an input over --threads joins its threads several times
     // an input, and on a busy machine every join waits for the slowest thread's next time slice
     // (bench/threads_contention.py beside two busy loops on 2 cores: 1.36x one thread's time
     // with the split, 0.8x without). One input at a time (long inputs): they split it.
+    // Layer ranks: one input at a time (each forward is a chain of collectives).
     const int64_t at_once =
-        analysis::inputs_at_once(cfg, inputs, first, end, resolved.threads, o.attention_memory_mb,
-                                 want_value, layers.size());
+        layer_ranks ? 1
+                    : analysis::inputs_at_once(cfg, inputs, first, end, resolved.threads,
+                                               o.attention_memory_mb, want_value, layers.size());
     if (at_once > 1) {
         resolved.head.n_threads = 1;
         resolved.head_analyses.n_threads = 1;
@@ -287,6 +320,23 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
         nlohmann::json same = print;
         same["model"] = model_identity(o.m.model, m.files);
         comm.agree(same);
+    }
+    // How input n is forwarded and captured: at once, or stage by stage over the layer ranks.
+    const auto lazy_at = [&](size_t n) {
+        return analysis::use_lazy_attention(cfg, inputs.n_tokens(n), o.attention_memory_mb,
+                                            layers.size());
+    };
+    const auto staged = [&](size_t n) {
+        const model::CaptureSpec spec =
+            model::CaptureSpec(
+                analysis::capture_patterns(cfg, want_value, lazy_at(n), captured_layers))
+                .without_logits();
+        return staged_forward(m, inputs.model_input(m, n), spec, comm, stages);
+    };
+    if (!writes) {  // a later stage of a pipeline: its blocks of the shard, then the merge
+        for (int64_t n = first; n < end; ++n) staged(size_t(n));
+        if (pipelines > 1) comm.gather("");
+        return comm.finish(last);
     }
     OutputDir out = OutputDir::resumable(out_path, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
@@ -335,9 +385,11 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
             // The inputs run side by side share the compute threads (model.hpp).
             const model::ForwardWorkers share(model::forward_share(std::min(at_once, end - start)));
             const size_t n = size_t(start + i);
-            const bool lazy = analysis::use_lazy_attention(cfg, inputs.n_tokens(n),
-                                                           o.attention_memory_mb, layers.size());
-            Forwarded f{analysis::capture_input(m, inputs, n, want_value, lazy, captured_layers),
+            const bool lazy = lazy_at(n);
+            Forwarded f{layer_ranks ? analysis::captured_from(staged(n), m, inputs, n, want_value,
+                                                              lazy, captured_layers)
+                                    : analysis::capture_input(m, inputs, n, want_value, lazy,
+                                                              captured_layers),
                         {}};
             if (m.tokenizer())
                 for (int32_t id : ids[n]) f.pieces.push_back(m.tokenizer()->piece(id));
@@ -354,7 +406,7 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
             bar.update(done, tokens);
             // A rank also saves its finished shard: a resume after another rank failed skips it.
             if ((done % o.checkpoint_every == 0 && done < shard) ||
-                (done == shard && comm.distributed()))
+                (done == shard && comm.distributed() && !layer_ranks))
                 save_state(done);
             if (o.after_input) o.after_input(done);
             if (done < shard) bar.stage("forward", 0, 1);  // waiting on the next input's
@@ -362,10 +414,11 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     bar.finish();
 
     // ---- shards merged at rank 0, in rank order ------------------------------------------------
-    if (comm.distributed()) {
+    if (pipelines > 1) {
         const std::vector<std::string> shards = comm.gather(rank == 0 ? "" : shard_bytes(pipeline));
         if (rank != 0) return end_rank(comm, out.staging(), last);
         for (size_t k = 1; k < shards.size(); ++k) {
+            if (int64_t(k) % stages != 0) continue;  // not a leader: no state
             const std::string origin = "state of rank " + std::to_string(k);
             BinaryReader r(shards[k], origin);
             analysis::AnalysisPipeline other = make_pipeline();
@@ -491,9 +544,19 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
         {"recomputed_inputs", n_recomputed}};
     rec["resumed"] = n_done > 0;
     rec["distributed"] = {{"world_size", comm.world_size()},
+                          {"split", o.split},
                           {"sharding",
                            "contiguous: rank r analyses inputs [N r / W, N (r + 1) / W); "
                            "rank 0 merges the states in rank order"}};
+    if (layer_ranks) {
+        rec["distributed"]["stages"] = stages;
+        rec["distributed"]["sharding"] =
+            "layers: P = W / S pipelines of S consecutive ranks; pipeline g analyses inputs "
+            "[N g / P, N (g + 1) / P), its rank of stage s runs blocks [L s / S, L (s + 1) / S) "
+            "of each, the residual stream passes from stage to stage, and the pipeline's first "
+            "rank gathers every captured hook and runs every analysis; rank 0 merges the "
+            "pipelines' states in order";
+    }
     rec["checkpoint_every"] = o.checkpoint_every;
     fs::remove(state_path);
     record.write(out.staging());

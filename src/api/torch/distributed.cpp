@@ -426,6 +426,30 @@ std::string Communicator::broadcast(const std::string& bytes) {
     return std::string(p, size_t(n));
 }
 
+void Communicator::send(const std::string& bytes, int64_t to) {
+    SS_CHECK(impl_ && to >= 0 && to < world_ && to != rank_, "send to rank ", to);
+    std::vector<at::Tensor> size{at::tensor({int64_t(bytes.size())}, at::kLong)};
+    impl_->wait(impl_->group->send(size, int(to), 0), "sending a size");
+    if (bytes.empty()) return;
+    // Gloo reads the bytes in place (from_blob: no copy; send does not write them).
+    std::vector<at::Tensor> data{
+        at::from_blob(const_cast<char*>(bytes.data()), {int64_t(bytes.size())}, at::kByte)};
+    impl_->wait(impl_->group->send(data, int(to), 1), "sending");
+}
+
+std::string Communicator::recv(int64_t from) {
+    SS_CHECK(impl_ && from >= 0 && from < world_ && from != rank_, "recv from rank ", from);
+    std::vector<at::Tensor> size{at::empty({1}, at::kLong)};
+    impl_->wait(impl_->group->recv(size, int(from), 0), "receiving a size");
+    const int64_t n = size[0].item<int64_t>();
+    SS_CHECK(n >= 0, "a message of ", n, " bytes");
+    std::string out(size_t(n), '\0');
+    if (n == 0) return out;
+    std::vector<at::Tensor> data{at::from_blob(out.data(), {n}, at::kByte)};  // written in place
+    impl_->wait(impl_->group->recv(data, int(from), 1), "receiving");
+    return out;
+}
+
 void Communicator::all_reduce_sum(std::vector<double>& values) {
     if (!impl_) return;
     const std::string mine(reinterpret_cast<const char*>(values.data()),
