@@ -201,7 +201,7 @@ public:
         }
         s << "\n";
         out.summary = s.str();
-        out.result = shared;
+        out.set_result(kCompositionalResult, shared);
         return out;
     }
 

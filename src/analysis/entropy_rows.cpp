@@ -12,13 +12,15 @@
 #include <cstring>
 
 #include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/metrics/row.hpp"
 
 namespace sinkscope::analysis {
 
 namespace {
 
-constexpr int64_t kColumns = 8;
+namespace col = tables::entropy_row;
+constexpr int64_t kColumns = col::kCount;
 
 class EntropyRows final : public Analysis {
 public:
@@ -45,9 +47,15 @@ public:
                     else
                         metrics::compose_row_probabilities(a.row(l, h, i) + kb, d, sink - kb, zeros,
                                                            o, scratch.data());
-                    const double row[kColumns] = {
-                        double(in.index), double(ctx_.layer_id(l)), double(h),         double(i),
-                        o.sink_mass,      o.content_mass,           o.content_entropy, o.entropy};
+                    double row[kColumns];
+                    row[col::kInput] = double(in.index);
+                    row[col::kLayer] = double(ctx_.layer_id(l));
+                    row[col::kHead] = double(h);
+                    row[col::kQuery] = double(i);
+                    row[col::kSinkMass] = o.sink_mass;
+                    row[col::kContentMass] = o.content_mass;
+                    row[col::kContentEntropy] = o.content_entropy;
+                    row[col::kEntropy] = o.entropy;
                     rows_.insert(rows_.end(), row, row + kColumns);
                 }
         }
@@ -59,7 +67,8 @@ public:
         const auto& o = dynamic_cast<const EntropyRows&>(other);
         const size_t start = rows_.size();
         rows_.insert(rows_.end(), o.rows_.begin(), o.rows_.end());
-        for (size_t k = start; k < rows_.size(); k += kColumns) rows_[k] += double(n_inputs_);
+        for (size_t k = start + col::kInput; k < rows_.size(); k += kColumns)
+            rows_[k] += double(n_inputs_);
         n_inputs_ += o.n_inputs_;
     }
     void save(BinaryWriter& w) const override {
@@ -81,12 +90,10 @@ public:
         array.data.resize(rows_.size() * sizeof(double));
         if (!rows_.empty()) std::memcpy(array.data.data(), rows_.data(), array.data.size());
         AnalysisOutput out;
-        out.arrays.emplace_back("entropy_rows.npy", std::move(array));
-        out.record["entropy_rows"] = {{"file", "entropy_rows.npy"},
+        out.arrays.emplace_back(tables::kEntropyRowsFile, std::move(array));
+        out.record["entropy_rows"] = {{"file", tables::kEntropyRowsFile},
                                       {"n_rows", rows_.size() / kColumns},
-                                      {"columns",
-                                       {"input", "layer", "head", "query", "sink_mass",
-                                        "content_mass", "content_entropy", "entropy"}}};
+                                      {"columns", tables::kEntropyRowColumns}};
         return out;
     }
 

@@ -222,8 +222,7 @@ public:
     void load(BinaryReader& r) override { r.expect_tag("heads"); }
 
     AnalysisOutput finish(const FinishContext& context) override {
-        const HeadResults& r = *std::any_cast<const std::shared_ptr<const HeadResults>&>(
-            context.result("compositional"));
+        const HeadResults& r = context.result(kCompositionalResult);
         std::map<std::string, Eigen::MatrixXd> matrices(r.distances.begin(), r.distances.end());
         std::vector<std::pair<int, int>> labels;
         for (const auto& h : r.heads) labels.emplace_back(int(h.layer), int(h.head));

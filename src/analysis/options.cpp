@@ -97,6 +97,18 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
                 std::to_string(o.min_parts));
     require(o.scope == "model" || o.scope == "layer",
             "--scope must be model or layer, got '" + o.scope + "'");
+    if (o.scope == "layer") {
+        // Only the analyses whose registry row says so (layer_scope) compare heads by scope.
+        std::string scoped;
+        bool any = false;
+        for (const auto& info : registry())
+            if (info.layer_scope) {
+                scoped += (scoped.empty() ? "" : ", ") + std::string(info.name);
+                any = any || r.selected(info.name);
+            }
+        require(any, "--scope layer changes only the analyses " + scoped +
+                         ", and none of them is selected (--analyses)");
+    }
     r.head.min_parts = o.min_parts;
     r.head.scope = metrics::parse_scope(o.scope);
     check_threads(o.threads);

@@ -59,7 +59,7 @@ AnalysisPipeline::AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOp
     context_.model_name = std::move(model_name);
     context_.origin = std::move(origin);
     context_.checkpoint = std::move(checkpoint);
-    context_.shared = std::make_shared<std::map<std::string, std::shared_ptr<void>>>();
+    context_.shared = std::make_shared<SharedState>();
     labels_ = std::make_shared<InputLabels>();
     context_.labels = labels_;
     collect_per_input_ = options_.raw.per_input;
@@ -67,6 +67,7 @@ AnalysisPipeline::AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOp
         if (!options_.selected(info.name)) continue;
         analyses_.push_back({&info, info.make(context_)});
         collect_per_input_ = collect_per_input_ || info.needs.per_input_values;
+        wants_token_strings_ = wants_token_strings_ || info.needs.token_strings;
     }
 }
 

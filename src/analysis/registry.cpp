@@ -9,10 +9,10 @@
 
 namespace sinkscope::analysis {
 
-const std::any& FinishContext::result(const std::string& name) const {
+const AnalysisOutput& FinishContext::output(const std::string& name) const {
     const auto it = finished.find(name);
     SS_CHECK(it != finished.end() && it->second, "analysis '", name, "' has not finished");
-    return it->second->result;
+    return *it->second;
 }
 
 void write_output(const AnalysisOutput& out, const std::filesystem::path& dir) {

@@ -245,15 +245,14 @@ struct Section8Group {
     std::vector<Section8*> members;  // registry order
     int64_t last_input = -1;         // InputView::index the members were last given together
 };
+constexpr SharedKey<Section8Group> kGroup{"section8"};
 
 class Section8 final : public Analysis {
 public:
     Section8(const AnalysisContext& c, std::string which)
         : ctx_(c), which_(std::move(which)), acc_(options(c, which_)) {
         if (!c.shared) return;
-        auto& slot = (*c.shared)["section8"];
-        if (!slot) slot = std::make_shared<Section8Group>();
-        group_ = std::static_pointer_cast<Section8Group>(slot);
+        group_ = c.shared->get(kGroup);
         group_->members.push_back(this);
     }
     ~Section8() override {

@@ -9,8 +9,12 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sinkscope/analysis/options.hpp"
+#include "sinkscope/analysis/pipeline.hpp"
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/core/error.hpp"
 #include "synthetic_attention.hpp"
@@ -194,6 +198,31 @@ TEST(AnalysisOptions, SelectionAndErrors) {
     b = {};
     b.sink = "sideways";
     EXPECT_NE(message(b).find("--sink"), std::string::npos);
+    // --scope layer with no analysis whose row says it compares by scope (layer_scope).
+    b = {};
+    b.scope = "layer";
+    b.analyses = {"graphs"};
+    const std::string scope = message(b);
+    EXPECT_NE(scope.find("--scope layer changes only the analyses compositional, heads"),
+              std::string::npos)
+        << scope;
+    b.analyses = {"graphs", "heads"};
+    EXPECT_EQ(message(b), "no error");
+}
+
+// Needs::token_strings: a pipeline asks for the inputs' token texts only when a selected
+// analysis reads them (the token specialisation of "tokens").
+TEST(AnalysisOptions, TokenTextsAreWantedOnlyByTheAnalysesThatReadThem) {
+    for (const auto& [names, want] :
+         std::vector<std::pair<std::vector<std::string>, bool>>{{{"tokens"}, true},
+                                                                {{"graphs", "kl"}, false},
+                                                                {{"all"}, true},
+                                                                {{"compositional"}, false}}) {
+        AnalysisOptions o;
+        o.analyses = names;
+        const AnalysisPipeline p(2, 2, resolve(o, {}), "m", "test");
+        EXPECT_EQ(p.wants_token_strings(), want) << names.front();
+    }
 }
 
 // A non-default constant reaches the tables: one graph threshold, one sink percentile.
@@ -231,7 +260,7 @@ TEST(Section8Together, EqualsEachAnalysisAlone) {
     const ResolvedOptions o = resolve(opts, {});
     AnalysisContext alone{kL, kH, &o, "synthetic", "synthetic", ""};
     AnalysisContext together = alone;
-    together.shared = std::make_shared<std::map<std::string, std::shared_ptr<void>>>();
+    together.shared = std::make_shared<SharedState>();
     std::vector<std::unique_ptr<Analysis>> one, each;
     std::set<std::string> stages;
     for (const char* name : {"graphs", "topology", "kl", "spectra", "entropy", "tokens", "frame"}) {

@@ -53,6 +53,9 @@ public:
              int64_t d_head = 0);
     int64_t n_inputs() const { return n_inputs_; }
     bool wants(const std::string& analysis) const { return options_.selected(analysis); }
+    // Whether a selected analysis reads the inputs' token texts (registry Needs::token_strings);
+    // else add() may be given none.
+    bool wants_token_strings() const { return wants_token_strings_; }
     const ResolvedOptions& options() const { return options_; }
 
     // Resolved sink positions of the first kMaxRecordedSinks inputs, for run.json (spec 9);
@@ -98,6 +101,7 @@ private:
     };
     std::vector<Selected> analyses_;  // registry order
     bool collect_per_input_ = false;
+    bool wants_token_strings_ = false;
     int64_t n_inputs_ = 0;
     int64_t first_input_ = 0;
     std::filesystem::path dir_;

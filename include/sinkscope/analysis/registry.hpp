@@ -22,11 +22,13 @@
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/analysis/options.hpp"
+#include "sinkscope/core/error.hpp"
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/serialize.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/metrics/attention.hpp"
+#include "sinkscope/metrics/head.hpp"
 #include "sinkscope/metrics/head_analyses.hpp"
 #include "sinkscope/metrics/p2.hpp"
 #include "sinkscope/metrics/sink.hpp"
@@ -58,6 +60,16 @@ struct PerInputValue {
 };
 using PerInputValues = std::vector<PerInputValue>;
 
+// A typed hand-off between analyses: the result analysis `analysis` passes on, of type T. Each
+// key is declared once (below), and AnalysisOutput::set_result and FinishContext::result take
+// it, so the producer and its readers agree on the name and the type at compile time.
+template <class T>
+struct ResultKey {
+    const char* analysis;
+};
+// compositional's per-head results and distance matrices, read by heads.
+inline constexpr ResultKey<metrics::HeadResults> kCompositionalResult{"compositional"};
+
 // What an analysis produces at the end. Tables are written as <name>.csv (+ .jsonl when asked);
 // arrays as .npy and texts as files at their relative paths; `record` is merged into run.json
 // (top level); `result` carries typed results for the analyses that build on this one.
@@ -73,13 +85,46 @@ struct AnalysisOutput {
     nlohmann::json record = nlohmann::json::object();
     std::string summary;  // lines for the console
     std::vector<std::string> warnings;
-    std::any result;
+    // The result handed to the analyses that build on this one (ResultKey).
+    template <class T>
+    void set_result(const ResultKey<T>&, std::shared_ptr<const T> value) {
+        result = std::move(value);
+    }
+    std::any result;  // a std::shared_ptr<const T> of the key's T, or empty
 };
 
 // Finished results of the analyses that ran before (registry order), by name.
 struct FinishContext {
     std::map<std::string, const AnalysisOutput*> finished;
-    const std::any& result(const std::string& name) const;  // InternalError when absent
+    // The result `key` names; InternalError when its analysis has not finished or handed on
+    // none of the key's type.
+    template <class T>
+    const T& result(const ResultKey<T>& key) const {
+        const auto* r = std::any_cast<std::shared_ptr<const T>>(&output(key.analysis).result);
+        SS_CHECK(r && *r, "analysis '", key.analysis, "' handed on no result of the expected type");
+        return **r;
+    }
+    const AnalysisOutput& output(const std::string& name) const;  // InternalError when absent
+};
+
+// State the analyses of one pipeline share (the section 8 analyses read an input's rows in one
+// pass together), each kind under its own typed key.
+template <class T>
+struct SharedKey {
+    const char* name;
+};
+class SharedState {
+public:
+    // The pipeline's one T under `key`, default-constructed by the first caller.
+    template <class T>
+    std::shared_ptr<T> get(const SharedKey<T>& key) {
+        std::any& slot = slots_[key.name];
+        if (!slot.has_value()) slot = std::make_shared<T>();
+        return std::any_cast<std::shared_ptr<T>>(slot);
+    }
+
+private:
+    std::map<std::string, std::any> slots_;
 };
 
 // The accumulator interface. add() sees one input; merge() combines another shard's state (same
@@ -102,7 +147,7 @@ public:
 // What an analysis needs from the input.
 struct Needs {
     bool hidden_states = false;     // residual stream and V projections (model runs only)
-    bool token_strings = false;     // optional: names keys when present
+    bool token_strings = false;     // names keys by their token text (analyze decodes them)
     bool per_input_values = false;  // reads the other analyses' per-input values
 };
 
@@ -123,9 +168,8 @@ struct AnalysisContext {
     std::string model_name;  // the model column of the long tables
     std::string checkpoint;  // their checkpoint column ("" outside a series of checkpoints)
     std::string origin;      // names the input in errors (a file, a model)
-    // What the analyses of one pipeline share, by name (the section 8 analyses read an input's
-    // rows in one pass together); null outside a pipeline.
-    std::shared_ptr<std::map<std::string, std::shared_ptr<void>>> shared;
+    // What the analyses of one pipeline share (SharedState); null outside a pipeline.
+    std::shared_ptr<SharedState> shared;
     // The inputs' rows and data columns (AnalysisPipeline::set_input_labels); null outside a
     // pipeline.
     std::shared_ptr<const InputLabels> labels;
@@ -141,8 +185,7 @@ struct AnalysisInfo {
     const char* name;
     const char* description;  // one line for --help and the docs
     Needs needs;
-    const char* applies_to = "causal and bidirectional attention";
-    bool layer_scope = false;        // --scope layer changes what it compares
+    bool layer_scope = false;        // --scope layer changes what it compares (else refused)
     bool in_all = true;              // false: runs only when named (--analyses all,NAME)
     std::vector<std::string> after;  // analyses whose finished results it reads (auto-selected)
     std::function<std::unique_ptr<Analysis>(const AnalysisContext&)> make;

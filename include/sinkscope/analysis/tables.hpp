@@ -117,6 +117,26 @@ inline const TableSchema kFrameTypes{
     "frame_types",
     {"model", "checkpoint", "step", "frame_type", "share_first_mid_late", "mean_reference_count"}};
 
+// entropy_rows.npy (analysis entropy_rows): float64 [R, entropy_row::kCount], one row per
+// (input, layer, head, query) in that order, its columns named by kEntropyRowColumns (run.json);
+// dynamics reads the file back by these positions.
+inline constexpr const char* kEntropyRowsFile = "entropy_rows.npy";
+namespace entropy_row {
+enum Column : int64_t {
+    kInput,
+    kLayer,
+    kHead,
+    kQuery,
+    kSinkMass,        // s
+    kContentMass,     // 1 - s, summed from the content parts (accurate near s = 1)
+    kContentEntropy,  // H(pi), nats
+    kEntropy,         // H(p), nats, measured on the whole row
+    kCount
+};
+}  // namespace entropy_row
+inline const std::vector<std::string> kEntropyRowColumns = {
+    "input", "layer", "head", "query", "sink_mass", "content_mass", "content_entropy", "entropy"};
+
 // Metric names read by other analyses or by the report.
 namespace metric {
 inline constexpr const char* kSinkMass = "sink_mass";
@@ -128,6 +148,8 @@ inline constexpr const char* kBinarySinkEntropy = "binary_sink_entropy";
 // from heads.csv alone.
 inline constexpr const char* kContentEntropyRenorm = "content_entropy_renorm";
 inline constexpr const char* kContentEntropyWeighted = "content_entropy_weighted";
+// dynamics' trajectory: the mean of H(pi) over the rows (entropy_rows.npy).
+inline constexpr const char* kContentEntropy = "content_entropy";
 inline constexpr const char* kNRows = "n_rows";
 inline constexpr const char* kDensity = "density";
 inline constexpr const char* kLambda2 = "lambda2";

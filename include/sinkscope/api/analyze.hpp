@@ -63,7 +63,20 @@ struct AnalyzeOptions {
 // UsageError for any option analyze would refuse (before a model loads or a file is written).
 void check_analyze_options(const AnalyzeOptions& options);
 
-// Runs the whole analysis; prints a summary on `log`. Errors are typed (core/error.hpp).
-void run_analyze(const AnalyzeOptions& options, std::ostream& log);
+// What one run_analyze did, at the rank that wrote the output (the other ranks: zeros).
+struct AnalyzeSummary {
+    int64_t inputs = 0;        // every input of the data
+    int64_t tokens = 0;        // their tokens
+    int64_t resumed = 0;       // inputs of this process's shard taken from a saved state (--resume)
+    int64_t this_process = 0;  // inputs this process analysed (when resumed > 0)
+    double seconds = 0;
+    // "analyzed N inputs (T tokens[; a in this process, b resumed from the saved state]) in S s":
+    // the console's last line without its "; wrote OUT".
+    std::string line() const;
+};
+
+// Runs the whole analysis; prints a summary on `log`, whose last line is the summary's line()
+// and "; wrote OUT". Errors are typed (core/error.hpp).
+AnalyzeSummary run_analyze(const AnalyzeOptions& options, std::ostream& log);
 
 }  // namespace sinkscope::api

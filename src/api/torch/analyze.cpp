@@ -155,7 +155,7 @@ std::string shard_bytes(analysis::AnalysisPipeline& pipeline) {
     return w.bytes();
 }
 
-void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log);
+AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log);
 
 // The data columns carried into the per-input tables: --keep-columns, then the --group-by column
 // when not among them.
@@ -218,14 +218,27 @@ void check_analyze_options(const AnalyzeOptions& o) {
     analysis::resolve(aopts, {.hidden_states = true, .data_columns = true, .source = o.m.model});
 }
 
-void run_analyze(const AnalyzeOptions& o, std::ostream& log) {
+std::string AnalyzeSummary::line() const {
+    // After --resume this process analysed only the inputs after the saved state: say both.
+    std::string done;
+    if (resumed > 0)
+        done = "; " + std::to_string(this_process) + " in this process, " +
+               std::to_string(resumed) + " resumed from the saved state";
+    char took[32];
+    std::snprintf(took, sizeof took, ") in %.1f s", seconds);
+    return "analyzed " + std::to_string(inputs) + " inputs (" + std::to_string(tokens) + " tokens" +
+           done + took;
+}
+
+AnalyzeSummary run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     check_analyze_options(o);
-    with_communicator(o.dist, o.communicator, [&](Communicator& comm) { analyze(o, comm, log); });
+    return with_communicator(o.dist, o.communicator,
+                             [&](Communicator& comm) { return analyze(o, comm, log); });
 }
 
 namespace {
 
-void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
+AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     // ---- options --------------------------------------------------------------------------
     const int64_t rank = comm.rank();
     const bool last = !o.communicator;  // a caller's communicator goes on to other runs
@@ -336,7 +349,8 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     if (!writes) {  // a later stage of a pipeline: its blocks of the shard, then the merge
         for (int64_t n = first; n < end; ++n) staged(size_t(n));
         if (pipelines > 1) comm.gather("");
-        return comm.finish(last);
+        comm.finish(last);
+        return {};
     }
     OutputDir out = OutputDir::resumable(out_path, o.overwrite);
     const fs::path state_path = out.file(kStateFile);
@@ -377,6 +391,8 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
         analysis::Captured c;
         std::vector<std::string> pieces;
     };
+    // The token texts, for the analyses that name keys by them (registry Needs::token_strings).
+    const bool want_pieces = m.tokenizer() && pipeline.wants_token_strings();
     const int64_t start = first + n_done;
     if (start < end) bar.stage("forward", 0, 1);
     ordered_parallel(
@@ -391,14 +407,14 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
                                     : analysis::capture_input(m, inputs, n, want_value, lazy,
                                                               captured_layers),
                         {}};
-            if (m.tokenizer())
+            if (want_pieces)
                 for (int32_t id : ids[n]) f.pieces.push_back(m.tokenizer()->piece(id));
             return f;
         },
         [&](int64_t i, Forwarded f) {
             const int64_t n = start + i;
             masking = f.c.attention.masking;
-            pipeline.add(f.c.attention, m.tokenizer() ? &f.pieces : nullptr,
+            pipeline.add(f.c.attention, want_pieces ? &f.pieces : nullptr,
                          want_value ? &f.c.hidden : nullptr, want_value ? &f.c.values : nullptr,
                          cfg.d_model, cfg.d_head);
             tokens += inputs.n_tokens(size_t(n));
@@ -416,7 +432,10 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     // ---- shards merged at rank 0, in rank order ------------------------------------------------
     if (pipelines > 1) {
         const std::vector<std::string> shards = comm.gather(rank == 0 ? "" : shard_bytes(pipeline));
-        if (rank != 0) return end_rank(comm, out.staging(), last);
+        if (rank != 0) {
+            end_rank(comm, out.staging(), last);
+            return {};
+        }
         for (size_t k = 1; k < shards.size(); ++k) {
             if (int64_t(k) % stages != 0) continue;  // not a leader: no state
             const std::string origin = "state of rank " + std::to_string(k);
@@ -564,16 +583,14 @@ void analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
     out.commit();
     if (o.report && !reported) log << report::kNoFigureNote;
     comm.finish(last);
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // After --resume this process analysed only the inputs after the saved state: say both.
-    std::string resumed;
-    if (n_done > 0)
-        resumed = "; " + std::to_string(shard - n_done) + " in this process, " +
-                  std::to_string(n_done) + " resumed from the saved state";
-    char took[64];
-    std::snprintf(took, sizeof took, ") in %.1f s; wrote ", secs);
-    log << "analyzed " << ids.size() << " inputs (" << tokens << " tokens" << resumed << took
-        << o.out.string() << "\n";
+    const AnalyzeSummary summary{
+        .inputs = int64_t(ids.size()),
+        .tokens = tokens,
+        .resumed = n_done,
+        .this_process = shard - n_done,
+        .seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+    log << summary.line() << "; wrote " << o.out.string() << "\n";
+    return summary;
 }
 
 }  // namespace

@@ -90,31 +90,33 @@ void check_series(const std::vector<io::ManifestEntry>& entries, const std::stri
     }
 }
 
-// One checkpoint's rows (entropy_rows.npy, [R, 8]).
+namespace col = t::entropy_row;
+namespace m = t::metric;
+
+// One checkpoint's rows (entropy_rows.npy, [R, col::kCount], tables.hpp).
 struct Rows {
     std::vector<double> v;
     int64_t n = 0;
-    static constexpr int64_t kCols = 8;
-    const double* row(int64_t r) const { return v.data() + r * kCols; }
+    const double* row(int64_t r) const { return v.data() + r * col::kCount; }
 };
 
 Rows read_rows(const fs::path& dir) {
-    const fs::path file = dir / "entropy_rows.npy";
+    const fs::path file = dir / t::kEntropyRowsFile;
     const io::NpyArray a = io::read_npy(file);
-    SS_CHECK_INPUT(a.shape.size() == 2 && a.shape[1] == Rows::kCols, file.string(),
-                   "expected shape (rows, 8)");
+    SS_CHECK_INPUT(a.shape.size() == 2 && a.shape[1] == col::kCount, file.string(),
+                   "expected shape (rows, " + std::to_string(col::kCount) + ")");
     return {a.to_f64(), a.shape[0]};
 }
 
 // Lexicographic order of (input, layer, head, query): the order the rows were written in.
 int compare_key(const double* a, const double* b) {
-    for (int c = 0; c < 4; ++c)
+    for (int c : {col::kInput, col::kLayer, col::kHead, col::kQuery})
         if (a[c] != b[c]) return a[c] < b[c] ? -1 : 1;
     return 0;
 }
 
 metrics::EntropyParts parts(const double* r) {
-    return {r[4], r[5], r[6], r[7]};
+    return {r[col::kSinkMass], r[col::kContentMass], r[col::kContentEntropy], r[col::kEntropy]};
 }
 
 struct PairSplit {
@@ -134,7 +136,7 @@ PairSplit split_pair(const Rows& a, const Rows& b) {
             continue;
         }
         const auto pa = parts(a.row(i)), pb = parts(b.row(j));
-        out.by_layer[int64_t(a.row(i)[1])].add(pa, pb);
+        out.by_layer[int64_t(a.row(i)[col::kLayer])].add(pa, pb);
         out.by_layer[-1].add(pa, pb);
         ++i;
         ++j;
@@ -278,13 +280,10 @@ void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {
         a.after_input = nullptr;
         log << name << " (" << e.path.string() << ")\n";
         log.flush();
-        // Each checkpoint's own summary is in its tables; the console gets its last line.
+        // Each checkpoint's own summary is in its tables; the console gets its counts.
         std::ostringstream sub;
-        run_analyze(a, sub);
-        std::string last = sub.str();
-        while (!last.empty() && last.back() == '\n') last.pop_back();
-        last = last.substr(last.rfind('\n') + 1);
-        log << "  " << last.substr(0, last.find("; wrote")) << "\n";
+        const AnalyzeSummary done = run_analyze(a, sub);
+        if (comm.rank() == 0) log << "  " << done.line() << "\n";
         out.keep_on_failure();  // from here an interruption leaves finished checkpoints to resume
         if (o.after_checkpoint) o.after_checkpoint(int64_t(k) + 1);
     }
@@ -328,25 +327,25 @@ void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {
         std::map<int64_t, Mean> means;
         for (int64_t r = 0; r < rows.n; ++r) {
             const double* x = rows.row(r);
-            const double hb =
-                -(x[4] > 0 ? x[4] * std::log(x[4]) : 0) - (x[5] > 0 ? x[5] * std::log(x[5]) : 0);
-            for (int64_t l : {int64_t(x[1]), int64_t(-1)}) {
-                Mean& m = means[l];
-                m.s += x[4];
-                m.h += x[7];
-                m.hb += hb;
-                m.wh += x[5] * x[6];
-                m.hc += x[6];
-                ++m.n;
+            const double s = x[col::kSinkMass], c = x[col::kContentMass];
+            const double hb = -(s > 0 ? s * std::log(s) : 0) - (c > 0 ? c * std::log(c) : 0);
+            for (int64_t l : {int64_t(x[col::kLayer]), int64_t(-1)}) {
+                Mean& mean = means[l];
+                mean.s += s;
+                mean.h += x[col::kEntropy];
+                mean.hb += hb;
+                mean.wh += c * x[col::kContentEntropy];
+                mean.hc += x[col::kContentEntropy];
+                ++mean.n;
             }
         }
-        for (const auto& [l, m] : means) {
-            const double n = double(std::max<int64_t>(m.n, 1));
-            add(l, -1, "sink_mass", "", m.s / n);
-            add(l, -1, "entropy", "", m.h / n);
-            add(l, -1, "binary_sink_entropy", "", m.hb / n);
-            add(l, -1, "content_entropy_weighted", "", m.wh / n);
-            add(l, -1, "content_entropy", "", m.hc / n);
+        for (const auto& [l, mean] : means) {
+            const double n = double(std::max<int64_t>(mean.n, 1));
+            add(l, -1, m::kSinkMass, "", mean.s / n);
+            add(l, -1, m::kEntropy, "", mean.h / n);
+            add(l, -1, m::kBinarySinkEntropy, "", mean.hb / n);
+            add(l, -1, m::kContentEntropyWeighted, "", mean.wh / n);
+            add(l, -1, m::kContentEntropy, "", mean.hc / n);
         }
         // Sink_eps per layer and for the model; flip rates and rho; head-averaged spectra.
         each_row(dir, "sink_eps.csv", {"layer", "metric", "convention", "value"},
