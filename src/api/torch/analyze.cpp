@@ -190,10 +190,6 @@ void check_analyze_options(const AnalyzeOptions& o) {
         throw UsageError("--stages " + std::to_string(o.stages) +
                          " applies to --split layers only (it gives the processes per copy of "
                          "the model)");
-    if (o.split == "layers" && o.resume)
-        throw UsageError(
-            "--resume is not available with --split layers yet: run it again "
-            "without --resume (with --overwrite to replace the interrupted run)");
     if (o.samples < 0) throw UsageError("--samples must be >= 0");
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
     // Each kept column becomes a column of the per-input tables: names must be new there.
@@ -347,7 +343,12 @@ AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream
         return staged_forward(m, inputs.model_input(m, n), spec, comm, stages);
     };
     if (!writes) {  // a later stage of a pipeline: its blocks of the shard, then the merge
-        for (int64_t n = first; n < end; ++n) staged(size_t(n));
+        // The leader says where the pipeline starts (after its saved state, with --resume).
+        const std::string from = comm.recv(rank - rank % stages);
+        BinaryReader r(from, "the resume point of rank " + std::to_string(rank - rank % stages));
+        const auto done = r.get<int64_t>();
+        if (done < 0 || done > end - first || !r.at_end()) r.fail("not an input count");
+        for (int64_t n = first + done; n < end; ++n) staged(size_t(n));
         if (pipelines > 1) comm.gather("");
         comm.finish(last);
         return {};
@@ -376,6 +377,11 @@ AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream
         out.keep_on_failure();  // from now on an interruption leaves something to resume
     };
     if (n_done > 0) out.keep_on_failure();
+    for (int64_t k = 1; k < stages; ++k) {  // the pipeline's other stages start where it does
+        BinaryWriter w;
+        w.put<int64_t>(n_done);
+        comm.send(w.bytes(), rank + k);
+    }
     pipeline.open_streams(out.staging());
 
     // ---- stream the inputs
@@ -422,7 +428,7 @@ AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream
             bar.update(done, tokens);
             // A rank also saves its finished shard: a resume after another rank failed skips it.
             if ((done % o.checkpoint_every == 0 && done < shard) ||
-                (done == shard && comm.distributed() && !layer_ranks))
+                (done == shard && pipelines > 1))
                 save_state(done);
             if (o.after_input) o.after_input(done);
             if (done < shard) bar.stage("forward", 0, 1);  // waiting on the next input's
