@@ -1,6 +1,7 @@
 // The analysis registry (registry.hpp): one row per analysis, in the order they run.
 #include "sinkscope/analysis/registry.hpp"
 
+#include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/output_dir.hpp"
 
@@ -31,11 +32,23 @@ const std::vector<AnalysisInfo>& registry() {
     auto section8 = [](const char* which) {
         return [which](const AnalysisContext& c) { return make_section8(c, which); };
     };
+    namespace t = tables;
+    namespace m = tables::metric;
+    // A headline per head (heads.csv) or per layer (the layer's head average).
+    auto per_head = [](const char* metric) {
+        return Headline{.table = t::kHeads.name, .metric = metric, .per_head = true};
+    };
+    auto per_layer = [](const char* table, const char* metric) {
+        return Headline{.table = table, .metric = metric};
+    };
     static const std::vector<AnalysisInfo> rows = {
         {.name = "compositional",
          .description = "sink vs content split per head, Aitchison and classical head distance "
                         "matrices, content/sink dispersion and rho",
          .layer_scope = true,
+         .headlines = {per_head(m::kSinkMass), per_head(m::kEntropy),
+                       per_head(m::kBinarySinkEntropy), per_head(m::kContentEntropyRenorm),
+                       per_head(m::kContentEntropyWeighted)},
          .make = make_compositional},
         {.name = "heads",
          .description = "reversal rates, MDS and clustering with ARI, regime predictor on the "
@@ -46,6 +59,11 @@ const std::vector<AnalysisInfo>& registry() {
         {.name = "graphs",
          .description = "thresholded attention graphs: density, Laplacian spectrum, star-likeness, "
                         "centralization",
+         .headlines = {per_layer(t::kGraphs, m::kDensity), per_layer(t::kGraphs, m::kLambda2),
+                       per_layer(t::kGraphs, m::kLaplacianGap),
+                       per_layer(t::kGraphs, m::kCentralization),
+                       per_layer(t::kGraphs, m::kDegreeVariance), per_layer(t::kGraphs, m::kGini),
+                       per_layer(t::kGraphs, m::kStarCombined)},
          .make = section8("graphs")},
         {.name = "topology",
          .description = "persistent homology of 1 - attention: bars, Betti curves",
@@ -53,12 +71,14 @@ const std::vector<AnalysisInfo>& registry() {
         {.name = "kl",
          .description = "KL divergence of heads from their average before/after sink removal, "
                         "sink concentration, direct sink mass",
+         .headlines = {per_layer(t::kKl, m::kKlReduction)},
          .make = section8("kl")},
         {.name = "spectra",
          .description = "singular-value spectra of attention vs Marchenko-Pastur",
          .make = section8("spectra")},
         {.name = "entropy",
          .description = "row entropy of the head-averaged attention",
+         .headlines = {per_layer(t::kEntropy, m::kEntropyAllRows)},
          .make = section8("entropy")},
         {.name = "tokens",
          .description = "token specialisation: each head's top key and its consistency",
@@ -71,6 +91,7 @@ const std::vector<AnalysisInfo>& registry() {
          .description = "value space: reference tokens, relative magnitude and direction of their "
                         "contribution, transformation magnitude, alignment",
          .needs = {.hidden_states = true},
+         .headlines = {per_layer(t::kValueSpace.name, m::kRelativeMagnitude)},
          .make = make_value_space},
         {.name = "sink_eps",
          .description =

@@ -46,19 +46,13 @@ struct Series {
     std::vector<double> values, weights;
 };
 
+// A headline number of its analysis' registry row (AnalysisInfo::headlines).
 bool is_headline(const PerInputValue& v) {
-    const std::string& x = v.metric;
-    if (v.table == t::kHeads.name)
-        return x == m::kSinkMass || x == m::kEntropy || x == m::kBinarySinkEntropy ||
-               x == m::kContentEntropyRenorm || x == m::kContentEntropyWeighted;
-    if (v.head != -1 || v.layer < 0) return false;
-    if (v.table == t::kKl) return x == m::kKlReduction;
-    if (v.table == t::kGraphs)
-        return x == m::kDensity || x == m::kLambda2 || x == m::kLaplacianGap ||
-               x == m::kCentralization || x == m::kDegreeVariance || x == m::kGini ||
-               x == m::kStarCombined;
-    if (v.table == t::kEntropy) return x == m::kEntropyAllRows;
-    if (v.table == t::kValueSpace.name) return x == m::kRelativeMagnitude;
+    for (const AnalysisInfo& info : registry())
+        for (const Headline& h : info.headlines)
+            if (v.table == h.table && v.metric == h.metric &&
+                (h.per_head || (v.head == -1 && v.layer >= 0)))
+                return true;
     return false;
 }
 

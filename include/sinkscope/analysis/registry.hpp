@@ -181,13 +181,23 @@ struct AnalysisContext {
     }
 };
 
+// A per-input value of an analysis that the statistics analysis treats as one of its headline
+// numbers (bootstrap intervals, --group-by means and tests): `metric` of table `table`, for every
+// head and layer (`per_head`) or for each layer's head average (head -1, layer >= 0).
+struct Headline {
+    const char* table;
+    const char* metric;
+    bool per_head = false;
+};
+
 struct AnalysisInfo {
     const char* name;
     const char* description;  // one line for --help and the docs
     Needs needs;
-    bool layer_scope = false;        // --scope layer changes what it compares (else refused)
-    bool in_all = true;              // false: runs only when named (--analyses all,NAME)
-    std::vector<std::string> after;  // analyses whose finished results it reads (auto-selected)
+    bool layer_scope = false;         // --scope layer changes what it compares (else refused)
+    bool in_all = true;               // false: runs only when named (--analyses all,NAME)
+    std::vector<std::string> after;   // analyses whose finished results it reads (auto-selected)
+    std::vector<Headline> headlines;  // its headline per-input values (statistics)
     std::function<std::unique_ptr<Analysis>(const AnalysisContext&)> make;
 };
 
