@@ -85,6 +85,28 @@ protected:
     const bool rv = info.needs.per_input_values;
 };
 
+// Every headline of the analysis' row (the statistics analysis' bootstrap and groups read them)
+// names a per-input value the analysis reports, at the level the headline says (per head, or a
+// layer's head average). Value space needs hidden states, which the synthetic inputs lack.
+TEST_P(EveryAnalysis, HeadlinesNameValuesItReports) {
+    if (info.needs.hidden_states) GTEST_SKIP() << "needs hidden states";
+    auto a = info.make(ctx);
+    const auto in = input(0);
+    const auto sinks = metrics::resolve_sinks(in, o.head.sink);
+    InputView v;
+    v.attention = &in;
+    v.sinks = &sinks;
+    PerInputValues values;
+    a->add(v, &values);
+    for (const Headline& h : info.headlines) {
+        const bool reported = std::any_of(values.begin(), values.end(), [&](const auto& x) {
+            return x.table == h.table && x.metric == h.metric &&
+                   (h.per_head ? x.head >= 0 : x.head == -1 && x.layer >= 0);
+        });
+        EXPECT_TRUE(reported) << GetParam() << ": headline " << h.table << " " << h.metric;
+    }
+}
+
 TEST_P(EveryAnalysis, ResumedFromSavedStateIsIdentical) {
     auto whole = info.make(ctx);
     feed(*whole, ctx, 0, 4, 0, rv);
