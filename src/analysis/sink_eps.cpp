@@ -90,13 +90,13 @@ public:
                 table.add_row({ctx_.model_name, std::string(), l, h, std::string("alpha"),
                                key_param(), alpha[size_t(l * H + h)]});
             const std::vector<double> layer(alpha.begin() + l * H, alpha.begin() + (l + 1) * H);
-            table.add_row({ctx_.model_name, std::string(), l, int64_t(-1), std::string("sink_eps"),
-                           eps,
+            table.add_row({ctx_.model_name, std::string(), l, int64_t(-1),
+                           std::string(t::metric::kSinkEps), eps,
                            n_inputs_ > 0 ? metrics::sink_eps_share(layer, eps_) : std::nan("")});
         }
         const double model = n_inputs_ > 0 ? metrics::sink_eps_share(alpha, eps_) : std::nan("");
         table.add_row({ctx_.model_name, std::string(), int64_t(-1), int64_t(-1),
-                       std::string("sink_eps"), eps, model});
+                       std::string(t::metric::kSinkEps), eps, model});
         AnalysisOutput out;
         out.tables.push_back({t::kSinkEps.name, std::move(table), false});
         out.record["sink_eps"] = {{"eps", eps_},

@@ -185,8 +185,10 @@ void read_values(Run& r) {
     // Sink_eps (spec 8.q): the model-level share, one row per eps.
     if (Reader s(dir, tables::kSinkEps.name); s.present)
         for (size_t i = 0; i < s.t.size(); ++i)
-            if (s.s(i, "metric") == "sink_eps" && s.d(i, "layer") < 0 && s.d(i, "head") < 0)
-                r.values.push_back({"sink_eps", s.s(i, "convention"), s.d(i, "value")});
+            if (s.s(i, "metric") == tables::metric::kSinkEps && s.d(i, "layer") < 0 &&
+                s.d(i, "head") < 0)
+                r.values.push_back(
+                    {tables::metric::kSinkEps, s.s(i, "convention"), s.d(i, "value")});
     // rho (spec 2) and the pooled flip rate (spec 7): the model row of regime.csv; rho from
     // dispersion.csv when the run has no regime table.
     if (Reader g(dir, tables::kRegime); g.present)

@@ -155,7 +155,7 @@ void sink_eps_figure(const fs::path& dir, ReportContent& c) {
     const json alpha = select(rows, [](const json& r) { return is(r, "metric", "alpha"); });
     std::string share = "not available";
     for (const auto& r : rows)
-        if (is(r, "metric", "sink_eps") && num(r, "layer") < 0)
+        if (is(r, "metric", m::kSinkEps) && num(r, "layer") < 0)
             share = sig3(r, "value") + " (" + str(r, "convention") + ")";
     HeatmapOptions fixed;
     fixed.lo = 0, fixed.hi = 1;  // a probability, as the sink-mass map

@@ -167,6 +167,8 @@ inline constexpr const char* kKlReduction = "kl_reduction";
 inline constexpr const char* kEntropyAllRows = "entropy_all_rows";
 inline constexpr const char* kSinkMassAllRows = "sink_mass_all_rows";
 inline constexpr const char* kRelativeMagnitude = "relative_magnitude";
+// sink_eps.csv: per layer and for the model, the share of heads above eps (spec 8.q).
+inline constexpr const char* kSinkEps = "sink_eps";
 inline constexpr const char* kTransformationMagnitude = "transformation_magnitude";
 // fisher.csv: per layer "fisher_<component>" (component names of model::component_name),
 // kFisherAttention (q + k + v + o), kFisherLayerTotal, kAttentionShare; per head kFisherHead

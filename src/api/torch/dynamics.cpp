@@ -167,7 +167,7 @@ struct Row {
 
 // Calls `fn` on every row of <dir>/<file> when the run wrote that table (its analysis may be
 // deselected); InputError naming the file when a column of `need` is missing.
-void each_row(const fs::path& dir, const char* file, const std::vector<std::string>& need,
+void each_row(const fs::path& dir, const std::string& file, const std::vector<std::string>& need,
               const std::function<void(const Row&)>& fn) {
     const fs::path path = dir / file;
     if (!fs::exists(path)) return;
@@ -348,24 +348,26 @@ void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {
             add(l, -1, m::kContentEntropy, "", mean.hc / n);
         }
         // Sink_eps per layer and for the model; flip rates and rho; head-averaged spectra.
-        each_row(dir, "sink_eps.csv", {"layer", "metric", "convention", "value"},
+        each_row(dir, t::kSinkEps.file(), {"layer", "metric", "convention", "value"},
                  [&](const Row& r) {
-                     if (r.text("metric") == "sink_eps")
-                         add(r.layer(), -1, "sink_eps", r.text("convention"), r.num("value"));
+                     if (r.text("metric") == m::kSinkEps)
+                         add(r.layer(), -1, m::kSinkEps, r.text("convention"), r.num("value"));
                  });
-        each_row(dir, "reversal.csv", {"layer", "comparison", "metric", "rate"}, [&](const Row& r) {
-            if (r.text("comparison") == "flip")
-                add(r.layer(), -1, "flip_rate", r.text("metric"), r.num("rate"));
-        });
-        each_row(dir, "regime.csv", {"layer", "rho"},
+        each_row(dir, std::string(t::kReversal) + ".csv", {"layer", "comparison", "metric", "rate"},
+                 [&](const Row& r) {
+                     if (r.text("comparison") == "flip")
+                         add(r.layer(), -1, "flip_rate", r.text("metric"), r.num("rate"));
+                 });
+        each_row(dir, std::string(t::kRegime) + ".csv", {"layer", "rho"},
                  [&](const Row& r) { add(r.layer(), -1, "rho", "", r.num("rho")); });
-        each_row(dir, "spectra.csv", {"layer", "head", "metric", "value"}, [&](const Row& r) {
-            if (r.num("head") == -1)
-                add(r.layer(), -1, r.text("metric"), "spectra", r.num("value"));
-        });
-        if (fs::exists(dir / "frame.json")) {
-            const std::string file = (dir / "frame.json").string();
-            const nlohmann::json f = io::read_json_file(dir / "frame.json");
+        each_row(dir, std::string(t::kSpectra) + ".csv", {"layer", "head", "metric", "value"},
+                 [&](const Row& r) {
+                     if (r.num("head") == -1)
+                         add(r.layer(), -1, r.text("metric"), "spectra", r.num("value"));
+                 });
+        if (fs::exists(dir / t::kFrameFile)) {
+            const std::string file = (dir / t::kFrameFile).string();
+            const nlohmann::json f = io::read_json_file(dir / t::kFrameFile);
             frames.add_row({model_name, label, step, io::json_string(f, "verdict", file),
                             io::json_number_or(f, "share_first_mid_late", std::nan(""), file),
                             io::json_number_or(f, "mean_reference_count", std::nan(""), file)});

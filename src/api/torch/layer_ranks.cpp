@@ -1,7 +1,11 @@
 #include "layer_ranks.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
