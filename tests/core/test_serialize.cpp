@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "sinkscope/core/serialize.hpp"
 
@@ -29,6 +30,25 @@ TEST(Serialize, RoundTripBitExact) {
     EXPECT_EQ(back[0], 1e-300);
     EXPECT_TRUE(std::isnan(back[1]));
     EXPECT_TRUE(r.at_end());
+}
+
+// Raw bytes (put_bytes) are written as a string of them is, and read back in place (get_bytes)
+// or as a string; a length beyond the end is refused.
+TEST(Serialize, RawBytesAreAString) {
+    const std::string text("a\0b\xff", 4);
+    BinaryWriter w, as_string;
+    w.put_bytes(text.data(), text.size());
+    w.put_bytes(nullptr, 0);
+    as_string.put_string(text);
+    as_string.put_string("");
+    EXPECT_EQ(w.bytes(), as_string.bytes());
+    BinaryReader r(w.bytes(), "s.bin");
+    EXPECT_EQ(r.get_bytes(), text);
+    EXPECT_EQ(r.get_string(), "");
+    EXPECT_TRUE(r.at_end());
+    const std::string cut = w.bytes().substr(0, 8 + 3);  // the length, then 3 of its 4 bytes
+    BinaryReader short_read(cut, "s.bin");
+    EXPECT_THROW(short_read.get_bytes(), InputError);
 }
 
 // A truncated or out-of-step state file is an InputError naming the file.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -21,9 +22,11 @@ public:
         static_assert(std::is_trivially_copyable_v<T>);
         buf_.append(reinterpret_cast<const char*>(&v), sizeof(T));
     }
-    void put_string(const std::string& s) {
-        put<uint64_t>(s.size());
-        buf_ += s;
+    void put_string(const std::string& s) { put_bytes(s.data(), s.size()); }
+    // `n` bytes from `p`, as put_string writes a string of them (no intermediate copy).
+    void put_bytes(const void* p, size_t n) {
+        put<uint64_t>(n);
+        buf_.append(static_cast<const char*>(p), n);
     }
     template <typename T>
     void put_vector(const std::vector<T>& v) {
@@ -63,10 +66,12 @@ public:
         pos_ += sizeof(T);
         return v;
     }
-    std::string get_string() {
+    std::string get_string() { return std::string(get_bytes()); }
+    // What put_bytes / put_string wrote, in place: valid while the reader's bytes live.
+    std::string_view get_bytes() {
         auto n = get<uint64_t>();
         need(n);
-        std::string s = data_.substr(pos_, n);
+        const std::string_view s(data_.data() + pos_, n);
         pos_ += n;
         return s;
     }

@@ -249,7 +249,8 @@ AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream
                          std::to_string(comm.world_size()) +
                          ": every pipeline of layer ranks needs --stages processes");
     const int64_t pipelines = comm.world_size() / stages, group = rank / stages;
-    const bool writes = rank % stages == 0;  // a leader
+    const int64_t leader = group * stages;  // the first rank of this rank's pipeline
+    const bool writes = rank == leader;
     const fs::path out_path = rank_output(o.out, rank);
     const auto progress = parse_progress_mode(o.progress);
     const auto over_context = analysis::parse_over_context(o.m.over_context);
@@ -344,8 +345,8 @@ AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream
     };
     if (!writes) {  // a later stage of a pipeline: its blocks of the shard, then the merge
         // The leader says where the pipeline starts (after its saved state, with --resume).
-        const std::string from = comm.recv(rank - rank % stages);
-        BinaryReader r(from, "the resume point of rank " + std::to_string(rank - rank % stages));
+        const std::string from = comm.recv(leader);
+        BinaryReader r(from, "the resume point of rank " + std::to_string(leader));
         const auto done = r.get<int64_t>();
         if (done < 0 || done > end - first || !r.at_end()) r.fail("not an input count");
         for (int64_t n = first + done; n < end; ++n) staged(size_t(n));

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,7 +48,7 @@ std::string tensors_to_bytes(const std::map<std::string, at::Tensor>& tensors) {
         w.put_string(name);
         w.put<uint8_t>(dtype_code(host.scalar_type()));
         w.put_vector(std::vector<int64_t>(host.sizes().begin(), host.sizes().end()));
-        w.put_string(std::string(static_cast<const char*>(host.data_ptr()), host.nbytes()));
+        w.put_bytes(host.data_ptr(), host.nbytes());
     }
     return w.bytes();
 }
@@ -63,7 +64,7 @@ std::map<std::string, at::Tensor> tensors_from_bytes(const std::string& bytes,
                                          [&](const auto& d) { return d.first == code; });
         if (found == std::end(kDtypes)) r.fail("unknown dtype code " + std::to_string(code));
         const std::vector<int64_t> shape = r.get_vector<int64_t>();
-        const std::string data = r.get_string();
+        const std::string_view data = r.get_bytes();
         int64_t count = 1;
         for (int64_t d : shape) {
             if (d < 0 || (d > 0 && count > (int64_t(1) << 62) / d))
