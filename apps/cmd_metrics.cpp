@@ -48,9 +48,6 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
     cmd->add_option("--token-ids", opts->token_ids,
                     "Token ids (N, T) of the inputs (for --sink bos)")
         ->check(existing(Existing::File));
-    cmd->add_option(
-        "--bos-id", opts->analysis.bos_id,
-        "BOS/CLS token id, required with --sink bos (several BOS in an input: the first)");
     sinkscope::cli::add_analysis_flags(cmd, opts->analysis,
                                        sinkscope::cli::AnalysisInput::AttentionFile);
     cmd->add_option("--tokens", opts->tokens,

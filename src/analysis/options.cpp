@@ -18,20 +18,32 @@ bool ResolvedOptions::selected(const std::string& name) const {
     return std::find(analyses.begin(), analyses.end(), name) != analyses.end();
 }
 
+bool OptionCheckContext::selected(const std::string& name) const {
+    return analyses && std::find(analyses->begin(), analyses->end(), name) != analyses->end();
+}
+
+std::string OptionSpec::cli_flag() const {
+    std::string flag = "--" + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    return flag;
+}
+
+nlohmann::json option_json(const OptionValue& value) {
+    return std::visit(
+        [](const auto& v) -> nlohmann::json {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::optional<uint64_t>>)
+                return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+            else
+                return nlohmann::json(v);
+        },
+        static_cast<const OptionValue::variant&>(value));
+}
+
 namespace {
 
 void require(bool ok, const std::string& message) {
     if (!ok) throw UsageError(message);
-}
-
-bool in_unit_interval(double v) {
-    return std::isfinite(v) && v >= 0 && v <= 1;
-}
-
-std::string join_numbers(const std::vector<double>& v) {
-    std::string s;
-    for (double x : v) s += (s.empty() ? "" : ",") + nlohmann::json(x).dump();
-    return s;
 }
 
 std::vector<std::string> select(const AnalysisOptions& o, const InputCapabilities& input) {
@@ -73,59 +85,174 @@ std::vector<std::string> select(const AnalysisOptions& o, const InputCapabilitie
 
 }  // namespace
 
+namespace {
+
+// The options several analyses read (spec 0, 1, 10.c-10.e); each analysis' own options are in
+// its registry row (registry.cpp).
+std::vector<OptionSpec> shared_options() {
+    using C = OptionCommands;
+    const char* rows = kRowsGroup;
+    return {
+        field_option<std::vector<std::string>>(
+            "analyses", [](auto& o) -> auto& { return o.analyses; },
+            "Comma-separated analyses (default all)")
+            .in("Analyses")
+            .not_compared()
+            .recorded([](const AnalysisOptions& o) {
+                return nlohmann::json(o.analyses.empty() ? std::vector<std::string>{"all"}
+                                                         : o.analyses);
+            }),
+        field_option<std::string>(
+            "sink", [](auto& o) -> auto& { return o.sink; },
+            "Sink policy: auto (first for causal attention, argmax for bidirectional), first, "
+            "bos, argmax (per layer; model-wide for model-scope comparisons) or a key position")
+            .in(rows)
+            .labelled("the sink convention")
+            .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
+                try {
+                    metrics::parse_sink_policy(o.sink);
+                } catch (const UsageError&) {
+                    throw UsageError(
+                        "--sink must be auto, first, bos, argmax or a key position >= 0, got '" +
+                        o.sink + "'");
+                }
+            }),
+        field_option<int64_t>(
+            "bos_id", [](auto& o) -> auto& { return o.bos_id; },
+            "BOS/CLS token id, required with --sink bos (several BOS in an input: the first)")
+            .in(rows)
+            .only(C::AttentionFileOnly),
+        field_option<std::string>(
+            "zeros", [](auto& o) -> auto& { return o.zeros; },
+            "Zero policy for probability rows: error, or replace:DELTA (multiplicative "
+            "replacement, log-ratio quantities only)")
+            .in(rows)
+            .only(C::AttentionFileOnly)
+            .labelled("the zero policy")
+            .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
+                try {
+                    metrics::parse_zero_policy(o.zeros);
+                } catch (const UsageError&) {
+                    throw UsageError(
+                        "--zeros must be 'error' or 'replace:DELTA' with 0 < DELTA < 1, got '" +
+                        o.zeros + "'");
+                }
+            }),
+        field_option<int64_t>(
+            "min_parts", [](auto& o) -> auto& { return o.min_parts; },
+            "Rows with fewer visible keys are excluded and counted (>= 2)")
+            .in(rows)
+            .labelled("the minimum part count")
+            .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
+                require(o.min_parts >= 2,
+                        "--min-parts must be >= 2 (a row needs a sink and a content key), got " +
+                            std::to_string(o.min_parts));
+            }),
+        field_option<std::string>(
+            "scope", [](auto& o) -> auto& { return o.scope; },
+            "Head pairs compared: model (all heads, one sink per input) or layer (pairs within a "
+            "layer, per-layer sinks)")
+            .in(rows)
+            .labelled("the head scope")
+            .checked([](const AnalysisOptions& o, const OptionCheckContext& c) {
+                require(o.scope == "model" || o.scope == "layer",
+                        "--scope must be model or layer, got '" + o.scope + "'");
+                if (o.scope != "layer") return;
+                // Only the analyses whose row says so (layer_scope) compare heads by scope.
+                std::string scoped;
+                bool any = false;
+                for (const auto& info : registry())
+                    if (info.layer_scope) {
+                        scoped += (scoped.empty() ? "" : ", ") + std::string(info.name);
+                        any = any || c.selected(info.name);
+                    }
+                require(any, "--scope layer changes only the analyses " + scoped +
+                                 ", and none of them is selected (--analyses)");
+            }),
+        field_option<std::optional<uint64_t>>(
+            "seed", [](auto& o) -> auto& { return o.seed; },
+            "One seed for everything random: the triple sampler, the bootstrap and, with "
+            "--samples, a random subset of the inputs (default: seed 0 and the first N samples)")
+            .in(kHeadGroup)
+            .recorded([](const AnalysisOptions& o) {
+                return o.seed ? nlohmann::json(*o.seed)
+                              : nlohmann::json("unset (0; first samples)");
+            }),
+        field_option<std::string>(
+            "compat", [](auto& o) -> auto& { return o.compat; },
+            "Semantics: empty (principled, default) or ruscio2025 (the released notebooks of the "
+            "reference-frame paper, quirks included)")
+            .in(kReferenceFrameGroup)
+            .labelled("the compat mode")
+            .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
+                metrics::check_compat(o.compat);
+            })
+            .recorded([](const AnalysisOptions& o) {
+                return nlohmann::json(o.compat.empty() ? "none (principled)" : o.compat);
+            }),
+        field_option<bool>(
+            "per_head", [](auto& o) -> auto& { return o.per_head; },
+            "Graphs, topology and spectra per head as well as on the head average")
+            .in(kReferenceFrameGroup)
+            .as_flag()
+            .not_compared(),
+        field_option<bool>(
+            "per_input", [](auto& o) -> auto& { return o.per_input; },
+            "Also write every analysis' values per input: <table>_per_input.csv (long format "
+            "with an input column; the summary is their weighted mean)")
+            .in(kStatisticsGroup)
+            .as_flag()
+            .not_compared(),
+        field_option<int>(
+            "threads", [](auto& o) -> auto& { return o.threads; },
+            "Worker threads of the analyses (0 = all cores; results do not depend on it)")
+            .only(C::AttentionFileOnly)  // analyze: --threads of the model options sets both
+            .not_compared()
+            .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
+                check_threads(o.threads);
+            }),
+    };
+}
+
+}  // namespace
+
+std::vector<OptionSpec> option_specs() {
+    std::vector<OptionSpec> out = shared_options();
+    for (const auto& info : registry())
+        for (OptionSpec s : info.options) {
+            s.analysis = info.name;
+            out.push_back(std::move(s));
+        }
+    return out;
+}
+
+const OptionSpec* find_option(const std::string& key) {
+    // Built once: the registry is complete before any option is read (rows are added by static
+    // initialisers).
+    static const std::vector<OptionSpec> specs = option_specs();
+    for (const auto& s : specs)
+        if (s.key == key) return &s;
+    return nullptr;
+}
+
 ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input) {
     ResolvedOptions r;
     r.raw = o;
     r.analyses = select(o, input);
+    const OptionCheckContext context{.input = &input, .analyses = &r.analyses};
+    for (const OptionSpec& spec : option_specs())
+        if (spec.check) spec.check(o, context);
 
     // Rows and sinks.
-    try {
-        r.head.sink = metrics::parse_sink_policy(o.sink);
-    } catch (const UsageError&) {
-        throw UsageError("--sink must be auto, first, bos, argmax or a key position >= 0, got '" +
-                         o.sink + "'");
-    }
+    r.head.sink = metrics::parse_sink_policy(o.sink);
     r.head.sink.bos_id = o.bos_id;
-    try {
-        r.head.zeros = metrics::parse_zero_policy(o.zeros);
-    } catch (const UsageError&) {
-        throw UsageError("--zeros must be 'error' or 'replace:DELTA' with 0 < DELTA < 1, got '" +
-                         o.zeros + "'");
-    }
-    require(o.min_parts >= 2,
-            "--min-parts must be >= 2 (a row needs a sink and a content key), got " +
-                std::to_string(o.min_parts));
-    require(o.scope == "model" || o.scope == "layer",
-            "--scope must be model or layer, got '" + o.scope + "'");
-    if (o.scope == "layer") {
-        // Only the analyses whose registry row says so (layer_scope) compare heads by scope.
-        std::string scoped;
-        bool any = false;
-        for (const auto& info : registry())
-            if (info.layer_scope) {
-                scoped += (scoped.empty() ? "" : ", ") + std::string(info.name);
-                any = any || r.selected(info.name);
-            }
-        require(any, "--scope layer changes only the analyses " + scoped +
-                         ", and none of them is selected (--analyses)");
-    }
+    r.head.zeros = metrics::parse_zero_policy(o.zeros);
     r.head.min_parts = o.min_parts;
     r.head.scope = metrics::parse_scope(o.scope);
-    check_threads(o.threads);
     r.threads = metrics::resolved_threads(o.threads);
     r.head.n_threads = r.threads;
 
     // Head-level analyses.
-    require(o.k >= 0, "--k must be >= 0, got " + std::to_string(o.k));
-    require(o.triples >= 0, "--triples must be >= 0, got " + std::to_string(o.triples));
-    // Sampling costs time in proportion to N; beyond this an exact count (--triples 0, which
-    // handles 5e8 triples of 1,024 heads) is both faster and exact.
-    require(o.triples <= 100000000,
-            "--triples is capped at 100000000 sampled triples (0 counts every triple exactly), "
-            "got " +
-                std::to_string(o.triples));
-    require(std::isfinite(o.regime_lo) && std::isfinite(o.regime_hi) && o.regime_lo <= o.regime_hi,
-            "--regime-lo must be <= --regime-hi (both finite)");
     r.seed = o.seed.value_or(0);
     r.head_analyses.k = o.k;
     r.head_analyses.triples = o.triples;
@@ -137,37 +264,6 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
     r.head_analyses.n_threads = r.threads;
 
     // Section 8.
-    require(o.compat.empty() || o.compat == "ruscio2025",
-            "--compat: unknown mode '" + o.compat + "' (known: ruscio2025)");
-    require(o.symmetrize == "max" || o.symmetrize == "mean",
-            "--symmetrize must be max or mean, got '" + o.symmetrize + "'");
-    require(o.kl_rows == "paired" || o.kl_rows == "all",
-            "--kl-rows must be paired or all, got '" + o.kl_rows + "'");
-    require(o.topology_max_tokens == 0 || o.topology_max_tokens >= 2,
-            "--topology-max-tokens must be 0 (never subsample) or >= 2");
-    require(!o.constants.graph_thresholds.empty() &&
-                std::all_of(o.constants.graph_thresholds.begin(),
-                            o.constants.graph_thresholds.end(), in_unit_interval),
-            "--graph-thresholds must be numbers in [0, 1], got '" +
-                join_numbers(o.constants.graph_thresholds) + "'");
-    require(!o.constants.sink_percentiles.empty() &&
-                std::all_of(o.constants.sink_percentiles.begin(),
-                            o.constants.sink_percentiles.end(), in_unit_interval),
-            "--sink-percentiles must be numbers in [0, 1], got '" +
-                join_numbers(o.constants.sink_percentiles) + "'");
-    require(in_unit_interval(o.constants.effective_density_lo) &&
-                in_unit_interval(o.constants.effective_density_hi) &&
-                o.constants.effective_density_lo <= o.constants.effective_density_hi,
-            "--effective-density must be LO,HI with 0 <= LO <= HI <= 1");
-    require(std::isfinite(o.constants.long_bar) && o.constants.long_bar >= 0,
-            "--long-bar must be a number >= 0");
-    require(in_unit_interval(o.constants.specialised_share),
-            "--specialised-share must be in [0, 1]");
-    require(o.constants.specialised_min_inputs >= 1, "--specialised-min-inputs must be >= 1");
-    require(in_unit_interval(o.constants.centralized_share_first),
-            "--frame-share-first must be in [0, 1]");
-    require(std::isfinite(o.constants.centralized_max_reference_count),
-            "--frame-max-reference-count must be a finite number");
     r.p2.compat = o.compat;
     r.p2.per_head = o.per_head;
     r.p2.symmetrize = o.symmetrize;
@@ -178,69 +274,18 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
     r.p2.threads = r.threads;
 
     // Value space.
-    require(std::isfinite(o.reference_threshold) && o.reference_threshold >= 0,
-            "--reference-threshold must be a number >= 0");
-    require(in_unit_interval(o.reference_fallback_fraction) &&
-                in_unit_interval(o.reference_cap_fraction),
-            "--reference-fallback and --reference-cap must be fractions in [0, 1]");
     r.value.compat = !o.compat.empty();
     r.value.reference_threshold = o.reference_threshold;
-    r.value.fallback_fraction = o.reference_fallback_fraction;
-    r.value.cap_fraction = o.reference_cap_fraction;
-
-    // Statistics.
-    require(std::isfinite(o.sink_eps) && o.sink_eps >= 0 && o.sink_eps < 1,
-            "--sink-eps must be in [0, 1)");
-    require(o.sink_eps_key >= 0, "--sink-eps-key must be >= 0");
-    require(o.bootstrap >= 0, "--bootstrap must be >= 0 (0: no intervals)");
-    require(o.bootstrap == 0 || o.bootstrap >= 100,
-            "--bootstrap needs at least 100 resamples for a percentile interval, got " +
-                std::to_string(o.bootstrap));
-    require(o.bootstrap <= 1000000, "--bootstrap is capped at 1000000 resamples");
-    require(std::isfinite(o.confidence) && o.confidence > 0 && o.confidence < 1,
-            "--confidence must be in (0, 1)");
-    require(o.group_by.empty() || input.data_columns,
-            "--group-by groups inputs by a column of their data file: it needs `sinkscope "
-            "analyze --data FILE` (an attention file has no data columns)");
+    r.value.fallback_fraction = o.reference_fallback;
+    r.value.cap_fraction = o.reference_cap;
     return r;
 }
 
 nlohmann::json to_json(const AnalysisOptions& o) {
-    return {
-        {"analyses", o.analyses.empty() ? std::vector<std::string>{"all"} : o.analyses},
-        {"sink", o.sink},
-        {"bos_id", o.bos_id},
-        {"zeros", o.zeros},
-        {"min_parts", o.min_parts},
-        {"scope", o.scope},
-        {"k", o.k},
-        {"triples", o.triples},
-        {"seed", o.seed ? nlohmann::json(*o.seed) : nlohmann::json("unset (0; first samples)")},
-        {"regime_lo", o.regime_lo},
-        {"regime_hi", o.regime_hi},
-        {"compat", o.compat.empty() ? "none (principled)" : o.compat},
-        {"per_head", o.per_head},
-        {"symmetrize", o.symmetrize},
-        {"kl_rows", o.kl_rows},
-        {"topology_max_tokens", o.topology_max_tokens},
-        {"graph_thresholds", o.constants.graph_thresholds},
-        {"sink_percentiles", o.constants.sink_percentiles},
-        {"effective_density", {o.constants.effective_density_lo, o.constants.effective_density_hi}},
-        {"long_bar", o.constants.long_bar},
-        {"specialised_share", o.constants.specialised_share},
-        {"specialised_min_inputs", o.constants.specialised_min_inputs},
-        {"frame_share_first", o.constants.centralized_share_first},
-        {"frame_max_reference_count", o.constants.centralized_max_reference_count},
-        {"reference_threshold", o.reference_threshold},
-        {"reference_fallback_fraction", o.reference_fallback_fraction},
-        {"reference_cap_fraction", o.reference_cap_fraction},
-        {"per_input", o.per_input},
-        {"sink_eps", o.sink_eps},
-        {"sink_eps_key", o.sink_eps_key},
-        {"bootstrap", o.bootstrap},
-        {"confidence", o.confidence},
-        {"group_by", o.group_by},
-        {"threads", o.threads}};
+    nlohmann::json j = nlohmann::json::object();
+    for (const OptionSpec& spec : option_specs())
+        j[spec.key] = spec.record ? spec.record(o) : option_json(spec.get(o));
+    return j;
 }
 
 }  // namespace sinkscope::analysis

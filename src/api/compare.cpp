@@ -11,6 +11,7 @@
 #include <set>
 #include <tuple>
 
+#include "sinkscope/analysis/options.hpp"
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
@@ -288,31 +289,36 @@ void add_runs(const std::string& given, std::vector<Run>& runs) {
     }
 }
 
-// What an option key is, for the messages.
+// What an option key is, for the messages: its spec's label (analysis/options.hpp).
 std::string option_label(const std::string& key) {
-    static const std::map<std::string, std::string> names = {
-        {"sink", "the sink convention"},
-        {"zeros", "the zero policy"},
-        {"min_parts", "the minimum part count"},
-        {"compat", "the compat mode"},
-        {"scope", "the head scope"},
-        {"regime_lo", "the regime threshold lo"},
-        {"regime_hi", "the regime threshold hi"}};
+    const analysis::OptionSpec* spec = analysis::find_option(key);
     std::string flag = "--" + key;
     std::replace(flag.begin(), flag.end(), '_', '-');
-    const auto it = names.find(key);
-    return (it == names.end() ? "option " + key : it->second) + " (" + flag + ")";
+    return (spec && !spec->label.empty() ? spec->label : "option " + key) + " (" + flag + ")";
 }
 
-// Option keys that do not change the compared numbers (how fast, what else is written).
-const std::set<std::string> kIgnoredOptions = {"threads",    "per_input", "per_head", "bootstrap",
-                                               "confidence", "analyses",  "group_by"};
+// Keys earlier versions wrote in run.json, by the key of the same option now.
+const std::map<std::string, std::string> kRenamedOptions = {
+    {"reference_fallback_fraction", "reference_fallback"},
+    {"reference_cap_fraction", "reference_cap"}};
+
+// Whether runs that differ in option `key` are reported: an option that does not change the
+// compared numbers (how fast, what else is written) is not.
+bool compared_option(const std::string& key) {
+    const analysis::OptionSpec* spec = analysis::find_option(key);
+    return !spec || spec->compared;
+}
 
 // The options a run's numbers depend on, its sink convention as the run resolved it: --sink auto
 // is first on causal attention, so such a run agrees with a --sink first run.
 json compared_options(const Run& r) {
     if (!r.rec.contains("options") || !r.rec["options"].is_object()) return json();
     json o = r.rec["options"];
+    for (const auto& [old_key, key] : kRenamedOptions)
+        if (o.contains(old_key) && !o.contains(key)) {
+            o[key] = o[old_key];
+            o.erase(old_key);
+        }
     if (!r.sink_resolved.empty()) o["sink"] = r.sink_resolved;
     return o;
 }
@@ -345,7 +351,7 @@ std::vector<std::string> differences(const std::vector<Run>& runs) {
         for (auto k = oa.begin(); k != oa.end(); ++k) keys.insert(k.key());
         for (auto k = ob.begin(); k != ob.end(); ++k) keys.insert(k.key());
         for (const std::string& k : keys) {
-            if (kIgnoredOptions.count(k)) continue;
+            if (!compared_option(k)) continue;
             const json va = oa.contains(k) ? oa[k] : json("(not set)");
             const json vb = ob.contains(k) ? ob[k] : json("(not set)");
             if (va != vb)

@@ -6,9 +6,82 @@
 #include <sstream>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/metrics/p2.hpp"
 
 namespace sinkscope::metrics {
+
+namespace {
+
+void require(bool ok, const std::string& message) {
+    if (!ok) throw UsageError(message);
+}
+
+bool in_unit_interval(double v) {
+    return std::isfinite(v) && v >= 0 && v <= 1;
+}
+
+std::string join_numbers(const std::vector<double>& v) {
+    std::string s;
+    for (double x : v) s += (s.empty() ? "" : ",") + format_number(x);
+    return s;
+}
+
+}  // namespace
+
+void check_compat(const std::string& compat) {
+    require(compat.empty() || compat == "ruscio2025",
+            "--compat: unknown mode '" + compat + "' (known: ruscio2025)");
+}
+
+void check_symmetrize(const std::string& symmetrize) {
+    require(symmetrize == "max" || symmetrize == "mean",
+            "--symmetrize must be max or mean, got '" + symmetrize + "'");
+}
+
+void check_kl_rows(const std::string& kl_rows) {
+    require(kl_rows == "paired" || kl_rows == "all",
+            "--kl-rows must be paired or all, got '" + kl_rows + "'");
+}
+
+void check_topology_max_tokens(int64_t n) {
+    require(n == 0 || n >= 2, "--topology-max-tokens must be 0 (never subsample) or >= 2");
+}
+
+void check_graph_thresholds(const std::vector<double>& v) {
+    require(!v.empty() && std::all_of(v.begin(), v.end(), in_unit_interval),
+            "--graph-thresholds must be numbers in [0, 1], got '" + join_numbers(v) + "'");
+}
+
+void check_sink_percentiles(const std::vector<double>& v) {
+    require(!v.empty() && std::all_of(v.begin(), v.end(), in_unit_interval),
+            "--sink-percentiles must be numbers in [0, 1], got '" + join_numbers(v) + "'");
+}
+
+void check_effective_density(double lo, double hi) {
+    require(in_unit_interval(lo) && in_unit_interval(hi) && lo <= hi,
+            "--effective-density must be LO,HI with 0 <= LO <= HI <= 1");
+}
+
+void check_long_bar(double long_bar) {
+    require(std::isfinite(long_bar) && long_bar >= 0, "--long-bar must be a number >= 0");
+}
+
+void check_specialised_share(double share) {
+    require(in_unit_interval(share), "--specialised-share must be in [0, 1]");
+}
+
+void check_specialised_min_inputs(int64_t n) {
+    require(n >= 1, "--specialised-min-inputs must be >= 1");
+}
+
+void check_frame_share_first(double share) {
+    require(in_unit_interval(share), "--frame-share-first must be in [0, 1]");
+}
+
+void check_frame_max_reference_count(double count) {
+    require(std::isfinite(count), "--frame-max-reference-count must be a finite number");
+}
 
 P2Config resolve_p2_options(const P2Options& options) {
     P2Config c;
@@ -37,47 +110,25 @@ P2Config resolve_p2_options(const P2Options& options) {
         ++n_items;
     }
     if (n_items == 0) throw UsageError("section 8: no analysis selected");
-    if (options.compat == "ruscio2025")
-        c.compat = true;
-    else if (!options.compat.empty())
-        throw UsageError("compat: unknown mode '" + options.compat + "' (expected ruscio2025)");
-    if (options.symmetrize == "max")
-        c.symmetrize = Symmetrize::Max;
-    else if (options.symmetrize == "mean")
-        c.symmetrize = Symmetrize::Mean;
-    else
-        throw UsageError("symmetrize: expected max or mean, got '" + options.symmetrize + "'");
-    if (options.kl_rows != "paired" && options.kl_rows != "all")
-        throw UsageError("kl_rows: expected paired or all, got '" + options.kl_rows + "'");
+    check_compat(options.compat);
+    c.compat = options.compat == "ruscio2025";
+    check_symmetrize(options.symmetrize);
+    c.symmetrize = options.symmetrize == "mean" ? Symmetrize::Mean : Symmetrize::Max;
+    check_kl_rows(options.kl_rows);
     c.kl_all_rows = options.kl_rows == "all";
     if (options.sink.kind == SinkPolicy::Kind::Position && options.sink.position < 0)
         throw UsageError("sink position must be >= 0");
     if (options.threads < 1) throw UsageError("threads must be >= 1");
-    if (options.topology_max_tokens < 0 || options.topology_max_tokens == 1)
-        throw UsageError("topology_max_tokens must be 0 (never subsample) or >= 2");
-    auto in_unit = [](const std::vector<double>& v) {
-        return !v.empty() && std::all_of(v.begin(), v.end(), [](double x) {
-            return std::isfinite(x) && x >= 0 && x <= 1;
-        });
-    };
-    if (!in_unit(options.constants.graph_thresholds))
-        throw UsageError("graph thresholds must be a non-empty list of numbers in [0, 1]");
-    if (!in_unit(options.constants.sink_percentiles))
-        throw UsageError("sink percentiles must be a non-empty list of numbers in [0, 1]");
-    if (!(options.constants.effective_density_lo >= 0 &&
-          options.constants.effective_density_lo <= options.constants.effective_density_hi &&
-          options.constants.effective_density_hi <= 1))
-        throw UsageError("effective density band must satisfy 0 <= lo <= hi <= 1");
-    if (!(std::isfinite(options.constants.long_bar) && options.constants.long_bar >= 0))
-        throw UsageError("long-bar persistence must be a finite number >= 0");
-    if (!(options.constants.specialised_share >= 0 && options.constants.specialised_share <= 1))
-        throw UsageError("specialised share must be in [0, 1]");
-    if (!(options.constants.centralized_share_first >= 0 &&
-          options.constants.centralized_share_first <= 1 &&
-          std::isfinite(options.constants.centralized_max_reference_count)))
-        throw UsageError("frame rule: share in [0, 1] and a finite reference count");
-    if (options.constants.specialised_min_inputs < 1)
-        throw UsageError("specialised minimum of inputs must be >= 1");
+    check_topology_max_tokens(options.topology_max_tokens);
+    const P2Constants& k = options.constants;
+    check_graph_thresholds(k.graph_thresholds);
+    check_sink_percentiles(k.sink_percentiles);
+    check_effective_density(k.effective_density_lo, k.effective_density_hi);
+    check_long_bar(k.long_bar);
+    check_specialised_share(k.specialised_share);
+    check_specialised_min_inputs(k.specialised_min_inputs);
+    check_frame_share_first(k.centralized_share_first);
+    check_frame_max_reference_count(k.centralized_max_reference_count);
     c.per_head = options.per_head;
     c.sink = options.sink;
     c.topology_max_tokens = options.topology_max_tokens;

@@ -4,13 +4,18 @@
 // AnalysisOptions is validated and resolved in one place with the spec's values as defaults.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "sinkscope/analysis/options.hpp"
@@ -343,4 +348,61 @@ TEST(Section8Together, EqualsEachAnalysisAlone) {
         }
         EXPECT_EQ(x.texts, y.texts) << k;
     }
+}
+
+namespace {
+
+// A value of the same type as `v` that differs from it.
+OptionValue another_value(const OptionValue& v) {
+    return std::visit(
+        [](const auto& x) -> OptionValue {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, bool>)
+                return !x;
+            else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, int64_t>)
+                return T(x + 1);
+            else if constexpr (std::is_same_v<T, double>)
+                return x + 0.25;
+            else if constexpr (std::is_same_v<T, std::string>)
+                return x + "x";
+            else if constexpr (std::is_same_v<T, std::vector<double>>)
+                return std::vector<double>{0.25};
+            else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+                return std::vector<std::string>{"graphs"};
+            else if constexpr (std::is_same_v<T, std::optional<uint64_t>>)
+                return std::optional<uint64_t>(7);
+            else
+                return std::pair<double, double>(x.first + 0.01, x.second - 0.01);
+        },
+        static_cast<const OptionValue::variant&>(v));
+}
+
+}  // namespace
+
+// Every option is one spec: keys are unique, each spec writes and reads back its own value, and
+// run.json (to_json) records exactly the specs' keys and follows every one of them (an option
+// left out of the record, or recorded from another field, fails here).
+TEST(OptionSpecs, EveryOptionIsRecordedAndReadBack) {
+    const std::vector<OptionSpec> specs = option_specs();
+    const AnalysisOptions defaults;
+    const nlohmann::json base = to_json(defaults);
+    std::set<std::string> keys;
+    for (const OptionSpec& s : specs) {
+        EXPECT_TRUE(keys.insert(s.key).second) << s.key << " is declared twice";
+        ASSERT_NE(find_option(s.key), nullptr) << s.key;
+        EXPECT_EQ(find_option(s.key)->key, s.key);
+        AnalysisOptions o;
+        const OptionValue changed = another_value(s.get(defaults));
+        s.set(o, changed);
+        EXPECT_TRUE(s.get(o) == changed) << s.key;
+        const nlohmann::json j = to_json(o);
+        EXPECT_NE(j.at(s.key), base.at(s.key)) << s.key << " is not recorded from its value";
+        for (const OptionSpec& other : specs)  // and no other option moved
+            if (other.key != s.key)
+                EXPECT_EQ(j.at(other.key), base.at(other.key)) << s.key << " moved " << other.key;
+        EXPECT_EQ(s.cli_flag().substr(0, 2), "--");
+    }
+    std::set<std::string> recorded;
+    for (auto it = base.begin(); it != base.end(); ++it) recorded.insert(it.key());
+    EXPECT_EQ(recorded, keys);
 }

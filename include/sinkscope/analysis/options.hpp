@@ -3,11 +3,21 @@
 // The scientific constants of spec section 8 (graph thresholds, sink percentiles, effective
 // density band, long-bar persistence, specialisation rule, value-space reference rule) are
 // options whose defaults are the spec's values. resolve() validates and parses every enum once.
+//
+// Every option is described once, by an OptionSpec (its key, help, group, check, how run.json
+// records it, whether `compare` checks it): the options every analysis reads in options.cpp,
+// an analysis' own options in its registry row (AnalysisInfo::options). The command line's
+// flags, the Python keywords, resolve()'s checks, run.json and compare's convention check all
+// iterate option_specs(), so a default or a check is written once.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -18,6 +28,13 @@
 #include "sinkscope/metrics/value_space.hpp"
 
 namespace sinkscope::analysis {
+
+// The value of one option: one of the types options have.
+struct OptionValue
+    : std::variant<bool, int, int64_t, double, std::string, std::vector<double>,
+                   std::vector<std::string>, std::optional<uint64_t>, std::pair<double, double>> {
+    using variant::variant;
+};
 
 struct AnalysisOptions {
     // Which analyses (names of analysis::registry()); empty or {"all"}: every analysis the input
@@ -50,8 +67,8 @@ struct AnalysisOptions {
     // specialisation rule.
     metrics::P2Constants constants;
     double reference_threshold = metrics::ValueSpaceOptions{}.reference_threshold;
-    double reference_fallback_fraction = metrics::ValueSpaceOptions{}.fallback_fraction;
-    double reference_cap_fraction = metrics::ValueSpaceOptions{}.cap_fraction;
+    double reference_fallback = metrics::ValueSpaceOptions{}.fallback_fraction;
+    double reference_cap = metrics::ValueSpaceOptions{}.cap_fraction;
 
     // Sink_eps (spec 8.q): share of heads whose mean attention to key `sink_eps_key` exceeds eps.
     double sink_eps = 0.3;
@@ -69,7 +86,105 @@ struct AnalysisOptions {
     // Worker threads of the analyses (head pairwise sums, section 8 layers); 0 = all cores.
     // Results do not depend on it.
     int threads = 0;
+
+    // The options of analyses registered outside this struct (register_analysis), by key; an
+    // absent key has its OptionSpec's default. Read with value<T>(key).
+    std::map<std::string, OptionValue> extra;
+    template <class T>
+    T value(const std::string& key) const;
 };
+
+// What an option's check sees besides the options: the input and the selected analyses.
+struct InputCapabilities;
+struct OptionCheckContext {
+    const InputCapabilities* input = nullptr;
+    const std::vector<std::string>* analyses = nullptr;  // selected, registry order
+    bool selected(const std::string& name) const;
+};
+
+// The --help groups of the options.
+inline constexpr const char* kRowsGroup = "Rows and sinks";
+inline constexpr const char* kHeadGroup = "Head analyses";
+inline constexpr const char* kReferenceFrameGroup = "Reference-frame analyses";
+inline constexpr const char* kStatisticsGroup = "Per input and statistics";
+
+// Which commands' command line offers an option (the Python keywords and run.json have them all).
+enum class OptionCommands { Both, ModelOnly, AttentionFileOnly, None };
+
+// One option, described once.
+struct OptionSpec {
+    std::string key;    // run.json key and Python keyword; the flag is --key with '-' for '_'
+    std::string help;   // --help text (the default is appended by the command line)
+    std::string group;  // --help group ("": the ungrouped options)
+    OptionCommands commands = OptionCommands::Both;
+    bool flag = false;     // a bool given as a bare flag (--per-head)
+    bool compared = true;  // `compare` reports runs that differ in it
+    std::string label;     // compare's words for it ("": "option KEY")
+    std::string analysis;  // the registry row it belongs to ("": read by several analyses)
+    std::function<OptionValue(const AnalysisOptions&)> get;
+    std::function<void(AnalysisOptions&, const OptionValue&)> set;
+    // Throws UsageError naming the flag when the value (or its relation to others) is invalid.
+    std::function<void(const AnalysisOptions&, const OptionCheckContext&)> check;
+    // How run.json records it (null: the value as JSON).
+    std::function<nlohmann::json(const AnalysisOptions&)> record;
+    std::string cli_flag() const;  // "--" + key with '-' for '_'
+
+    // Builders, for declaring an option in one expression.
+    OptionSpec& in(std::string g) { return group = std::move(g), *this; }
+    OptionSpec& only(OptionCommands c) { return commands = c, *this; }
+    OptionSpec& as_flag() { return flag = true, *this; }
+    OptionSpec& not_compared() { return compared = false, *this; }
+    OptionSpec& labelled(std::string l) { return label = std::move(l), *this; }
+    OptionSpec& checked(std::function<void(const AnalysisOptions&, const OptionCheckContext&)> c) {
+        return check = std::move(c), *this;
+    }
+    OptionSpec& recorded(std::function<nlohmann::json(const AnalysisOptions&)> r) {
+        return record = std::move(r), *this;
+    }
+};
+
+// An option stored in a field of AnalysisOptions: `field` is a generic lambda returning a
+// reference to it, [](auto& o) -> auto& { return o.min_parts; }.
+template <class T, class F>
+OptionSpec field_option(std::string key, F field, std::string help) {
+    OptionSpec s;
+    s.key = std::move(key);
+    s.help = std::move(help);
+    s.get = [field](const AnalysisOptions& o) { return OptionValue(T(field(o))); };
+    s.set = [field](AnalysisOptions& o, const OptionValue& v) { field(o) = std::get<T>(v); };
+    return s;
+}
+
+// An option of a registered analysis, stored in AnalysisOptions::extra.
+template <class T>
+OptionSpec extra_option(std::string key, T default_value, std::string help) {
+    OptionSpec s;
+    s.key = key;
+    s.help = std::move(help);
+    s.get = [key, default_value](const AnalysisOptions& o) {
+        const auto it = o.extra.find(key);
+        return it == o.extra.end() ? OptionValue(default_value) : it->second;
+    };
+    s.set = [key](AnalysisOptions& o, const OptionValue& v) {
+        (void)std::get<T>(v);  // the spec's type, or std::bad_variant_access
+        o.extra[key] = v;
+    };
+    return s;
+}
+
+// The value as run.json records it when the spec has no `record`.
+nlohmann::json option_json(const OptionValue& value);
+
+// Every option: those every analysis reads, then each registry row's own, in registry order.
+std::vector<OptionSpec> option_specs();
+// The spec of `key` (nullptr when no option has it).
+const OptionSpec* find_option(const std::string& key);
+
+template <class T>
+T AnalysisOptions::value(const std::string& key) const {
+    const OptionSpec* spec = find_option(key);
+    return std::get<T>(spec ? spec->get(*this) : extra.at(key));
+}
 
 // AnalysisOptions checked and parsed into the typed options of each accumulator.
 struct ResolvedOptions {

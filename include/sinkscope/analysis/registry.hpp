@@ -198,11 +198,21 @@ struct AnalysisInfo {
     bool in_all = true;               // false: runs only when named (--analyses all,NAME)
     std::vector<std::string> after;   // analyses whose finished results it reads (auto-selected)
     std::vector<Headline> headlines;  // its headline per-input values (statistics)
+    std::vector<OptionSpec> options;  // its own options (options.hpp; the flags, run.json, ...)
     std::function<std::unique_ptr<Analysis>(const AnalysisContext&)> make;
 };
 
-// Every analysis, in the order they run and finish.
+// Every analysis, in the order they run and finish: the built-in rows, then those registered.
 const std::vector<AnalysisInfo>& registry();
+
+// Adds a row after the others (before statistics, which reads every analysis' per-input
+// values): an analysis defined outside src/analysis, e.g. a test's. Call it from a static
+// initialiser (RegisterAnalysis), before any command runs. UsageError when the name or an
+// option key is taken.
+void register_analysis(AnalysisInfo info);
+struct RegisterAnalysis {
+    explicit RegisterAnalysis(AnalysisInfo info) { register_analysis(std::move(info)); }
+};
 const AnalysisInfo& find_analysis(const std::string& name);  // UsageError listing the names
 
 // Writes an output's tables (<name>.csv, + .jsonl when asked), arrays (.npy) and texts at their

@@ -97,8 +97,25 @@ struct P2Config {
     // The first input layer of the middle and late layers (model index >= floor(L/3), 10.n).
     int64_t mid_late_begin(int64_t n_layers) const;
 };
-// Throws UsageError naming the bad option value.
+// Throws UsageError naming the bad option value (the checks below, and those of the analyses
+// list, the sink, the threads and the layers).
 P2Config resolve_p2_options(const P2Options& options);
+
+// One check per option of section 8, each throwing UsageError that names the option as the
+// command line spells it; resolve_p2_options and the option table (analysis/options.hpp) run
+// the same ones, so a rule and its message are written once.
+void check_compat(const std::string& compat);
+void check_symmetrize(const std::string& symmetrize);
+void check_kl_rows(const std::string& kl_rows);
+void check_topology_max_tokens(int64_t topology_max_tokens);
+void check_graph_thresholds(const std::vector<double>& thresholds);
+void check_sink_percentiles(const std::vector<double>& percentiles);
+void check_effective_density(double lo, double hi);
+void check_long_bar(double long_bar);
+void check_specialised_share(double share);
+void check_specialised_min_inputs(int64_t min_inputs);
+void check_frame_share_first(double share);
+void check_frame_max_reference_count(double count);
 
 // Layers each analysis visits (spec 10.o for compat; all layers otherwise).
 std::vector<int64_t> topology_layers(int64_t n_layers, bool compat);  // also token spec.
