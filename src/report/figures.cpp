@@ -23,9 +23,6 @@ void compare_section(const std::filesystem::path& dir, ReportContent& c);
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-namespace {
-
-// CSV table -> array of row objects (numbers stay numbers; non-finite values become null).
 json table_rows(const fs::path& csv) {
     io::Table t = io::Table::read_csv(csv);
     json rows = json::array();
@@ -44,6 +41,8 @@ json table_rows(const fs::path& csv) {
     }
     return rows;
 }
+
+namespace {
 
 json select(const json& rows, const std::function<bool(const json&)>& keep) {
     json out = json::array();
@@ -681,6 +680,23 @@ void dynamics_section(const fs::path& dir, ReportContent& c) {
 }
 }  // namespace
 
+namespace {
+std::vector<FigureSection>& sections() {
+    static std::vector<FigureSection> s = {sinks_section,  compositional_section, frames_section,
+                                           prune_section,  fisher_section,        dynamics_section,
+                                           compare_section};
+    return s;
+}
+}  // namespace
+
+const std::vector<FigureSection>& figure_sections() {
+    return sections();
+}
+
+void register_figure_section(FigureSection section) {
+    sections().push_back(std::move(section));
+}
+
 ReportContent collect_report(const fs::path& run_dir) {
     ReportContent c;
     // The folder's final name: a run renders its report while still staged as
@@ -695,13 +711,7 @@ ReportContent collect_report(const fs::path& run_dir) {
             if (c.run.contains("model") && c.run["model"].contains("path"))
                 c.title = "sinkscope report: " + c.run["model"]["path"].get<std::string>();
         }
-        sinks_section(run_dir, c);
-        compositional_section(run_dir, c);
-        frames_section(run_dir, c);
-        prune_section(run_dir, c);
-        fisher_section(run_dir, c);
-        dynamics_section(run_dir, c);
-        compare_section(run_dir, c);
+        for (const FigureSection& section : figure_sections()) section(run_dir, c);
     } catch (const json::exception& e) {
         throw unexpected_structure(run_dir, printable(e.what()));
     }

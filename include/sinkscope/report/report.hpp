@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,8 +27,28 @@ struct ReportContent {
     std::vector<std::string> notes;  // warnings and verdicts shown above the figures
 };
 
-// Reads run.json and every known table in `run_dir` (missing tables are skipped).
+// Reads run.json and every known table in `run_dir` (missing tables are skipped): each figure
+// section in turn (figure_sections()).
 ReportContent collect_report(const std::filesystem::path& run_dir);
+
+// A section of the report: adds its figures (and notes) to the content when the run holds its
+// tables, and does nothing otherwise. An analysis' figure is such a hook.
+using FigureSection =
+    std::function<void(const std::filesystem::path& run_dir, ReportContent& content)>;
+// The sections collect_report iterates: the built-in ones, then those registered.
+const std::vector<FigureSection>& figure_sections();
+// Adds a section after the others: the figure of an analysis defined outside src/ (e.g. a
+// test's). Call it from a static initialiser (RegisterFigureSection), before any report is made.
+void register_figure_section(FigureSection section);
+struct RegisterFigureSection {
+    explicit RegisterFigureSection(FigureSection section) {
+        register_figure_section(std::move(section));
+    }
+};
+
+// A CSV table of a run as an array of row objects (numbers stay numbers; non-finite values
+// become null), the inline data of a figure's spec.
+nlohmann::json table_rows(const std::filesystem::path& csv);
 
 // The whole HTML document, with the Vega runtime inlined.
 std::string render_html(const ReportContent& content);
