@@ -21,9 +21,6 @@ namespace {
 namespace t = tables;
 using namespace metrics;
 
-constexpr const char* kSection8[] = {"graphs",  "topology", "kl",   "spectra",
-                                     "entropy", "tokens",   "frame"};
-
 void section8_tables(const P2Results& results, AnalysisOutput& out) {
     const std::string mode = results.config.mode();
     std::map<std::string, io::Table> tables;
@@ -78,7 +75,7 @@ void section8_tables(const P2Results& results, AnalysisOutput& out) {
         }
     }
 
-    if (results.config.frame && results.frame.n_layers > 0) {
+    if (results.config.runs("frame") && results.frame.n_layers > 0) {
         nlohmann::json f;
         const auto& e = results.frame;
         f["convention"] = mode;
@@ -115,16 +112,7 @@ nlohmann::json section8_conventions(const P2Results& results) {
     const P2Config& c = results.config;
     nlohmann::json j;
     j["mode"] = c.mode();
-    std::vector<std::string> analyses;
-    for (auto [on, name] : {std::pair{c.graphs, "graphs"},
-                            {c.topology, "topology"},
-                            {c.kl, "kl"},
-                            {c.spectra, "spectra"},
-                            {c.entropy, "entropy"},
-                            {c.tokens, "tokens"},
-                            {c.frame, "frame"}})
-        if (on) analyses.emplace_back(name);
-    j["analyses"] = analyses;
+    j["analyses"] = c.analyses;
     j["per_head"] = c.per_head;
     j["symmetrize"] = c.symmetrize == Symmetrize::Max ? "max" : "mean";
     j["kl_rows"] = c.compat ? "compat (B.5 rows)" : c.kl_all_rows ? "all" : "paired";
@@ -211,19 +199,19 @@ AnalysisOutput section8_output(const P2Results& r, bool header) {
     if (header)
         s << "reference-frame analyses (" << c.mode() << "; docs/metrics.md): " << r.n_inputs
           << " input(s), " << r.n_layers << " layers x " << r.n_heads << " heads\n";
-    if (c.kl)
+    if (c.runs("kl"))
         s << "  KL reduction at t=0.9 (mean over layers): "
           << format_number(layer_mean(r, t::kKl, t::metric::kKlReduction, "0.9")) << "\n";
-    if (c.graphs)
+    if (c.runs("graphs"))
         s << "  lambda2 at tau=0.01 (mean over layers): "
           << format_number(layer_mean(r, t::kGraphs, t::metric::kLambda2, "0.01")) << "\n";
-    if (c.entropy)
+    if (c.runs("entropy"))
         // Not heads.csv `entropy` (per head, rows with D >= min_parts): the entropy of the
         // head-averaged attention over every row, entropy.csv `entropy_all_rows` at head -1.
         s << "  entropy of the head-averaged attention, all rows (entropy.csv "
           << t::metric::kEntropyAllRows << ", head -1; mean over layers): "
           << format_number(layer_mean(r, t::kEntropy, t::metric::kEntropyAllRows, "")) << " nats\n";
-    if (c.frame)
+    if (c.runs("frame"))
         s << "  reference frame: " << frame_type_name(r.verdict)
           << " (share of first-position anchors in layers >= "
           << c.model_layer_count(r.frame.n_layers) / 3 << ": "
@@ -305,7 +293,7 @@ private:
         return o;
     }
     bool first_selected() const {
-        for (const char* name : kSection8)
+        for (const std::string& name : p2_members())
             if (ctx_.options->selected(name)) return which_ == name;
         return false;
     }

@@ -1,4 +1,6 @@
-// The P2 analyses of spec section 8 over inputs: per-input passes, mergeable state, tables.
+// The group of the section 8 analyses over inputs (P2Accumulator): validation, the shared pass
+// over each layer's rows, the layers spread over threads, mergeable state. Each analysis is a
+// member in its own file (p2_member.hpp).
 #include "sinkscope/metrics/p2.hpp"
 
 #include <algorithm>
@@ -11,20 +13,15 @@
 #include <sstream>
 #include <thread>
 
+#include "p2_member.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/system.hpp"
-#include "sinkscope/metrics/graph.hpp"
-#include "sinkscope/metrics/sink_kl.hpp"
-#include "sinkscope/metrics/spectra.hpp"
 
 namespace sinkscope::metrics {
 namespace {
 
 constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
-constexpr const char* k_causal_compat_warning =
-    "compat ruscio2025 on causal attention: the topology Betti numbers only count tokens "
-    "(upper triangle of 1 - A is 1; PAPERS.md B.3)";
 
 // What pass 1 of a layer takes from one head's rows, read a block at a time and never stored
 // as a matrix unless asked: principled rows are closed over their visible keys (10.a), compat
@@ -94,10 +91,6 @@ void stream_head(const AttentionInput& in, int64_t l, int64_t h, bool compat, He
     }
     if (p.entropy) p.entropy_value = compat ? entropy : entropy / static_cast<double>(n);
     if (p.top) p.top_key = top_key(column_sum, n);
-}
-
-std::string param_of(double v) {
-    return format_number(v);
 }
 
 // `rows`: also check every stored row (once per input, however many accumulators it feeds).
@@ -180,17 +173,6 @@ P2Accumulator::P2Accumulator(const P2Options& options) : threads_(options.thread
     state_.config = resolve_p2_options(options);
 }
 
-// What one layer of one input contributes; layers run on worker threads and their outputs are
-// applied in layer order, so results do not depend on the thread count.
-struct P2LayerOutput {
-    std::vector<std::pair<P2Key, double>> values;
-    std::vector<P2Key> skipped;  // metrics this input does not have (compat graphs, 10.r)
-    std::vector<P2Diagram> diagrams;
-    std::vector<std::pair<int64_t, std::string>> top_keys;  // (head, key)
-    std::array<int64_t, 3> classes{};                       // anchors per PositionClass
-    int64_t reference_count = -1;                           // -1: not computed
-};
-
 namespace {
 
 // Per-thread scratch reused across layers: the layer average and, with --per-head, one head's
@@ -203,226 +185,97 @@ struct LayerScratch {
     std::vector<double> column_sum;  // [n] (stream_head)
 };
 
-// The direct sink mass's param: the fixed key of first / --sink N, else the policy whose
-// position is resolved per input (and per layer for argmax); the positions are in sinks.csv.
-std::string direct_sink_param(const SinkPolicy& p) {
-    switch (p.kind) {
-        case SinkPolicy::Kind::First:
-            return param_of(0.0);
-        case SinkPolicy::Kind::Position:
-            return param_of(static_cast<double>(p.position));
-        case SinkPolicy::Kind::Bos:
-            return "bos";
-        case SinkPolicy::Kind::Argmax:
-            return "argmax";
-        case SinkPolicy::Kind::Auto:
-            break;
-    }
-    return "auto";
+// The selected members of `c`, in order.
+std::vector<const p2::Member*> selected(const P2Config& c) {
+    std::vector<const p2::Member*> out;
+    for (const p2::Member* m : p2::members())
+        if (c.runs(m->name())) out.push_back(m);
+    return out;
 }
 
-// `layer_sinks` [n_layers]: the input's resolved sink of each layer (spec 0, 10.d).
-void process_layer(const AttentionInput& in, int64_t l, const P2Config& c, int64_t input_id,
+// One layer: the shared pass over every head's rows, a block at a time (the head average, which
+// most analyses use (B.2), and what each head contributes alone: its matrix with --per-head,
+// its entropy, its top key), then each member on each head, on the average and on the layer.
+// A head's [n, n] matrix is built only for --per-head; a member that reads the rows itself
+// (kl) asks for nothing, and a run of it alone makes no pass. `layer_sinks` [n_layers]: the
+// input's resolved sink of each layer (spec 0, 10.d).
+void process_layer(const AttentionInput& in, int64_t l, const P2Config& c,
+                   const std::vector<const p2::Member*>& run, int64_t input_id,
                    const std::vector<std::string>* token_strings,
                    const std::vector<int64_t>& layer_sinks, LayerScratch& scratch,
                    P2LayerOutput& out) {
-    const bool compat = c.compat;
-    const int64_t n_layers = in.n_layers, n_heads = in.n_heads, n = in.length;
-    const bool causal = in.masking == Masking::Causal;
-    auto put = [&](const char* table, int64_t layer, int64_t h, const std::string& metric,
-                   const std::string& param, double v) {
-        out.values.emplace_back(P2Key{table, layer, h, metric, param}, v);
-    };
-    // The layer rules (10.n, 10.o) on the model's layer indices (P2Options::layer_ids).
-    const int64_t model_layers = c.model_layer_count(n_layers);
-    const auto topo_layers = topology_layers(model_layers, compat);
-    const auto token_layers = compat ? topo_layers : topology_layers(model_layers, false);
-    const auto kl_set = kl_layers(model_layers, compat);
-    const bool mid_late = l >= c.mid_late_begin(n_layers);
-    auto in_set = [&c](const std::vector<int64_t>& s, int64_t layer) {
-        return std::find(s.begin(), s.end(), c.layer_id(layer)) != s.end();
-    };
+    const int64_t n_heads = in.n_heads, n = in.length;
+    const bool mid_late = l >= c.mid_late_begin(in.n_layers);
+    p2::LayerNeeds need;
+    for (const p2::Member* m : run) need |= m->needs(c, mid_late);
+    need.head_matrix = need.head_matrix && c.per_head;
     auto& avg = scratch.avg;
-    std::vector<P2Diagram> head_diagrams;  // per-head diagrams, saved after the average's
-
-    // Graphs, persistent homology and spectra of one matrix (the average, h = -1, or a head).
-    auto matrix_analyses = [&](int64_t h, const Eigen::MatrixXd& m) {
-        // Thresholded graphs (spec 8, 10.i), all layers in both modes (10.o).
-        if (c.graphs) {
-            const std::vector<double>& taus = c.constants.graph_thresholds;
-            const auto all = graph_stats_all(m, taus, compat);
-            for (size_t k = 0; k < taus.size(); ++k) {
-                const auto& g = all[k];
-                const auto p = param_of(taus[k]);
-                put("graphs", l, h, "density", p, g.density);
-                // 10.r (B.4): laplacian.ipynb returns the density alone where this input's
-                // threshold is not effective and layer % 4 != 0; its graph metrics are missing.
-                const bool effective = g.density >= c.constants.effective_density_lo &&
-                                       g.density <= c.constants.effective_density_hi;
-                if (compat && !effective && c.layer_id(l) % 4 != 0) {
-                    for (const char* metric :
-                         {"lambda2", "laplacian_gap", "star_basic", "star_combined", "gini",
-                          "centralization", "degree_variance", "n_nodes"})
-                        out.skipped.push_back(P2Key{"graphs", l, h, metric, p});
-                    continue;
-                }
-                put("graphs", l, h, "lambda2", p, g.lambda2);
-                put("graphs", l, h, "laplacian_gap", p, g.laplacian_gap);
-                put("graphs", l, h, "star_basic", p, g.star_basic);
-                put("graphs", l, h, "star_combined", p, g.star_combined);
-                put("graphs", l, h, "gini", p, g.gini);
-                put("graphs", l, h, "centralization", p, g.centralization);
-                put("graphs", l, h, "degree_variance", p, g.degree_variance);
-                put("graphs", l, h, "n_nodes", p, static_cast<double>(g.n_nodes));
-            }
-        }
-        // Persistent homology (spec 8, 10.j; compat B.3).
-        if (c.topology && in_set(topo_layers, l)) {
-            std::vector<PersistenceBar> bars;
-            if (compat) {
-                // fp32 1 - A on the linspace-downsampled tokens, not symmetrised.
-                const auto idx = linspace_indices(n, k_compat_max_tokens);
-                const auto k = static_cast<Eigen::Index>(idx.size());
-                Eigen::MatrixXd d(k, k);  // [k, k]
-                for (Eigen::Index i = 0; i < k; ++i)
-                    for (Eigen::Index j = 0; j < k; ++j) {
-                        const float a = static_cast<float>(m(idx[i], idx[j]));
-                        d(i, j) = static_cast<double>(1.0f - a);
-                    }
-                bars = ripser_sparse_persistence(d);
-            } else if (c.topology_max_tokens > 0 && n > c.topology_max_tokens) {
-                // Long input: the distances among evenly picked tokens (--topology-max-tokens).
-                // Picking before symmetrising gives the same entries (d_ij depends on a_ij and
-                // a_ji only) without two [n, n] temporaries.
-                const auto idx = linspace_indices(n, c.topology_max_tokens);
-                const auto k = static_cast<Eigen::Index>(idx.size());
-                Eigen::MatrixXd picked(k, k);  // [k, k]
-                for (Eigen::Index i = 0; i < k; ++i)
-                    for (Eigen::Index j = 0; j < k; ++j) picked(i, j) = m(idx[i], idx[j]);
-                bars = rips_persistence(symmetric_distance(picked, c.symmetrize));
-            } else {
-                bars = rips_persistence(symmetric_distance(m, c.symmetrize));
-            }
-            const auto s = summarize_diagram(bars, c.constants.long_bar);
-            for (int d = 0; d < 2; ++d) {
-                const auto k = static_cast<size_t>(d);
-                const std::string sfx = "_dim" + std::to_string(d);
-                put("topology", l, h, "n_bars" + sfx, "", static_cast<double>(s.n_bars[k]));
-                put("topology", l, h, "n_essential" + sfx, "",
-                    static_cast<double>(s.n_essential[k]));
-                put("topology", l, h, "total_persistence" + sfx, "", s.total_persistence[k]);
-                put("topology", l, h, "n_long" + sfx, "", static_cast<double>(s.n_long[k]));
-                put("topology", l, h, "mean_persistence" + sfx, "", s.mean_persistence[k]);
-                put("topology", l, h, "max_persistence" + sfx, "", s.max_persistence[k]);
-                for (int g = 0; g < k_betti_grid_points; ++g)
-                    put("betti", l, h, "betti" + std::to_string(d), param_of(g / 100.0),
-                        s.betti[k][static_cast<size_t>(g)]);
-            }
-            if (input_id < k_saved_diagram_inputs)
-                (h < 0 ? out.diagrams : head_diagrams)
-                    .push_back(P2Diagram{input_id, l, h, std::move(bars)});
-        }
-        // Random-matrix spectra (spec 8, 10.l; compat B.9), per head with per_head.
-        if (c.spectra) {
-            const auto sv = singular_spectrum(m);
-            put("spectra", l, h, "stable_rank", "", sv.stable_rank);
-            if (compat) {
-                const auto ev = eigen_spectrum_compat(m, causal);
-                put("spectra", l, h, "spectral_gap", "", ev.spectral_gap);
-                put("spectra", l, h, "eig_participation_ratio", "", ev.participation_ratio);
-                put("spectra", l, h, "mp_kl", "", ev.mp_kl);
-            } else {
-                put("spectra", l, h, "participation_ratio", "", sv.participation_ratio);
-                put("spectra", l, h, "mp_ks", "", sv.mp_ks);
-                put("spectra", l, h, "sigma1_sq", "", sv.sigma2.empty() ? k_nan : sv.sigma2[0]);
-            }
-        }
-    };
-
-    // Pass 1: every head's rows once, a block at a time: their average (B.2: most analyses use
-    // it) and what each head contributes alone: per-head matrix analyses (--per-head), attention
-    // entropy (10.m; compat B.7, B.3), top key for token specialisation and frame (10.m, 10.n).
-    // A head's [n, n] matrix is built only for --per-head. Sink-removal KL (pass 4) reads the
-    // rows itself: a run of it alone makes no pass here.
-    const bool need_avg = c.graphs || c.topology || c.spectra || c.entropy || (c.frame && mid_late);
-    const bool need_top = c.tokens || c.frame;
-    const bool pass1 = need_avg || need_top || c.per_head;
-    avg.setZero(need_avg ? n : 0, need_avg ? n : 0);
+    avg.setZero(need.avg ? n : 0, need.avg ? n : 0);
     std::vector<int64_t> top(static_cast<size_t>(n_heads));
-    for (int64_t h = 0; h < (pass1 ? n_heads : 0); ++h) {
+    const p2::LayerView view{.in = in,
+                             .l = l,
+                             .c = c,
+                             .input_id = input_id,
+                             .token_strings = token_strings,
+                             .layer_sinks = layer_sinks,
+                             .mid_late = mid_late,
+                             .avg = avg,
+                             .top = top,
+                             .out = out};
+    const bool pass = need.avg || need.top || need.head_entropy || need.head_matrix;
+    for (int64_t h = 0; h < (pass ? n_heads : 0); ++h) {
         HeadPass p;
-        p.avg = need_avg ? &avg : nullptr;
-        p.matrix = c.per_head ? &scratch.head : nullptr;
-        p.entropy = c.entropy;
-        p.top = need_top;
-        stream_head(in, l, h, compat, p, scratch.rows, scratch.column_sum);  // thread-safe
-        if (c.per_head) matrix_analyses(h, scratch.head);
-        if (c.entropy)
-            put("entropy", l, h, compat ? "matrix_entropy_bits" : "entropy_all_rows", "",
-                p.entropy_value);
-        if (need_top) top[static_cast<size_t>(h)] = p.top_key;
+        p.avg = need.avg ? &avg : nullptr;
+        p.matrix = need.head_matrix ? &scratch.head : nullptr;
+        p.entropy = need.head_entropy;
+        p.top = need.top;
+        stream_head(in, l, h, c.compat, p, scratch.rows, scratch.column_sum);  // thread-safe
+        if (need.head_matrix)
+            for (const p2::Member* m : run) m->matrix(view, h, scratch.head);
+        for (const p2::Member* m : run) m->head(view, h, p.entropy_value);
+        if (need.top) top[static_cast<size_t>(h)] = p.top_key;
     }
     avg /= static_cast<double>(n_heads);
     // The last head's matrix is not read again: its memory goes back before the analyses of the
     // average allocate their own [n, n] scratch (a long input's peak RSS).
     scratch.head.resize(0, 0);
-
-    // Passes 2-3, 5: graphs, persistent homology and spectra of the average.
-    matrix_analyses(-1, avg);
-    for (auto& d : head_diagrams) out.diagrams.push_back(std::move(d));
-
-    // Pass 4: sink removal KL, concentration, direct sink mass (spec 8, 10.k; B.5).
-    if (c.kl && in_set(kl_set, l)) {
-        const std::vector<double>& ts = c.constants.sink_percentiles;
-        const auto all = sink_kl_all(in, l, ts, compat, c.kl_all_rows);
-        for (size_t k = 0; k < ts.size(); ++k) {
-            const auto& r = all[k];
-            const auto p = param_of(ts[k]);
-            put("kl", l, -1, "kl_before", p, r.kl_before);
-            put("kl", l, -1, "kl_after", p, r.kl_after);
-            put("kl", l, -1, "kl_reduction", p, r.kl_reduction);
-            put("kl", l, -1, compat ? "sink_concentration_percent" : "sink_concentration", p,
-                r.concentration);
-            put("kl", l, -1, "n_sinks", p, static_cast<double>(r.n_sinks));
-            put("kl", l, -1, "rows_excluded", p, static_cast<double>(r.rows_excluded));
-        }
-        // 10.k: mass on s, the layer's resolved sink (10.d: per-layer outputs, per-layer sink).
-        const int64_t s = layer_sinks[static_cast<size_t>(l)];
-        put("kl", l, -1, "sink_mass_all_rows", direct_sink_param(resolve_auto(c.sink, in.masking)),
-            s < n ? direct_sink_mass(in, l, s) : k_nan);
-    }
-
-    // Pass 6: entropy of the head average (10.m).
-    if (c.entropy) put("entropy", l, -1, "entropy_all_rows", "", mean_row_entropy(avg, compat));
-
-    // Pass 7: token specialisation (10.m; compat layers of B.10) and frame evidence (10.n).
-    if (c.tokens || c.frame) {
-        for (int64_t h = 0; h < n_heads; ++h) {
-            const int64_t j = top[static_cast<size_t>(h)];
-            const auto cls = classify_position(j, n);
-            if (c.tokens && in_set(token_layers, l)) {
-                const std::string key = token_strings ? (*token_strings)[static_cast<size_t>(j)]
-                                                      : "#" + std::to_string(j);
-                out.top_keys.emplace_back(h, key);
-                for (auto k : {PositionClass::First, PositionClass::Last, PositionClass::Other})
-                    put("tokens", l, h, std::string("share_") + position_class_name(k), "",
-                        cls == k ? 1.0 : 0.0);
-            }
-            if (c.frame) ++out.classes[static_cast<size_t>(cls)];
-        }
-        if (c.frame && mid_late) {  // middle and late layers (10.n)
-            // Reference count of the value-space analysis on the renormalised average (B.6).
-            Eigen::MatrixXd closed = avg;
-            for (Eigen::Index i = 0; i < closed.rows(); ++i) {
-                const double s = closed.row(i).sum();
-                if (s > 0) closed.row(i) /= s;
-            }
-            out.reference_count = reference_count(closed);
-        }
-    }
+    if (need.avg)
+        for (const p2::Member* m : run) m->matrix(view, -1, avg);
+    for (auto& d : out.head_diagrams) out.diagrams.push_back(std::move(d));
+    out.head_diagrams.clear();
+    for (const p2::Member* m : run) m->layer(view);
 }
 
 }  // namespace
+
+namespace p2 {
+
+const std::vector<const Member*>& members() {
+    static const std::vector<const Member*> all = {
+        &graphs_member,  &topology_member, &kl_member,   &spectra_member,
+        &entropy_member, &tokens_member,   &frame_member};
+    return all;
+}
+
+bool LayerView::in_layers(const std::vector<int64_t>& model_layers) const {
+    return std::find(model_layers.begin(), model_layers.end(), c.layer_id(l)) != model_layers.end();
+}
+
+std::string param_of(double v) {
+    return format_number(v);
+}
+
+}  // namespace p2
+
+std::vector<std::string> p2_members() {
+    std::vector<std::string> out;
+    for (const p2::Member* m : p2::members()) out.emplace_back(m->name());
+    return out;
+}
+
+bool P2Config::runs(const std::string& analysis) const {
+    return std::find(analyses.begin(), analyses.end(), analysis) != analyses.end();
+}
 
 void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>* token_strings,
                         const std::string& source, const SinkPositions* sinks,
@@ -446,20 +299,15 @@ void P2Accumulator::add_together(
     }
     // One pass computes what any of them asks for; every other option is the same in all.
     P2Config c = lead.state_.config;
-    for (const P2Accumulator* a : group) {
-        const P2Config& o = a->state_.config;
-        c.graphs = c.graphs || o.graphs;
-        c.topology = c.topology || o.topology;
-        c.kl = c.kl || o.kl;
-        c.spectra = c.spectra || o.spectra;
-        c.entropy = c.entropy || o.entropy;
-        c.tokens = c.tokens || o.tokens;
-        c.frame = c.frame || o.frame;
-    }
+    c.analyses.clear();
+    for (const std::string& name : p2_members())
+        for (const P2Accumulator* a : group)
+            if (a->state_.config.runs(name) && !c.runs(name)) c.analyses.push_back(name);
+    const std::vector<const p2::Member*> run = selected(c);
     const int64_t n_layers = in.n_layers;
-    // Only the direct sink mass (kl) uses the sink position.
+    // Only the members that read the sink positions (the direct sink mass of kl) need them.
     std::vector<int64_t> layer_sinks(static_cast<size_t>(n_layers), 0);
-    if (c.kl) {
+    if (std::any_of(run.begin(), run.end(), [](const p2::Member* m) { return m->reads_sinks(); })) {
         if (sinks) {
             SS_CHECK(static_cast<int64_t>(sinks->per_layer.size()) == n_layers,
                      "sink positions of ", sinks->per_layer.size(), " layers for an input of ",
@@ -487,7 +335,7 @@ void P2Accumulator::add_together(
             if (n_threads > 1) one_team.emplace();
             LayerScratch scratch;
             for (int64_t l = t; l < n_layers; l += n_threads) {
-                process_layer(in, l, c, input_id, token_strings, layer_sinks, scratch,
+                process_layer(in, l, c, run, input_id, token_strings, layer_sinks, scratch,
                               outputs[static_cast<size_t>(l)]);
                 if (progress) {
                     std::lock_guard<std::mutex> lock(progress_mutex);
@@ -515,14 +363,12 @@ void P2Accumulator::apply(const AttentionInput& in, const std::vector<P2LayerOut
                           std::vector<std::pair<P2Key, double>>* per_input) {
     const P2Config& c = state_.config;
     const int64_t n_layers = in.n_layers, input_id = state_.n_inputs;
-    // Every table belongs to one analysis; an accumulator of all of them takes everything.
+    const std::vector<const p2::Member*> run = selected(c);
+    // Every table belongs to one member; an accumulator of all of them takes everything.
     auto owns = [&c](const std::string& table) {
-        if (table == "graphs") return c.graphs;
-        if (table == "topology" || table == "betti") return c.topology;
-        if (table == "kl") return c.kl;
-        if (table == "spectra") return c.spectra;
-        if (table == "entropy") return c.entropy;
-        if (table == "tokens") return c.tokens;
+        for (const p2::Member* m : p2::members())
+            for (const std::string& t : m->tables())
+                if (t == table) return c.runs(m->name());
         throw InternalError("section 8 table " + table + " belongs to no analysis");
     };
     if (state_.n_inputs == 0) {
@@ -540,22 +386,7 @@ void P2Accumulator::apply(const AttentionInput& in, const std::vector<P2LayerOut
         }
         for (const auto& key : out.skipped)
             if (owns(key.table)) state_.stats[key].skip();
-        if (c.topology)
-            for (const auto& d : out.diagrams) state_.diagrams.push_back(d);
-        if (c.tokens)
-            for (const auto& [h, key] : out.top_keys) {
-                ++state_.top_keys[{l, h}][key];
-                state_.top_key_first_input[{l, h}].emplace(key, input_id);  // kept if seen
-            }
-        if (!c.frame) continue;
-        const auto li = static_cast<size_t>(l);
-        state_.frame.first[li] += out.classes[static_cast<size_t>(PositionClass::First)];
-        state_.frame.last[li] += out.classes[static_cast<size_t>(PositionClass::Last)];
-        state_.frame.other[li] += out.classes[static_cast<size_t>(PositionClass::Other)];
-        if (out.reference_count >= 0) {
-            state_.frame.reference_count_sum += static_cast<double>(out.reference_count);
-            ++state_.frame.reference_count_n;
-        }
+        for (const p2::Member* m : run) m->apply(out, l, input_id, state_);
     }
     ++state_.n_inputs;
 }
@@ -569,20 +400,7 @@ void P2Accumulator::merge(const P2Accumulator& other) {
         SS_CHECK(o.n_layers == state_.n_layers && o.n_heads == state_.n_heads,
                  "merging P2 results of different shapes");
     for (const auto& [k, s] : o.stats) state_.stats[k].merge(s);
-    for (const auto& [lh, counts] : o.top_keys)
-        for (const auto& [key, cnt] : counts) state_.top_keys[lh][key] += cnt;
-    // The other shard's inputs come after this one's.
-    for (const auto& [lh, firsts] : o.top_key_first_input)
-        for (const auto& [key, first] : firsts)
-            state_.top_key_first_input[lh].emplace(key, first + state_.n_inputs);
-    for (const auto& d : o.diagrams) {
-        const int64_t id = d.input + state_.n_inputs;
-        if (id >= k_saved_diagram_inputs) continue;
-        P2Diagram copy = d;
-        copy.input = id;
-        state_.diagrams.push_back(std::move(copy));
-    }
-    state_.frame.merge(o.frame);
+    for (const p2::Member* m : p2::members()) m->merge(o, state_.n_inputs, state_);
     state_.n_layers = o.n_layers;
     state_.n_heads = o.n_heads;
     state_.any_causal = state_.any_causal || o.any_causal;
@@ -591,67 +409,7 @@ void P2Accumulator::merge(const P2Accumulator& other) {
 
 P2Results P2Accumulator::finish() const {
     P2Results r = state_;
-    const P2Config& c = r.config;
-    // Effectiveness on the density averaged over inputs (10.i), and the share of layers.
-    if (c.graphs) {
-        std::map<std::string, std::pair<int64_t, int64_t>> per_tau;  // effective, layers
-        for (const auto& [k, s] : state_.stats) {
-            if (k.table != "graphs" || k.metric != "density" || k.head != -1) continue;
-            const double m = s.mean();
-            const bool eff =
-                m >= c.constants.effective_density_lo && m <= c.constants.effective_density_hi;
-            r.stats[P2Key{"graphs", k.layer, -1, "effective", k.param}].add(eff ? 1.0 : 0.0);
-            per_tau[k.param].first += eff ? 1 : 0;
-            per_tau[k.param].second += 1;
-        }
-        for (const auto& [tau, cnt] : per_tau)
-            r.stats[P2Key{"graphs", -1, -1, "effectiveness_score", tau}].add(
-                static_cast<double>(cnt.first) / static_cast<double>(cnt.second));
-    }
-    // Consistency of each head's top key over inputs, and per layer the share of heads whose
-    // modal key is each key (B.10). Ties: compat keeps the key seen first in input order (the
-    // notebook's dictionary); principled the lexicographically smallest.
-    std::map<int64_t, std::map<std::string, int64_t>> modal_per_layer;
-    for (const auto& [lh, counts] : state_.top_keys) {
-        int64_t total = 0, best = -1, best_first = 0;
-        std::string modal;
-        const auto firsts = state_.top_key_first_input.find(lh);
-        for (const auto& [key, cnt] : counts) {
-            total += cnt;
-            int64_t first = 0;
-            if (c.compat) {
-                SS_CHECK(firsts != state_.top_key_first_input.end() && firsts->second.count(key),
-                         "token specialisation: no first input recorded for key ", key);
-                first = firsts->second.at(key);
-            }
-            if (cnt > best || (cnt == best && first < best_first))
-                best = cnt, best_first = first, modal = key;
-        }
-        const double consistency = static_cast<double>(best) / static_cast<double>(total);
-        r.stats[P2Key{"tokens", lh.first, lh.second, "consistency", modal}].add(consistency);
-        r.stats[P2Key{"tokens", lh.first, lh.second, "specialised", ""}].add(
-            consistency >= c.constants.specialised_share &&
-                    total >= c.constants.specialised_min_inputs
-                ? 1.0
-                : 0.0);
-        ++modal_per_layer[lh.first][modal];
-    }
-    for (const auto& [l, counts] : modal_per_layer) {
-        int64_t n_heads = 0;
-        for (const auto& kv : counts) n_heads += kv.second;
-        for (const auto& [key, cnt] : counts)
-            r.stats[P2Key{"tokens", l, -1, "heads_modal_share", key}].add(
-                static_cast<double>(cnt) / static_cast<double>(n_heads));
-    }
-    r.verdict = frame_verdict(r.frame, c.constants.centralized_share_first,
-                              c.constants.centralized_max_reference_count);
-    if (c.compat && r.any_causal && c.topology) r.warnings.emplace_back(k_causal_compat_warning);
-    if (c.frame && r.frame.n_layers > 0 && r.frame.mid_late_begin() >= r.frame.n_layers)
-        r.warnings.push_back(
-            "the reference-frame verdict reads the middle and late layers (model layers >= " +
-            std::to_string(c.model_layer_count(r.frame.n_layers) / 3) +
-            ") and none was analysed (--layers): its first-position share is 0 and its mean "
-            "reference count undefined");
+    for (const p2::Member* m : selected(r.config)) m->finish(state_, r);
     return r;
 }
 

@@ -85,30 +85,26 @@ void check_frame_max_reference_count(double count) {
 
 P2Config resolve_p2_options(const P2Options& options) {
     P2Config c;
-    c.graphs = c.topology = c.kl = c.spectra = c.entropy = c.tokens = c.frame = false;
+    const std::vector<std::string> known = p2_members();
     std::stringstream ss(options.analyses);
     std::string item;
     int n_items = 0;
+    std::vector<std::string> asked;
     while (std::getline(ss, item, ',')) {
-        if (item == "graphs")
-            c.graphs = true;
-        else if (item == "topology")
-            c.topology = true;
-        else if (item == "kl")
-            c.kl = true;
-        else if (item == "spectra")
-            c.spectra = true;
-        else if (item == "entropy")
-            c.entropy = true;
-        else if (item == "tokens")
-            c.tokens = true;
-        else if (item == "frame")
-            c.frame = true;
-        else
-            throw UsageError("section 8: unknown analysis '" + item +
-                             "' (expected graphs, topology, kl, spectra, entropy, tokens, frame)");
+        if (item == "all") {
+            asked.insert(asked.end(), known.begin(), known.end());
+        } else if (std::find(known.begin(), known.end(), item) != known.end()) {
+            asked.push_back(item);
+        } else {
+            std::string list;
+            for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+            throw UsageError("section 8: unknown analysis '" + item + "' (expected all, " + list +
+                             ")");
+        }
         ++n_items;
     }
+    for (const auto& k : known)  // in member order, once each
+        if (std::find(asked.begin(), asked.end(), k) != asked.end()) c.analyses.push_back(k);
     if (n_items == 0) throw UsageError("section 8: no analysis selected");
     check_compat(options.compat);
     c.compat = options.compat == "ruscio2025";

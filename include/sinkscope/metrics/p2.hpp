@@ -49,7 +49,9 @@ struct P2Constants {
 
 // Options of the section 8 accumulator; the in-class defaults are the spec's values.
 struct P2Options {
-    std::string analyses = "graphs,topology,kl,spectra,entropy,tokens,frame";
+    // Comma-separated analyses (p2_members(): graphs, topology, kl, spectra, entropy, tokens,
+    // frame), or "all".
+    std::string analyses = "all";
     std::string compat;              // "" (principled) or "ruscio2025"
     bool per_head = false;           // graphs, topology and spectra per head too
     std::string symmetrize = "max";  // max | mean (principled topology distance)
@@ -74,8 +76,8 @@ struct P2Options {
 
 // Options after validation.
 struct P2Config {
-    bool graphs = true, topology = true, kl = true, spectra = true, entropy = true, tokens = true,
-         frame = true;
+    std::vector<std::string> analyses;  // the analyses run, in p2_members() order
+    bool runs(const std::string& analysis) const;
     bool compat = false;
     bool per_head = false;
     Symmetrize symmetrize = Symmetrize::Max;
@@ -116,6 +118,10 @@ void check_specialised_share(double share);
 void check_specialised_min_inputs(int64_t min_inputs);
 void check_frame_share_first(double share);
 void check_frame_max_reference_count(double count);
+
+// The names of the section 8 analyses, in the order they run (one file each,
+// src/metrics/p2_<name>.cpp).
+std::vector<std::string> p2_members();
 
 // Layers each analysis visits (spec 10.o for compat; all layers otherwise).
 std::vector<int64_t> topology_layers(int64_t n_layers, bool compat);  // also token spec.

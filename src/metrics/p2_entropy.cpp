@@ -1,0 +1,30 @@
+// Section 8 member "entropy": row entropy of each head (shared pass) and of the head average
+// (spec 8, 10.m; compat B.7: bits over the matrix per head, renormalised entries of the
+// average).
+#include "p2_member.hpp"
+
+namespace sinkscope::metrics::p2 {
+namespace {
+
+class Entropy final : public Member {
+public:
+    const char* name() const override { return "entropy"; }
+    std::vector<std::string> tables() const override { return {"entropy"}; }
+    LayerNeeds needs(const P2Config&, bool) const override {
+        return {.avg = true, .head_entropy = true};
+    }
+    void head(const LayerView& v, int64_t h, double entropy) const override {
+        v.put("entropy", h, v.c.compat ? "matrix_entropy_bits" : "entropy_all_rows", "", entropy);
+    }
+    void layer(const LayerView& v) const override {
+        v.put("entropy", -1, "entropy_all_rows", "", mean_row_entropy(v.avg, v.c.compat));
+    }
+};
+
+const Entropy instance;
+
+}  // namespace
+
+const Member& entropy_member = instance;
+
+}  // namespace sinkscope::metrics::p2

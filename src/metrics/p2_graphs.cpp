@@ -1,0 +1,74 @@
+// Section 8 member "graphs": thresholded attention graphs of every layer (spec 8, 10.i; all
+// layers in both modes, 10.o), on the head average and, with --per-head, on each head; at the
+// end, whether each threshold is effective for a layer (mean density in the band) and each
+// threshold's effectiveness score.
+#include <map>
+
+#include "p2_member.hpp"
+#include "sinkscope/metrics/graph.hpp"
+
+namespace sinkscope::metrics::p2 {
+namespace {
+
+class Graphs final : public Member {
+public:
+    const char* name() const override { return "graphs"; }
+    std::vector<std::string> tables() const override { return {"graphs"}; }
+    LayerNeeds needs(const P2Config&, bool) const override {
+        return {.avg = true, .head_matrix = true};
+    }
+    void matrix(const LayerView& v, int64_t h, const Eigen::MatrixXd& m) const override {
+        const P2Config& c = v.c;
+        const std::vector<double>& taus = c.constants.graph_thresholds;
+        const auto all = graph_stats_all(m, taus, c.compat);
+        for (size_t k = 0; k < taus.size(); ++k) {
+            const auto& g = all[k];
+            const auto p = param_of(taus[k]);
+            v.put("graphs", h, "density", p, g.density);
+            // 10.r (B.4): laplacian.ipynb returns the density alone where this input's
+            // threshold is not effective and layer % 4 != 0; its graph metrics are missing.
+            const bool effective = g.density >= c.constants.effective_density_lo &&
+                                   g.density <= c.constants.effective_density_hi;
+            if (c.compat && !effective && c.layer_id(v.l) % 4 != 0) {
+                for (const char* metric :
+                     {"lambda2", "laplacian_gap", "star_basic", "star_combined", "gini",
+                      "centralization", "degree_variance", "n_nodes"})
+                    v.out.skipped.push_back(P2Key{"graphs", v.l, h, metric, p});
+                continue;
+            }
+            v.put("graphs", h, "lambda2", p, g.lambda2);
+            v.put("graphs", h, "laplacian_gap", p, g.laplacian_gap);
+            v.put("graphs", h, "star_basic", p, g.star_basic);
+            v.put("graphs", h, "star_combined", p, g.star_combined);
+            v.put("graphs", h, "gini", p, g.gini);
+            v.put("graphs", h, "centralization", p, g.centralization);
+            v.put("graphs", h, "degree_variance", p, g.degree_variance);
+            v.put("graphs", h, "n_nodes", p, static_cast<double>(g.n_nodes));
+        }
+    }
+    // Effectiveness on the density averaged over inputs (10.i), and the share of layers.
+    void finish(const P2Results& state, P2Results& r) const override {
+        const P2Config& c = r.config;
+        std::map<std::string, std::pair<int64_t, int64_t>> per_tau;  // effective, layers
+        for (const auto& [k, s] : state.stats) {
+            if (k.table != "graphs" || k.metric != "density" || k.head != -1) continue;
+            const double m = s.mean();
+            const bool eff =
+                m >= c.constants.effective_density_lo && m <= c.constants.effective_density_hi;
+            r.stats[P2Key{"graphs", k.layer, -1, "effective", k.param}].add(eff ? 1.0 : 0.0);
+            per_tau[k.param].first += eff ? 1 : 0;
+            per_tau[k.param].second += 1;
+        }
+        for (const auto& [tau, cnt] : per_tau)
+            r.stats[P2Key{"graphs", -1, -1, "effectiveness_score", tau}].add(
+                static_cast<double>(cnt.first) / static_cast<double>(cnt.second));
+    }
+};
+
+const Graphs instance;
+
+}  // namespace
+
+const Member& graphs_member = instance;
+
+}  // namespace sinkscope::metrics::p2

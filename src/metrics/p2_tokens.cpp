@@ -1,0 +1,93 @@
+// Section 8 member "tokens": token specialisation (spec 8, 10.m; compat on the layers of B.10):
+// each head's top key per input, the share of inputs whose top key is the first, last or
+// another position, and at the end each head's modal key, its consistency over inputs, whether
+// the head is specialised, and per layer the share of heads whose modal key is each key.
+#include <map>
+
+#include "p2_member.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/metrics/frame.hpp"
+
+namespace sinkscope::metrics::p2 {
+namespace {
+
+class Tokens final : public Member {
+public:
+    const char* name() const override { return "tokens"; }
+    std::vector<std::string> tables() const override { return {"tokens"}; }
+    LayerNeeds needs(const P2Config&, bool) const override { return {.top = true}; }
+    void layer(const LayerView& v) const override {
+        if (!v.in_layers(topology_layers(v.model_layers(), v.c.compat))) return;
+        for (int64_t h = 0; h < v.in.n_heads; ++h) {
+            const int64_t j = v.top[static_cast<size_t>(h)];
+            const auto cls = classify_position(j, v.in.length);
+            const std::string key = v.token_strings ? (*v.token_strings)[static_cast<size_t>(j)]
+                                                    : "#" + std::to_string(j);
+            v.out.top_keys.emplace_back(h, key);
+            for (auto k : {PositionClass::First, PositionClass::Last, PositionClass::Other})
+                v.put("tokens", h, std::string("share_") + position_class_name(k), "",
+                      cls == k ? 1.0 : 0.0);
+        }
+    }
+    void apply(const P2LayerOutput& out, int64_t l, int64_t input_id,
+               P2Results& state) const override {
+        for (const auto& [h, key] : out.top_keys) {
+            ++state.top_keys[{l, h}][key];
+            state.top_key_first_input[{l, h}].emplace(key, input_id);  // kept if seen
+        }
+    }
+    void merge(const P2Results& other, int64_t n_before, P2Results& into) const override {
+        for (const auto& [lh, counts] : other.top_keys)
+            for (const auto& [key, cnt] : counts) into.top_keys[lh][key] += cnt;
+        // The other shard's inputs come after this one's.
+        for (const auto& [lh, firsts] : other.top_key_first_input)
+            for (const auto& [key, first] : firsts)
+                into.top_key_first_input[lh].emplace(key, first + n_before);
+    }
+    // Consistency of each head's top key over inputs, and per layer the share of heads whose
+    // modal key is each key (B.10). Ties: compat keeps the key seen first in input order (the
+    // notebook's dictionary); principled the lexicographically smallest.
+    void finish(const P2Results& state, P2Results& r) const override {
+        const P2Config& c = r.config;
+        std::map<int64_t, std::map<std::string, int64_t>> modal_per_layer;
+        for (const auto& [lh, counts] : state.top_keys) {
+            int64_t total = 0, best = -1, best_first = 0;
+            std::string modal;
+            const auto firsts = state.top_key_first_input.find(lh);
+            for (const auto& [key, cnt] : counts) {
+                total += cnt;
+                int64_t first = 0;
+                if (c.compat) {
+                    SS_CHECK(firsts != state.top_key_first_input.end() && firsts->second.count(key),
+                             "token specialisation: no first input recorded for key ", key);
+                    first = firsts->second.at(key);
+                }
+                if (cnt > best || (cnt == best && first < best_first))
+                    best = cnt, best_first = first, modal = key;
+            }
+            const double consistency = static_cast<double>(best) / static_cast<double>(total);
+            r.stats[P2Key{"tokens", lh.first, lh.second, "consistency", modal}].add(consistency);
+            r.stats[P2Key{"tokens", lh.first, lh.second, "specialised", ""}].add(
+                consistency >= c.constants.specialised_share &&
+                        total >= c.constants.specialised_min_inputs
+                    ? 1.0
+                    : 0.0);
+            ++modal_per_layer[lh.first][modal];
+        }
+        for (const auto& [l, counts] : modal_per_layer) {
+            int64_t n_heads = 0;
+            for (const auto& kv : counts) n_heads += kv.second;
+            for (const auto& [key, cnt] : counts)
+                r.stats[P2Key{"tokens", l, -1, "heads_modal_share", key}].add(
+                    static_cast<double>(cnt) / static_cast<double>(n_heads));
+        }
+    }
+};
+
+const Tokens instance;
+
+}  // namespace
+
+const Member& tokens_member = instance;
+
+}  // namespace sinkscope::metrics::p2
