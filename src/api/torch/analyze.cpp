@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include <ATen/ATen.h>
 
@@ -234,164 +236,233 @@ AnalyzeSummary run_analyze(const AnalyzeOptions& o, std::ostream& log) {
 
 namespace {
 
-AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
-    // ---- options --------------------------------------------------------------------------
-    const int64_t rank = comm.rank();
-    const bool last = !o.communicator;  // a caller's communicator goes on to other runs
+// One rank's analyze run, step by step: what this rank does in the world (plan), the model,
+// data and analyses (load), then either a later stage's blocks of its pipeline (follow_leader)
+// or the staged output folder, the inputs streamed through the pipeline, the shards merged at
+// rank 0 and the outputs with run.json (the leaders).
+class AnalyzeRun {
+public:
+    AnalyzeRun(const AnalyzeOptions& o, Communicator& comm, std::ostream& log)
+        : o_(o), comm_(comm), log_(log) {}
+
+    AnalyzeSummary run() {
+        plan();
+        load();
+        if (!writes_) return follow_leader();
+        open_output();
+        stream();
+        if (!merge_shards()) return {};
+        return write();
+    }
+
+private:
+    void plan();
+    void load();
+    AnalyzeSummary follow_leader();
+    void open_output();
+    void stream();
+    bool merge_shards();
+    AnalyzeSummary write();
+    void record_model(nlohmann::json& rec) const;
+    void record_data(nlohmann::json& rec) const;
+    void record_attention(nlohmann::json& rec) const;
+    void record_distribution(nlohmann::json& rec) const;
+
+    analysis::AnalysisPipeline make_pipeline() const {
+        return analysis::AnalysisPipeline(layers_.size(), m_->config().n_heads, resolved_,
+                                          model_name_, o_.m.model, o_.checkpoint, layers_);
+    }
+    // Whether input n's attention rows are recomputed (analysis/lazy_attention.hpp).
+    bool lazy_at(size_t n) const {
+        return analysis::use_lazy_attention(m_->config(), inputs_->n_tokens(n),
+                                            o_.attention_memory_mb, layers_.size());
+    }
+    // Input n forwarded stage by stage over this rank's pipeline of layer ranks.
+    model::ForwardResult staged(size_t n) const {
+        const model::CaptureSpec spec =
+            model::CaptureSpec(
+                analysis::capture_patterns(m_->config(), want_value_, lazy_at(n), captured_layers_))
+                .without_logits();
+        return staged_forward(*m_, inputs_->model_input(*m_, n), spec, comm_, stages_);
+    }
+    void save_state(int64_t done) {
+        BinaryWriter w;
+        w.put<int64_t>(done);
+        pipeline_->save(w);
+        write_file_atomic(state_path_, seal_state(kState, print_, w.bytes()));
+        out_->keep_on_failure();  // from now on an interruption leaves something to resume
+    }
+
+    const AnalyzeOptions& o_;
+    Communicator& comm_;
+    std::ostream& log_;
+    // plan()
+    int64_t rank_ = 0, stages_ = 1, pipelines_ = 1, group_ = 0, leader_ = 0;
+    bool last_ = true, layer_ranks_ = false, writes_ = true, want_value_ = false;
+    fs::path out_path_;
+    analysis::AnalysisOptions aopts_;
+    analysis::ResolvedOptions resolved_;
+    tokenizer::BosPolicy bos_{};
+    Progress::Mode progress_{};
+    analysis::OverContext over_context_{};
+    std::optional<io::RunRecord> record_;
+    std::chrono::steady_clock::time_point t0_;
+    // load()
+    std::optional<model::Model> m_;
+    analysis::LayerSelection layers_;
+    std::vector<int64_t> captured_layers_;  // empty: every layer
+    std::optional<AnalysisInputs> inputs_;
+    std::string model_name_;
+    int64_t first_ = 0, end_ = 0, at_once_ = 1;
+    std::optional<analysis::AnalysisPipeline> pipeline_;
+    nlohmann::json print_;
+    // open_output(), stream()
+    std::optional<OutputDir> out_;
+    fs::path state_path_;
+    int64_t n_done_ = 0, tokens_ = 0;
+    metrics::Masking masking_ = metrics::Masking::Causal;
+};
+
+void AnalyzeRun::plan() {
+    rank_ = comm_.rank();
+    last_ = !o_.communicator;  // a caller's communicator goes on to other runs
     // --split layers: the ranks form pipelines of `stages` consecutive ranks (layer_ranks.hpp);
     // each pipeline's first rank (its leader) analyses the pipeline's shard of the inputs, the
     // other ranks only run their blocks and write nothing. --split inputs: pipelines of one
     // rank, each its own leader.
-    const bool layer_ranks = o.split == "layers" && comm.distributed();
-    const int64_t stages = !layer_ranks ? 1 : o.stages > 0 ? o.stages : comm.world_size();
-    if (comm.world_size() % stages != 0)
-        throw UsageError("--stages " + std::to_string(stages) + " does not divide --world-size " +
-                         std::to_string(comm.world_size()) +
+    layer_ranks_ = o_.split == "layers" && comm_.distributed();
+    stages_ = !layer_ranks_ ? 1 : o_.stages > 0 ? o_.stages : comm_.world_size();
+    if (comm_.world_size() % stages_ != 0)
+        throw UsageError("--stages " + std::to_string(stages_) + " does not divide --world-size " +
+                         std::to_string(comm_.world_size()) +
                          ": every pipeline of layer ranks needs --stages processes");
-    const int64_t pipelines = comm.world_size() / stages, group = rank / stages;
-    const int64_t leader = group * stages;  // the first rank of this rank's pipeline
-    const bool writes = rank == leader;
-    const fs::path out_path = rank_output(o.out, rank);
-    const auto progress = parse_progress_mode(o.progress);
-    const auto over_context = analysis::parse_over_context(o.m.over_context);
-    analysis::AnalysisOptions aopts = o.analysis;
-    aopts.threads = o.m.threads;
-    analysis::ResolvedOptions resolved = analysis::resolve(
-        aopts, {.hidden_states = true, .data_columns = true, .source = o.m.model});
+    pipelines_ = comm_.world_size() / stages_, group_ = rank_ / stages_;
+    leader_ = group_ * stages_;  // the first rank of this rank's pipeline
+    writes_ = rank_ == leader_;
+    out_path_ = rank_output(o_.out, rank_);
+    progress_ = parse_progress_mode(o_.progress);
+    over_context_ = analysis::parse_over_context(o_.m.over_context);
+    aopts_ = o_.analysis;
+    aopts_.threads = o_.m.threads;
+    resolved_ = analysis::resolve(
+        aopts_, {.hidden_states = true, .data_columns = true, .source = o_.m.model});
     // Before the model loads: nothing of the user's is replaced.
-    if (writes) check_output_dir(out_path, o.overwrite);
-    const auto bos = tokenizer::parse_bos_policy(o.m.bos);
-    const bool want_value = resolved.selected("value");
+    if (writes_) check_output_dir(out_path_, o_.overwrite);
+    bos_ = tokenizer::parse_bos_policy(o_.m.bos);
+    want_value_ = resolved_.selected("value");
+    record_.emplace(o_.command_line, resolved_.threads);
+    t0_ = std::chrono::steady_clock::now();
+}
 
-    io::RunRecord record(o.command_line, resolved.threads);
-    const auto t0 = std::chrono::steady_clock::now();
-
-    // ---- model and data ---------------------------------------------------------------------
-    model::Model m = model::load_model(o.m.model, load_options(o.m));
-    record.set_model_files(o.m.model, m.files);  // hashed in the background
-    const auto& cfg = m.config();
-    if (layer_ranks) layer_stage(cfg.n_layers, rank % stages, stages);  // each rank some blocks
+void AnalyzeRun::load() {
+    m_.emplace(model::load_model(o_.m.model, load_options(o_.m)));
+    record_->set_model_files(o_.m.model, m_->files);  // hashed in the background
+    const auto& cfg = m_->config();
+    if (layer_ranks_) layer_stage(cfg.n_layers, rank_ % stages_, stages_);  // each rank some
     // The layers analysed: their hooks alone are captured (capture.hpp), by model index.
-    const analysis::LayerSelection layers = analysis::select_layers(o.layers, cfg.n_layers);
-    const std::vector<int64_t> captured_layers = layers.all() ? std::vector<int64_t>{} : layers.ids;
-    const AnalysisInputs inputs = analysis::load_inputs(m,
-                                                        {.data = o.data,
-                                                         .text_column = o.text_column,
-                                                         .max_tokens = o.max_tokens,
-                                                         .over_context = over_context,
-                                                         .samples = o.samples,
-                                                         .seed = o.analysis.seed,
-                                                         .keep_columns = kept_columns(o)},
-                                                        bos);  // text ids or images
-    print_note(inputs.truncation_note());
-    print_warning(inputs.samples_note("--samples"));
-    const std::vector<std::vector<int32_t>>& ids = inputs.ids;
+    layers_ = analysis::select_layers(o_.layers, cfg.n_layers);
+    if (!layers_.all()) captured_layers_ = layers_.ids;
+    inputs_.emplace(analysis::load_inputs(*m_,
+                                          {.data = o_.data,
+                                           .text_column = o_.text_column,
+                                           .max_tokens = o_.max_tokens,
+                                           .over_context = over_context_,
+                                           .samples = o_.samples,
+                                           .seed = o_.analysis.seed,
+                                           .keep_columns = kept_columns(o_)},
+                                          bos_));  // text ids or images
+    print_note(inputs_->truncation_note());
+    print_warning(inputs_->samples_note("--samples"));
 
-    // ---- analyses, resumable staging ----------------------------------------------------------
-    if (resolved.head.sink.bos_id < 0)
-        resolved.head.sink.bos_id = cfg.bos_token_id >= 0 ? cfg.bos_token_id
-                                    : m.tokenizer()       ? m.tokenizer()->bos_id()
-                                                          : -1;
-    resolved.p2.sink = resolved.head.sink;
-    const std::string model_name =
-        o.model_name.empty() ? fs::absolute(o.m.model).filename().string() : o.model_name;
+    if (resolved_.head.sink.bos_id < 0)
+        resolved_.head.sink.bos_id = cfg.bos_token_id >= 0 ? cfg.bos_token_id
+                                     : m_->tokenizer()     ? m_->tokenizer()->bos_id()
+                                                           : -1;
+    resolved_.p2.sink = resolved_.head.sink;
+    model_name_ =
+        o_.model_name.empty() ? fs::absolute(o_.m.model).filename().string() : o_.model_name;
     // This rank's inputs: its pipeline's contiguous shard [first, end) (all of them in a world of
     // one, or of one pipeline).
-    const auto [first, end] = shard_range(int64_t(ids.size()), group, pipelines);
-    const int64_t shard = end - first;
+    std::tie(first_, end_) = shard_range(int64_t(inputs_->ids.size()), group_, pipelines_);
     // Inputs whose forwards run side by side (core/parallel.hpp). Then the analyses of each run
     // on one thread: their own split of an input over --threads joins its threads several times
     // an input, and on a busy machine every join waits for the slowest thread's next time slice
     // (bench/threads_contention.py beside two busy loops on 2 cores: 1.36x one thread's time
     // with the split, 0.8x without). One input at a time (long inputs): they split it.
     // Layer ranks: one input at a time (each forward is a chain of collectives).
-    const int64_t at_once =
-        layer_ranks ? 1
-                    : analysis::inputs_at_once(cfg, inputs, first, end, resolved.threads,
-                                               o.attention_memory_mb, want_value, layers.size());
-    if (at_once > 1) {
-        resolved.head.n_threads = 1;
-        resolved.head_analyses.n_threads = 1;
-        resolved.p2.threads = 1;
+    at_once_ = layer_ranks_
+                   ? 1
+                   : analysis::inputs_at_once(cfg, *inputs_, first_, end_, resolved_.threads,
+                                              o_.attention_memory_mb, want_value_, layers_.size());
+    if (at_once_ > 1) {
+        resolved_.head.n_threads = 1;
+        resolved_.head_analyses.n_threads = 1;
+        resolved_.p2.threads = 1;
     }
-    const auto make_pipeline = [&] {
-        return analysis::AnalysisPipeline(layers.size(), cfg.n_heads, resolved, model_name,
-                                          o.m.model, o.checkpoint, layers);
-    };
-    analysis::AnalysisPipeline pipeline = make_pipeline();
+    pipeline_.emplace(layers_.size(), cfg.n_heads, resolved_, model_name_, o_.m.model,
+                      o_.checkpoint, layers_);  // as make_pipeline() (the pipeline is not moved)
     // The per-input tables' row and data columns (rank 0 writes the merged streams with these).
-    pipeline.set_input_labels({inputs.rows, inputs.kept_columns, inputs.kept});
-    pipeline.set_first_input(first);
+    pipeline_->set_input_labels({inputs_->rows, inputs_->kept_columns, inputs_->kept});
+    pipeline_->set_first_input(first_);
 
-    const nlohmann::json print = fingerprint(o, inputs, comm);
+    print_ = fingerprint(o_, *inputs_, comm_);
     // Every rank runs the same model (whatever path it has there), data and options, or all
     // refuse before anything is written.
-    if (comm.distributed()) {
-        nlohmann::json same = print;
-        same["model"] = model_identity(o.m.model, m.files);
-        comm.agree(same);
+    if (comm_.distributed()) {
+        nlohmann::json same = print_;
+        same["model"] = model_identity(o_.m.model, m_->files);
+        comm_.agree(same);
     }
-    // How input n is forwarded and captured: at once, or stage by stage over the layer ranks.
-    const auto lazy_at = [&](size_t n) {
-        return analysis::use_lazy_attention(cfg, inputs.n_tokens(n), o.attention_memory_mb,
-                                            layers.size());
-    };
-    const auto staged = [&](size_t n) {
-        const model::CaptureSpec spec =
-            model::CaptureSpec(
-                analysis::capture_patterns(cfg, want_value, lazy_at(n), captured_layers))
-                .without_logits();
-        return staged_forward(m, inputs.model_input(m, n), spec, comm, stages);
-    };
-    if (!writes) {  // a later stage of a pipeline: its blocks of the shard, then the merge
-        // The leader says where the pipeline starts (after its saved state, with --resume).
-        const std::string from = comm.recv(leader);
-        BinaryReader r(from, "the resume point of rank " + std::to_string(leader));
-        const auto done = r.get<int64_t>();
-        if (done < 0 || done > end - first || !r.at_end()) r.fail("not an input count");
-        for (int64_t n = first + done; n < end; ++n) staged(size_t(n));
-        if (pipelines > 1) comm.gather("");
-        comm.finish(last);
-        return {};
-    }
-    OutputDir out = OutputDir::resumable(out_path, o.overwrite);
-    const fs::path state_path = out.file(kStateFile);
-    int64_t n_done = 0;
-    if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
-        const std::string payload = open_state(*bytes, state_path, kState, print, out);
-        BinaryReader r(payload, state_path.string());
-        n_done = r.get<int64_t>();
-        // Checked before it indexes anything: the count of this shard's inputs already analysed.
-        if (n_done < 0 || n_done > shard)
-            r.fail("it says " + std::to_string(n_done) + " inputs were done, of " +
-                   std::to_string(shard));
-        pipeline.load(r);
-        if (!r.at_end()) r.fail("bytes after the last analysis state");
-        log << "resuming at input " << first + n_done << " of " << ids.size() << "\n";
-        log.flush();
-    }
-    auto save_state = [&](int64_t done) {
-        BinaryWriter w;
-        w.put<int64_t>(done);
-        pipeline.save(w);
-        write_file_atomic(state_path, seal_state(kState, print, w.bytes()));
-        out.keep_on_failure();  // from now on an interruption leaves something to resume
-    };
-    if (n_done > 0) out.keep_on_failure();
-    for (int64_t k = 1; k < stages; ++k) {  // the pipeline's other stages start where it does
-        BinaryWriter w;
-        w.put<int64_t>(n_done);
-        comm.send(w.bytes(), rank + k);
-    }
-    pipeline.open_streams(out.staging());
+}
 
-    // ---- stream the inputs
-    // ------------------------------------------------------------------------
-    Progress bar("analyze", shard, progress);
-    pipeline.set_progress(bar.stage_reporter());
-    int64_t tokens = 0;  // of this shard, for the progress line
-    for (int64_t n = first; n < first + n_done; ++n) tokens += inputs.n_tokens(size_t(n));
-    metrics::Masking masking = metrics::Masking::Causal;
+// A later stage of a pipeline: its blocks of the shard, then the merge.
+AnalyzeSummary AnalyzeRun::follow_leader() {
+    // The leader says where the pipeline starts (after its saved state, with --resume).
+    const std::string from = comm_.recv(leader_);
+    BinaryReader r(from, "the resume point of rank " + std::to_string(leader_));
+    const auto done = r.get<int64_t>();
+    if (done < 0 || done > end_ - first_ || !r.at_end()) r.fail("not an input count");
+    for (int64_t n = first_ + done; n < end_; ++n) staged(size_t(n));
+    if (pipelines_ > 1) comm_.gather("");
+    comm_.finish(last_);
+    return {};
+}
+
+// The staged output folder, resumed from its saved state when asked.
+void AnalyzeRun::open_output() {
+    out_.emplace(OutputDir::resumable(out_path_, o_.overwrite));
+    state_path_ = out_->file(kStateFile);
+    const int64_t shard = end_ - first_;
+    if (std::optional<std::string> bytes = interrupted_state(*out_, state_path_, o_.resume, log_)) {
+        const std::string payload = open_state(*bytes, state_path_, kState, print_, *out_);
+        BinaryReader r(payload, state_path_.string());
+        n_done_ = r.get<int64_t>();
+        // Checked before it indexes anything: the count of this shard's inputs already analysed.
+        if (n_done_ < 0 || n_done_ > shard)
+            r.fail("it says " + std::to_string(n_done_) + " inputs were done, of " +
+                   std::to_string(shard));
+        pipeline_->load(r);
+        if (!r.at_end()) r.fail("bytes after the last analysis state");
+        log_ << "resuming at input " << first_ + n_done_ << " of " << inputs_->ids.size() << "\n";
+        log_.flush();
+    }
+    if (n_done_ > 0) out_->keep_on_failure();
+    for (int64_t k = 1; k < stages_; ++k) {  // the pipeline's other stages start where it does
+        BinaryWriter w;
+        w.put<int64_t>(n_done_);
+        comm_.send(w.bytes(), rank_ + k);
+    }
+    pipeline_->open_streams(out_->staging());
+}
+
+// The shard's inputs forwarded (side by side when several fit) and added to the pipeline in
+// input order, state saved every --checkpoint-every inputs.
+void AnalyzeRun::stream() {
+    const int64_t shard = end_ - first_;
+    const auto& cfg = m_->config();
+    Progress bar("analyze", shard, progress_);
+    pipeline_->set_progress(bar.stage_reporter());
+    for (int64_t n = first_; n < first_ + n_done_; ++n) tokens_ += inputs_->n_tokens(size_t(n));
     // One input's forward and what the analyses read of it, on whichever thread (every forward
     // runs on one compute thread, model.hpp): the same bits for any --threads.
     struct Forwarded {
@@ -399,52 +470,57 @@ AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream
         std::vector<std::string> pieces;
     };
     // The token texts, for the analyses that name keys by them (registry Needs::token_strings).
-    const bool want_pieces = m.tokenizer() && pipeline.wants_token_strings();
-    const int64_t start = first + n_done;
-    if (start < end) bar.stage("forward", 0, 1);
+    const bool want_pieces = m_->tokenizer() && pipeline_->wants_token_strings();
+    const int64_t start = first_ + n_done_;
+    if (start < end_) bar.stage("forward", 0, 1);
     ordered_parallel(
-        end - start, int(at_once), at_once,
+        end_ - start, int(at_once_), at_once_,
         [&](int64_t i) {
             // The inputs run side by side share the compute threads (model.hpp).
-            const model::ForwardWorkers share(model::forward_share(std::min(at_once, end - start)));
+            const model::ForwardWorkers share(
+                model::forward_share(std::min(at_once_, end_ - start)));
             const size_t n = size_t(start + i);
             const bool lazy = lazy_at(n);
-            Forwarded f{layer_ranks ? analysis::captured_from(staged(n), m, inputs, n, want_value,
-                                                              lazy, captured_layers)
-                                    : analysis::capture_input(m, inputs, n, want_value, lazy,
-                                                              captured_layers),
+            Forwarded f{layer_ranks_ ? analysis::captured_from(staged(n), *m_, *inputs_, n,
+                                                               want_value_, lazy, captured_layers_)
+                                     : analysis::capture_input(*m_, *inputs_, n, want_value_, lazy,
+                                                               captured_layers_),
                         {}};
             if (want_pieces)
-                for (int32_t id : ids[n]) f.pieces.push_back(m.tokenizer()->piece(id));
+                for (int32_t id : inputs_->ids[n]) f.pieces.push_back(m_->tokenizer()->piece(id));
             return f;
         },
         [&](int64_t i, Forwarded f) {
             const int64_t n = start + i;
-            masking = f.c.attention.masking;
-            pipeline.add(f.c.attention, want_pieces ? &f.pieces : nullptr,
-                         want_value ? &f.c.hidden : nullptr, want_value ? &f.c.values : nullptr,
-                         cfg.d_model, cfg.d_head);
-            tokens += inputs.n_tokens(size_t(n));
-            const int64_t done = n + 1 - first;
-            bar.update(done, tokens);
+            masking_ = f.c.attention.masking;
+            pipeline_->add(f.c.attention, want_pieces ? &f.pieces : nullptr,
+                           want_value_ ? &f.c.hidden : nullptr, want_value_ ? &f.c.values : nullptr,
+                           cfg.d_model, cfg.d_head);
+            tokens_ += inputs_->n_tokens(size_t(n));
+            const int64_t done = n + 1 - first_;
+            bar.update(done, tokens_);
             // A rank also saves its finished shard: a resume after another rank failed skips it.
-            if ((done % o.checkpoint_every == 0 && done < shard) ||
-                (done == shard && pipelines > 1))
+            if ((done % o_.checkpoint_every == 0 && done < shard) ||
+                (done == shard && pipelines_ > 1))
                 save_state(done);
-            if (o.after_input) o.after_input(done);
+            if (o_.after_input) o_.after_input(done);
             if (done < shard) bar.stage("forward", 0, 1);  // waiting on the next input's
         });
     bar.finish();
+}
 
-    // ---- shards merged at rank 0, in rank order ------------------------------------------------
-    if (pipelines > 1) {
-        const std::vector<std::string> shards = comm.gather(rank == 0 ? "" : shard_bytes(pipeline));
-        if (rank != 0) {
-            end_rank(comm, out.staging(), last);
-            return {};
+// The pipelines' shards merged at rank 0, in rank order; false on the other leaders, which send
+// theirs and are done.
+bool AnalyzeRun::merge_shards() {
+    if (pipelines_ > 1) {
+        const std::vector<std::string> shards =
+            comm_.gather(rank_ == 0 ? "" : shard_bytes(*pipeline_));
+        if (rank_ != 0) {
+            end_rank(comm_, out_->staging(), last_);
+            return false;
         }
         for (size_t k = 1; k < shards.size(); ++k) {
-            if (int64_t(k) % stages != 0) continue;  // not a leader: no state
+            if (int64_t(k) % stages_ != 0) continue;  // not a leader: no state
             const std::string origin = "state of rank " + std::to_string(k);
             BinaryReader r(shards[k], origin);
             analysis::AnalysisPipeline other = make_pipeline();
@@ -455,35 +531,82 @@ AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream
                 rows[name] = r.get_string();
             }
             if (!r.at_end()) r.fail("bytes after the streamed rows");
-            pipeline.merge(other, rows);
+            pipeline_->merge(other, rows);
         }
     }
-    tokens = 0;
-    for (size_t n = 0; n < ids.size(); ++n) tokens += inputs.n_tokens(n);
+    tokens_ = 0;
+    for (size_t n = 0; n < inputs_->ids.size(); ++n) tokens_ += inputs_->n_tokens(n);
+    return true;
+}
 
-    // ---- outputs ------------------------------------------------------------------------------
-    const analysis::PipelineResults results = pipeline.finish();
-    write_outputs(results, out.staging());
+// The tables, run.json and the report, committed.
+AnalyzeSummary AnalyzeRun::write() {
+    const analysis::PipelineResults results = pipeline_->finish();
+    write_outputs(results, out_->staging());
     for (const auto& w : results.warnings) std::cerr << "sinkscope: warning: " << w << "\n";
-    log << results.summary;
-    nlohmann::json& rec = record.json();
+    log_ << results.summary;
+    nlohmann::json& rec = record_->json();
     rec.update(results.record);
-    rec["options"] = analysis::to_json(aopts);
-    rec["options"]["threads"] = resolved.threads;  // --threads resolved (0: the core count)
+    rec["options"] = analysis::to_json(aopts_);
+    rec["options"]["threads"] = resolved_.threads;  // --threads resolved (0: the core count)
     // Runs of other layers differ in their model-wide values (compare says so); a run of every
     // layer records no option, as before --layers.
-    if (!layers.all()) rec["options"]["layers"] = layers.spec();
+    if (!layers_.all()) rec["options"]["layers"] = layers_.spec();
+    record_model(rec);
+    rec["subcommand"] = "analyze";
+    rec["checkpoint"] = o_.checkpoint;
+    rec["device"] = o_.m.device;
+    rec["dtype"] = o_.m.dtype;
+    rec["threads"] = resolved_.threads;
+    rec["tokenizer"] = m_->tokenizer()            ? m_->tokenizer()->kind()
+                       : m_->config().is_vision() ? "none (images)"
+                                                  : "none (token ids given)";
+    rec["bos_policy"] = tokenizer::bos_policy_name(bos_);
+    const nlohmann::json bos_record = resolved_bos(*m_, bos_, inputs_->ids);
+    rec["bos"] = bos_record;
+    record_data(rec);
+    rec["sink_policy"] = {
+        {"requested", o_.analysis.sink},
+        {"resolved", metrics::to_string(metrics::resolve_auto(resolved_.head.sink, masking_))},
+        {"positions_file", "sinks.csv"},
+        {"positions", pipeline_->sink_positions()},
+        {"tokens", sink_tokens(*m_, inputs_->ids, pipeline_->sink_positions())}};
+    log_ << describe_bos_and_sink(bos_record, rec["sink_policy"], inputs_->ids.size());
+    rec["compat"] = o_.analysis.compat.empty() ? "none (principled)" : o_.analysis.compat;
+    record_attention(rec);
+    rec["resumed"] = n_done_ > 0;
+    record_distribution(rec);
+    rec["checkpoint_every"] = o_.checkpoint_every;
+    fs::remove(state_path_);
+    record_->write(out_->staging());
+    const bool reported = o_.report && !report::write_report_if_any(out_->staging()).empty();
+    out_->commit();
+    if (o_.report && !reported) log_ << report::kNoFigureNote;
+    comm_.finish(last_);
+    const AnalyzeSummary summary{
+        .inputs = int64_t(inputs_->ids.size()),
+        .tokens = tokens_,
+        .resumed = n_done_,
+        .this_process = end_ - first_ - n_done_,
+        .seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count()};
+    log_ << summary.line() << "; wrote " << o_.out.string() << "\n";
+    return summary;
+}
+
+// run.json: the layers analysed, the model's shape and how its attention rows are computed.
+void AnalyzeRun::record_model(nlohmann::json& rec) const {
+    const auto& cfg = m_->config();
     rec["layers"] = {
-        {"analysed", layers.all() ? nlohmann::json("all") : nlohmann::json(layers.ids)},
+        {"analysed", layers_.all() ? nlohmann::json("all") : nlohmann::json(layers_.ids)},
         {"model_layers", cfg.n_layers},
         {"rule",
          "the forward runs every layer; the analyses read the attention of the analysed "
          "layers only, so model-wide values (layer -1) pool those layers; every table "
          "names a layer by its index in the model"}};
     rec["model"]["architecture"] = cfg.architecture;
-    rec["model"]["n_params"] = m.n_params();  // compare plots sink quantities against it
-    rec["model"]["name"] = model_name;        // the tables' model column
-    rec["model"]["format"] = model::weight_format_name(m.format);
+    rec["model"]["n_params"] = m_->n_params();  // compare plots sink quantities against it
+    rec["model"]["name"] = model_name_;         // the tables' model column
+    rec["model"]["format"] = model::weight_format_name(m_->format);
     rec["model"]["dims"] = {{"n_layers", cfg.n_layers},     {"n_heads", cfg.n_heads},
                             {"n_kv_heads", cfg.n_kv_heads}, {"d_model", cfg.d_model},
                             {"d_head", cfg.d_head},         {"d_vocab", cfg.d_vocab}};
@@ -502,32 +625,27 @@ AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream
             if (cfg.layer_window(l) > 0) attn["window_layers"].push_back(l);
     }
     rec["model"]["attention"] = attn;
-    rec["subcommand"] = "analyze";
-    rec["checkpoint"] = o.checkpoint;
-    rec["device"] = o.m.device;
-    rec["dtype"] = o.m.dtype;
-    rec["threads"] = resolved.threads;
-    rec["tokenizer"] = m.tokenizer()     ? m.tokenizer()->kind()
-                       : cfg.is_vision() ? "none (images)"
-                                         : "none (token ids given)";
-    rec["bos_policy"] = tokenizer::bos_policy_name(bos);
-    const nlohmann::json bos_record = resolved_bos(m, bos, ids);
-    rec["bos"] = bos_record;
+}
+
+// run.json "data": what was run, as tokenised, and which rows of the data file.
+void AnalyzeRun::record_data(nlohmann::json& rec) const {
+    const AnalysisInputs& inputs = *inputs_;
     rec["data"] = {{"source", inputs.data_name},
-                   {"n_samples", ids.size()},
-                   {"n_tokens", tokens},
-                   {"max_tokens", o.max_tokens},
+                   {"n_samples", inputs.ids.size()},
+                   {"n_tokens", tokens_},
+                   {"max_tokens", o_.max_tokens},
                    {"n_truncated", inputs.n_truncated},
                    {"truncated_to", inputs.cut_length},
                    {"model_context", inputs.context},
-                   {"over_context", o.m.over_context}};
+                   {"over_context", o_.m.over_context}};
     rec["data"]["kind"] = inputs.kind;
     // The inputs as tokenised: compare refuses runs of different inputs by this hash.
     rec["data"]["inputs_sha256"] = analysis::inputs_sha256(inputs);
-    rec["data"]["selection"] = o.analysis.seed && o.samples > 0
-                                   ? "random subset (seed " + std::to_string(*o.analysis.seed) + ")"
-                                   : std::string("first samples");
-    rec["data"]["samples_requested"] = o.samples;  // 0: every sample
+    rec["data"]["selection"] =
+        o_.analysis.seed && o_.samples > 0
+            ? "random subset (seed " + std::to_string(*o_.analysis.seed) + ")"
+            : std::string("first samples");
+    rec["data"]["samples_requested"] = o_.samples;  // 0: every sample
     if (inputs.fewer_samples_than_requested())
         rec["data"]["samples_note"] = inputs.samples_note("--samples");
     // Which rows of the data file were run, in input order: the `row` column of the per-input
@@ -541,24 +659,16 @@ AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream
     rec["data"]["keep_columns"] = inputs.kept_columns;
     if (inputs.images)
         rec["data"]["images_sha256"] = inputs.images_sha256;
-    else if (!o.data.empty())
-        rec["data"]["sha256"] = sha256_file(o.data);
-    rec["sink_policy"] = {
-        {"requested", o.analysis.sink},
-        {"resolved", metrics::to_string(metrics::resolve_auto(resolved.head.sink, masking))},
-        {"positions_file", "sinks.csv"},
-        {"positions", pipeline.sink_positions()},
-        {"tokens", sink_tokens(m, ids, pipeline.sink_positions())}};
-    log << describe_bos_and_sink(bos_record, rec["sink_policy"], ids.size());
-    rec["compat"] = o.analysis.compat.empty() ? "none (principled)" : o.analysis.compat;
+    else if (!o_.data.empty())
+        rec["data"]["sha256"] = sha256_file(o_.data);
+}
+
+// run.json "attention_storage": which inputs had their rows recomputed, and the rule.
+void AnalyzeRun::record_attention(nlohmann::json& rec) const {
     int64_t n_recomputed = 0;
-    for (size_t k = 0; k < inputs.size(); ++k)
-        n_recomputed += analysis::use_lazy_attention(cfg, inputs.n_tokens(k), o.attention_memory_mb,
-                                                     layers.size())
-                            ? 1
-                            : 0;
+    for (size_t k = 0; k < inputs_->size(); ++k) n_recomputed += lazy_at(k) ? 1 : 0;
     rec["attention_storage"] = {
-        {"memory_mb", o.attention_memory_mb},
+        {"memory_mb", o_.attention_memory_mb},
         {"rule",
          "inputs whose fp64 pattern + scores [L, H, T, T] exceed memory_mb have their rows "
          "recomputed from hook_rot_q/hook_rot_k (float32 scores and softmax, as the forward), "
@@ -568,36 +678,27 @@ AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream
              std::to_string(analysis::LazyAttention::kBulkRows) +
              " rows for the reference-frame analyses"},
         {"recomputed_inputs", n_recomputed}};
-    rec["resumed"] = n_done > 0;
-    rec["distributed"] = {{"world_size", comm.world_size()},
-                          {"split", o.split},
+}
+
+// run.json "distributed": the world and how the inputs (and layers) were shared.
+void AnalyzeRun::record_distribution(nlohmann::json& rec) const {
+    rec["distributed"] = {{"world_size", comm_.world_size()},
+                          {"split", o_.split},
                           {"sharding",
                            "contiguous: rank r analyses inputs [N r / W, N (r + 1) / W); "
                            "rank 0 merges the states in rank order"}};
-    if (layer_ranks) {
-        rec["distributed"]["stages"] = stages;
-        rec["distributed"]["sharding"] =
-            "layers: P = W / S pipelines of S consecutive ranks; pipeline g analyses inputs "
-            "[N g / P, N (g + 1) / P), its rank of stage s runs blocks [L s / S, L (s + 1) / S) "
-            "of each, the residual stream passes from stage to stage, and the pipeline's first "
-            "rank gathers every captured hook and runs every analysis; rank 0 merges the "
-            "pipelines' states in order";
-    }
-    rec["checkpoint_every"] = o.checkpoint_every;
-    fs::remove(state_path);
-    record.write(out.staging());
-    const bool reported = o.report && !report::write_report_if_any(out.staging()).empty();
-    out.commit();
-    if (o.report && !reported) log << report::kNoFigureNote;
-    comm.finish(last);
-    const AnalyzeSummary summary{
-        .inputs = int64_t(ids.size()),
-        .tokens = tokens,
-        .resumed = n_done,
-        .this_process = shard - n_done,
-        .seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
-    log << summary.line() << "; wrote " << o.out.string() << "\n";
-    return summary;
+    if (!layer_ranks_) return;
+    rec["distributed"]["stages"] = stages_;
+    rec["distributed"]["sharding"] =
+        "layers: P = W / S pipelines of S consecutive ranks; pipeline g analyses inputs "
+        "[N g / P, N (g + 1) / P), its rank of stage s runs blocks [L s / S, L (s + 1) / S) "
+        "of each, the residual stream passes from stage to stage, and the pipeline's first "
+        "rank gathers every captured hook and runs every analysis; rank 0 merges the "
+        "pipelines' states in order";
+}
+
+AnalyzeSummary analyze(const AnalyzeOptions& o, Communicator& comm, std::ostream& log) {
+    return AnalyzeRun(o, comm, log).run();
 }
 
 }  // namespace
