@@ -2,22 +2,25 @@
 // (spec 8, 10.m; compat B.7: bits over the matrix per head, renormalised entries of the
 // average).
 #include "p2_member.hpp"
+#include "sinkscope/metrics/p2_names.hpp"
 
 namespace sinkscope::metrics::p2 {
 namespace {
 
+namespace n = p2_names;
+
 class Entropy final : public Member {
 public:
     const char* name() const override { return "entropy"; }
-    std::vector<std::string> tables() const override { return {"entropy"}; }
+    std::vector<std::string> tables() const override { return {n::kEntropy}; }
     LayerNeeds needs(const P2Config&, bool) const override {
         return {.avg = true, .head_entropy = true};
     }
     void head(const LayerView& v, int64_t h, double entropy) const override {
-        v.put("entropy", h, v.c.compat ? "matrix_entropy_bits" : "entropy_all_rows", "", entropy);
+        v.put(n::kEntropy, h, v.c.compat ? n::kMatrixEntropyBits : n::kEntropyAllRows, "", entropy);
     }
     void layer(const LayerView& v) const override {
-        v.put("entropy", -1, "entropy_all_rows", "", mean_row_entropy(v.avg, v.c.compat));
+        v.put(n::kEntropy, -1, n::kEntropyAllRows, "", mean_row_entropy(v.avg, v.c.compat));
     }
 };
 

@@ -6,14 +6,17 @@
 
 #include "p2_member.hpp"
 #include "sinkscope/metrics/graph.hpp"
+#include "sinkscope/metrics/p2_names.hpp"
 
 namespace sinkscope::metrics::p2 {
 namespace {
 
+namespace n = p2_names;
+
 class Graphs final : public Member {
 public:
     const char* name() const override { return "graphs"; }
-    std::vector<std::string> tables() const override { return {"graphs"}; }
+    std::vector<std::string> tables() const override { return {n::kGraphs}; }
     LayerNeeds needs(const P2Config&, bool) const override {
         return {.avg = true, .head_matrix = true};
     }
@@ -24,26 +27,26 @@ public:
         for (size_t k = 0; k < taus.size(); ++k) {
             const auto& g = all[k];
             const auto p = param_of(taus[k]);
-            v.put("graphs", h, "density", p, g.density);
+            v.put(n::kGraphs, h, n::kDensity, p, g.density);
             // 10.r (B.4): laplacian.ipynb returns the density alone where this input's
             // threshold is not effective and layer % 4 != 0; its graph metrics are missing.
             const bool effective = g.density >= c.constants.effective_density_lo &&
                                    g.density <= c.constants.effective_density_hi;
             if (c.compat && !effective && c.layer_id(v.l) % 4 != 0) {
                 for (const char* metric :
-                     {"lambda2", "laplacian_gap", "star_basic", "star_combined", "gini",
-                      "centralization", "degree_variance", "n_nodes"})
-                    v.out.skipped.push_back(P2Key{"graphs", v.l, h, metric, p});
+                     {n::kLambda2, n::kLaplacianGap, n::kStarBasic, n::kStarCombined, n::kGini,
+                      n::kCentralization, n::kDegreeVariance, n::kNNodes})
+                    v.out.skipped.push_back(P2Key{n::kGraphs, v.l, h, metric, p});
                 continue;
             }
-            v.put("graphs", h, "lambda2", p, g.lambda2);
-            v.put("graphs", h, "laplacian_gap", p, g.laplacian_gap);
-            v.put("graphs", h, "star_basic", p, g.star_basic);
-            v.put("graphs", h, "star_combined", p, g.star_combined);
-            v.put("graphs", h, "gini", p, g.gini);
-            v.put("graphs", h, "centralization", p, g.centralization);
-            v.put("graphs", h, "degree_variance", p, g.degree_variance);
-            v.put("graphs", h, "n_nodes", p, static_cast<double>(g.n_nodes));
+            v.put(n::kGraphs, h, n::kLambda2, p, g.lambda2);
+            v.put(n::kGraphs, h, n::kLaplacianGap, p, g.laplacian_gap);
+            v.put(n::kGraphs, h, n::kStarBasic, p, g.star_basic);
+            v.put(n::kGraphs, h, n::kStarCombined, p, g.star_combined);
+            v.put(n::kGraphs, h, n::kGini, p, g.gini);
+            v.put(n::kGraphs, h, n::kCentralization, p, g.centralization);
+            v.put(n::kGraphs, h, n::kDegreeVariance, p, g.degree_variance);
+            v.put(n::kGraphs, h, n::kNNodes, p, static_cast<double>(g.n_nodes));
         }
     }
     // Effectiveness on the density averaged over inputs (10.i), and the share of layers.
@@ -51,16 +54,16 @@ public:
         const P2Config& c = r.config;
         std::map<std::string, std::pair<int64_t, int64_t>> per_tau;  // effective, layers
         for (const auto& [k, s] : state.stats) {
-            if (k.table != "graphs" || k.metric != "density" || k.head != -1) continue;
+            if (k.table != n::kGraphs || k.metric != n::kDensity || k.head != -1) continue;
             const double m = s.mean();
             const bool eff =
                 m >= c.constants.effective_density_lo && m <= c.constants.effective_density_hi;
-            r.stats[P2Key{"graphs", k.layer, -1, "effective", k.param}].add(eff ? 1.0 : 0.0);
+            r.stats[P2Key{n::kGraphs, k.layer, -1, n::kEffective, k.param}].add(eff ? 1.0 : 0.0);
             per_tau[k.param].first += eff ? 1 : 0;
             per_tau[k.param].second += 1;
         }
         for (const auto& [tau, cnt] : per_tau)
-            r.stats[P2Key{"graphs", -1, -1, "effectiveness_score", tau}].add(
+            r.stats[P2Key{n::kGraphs, -1, -1, n::kEffectivenessScore, tau}].add(
                 static_cast<double>(cnt.first) / static_cast<double>(cnt.second));
     }
 };

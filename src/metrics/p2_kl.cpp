@@ -4,10 +4,13 @@
 #include <limits>
 
 #include "p2_member.hpp"
+#include "sinkscope/metrics/p2_names.hpp"
 #include "sinkscope/metrics/sink_kl.hpp"
 
 namespace sinkscope::metrics::p2 {
 namespace {
+
+namespace n = p2_names;
 
 // The direct sink mass's param: the fixed key of first / --sink N, else the policy whose
 // position is resolved per input (and per layer for argmax); the positions are in sinks.csv.
@@ -30,7 +33,7 @@ std::string direct_sink_param(const SinkPolicy& p) {
 class Kl final : public Member {
 public:
     const char* name() const override { return "kl"; }
-    std::vector<std::string> tables() const override { return {"kl"}; }
+    std::vector<std::string> tables() const override { return {n::kKl}; }
     bool reads_sinks() const override { return true; }
     void layer(const LayerView& v) const override {
         const P2Config& c = v.c;
@@ -40,17 +43,18 @@ public:
         for (size_t k = 0; k < ts.size(); ++k) {
             const auto& r = all[k];
             const auto p = param_of(ts[k]);
-            v.put("kl", -1, "kl_before", p, r.kl_before);
-            v.put("kl", -1, "kl_after", p, r.kl_after);
-            v.put("kl", -1, "kl_reduction", p, r.kl_reduction);
-            v.put("kl", -1, c.compat ? "sink_concentration_percent" : "sink_concentration", p,
+            v.put(n::kKl, -1, n::kKlBefore, p, r.kl_before);
+            v.put(n::kKl, -1, n::kKlAfter, p, r.kl_after);
+            v.put(n::kKl, -1, n::kKlReduction, p, r.kl_reduction);
+            v.put(n::kKl, -1, c.compat ? n::kSinkConcentrationPercent : n::kSinkConcentration, p,
                   r.concentration);
-            v.put("kl", -1, "n_sinks", p, static_cast<double>(r.n_sinks));
-            v.put("kl", -1, "rows_excluded", p, static_cast<double>(r.rows_excluded));
+            v.put(n::kKl, -1, n::kNSinks, p, static_cast<double>(r.n_sinks));
+            v.put(n::kKl, -1, n::kRowsExcluded, p, static_cast<double>(r.rows_excluded));
         }
         // 10.k: mass on s, the layer's resolved sink (10.d: per-layer outputs, per-layer sink).
         const int64_t s = v.layer_sinks[static_cast<size_t>(v.l)];
-        v.put("kl", -1, "sink_mass_all_rows", direct_sink_param(resolve_auto(c.sink, v.in.masking)),
+        v.put(n::kKl, -1, n::kSinkMassAllRows,
+              direct_sink_param(resolve_auto(c.sink, v.in.masking)),
               s < v.in.length ? direct_sink_mass(v.in, v.l, s)
                               : std::numeric_limits<double>::quiet_NaN());
     }

@@ -3,30 +3,33 @@
 #include <limits>
 
 #include "p2_member.hpp"
+#include "sinkscope/metrics/p2_names.hpp"
 #include "sinkscope/metrics/spectra.hpp"
 
 namespace sinkscope::metrics::p2 {
 namespace {
 
+namespace n = p2_names;
+
 class Spectra final : public Member {
 public:
     const char* name() const override { return "spectra"; }
-    std::vector<std::string> tables() const override { return {"spectra"}; }
+    std::vector<std::string> tables() const override { return {n::kSpectra}; }
     LayerNeeds needs(const P2Config&, bool) const override {
         return {.avg = true, .head_matrix = true};
     }
     void matrix(const LayerView& v, int64_t h, const Eigen::MatrixXd& m) const override {
         const auto sv = singular_spectrum(m);
-        v.put("spectra", h, "stable_rank", "", sv.stable_rank);
+        v.put(n::kSpectra, h, n::kStableRank, "", sv.stable_rank);
         if (v.c.compat) {
             const auto ev = eigen_spectrum_compat(m, v.in.masking == Masking::Causal);
-            v.put("spectra", h, "spectral_gap", "", ev.spectral_gap);
-            v.put("spectra", h, "eig_participation_ratio", "", ev.participation_ratio);
-            v.put("spectra", h, "mp_kl", "", ev.mp_kl);
+            v.put(n::kSpectra, h, n::kSpectralGap, "", ev.spectral_gap);
+            v.put(n::kSpectra, h, n::kEigParticipationRatio, "", ev.participation_ratio);
+            v.put(n::kSpectra, h, n::kMpKl, "", ev.mp_kl);
         } else {
-            v.put("spectra", h, "participation_ratio", "", sv.participation_ratio);
-            v.put("spectra", h, "mp_ks", "", sv.mp_ks);
-            v.put("spectra", h, "sigma1_sq", "",
+            v.put(n::kSpectra, h, n::kParticipationRatio, "", sv.participation_ratio);
+            v.put(n::kSpectra, h, n::kMpKs, "", sv.mp_ks);
+            v.put(n::kSpectra, h, n::kSigma1Sq, "",
                   sv.sigma2.empty() ? std::numeric_limits<double>::quiet_NaN() : sv.sigma2[0]);
         }
     }

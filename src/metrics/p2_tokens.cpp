@@ -7,14 +7,17 @@
 #include "p2_member.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/metrics/frame.hpp"
+#include "sinkscope/metrics/p2_names.hpp"
 
 namespace sinkscope::metrics::p2 {
 namespace {
 
+namespace n = p2_names;
+
 class Tokens final : public Member {
 public:
     const char* name() const override { return "tokens"; }
-    std::vector<std::string> tables() const override { return {"tokens"}; }
+    std::vector<std::string> tables() const override { return {n::kTokens}; }
     LayerNeeds needs(const P2Config&, bool) const override { return {.top = true}; }
     void layer(const LayerView& v) const override {
         if (!v.in_layers(topology_layers(v.model_layers(), v.c.compat))) return;
@@ -25,7 +28,7 @@ public:
                                                     : "#" + std::to_string(j);
             v.out.top_keys.emplace_back(h, key);
             for (auto k : {PositionClass::First, PositionClass::Last, PositionClass::Other})
-                v.put("tokens", h, std::string("share_") + position_class_name(k), "",
+                v.put(n::kTokens, h, n::kSharePrefix + std::string(position_class_name(k)), "",
                       cls == k ? 1.0 : 0.0);
         }
     }
@@ -66,8 +69,9 @@ public:
                     best = cnt, best_first = first, modal = key;
             }
             const double consistency = static_cast<double>(best) / static_cast<double>(total);
-            r.stats[P2Key{"tokens", lh.first, lh.second, "consistency", modal}].add(consistency);
-            r.stats[P2Key{"tokens", lh.first, lh.second, "specialised", ""}].add(
+            r.stats[P2Key{n::kTokens, lh.first, lh.second, n::kConsistency, modal}].add(
+                consistency);
+            r.stats[P2Key{n::kTokens, lh.first, lh.second, n::kSpecialised, ""}].add(
                 consistency >= c.constants.specialised_share &&
                         total >= c.constants.specialised_min_inputs
                     ? 1.0
@@ -78,7 +82,7 @@ public:
             int64_t n_heads = 0;
             for (const auto& kv : counts) n_heads += kv.second;
             for (const auto& [key, cnt] : counts)
-                r.stats[P2Key{"tokens", l, -1, "heads_modal_share", key}].add(
+                r.stats[P2Key{n::kTokens, l, -1, n::kHeadsModalShare, key}].add(
                     static_cast<double>(cnt) / static_cast<double>(n_heads));
         }
     }

@@ -2,10 +2,13 @@
 // on the layers of 10.o): bar counts and persistence per dimension, Betti curves (table betti),
 // and the diagrams of the first k_saved_diagram_inputs inputs.
 #include "p2_member.hpp"
+#include "sinkscope/metrics/p2_names.hpp"
 #include "sinkscope/metrics/topology.hpp"
 
 namespace sinkscope::metrics::p2 {
 namespace {
+
+namespace n = p2_names;
 
 constexpr const char* k_causal_compat_warning =
     "compat ruscio2025 on causal attention: the topology Betti numbers only count tokens "
@@ -14,7 +17,7 @@ constexpr const char* k_causal_compat_warning =
 class Topology final : public Member {
 public:
     const char* name() const override { return "topology"; }
-    std::vector<std::string> tables() const override { return {"topology", "betti"}; }
+    std::vector<std::string> tables() const override { return {n::kTopology, n::kBetti}; }
     LayerNeeds needs(const P2Config&, bool) const override {
         return {.avg = true, .head_matrix = true};
     }
@@ -51,14 +54,14 @@ public:
         for (int d = 0; d < 2; ++d) {
             const auto k = static_cast<size_t>(d);
             const std::string sfx = "_dim" + std::to_string(d);
-            v.put("topology", h, "n_bars" + sfx, "", static_cast<double>(s.n_bars[k]));
-            v.put("topology", h, "n_essential" + sfx, "", static_cast<double>(s.n_essential[k]));
-            v.put("topology", h, "total_persistence" + sfx, "", s.total_persistence[k]);
-            v.put("topology", h, "n_long" + sfx, "", static_cast<double>(s.n_long[k]));
-            v.put("topology", h, "mean_persistence" + sfx, "", s.mean_persistence[k]);
-            v.put("topology", h, "max_persistence" + sfx, "", s.max_persistence[k]);
+            v.put(n::kTopology, h, n::kNBars + sfx, "", static_cast<double>(s.n_bars[k]));
+            v.put(n::kTopology, h, n::kNEssential + sfx, "", static_cast<double>(s.n_essential[k]));
+            v.put(n::kTopology, h, n::kTotalPersistence + sfx, "", s.total_persistence[k]);
+            v.put(n::kTopology, h, n::kNLong + sfx, "", static_cast<double>(s.n_long[k]));
+            v.put(n::kTopology, h, n::kMeanPersistence + sfx, "", s.mean_persistence[k]);
+            v.put(n::kTopology, h, n::kMaxPersistence + sfx, "", s.max_persistence[k]);
             for (int g = 0; g < k_betti_grid_points; ++g)
-                v.put("betti", h, "betti" + std::to_string(d), param_of(g / 100.0),
+                v.put(n::kBetti, h, n::kBettiPrefix + std::to_string(d), param_of(g / 100.0),
                       s.betti[k][static_cast<size_t>(g)]);
         }
         if (v.input_id < k_saved_diagram_inputs)

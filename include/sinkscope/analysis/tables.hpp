@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sinkscope/io/table.hpp"
+#include "sinkscope/metrics/p2_names.hpp"
 
 namespace sinkscope::analysis::tables {
 
@@ -38,13 +39,14 @@ inline const TableSchema kSinkByPosition{"sink_by_position",
 inline const std::vector<std::string> kSection8Columns = {
     "model",      "checkpoint", "layer", "head", "metric",     "param",
     "convention", "value",      "std",   "n",    "n_nonfinite"};
-inline constexpr const char* kGraphs = "graphs";
-inline constexpr const char* kTopology = "topology";
-inline constexpr const char* kBetti = "betti";
-inline constexpr const char* kKl = "kl";
-inline constexpr const char* kSpectra = "spectra";
-inline constexpr const char* kEntropy = "entropy";
-inline constexpr const char* kTokens = "tokens";
+// Their names, as the section 8 members write them (metrics/p2_names.hpp).
+using metrics::p2_names::kBetti;
+using metrics::p2_names::kEntropy;
+using metrics::p2_names::kGraphs;
+using metrics::p2_names::kKl;
+using metrics::p2_names::kSpectra;
+using metrics::p2_names::kTokens;
+using metrics::p2_names::kTopology;
 inline const TableSchema kTokenKeys{
     "token_keys", {"model", "checkpoint", "layer", "head", "key", "count", "share", "convention"}};
 inline constexpr const char* kFrameFile = "frame.json";
@@ -151,21 +153,9 @@ inline constexpr const char* kContentEntropyWeighted = "content_entropy_weighted
 // dynamics' trajectory: the mean of H(pi) over the rows (entropy_rows.npy).
 inline constexpr const char* kContentEntropy = "content_entropy";
 inline constexpr const char* kNRows = "n_rows";
-inline constexpr const char* kDensity = "density";
-inline constexpr const char* kLambda2 = "lambda2";
-inline constexpr const char* kLaplacianGap = "laplacian_gap";
-inline constexpr const char* kStarBasic = "star_basic";
-inline constexpr const char* kStarCombined = "star_combined";
-inline constexpr const char* kGini = "gini";
-inline constexpr const char* kCentralization = "centralization";
-inline constexpr const char* kDegreeVariance = "degree_variance";
-inline constexpr const char* kKlBefore = "kl_before";
-inline constexpr const char* kKlAfter = "kl_after";
-inline constexpr const char* kKlReduction = "kl_reduction";
-// Section 8 quantities over every row (any D, per input, then over inputs): named apart from
-// heads.csv entropy / sink_mass, which pool the rows with D >= min_parts.
-inline constexpr const char* kEntropyAllRows = "entropy_all_rows";
-inline constexpr const char* kSinkMassAllRows = "sink_mass_all_rows";
+// The section 8 metrics (metrics/p2_names.hpp): kDensity, kLambda2, kKlReduction,
+// kEntropyAllRows, kSinkMassAllRows, ...
+using namespace metrics::p2_names;
 inline constexpr const char* kRelativeMagnitude = "relative_magnitude";
 // sink_eps.csv: per layer and for the model, the share of heads above eps (spec 8.q).
 inline constexpr const char* kSinkEps = "sink_eps";

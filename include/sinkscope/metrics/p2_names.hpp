@@ -1,0 +1,71 @@
+// The names the section 8 analyses write: their tables (P2Key::table, <name>.csv) and the
+// metrics of their rows (P2Key::metric). One definition, used by the members that write them
+// (src/metrics/p2_*.cpp) and, through analysis/tables.hpp, by the table writer, the report,
+// compare and dynamics: a renamed metric is a compile error everywhere.
+#pragma once
+
+namespace sinkscope::metrics::p2_names {
+
+// Tables.
+inline constexpr const char* kGraphs = "graphs";
+inline constexpr const char* kTopology = "topology";
+inline constexpr const char* kBetti = "betti";
+inline constexpr const char* kKl = "kl";
+inline constexpr const char* kSpectra = "spectra";
+inline constexpr const char* kEntropy = "entropy";
+inline constexpr const char* kTokens = "tokens";
+
+// graphs (spec 10.i): per threshold.
+inline constexpr const char* kDensity = "density";
+inline constexpr const char* kLambda2 = "lambda2";
+inline constexpr const char* kLaplacianGap = "laplacian_gap";
+inline constexpr const char* kStarBasic = "star_basic";
+inline constexpr const char* kStarCombined = "star_combined";
+inline constexpr const char* kGini = "gini";
+inline constexpr const char* kCentralization = "centralization";
+inline constexpr const char* kDegreeVariance = "degree_variance";
+inline constexpr const char* kNNodes = "n_nodes";
+inline constexpr const char* kEffective = "effective";
+inline constexpr const char* kEffectivenessScore = "effectiveness_score";
+
+// topology (10.j): per dimension d, the metric with "_dim<d>" appended; betti: "betti<d>".
+inline constexpr const char* kNBars = "n_bars";
+inline constexpr const char* kNEssential = "n_essential";
+inline constexpr const char* kTotalPersistence = "total_persistence";
+inline constexpr const char* kNLong = "n_long";
+inline constexpr const char* kMeanPersistence = "mean_persistence";
+inline constexpr const char* kMaxPersistence = "max_persistence";
+inline constexpr const char* kBettiPrefix = "betti";
+
+// kl (10.k).
+inline constexpr const char* kKlBefore = "kl_before";
+inline constexpr const char* kKlAfter = "kl_after";
+inline constexpr const char* kKlReduction = "kl_reduction";
+inline constexpr const char* kSinkConcentration = "sink_concentration";
+inline constexpr const char* kSinkConcentrationPercent = "sink_concentration_percent";  // compat
+inline constexpr const char* kNSinks = "n_sinks";
+inline constexpr const char* kRowsExcluded = "rows_excluded";
+// Section 8 quantities over every row (any D, per input, then over inputs): named apart from
+// heads.csv entropy / sink_mass, which pool the rows with D >= min_parts.
+inline constexpr const char* kSinkMassAllRows = "sink_mass_all_rows";
+
+// spectra (10.l; compat B.9).
+inline constexpr const char* kStableRank = "stable_rank";
+inline constexpr const char* kParticipationRatio = "participation_ratio";
+inline constexpr const char* kMpKs = "mp_ks";
+inline constexpr const char* kSigma1Sq = "sigma1_sq";
+inline constexpr const char* kSpectralGap = "spectral_gap";                       // compat
+inline constexpr const char* kEigParticipationRatio = "eig_participation_ratio";  // compat
+inline constexpr const char* kMpKl = "mp_kl";                                     // compat
+
+// entropy (10.m; compat B.7).
+inline constexpr const char* kEntropyAllRows = "entropy_all_rows";
+inline constexpr const char* kMatrixEntropyBits = "matrix_entropy_bits";  // compat, per head
+
+// tokens (10.m): "share_" + position class name, per head and input.
+inline constexpr const char* kSharePrefix = "share_";
+inline constexpr const char* kConsistency = "consistency";
+inline constexpr const char* kSpecialised = "specialised";
+inline constexpr const char* kHeadsModalShare = "heads_modal_share";
+
+}  // namespace sinkscope::metrics::p2_names
