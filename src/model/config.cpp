@@ -183,6 +183,7 @@ ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& orig
     ModelConfig c;
     c.architecture = arch.name;
     try {
+        read_hf_common_keys(j, origin, arch, c);  // the keys every family has, then its own
         arch.read_hf_config(j, origin, c);
     } catch (const nlohmann::json::exception& e) {
         // A nested value of a type no check above covers: still one line naming the file.

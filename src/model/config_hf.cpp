@@ -1,8 +1,9 @@
 // config.json of every family in the registry: the keys each family's Hugging Face
 // configuration class defines (transformers configuration_<family>.py, with its defaults), read
-// into a ModelConfig. Torch-free (sinkscope_model_config), so the configuration of a checkpoint
-// can be read and validated without the model runtime (`inspect`, the config fuzz target).
-// The forward of each family is in its own file (src/model/<family>.cpp).
+// into a ModelConfig: those every family has once (read_hf_common_keys, by each family's names,
+// HfKeys), then the family's own. Torch-free (sinkscope_model_config), so the configuration of a
+// checkpoint can be read and validated without the model runtime (`inspect`, the config fuzz
+// target). The forward of each family is in its own file (src/model/<family>.cpp).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -23,22 +24,8 @@ namespace {
 // config.json keys shared by BERT and RoBERTa (transformers BertConfig / RobertaConfig).
 void read_encoder_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c,
                             int64_t default_pad) {
-    c.d_model = json_int(j, "hidden_size", origin);
-    c.n_layers = json_int(j, "num_hidden_layers", origin);
-    c.n_heads = json_int(j, "num_attention_heads", origin);
-    c.n_kv_heads = c.n_heads;
-    SS_CHECK_INPUT(c.n_heads > 0 && c.d_model % c.n_heads == 0, origin, "hidden_size ", c.d_model,
-                   " is not a multiple of num_attention_heads ", c.n_heads);
-    c.d_head = c.d_model / c.n_heads;
-    c.d_mlp = json_int(j, "intermediate_size", origin);
-    c.d_vocab = json_int(j, "vocab_size", origin);
     c.n_token_types = json_int_or(j, "type_vocab_size", 2, origin);
     SS_CHECK_INPUT(c.n_token_types > 0, origin, "type_vocab_size must be positive");
-    c.norm_eps = json_float_or(j, "layer_norm_eps", 1e-12, origin);
-    c.act = parse_hf_activation(j.value("hidden_act", std::string("gelu")), origin);
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", true, origin);
-    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
-    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
     c.causal = false;
     c.norm = NormKind::LayerNorm;
     c.positions = PositionKind::Learned;
@@ -89,26 +76,69 @@ std::vector<std::string> read_labels(const nlohmann::json& j, const std::string&
 
 }  // namespace
 
+// ---- The keys every family has (read before the family's reader, config.cpp) ----
+const HfKeys kHfLlamaKeys{.n_kv_heads = "num_key_value_heads",
+                          .d_head_divides = false,  // head_dim (read_llama_hf_config)
+                          .norm_eps = "rms_norm_eps",
+                          .norm_eps_default = 1e-6,
+                          .act = nullptr};  // checked against the family's (silu, gelu tanh)
+const HfKeys kHfGpt2Keys{.d_model = "n_embd",
+                         .n_layers = "n_layer",
+                         .n_heads = "n_head",
+                         .d_mlp = nullptr,  // n_inner, default 4 n_embd (read_gpt2_hf_config)
+                         .n_ctx = "n_positions",
+                         .n_ctx_default = -1,
+                         .norm_eps = "layer_norm_epsilon",
+                         .act = "activation_function",
+                         .act_default = "gelu_new"};
+const HfKeys kHfGptNeoxKeys{};
+const HfKeys kHfPhiKeys{
+    .n_kv_heads = "num_key_value_heads", .n_ctx_default = 2048, .act_default = "gelu_new"};
+const HfKeys kHfEncoderKeys{.n_ctx = nullptr,  // after the padding offset (read_encoder_hf_config)
+                            .norm_eps_default = 1e-12};
+const HfKeys kHfVitKeys{.d_vocab = nullptr,  // its labels (read_vit_hf_config)
+                        .n_ctx = nullptr,    // 1 + patches
+                        .norm_eps_default = 1e-12,
+                        .tie_word_embeddings = false,
+                        .token_ids = false};
+
+void read_hf_common_keys(const nlohmann::json& j, const std::string& origin,
+                         const ArchitectureInfo& arch, ModelConfig& c) {
+    SS_CHECK(arch.hf_keys, "architecture ", arch.name, " has no config.json keys");
+    const HfKeys& k = *arch.hf_keys;
+    c.d_model = json_int(j, k.d_model, origin);
+    c.n_layers = json_int(j, k.n_layers, origin);
+    c.n_heads = json_int(j, k.n_heads, origin);
+    c.n_kv_heads = k.n_kv_heads ? json_int_or(j, k.n_kv_heads, c.n_heads, origin) : c.n_heads;
+    if (k.d_head_divides) {
+        SS_CHECK_INPUT(c.n_heads > 0 && c.d_model % c.n_heads == 0, origin, k.d_model, " (",
+                       c.d_model, ") is not a multiple of ", k.n_heads, " (", c.n_heads, ")");
+        c.d_head = c.d_model / c.n_heads;
+    }
+    if (k.d_mlp) c.d_mlp = json_int(j, k.d_mlp, origin);
+    if (k.d_vocab) c.d_vocab = json_int(j, k.d_vocab, origin);
+    if (k.n_ctx)
+        c.n_ctx = k.n_ctx_default < 0 ? json_int(j, k.n_ctx, origin)
+                                      : json_int_or(j, k.n_ctx, k.n_ctx_default, origin);
+    c.norm_eps = json_float_or(j, k.norm_eps, k.norm_eps_default, origin);
+    c.act = k.act ? parse_hf_activation(j.value(k.act, std::string(k.act_default)), origin)
+                  : arch.default_act;
+    if (k.tie_word_embeddings)
+        c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", arch.tied_by_default, origin);
+    if (k.token_ids) {
+        c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
+        c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
+    }
+}
+
 // ---- Llama, Mistral, Qwen2, Gemma (forward: src/model/llama.cpp) ----
 void read_llama_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
     const ArchitectureInfo& arch = find_architecture(c.architecture);
-    c.d_model = json_int(j, "hidden_size", origin);
-    c.n_layers = json_int(j, "num_hidden_layers", origin);
-    c.n_heads = json_int(j, "num_attention_heads", origin);
-    c.n_kv_heads = json_int_or(j, "num_key_value_heads", c.n_heads, origin);
     c.d_head = json_int_or(j, "head_dim", c.n_heads > 0 ? c.d_model / c.n_heads : 0, origin);
-    c.d_mlp = json_int(j, "intermediate_size", origin);
-    c.d_vocab = json_int(j, "vocab_size", origin);
-    c.n_ctx = json_int_or(j, "max_position_embeddings", 0, origin);
     c.rope_theta = json_float_or(j, "rope_theta", 10000.0, origin);
-    c.norm_eps = json_float_or(j, "rms_norm_eps", 1e-6, origin);
-    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
-    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", arch.tied_by_default, origin);
     c.qkv_bias = arch.qkv_bias;
     c.norm_add_one = arch.norm_add_one_hf;
     c.embed_scale = arch.embed_scale;
-    c.act = arch.default_act;
     if (arch.default_act == Activation::Silu) {
         const std::string act = j.value("hidden_act", std::string("silu"));
         if (act != "silu") throw UnsupportedError(origin, "hidden_act '" + act + "'");
@@ -192,21 +222,7 @@ void read_phi3_hf_config(const nlohmann::json& j, const std::string& origin, Mod
 
 // ---- GPT-2 (forward: src/model/gpt2.cpp) ----
 void read_gpt2_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    c.d_model = json_int(j, "n_embd", origin);
-    c.n_layers = json_int(j, "n_layer", origin);
-    c.n_heads = json_int(j, "n_head", origin);
-    c.n_kv_heads = c.n_heads;
-    c.d_head = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
-    SS_CHECK_INPUT(c.d_head * c.n_heads == c.d_model, origin, "n_embd (", c.d_model,
-                   ") is not a multiple of n_head (", c.n_heads, ")");
     c.d_mlp = json_int_or(j, "n_inner", 4 * c.d_model, origin);  // null -> 4 * n_embd
-    c.d_vocab = json_int(j, "vocab_size", origin);
-    c.n_ctx = json_int(j, "n_positions", origin);
-    c.norm_eps = json_float_or(j, "layer_norm_epsilon", 1e-5, origin);
-    c.act = parse_hf_activation(j.value("activation_function", std::string("gelu_new")), origin);
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", true, origin);
-    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
-    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
     c.qkv_bias = true;
     c.norm = NormKind::LayerNorm;
     c.positions = PositionKind::Learned;
@@ -222,21 +238,6 @@ void read_gpt2_hf_config(const nlohmann::json& j, const std::string& origin, Mod
 
 // ---- GPT-NeoX / Pythia (forward: src/model/gpt_neox.cpp) ----
 void read_gpt_neox_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    c.d_model = json_int(j, "hidden_size", origin);
-    c.n_layers = json_int(j, "num_hidden_layers", origin);
-    c.n_heads = json_int(j, "num_attention_heads", origin);
-    c.n_kv_heads = c.n_heads;
-    c.d_head = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
-    SS_CHECK_INPUT(c.d_head * c.n_heads == c.d_model, origin, "hidden_size (", c.d_model,
-                   ") is not a multiple of num_attention_heads (", c.n_heads, ")");
-    c.d_mlp = json_int(j, "intermediate_size", origin);
-    c.d_vocab = json_int(j, "vocab_size", origin);
-    c.n_ctx = json_int_or(j, "max_position_embeddings", 0, origin);
-    c.norm_eps = json_float_or(j, "layer_norm_eps", 1e-5, origin);
-    c.act = parse_hf_activation(j.value("hidden_act", std::string("gelu")), origin);
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", false, origin);
-    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
-    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
     c.parallel_residual = json_bool_or(j, "use_parallel_residual", true, origin);
     // rotary_pct / rotary_emb_base are GPT-NeoX's names; newer configs repeat them as
     // partial_rotary_factor / rope_theta (transformers' GPTNeoXConfig maps one onto the other).
@@ -256,21 +257,6 @@ void read_gpt_neox_hf_config(const nlohmann::json& j, const std::string& origin,
 
 // ---- Phi-1/2 (forward: src/model/phi.cpp) ----
 void read_phi_hf_config(const nlohmann::json& j, const std::string& origin, ModelConfig& c) {
-    c.d_model = json_int(j, "hidden_size", origin);
-    c.n_layers = json_int(j, "num_hidden_layers", origin);
-    c.n_heads = json_int(j, "num_attention_heads", origin);
-    c.n_kv_heads = json_int_or(j, "num_key_value_heads", c.n_heads, origin);
-    c.d_head = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
-    SS_CHECK_INPUT(c.d_head * c.n_heads == c.d_model, origin, "hidden_size (", c.d_model,
-                   ") is not a multiple of num_attention_heads (", c.n_heads, ")");
-    c.d_mlp = json_int(j, "intermediate_size", origin);
-    c.d_vocab = json_int(j, "vocab_size", origin);
-    c.n_ctx = json_int_or(j, "max_position_embeddings", 2048, origin);
-    c.norm_eps = json_float_or(j, "layer_norm_eps", 1e-5, origin);
-    c.act = parse_hf_activation(j.value("hidden_act", std::string("gelu_new")), origin);
-    c.tied_embeddings = json_bool_or(j, "tie_word_embeddings", false, origin);
-    c.bos_token_id = json_token_id_or(j, "bos_token_id", origin);
-    c.eos_token_id = json_token_id_or(j, "eos_token_id", origin);
     const double factor = json_float_or(j, "partial_rotary_factor", 0.5, origin);
     c.rotary_dim = static_cast<int64_t>(factor * static_cast<double>(c.d_head));  // int() as HF
     SS_CHECK_INPUT(c.rotary_dim > 0, origin, "partial_rotary_factor ", factor,
@@ -300,16 +286,6 @@ void read_vit_hf_config(const nlohmann::json& j, const std::string& origin, Mode
     c.image_size = json_int(j, "image_size", origin);
     c.patch_size = json_int(j, "patch_size", origin);
     c.n_channels = json_int_or(j, "num_channels", 3, origin);
-    c.d_model = json_int(j, "hidden_size", origin);
-    c.n_layers = json_int(j, "num_hidden_layers", origin);
-    c.n_heads = json_int(j, "num_attention_heads", origin);
-    c.n_kv_heads = c.n_heads;
-    SS_CHECK_INPUT(c.n_heads > 0 && c.d_model % c.n_heads == 0, origin, "hidden_size (", c.d_model,
-                   ") is not a multiple of num_attention_heads (", c.n_heads, ")");
-    c.d_head = c.d_model / c.n_heads;
-    c.d_mlp = json_int(j, "intermediate_size", origin);
-    c.norm_eps = json_float_or(j, "layer_norm_eps", 1e-12, origin);
-    c.act = parse_hf_activation(j.value("hidden_act", std::string("gelu")), origin);
     c.qkv_bias = json_bool_or(j, "qkv_bias", true, origin);
     SS_CHECK_INPUT(c.image_size > 0 && c.patch_size > 0 && c.image_size % c.patch_size == 0, origin,
                    "image_size (", c.image_size, ") is not a multiple of patch_size (",
@@ -321,7 +297,6 @@ void read_vit_hf_config(const nlohmann::json& j, const std::string& origin, Mode
     c.causal = false;
     c.norm = NormKind::LayerNorm;
     c.positions = PositionKind::Learned;
-    c.tied_embeddings = false;
 }
 
 }  // namespace sinkscope::model

@@ -106,8 +106,41 @@ struct WeightSource {
     WeightFootprint* metadata_only = nullptr;
 };
 
-// Reads the family's config.json keys into c (c.architecture is already set); throws InputError
-// / UnsupportedError naming `origin`. Defined in the family's file.
+// The config.json keys every family has, under the names and with the defaults of its
+// transformers configuration class: read once, before the family's own reader
+// (config_from_hf_json, read_hf_common_keys). nullptr: the family has no such key or derives the
+// value itself.
+struct HfKeys {
+    const char* d_model = "hidden_size";
+    const char* n_layers = "num_hidden_layers";
+    const char* n_heads = "num_attention_heads";
+    const char* n_kv_heads = nullptr;  // nullptr: as many key/value heads as query heads
+    bool d_head_divides = true;        // d_head = d_model / n_heads (checked); false: the family's
+    const char* d_mlp = "intermediate_size";
+    const char* d_vocab = "vocab_size";
+    const char* n_ctx = "max_position_embeddings";
+    int64_t n_ctx_default = 0;  // -1: the key is required
+    const char* norm_eps = "layer_norm_eps";
+    double norm_eps_default = 1e-5;
+    const char* act = "hidden_act";  // nullptr: the family's (ArchitectureInfo::default_act)
+    const char* act_default = "gelu";
+    bool tie_word_embeddings = true;  // read tie_word_embeddings (default tied_by_default)
+    bool token_ids = true;            // read bos_token_id and eos_token_id
+};
+// The keys of the families' configuration classes (config_hf.cpp).
+extern const HfKeys kHfLlamaKeys;    // LlamaConfig and its kin (Mistral, Qwen2, Gemma, Phi-3)
+extern const HfKeys kHfGpt2Keys;     // GPT2Config: n_embd, n_layer, n_head, n_positions
+extern const HfKeys kHfGptNeoxKeys;  // GPTNeoXConfig
+extern const HfKeys kHfPhiKeys;      // PhiConfig
+extern const HfKeys kHfEncoderKeys;  // BertConfig, RobertaConfig
+extern const HfKeys kHfVitKeys;      // ViTConfig (no vocabulary: its labels)
+struct ArchitectureInfo;
+// Reads the keys `keys` names into c; throws InputError naming `origin`.
+void read_hf_common_keys(const nlohmann::json& j, const std::string& origin,
+                         const ArchitectureInfo& arch, ModelConfig& c);
+
+// Reads the family's own config.json keys (beyond its HfKeys) into c (c.architecture is already
+// set); throws InputError / UnsupportedError naming `origin`. Defined in config_hf.cpp.
 using HfConfigReader = void (*)(const nlohmann::json& j, const std::string& origin, ModelConfig& c);
 
 // Reads the family's "<gguf_arch>.*" keys beyond those every GGUF decoder has (norm kind and
@@ -130,6 +163,7 @@ struct ArchitectureInfo {
     const char* gguf_arch = nullptr;          // general.architecture (nullptr: not from GGUF)
     ForwardFamily forward = ForwardFamily::None;
     HfConfigReader read_hf_config = nullptr;
+    const HfKeys* hf_keys = nullptr;  // the config.json keys every family has, by its names
     GgufConfigReader read_gguf_config = nullptr;  // set with gguf_arch
     const TensorNames* hf_names = nullptr;
     const TensorNames* gguf_names = nullptr;     // nullptr: no GGUF layout
