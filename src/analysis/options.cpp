@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 #include <nlohmann/json.hpp>
 
@@ -227,9 +228,16 @@ std::vector<OptionSpec> option_specs() {
 }
 
 const OptionSpec* find_option(const std::string& key) {
-    // Built once: the registry is complete before any option is read (rows are added by static
-    // initialisers).
-    static const std::vector<OptionSpec> specs = option_specs();
+    // Built again only when a row was registered since (rows are added by static initialisers,
+    // so in practice once); the specs stay where they are until then.
+    static std::mutex mutex;
+    static std::vector<OptionSpec> specs;
+    static size_t rows = 0;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (specs.empty() || rows != registry().size()) {
+        specs = option_specs();
+        rows = registry().size();
+    }
     for (const auto& s : specs)
         if (s.key == key) return &s;
     return nullptr;

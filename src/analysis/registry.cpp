@@ -411,12 +411,14 @@ void register_analysis(AnalysisInfo info) {
     for (const auto& row : r)
         if (std::string(row.name) == info.name)
             throw UsageError(std::string("analysis '") + info.name + "' is registered twice");
+    const std::vector<OptionSpec> taken = option_specs();
     for (const OptionSpec& s : info.options)
-        for (const auto& row : r)
-            for (const OptionSpec& other : row.options)
-                if (other.key == s.key)
-                    throw UsageError("option '" + s.key + "' of analysis '" + info.name +
-                                     "' is already an option of '" + row.name + "'");
+        for (const OptionSpec& other : taken)
+            if (other.key == s.key)
+                throw UsageError("option '" + s.key + "' of analysis '" + info.name +
+                                 "' is already an option" +
+                                 (other.analysis.empty() ? std::string(" of every analysis")
+                                                         : " of '" + other.analysis + "'"));
     // Before statistics, which reads the per-input values of every analysis before it.
     const auto stats = std::find_if(r.begin(), r.end(), [](const AnalysisInfo& row) {
         return std::string(row.name) == "statistics";

@@ -406,3 +406,32 @@ TEST(OptionSpecs, EveryOptionIsRecordedAndReadBack) {
     for (auto it = base.begin(); it != base.end(); ++it) recorded.insert(it.key());
     EXPECT_EQ(recorded, keys);
 }
+
+// A row registered with a name or an option key already taken is refused, and the registry is
+// left as it was.
+TEST(RegisterAnalysis, RefusesATakenNameOrOptionKey) {
+    const size_t rows = registry().size();
+    auto message = [](AnalysisInfo info) {
+        try {
+            register_analysis(std::move(info));
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(message({.name = "compositional", .description = "again"}).find("twice"),
+              std::string::npos);
+    const std::string taken =
+        message({.name = "toy2",
+                 .description = "a row with an option of sink_eps",
+                 .options = {extra_option<double>("sink_eps", 0.5, "taken")}});
+    EXPECT_NE(taken.find("option 'sink_eps' of analysis 'toy2' is already an option of "
+                         "'sink_eps'"),
+              std::string::npos)
+        << taken;
+    const std::string shared = message({.name = "toy3",
+                                        .description = "a row with a shared option's key",
+                                        .options = {extra_option<int64_t>("min_parts", 3, "x")}});
+    EXPECT_NE(shared.find("of every analysis"), std::string::npos) << shared;
+    EXPECT_EQ(registry().size(), rows);
+}
