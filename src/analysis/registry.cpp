@@ -14,6 +14,15 @@
 
 namespace sinkscope::analysis {
 
+// The factories of the built-in analyses (one file each; a row's `make`).
+std::unique_ptr<Analysis> make_compositional(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_heads(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_section8(const AnalysisContext& c, const std::string& which);
+std::unique_ptr<Analysis> make_value_space(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_statistics(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_sink_eps(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_entropy_rows(const AnalysisContext& c);
+
 const AnalysisOutput& FinishContext::output(const std::string& name) const {
     const auto it = finished.find(name);
     SS_CHECK(it != finished.end() && it->second, "analysis '", name, "' has not finished");

@@ -61,7 +61,7 @@ void feed(Analysis& a, const AnalysisContext& ctx, uint64_t begin, uint64_t end,
 // Finishes `a`, giving it the compositional results it may read (heads).
 AnalysisOutput finish(Analysis& a, const AnalysisContext& ctx) {
     FinishContext fc;
-    auto comp = make_compositional(ctx);
+    auto comp = find_analysis("compositional").make(ctx);
     feed(*comp, ctx, 0, 4, 0);
     const AnalysisOutput c = comp->finish(fc);
     fc.finished["compositional"] = &c;

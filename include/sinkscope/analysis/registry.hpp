@@ -224,13 +224,4 @@ void write_output(const AnalysisOutput& output, const std::filesystem::path& dir
 AnalysisOutput section8_output(const metrics::P2Results& results, bool header = true);
 AnalysisOutput head_analyses_output(const metrics::HeadAnalysisResults& results);
 
-// Factories (one file each).
-std::unique_ptr<Analysis> make_compositional(const AnalysisContext& c);
-std::unique_ptr<Analysis> make_heads(const AnalysisContext& c);
-std::unique_ptr<Analysis> make_section8(const AnalysisContext& c, const std::string& which);
-std::unique_ptr<Analysis> make_value_space(const AnalysisContext& c);
-std::unique_ptr<Analysis> make_statistics(const AnalysisContext& c);
-std::unique_ptr<Analysis> make_sink_eps(const AnalysisContext& c);
-std::unique_ptr<Analysis> make_entropy_rows(const AnalysisContext& c);
-
 }  // namespace sinkscope::analysis
