@@ -1,6 +1,6 @@
 // Subcommand registry: each apps/cmd_*.cpp registers itself with one static Registrar, so a new
 // subcommand is one new file. One exception: a subcommand that runs a model also adds its name
-// to model_commands.hpp (the run-time policy), which is read before any static initialiser has
+// to policy_commands.hpp (the run-time policy), which is read before any static initialiser has
 // run and so cannot come from this registry.
 #pragma once
 

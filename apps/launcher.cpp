@@ -1,7 +1,7 @@
 // `sinkscope` as users start it: a small program without libtorch that starts sinkscope-main
 // from its own folder (or, for the subcommands that run no model, sinkscope-lite, the same
 // program without libtorch, where the build made one), with the same arguments and, for the
-// commands that run a model or the metric suite (model_commands.hpp), the environment plus the
+// commands that run a model or the metric suite (policy_commands.hpp), the environment plus the
 // run-time policy it lacks (core/allocator.hpp: these variables take effect only in a process
 // that starts with them).
 // Started directly, sinkscope-main restarts itself once to get them, which costs a second loading
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "model_commands.hpp"
+#include "policy_commands.hpp"
 #include "sinkscope/core/allocator.hpp"
 
 int main(int argc, char** argv, char** envp) {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "command.hpp"
-#include "model_commands.hpp"
+#include "policy_commands.hpp"
 #include "sinkscope/core/allocator.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
@@ -208,7 +208,7 @@ static int run_batch(const char* file, char* argv0) {
 }
 
 namespace {
-// The run-time policy (idle threads, huge pages) of the commands of model_commands.hpp when this
+// The run-time policy (idle threads, huge pages) of the commands of policy_commands.hpp when this
 // executable was started without the launcher (launcher.cpp, core/allocator.hpp). Runs before
 // the C library is initialised: plain code only.
 void runtime_policy(int argc, char** argv, char** envp) {

@@ -4,7 +4,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/io/gguf.hpp"
-#include "sinkscope/tokenizer/pipeline.hpp"
+#include "sinkscope/tokenizer/hf_pipeline.hpp"
 #include "sinkscope/tokenizer/wordpiece.hpp"
 
 namespace sinkscope::tokenizer {

@@ -9,7 +9,7 @@
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/limits.hpp"
 #include "sinkscope/io/json.hpp"
-#include "sinkscope/tokenizer/pipeline.hpp"
+#include "sinkscope/tokenizer/hf_pipeline.hpp"
 #include "sinkscope/tokenizer/unigram.hpp"
 #include "sinkscope/tokenizer/wordpiece.hpp"
 

@@ -14,7 +14,7 @@
 #include "sinkscope/core/limits.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/json.hpp"
-#include "sinkscope/tokenizer/pipeline.hpp"
+#include "sinkscope/tokenizer/hf_pipeline.hpp"
 #include "sinkscope/tokenizer/unigram.hpp"
 
 namespace sinkscope::tokenizer {

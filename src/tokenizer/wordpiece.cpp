@@ -3,7 +3,7 @@
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
-#include "sinkscope/tokenizer/pipeline.hpp"
+#include "sinkscope/tokenizer/hf_pipeline.hpp"
 #include "sinkscope/tokenizer/unicode.hpp"
 
 namespace sinkscope::tokenizer {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/core/error.hpp"
-#include "sinkscope/tokenizer/pipeline.hpp"
+#include "sinkscope/tokenizer/hf_pipeline.hpp"
 #include "sinkscope/tokenizer/pretokenize.hpp"
 #include "sinkscope/tokenizer/tokenizer.hpp"
 #include "sinkscope/tokenizer/unicode.hpp"

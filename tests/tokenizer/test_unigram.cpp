@@ -13,7 +13,7 @@
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/tokenizer/charsmap.hpp"
-#include "sinkscope/tokenizer/pipeline.hpp"
+#include "sinkscope/tokenizer/hf_pipeline.hpp"
 #include "sinkscope/tokenizer/sentencepiece.hpp"
 #include "sinkscope/tokenizer/tokenizer.hpp"
 #include "sinkscope/tokenizer/unigram.hpp"

@@ -34,7 +34,7 @@ inline void set_allocator_policy() {
 }
 
 // The run-time policy of the commands that run a model or the metric suite (the list is
-// apps/model_commands.hpp), set through three environment variables that libraries read only
+// apps/policy_commands.hpp), set through three environment variables that libraries read only
 // when they are loaded:
 // * How the idle threads of the process's two thread pools wait: libtorch's OpenMP team
 //   (libgomp) and OpenBLAS's own pthreads. By default each pool's idle threads keep a core busy

@@ -1,6 +1,6 @@
 // The generic BPE tokenizer: added tokens split first, then normalizer, pre-tokenizer and the
 // BPE model per piece (with a per-call cache of pieces), as HF tokenizers does.
-#include "sinkscope/tokenizer/pipeline.hpp"
+#include "sinkscope/tokenizer/hf_pipeline.hpp"
 
 #include <algorithm>
 #include <array>
