@@ -27,6 +27,7 @@
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/serialize.hpp"
 #include "sinkscope/core/sha256.hpp"
+#include "sinkscope/io/model_files.hpp"
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/report/report.hpp"
@@ -169,6 +170,30 @@ std::vector<std::string> kept_columns(const AnalyzeOptions& o) {
     return keep;
 }
 
+// --split layers: the processes per pipeline (--stages, or the whole world), which must divide
+// the world.
+int64_t pipeline_stages(const AnalyzeOptions& o, int64_t world) {
+    const int64_t stages = o.stages > 0 ? o.stages : world;
+    if (world % stages != 0)
+        throw UsageError("--stages " + std::to_string(stages) + " does not divide --world-size " +
+                         std::to_string(world) +
+                         ": every pipeline of layer ranks needs --stages processes");
+    return stages;
+}
+
+// --split layers over several processes: the stages checked against the world and the model's
+// layer count (read from its configuration alone) before any process connects, so that each
+// refuses with its own message; after connecting, the first to fail would stop the others
+// before they reach the check.
+void check_layer_split(const AnalyzeOptions& o) {
+    if (o.split != "layers") return;
+    const int64_t world =
+        o.communicator ? o.communicator->world_size() : resolve_dist(o.dist).world_size;
+    if (world <= 1) return;
+    const int64_t stages = pipeline_stages(o, world);
+    layer_stage(model::read_model_config(io::locate_model(o.m.model)).n_layers, 0, stages);
+}
+
 }  // namespace
 
 void check_analyze_options(const AnalyzeOptions& o) {
@@ -230,6 +255,7 @@ std::string AnalyzeSummary::line() const {
 
 AnalyzeSummary run_analyze(const AnalyzeOptions& o, std::ostream& log) {
     check_analyze_options(o);
+    check_layer_split(o);
     return with_communicator(o.dist, o.communicator,
                              [&](Communicator& comm) { return analyze(o, comm, log); });
 }
@@ -331,11 +357,7 @@ void AnalyzeRun::plan() {
     // other ranks only run their blocks and write nothing. --split inputs: pipelines of one
     // rank, each its own leader.
     layer_ranks_ = o_.split == "layers" && comm_.distributed();
-    stages_ = !layer_ranks_ ? 1 : o_.stages > 0 ? o_.stages : comm_.world_size();
-    if (comm_.world_size() % stages_ != 0)
-        throw UsageError("--stages " + std::to_string(stages_) + " does not divide --world-size " +
-                         std::to_string(comm_.world_size()) +
-                         ": every pipeline of layer ranks needs --stages processes");
+    stages_ = layer_ranks_ ? pipeline_stages(o_, comm_.world_size()) : 1;
     pipelines_ = comm_.world_size() / stages_, group_ = rank_ / stages_;
     leader_ = group_ * stages_;  // the first rank of this rank's pipeline
     writes_ = rank_ == leader_;
