@@ -191,228 +191,279 @@ void run_dynamics(const DynamicsOptions& o, std::ostream& log) {
 namespace {
 
 // Over several processes every checkpoint's analyze run is sharded the same way (analyze.cpp),
-// over this one communicator; rank 0 alone writes the tables across checkpoints.
-void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::string manifest = o.manifest.string();
-    // ---- the series, checked whole before anything runs --------------------------------------
-    const std::vector<io::ManifestEntry> entries = io::read_manifest(o.manifest);
-    const AnalyzeOptions& base = o.run;
+// over this one communicator; rank 0 alone writes the tables across checkpoints. The steps: the
+// series and options checked (prepare), the staged output folder (open_output), one analyze run
+// per checkpoint (run_checkpoints), the tables across checkpoints (across) and run.json (write).
+class DynamicsRun {
+public:
+    DynamicsRun(const DynamicsOptions& o, Communicator& comm, std::ostream& log)
+        : o_(o), base_(o.run), comm_(comm), log_(log) {}
 
+    void run() {
+        prepare();
+        open_output();
+        run_checkpoints();
+        if (comm_.rank() != 0) return end_rank(comm_, out_->staging());
+        across();
+        write();
+    }
+
+private:
+    void prepare();
+    void open_output();
+    void run_checkpoints();
+    void across();
+    void add_trajectory(size_t k, const fs::path& dir, const Rows& rows);
+    void write();
+
+    const DynamicsOptions& o_;
+    const AnalyzeOptions& base_;
+    Communicator& comm_;
+    std::ostream& log_;
+    const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+    std::vector<io::ManifestEntry> entries_;
+    AnalyzeOptions run_;  // each checkpoint's analyze options, but its model and folder
+    std::string model_name_;
+    std::optional<io::RunRecord> record_;
+    nlohmann::json series_, print_;
+    std::optional<OutputDir> out_;
+    fs::path state_path_;
+    // across()
+    io::Table traj_{t::kTrajectory.columns}, frames_{t::kFrameTypes.columns},
+        split_{t::kEntropySplit.columns};
+    double worst_residual_ = 0;
+};
+
+// The series and the options, checked whole before anything runs.
+void DynamicsRun::prepare() {
+    const std::string manifest = o_.manifest.string();
+    entries_ = io::read_manifest(o_.manifest);
     // Every checkpoint keeps its rows' entropy parts (the split pairs them).
-    AnalyzeOptions run = base;
-    if (run.analysis.analyses.empty()) run.analysis.analyses = {"all"};
-    if (std::find(run.analysis.analyses.begin(), run.analysis.analyses.end(), "entropy_rows") ==
-        run.analysis.analyses.end())
-        run.analysis.analyses.push_back("entropy_rows");
-    run.report = o.checkpoint_reports;
-    run.overwrite = false;  // the checkpoint folders live in our own staging folder
-    run.communicator = &comm;
+    run_ = base_;
+    if (run_.analysis.analyses.empty()) run_.analysis.analyses = {"all"};
+    if (std::find(run_.analysis.analyses.begin(), run_.analysis.analyses.end(), "entropy_rows") ==
+        run_.analysis.analyses.end())
+        run_.analysis.analyses.push_back("entropy_rows");
+    run_.report = o_.checkpoint_reports;
+    run_.overwrite = false;  // the checkpoint folders live in our own staging folder
+    run_.communicator = &comm_;
     // The entropy-collapse split and the trajectories read every layer of every checkpoint.
-    if (!run.layers.empty() && run.layers != "all")
+    if (!run_.layers.empty() && run_.layers != "all")
         throw UsageError("--layers is an option of analyze: dynamics analyses every layer");
     // The options are checked once, before the first model loads.
     {
-        AnalyzeOptions first = run;
-        first.m.model = entries[0].path.string();
+        AnalyzeOptions first = run_;
+        first.m.model = entries_[0].path.string();
         check_analyze_options(first);
     }
-    const fs::path out_path = rank_output(base.out, comm.rank());
-    check_output_dir(out_path, base.overwrite);
-    check_series(entries, manifest);
+    check_output_dir(rank_output(base_.out, comm_.rank()), base_.overwrite);
+    check_series(entries_, manifest);
 
     // The model column: the series' name, the folder holding the manifest (a training run).
-    const std::string model_name = fs::absolute(o.manifest).parent_path().filename().string();
-    run.model_name = model_name;
+    model_name_ = fs::absolute(o_.manifest).parent_path().filename().string();
+    run_.model_name = model_name_;
 
-    io::RunRecord record(base.command_line, compute_threads(base.m));
-    nlohmann::json series = nlohmann::json::array();
-    for (size_t k = 0; k < entries.size(); ++k)
-        series.push_back({{"label", entries[k].label},
-                          {"step", entries[k].step ? nlohmann::json(*entries[k].step) : nullptr},
-                          {"model", fs::absolute(entries[k].path).string()},
-                          {"path", "checkpoints/" + checkpoint_dir(k, entries[k].label)}});
-    nlohmann::json options = analysis::to_json(run.analysis);
+    record_.emplace(base_.command_line, compute_threads(base_.m));
+    series_ = nlohmann::json::array();
+    for (size_t k = 0; k < entries_.size(); ++k)
+        series_.push_back({{"label", entries_[k].label},
+                           {"step", entries_[k].step ? nlohmann::json(*entries_[k].step) : nullptr},
+                           {"model", fs::absolute(entries_[k].path).string()},
+                           {"path", "checkpoints/" + checkpoint_dir(k, entries_[k].label)}});
+    nlohmann::json options = analysis::to_json(run_.analysis);
     options.erase("threads");
-    const nlohmann::json print = {
-        {"checkpoints", series},
-        {"data", base.data.empty() ? std::string() : fs::absolute(base.data).string()},
-        {"max_tokens", base.max_tokens},
-        {"samples", base.samples},
-        {"options", options},
-        {"device", base.m.device},
-        {"dtype", base.m.dtype},
-        {"bos", base.m.bos},
-        {"rank", comm.rank()},
-        {"world_size", comm.world_size()}};
+    print_ = {{"checkpoints", series_},
+              {"data", base_.data.empty() ? std::string() : fs::absolute(base_.data).string()},
+              {"max_tokens", base_.max_tokens},
+              {"samples", base_.samples},
+              {"options", options},
+              {"device", base_.m.device},
+              {"dtype", base_.m.dtype},
+              {"bos", base_.m.bos},
+              {"rank", comm_.rank()},
+              {"world_size", comm_.world_size()}};
 
     // Every rank runs the same series, data and options, or all refuse before anything is
     // written (each checkpoint's analyze run checks its model and token ids the same way).
-    if (comm.distributed()) {
-        nlohmann::json same = print;
+    if (comm_.distributed()) {
+        nlohmann::json same = print_;
         for (auto& c : same["checkpoints"]) c.erase("model");  // paths may differ between nodes
-        same["data"] = base.data.empty() ? std::string() : sha256_file(base.data);
-        comm.agree(same);
+        same["data"] = base_.data.empty() ? std::string() : sha256_file(base_.data);
+        comm_.agree(same);
     }
-    OutputDir out = OutputDir::resumable(out_path, base.overwrite);
-    const fs::path state_path = out.file(kStateFile);
-    if (std::optional<std::string> bytes = interrupted_state(out, state_path, base.resume, log))
-        open_state(*bytes, state_path, kState, print, out);
-    write_file_atomic(state_path, seal_state(kState, print, std::string()));
+}
 
-    // ---- one analyze run per checkpoint, one model in memory at a time ----------------------
-    for (size_t k = 0; k < entries.size(); ++k) {
-        const io::ManifestEntry& e = entries[k];
-        const fs::path dir = out.staging() / series[k]["path"].get<std::string>();
+void DynamicsRun::open_output() {
+    out_.emplace(OutputDir::resumable(rank_output(base_.out, comm_.rank()), base_.overwrite));
+    state_path_ = out_->file(kStateFile);
+    if (std::optional<std::string> bytes =
+            interrupted_state(*out_, state_path_, base_.resume, log_))
+        open_state(*bytes, state_path_, kState, print_, *out_);
+    write_file_atomic(state_path_, seal_state(kState, print_, std::string()));
+}
+
+// One analyze run per checkpoint, one model in memory at a time.
+void DynamicsRun::run_checkpoints() {
+    for (size_t k = 0; k < entries_.size(); ++k) {
+        const io::ManifestEntry& e = entries_[k];
+        const fs::path dir = out_->staging() / series_[k]["path"].get<std::string>();
         const std::string name = "checkpoint " + std::to_string(k + 1) + "/" +
-                                 std::to_string(entries.size()) + " " + quote(e.label);
+                                 std::to_string(entries_.size()) + " " + quote(e.label);
         // Rank 0's folders say which checkpoints are finished: every rank skips the same ones.
-        if (comm.broadcast(is_sinkscope_run(dir) ? "1" : "0") == "1") {
-            log << name << ": finished earlier, kept\n";
-            out.keep_on_failure();
+        if (comm_.broadcast(is_sinkscope_run(dir) ? "1" : "0") == "1") {
+            log_ << name << ": finished earlier, kept\n";
+            out_->keep_on_failure();
             continue;
         }
-        AnalyzeOptions a = run;
+        AnalyzeOptions a = run_;
         a.m.model = e.path.string();
         a.out = dir;
         a.checkpoint = e.label;
-        a.resume = base.resume;
+        a.resume = base_.resume;
         a.after_input = nullptr;
-        log << name << " (" << e.path.string() << ")\n";
-        log.flush();
+        log_ << name << " (" << e.path.string() << ")\n";
+        log_.flush();
         // Each checkpoint's own summary is in its tables; the console gets its counts.
         std::ostringstream sub;
         const AnalyzeSummary done = run_analyze(a, sub);
-        if (comm.rank() == 0) log << "  " << done.line() << "\n";
-        out.keep_on_failure();  // from here an interruption leaves finished checkpoints to resume
-        if (o.after_checkpoint) o.after_checkpoint(int64_t(k) + 1);
+        if (comm_.rank() == 0) log_ << "  " << done.line() << "\n";
+        out_->keep_on_failure();  // from here an interruption leaves finished checkpoints
+        if (o_.after_checkpoint) o_.after_checkpoint(int64_t(k) + 1);
     }
-    if (comm.rank() != 0) return end_rank(comm, out.staging());
+}
 
-    // ---- across checkpoints ------------------------------------------------------------------
-    io::Table traj(t::kTrajectory.columns), frames(t::kFrameTypes.columns);
+// The tables across checkpoints: each checkpoint's trajectory values and frame type, and the
+// entropy split of spec 6 between consecutive checkpoints and between the first and the last.
+void DynamicsRun::across() {
     // At most two checkpoints' rows are in memory at once (and the first one's, for the
     // first-to-last pair): memory does not grow with the length of the series.
     std::optional<Rows> previous, first;
-    io::Table split(t::kEntropySplit.columns);
-    double worst_residual = 0;
     auto cell_step = [&](size_t k) {
-        return entries[k].step ? io::Cell(*entries[k].step) : io::Cell(std::string());
+        return entries_[k].step ? io::Cell(*entries_[k].step) : io::Cell(std::string());
     };
     // The split of spec 6 between checkpoints a and b.
     auto add_split = [&](size_t a, size_t b, const Rows& ra, const Rows& rb, const char* kind) {
         const PairSplit s = split_pair(ra, rb);
         for (const auto& [l, x] : s.by_layer) {
-            split.add_row({model_name, entries[a].label, entries[b].label, cell_step(a),
-                           cell_step(b), std::string(kind), l, x.n_rows, x.sink_term,
-                           x.content_term, x.delta_entropy, x.residual(), x.sink_share(),
-                           s.unpaired});
-            worst_residual = std::max(worst_residual, std::abs(x.residual()));
+            split_.add_row({model_name_, entries_[a].label, entries_[b].label, cell_step(a),
+                            cell_step(b), std::string(kind), l, x.n_rows, x.sink_term,
+                            x.content_term, x.delta_entropy, x.residual(), x.sink_share(),
+                            s.unpaired});
+            worst_residual_ = std::max(worst_residual_, std::abs(x.residual()));
         }
     };
-    for (size_t k = 0; k < entries.size(); ++k) {
-        const fs::path dir = out.staging() / series[k]["path"].get<std::string>();
-        const std::string label = entries[k].label;
-        const io::Cell step = cell_step(k);
-        auto add = [&](int64_t layer, int64_t head, const std::string& metric,
-                       const std::string& param, double value) {
-            traj.add_row({model_name, label, step, layer, head, metric, param, value});
-        };
-        // Entropy parts and sink mass, means over the rows of each layer and of the model.
+    for (size_t k = 0; k < entries_.size(); ++k) {
+        const fs::path dir = out_->staging() / series_[k]["path"].get<std::string>();
         Rows rows = read_rows(dir);
-        struct Mean {
-            double s = 0, h = 0, hb = 0, wh = 0, hc = 0;
-            int64_t n = 0;
-        };
-        std::map<int64_t, Mean> means;
-        for (int64_t r = 0; r < rows.n; ++r) {
-            const double* x = rows.row(r);
-            const double s = x[col::kSinkMass], c = x[col::kContentMass];
-            const double hb = -(s > 0 ? s * std::log(s) : 0) - (c > 0 ? c * std::log(c) : 0);
-            for (int64_t l : {int64_t(x[col::kLayer]), int64_t(-1)}) {
-                Mean& mean = means[l];
-                mean.s += s;
-                mean.h += x[col::kEntropy];
-                mean.hb += hb;
-                mean.wh += c * x[col::kContentEntropy];
-                mean.hc += x[col::kContentEntropy];
-                ++mean.n;
-            }
-        }
-        for (const auto& [l, mean] : means) {
-            const double n = double(std::max<int64_t>(mean.n, 1));
-            add(l, -1, m::kSinkMass, "", mean.s / n);
-            add(l, -1, m::kEntropy, "", mean.h / n);
-            add(l, -1, m::kBinarySinkEntropy, "", mean.hb / n);
-            add(l, -1, m::kContentEntropyWeighted, "", mean.wh / n);
-            add(l, -1, m::kContentEntropy, "", mean.hc / n);
-        }
-        // Sink_eps per layer and for the model; flip rates and rho; head-averaged spectra.
-        each_row(dir, t::kSinkEps.file(), {"layer", "metric", "convention", "value"},
-                 [&](const Row& r) {
-                     if (r.text("metric") == m::kSinkEps)
-                         add(r.layer(), -1, m::kSinkEps, r.text("convention"), r.num("value"));
-                 });
-        each_row(dir, std::string(t::kReversal) + ".csv", {"layer", "comparison", "metric", "rate"},
-                 [&](const Row& r) {
-                     if (r.text("comparison") == "flip")
-                         add(r.layer(), -1, "flip_rate", r.text("metric"), r.num("rate"));
-                 });
-        each_row(dir, std::string(t::kRegime) + ".csv", {"layer", "rho"},
-                 [&](const Row& r) { add(r.layer(), -1, "rho", "", r.num("rho")); });
-        each_row(dir, std::string(t::kSpectra) + ".csv", {"layer", "head", "metric", "value"},
-                 [&](const Row& r) {
-                     if (r.num("head") == -1)
-                         add(r.layer(), -1, r.text("metric"), "spectra", r.num("value"));
-                 });
+        add_trajectory(k, dir, rows);
         if (fs::exists(dir / t::kFrameFile)) {
             const std::string file = (dir / t::kFrameFile).string();
             const nlohmann::json f = io::read_json_file(dir / t::kFrameFile);
-            frames.add_row({model_name, label, step, io::json_string(f, "verdict", file),
-                            io::json_number_or(f, "share_first_mid_late", std::nan(""), file),
-                            io::json_number_or(f, "mean_reference_count", std::nan(""), file)});
+            frames_.add_row({model_name_, entries_[k].label, cell_step(k),
+                             io::json_string(f, "verdict", file),
+                             io::json_number_or(f, "share_first_mid_late", std::nan(""), file),
+                             io::json_number_or(f, "mean_reference_count", std::nan(""), file)});
         }
         // The split with the checkpoint before (spec 6), then this one becomes "before".
         if (previous) add_split(k - 1, k, *previous, rows, "consecutive");
-        if (k == 0 && entries.size() > 2) first = rows;
-        if (k + 1 == entries.size() && first) add_split(0, k, *first, rows, "first_last");
+        if (k == 0 && entries_.size() > 2) first = rows;
+        if (k + 1 == entries_.size() && first) add_split(0, k, *first, rows, "first_last");
         previous = std::move(rows);
     }
-    previous.reset();
-    first.reset();
+}
 
-    // ---- outputs ------------------------------------------------------------------------------
-    traj.write(out.staging(), t::kTrajectory.name, false);
-    frames.write(out.staging(), t::kFrameTypes.name, false);
-    split.write(out.staging(), t::kEntropySplit.name, false);
-    nlohmann::json& rec = record.json();
+// Checkpoint k's rows of trajectory.csv: the entropy parts and sink mass (means over the rows of
+// each layer and of the model), Sink_eps, flip rates, rho and the head-averaged spectra.
+void DynamicsRun::add_trajectory(size_t k, const fs::path& dir, const Rows& rows) {
+    const std::string label = entries_[k].label;
+    const io::Cell step = entries_[k].step ? io::Cell(*entries_[k].step) : io::Cell(std::string());
+    auto add = [&](int64_t layer, int64_t head, const std::string& metric, const std::string& param,
+                   double value) {
+        traj_.add_row({model_name_, label, step, layer, head, metric, param, value});
+    };
+    struct Mean {
+        double s = 0, h = 0, hb = 0, wh = 0, hc = 0;
+        int64_t n = 0;
+    };
+    std::map<int64_t, Mean> means;
+    for (int64_t r = 0; r < rows.n; ++r) {
+        const double* x = rows.row(r);
+        const double s = x[col::kSinkMass], c = x[col::kContentMass];
+        const double hb = -(s > 0 ? s * std::log(s) : 0) - (c > 0 ? c * std::log(c) : 0);
+        for (int64_t l : {int64_t(x[col::kLayer]), int64_t(-1)}) {
+            Mean& mean = means[l];
+            mean.s += s;
+            mean.h += x[col::kEntropy];
+            mean.hb += hb;
+            mean.wh += c * x[col::kContentEntropy];
+            mean.hc += x[col::kContentEntropy];
+            ++mean.n;
+        }
+    }
+    for (const auto& [l, mean] : means) {
+        const double n = double(std::max<int64_t>(mean.n, 1));
+        add(l, -1, m::kSinkMass, "", mean.s / n);
+        add(l, -1, m::kEntropy, "", mean.h / n);
+        add(l, -1, m::kBinarySinkEntropy, "", mean.hb / n);
+        add(l, -1, m::kContentEntropyWeighted, "", mean.wh / n);
+        add(l, -1, m::kContentEntropy, "", mean.hc / n);
+    }
+    each_row(dir, t::kSinkEps.file(), {"layer", "metric", "convention", "value"},
+             [&](const Row& r) {
+                 if (r.text("metric") == m::kSinkEps)
+                     add(r.layer(), -1, m::kSinkEps, r.text("convention"), r.num("value"));
+             });
+    each_row(dir, std::string(t::kReversal) + ".csv", {"layer", "comparison", "metric", "rate"},
+             [&](const Row& r) {
+                 if (r.text("comparison") == "flip")
+                     add(r.layer(), -1, "flip_rate", r.text("metric"), r.num("rate"));
+             });
+    each_row(dir, std::string(t::kRegime) + ".csv", {"layer", "rho"},
+             [&](const Row& r) { add(r.layer(), -1, "rho", "", r.num("rho")); });
+    each_row(dir, std::string(t::kSpectra) + ".csv", {"layer", "head", "metric", "value"},
+             [&](const Row& r) {
+                 if (r.num("head") == -1)
+                     add(r.layer(), -1, r.text("metric"), "spectra", r.num("value"));
+             });
+}
+
+// The tables, run.json and the report, committed.
+void DynamicsRun::write() {
+    traj_.write(out_->staging(), t::kTrajectory.name, false);
+    frames_.write(out_->staging(), t::kFrameTypes.name, false);
+    split_.write(out_->staging(), t::kEntropySplit.name, false);
+    nlohmann::json& rec = record_->json();
     rec["subcommand"] = "dynamics";
-    rec["manifest"] = fs::absolute(o.manifest).string();
-    rec["checkpoints"] = series;
-    rec["options"] = analysis::to_json(run.analysis);
-    rec["options"]["threads"] = compute_threads(base.m);  // --threads resolved, as analyze uses it
-    rec["data"] = base.data.empty() ? nlohmann::json("built-in prompts") : print["data"];
+    rec["manifest"] = fs::absolute(o_.manifest).string();
+    rec["checkpoints"] = series_;
+    rec["options"] = analysis::to_json(run_.analysis);
+    rec["options"]["threads"] = compute_threads(base_.m);  // --threads resolved, as analyze
+    rec["data"] = base_.data.empty() ? nlohmann::json("built-in prompts") : print_["data"];
     rec["entropy_split"] = {
         {"definition",
          "per row H = H_b(s) + (1 - s) H(pi); sink term = [H_b(s1) - H_b(s0)] + (s0 - s1) "
          "(H(pi0) + H(pi1)) / 2, content term = (1 - (s0 + s1) / 2) (H(pi1) - H(pi0)), summed "
          "over the rows present at both checkpoints"},
-        {"max_abs_residual", io::json_number(worst_residual)}};
-    rec["resumed"] = base.resume;
-    rec["distributed"] = {{"world_size", comm.world_size()},
+        {"max_abs_residual", io::json_number(worst_residual_)}};
+    rec["resumed"] = base_.resume;
+    rec["distributed"] = {{"world_size", comm_.world_size()},
                           {"sharding", "every checkpoint's inputs as analyze shards them"}};
-    fs::remove(state_path);
-    record.write(out.staging());
-    if (base.report) report::write_report(out.staging(), true);
-    out.commit();
-    comm.finish();
+    fs::remove(state_path_);
+    record_->write(out_->staging());
+    if (base_.report) report::write_report(out_->staging(), true);
+    out_->commit();
+    comm_.finish();
     const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     char took[32];
     std::snprintf(took, sizeof took, "%.1f", secs);
-    log << "dynamics over " << entries.size() << " checkpoints in " << took
-        << " s; largest |sink + content - measured entropy change| "
-        << format_number(worst_residual) << " nats; wrote " << base.out.string() << "\n";
+    log_ << "dynamics over " << entries_.size() << " checkpoints in " << took
+         << " s; largest |sink + content - measured entropy change| "
+         << format_number(worst_residual_) << " nats; wrote " << base_.out.string() << "\n";
+}
+
+void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {
+    DynamicsRun(o, comm, log).run();
 }
 
 }  // namespace
