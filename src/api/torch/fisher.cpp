@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <iostream>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include <ATen/ATen.h>
 
@@ -47,196 +49,273 @@ std::string run_fisher(const FisherCommandOptions& o, std::ostream& log) {
 
 namespace {
 
-std::string fisher(const FisherCommandOptions& o, Communicator& comm, std::ostream& log) {
-    // ---- options, before anything is loaded -------------------------------------------------
-    if (o.data.empty()) throw UsageError("--data is required");
-    if (o.out.empty()) throw UsageError("--out is required");
-    analysis::FisherOptions fo;
-    fo.kind = analysis::parse_fisher_kind(o.kind);
-    if (o.draws < 1 || o.draws > 10000) throw UsageError("--draws must be between 1 and 10000");
-    if (o.draws != 1 && fo.kind != analysis::FisherKind::True)
-        throw UsageError(
-            "--draws applies to --kind true (the empirical Fisher uses the data's "
-            "labels once)");
-    fo.draws = o.draws;
-    fo.seed = o.seed;
-    if (!(o.mask_rate > 0.0 && o.mask_rate < 1.0))
-        throw UsageError("--mask-rate must be strictly between 0 and 1");
-    if (o.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
-    if (o.samples < 0) throw UsageError("--samples must be >= 0");
-    if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
-    const auto progress = parse_progress_mode(o.progress);
-    const auto over_context = analysis::parse_over_context(o.m.over_context);
-    const fs::path out_path = rank_output(o.out, comm.rank());
-    check_output_dir(out_path, o.overwrite);  // before the model loads
-    const auto bos = tokenizer::parse_bos_policy(o.m.bos);
-    io::RunRecord record(o.command_line, compute_threads(o.m));
+// One rank's fisher run, step by step: the options checked before anything loads (check), the
+// model and data (load), the staged folder and any saved state (open_output), one backward per
+// sample of the shard (score), the shards added at rank 0 (merge_shards), and the tables, run.json
+// and report (write).
+class FisherRun {
+public:
+    FisherRun(const FisherCommandOptions& o, Communicator& comm, std::ostream& log)
+        : o_(o), comm_(comm), log_(log) {}
 
-    // ---- model and data ----------------------------------------------------------------------
-    const model::Model m = model::load_model(o.m.model, load_options(o.m));
-    record.set_model_files(o.m.model, m.files);  // hashed in the background
-    const model::ModelConfig& cfg = m.config();
-    if (cfg.is_vision() && fo.kind == analysis::FisherKind::Empirical)
-        throw UsageError(
-            "--kind empirical needs the data's labels, and images carry none: use "
-            "--kind true (labels drawn from the model's own predictions)");
-    const model::MaskedLmOptions mlm{.rate = o.mask_rate, .seed = o.seed};
-    const analysis::AnalysisInputs inputs = analysis::load_inputs(m,
-                                                                  {.data = o.data,
-                                                                   .text_column = o.text_column,
-                                                                   .max_tokens = o.max_tokens,
-                                                                   .over_context = over_context,
-                                                                   .samples = o.samples,
-                                                                   .seed = std::nullopt},
-                                                                  bos);
-    print_note(inputs.truncation_note());
-    print_warning(inputs.samples_note("--samples"));
-    // What the loss of each sample predicts (decoders: next tokens; encoders: masked tokens).
-    const std::string objective = cfg.is_vision() ? "image class"
-                                  : cfg.causal    ? "next token"
-                                                  : "masked tokens";
-    const model::MaskedLmVocabulary vocab = cfg.is_vision() || cfg.causal
-                                                ? model::MaskedLmVocabulary{}
-                                                : model::masked_lm_vocabulary(m);
-    auto task_of = [&](size_t k) {
+    std::string run() {
+        check();
+        load();
+        open_output();
+        score();
+        if (!merge_shards()) return {};
+        return write();
+    }
+
+private:
+    void check();
+    void load();
+    void open_output();
+    void score();
+    bool merge_shards();
+    std::string write();
+    void record(nlohmann::json& rec, const analysis::FisherTables& tables) const;
+
+    // The sample's prediction task (decoders: next tokens; encoders: masked tokens; images: the
+    // class).
+    model::PredictionTask task_of(size_t k) const {
+        const model::ModelConfig& cfg = m_->config();
         if (cfg.is_vision()) {
             model::PredictionTask t;
-            t.input = inputs.model_input(m, k);
+            t.input = inputs_->model_input(*m_, k);
             t.rows = {0};
             return t;
         }
-        if (cfg.causal) return model::next_token_task(inputs.ids[k]);
-        return model::masked_lm_task(inputs.ids[k], vocab, mlm, inputs.sample_index[k]);
-    };
-
-    const nlohmann::json fingerprint = {{"model", fs::absolute(o.m.model).string()},
-                                        {"inputs_sha256", analysis::inputs_sha256(inputs)},
-                                        {"kind", o.kind},
-                                        {"draws", o.draws},
-                                        {"seed", o.seed},
-                                        {"mask_rate", o.mask_rate},
-                                        {"device", o.m.device},
-                                        {"dtype", o.m.dtype},
-                                        {"bos", o.m.bos},
-                                        {"rank", comm.rank()},
-                                        {"world_size", comm.world_size()}};
-    // This rank's samples: the contiguous shard [first, end) (all of them in a world of one).
-    const auto [first, end] = shard_range(int64_t(inputs.size()), comm.rank(), comm.world_size());
-    const int64_t shard = end - first;
-    analysis::FisherAccumulator acc(m);
-    int64_t n_done = 0, n_skipped = 0;  // inputs of the shard processed (scored or skipped)
-    // Every rank runs the same model (whatever path it has there), data and options, or all
-    // refuse before anything is written.
-    if (comm.distributed()) {
-        nlohmann::json same = fingerprint;
-        same["model"] = model_identity(o.m.model, m.files);
-        comm.agree(same);
-    }
-    OutputDir out = OutputDir::resumable(out_path, o.overwrite);
-    const fs::path state_path = out.file(kStateFile);
-    if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
-        const std::string file = state_path.string();
-        const nlohmann::json state =
-            io::parse_json(open_state(*bytes, state_path, kState, fingerprint, out), file);
-        const bool ok = state.is_object() && state.contains("inputs_done") &&
-                        state["inputs_done"].is_number_unsigned() &&
-                        state.contains("inputs_skipped") &&
-                        state["inputs_skipped"].is_number_unsigned();
-        SS_CHECK_INPUT(ok, file, "holds no {inputs_done, inputs_skipped, sums}");
-        n_done = state["inputs_done"].get<int64_t>();
-        n_skipped = state["inputs_skipped"].get<int64_t>();
-        SS_CHECK_INPUT(n_done <= shard && n_skipped <= n_done, file,
-                       "holds more inputs than this run has");
-        acc.load_state(state.value("sums", nlohmann::json()), file);
-        SS_CHECK_INPUT(acc.n_samples() == n_done - n_skipped, file, "damaged Fisher sums");
-        log << "resuming at input " << first + n_done + 1 << " of " << inputs.size() << "\n";
+        if (cfg.causal) return model::next_token_task(inputs_->ids[k]);
+        return model::masked_lm_task(inputs_->ids[k], vocab_,
+                                     {.rate = o_.mask_rate, .seed = o_.seed},
+                                     inputs_->sample_index[k]);
     }
     // The shard's sums: the state file's payload and what rank 0 gathers.
-    auto shard_state = [&] {
+    std::string shard_state() const {
         return nlohmann::json{
-            {"inputs_done", n_done}, {"inputs_skipped", n_skipped}, {"sums", acc.state()}}
+            {"inputs_done", n_done_}, {"inputs_skipped", n_skipped_}, {"sums", acc_->state()}}
             .dump();
-    };
-    auto save_state = [&]() {
-        write_file_atomic(state_path, seal_state(kState, fingerprint, shard_state()));
-        out.keep_on_failure();  // from now on an interruption leaves something to resume
-    };
-
-    // ---- one backward per sample (and label draw) --------------------------------------------
-    {
-        Progress bar("fisher", shard, progress);
-        int64_t tokens = 0;
-        for (size_t k = size_t(first + n_done); k < size_t(end); ++k) {
-            const model::PredictionTask task = task_of(k);
-            if (!acc.add(m, task, inputs.sample_index[k], fo)) ++n_skipped;
-            ++n_done;
-            tokens += inputs.n_tokens(k);
-            bar.update(n_done, tokens);
-            // A rank also saves its finished shard: a resume after another rank failed skips it.
-            if ((n_done % o.checkpoint_every == 0 && n_done < shard) ||
-                (n_done == shard && comm.distributed()))
-                save_state();
-            if (o.after_sample) o.after_sample(n_done);
-        }
-        bar.finish();
     }
-    // The ranks' sums added at rank 0 in rank order (the Fisher accumulator's merge): the same
-    // additions as one process makes, re-associated at the shard boundaries.
-    if (comm.distributed()) {
-        const std::vector<std::string> shards = comm.gather(shard_state());
-        if (comm.rank() != 0) {
-            end_rank(comm, out.staging());
-            return {};
+    void save_state() {
+        write_file_atomic(state_path_, seal_state(kState, fingerprint_, shard_state()));
+        out_->keep_on_failure();  // from now on an interruption leaves something to resume
+    }
+
+    const FisherCommandOptions& o_;
+    Communicator& comm_;
+    std::ostream& log_;
+    analysis::FisherOptions fo_;
+    Progress::Mode progress_{};
+    analysis::OverContext over_context_{};
+    tokenizer::BosPolicy bos_{};
+    fs::path out_path_;
+    std::optional<io::RunRecord> record_;
+    std::optional<model::Model> m_;
+    std::optional<analysis::AnalysisInputs> inputs_;
+    std::string objective_;
+    model::MaskedLmVocabulary vocab_;
+    nlohmann::json fingerprint_;
+    int64_t first_ = 0, end_ = 0;
+    std::optional<analysis::FisherAccumulator> acc_;
+    int64_t n_done_ = 0, n_skipped_ = 0;  // inputs of the shard processed (scored or skipped)
+    std::optional<OutputDir> out_;
+    fs::path state_path_;
+};
+
+// The options, before anything is loaded.
+void FisherRun::check() {
+    if (o_.data.empty()) throw UsageError("--data is required");
+    if (o_.out.empty()) throw UsageError("--out is required");
+    fo_.kind = analysis::parse_fisher_kind(o_.kind);
+    if (o_.draws < 1 || o_.draws > 10000) throw UsageError("--draws must be between 1 and 10000");
+    if (o_.draws != 1 && fo_.kind != analysis::FisherKind::True)
+        throw UsageError(
+            "--draws applies to --kind true (the empirical Fisher uses the data's "
+            "labels once)");
+    fo_.draws = o_.draws;
+    fo_.seed = o_.seed;
+    if (!(o_.mask_rate > 0.0 && o_.mask_rate < 1.0))
+        throw UsageError("--mask-rate must be strictly between 0 and 1");
+    if (o_.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
+    if (o_.samples < 0) throw UsageError("--samples must be >= 0");
+    if (o_.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
+    progress_ = parse_progress_mode(o_.progress);
+    over_context_ = analysis::parse_over_context(o_.m.over_context);
+    out_path_ = rank_output(o_.out, comm_.rank());
+    check_output_dir(out_path_, o_.overwrite);  // before the model loads
+    bos_ = tokenizer::parse_bos_policy(o_.m.bos);
+    record_.emplace(o_.command_line, compute_threads(o_.m));
+}
+
+// The model, the data and what each sample's loss predicts; the ranks' agreement.
+void FisherRun::load() {
+    m_.emplace(model::load_model(o_.m.model, load_options(o_.m)));
+    record_->set_model_files(o_.m.model, m_->files);  // hashed in the background
+    const model::ModelConfig& cfg = m_->config();
+    if (cfg.is_vision() && fo_.kind == analysis::FisherKind::Empirical)
+        throw UsageError(
+            "--kind empirical needs the data's labels, and images carry none: use "
+            "--kind true (labels drawn from the model's own predictions)");
+    inputs_.emplace(analysis::load_inputs(*m_,
+                                          {.data = o_.data,
+                                           .text_column = o_.text_column,
+                                           .max_tokens = o_.max_tokens,
+                                           .over_context = over_context_,
+                                           .samples = o_.samples,
+                                           .seed = std::nullopt},
+                                          bos_));
+    print_note(inputs_->truncation_note());
+    print_warning(inputs_->samples_note("--samples"));
+    // What the loss of each sample predicts (decoders: next tokens; encoders: masked tokens).
+    objective_ = cfg.is_vision() ? "image class" : cfg.causal ? "next token" : "masked tokens";
+    if (!cfg.is_vision() && !cfg.causal) vocab_ = model::masked_lm_vocabulary(*m_);
+    fingerprint_ = {{"model", fs::absolute(o_.m.model).string()},
+                    {"inputs_sha256", analysis::inputs_sha256(*inputs_)},
+                    {"kind", o_.kind},
+                    {"draws", o_.draws},
+                    {"seed", o_.seed},
+                    {"mask_rate", o_.mask_rate},
+                    {"device", o_.m.device},
+                    {"dtype", o_.m.dtype},
+                    {"bos", o_.m.bos},
+                    {"rank", comm_.rank()},
+                    {"world_size", comm_.world_size()}};
+    // This rank's samples: the contiguous shard [first, end) (all of them in a world of one).
+    std::tie(first_, end_) =
+        shard_range(int64_t(inputs_->size()), comm_.rank(), comm_.world_size());
+    acc_.emplace(*m_);
+    // Every rank runs the same model (whatever path it has there), data and options, or all
+    // refuse before anything is written.
+    if (comm_.distributed()) {
+        nlohmann::json same = fingerprint_;
+        same["model"] = model_identity(o_.m.model, m_->files);
+        comm_.agree(same);
+    }
+}
+
+// The staged folder, and the sums saved by an interrupted run when asked to resume.
+void FisherRun::open_output() {
+    out_.emplace(OutputDir::resumable(out_path_, o_.overwrite));
+    state_path_ = out_->file(kStateFile);
+    std::optional<std::string> bytes = interrupted_state(*out_, state_path_, o_.resume, log_);
+    if (!bytes) return;
+    const std::string file = state_path_.string();
+    const nlohmann::json state =
+        io::parse_json(open_state(*bytes, state_path_, kState, fingerprint_, *out_), file);
+    const bool ok = state.is_object() && state.contains("inputs_done") &&
+                    state["inputs_done"].is_number_unsigned() && state.contains("inputs_skipped") &&
+                    state["inputs_skipped"].is_number_unsigned();
+    SS_CHECK_INPUT(ok, file, "holds no {inputs_done, inputs_skipped, sums}");
+    n_done_ = state["inputs_done"].get<int64_t>();
+    n_skipped_ = state["inputs_skipped"].get<int64_t>();
+    SS_CHECK_INPUT(n_done_ <= end_ - first_ && n_skipped_ <= n_done_, file,
+                   "holds more inputs than this run has");
+    acc_->load_state(state.value("sums", nlohmann::json()), file);
+    SS_CHECK_INPUT(acc_->n_samples() == n_done_ - n_skipped_, file, "damaged Fisher sums");
+    log_ << "resuming at input " << first_ + n_done_ + 1 << " of " << inputs_->size() << "\n";
+}
+
+// One backward per sample (and label draw) of the shard.
+void FisherRun::score() {
+    const int64_t shard = end_ - first_;
+    Progress bar("fisher", shard, progress_);
+    int64_t tokens = 0;
+    for (size_t k = size_t(first_ + n_done_); k < size_t(end_); ++k) {
+        const model::PredictionTask task = task_of(k);
+        if (!acc_->add(*m_, task, inputs_->sample_index[k], fo_)) ++n_skipped_;
+        ++n_done_;
+        tokens += inputs_->n_tokens(k);
+        bar.update(n_done_, tokens);
+        // A rank also saves its finished shard: a resume after another rank failed skips it.
+        if ((n_done_ % o_.checkpoint_every == 0 && n_done_ < shard) ||
+            (n_done_ == shard && comm_.distributed()))
+            save_state();
+        if (o_.after_sample) o_.after_sample(n_done_);
+    }
+    bar.finish();
+}
+
+// The ranks' sums added at rank 0 in rank order (the Fisher accumulator's merge): the same
+// additions as one process makes, re-associated at the shard boundaries. False at the other
+// ranks, which are done.
+bool FisherRun::merge_shards() {
+    if (comm_.distributed()) {
+        const std::vector<std::string> shards = comm_.gather(shard_state());
+        if (comm_.rank() != 0) {
+            end_rank(comm_, out_->staging());
+            return false;
         }
         for (size_t r = 1; r < shards.size(); ++r) {
             const std::string origin = "Fisher sums of rank " + std::to_string(r);
             const nlohmann::json j = io::parse_json(shards[r], origin);
-            analysis::FisherAccumulator other(m);
+            analysis::FisherAccumulator other(*m_);
             other.load_state(j.at("sums"), origin);
-            acc.merge(other);
-            n_skipped += j.at("inputs_skipped").get<int64_t>();
+            acc_->merge(other);
+            n_skipped_ += j.at("inputs_skipped").get<int64_t>();
         }
     }
-    if (acc.n_samples() == 0)
+    if (acc_->n_samples() == 0)
         throw UsageError(
-            "--data " + o.data + " has no sample to score (" +
-            (cfg.causal ? "each needs 2 or more tokens" : "none has a maskable token") + ")");
+            "--data " + o_.data + " has no sample to score (" +
+            (m_->config().causal ? "each needs 2 or more tokens" : "none has a maskable token") +
+            ")");
+    return true;
+}
 
-    // ---- tables, run.json -------------------------------------------------------------------
-    const std::string model_name = fs::absolute(o.m.model).filename().string();
-    const analysis::FisherTables tables = acc.finish(cfg, model_name, fo.kind);
-    fs::remove(state_path);
-    tables.fisher.write(out.staging(), analysis::tables::kFisher.name);
-    tables.tensors.write(out.staging(), analysis::tables::kFisherTensors.name);
+// The tables, run.json and the report, committed; the console summary.
+std::string FisherRun::write() {
+    const std::string model_name = fs::absolute(o_.m.model).filename().string();
+    const analysis::FisherTables tables = acc_->finish(m_->config(), model_name, fo_.kind);
+    fs::remove(state_path_);
+    tables.fisher.write(out_->staging(), analysis::tables::kFisher.name);
+    tables.tensors.write(out_->staging(), analysis::tables::kFisherTensors.name);
+    record(record_->json(), tables);
+    record_->write(out_->staging());
+    report::write_report(out_->staging(), true);  // our own staging folder
+    out_->commit();
+    comm_.finish();
 
-    nlohmann::json& rec = record.json();
+    std::ostringstream s;
+    s << analysis::fisher_kind_name(fo_.kind) << " Fisher over " << acc_->n_samples()
+      << " samples (" << objective_ << "): total " << format_number(tables.total) << "\n";
+    s << "attention share per layer:";
+    for (double v : tables.attention_share) s << " " << format_number(v);
+    s << "\n";
+    if (n_skipped_ > 0) s << n_skipped_ << " samples had nothing to score and were skipped\n";
+    log_ << s.str();
+    return out_->final_path().string();
+}
+
+// run.json: the model, the options, the data, the objective and the definitions.
+void FisherRun::record(nlohmann::json& rec, const analysis::FisherTables& tables) const {
     rec["subcommand"] = "fisher";
-    rec["model"]["architecture"] = cfg.architecture;
-    rec["model"]["format"] = model::weight_format_name(m.format);
-    rec["model"]["n_params"] = m.n_params();
-    rec["device"] = o.m.device;
-    rec["dtype"] = o.m.dtype;
-    rec["bos_policy"] = tokenizer::bos_policy_name(bos);
+    rec["model"]["architecture"] = m_->config().architecture;
+    rec["model"]["format"] = model::weight_format_name(m_->format);
+    rec["model"]["n_params"] = m_->n_params();
+    rec["device"] = o_.m.device;
+    rec["dtype"] = o_.m.dtype;
+    rec["bos_policy"] = tokenizer::bos_policy_name(bos_);
     rec["options"] = {
-        {"kind", o.kind},           {"draws", o.draws},           {"seed", o.seed},
-        {"mask_rate", o.mask_rate}, {"max_tokens", o.max_tokens}, {"samples", o.samples}};
-    rec["data"] = {{"path", o.data},
-                   {"samples_requested", o.samples},  // 0: every sample
-                   {"n_samples", inputs.size()},
-                   {"n_scored", acc.n_samples()},
-                   {"n_skipped", n_skipped},
-                   {"n_truncated", inputs.n_truncated},
-                   {"truncated_to", inputs.cut_length},
-                   {"model_context", inputs.context},
-                   {"over_context", o.m.over_context}};
-    rec["objective"] = objective;
-    rec["distributed"] = {{"world_size", comm.world_size()},
+        {"kind", o_.kind},           {"draws", o_.draws},           {"seed", o_.seed},
+        {"mask_rate", o_.mask_rate}, {"max_tokens", o_.max_tokens}, {"samples", o_.samples}};
+    rec["data"] = {{"path", o_.data},
+                   {"samples_requested", o_.samples},  // 0: every sample
+                   {"n_samples", inputs_->size()},
+                   {"n_scored", acc_->n_samples()},
+                   {"n_skipped", n_skipped_},
+                   {"n_truncated", inputs_->n_truncated},
+                   {"truncated_to", inputs_->cut_length},
+                   {"model_context", inputs_->context},
+                   {"over_context", o_.m.over_context}};
+    rec["objective"] = objective_;
+    rec["distributed"] = {{"world_size", comm_.world_size()},
                           {"sharding",
                            "contiguous: rank r sums samples [N r / W, N (r + 1) / W); "
                            "rank 0 adds the sums in rank order"}};
     rec["fisher"] = {{"total", io::json_number(tables.total)}};
     nlohmann::json shares = nlohmann::json::array();
-    for (double s : tables.attention_share) shares.push_back(io::json_number(s));
+    for (double v : tables.attention_share) shares.push_back(io::json_number(v));
     rec["fisher"]["attention_share"] = shares;
     rec["definitions"] = {
         {"fisher",
@@ -250,20 +329,10 @@ std::string fisher(const FisherCommandOptions& o, Communicator& comm, std::ostre
         {"fisher_head",
          "the head's rows of q/k/v (a key/value head shared by g query heads counts 1/g "
          "for each) and its columns of the output projection"}};
-    record.write(out.staging());
-    report::write_report(out.staging(), true);  // our own staging folder
-    out.commit();
-    comm.finish();
+}
 
-    std::ostringstream s;
-    s << analysis::fisher_kind_name(fo.kind) << " Fisher over " << acc.n_samples() << " samples ("
-      << objective << "): total " << format_number(tables.total) << "\n";
-    s << "attention share per layer:";
-    for (double v : tables.attention_share) s << " " << format_number(v);
-    s << "\n";
-    if (n_skipped > 0) s << n_skipped << " samples had nothing to score and were skipped\n";
-    log << s.str();
-    return out.final_path().string();
+std::string fisher(const FisherCommandOptions& o, Communicator& comm, std::ostream& log) {
+    return FisherRun(o, comm, log).run();
 }
 
 }  // namespace
