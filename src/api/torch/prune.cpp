@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -172,87 +173,164 @@ std::string run_prune(const PruneOptions& o, std::ostream& log) {
 
 namespace {
 
-std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) {
-    // ---- options, before anything is loaded -------------------------------------------------
-    if (o.calib.empty()) throw UsageError("--calib is required");
-    if (o.eval.empty()) throw UsageError("--eval is required");
-    if (o.out.empty()) throw UsageError("--out is required");
-    const std::vector<Channel> channels = parse_channels(o.channels);
-    const std::vector<double> sparsities = parse_sparsities(o.sparsity);
-    if (o.ablation != "zero" && o.ablation != "mean")
-        throw UsageError("--ablation must be zero or mean");
-    if (o.random_seeds < 0 || o.random_seeds > 1000)
-        throw UsageError("--random-seeds must be between 0 and 1000");
-    if (o.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
-    if (o.calib_samples < 0 || o.eval_samples < 0)
-        throw UsageError("--calib-samples and --eval-samples must be >= 0");
-    const auto progress = parse_progress_mode(o.progress);
-    const auto over_context = analysis::parse_over_context(o.m.over_context);
-    const fs::path out_path = rank_output(o.out, comm.rank());
-    check_output_dir(out_path, o.overwrite);  // before the model loads
-    const auto bos = tokenizer::parse_bos_policy(o.m.bos);
-    io::RunRecord record(o.command_line, compute_threads(o.m));
+// One rank's prune run, step by step: the options (check), the model and the two data sets
+// (load), the experiment's points (plan_points), the staged folder and any saved points
+// (open_output), calibration and the removal orders (calibrate), this rank's points scored
+// (evaluate), the points gathered at rank 0 (merge_shards), and the tables, run.json and report
+// (write).
+class PruneRun {
+public:
+    PruneRun(const PruneOptions& o, Communicator& comm, std::ostream& log)
+        : o_(o), comm_(comm), log_(log) {}
 
-    // ---- model and data ----------------------------------------------------------------------
-    const model::Model m = model::load_model(o.m.model, load_options(o.m));
-    record.set_model_files(o.m.model, m.files);  // hashed in the background
-    const model::ModelConfig& cfg = m.config();
+    std::string run() {
+        check();
+        load();
+        plan_points();
+        open_output();
+        calibrate();
+        evaluate();
+        if (!merge_shards()) return {};
+        return write();
+    }
+
+private:
+    void check();
+    void load();
+    void check_held_out() const;
+    void plan_points();
+    void open_output();
+    void calibrate();
+    void evaluate();
+    void score(const model::HeadMask* mask, Point& p) const;
+    std::vector<int64_t> top1(const model::HeadMask* mask) const;
+    bool merge_shards();
+    std::string write();
+    io::Table random_table() const;
+    void record(nlohmann::json& rec) const;
+    std::string summary(const io::Table& random) const;
+
+    void save_state() {
+        write_file_atomic(
+            state_path_,
+            seal_state(kState, fingerprint_,
+                       nlohmann::json{{"points", points_json(points_, first_, end_)}}.dump()));
+        out_->keep_on_failure();  // from now on an interruption leaves something to resume
+    }
+    const model::ModelConfig& cfg() const { return m_->config(); }
+
+    const PruneOptions& o_;
+    Communicator& comm_;
+    std::ostream& log_;
+    std::vector<Channel> channels_;
+    std::vector<double> sparsities_;
+    Progress::Mode progress_{};
+    analysis::OverContext over_context_{};
+    tokenizer::BosPolicy bos_{};
+    fs::path out_path_;
+    std::optional<io::RunRecord> record_;
+    std::optional<model::Model> m_;
+    std::string measure_;
+    std::vector<int64_t> counts_;  // heads pruned per sparsity
+    std::optional<analysis::AnalysisInputs> calib_, eval_;
+    std::vector<Point> points_;
+    nlohmann::json fingerprint_;
+    size_t first_ = 0, end_ = 0;  // this rank's points
+    std::optional<OutputDir> out_;
+    fs::path state_path_;
+    metrics::HeadOptions hopts_;
+    int64_t rows_used_ = 0;  // calibration rows of the head distances
+    model::HeadMask::Kind kind_ = model::HeadMask::Kind::Zero;
+    at::Tensor z_mean_;
+    io::Table order_table_{analysis::tables::kPruneOrder.columns};
+    std::vector<int64_t> reference_;  // vision: the unpruned model's top-1 labels
+};
+
+// The options, before anything is loaded.
+void PruneRun::check() {
+    if (o_.calib.empty()) throw UsageError("--calib is required");
+    if (o_.eval.empty()) throw UsageError("--eval is required");
+    if (o_.out.empty()) throw UsageError("--out is required");
+    channels_ = parse_channels(o_.channels);
+    sparsities_ = parse_sparsities(o_.sparsity);
+    if (o_.ablation != "zero" && o_.ablation != "mean")
+        throw UsageError("--ablation must be zero or mean");
+    if (o_.random_seeds < 0 || o_.random_seeds > 1000)
+        throw UsageError("--random-seeds must be between 0 and 1000");
+    if (o_.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
+    if (o_.calib_samples < 0 || o_.eval_samples < 0)
+        throw UsageError("--calib-samples and --eval-samples must be >= 0");
+    progress_ = parse_progress_mode(o_.progress);
+    over_context_ = analysis::parse_over_context(o_.m.over_context);
+    out_path_ = rank_output(o_.out, comm_.rank());
+    check_output_dir(out_path_, o_.overwrite);  // before the model loads
+    bos_ = tokenizer::parse_bos_policy(o_.m.bos);
+    record_.emplace(o_.command_line, compute_threads(o_.m));
+}
+
+// The model, the heads each sparsity prunes, and the calibration and evaluation data.
+void PruneRun::load() {
+    m_.emplace(model::load_model(o_.m.model, load_options(o_.m)));
+    record_->set_model_files(o_.m.model, m_->files);  // hashed in the background
     // What a pruned model is scored by: next-token perplexity (decoders), masked-LM
     // pseudo-perplexity (encoders) or top-1 agreement with the unpruned model (vision).
-    const std::string measure = cfg.is_vision() ? "top1_agreement"
-                                : cfg.causal    ? "perplexity"
-                                                : "pseudo_perplexity";
-    const int64_t n_heads_total = cfg.n_layers * cfg.n_heads;
-    std::vector<int64_t> counts;  // heads pruned per sparsity
-    for (double s : sparsities) {
+    measure_ = cfg().is_vision() ? "top1_agreement"
+               : cfg().causal    ? "perplexity"
+                                 : "pseudo_perplexity";
+    const int64_t n_heads_total = cfg().n_layers * cfg().n_heads;
+    for (double s : sparsities_) {
         try {
-            counts.push_back(metrics::heads_to_prune(s, n_heads_total));
+            counts_.push_back(metrics::heads_to_prune(s, n_heads_total));
         } catch (const UsageError& e) {
             throw UsageError(std::string("--sparsity: ") + e.what());
         }
     }
     // The first `samples` samples (0: all) of a data file, cut to --max-tokens.
     auto load = [&](const std::string& data, int64_t samples) {
-        return analysis::load_inputs(m,
+        return analysis::load_inputs(*m_,
                                      {.data = data,
-                                      .text_column = o.text_column,
-                                      .max_tokens = o.max_tokens,
-                                      .over_context = over_context,
+                                      .text_column = o_.text_column,
+                                      .max_tokens = o_.max_tokens,
+                                      .over_context = over_context_,
                                       .samples = samples,
                                       .seed = std::nullopt},
-                                     bos);
+                                     bos_);
     };
-    const analysis::AnalysisInputs calib = load(o.calib, o.calib_samples);
-    const analysis::AnalysisInputs eval = load(o.eval, o.eval_samples);
-    if (!calib.truncation_note().empty()) print_note("--calib: " + calib.truncation_note());
-    if (!eval.truncation_note().empty()) print_note("--eval: " + eval.truncation_note());
-    print_warning(calib.samples_note("--calib-samples"));
-    print_warning(eval.samples_note("--eval-samples"));
-    {  // section 5: calibration rows and evaluation text are disjoint
-        // An input's identity: its token ids, or for images the bytes of its preprocessed pixels.
-        auto identity = [&](const analysis::AnalysisInputs& in, size_t k) {
-            if (!cfg.is_vision()) return ids_sha256({in.ids[k]});
-            const at::Tensor px = in.model_input(m, k).pixel_values.to(at::kCPU).contiguous();
-            Sha256 h;
-            h.update(px.data_ptr(), size_t(px.numel()) * px.element_size());
-            return h.hex_digest();
-        };
-        std::set<std::string> calib_set;
-        for (size_t k = 0; k < calib.size(); ++k) calib_set.insert(identity(calib, k));
-        for (size_t k = 0; k < eval.size(); ++k)
-            if (calib_set.count(identity(eval, k)))
-                throw UsageError("--calib and --eval overlap: evaluation sample " +
-                                 std::to_string(eval.sample_index[k] + 1) + " of " + o.eval +
-                                 " is also a calibration sample (the evaluation must be held out)");
-        bool scorable = cfg.is_vision() && eval.size() > 0;
-        for (const auto& ids : eval.ids) scorable = scorable || ids.size() >= 2;
-        if (!scorable)
-            throw UsageError("--eval " + o.eval + " has no sample of 2 or more tokens to score");
-    }
+    calib_.emplace(load(o_.calib, o_.calib_samples));
+    eval_.emplace(load(o_.eval, o_.eval_samples));
+    if (!calib_->truncation_note().empty()) print_note("--calib: " + calib_->truncation_note());
+    if (!eval_->truncation_note().empty()) print_note("--eval: " + eval_->truncation_note());
+    print_warning(calib_->samples_note("--calib-samples"));
+    print_warning(eval_->samples_note("--eval-samples"));
+    check_held_out();
+}
 
-    // ---- the experiment's points ------------------------------------------------------------
-    // Removal order per channel is computed after calibration; the random points are known now.
-    std::vector<Point> points;
+// Section 5: calibration rows and evaluation text are disjoint, and something can be scored.
+void PruneRun::check_held_out() const {
+    // An input's identity: its token ids, or for images the bytes of its preprocessed pixels.
+    auto identity = [&](const analysis::AnalysisInputs& in, size_t k) {
+        if (!cfg().is_vision()) return ids_sha256({in.ids[k]});
+        const at::Tensor px = in.model_input(*m_, k).pixel_values.to(at::kCPU).contiguous();
+        Sha256 h;
+        h.update(px.data_ptr(), size_t(px.numel()) * px.element_size());
+        return h.hex_digest();
+    };
+    std::set<std::string> calib_set;
+    for (size_t k = 0; k < calib_->size(); ++k) calib_set.insert(identity(*calib_, k));
+    for (size_t k = 0; k < eval_->size(); ++k)
+        if (calib_set.count(identity(*eval_, k)))
+            throw UsageError("--calib and --eval overlap: evaluation sample " +
+                             std::to_string(eval_->sample_index[k] + 1) + " of " + o_.eval +
+                             " is also a calibration sample (the evaluation must be held out)");
+    bool scorable = cfg().is_vision() && eval_->size() > 0;
+    for (const auto& ids : eval_->ids) scorable = scorable || ids.size() >= 2;
+    if (!scorable)
+        throw UsageError("--eval " + o_.eval + " has no sample of 2 or more tokens to score");
+}
+
+// The experiment's points: the unpruned model, each channel at each sparsity (its heads come
+// after calibration) and the random prunings, known now; this rank's shard of them.
+void PruneRun::plan_points() {
     auto add_point = [&](std::string method, int64_t seed, double sparsity,
                          std::vector<int64_t> heads) {
         Point p;
@@ -260,245 +338,270 @@ std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) 
         p.seed = seed;
         p.sparsity = sparsity;
         p.heads = std::move(heads);
-        points.push_back(std::move(p));
+        points_.push_back(std::move(p));
     };
     add_point("none", -1, 0.0, {});
-    for (const Channel& c : channels)
-        for (double s : sparsities) add_point(c.name, -1, s, {});
-    for (int64_t r = 0; r < o.random_seeds; ++r)
-        for (size_t i = 0; i < sparsities.size(); ++i)
-            add_point("random", int64_t(o.seed) + r, sparsities[i],
-                      metrics::random_prune(n_heads_total, counts[i], o.seed + uint64_t(r)));
-
-    const nlohmann::json fingerprint = {{"model", fs::absolute(o.m.model).string()},
-                                        {"calib_sha256", ids_sha256(calib.ids)},
-                                        {"eval_sha256", ids_sha256(eval.ids)},
-                                        {"channels", o.channels},
-                                        {"sparsity", o.sparsity},
-                                        {"ablation", o.ablation},
-                                        {"random_seeds", o.random_seeds},
-                                        {"seed", o.seed},
-                                        {"device", o.m.device},
-                                        {"dtype", o.m.dtype},
-                                        {"bos", o.m.bos},
-                                        {"measure", measure},
-                                        {"rank", comm.rank()},
-                                        {"world_size", comm.world_size()}};
+    for (const Channel& c : channels_)
+        for (double s : sparsities_) add_point(c.name, -1, s, {});
+    const int64_t n_heads_total = cfg().n_layers * cfg().n_heads;
+    for (int64_t r = 0; r < o_.random_seeds; ++r)
+        for (size_t i = 0; i < sparsities_.size(); ++i)
+            add_point("random", int64_t(o_.seed) + r, sparsities_[i],
+                      metrics::random_prune(n_heads_total, counts_[i], o_.seed + uint64_t(r)));
     // This rank evaluates the contiguous shard [first, end) of the points (every rank calibrates:
     // the removal orders are needed for its points).
-    const auto [first_point, end_point] =
-        shard_range(int64_t(points.size()), comm.rank(), comm.world_size());
-    const size_t first = size_t(first_point), end = size_t(end_point);
+    const auto [first, end] =
+        shard_range(int64_t(points_.size()), comm_.rank(), comm_.world_size());
+    first_ = size_t(first), end_ = size_t(end);
+}
+
+// The fingerprint and the ranks' agreement, the staged folder and any points saved before.
+void PruneRun::open_output() {
+    fingerprint_ = {{"model", fs::absolute(o_.m.model).string()},
+                    {"calib_sha256", ids_sha256(calib_->ids)},
+                    {"eval_sha256", ids_sha256(eval_->ids)},
+                    {"channels", o_.channels},
+                    {"sparsity", o_.sparsity},
+                    {"ablation", o_.ablation},
+                    {"random_seeds", o_.random_seeds},
+                    {"seed", o_.seed},
+                    {"device", o_.m.device},
+                    {"dtype", o_.m.dtype},
+                    {"bos", o_.m.bos},
+                    {"measure", measure_},
+                    {"rank", comm_.rank()},
+                    {"world_size", comm_.world_size()}};
     // Every rank runs the same model (whatever path it has there), data and options, or all
     // refuse before anything is written.
-    if (comm.distributed()) {
-        nlohmann::json same = fingerprint;
-        same["model"] = model_identity(o.m.model, m.files);
-        comm.agree(same);
+    if (comm_.distributed()) {
+        nlohmann::json same = fingerprint_;
+        same["model"] = model_identity(o_.m.model, m_->files);
+        comm_.agree(same);
     }
-    OutputDir out = OutputDir::resumable(out_path, o.overwrite);
-    const fs::path state_path = out.file(kStateFile);
-    if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log)) {
-        const std::string file = state_path.string();
+    out_.emplace(OutputDir::resumable(out_path_, o_.overwrite));
+    state_path_ = out_->file(kStateFile);
+    if (std::optional<std::string> bytes = interrupted_state(*out_, state_path_, o_.resume, log_)) {
+        const std::string file = state_path_.string();
         const nlohmann::json state =
-            io::parse_json(open_state(*bytes, state_path, kState, fingerprint, out), file);
+            io::parse_json(open_state(*bytes, state_path_, kState, fingerprint_, *out_), file);
         const size_t n = read_points(
-            state.is_object() ? state.value("points", nlohmann::json()) : nlohmann::json(), points,
-            first, end, file);
-        log << "resuming at point " << first + n + 1 << " of " << points.size() << "\n";
+            state.is_object() ? state.value("points", nlohmann::json()) : nlohmann::json(), points_,
+            first_, end_, file);
+        log_ << "resuming at point " << first_ + n + 1 << " of " << points_.size() << "\n";
     }
+}
 
-    // ---- calibration: head distances (model scope) and, for mean ablation, mean z -------------
+// Calibration: head distances (model scope) and, for mean ablation, mean z; then each channel's
+// removal order and the heads of its points.
+void PruneRun::calibrate() {
     analysis::AnalysisOptions aopts;
-    aopts.threads = o.m.threads;
+    aopts.threads = o_.m.threads;
     analysis::ResolvedOptions resolved =
-        analysis::resolve(aopts, {.hidden_states = true, .source = o.m.model});
-    metrics::HeadOptions hopts = resolved.head;
-    hopts.scope = metrics::Scope::Model;
-    if (hopts.sink.bos_id < 0)
-        hopts.sink.bos_id = cfg.bos_token_id >= 0 ? cfg.bos_token_id
-                            : m.tokenizer()       ? m.tokenizer()->bos_id()
-                                                  : -1;
-    metrics::HeadAccumulator acc(cfg.n_layers, cfg.n_heads, hopts);
+        analysis::resolve(aopts, {.hidden_states = true, .source = o_.m.model});
+    hopts_ = resolved.head;
+    hopts_.scope = metrics::Scope::Model;
+    if (hopts_.sink.bos_id < 0)
+        hopts_.sink.bos_id = cfg().bos_token_id >= 0 ? cfg().bos_token_id
+                             : m_->tokenizer()       ? m_->tokenizer()->bos_id()
+                                                     : -1;
+    metrics::HeadAccumulator acc(cfg().n_layers, cfg().n_heads, hopts_);
     {
-        Progress bar("prune: calibration", int64_t(calib.size()), progress);
+        Progress bar("prune: calibration", int64_t(calib_->size()), progress_);
         int64_t tokens = 0;
         // Forwards of several inputs at once, added in input order (core/parallel.hpp).
-        const int64_t n_calib = int64_t(calib.size());
+        const int64_t n_calib = int64_t(calib_->size());
         const int64_t at_once = analysis::inputs_at_once(
-            cfg, calib, 0, n_calib, int(resolved.threads), kAttentionMemoryMb, false);
+            cfg(), *calib_, 0, n_calib, int(resolved.threads), kAttentionMemoryMb, false);
         ordered_parallel(
             n_calib, int(at_once), at_once,
             [&](int64_t n) {
                 const model::ForwardWorkers share(model::forward_share(std::min(at_once, n_calib)));
-                const bool lazy = analysis::use_lazy_attention(cfg, calib.n_tokens(size_t(n)),
+                const bool lazy = analysis::use_lazy_attention(cfg(), calib_->n_tokens(size_t(n)),
                                                                kAttentionMemoryMb);
-                return analysis::capture_input(m, calib, size_t(n), false, lazy);
+                return analysis::capture_input(*m_, *calib_, size_t(n), false, lazy);
             },
             [&](int64_t n, analysis::Captured c) {
                 acc.add(c.attention, n);
-                tokens += calib.n_tokens(size_t(n));
+                tokens += calib_->n_tokens(size_t(n));
                 bar.update(n + 1, tokens);
             });
         bar.finish();
     }
     const metrics::HeadResults heads = acc.finish();
-    model::HeadMask::Kind kind =
-        o.ablation == "mean" ? model::HeadMask::Kind::Mean : model::HeadMask::Kind::Zero;
-    at::Tensor z_mean;
-    if (kind == model::HeadMask::Kind::Mean) z_mean = model::compute_mean_z(m, calib.ids);
+    rows_used_ = heads.counts.rows_used_model;
+    kind_ = o_.ablation == "mean" ? model::HeadMask::Kind::Mean : model::HeadMask::Kind::Zero;
+    if (kind_ == model::HeadMask::Kind::Mean) z_mean_ = model::compute_mean_z(*m_, calib_->ids);
 
-    const int64_t k_max = *std::max_element(counts.begin(), counts.end());
-    io::Table order_table(analysis::tables::kPruneOrder.columns);
-    for (const Channel& c : channels) {
+    const int64_t k_max = *std::max_element(counts_.begin(), counts_.end());
+    const int64_t H = cfg().n_heads;
+    for (const Channel& c : channels_) {
         const auto order = metrics::greedy_prune_order(heads.distances.at(c.matrix), k_max);
         for (size_t s = 0; s < order.size(); ++s)
-            order_table.add_row({std::string(c.name), int64_t(s + 1), order[s].head / cfg.n_heads,
-                                 order[s].head % cfg.n_heads, order[s].redundancy});
-        for (Point& p : points)
+            order_table_.add_row({std::string(c.name), int64_t(s + 1), order[s].head / H,
+                                  order[s].head % H, order[s].redundancy});
+        for (Point& p : points_)
             if (p.method == c.name) {
                 const size_t i =
-                    size_t(std::find(sparsities.begin(), sparsities.end(), p.sparsity) -
-                           sparsities.begin());
-                for (int64_t s = 0; s < counts[i]; ++s) p.heads.push_back(order[size_t(s)].head);
+                    size_t(std::find(sparsities_.begin(), sparsities_.end(), p.sparsity) -
+                           sparsities_.begin());
+                for (int64_t s = 0; s < counts_[i]; ++s) p.heads.push_back(order[size_t(s)].head);
             }
     }
+}
 
-    // ---- evaluation -------------------------------------------------------------------------
-    auto save_state = [&]() {
-        write_file_atomic(
-            state_path,
-            seal_state(kState, fingerprint,
-                       nlohmann::json{{"points", points_json(points, first, end)}}.dump()));
-        out.keep_on_failure();  // from now on an interruption leaves something to resume
-    };
+// Vision: the top-1 label of every evaluation image under `mask`.
+std::vector<int64_t> PruneRun::top1(const model::HeadMask* mask) const {
+    std::vector<int64_t> labels;
+    for (size_t k = 0; k < eval_->size(); ++k)
+        labels.push_back(
+            m_->forward(eval_->model_input(*m_, k), {}, mask).logits[0].argmax().item<int64_t>());
+    return labels;
+}
+
+// Point p's measure with `mask` (null: the unpruned model).
+void PruneRun::score(const model::HeadMask* mask, Point& p) const {
+    if (cfg().is_vision()) {
+        const std::vector<int64_t> labels = top1(mask);
+        int64_t same = 0;
+        for (size_t k = 0; k < labels.size(); ++k) same += labels[k] == reference_[k];
+        p.value = double(same) / double(labels.size());
+        p.mean_nll = std::nan("");
+        p.n_scored = int64_t(labels.size());
+        return;
+    }
+    const model::MaskedLmOptions mlm{.rate = 0.15, .seed = o_.seed};
+    const model::PerplexityResult r =
+        cfg().causal ? model::compute_perplexity(*m_, eval_->ids, mask)
+                     : model::compute_masked_perplexity(*m_, eval_->ids, mlm, mask);
+    p.value = r.perplexity;
+    p.mean_nll = r.mean_nll;
+    p.n_scored = r.n_tokens;
+}
+
+// This rank's points not evaluated yet, each saved as it finishes.
+void PruneRun::evaluate() {
     // Vision: the unpruned model's top-1 label of every evaluation image is the reference.
-    auto top1 = [&](const model::HeadMask* mask) {
-        std::vector<int64_t> labels;
-        for (size_t k = 0; k < eval.size(); ++k)
-            labels.push_back(
-                m.forward(eval.model_input(m, k), {}, mask).logits[0].argmax().item<int64_t>());
-        return labels;
-    };
-    const std::vector<int64_t> reference = cfg.is_vision() ? top1(nullptr) : std::vector<int64_t>{};
-    const model::MaskedLmOptions mlm{.rate = 0.15, .seed = o.seed};
-    auto score = [&](const model::HeadMask* mask, Point& p) {
-        if (cfg.is_vision()) {
-            const std::vector<int64_t> labels = top1(mask);
-            int64_t same = 0;
-            for (size_t k = 0; k < labels.size(); ++k) same += labels[k] == reference[k];
-            p.value = double(same) / double(labels.size());
-            p.mean_nll = std::nan("");
-            p.n_scored = int64_t(labels.size());
-            return;
-        }
-        const model::PerplexityResult r =
-            cfg.causal ? model::compute_perplexity(m, eval.ids, mask)
-                       : model::compute_masked_perplexity(m, eval.ids, mlm, mask);
-        p.value = r.perplexity;
-        p.mean_nll = r.mean_nll;
-        p.n_scored = r.n_tokens;
-    };
-    Progress bar("prune: evaluation", int64_t(end - first), progress);
+    if (cfg().is_vision()) reference_ = top1(nullptr);
+    Progress bar("prune: evaluation", int64_t(end_ - first_), progress_);
     int64_t n_done = 0;
-    for (size_t i = first; i < end; ++i) {
-        Point& p = points[i];
+    for (size_t i = first_; i < end_; ++i) {
+        Point& p = points_[i];
         if (!p.done) {
-            model::HeadMask mask(kind, cfg.n_layers, cfg.n_heads);
-            mask.z_mean = z_mean;
-            for (int64_t h : p.heads) mask.ablate(h / cfg.n_heads, h % cfg.n_heads);
+            model::HeadMask mask(kind_, cfg().n_layers, cfg().n_heads);
+            mask.z_mean = z_mean_;
+            for (int64_t h : p.heads) mask.ablate(h / cfg().n_heads, h % cfg().n_heads);
             score(p.heads.empty() ? nullptr : &mask, p);
             p.done = true;
             save_state();
         }
         ++n_done;
         bar.update(n_done, 0);
-        if (o.after_point) o.after_point(n_done);
+        if (o_.after_point) o_.after_point(n_done);
     }
     bar.finish();
-    // Every rank's evaluated points at rank 0 (each point is computed whole by one rank, so the
-    // tables equal one process's exactly).
-    if (comm.distributed()) {
-        const std::vector<std::string> shards = comm.gather(points_json(points, first, end).dump());
-        if (comm.rank() != 0) {
-            end_rank(comm, out.staging());
-            return {};
-        }
-        for (size_t r = 1; r < shards.size(); ++r) {
-            const std::string origin = "points of rank " + std::to_string(r);
-            const auto [b, e] = shard_range(int64_t(points.size()), int64_t(r), comm.world_size());
-            const size_t n = read_points(io::parse_json(shards[r], origin), points, size_t(b),
-                                         size_t(e), origin);
-            SS_CHECK(n == size_t(e - b), origin, " has ", n, " of its ", e - b, " points");
-        }
+}
+
+// Every rank's evaluated points at rank 0 (each point is computed whole by one rank, so the
+// tables equal one process's exactly); false at the other ranks, which are done.
+bool PruneRun::merge_shards() {
+    if (!comm_.distributed()) return true;
+    const std::vector<std::string> shards = comm_.gather(points_json(points_, first_, end_).dump());
+    if (comm_.rank() != 0) {
+        end_rank(comm_, out_->staging());
+        return false;
     }
+    for (size_t r = 1; r < shards.size(); ++r) {
+        const std::string origin = "points of rank " + std::to_string(r);
+        const auto [b, e] = shard_range(int64_t(points_.size()), int64_t(r), comm_.world_size());
+        const size_t n =
+            read_points(io::parse_json(shards[r], origin), points_, size_t(b), size_t(e), origin);
+        SS_CHECK(n == size_t(e - b), origin, " has ", n, " of its ", e - b, " points");
+    }
+    return true;
+}
 
-    // ---- tables, run.json -------------------------------------------------------------------
-    const double baseline = points.front().value;
+// prune_random.csv: per sparsity, the random prunings' mean, sample std, min and max.
+io::Table PruneRun::random_table() const {
+    io::Table table(analysis::tables::kPruneRandom.columns);
+    if (o_.random_seeds == 0) return table;
+    for (size_t i = 0; i < sparsities_.size(); ++i) {
+        std::vector<double> v;
+        for (const Point& p : points_)
+            if (p.method == "random" && p.sparsity == sparsities_[i]) v.push_back(p.value);
+        double mean = 0;
+        for (double x : v) mean += x;
+        mean /= double(v.size());
+        double ss = 0;
+        for (double x : v) ss += (x - mean) * (x - mean);
+        // Sample standard deviation (n - 1); one seed has no spread (NaN).
+        const double sd = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1)) : std::nan("");
+        table.add_row({sparsities_[i], counts_[i], measure_, int64_t(v.size()), mean, sd,
+                       *std::min_element(v.begin(), v.end()),
+                       *std::max_element(v.begin(), v.end())});
+    }
+    return table;
+}
+
+// The tables, run.json and the report, committed; the console summary.
+std::string PruneRun::write() {
+    const double baseline = points_.front().value;
     io::Table table(analysis::tables::kPrune.columns);
-    for (const Point& p : points)
-        table.add_row({p.method, p.seed, p.sparsity, int64_t(p.heads.size()), measure, p.value,
+    for (const Point& p : points_)
+        table.add_row({p.method, p.seed, p.sparsity, int64_t(p.heads.size()), measure_, p.value,
                        p.mean_nll, p.n_scored, p.value - baseline,
-                       head_list(p.heads, cfg.n_heads)});
-    io::Table random_table(analysis::tables::kPruneRandom.columns);
-    if (o.random_seeds > 0)
-        for (size_t i = 0; i < sparsities.size(); ++i) {
-            std::vector<double> v;
-            for (const Point& p : points)
-                if (p.method == "random" && p.sparsity == sparsities[i]) v.push_back(p.value);
-            double mean = 0;
-            for (double x : v) mean += x;
-            mean /= double(v.size());
-            double ss = 0;
-            for (double x : v) ss += (x - mean) * (x - mean);
-            // Sample standard deviation (n - 1); one seed has no spread (NaN).
-            const double sd = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1)) : std::nan("");
-            random_table.add_row({sparsities[i], counts[i], measure, int64_t(v.size()), mean, sd,
-                                  *std::min_element(v.begin(), v.end()),
-                                  *std::max_element(v.begin(), v.end())});
-        }
-    fs::remove(state_path);
-    table.write(out.staging(), analysis::tables::kPrune.name);
-    random_table.write(out.staging(), analysis::tables::kPruneRandom.name);
-    order_table.write(out.staging(), analysis::tables::kPruneOrder.name);
+                       head_list(p.heads, cfg().n_heads)});
+    const io::Table random = random_table();
+    fs::remove(state_path_);
+    table.write(out_->staging(), analysis::tables::kPrune.name);
+    random.write(out_->staging(), analysis::tables::kPruneRandom.name);
+    order_table_.write(out_->staging(), analysis::tables::kPruneOrder.name);
+    record(record_->json());
+    record_->write(out_->staging());
+    report::write_report(out_->staging(), true);  // our own staging folder
+    out_->commit();
+    comm_.finish();
+    log_ << summary(random);
+    return out_->final_path().string();
+}
 
-    nlohmann::json& rec = record.json();
+// run.json: the model, the options, the sink convention, both data sets and the definitions.
+void PruneRun::record(nlohmann::json& rec) const {
     rec["subcommand"] = "prune";
-    rec["model"]["architecture"] = cfg.architecture;
-    rec["model"]["format"] = model::weight_format_name(m.format);
-    rec["device"] = o.m.device;
-    rec["dtype"] = o.m.dtype;
-    rec["bos_policy"] = tokenizer::bos_policy_name(bos);
-    rec["options"] = {{"channels", o.channels},         {"sparsity", o.sparsity},
-                      {"heads_pruned", counts},         {"ablation", o.ablation},
-                      {"random_seeds", o.random_seeds}, {"seed", o.seed},
-                      {"max_tokens", o.max_tokens},     {"sink", metrics::to_string(hopts.sink)},
-                      {"min_parts", hopts.min_parts},   {"over_context", o.m.over_context},
-                      {"model_context", cfg.n_ctx}};
+    rec["model"]["architecture"] = cfg().architecture;
+    rec["model"]["format"] = model::weight_format_name(m_->format);
+    rec["device"] = o_.m.device;
+    rec["dtype"] = o_.m.dtype;
+    rec["bos_policy"] = tokenizer::bos_policy_name(bos_);
+    rec["options"] = {{"channels", o_.channels},         {"sparsity", o_.sparsity},
+                      {"heads_pruned", counts_},         {"ablation", o_.ablation},
+                      {"random_seeds", o_.random_seeds}, {"seed", o_.seed},
+                      {"max_tokens", o_.max_tokens},     {"sink", metrics::to_string(hopts_.sink)},
+                      {"min_parts", hopts_.min_parts},   {"over_context", o_.m.over_context},
+                      {"model_context", cfg().n_ctx}};
     // The sink convention as it resolved (auto: first on causal attention), which compare checks.
     const metrics::Masking masking =
-        cfg.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
+        cfg().causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional;
     rec["sink_policy"] = {
-        {"requested", metrics::to_string(hopts.sink)},
-        {"resolved", metrics::to_string(metrics::resolve_auto(hopts.sink, masking))}};
-    rec["calibration"] = {{"data", o.calib},
-                          {"samples_requested", o.calib_samples},  // 0: every sample
-                          {"n_samples", calib.size()},
-                          {"n_truncated", calib.n_truncated},
-                          {"truncated_to", calib.cut_length},
-                          {"rows_used", heads.counts.rows_used_model}};
-    rec["evaluation"] = {{"data", o.eval},
-                         {"samples_requested", o.eval_samples},
-                         {"n_samples", eval.size()},
-                         {"n_truncated", eval.n_truncated},
-                         {"truncated_to", eval.cut_length},
-                         {"n_scored", points.front().n_scored}};
-    rec["measure"] = measure;
-    rec["distributed"] = {{"world_size", comm.world_size()},
+        {"requested", metrics::to_string(hopts_.sink)},
+        {"resolved", metrics::to_string(metrics::resolve_auto(hopts_.sink, masking))}};
+    rec["calibration"] = {{"data", o_.calib},
+                          {"samples_requested", o_.calib_samples},  // 0: every sample
+                          {"n_samples", calib_->size()},
+                          {"n_truncated", calib_->n_truncated},
+                          {"truncated_to", calib_->cut_length},
+                          {"rows_used", rows_used_}};
+    rec["evaluation"] = {{"data", o_.eval},
+                         {"samples_requested", o_.eval_samples},
+                         {"n_samples", eval_->size()},
+                         {"n_truncated", eval_->n_truncated},
+                         {"truncated_to", eval_->cut_length},
+                         {"n_scored", points_.front().n_scored}};
+    rec["measure"] = measure_;
+    rec["distributed"] = {{"world_size", comm_.world_size()},
                           {"sharding",
                            "contiguous: rank r evaluates points [P r / W, P (r + 1) / "
                            "W) of the P in prune.csv's order"}};
-    rec["baseline"] = io::json_number(baseline);
+    rec["baseline"] = io::json_number(points_.front().value);
     rec["definitions"] = {
         {"redundancy",
          "distance of a head to its nearest surviving head under the channel; the "
@@ -512,25 +615,27 @@ std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) 
          "--seed"},
         {"top1_agreement",
          "vision: share of evaluation images whose top-1 label equals the unpruned model's"}};
-    record.write(out.staging());
-    report::write_report(out.staging(), true);  // our own staging folder
-    out.commit();
-    comm.finish();
+}
 
+// The console lines: the unpruned measure, each channel's points, the random means.
+std::string PruneRun::summary(const io::Table& random) const {
     std::ostringstream s;
-    const char* unit = cfg.is_vision() ? " images" : cfg.causal ? " tokens" : " masked tokens";
-    s << "unpruned " << measure << " " << format_number(baseline) << " (" << points.front().n_scored
-      << unit << ")\n";
-    for (const Point& p : points)
+    const char* unit = cfg().is_vision() ? " images" : cfg().causal ? " tokens" : " masked tokens";
+    s << "unpruned " << measure_ << " " << format_number(points_.front().value) << " ("
+      << points_.front().n_scored << unit << ")\n";
+    for (const Point& p : points_)
         if (p.method != "none" && p.method != "random")
-            s << p.method << " sparsity " << format_number(p.sparsity) << ": " << measure << " "
+            s << p.method << " sparsity " << format_number(p.sparsity) << ": " << measure_ << " "
               << format_number(p.value) << "\n";
-    for (const auto& row : random_table.rows())
-        s << "random sparsity " << format_number(std::get<double>(row[0])) << ": " << measure << " "
-          << format_number(std::get<double>(row[4])) << " (mean of " << std::get<int64_t>(row[3])
-          << " seeds)\n";
-    log << s.str();
-    return out.final_path().string();
+    for (const auto& row : random.rows())
+        s << "random sparsity " << format_number(std::get<double>(row[0])) << ": " << measure_
+          << " " << format_number(std::get<double>(row[4])) << " (mean of "
+          << std::get<int64_t>(row[3]) << " seeds)\n";
+    return s.str();
+}
+
+std::string prune(const PruneOptions& o, Communicator& comm, std::ostream& log) {
+    return PruneRun(o, comm, log).run();
 }
 
 }  // namespace
