@@ -95,46 +95,116 @@ std::string step_dir(int64_t step) {
 
 }  // namespace
 
-std::string run_train(const TrainOptions& o, std::ostream& log) {
-    // ---- options, before anything is read or written -----------------------------------------
-    if (o.preset.empty() == o.config.empty())
-        throw UsageError("train needs exactly one of --preset NAME and --config FILE");
-    if (o.steps < 0) throw UsageError("--steps must be >= 0");
-    if (o.checkpoint_every < 0) throw UsageError("--checkpoint-every must be >= 0");
-    if (!(o.sink_eps >= 0 && o.sink_eps < 1)) throw UsageError("--sink-eps must be in [0, 1)");
-    const auto progress = parse_progress_mode(o.progress);
-    model::TrainConfig c =
-        o.preset.empty()
-            ? model::train_config_from_json(io::parse_json(read_file(o.config), o.config), o.config)
-            : model::train_preset(o.preset);
-    if (o.steps > 0) c.steps = o.steps;
-    if (o.checkpoint_every > 0) c.checkpoint_every = o.checkpoint_every;
-    if (o.vocab >= 0) c.vocab = o.vocab;
-    if (c.vocab != 0 && c.vocab < 257)
-        throw UsageError("--vocab must be 0 (bytes) or >= 257 (256 bytes + BOS)");
-    if (static_cast<uint64_t>(c.vocab) > limit_value(Limit::VocabSize))
-        throw UsageError("--vocab " + std::to_string(c.vocab) + " exceeds the limit vocab_size = " +
-                         std::to_string(limit_value(Limit::VocabSize)) +
-                         " (raise it with --limit vocab_size=N)");
-    if (c.checkpoint_every <= 0) c.checkpoint_every = std::max<int64_t>(1, c.steps / 4);
-    check_output_dir(o.out, o.overwrite);
-    check_threads(o.threads);
-    const int threads =
-        o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-    // From here the wall clock runs: run.json's wall_time_s is the whole run's, not its last step.
-    io::RunRecord record(o.command_line, threads);
+namespace {
 
-    // ---- corpus and tokenizer ----------------------------------------------------------------
-    const std::string text = read_file_limited(o.text, Limit::DataBytes);
-    SS_CHECK_INPUT(text.find_first_not_of(" \t\r\n") != std::string::npos, o.text,
+// Training alone runs libtorch's kernels on --threads threads (model.hpp): a step is one batch,
+// too coarse to split otherwise, so a checkpoint's last bits follow the thread count (run.json
+// and the resume fingerprint record it; the user guide says so). Back to one thread on the way
+// out, as every other command's forwards run.
+struct IntraOpThreads {
+    explicit IntraOpThreads(int n) { model::set_intra_op_threads(n); }
+    ~IntraOpThreads() { model::set_intra_op_threads(1); }
+    IntraOpThreads(const IntraOpThreads&) = delete;
+    IntraOpThreads& operator=(const IntraOpThreads&) = delete;
+};
+
+// One training run, step by step: the options and the configuration (check), the corpus, its
+// tokenizer and the memory check (read_corpus), the staged folder with the tokenizer and the
+// BOS-led sequences (open_output), the trainer and any saved state (restore), the steps with
+// their checkpoints (train), and the last step with run.json (finish).
+class TrainRun {
+public:
+    TrainRun(const TrainOptions& o, std::ostream& log) : o_(o), log_(log) {}
+
+    std::string run() {
+        check();
+        read_corpus();
+        open_output();
+        restore();
+        train();
+        return finish();
+    }
+
+private:
+    void check();
+    void read_corpus();
+    void open_output();
+    void restore();
+    void train();
+    void checkpoint(int64_t done);
+    std::string finish();
+    void write_checkpoint(const fs::path& dir) const {
+        fs::create_directories(dir);
+        write_file_atomic(dir / "config.json", hf_config_.dump(2) + "\n");
+        write_file_atomic(dir / "tokenizer.json", tokenizer_json_);
+        write_file_atomic(dir / "model.safetensors", trainer_->checkpoint_safetensors());
+    }
+    void write_manifest() const;
+
+    const TrainOptions& o_;
+    std::ostream& log_;
+    Progress::Mode progress_{};
+    model::TrainConfig c_;
+    int threads_ = 1;
+    std::optional<io::RunRecord> record_;
+    std::string text_, tokenizer_json_;
+    int64_t vocab_size_ = 0;
+    nlohmann::json hf_config_, config_json_, fingerprint_;
+    std::optional<OutputDir> out_;
+    fs::path state_path_;
+    std::optional<std::string> resumed_;  // the saved state's payload
+    size_t n_corpus_tokens_ = 0;
+    int64_t n_seq_ = 0;
+    at::Tensor seqs_, sink_inputs_;
+    std::optional<model::Trainer> trainer_;
+    std::optional<IntraOpThreads> wide_;
+    nlohmann::json manifest_ = nlohmann::json::array();
+    std::vector<double> losses_;  // every step's loss
+    std::ofstream train_log_;
+};
+
+// The options and the configuration, before anything is read or written.
+void TrainRun::check() {
+    if (o_.preset.empty() == o_.config.empty())
+        throw UsageError("train needs exactly one of --preset NAME and --config FILE");
+    if (o_.steps < 0) throw UsageError("--steps must be >= 0");
+    if (o_.checkpoint_every < 0) throw UsageError("--checkpoint-every must be >= 0");
+    if (!(o_.sink_eps >= 0 && o_.sink_eps < 1)) throw UsageError("--sink-eps must be in [0, 1)");
+    progress_ = parse_progress_mode(o_.progress);
+    c_ = o_.preset.empty() ? model::train_config_from_json(
+                                 io::parse_json(read_file(o_.config), o_.config), o_.config)
+                           : model::train_preset(o_.preset);
+    if (o_.steps > 0) c_.steps = o_.steps;
+    if (o_.checkpoint_every > 0) c_.checkpoint_every = o_.checkpoint_every;
+    if (o_.vocab >= 0) c_.vocab = o_.vocab;
+    if (c_.vocab != 0 && c_.vocab < 257)
+        throw UsageError("--vocab must be 0 (bytes) or >= 257 (256 bytes + BOS)");
+    if (static_cast<uint64_t>(c_.vocab) > limit_value(Limit::VocabSize))
+        throw UsageError(
+            "--vocab " + std::to_string(c_.vocab) +
+            " exceeds the limit vocab_size = " + std::to_string(limit_value(Limit::VocabSize)) +
+            " (raise it with --limit vocab_size=N)");
+    if (c_.checkpoint_every <= 0) c_.checkpoint_every = std::max<int64_t>(1, c_.steps / 4);
+    check_output_dir(o_.out, o_.overwrite);
+    check_threads(o_.threads);
+    threads_ = o_.threads > 0 ? o_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    // From here the wall clock runs: run.json's wall_time_s is the whole run's, not its last step.
+    record_.emplace(o_.command_line, threads_);
+}
+
+// The corpus, its byte-level BPE tokenizer, the model's config.json, and the memory the
+// configuration needs against the machine's.
+void TrainRun::read_corpus() {
+    text_ = read_file_limited(o_.text, Limit::DataBytes);
+    SS_CHECK_INPUT(text_.find_first_not_of(" \t\r\n") != std::string::npos, o_.text,
                    "the corpus is empty");
     const std::vector<tokenizer::Merge> merges =
-        tokenizer::train_byte_bpe(text, c.vocab > 0 ? c.vocab - 257 : 0);
-    const std::string tokenizer_json = tokenizer::byte_bpe_tokenizer_json(merges);
-    const int64_t vocab_size = 257 + static_cast<int64_t>(merges.size());
-    const nlohmann::json hf_config = model::hf_config_json(c, vocab_size, tokenizer::kByteBpeBosId);
+        tokenizer::train_byte_bpe(text_, c_.vocab > 0 ? c_.vocab - 257 : 0);
+    tokenizer_json_ = tokenizer::byte_bpe_tokenizer_json(merges);
+    vocab_size_ = 257 + static_cast<int64_t>(merges.size());
+    hf_config_ = model::hf_config_json(c_, vocab_size_, tokenizer::kByteBpeBosId);
     // The product of the sizes against the machine's memory, before anything is allocated.
-    const double need = model::train_memory_bytes(c, vocab_size);
+    const double need = model::train_memory_bytes(c_, vocab_size_);
     const int64_t available = memory_budget_bytes();  // MemAvailable or SINKSCOPE_MEMORY_LIMIT
     if (available > 0 && need > double(available)) {
         char line[320];
@@ -143,188 +213,184 @@ std::string run_train(const TrainOptions& o, std::ostream& log) {
                       "moments, and one step's activations of batch %lld x seq_len %lld), more "
                       "than the %.1f GiB of memory available: make d_model, d_mlp, n_layers, "
                       "batch or seq_len smaller",
-                      need / double(1 << 30), static_cast<long long>(c.batch),
-                      static_cast<long long>(c.seq_len), double(available) / double(1 << 30));
-        throw InputError(o.config.empty() ? "--preset " + o.preset : o.config, line);
+                      need / double(1 << 30), static_cast<long long>(c_.batch),
+                      static_cast<long long>(c_.seq_len), double(available) / double(1 << 30));
+        throw InputError(o_.config.empty() ? "--preset " + o_.preset : o_.config, line);
     }
+    config_json_ = model::train_config_json(c_);
+    fingerprint_ = {{"config", config_json_},
+                    {"corpus_sha256", sha256_hex(text_)},
+                    {"seed", o_.seed},
+                    {"threads", o_.threads},
+                    {"sink_eps", o_.sink_eps}};
+}
 
-    const nlohmann::json config_json = model::train_config_json(c);
-    const nlohmann::json fingerprint = {{"config", config_json},
-                                        {"corpus_sha256", sha256_hex(text)},
-                                        {"seed", o.seed},
-                                        {"threads", o.threads},
-                                        {"sink_eps", o.sink_eps}};
-
-    OutputDir out = OutputDir::resumable(o.out, o.overwrite);
-    const fs::path state_path = out.file(kStateFile);
-    std::optional<std::string> resumed;  // the state's payload
-    if (std::optional<std::string> bytes = interrupted_state(out, state_path, o.resume, log))
-        resumed = open_state(*bytes, state_path, kState, fingerprint, out);
-    write_file_atomic(out.file("tokenizer.json"), tokenizer_json);
+// The staged folder (and any saved state), the tokenizer in it, and the corpus as BOS-led
+// sequences.
+void TrainRun::open_output() {
+    out_.emplace(OutputDir::resumable(o_.out, o_.overwrite));
+    state_path_ = out_->file(kStateFile);
+    if (std::optional<std::string> bytes = interrupted_state(*out_, state_path_, o_.resume, log_))
+        resumed_ = open_state(*bytes, state_path_, kState, fingerprint_, *out_);
+    write_file_atomic(out_->file("tokenizer.json"), tokenizer_json_);
     const std::unique_ptr<tokenizer::Tokenizer> tok =
-        tokenizer::load_hf_tokenizer(out.file("tokenizer.json"));
-    const std::vector<int32_t> ids = tok->encode(text);
+        tokenizer::load_hf_tokenizer(out_->file("tokenizer.json"));
+    const std::vector<int32_t> ids = tok->encode(text_);
+    n_corpus_tokens_ = ids.size();
     // Each sequence: BOS then seq_len - 1 corpus tokens (a fixed first token, as Gu et al.
     // find sinks need); the tail that fills no sequence is not used.
-    const int64_t chunk = c.seq_len - 1;
-    const int64_t n_seq = static_cast<int64_t>(ids.size()) / chunk;
-    SS_CHECK_INPUT(n_seq >= 1, o.text, "the corpus has ", ids.size(),
-                   " tokens; one training sequence needs ", chunk, " (seq_len ", c.seq_len,
+    const int64_t chunk = c_.seq_len - 1;
+    n_seq_ = static_cast<int64_t>(ids.size()) / chunk;
+    SS_CHECK_INPUT(n_seq_ >= 1, o_.text, "the corpus has ", ids.size(),
+                   " tokens; one training sequence needs ", chunk, " (seq_len ", c_.seq_len,
                    " with BOS)");
-    at::Tensor seqs = at::empty({n_seq, c.seq_len}, at::TensorOptions().dtype(at::kLong));
-    {
-        auto a = seqs.accessor<int64_t, 2>();
-        for (int64_t s = 0; s < n_seq; ++s) {
-            a[s][0] = tokenizer::kByteBpeBosId;
-            for (int64_t t = 0; t < chunk; ++t)
-                a[s][t + 1] = ids[static_cast<size_t>(s * chunk + t)];
-        }
+    seqs_ = at::empty({n_seq_, c_.seq_len}, at::TensorOptions().dtype(at::kLong));
+    auto a = seqs_.accessor<int64_t, 2>();
+    for (int64_t s = 0; s < n_seq_; ++s) {
+        a[s][0] = tokenizer::kByteBpeBosId;
+        for (int64_t t = 0; t < chunk; ++t) a[s][t + 1] = ids[static_cast<size_t>(s * chunk + t)];
     }
-    const at::Tensor sink_inputs = seqs.narrow(0, 0, std::min(n_seq, kSinkInputs));
+    sink_inputs_ = seqs_.narrow(0, 0, std::min(n_seq_, kSinkInputs));
+}
 
-    // ---- model, optimizer, resumed state ------------------------------------------------------
-    model::Trainer trainer(c, hf_config, o.seed);
-    // Training alone runs libtorch's kernels on --threads threads (model.hpp): a step is one
-    // batch, too coarse to split otherwise, so a checkpoint's last bits follow the thread count
-    // (run.json and the resume fingerprint record it; the user guide says so). Back to one
-    // thread on the way out, as every other command's forwards run.
-    struct IntraOpThreads {
-        explicit IntraOpThreads(int n) { model::set_intra_op_threads(n); }
-        ~IntraOpThreads() { model::set_intra_op_threads(1); }
-    } wide(threads);
-    nlohmann::json manifest = nlohmann::json::array();
-    std::vector<double> losses;  // every step's loss
-    if (resumed) {
-        const std::string file = state_path.string();
-        const std::string& payload = *resumed;
+// The model and optimizer, and the saved state of an interrupted run when resuming.
+void TrainRun::restore() {
+    trainer_.emplace(c_, hf_config_, o_.seed);
+    wide_.emplace(threads_);
+    if (resumed_) {
+        const std::string file = state_path_.string();
+        const std::string& payload = *resumed_;
         const size_t nl = payload.find('\n');
         SS_CHECK_INPUT(nl != std::string::npos, file, "holds no training state");
         const nlohmann::json head = io::parse_json(payload.substr(0, nl), file);
         SS_CHECK_INPUT(head.is_object() && head.contains("manifest") && head.contains("losses"),
                        file, "holds no {manifest, losses}");
-        manifest = head.at("manifest");
-        losses = head.at("losses").get<std::vector<double>>();
-        trainer.load_state(payload.substr(nl + 1));
-        SS_CHECK_INPUT(trainer.steps_done() == static_cast<int64_t>(losses.size()), file,
+        manifest_ = head.at("manifest");
+        losses_ = head.at("losses").get<std::vector<double>>();
+        trainer_->load_state(payload.substr(nl + 1));
+        SS_CHECK_INPUT(trainer_->steps_done() == static_cast<int64_t>(losses_.size()), file,
                        "damaged training state");
-        log << "resuming at step " << trainer.steps_done() + 1 << " of " << c.steps << "\n";
+        log_ << "resuming at step " << trainer_->steps_done() + 1 << " of " << c_.steps << "\n";
     }
-    write_file_atomic(out.file("train_config.json"), config_json.dump(2) + "\n");
-    std::ofstream train_log(out.file("train.log"), std::ios::app);
+    write_file_atomic(out_->file("train_config.json"), config_json_.dump(2) + "\n");
+    train_log_.open(out_->file("train.log"), std::ios::app);
+}
 
-    auto write_checkpoint = [&](const fs::path& dir) {
-        fs::create_directories(dir);
-        write_file_atomic(dir / "config.json", hf_config.dump(2) + "\n");
-        write_file_atomic(dir / "tokenizer.json", tokenizer_json);
-        write_file_atomic(dir / "model.safetensors", trainer.checkpoint_safetensors());
-    };
-    auto write_manifest = [&]() {
-        write_file_atomic(out.file("manifest.json"),
-                          nlohmann::json{{"checkpoints", manifest}}.dump(2) + "\n");
-        std::ostringstream csv;
-        csv << "step,tokens,loss,sink_eps,eps,path\n";
-        for (const nlohmann::json& e : manifest)
-            csv << e["step"].get<int64_t>() << "," << e["tokens"].get<int64_t>() << ","
-                << format_number(e["loss"].get<double>()) << ","
-                << format_number(e["sink_eps"].get<double>()) << "," << format_number(o.sink_eps)
-                << "," << e["path"].get<std::string>() << "\n";
-        write_file_atomic(out.file("manifest.csv"), csv.str());
-    };
+void TrainRun::write_manifest() const {
+    write_file_atomic(out_->file("manifest.json"),
+                      nlohmann::json{{"checkpoints", manifest_}}.dump(2) + "\n");
+    std::ostringstream csv;
+    csv << "step,tokens,loss,sink_eps,eps,path\n";
+    for (const nlohmann::json& e : manifest_)
+        csv << e["step"].get<int64_t>() << "," << e["tokens"].get<int64_t>() << ","
+            << format_number(e["loss"].get<double>()) << ","
+            << format_number(e["sink_eps"].get<double>()) << "," << format_number(o_.sink_eps)
+            << "," << e["path"].get<std::string>() << "\n";
+    write_file_atomic(out_->file("manifest.csv"), csv.str());
+}
 
-    // ---- steps --------------------------------------------------------------------------------
-    BatchOrder order(static_cast<size_t>(n_seq), o.seed);
-    const int64_t tokens_per_step = c.batch * c.seq_len;
-    const int64_t print_every = std::max<int64_t>(1, c.steps / 50);
+// The steps left, a progress line every 1/50 of the run, a checkpoint every checkpoint_every.
+void TrainRun::train() {
+    BatchOrder order(static_cast<size_t>(n_seq_), o_.seed);
+    const int64_t tokens_per_step = c_.batch * c_.seq_len;
+    const int64_t print_every = std::max<int64_t>(1, c_.steps / 50);
     const auto start = std::chrono::steady_clock::now();
-    const int64_t first_step = trainer.steps_done();
-    {
-        Progress bar("train", c.steps, progress);
-        std::vector<int64_t> rows(static_cast<size_t>(c.batch));
-        while (trainer.steps_done() < c.steps) {
-            const int64_t s = trainer.steps_done();
-            for (int64_t b = 0; b < c.batch; ++b)
-                rows[static_cast<size_t>(b)] = static_cast<int64_t>(order.at(s * c.batch + b));
-            const at::Tensor batch =
-                seqs.index_select(0, at::tensor(rows, at::TensorOptions().dtype(at::kLong)));
-            losses.push_back(trainer.step(batch));
-            const int64_t done = trainer.steps_done();
-            bar.update(done, done * tokens_per_step);
-            if (done % print_every == 0 || done == c.steps) {
-                const double secs =
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-                const double rate = static_cast<double>((done - first_step) * tokens_per_step) /
-                                    std::max(secs, 1e-9);
-                std::ostringstream line;
-                line << "step " << done << "/" << c.steps << " loss "
-                     << format_number(losses.back()) << " lr "
-                     << format_number(trainer.learning_rate(s)) << " tokens/s "
-                     << static_cast<int64_t>(rate) << " eta "
-                     << format_duration(static_cast<double>((c.steps - done) * tokens_per_step) /
-                                        std::max(rate, 1e-9));
-                train_log << line.str() << std::endl;
-                if (!bar.enabled()) log << line.str() << "\n";
-            }
-            if (done % c.checkpoint_every == 0 || done == c.steps) {
-                // The loss recorded is the mean over the steps since the previous checkpoint.
-                const int64_t since = manifest.empty() ? 0 : manifest.back()["step"].get<int64_t>();
-                double mean = 0;
-                for (int64_t k = since; k < done; ++k) mean += losses[static_cast<size_t>(k)];
-                mean /= static_cast<double>(done - since);
-                const std::string rel = step_dir(done);
-                write_checkpoint(out.file(rel));
-                const auto [share, alpha] = measure_sink(trainer.model(), sink_inputs, o.sink_eps);
-                manifest.push_back({{"step", done},
-                                    {"tokens", done * tokens_per_step},
-                                    {"loss", mean},
-                                    {"sink_eps", io::json_number(share)},
-                                    {"path", rel}});
-                write_manifest();
-                train_log << "checkpoint " << rel << " loss " << format_number(mean) << " Sink_"
-                          << format_number(o.sink_eps) << " " << format_number(share) << std::endl;
-                if (done < c.steps) {
-                    nlohmann::json head = {{"manifest", manifest}, {"losses", losses}};
-                    write_file_atomic(state_path,
-                                      seal_state(kState, fingerprint,
-                                                 head.dump() + "\n" + trainer.state_bytes()));
-                    out.keep_on_failure();
-                }
-            }
-            if (o.after_step) o.after_step(done);
+    const int64_t first_step = trainer_->steps_done();
+    Progress bar("train", c_.steps, progress_);
+    std::vector<int64_t> rows(static_cast<size_t>(c_.batch));
+    while (trainer_->steps_done() < c_.steps) {
+        const int64_t s = trainer_->steps_done();
+        for (int64_t b = 0; b < c_.batch; ++b)
+            rows[static_cast<size_t>(b)] = static_cast<int64_t>(order.at(s * c_.batch + b));
+        const at::Tensor batch =
+            seqs_.index_select(0, at::tensor(rows, at::TensorOptions().dtype(at::kLong)));
+        losses_.push_back(trainer_->step(batch));
+        const int64_t done = trainer_->steps_done();
+        bar.update(done, done * tokens_per_step);
+        if (done % print_every == 0 || done == c_.steps) {
+            const double secs =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            const double rate =
+                static_cast<double>((done - first_step) * tokens_per_step) / std::max(secs, 1e-9);
+            std::ostringstream line;
+            line << "step " << done << "/" << c_.steps << " loss " << format_number(losses_.back())
+                 << " lr " << format_number(trainer_->learning_rate(s)) << " tokens/s "
+                 << static_cast<int64_t>(rate) << " eta "
+                 << format_duration(static_cast<double>((c_.steps - done) * tokens_per_step) /
+                                    std::max(rate, 1e-9));
+            train_log_ << line.str() << std::endl;
+            if (!bar.enabled()) log_ << line.str() << "\n";
         }
-        bar.finish();
+        if (done % c_.checkpoint_every == 0 || done == c_.steps) checkpoint(done);
+        if (o_.after_step) o_.after_step(done);
     }
+    bar.finish();
+}
 
-    // ---- the last step at the top level, run.json ---------------------------------------------
-    write_checkpoint(out.staging());
-    fs::remove(state_path);
-    train_log.close();
-    nlohmann::json& rec = record.json();
+// The checkpoint after step `done`: its folder, Sink_eps, the manifest and the resumable state.
+void TrainRun::checkpoint(int64_t done) {
+    // The loss recorded is the mean over the steps since the previous checkpoint.
+    const int64_t since = manifest_.empty() ? 0 : manifest_.back()["step"].get<int64_t>();
+    double mean = 0;
+    for (int64_t k = since; k < done; ++k) mean += losses_[static_cast<size_t>(k)];
+    mean /= static_cast<double>(done - since);
+    const std::string rel = step_dir(done);
+    write_checkpoint(out_->file(rel));
+    const auto [share, alpha] = measure_sink(trainer_->model(), sink_inputs_, o_.sink_eps);
+    manifest_.push_back({{"step", done},
+                         {"tokens", done * c_.batch * c_.seq_len},
+                         {"loss", mean},
+                         {"sink_eps", io::json_number(share)},
+                         {"path", rel}});
+    write_manifest();
+    train_log_ << "checkpoint " << rel << " loss " << format_number(mean) << " Sink_"
+               << format_number(o_.sink_eps) << " " << format_number(share) << std::endl;
+    if (done < c_.steps) {
+        nlohmann::json head = {{"manifest", manifest_}, {"losses", losses_}};
+        write_file_atomic(state_path_, seal_state(kState, fingerprint_,
+                                                  head.dump() + "\n" + trainer_->state_bytes()));
+        out_->keep_on_failure();
+    }
+}
+
+// The last step at the top level, run.json, committed.
+std::string TrainRun::finish() {
+    write_checkpoint(out_->staging());
+    fs::remove(state_path_);
+    train_log_.close();
+    nlohmann::json& rec = record_->json();
     rec["subcommand"] = "train";
-    rec["train"] = {{"config", config_json},
-                    {"preset", o.preset},
-                    {"corpus", o.text},
-                    {"corpus_sha256", sha256_hex(text)},
-                    {"corpus_tokens", ids.size()},
-                    {"sequences", n_seq},
-                    {"vocab_size", vocab_size},
-                    {"seed", o.seed},
-                    {"threads", threads},
-                    {"n_params", trainer.model().n_params()},
-                    {"final_loss", io::json_number(manifest.back()["loss"].get<double>())}};
+    rec["train"] = {{"config", config_json_},
+                    {"preset", o_.preset},
+                    {"corpus", o_.text},
+                    {"corpus_sha256", sha256_hex(text_)},
+                    {"corpus_tokens", n_corpus_tokens_},
+                    {"sequences", n_seq_},
+                    {"vocab_size", vocab_size_},
+                    {"seed", o_.seed},
+                    {"threads", threads_},
+                    {"n_params", trainer_->model().n_params()},
+                    {"final_loss", io::json_number(manifest_.back()["loss"].get<double>())}};
     rec["definitions"] = {
         {"loss",
          "mean next-token cross-entropy (nats) over the steps since the previous checkpoint"},
         {"sink_eps",
          "share of heads whose mean attention to position 0 (over queries and the first " +
-             std::to_string(sink_inputs.size(0)) +
+             std::to_string(sink_inputs_.size(0)) +
              " sequences) exceeds eps (Gu et al. 2025; docs/metrics.md)"}};
-    record.write(out.staging());
-    out.commit();
-    log << "trained " << c.steps << " steps (" << c.steps * tokens_per_step
-        << " tokens), final loss " << format_number(manifest.back()["loss"].get<double>())
-        << ", Sink_" << format_number(o.sink_eps) << " "
-        << format_number(manifest.back()["sink_eps"].get<double>()) << "\n";
-    return out.final_path().string();
+    record_->write(out_->staging());
+    out_->commit();
+    log_ << "trained " << c_.steps << " steps (" << c_.steps * c_.batch * c_.seq_len
+         << " tokens), final loss " << format_number(manifest_.back()["loss"].get<double>())
+         << ", Sink_" << format_number(o_.sink_eps) << " "
+         << format_number(manifest_.back()["sink_eps"].get<double>()) << "\n";
+    return out_->final_path().string();
+}
+
+}  // namespace
+
+std::string run_train(const TrainOptions& o, std::ostream& log) {
+    return TrainRun(o, log).run();
 }
 
 }  // namespace sinkscope::api
