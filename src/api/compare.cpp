@@ -369,9 +369,8 @@ std::string frame_str(const json& f, const char* key) {
     return f.contains(key) && f[key].is_string() ? f[key].get<std::string>() : "";
 }
 
-}  // namespace
-
-void run_compare_command(const CompareOptions& o, std::ostream& log) {
+// The run list, --fit and --apply, checked before anything is read.
+void check_compare_options(const CompareOptions& o) {
     if (o.runs.empty()) throw UsageError("compare needs at least one run directory");
     if (o.out.empty()) throw UsageError("--out must not be empty");
     std::set<std::string> given(o.runs.begin(), o.runs.end());
@@ -398,9 +397,10 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
         if (std::find(o.apply.begin(), o.apply.end(), p) != o.apply.end())
             throw UsageError("--fit and --apply both name " + printable(p, 200) +
                              ": a run is either fitted on or predicted");
-    check_output_dir(o.out, o.overwrite);
+}
 
-    // Read everything first: nothing is written unless every run is complete and consistent.
+// Every run, read whole before anything is written; --out must not be one of them.
+std::vector<Run> read_runs(const CompareOptions& o) {
     std::vector<Run> runs;
     for (const std::string& p : o.runs) add_runs(p, runs);
     for (const Run& r : runs) {
@@ -408,6 +408,144 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
         if (fs::exists(o.out, ec) && fs::equivalent(o.out, r.dir, ec))
             throw UsageError("--out " + o.out.string() + " is one of the runs compared");
     }
+    return runs;
+}
+
+// The regime predictor's thresholds (spec 7): fitted on the --fit runs, applied frozen to the
+// --apply runs (default: every run not fitted on).
+struct Fitted {
+    RegimeFit rf;
+    std::vector<RegimePoint> points;
+    bool fitted = false;
+};
+
+// Sets each run's role and fits the thresholds; what was left out goes to `warnings`.
+Fitted fit_roles(std::vector<Run>& runs, const CompareOptions& o,
+                 std::vector<std::string>& warnings) {
+    const std::set<std::string> fit(o.fit.begin(), o.fit.end());
+    const std::set<std::string> apply(o.apply.begin(), o.apply.end());
+    Fitted f;
+    for (Run& r : runs) {
+        r.role = fit.count(r.given)                      ? "fit"
+                 : apply.empty() || apply.count(r.given) ? "apply"
+                                                         : "none";
+        if (r.role != "fit") continue;
+        if (!r.has_regime)
+            warnings.push_back(r.path +
+                               " has no rho (no regime.csv or dispersion.csv): left "
+                               "out of fitting");
+        else if (!std::isfinite(r.flip_rate))
+            warnings.push_back(r.path + " has no measured flip rate: left out of fitting");
+        else
+            f.points.push_back({r.rho, r.flip_rate});
+    }
+    f.fitted = !fit.empty();
+    f.rf = fit_regime(f.points);
+    if (f.fitted && f.points.empty())
+        warnings.push_back(
+            "no fit run has rho and a measured flip rate: the thresholds stay at "
+            "the defaults 0.2 / 0.5");
+    // Fit runs of one measured class leave the rule nothing to separate: any lo = hi that puts
+    // them all on their side scores perfectly, so the thresholds say nothing about the other class.
+    if (f.points.empty()) return f;
+    const metrics::Regime one = metrics::measured_regime(f.points.front().flip_rate);
+    const bool mixed = std::any_of(f.points.begin(), f.points.end(), [&](const auto& p) {
+        return metrics::measured_regime(p.flip_rate) != one;
+    });
+    if (!mixed) {
+        const bool safe = one == metrics::Regime::ClassicalSafe;
+        warnings.push_back("every --fit run is measured " + metrics::regime_name(one) +
+                           " (flip rate " + (safe ? "< " : ">= ") +
+                           io::format_number(metrics::kUnsafeFlipRate) + "): with no " +
+                           (safe ? "classical-unsafe" : "classical-safe") +
+                           " example the fitted lo = " + io::format_number(f.rf.lo) +
+                           ", hi = " + io::format_number(f.rf.hi) +
+                           " are not informed by that class; add a run of it to --fit");
+    }
+    return f;
+}
+
+// compare's tables: models.csv, compare.csv, frames.csv, regime.csv, regime_confusion.csv, and
+// run.json's list of runs.
+struct CompareTables {
+    io::Table models{{"run", "model", "checkpoint", "architecture", "n_params", "subcommand",
+                      "sink", "inputs_sha256"}};
+    io::Table values{{"model", "checkpoint", "n_params", "metric", "param", "value"}};
+    io::Table frames{{"run", "model", "checkpoint", "frame", "share_first_mid_late",
+                      "mean_reference_count", "mid_late_first_layer", "convention", "rule"}};
+    io::Table regime{{"run", "model", "checkpoint", "role", "rho", "lo", "hi", "predicted",
+                      "flip_rate", "unsafe_flip_rate", "measured", "agreement", "rule"}};
+    io::Table confusion{{"predicted", "measured", "count"}};
+    json run_list = json::array();
+};
+
+CompareTables compare_tables(const std::vector<Run>& runs, const Fitted& f) {
+    CompareTables t;
+    const std::vector<std::string> predicted_names = {"classical-safe", "classical-unsafe",
+                                                      "abstain"};
+    const std::vector<std::string> measured_names = {"classical-safe", "classical-unsafe",
+                                                     "unmeasured"};
+    std::map<std::pair<std::string, std::string>, int64_t> confusion;
+    const std::string rule =
+        f.fitted ? std::string("fitted: ") + kRegimeFitRule : "defaults of spec 7 (no --fit)";
+    for (const Run& r : runs) {
+        t.models.add_row({r.path, r.model, r.checkpoint, r.architecture, r.n_params, r.subcommand,
+                          r.sink, r.inputs_sha256});
+        for (const Value& v : r.values)
+            t.values.add_row({r.model, r.checkpoint, r.n_params, v.metric, v.param, v.value});
+        if (r.frame.is_object())
+            t.frames.add_row({r.path, r.model, r.checkpoint, frame_str(r.frame, "verdict"),
+                              frame_num(r.frame, "share_first_mid_late"),
+                              frame_num(r.frame, "mean_reference_count"),
+                              frame_num(r.frame, "mid_late_first_layer"),
+                              frame_str(r.frame, "convention"), frame_str(r.frame, "rule")});
+        if (r.has_regime) {
+            const metrics::Regime p = metrics::predict_regime(r.rho, f.rf.lo, f.rf.hi);
+            const std::string measured =
+                std::isfinite(r.flip_rate)
+                    ? metrics::regime_name(metrics::measured_regime(r.flip_rate))
+                    : "unmeasured";
+            t.regime.add_row({r.path, r.model, r.checkpoint, r.role, r.rho, f.rf.lo, f.rf.hi,
+                              metrics::regime_name(p), r.flip_rate, metrics::kUnsafeFlipRate,
+                              measured, metrics::regime_agreement(p, r.flip_rate), rule});
+            if (r.role == "apply") ++confusion[{metrics::regime_name(p), measured}];
+        }
+        t.run_list.push_back({{"path", r.path},
+                              {"given", r.given},
+                              {"subcommand", r.subcommand},
+                              {"model", r.model},
+                              {"checkpoint", r.checkpoint},
+                              {"role", r.role}});
+    }
+    for (const auto& p : predicted_names)
+        for (const auto& m : measured_names) t.confusion.add_row({p, m, confusion[{p, m}]});
+    return t;
+}
+
+// run.json's regime section.
+json regime_record(const CompareOptions& o, const Fitted& f) {
+    json reg = {{"lo", f.rf.lo},
+                {"hi", f.rf.hi},
+                {"fitted", f.fitted},
+                {"rule", f.fitted ? kRegimeFitRule : "spec 7 defaults (no --fit)"},
+                {"unsafe_flip_rate", metrics::kUnsafeFlipRate},
+                {"fit_runs", o.fit},
+                {"apply_runs", o.apply.empty() ? json("every run not fitted on") : json(o.apply)}};
+    if (f.fitted)
+        reg["fit_score"] = {{"n_points", f.points.size()},
+                            {"correct", f.rf.n_correct},
+                            {"wrong", f.rf.n_wrong},
+                            {"abstain", f.rf.n_abstain}};
+    return reg;
+}
+
+}  // namespace
+
+void run_compare_command(const CompareOptions& o, std::ostream& log) {
+    check_compare_options(o);
+    check_output_dir(o.out, o.overwrite);
+    // Read everything first: nothing is written unless every run is complete and consistent.
+    std::vector<Run> runs = read_runs(o);
     const std::vector<std::string> diffs = differences(runs);
     if (!diffs.empty() && !o.allow_mixed)
         throw UsageError("compare: " + diffs.front() +
@@ -415,126 +553,21 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
                               ? " (and " + std::to_string(diffs.size() - 1) + " more differences)"
                               : "") +
                          "; pass --allow-mixed to compare them anyway");
-
-    // Roles and the regime predictor (spec 7): thresholds fitted on the --fit runs, applied
-    // frozen to the --apply runs (default: every run not fitted on).
-    const std::set<std::string> fit(o.fit.begin(), o.fit.end());
-    const std::set<std::string> apply(o.apply.begin(), o.apply.end());
-    std::vector<RegimePoint> fit_points;
     std::vector<std::string> warnings;
-    for (Run& r : runs) {
-        r.role = fit.count(r.given)                      ? "fit"
-                 : apply.empty() || apply.count(r.given) ? "apply"
-                                                         : "none";
-        if (r.role == "fit") {
-            if (!r.has_regime)
-                warnings.push_back(r.path +
-                                   " has no rho (no regime.csv or dispersion.csv): left "
-                                   "out of fitting");
-            else if (!std::isfinite(r.flip_rate))
-                warnings.push_back(r.path + " has no measured flip rate: left out of fitting");
-            else
-                fit_points.push_back({r.rho, r.flip_rate});
-        }
-    }
-    const bool fitted = !fit.empty();
-    RegimeFit rf = fit_regime(fit_points);
-    if (fitted && fit_points.empty())
-        warnings.push_back(
-            "no fit run has rho and a measured flip rate: the thresholds stay at "
-            "the defaults 0.2 / 0.5");
-    // Fit runs of one measured class leave the rule nothing to separate: any lo = hi that puts
-    // them all on their side scores perfectly, so the thresholds say nothing about the other class.
-    if (!fit_points.empty()) {
-        const metrics::Regime one = metrics::measured_regime(fit_points.front().flip_rate);
-        const bool mixed = std::any_of(fit_points.begin(), fit_points.end(), [&](const auto& p) {
-            return metrics::measured_regime(p.flip_rate) != one;
-        });
-        if (!mixed) {
-            const bool safe = one == metrics::Regime::ClassicalSafe;
-            warnings.push_back("every --fit run is measured " + metrics::regime_name(one) +
-                               " (flip rate " + (safe ? "< " : ">= ") +
-                               io::format_number(metrics::kUnsafeFlipRate) + "): with no " +
-                               (safe ? "classical-unsafe" : "classical-safe") +
-                               " example the fitted lo = " + io::format_number(rf.lo) +
-                               ", hi = " + io::format_number(rf.hi) +
-                               " are not informed by that class; add a run of it to --fit");
-        }
-    }
+    const Fitted f = fit_roles(runs, o, warnings);
+    const CompareTables t = compare_tables(runs, f);
 
-    // ---- tables -------------------------------------------------------------------------------
-    io::Table models({"run", "model", "checkpoint", "architecture", "n_params", "subcommand",
-                      "sink", "inputs_sha256"});
-    io::Table values({"model", "checkpoint", "n_params", "metric", "param", "value"});
-    io::Table frames({"run", "model", "checkpoint", "frame", "share_first_mid_late",
-                      "mean_reference_count", "mid_late_first_layer", "convention", "rule"});
-    io::Table regime({"run", "model", "checkpoint", "role", "rho", "lo", "hi", "predicted",
-                      "flip_rate", "unsafe_flip_rate", "measured", "agreement", "rule"});
-    const std::vector<std::string> predicted_names = {"classical-safe", "classical-unsafe",
-                                                      "abstain"};
-    const std::vector<std::string> measured_names = {"classical-safe", "classical-unsafe",
-                                                     "unmeasured"};
-    std::map<std::pair<std::string, std::string>, int64_t> confusion;
-    const std::string rule =
-        fitted ? std::string("fitted: ") + kRegimeFitRule : "defaults of spec 7 (no --fit)";
-    json run_list = json::array();
-    for (const Run& r : runs) {
-        models.add_row({r.path, r.model, r.checkpoint, r.architecture, r.n_params, r.subcommand,
-                        r.sink, r.inputs_sha256});
-        for (const Value& v : r.values)
-            values.add_row({r.model, r.checkpoint, r.n_params, v.metric, v.param, v.value});
-        if (r.frame.is_object())
-            frames.add_row({r.path, r.model, r.checkpoint, frame_str(r.frame, "verdict"),
-                            frame_num(r.frame, "share_first_mid_late"),
-                            frame_num(r.frame, "mean_reference_count"),
-                            frame_num(r.frame, "mid_late_first_layer"),
-                            frame_str(r.frame, "convention"), frame_str(r.frame, "rule")});
-        if (r.has_regime) {
-            const metrics::Regime p = metrics::predict_regime(r.rho, rf.lo, rf.hi);
-            const std::string measured =
-                std::isfinite(r.flip_rate)
-                    ? metrics::regime_name(metrics::measured_regime(r.flip_rate))
-                    : "unmeasured";
-            regime.add_row({r.path, r.model, r.checkpoint, r.role, r.rho, rf.lo, rf.hi,
-                            metrics::regime_name(p), r.flip_rate, metrics::kUnsafeFlipRate,
-                            measured, metrics::regime_agreement(p, r.flip_rate), rule});
-            if (r.role == "apply") ++confusion[{metrics::regime_name(p), measured}];
-        }
-        run_list.push_back({{"path", r.path},
-                            {"given", r.given},
-                            {"subcommand", r.subcommand},
-                            {"model", r.model},
-                            {"checkpoint", r.checkpoint},
-                            {"role", r.role}});
-    }
-    io::Table conf({"predicted", "measured", "count"});
-    for (const auto& p : predicted_names)
-        for (const auto& m : measured_names) conf.add_row({p, m, confusion[{p, m}]});
-
-    // ---- write --------------------------------------------------------------------------------
     io::RunRecord record(o.command_line, 1);  // reads and writes tables on one thread
     OutputDir out(o.out, o.overwrite);
-    models.write(out.staging(), "models", false);
-    values.write(out.staging(), "compare", false);
-    frames.write(out.staging(), "frames", false);
-    regime.write(out.staging(), "regime", false);
-    conf.write(out.staging(), "regime_confusion", false);
+    t.models.write(out.staging(), "models", false);
+    t.values.write(out.staging(), "compare", false);
+    t.frames.write(out.staging(), "frames", false);
+    t.regime.write(out.staging(), "regime", false);
+    t.confusion.write(out.staging(), "regime_confusion", false);
     record.set("subcommand", "compare");
-    record.set("runs", run_list);
+    record.set("runs", t.run_list);
     record.set("inputs", o.runs);
-    json reg = {{"lo", rf.lo},
-                {"hi", rf.hi},
-                {"fitted", fitted},
-                {"rule", fitted ? kRegimeFitRule : "spec 7 defaults (no --fit)"},
-                {"unsafe_flip_rate", metrics::kUnsafeFlipRate},
-                {"fit_runs", o.fit},
-                {"apply_runs", o.apply.empty() ? json("every run not fitted on") : json(o.apply)}};
-    if (fitted)
-        reg["fit_score"] = {{"n_points", fit_points.size()},
-                            {"correct", rf.n_correct},
-                            {"wrong", rf.n_wrong},
-                            {"abstain", rf.n_abstain}};
-    record.set("regime", reg);
+    record.set("regime", regime_record(o, f));
     record.set("allow_mixed", o.allow_mixed);
     record.set("mixed", diffs);
     record.set("warnings", warnings);
@@ -555,8 +588,9 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
         log << "compare: " << diffs.size() << " difference(s) between the runs (--allow-mixed), "
             << "listed in run.json\n";
     log << "compare: " << runs.size()
-        << " runs, regime thresholds lo = " << io::format_number(rf.lo)
-        << ", hi = " << io::format_number(rf.hi) << (fitted ? " (fitted)" : " (defaults)") << "\n";
+        << " runs, regime thresholds lo = " << io::format_number(f.rf.lo)
+        << ", hi = " << io::format_number(f.rf.hi) << (f.fitted ? " (fitted)" : " (defaults)")
+        << "\n";
     if (o.report && !report)
         log << (report::have_vega_runtime()
                     ? "report.html not written: the runs hold nothing to plot\n"
