@@ -161,87 +161,65 @@ MetricsRun compute_metrics(analysis::AttentionArrays arrays,
     return std::move(p.run);
 }
 
-MetricsRun run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
-    check_options(o);
-    const analysis::ResolvedOptions resolved =
-        analysis::resolve(o.analysis, {.hidden_states = false, .source = "attention file"});
-    const metrics::HeadOptions& head_options = resolved.head;
-    check_bos(resolved, o.analysis,
-              o.arrays ? o.arrays->token_ids != nullptr : !o.token_ids.empty());
+namespace {
 
-    io::RunRecord record(o.command_line, resolved.threads);
-    OutputDir out(o.out, o.overwrite);
-
-    // Pass 1: open and validate the inputs' shapes (the example is written first, then read
-    // back like any dump, so the recorded numbers are exactly those of attention.npy).
-    analysis::AttentionFileOptions file_options;
-    file_options.attention = o.attention;
+// The file options of the inputs (the example is written into the output folder first, then
+// read back like any dump, so the recorded numbers are exactly those of attention.npy).
+analysis::AttentionFileOptions file_options(const MetricsCommandOptions& o, OutputDir& out) {
+    analysis::AttentionFileOptions f;
+    f.attention = o.attention;
     if (o.example) {
-        file_options.attention = out.file("attention.npy");
-        io::write_npy(file_options.attention, make_example_attention());
+        f.attention = out.file("attention.npy");
+        io::write_npy(f.attention, make_example_attention());
     }
-    file_options.scores = o.scores;
-    file_options.lengths = o.lengths;
-    file_options.token_ids = o.token_ids;
-    file_options.window = o.window;
-    file_options.masking = analysis::parse_masking(o.masking);
-    std::unique_ptr<analysis::AttentionFile> opened;
-    if (o.arrays) {
-        o.arrays->masking = file_options.masking;
-        o.arrays->window = o.window;
-        opened = std::make_unique<analysis::AttentionFile>(std::move(*o.arrays));
-    } else {
-        opened = std::make_unique<analysis::AttentionFile>(file_options);
-    }
-    const analysis::AttentionFile& file = *opened;
+    f.scores = o.scores;
+    f.lengths = o.lengths;
+    f.token_ids = o.token_ids;
+    f.window = o.window;
+    f.masking = analysis::parse_masking(o.masking);
+    return f;
+}
 
-    // Token strings for token specialisation (section 8): one JSON array per input.
+// Token strings for token specialisation (section 8): those given, then one JSON array of
+// strings per line of --tokens, one line per input.
+std::vector<std::vector<std::string>> read_token_strings(const MetricsCommandOptions& o,
+                                                         int64_t n_inputs) {
     std::vector<std::vector<std::string>> token_strings = o.token_strings;
-    if (!o.tokens.empty()) {
-        const std::string text = read_file_limited(o.tokens, Limit::DataBytes);
-        size_t pos = 0, line = 0;
-        while (pos < text.size()) {
-            size_t end = text.find('\n', pos);
-            if (end == std::string::npos) end = text.size();
-            ++line;
-            std::string l = text.substr(pos, end - pos);
-            pos = end + 1;
-            if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
-            check_limit(o.tokens.string(), Limit::LineBytes,
-                        "line " + std::to_string(line) + ": bytes", l.size());
-            const nlohmann::json j = io::parse_json(l, o.tokens.string());
-            if (!j.is_array() ||
-                !std::all_of(j.begin(), j.end(), [](const auto& v) { return v.is_string(); }))
-                throw InputError(o.tokens.string(), "line " + std::to_string(line) +
-                                                        " is not a JSON array of strings");
-            token_strings.push_back(j.get<std::vector<std::string>>());
-        }
-        if (int64_t(token_strings.size()) != file.n_inputs())
-            throw InputError(o.tokens.string(), "has " + std::to_string(token_strings.size()) +
-                                                    " lines of tokens for " +
-                                                    std::to_string(file.n_inputs()) + " inputs");
+    if (o.tokens.empty()) return token_strings;
+    const std::string text = read_file_limited(o.tokens, Limit::DataBytes);
+    size_t pos = 0, line = 0;
+    while (pos < text.size()) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string::npos) end = text.size();
+        ++line;
+        std::string l = text.substr(pos, end - pos);
+        pos = end + 1;
+        if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
+        check_limit(o.tokens.string(), Limit::LineBytes, "line " + std::to_string(line) + ": bytes",
+                    l.size());
+        const nlohmann::json j = io::parse_json(l, o.tokens.string());
+        if (!j.is_array() ||
+            !std::all_of(j.begin(), j.end(), [](const auto& v) { return v.is_string(); }))
+            throw InputError(o.tokens.string(),
+                             "line " + std::to_string(line) + " is not a JSON array of strings");
+        token_strings.push_back(j.get<std::vector<std::string>>());
     }
+    if (int64_t(token_strings.size()) != n_inputs)
+        throw InputError(o.tokens.string(), "has " + std::to_string(token_strings.size()) +
+                                                " lines of tokens for " + std::to_string(n_inputs) +
+                                                " inputs");
+    return token_strings;
+}
 
-    // Pass 2: stream the inputs through the shared pipeline (the same code as `analyze`).
-    const std::string model = !o.name.empty() ? o.name
-                              : o.example     ? "example"
-                                              : o.attention.stem().string();
-    PipelineRun p = run_pipeline(file, token_strings, resolved, model, out.staging(), o.progress,
-                                 o.after_input);
-    const analysis::PipelineResults& results = p.run.results;
-    const SinkPolicy resolved_policy = p.resolved_policy;
-
-    // Pass 3: tables, summaries and the run.json fields of every analysis.
-    write_outputs(results, out.staging());
-    record.json().update(results.record);
-    for (const auto& w : results.warnings) std::cerr << "sinkscope: warning: " << w << "\n";
-
-    // run.json (spec 9 fields that apply).
+// run.json's fields of a metrics run (spec 9 fields that apply).
+void record_metrics_run(io::RunRecord& record, const MetricsCommandOptions& o,
+                        const analysis::AttentionFile& file, const std::filesystem::path& attention,
+                        const analysis::ResolvedOptions& resolved, const PipelineRun& p) {
     nlohmann::json inputs = nlohmann::json::array();
     if (o.arrays)
         inputs.push_back({{"role", "attention"}, {"path", file.attention().origin()}});
     else
-        inputs.push_back(file_record(file_options.attention, "attention"));
+        inputs.push_back(file_record(attention, "attention"));
     if (o.example) inputs.back()["path"] = "attention.npy (generated by --example)";
     if (!o.scores.empty()) inputs.push_back(file_record(o.scores, "scores"));
     if (!o.lengths.empty()) inputs.push_back(file_record(o.lengths, "lengths"));
@@ -260,12 +238,68 @@ MetricsRun run_metrics_command(const MetricsCommandOptions& o, std::ostream& log
                            {"lengths", o.lengths.empty() ? "all T" : o.lengths.string()}});
     record.set("quantities_from",
                o.scores.empty() ? "probabilities (closed rows)" : "scores (fp64 log-softmax)");
-    record.set("sink_policy", {{"requested", metrics::to_string(head_options.sink)},
-                               {"resolved", metrics::to_string(resolved_policy)},
+    record.set("sink_policy", {{"requested", metrics::to_string(resolved.head.sink)},
+                               {"resolved", metrics::to_string(p.resolved_policy)},
                                {"positions_file", "sinks.csv"},
                                {"positions", p.sink_positions}});
     record.set("threads", resolved.threads);
     record.set("options", analysis::to_json(o.analysis));
+}
+
+// The console's first line: the inputs' shape and the conventions they ran under.
+std::string describe_inputs(const analysis::AttentionFile& file, const SinkPolicy& sink,
+                            const metrics::ZeroPolicy& zeros) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "sinkscope metrics: %lld inputs x %lld layers x %lld heads x %lld tokens (%s%s), "
+                  "sink %s, zeros %s\n",
+                  (long long)file.n_inputs(), (long long)file.n_layers(), (long long)file.n_heads(),
+                  (long long)file.n_tokens(),
+                  file.masking() == Masking::Causal ? "causal" : "bidirectional",
+                  file.masking_detected() ? ", detected" : "", metrics::to_string(sink).c_str(),
+                  metrics::to_string(zeros).c_str());
+    return line;
+}
+
+}  // namespace
+
+MetricsRun run_metrics_command(const MetricsCommandOptions& o, std::ostream& log) {
+    check_options(o);
+    const analysis::ResolvedOptions resolved =
+        analysis::resolve(o.analysis, {.hidden_states = false, .source = "attention file"});
+    check_bos(resolved, o.analysis,
+              o.arrays ? o.arrays->token_ids != nullptr : !o.token_ids.empty());
+
+    io::RunRecord record(o.command_line, resolved.threads);
+    OutputDir out(o.out, o.overwrite);
+
+    // Pass 1: open and validate the inputs' shapes.
+    const analysis::AttentionFileOptions options = file_options(o, out);
+    std::unique_ptr<analysis::AttentionFile> opened;
+    if (o.arrays) {
+        o.arrays->masking = options.masking;
+        o.arrays->window = o.window;
+        opened = std::make_unique<analysis::AttentionFile>(std::move(*o.arrays));
+    } else {
+        opened = std::make_unique<analysis::AttentionFile>(options);
+    }
+    const analysis::AttentionFile& file = *opened;
+    const std::vector<std::vector<std::string>> token_strings =
+        read_token_strings(o, file.n_inputs());
+
+    // Pass 2: stream the inputs through the shared pipeline (the same code as `analyze`).
+    const std::string model = !o.name.empty() ? o.name
+                              : o.example     ? "example"
+                                              : o.attention.stem().string();
+    PipelineRun p = run_pipeline(file, token_strings, resolved, model, out.staging(), o.progress,
+                                 o.after_input);
+    const analysis::PipelineResults& results = p.run.results;
+
+    // Pass 3: tables, summaries and the run.json fields of every analysis.
+    write_outputs(results, out.staging());
+    record.json().update(results.record);
+    for (const auto& w : results.warnings) std::cerr << "sinkscope: warning: " << w << "\n";
+    record_metrics_run(record, o, file, options.attention, resolved, p);
     record.write(out.staging());
     // Like analyze; a build without the Vega runtime still writes every table (the metrics must
     // work without the report's dependencies), and says why the page is missing.
@@ -277,17 +311,7 @@ MetricsRun run_metrics_command(const MetricsCommandOptions& o, std::ostream& log
         log << "report.html not written: this build has no Vega runtime "
                "(scripts/install-deps.sh); `sinkscope report --run DIR` writes it later\n";
 
-    // Summary.
-    char line[256];
-    std::snprintf(
-        line, sizeof line,
-        "sinkscope metrics: %lld inputs x %lld layers x %lld heads x %lld tokens (%s%s), "
-        "sink %s, zeros %s\n",
-        (long long)file.n_inputs(), (long long)file.n_layers(), (long long)file.n_heads(),
-        (long long)file.n_tokens(), file.masking() == Masking::Causal ? "causal" : "bidirectional",
-        file.masking_detected() ? ", detected" : "", metrics::to_string(resolved_policy).c_str(),
-        metrics::to_string(head_options.zeros).c_str());
-    log << line << results.summary;
+    log << describe_inputs(file, p.resolved_policy, resolved.head.zeros) << results.summary;
     log << "wrote " << o.out.string() << (o.example ? " (with the example as attention.npy)" : "")
         << "\n";
     return std::move(p.run);
