@@ -315,58 +315,35 @@ std::vector<std::pair<int64_t, int64_t>> parse_head_list(const std::string& spec
     return out;
 }
 
-std::string dump_hooks(const DumpOptions& o) {
-    if (o.out.empty()) throw UsageError("--out is required");
-    const auto over_context = analysis::parse_over_context(o.m.over_context);
-    check_output_dir(o.out, o.overwrite);  // before the model runs
-    const Model m = load_model(o.m.model, load_options(o.m));
-    const ModelConfig& c = m.config();
-    const auto bos = tokenizer::parse_bos_policy(o.m.bos);
-    // Text models: token ids per sample; vision models: one image per sample (T = 1 + patches).
-    const analysis::AnalysisInputs data = analysis::load_inputs(
-        m, {.data = o.data, .over_context = over_context, .samples = o.max_samples, .seed = o.seed},
-        bos);
-    print_note(data.truncation_note());
-    print_warning(data.samples_note("--max-samples"));
-    const std::vector<std::vector<int32_t>>& samples = data.ids;
-    std::vector<ModelInput> inputs;
-    std::vector<int64_t> lengths;
-    for (size_t k = 0; k < data.size(); ++k) {
-        inputs.push_back(data.model_input(m, k));
-        lengths.push_back(data.n_tokens(k));
-    }
-    CaptureSpec spec = CaptureSpec::parse(o.hooks);
-    spec.without_logits();  // dump writes hooks only
-    std::vector<std::string> selected;
-    for (const auto& h : list_hooks(c))
-        if (spec.wants(h)) selected.push_back(h);
-    if (selected.empty())
-        throw UsageError("--hooks " + quote(o.hooks) +
-                         " selects no hook of this model (`sinkscope inspect --model " +
-                         quote(o.m.model) + " --all-hooks` lists them)");
+namespace {
 
-    // Which hooks are [H, T, T] per sample (positions on dims 1 and 2) vs [T, ...] (dim 0).
-    auto is_attention = [&](const std::string& h, HookPoint* p) {
-        for (HookPoint q : {HookPoint::Pattern, HookPoint::AttnScores})
-            for (int64_t l = 0; l < c.n_layers; ++l)
-                if (h == hook_name(q, l)) {
-                    if (p) *p = q;
-                    return true;
-                }
-        return false;
-    };
-    int64_t t_max = 0;
-    for (int64_t len : lengths) t_max = std::max(t_max, len);
+// Whether hook `h` is an attention hook ([H, T, T] per sample, positions on dims 1 and 2) and
+// which; the others are [T, ...] (positions on dim 0).
+bool attention_hook(const ModelConfig& c, const std::string& h, HookPoint* p) {
+    for (HookPoint q : {HookPoint::Pattern, HookPoint::AttnScores})
+        for (int64_t l = 0; l < c.n_layers; ++l)
+            if (h == hook_name(q, l)) {
+                if (p) *p = q;
+                return true;
+            }
+    return false;
+}
 
-    std::map<std::string, std::vector<at::Tensor>> per_hook;  // name -> N host f32 tensors, padded
+// Every captured hook of every input, on the host in f32, padded to `t_max` positions: attention
+// keys and queries (scores with -inf, the pattern with 0), other hooks on their positions (0).
+std::map<std::string, std::vector<at::Tensor>> capture_padded(const Model& m,
+                                                              const std::vector<ModelInput>& inputs,
+                                                              const std::vector<int64_t>& lengths,
+                                                              const CaptureSpec& spec,
+                                                              int64_t t_max) {
+    std::map<std::string, std::vector<at::Tensor>> per_hook;  // name -> N tensors
     for (size_t i = 0; i < inputs.size(); ++i) {
         const ForwardResult r = m.forward(inputs[i], spec);
         const int64_t pad = t_max - lengths[i];
         for (const auto& [name, t] : r.captured) {
             HookPoint p{};
             at::Tensor x = t[0].to(at::kCPU, at::kFloat);  // drop batch
-            if (is_attention(name, &p)) {
-                // [H, T, T]: pad keys and queries; scores pad -inf (masked), pattern pad 0
+            if (attention_hook(m.config(), name, &p)) {
                 const double fill = p == HookPoint::AttnScores ? -INFINITY : 0.0;
                 x = at::constant_pad_nd(x, {0, pad, 0, pad}, fill);
             } else {
@@ -377,8 +354,14 @@ std::string dump_hooks(const DumpOptions& o) {
             per_hook[name].push_back(x.contiguous());
         }
     }
+    return per_hook;
+}
 
-    OutputDir dir(o.out, o.overwrite);
+// The hooks as .npy files in `dir`: the pattern and scores of every layer stacked into
+// attention.npy / attn_scores.npy [N, L, H, T, T], each other hook its own file [N, ...];
+// returns {file: hook}.
+nlohmann::json write_hooks(OutputDir& dir, const ModelConfig& c,
+                           std::map<std::string, std::vector<at::Tensor>> per_hook) {
     auto write = [&](const std::string& file, const at::Tensor& t) {  // t: host f32 contiguous
         std::vector<float> v(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
         io::write_npy(dir.file(file), io::make_npy_f32(t.sizes().vec(), v));
@@ -402,11 +385,48 @@ std::string dump_hooks(const DumpOptions& o) {
         write(name + ".npy", at::stack(list).contiguous());
         files[name + ".npy"] = name;
     }
+    return files;
+}
+
+}  // namespace
+
+std::string dump_hooks(const DumpOptions& o) {
+    if (o.out.empty()) throw UsageError("--out is required");
+    const auto over_context = analysis::parse_over_context(o.m.over_context);
+    check_output_dir(o.out, o.overwrite);  // before the model runs
+    const Model m = load_model(o.m.model, load_options(o.m));
+    const ModelConfig& c = m.config();
+    const auto bos = tokenizer::parse_bos_policy(o.m.bos);
+    // Text models: token ids per sample; vision models: one image per sample (T = 1 + patches).
+    const analysis::AnalysisInputs data = analysis::load_inputs(
+        m, {.data = o.data, .over_context = over_context, .samples = o.max_samples, .seed = o.seed},
+        bos);
+    print_note(data.truncation_note());
+    print_warning(data.samples_note("--max-samples"));
+    std::vector<ModelInput> inputs;
+    std::vector<int64_t> lengths;
+    for (size_t k = 0; k < data.size(); ++k) {
+        inputs.push_back(data.model_input(m, k));
+        lengths.push_back(data.n_tokens(k));
+    }
+    CaptureSpec spec = CaptureSpec::parse(o.hooks);
+    spec.without_logits();  // dump writes hooks only
+    const std::vector<std::string> hooks = list_hooks(c);
+    if (std::none_of(hooks.begin(), hooks.end(), [&](const auto& h) { return spec.wants(h); }))
+        throw UsageError("--hooks " + quote(o.hooks) +
+                         " selects no hook of this model (`sinkscope inspect --model " +
+                         quote(o.m.model) + " --all-hooks` lists them)");
+    int64_t t_max = 0;
+    for (int64_t len : lengths) t_max = std::max(t_max, len);
+    auto per_hook = capture_padded(m, inputs, lengths, spec, t_max);
+
+    OutputDir dir(o.out, o.overwrite);
+    const nlohmann::json files = write_hooks(dir, c, std::move(per_hook));
     const auto n_inputs = static_cast<int64_t>(inputs.size());
     if (!c.is_vision()) {  // images have no token ids
         std::vector<int64_t> tokens(static_cast<size_t>(n_inputs * t_max), -1);
-        for (size_t i = 0; i < samples.size(); ++i)
-            std::copy(samples[i].begin(), samples[i].end(), tokens.begin() + i * t_max);
+        for (size_t i = 0; i < data.ids.size(); ++i)
+            std::copy(data.ids[i].begin(), data.ids[i].end(), tokens.begin() + i * t_max);
         io::write_npy(dir.file("tokens.npy"), io::make_npy_i64({n_inputs, t_max}, tokens));
     }
     io::write_npy(dir.file("lengths.npy"), io::make_npy_i64({n_inputs}, lengths));
