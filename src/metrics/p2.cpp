@@ -407,6 +407,50 @@ void P2Accumulator::merge(const P2Accumulator& other) {
     state_.n_inputs += o.n_inputs;
 }
 
+void fields(FieldIo& io, P2Key& k) {
+    io(k.table), io(k.layer), io(k.head), io(k.metric), io(k.param);
+}
+
+void fields(FieldIo& io, P2Stat& s) {
+    io(s.sum), io(s.run_mean), io(s.m2), io(s.n), io(s.n_nonfinite), io(s.n_skipped);
+}
+
+void fields(FieldIo& io, P2Diagram& d) {
+    io(d.input), io(d.layer), io(d.head), io(d.bars);
+}
+
+// The group's fields, then each member's in member order, then the warnings.
+void P2Accumulator::visit_state(FieldIo& io, P2Results& s) const {
+    // "+members": each member's state in its own file since then, in member order.
+    io.tag("p2_accumulator+members");
+    // The accumulator is rebuilt from the same options before load(); these guard against a
+    // state written under other section 8 semantics.
+    bool compat = s.config.compat, per_head = s.config.per_head, kl_all_rows = s.config.kl_all_rows;
+    Symmetrize symmetrize = s.config.symmetrize;
+    io(compat), io(per_head), io(symmetrize), io(kl_all_rows);
+    if (io.loading() && (compat != s.config.compat || per_head != s.config.per_head ||
+                         symmetrize != s.config.symmetrize || kl_all_rows != s.config.kl_all_rows))
+        io.reader().fail("P2 state was written with other options");
+    io(s.n_inputs), io(s.n_layers), io(s.n_heads), io(s.any_causal);
+    io(s.stats);
+    for (const p2::Member* m : p2::members()) m->visit_state(io, s);
+    io(s.warnings);
+}
+
+void P2Accumulator::save(BinaryWriter& w) const {
+    FieldIo io(w);
+    // A writer only reads the fields.
+    visit_state(io, const_cast<P2Results&>(state_));
+}
+
+void P2Accumulator::load(BinaryReader& r) {
+    P2Results s;
+    s.config = state_.config;
+    FieldIo io(r);
+    visit_state(io, s);
+    state_ = std::move(s);
+}
+
 P2Results P2Accumulator::finish() const {
     P2Results r = state_;
     for (const p2::Member* m : selected(r.config)) m->finish(state_, r);

@@ -51,6 +51,12 @@ public:
                 ") and none was analysed (--layers): its first-position share is 0 and its mean "
                 "reference count undefined");
     }
+    void visit_state(FieldIo& io, P2Results& s) const override {
+        FrameEvidence& f = s.frame;
+        io(f.n_layers), io(f.first), io(f.last), io(f.other);
+        io(f.reference_count_sum), io(f.reference_count_n);
+        if (io.loading()) f.mid_late_first = s.config.mid_late_begin(f.n_layers);  // options
+    }
 };
 
 const Frame instance;

@@ -88,6 +88,8 @@ public:
     virtual void merge(const P2Results& /*other*/, int64_t /*n_before*/, P2Results&) const {}
     // Derived values from the accumulated `state` into `r` (a copy of it), and warnings.
     virtual void finish(const P2Results& /*state*/, P2Results& /*r*/) const {}
+    // Saves or loads (one visit for both) what it keeps in the state besides the table values.
+    virtual void visit_state(FieldIo&, P2Results&) const {}
 };
 
 // Every member, in the order they run (p2_members()).

@@ -86,6 +86,10 @@ public:
                     static_cast<double>(cnt) / static_cast<double>(n_heads));
         }
     }
+    void visit_state(FieldIo& io, P2Results& s) const override {
+        io(s.top_keys);
+        io(s.top_key_first_input);
+    }
 };
 
 const Tokens instance;

@@ -83,6 +83,7 @@ public:
     void finish(const P2Results&, P2Results& r) const override {
         if (r.config.compat && r.any_causal) r.warnings.emplace_back(k_causal_compat_warning);
     }
+    void visit_state(FieldIo& io, P2Results& s) const override { io(s.diagrams); }
 };
 
 const Topology instance;

@@ -22,6 +22,7 @@
 #include "sinkscope/analysis/pipeline.hpp"
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/io/npy.hpp"
 #include "synthetic_attention.hpp"
 #include "tolerance.hpp"
 
@@ -68,9 +69,12 @@ AnalysisOutput finish(Analysis& a, const AnalysisContext& ctx) {
     return a.finish(fc);
 }
 
+// Everything an analysis writes: its tables, arrays (diagrams) and texts (frame.json).
 std::string tables_text(const AnalysisOutput& o) {
     std::string s;
     for (const auto& t : o.tables) s += t.name + "\n" + t.table.to_csv();
+    for (const auto& [path, array] : o.arrays) s += path + "\n" + io::serialize_npy(array);
+    for (const auto& [path, text] : o.texts) s += path + "\n" + text;
     return s;
 }
 
@@ -129,6 +133,26 @@ TEST_P(EveryAnalysis, ResumedFromSavedStateIsIdentical) {
         whole = info.make(ctx);
         feed(*whole, ctx, 0, 4, 0, rv);
     }
+}
+
+// The same under compat ruscio2025 (its own layer subsets, topology and tie-breaks).
+TEST_P(EveryAnalysis, ResumedFromSavedStateIsIdenticalInCompat) {
+    AnalysisOptions opts;
+    opts.compat = "ruscio2025";
+    const ResolvedOptions compat = resolve(opts, {});
+    const AnalysisContext c{kL, kH, &compat, "synthetic", "synthetic", ""};
+    auto whole = info.make(c);
+    feed(*whole, c, 0, 4, 0, rv);
+    auto first = info.make(c);
+    feed(*first, c, 0, 2, 0, rv);
+    BinaryWriter w;
+    first->save(w);
+    auto resumed = info.make(c);
+    BinaryReader r(w.bytes(), "state");
+    resumed->load(r);
+    EXPECT_TRUE(r.at_end()) << GetParam();
+    feed(*resumed, c, 2, 4, 2, rv);
+    EXPECT_EQ(tables_text(finish(*resumed, c)), tables_text(finish(*whole, c))) << GetParam();
 }
 
 TEST_P(EveryAnalysis, MergedShardsEqualOnePass) {

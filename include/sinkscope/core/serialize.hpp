@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "sinkscope/core/error.hpp"
@@ -108,6 +110,102 @@ private:
     const std::string& data_;
     std::string origin_;
     size_t pos_ = 0;
+};
+
+// Writes or reads a state field by field, so one visit of a state's fields both saves it
+// (FieldIo over a BinaryWriter) and loads it back (over a BinaryReader) in the same layout:
+// trivially copyable values as they are, strings and vectors length first, maps as their
+// length and then each key and value, pairs as their two members, and any other type T by a
+// function `void fields(FieldIo&, T&)` found beside T. Loading reads element by element and
+// every read is bounds-checked, so a damaged length fails at the end of the bytes.
+class FieldIo {
+public:
+    explicit FieldIo(BinaryWriter& w) : w_(&w) {}
+    explicit FieldIo(BinaryReader& r) : r_(&r) {}
+    bool loading() const { return r_ != nullptr; }
+    // The reader, to fail() with a message; only while loading.
+    BinaryReader& reader() const { return *r_; }
+    void tag(const char* name) {
+        if (r_)
+            r_->expect_tag(name);
+        else
+            w_->tag(name);
+    }
+
+    template <typename T>
+    void operator()(T& x) {
+        if constexpr (std::is_same_v<T, std::string>) {
+            if (r_)
+                x = r_->get_string();
+            else
+                w_->put_string(x);
+        } else if constexpr (is_pair<T>::value) {
+            (*this)(x.first);
+            (*this)(x.second);
+        } else if constexpr (is_vector<T>::value) {
+            using E = typename T::value_type;
+            if constexpr (std::is_trivially_copyable_v<E> && !is_pair<E>::value) {
+                if (r_)
+                    x = r_->get_vector<E>();
+                else
+                    w_->put_vector(x);
+            } else {
+                uint64_t n = x.size();
+                (*this)(n);
+                if (!r_) {
+                    for (E& e : x) (*this)(e);
+                    return;
+                }
+                x.clear();
+                for (uint64_t i = 0; i < n; ++i) {
+                    E e{};
+                    (*this)(e);
+                    x.push_back(std::move(e));
+                }
+            }
+        } else if constexpr (is_map<T>::value) {
+            uint64_t n = x.size();
+            (*this)(n);
+            if (!r_) {
+                for (auto& [k, v] : x) {
+                    auto key = k;
+                    (*this)(key);
+                    (*this)(v);
+                }
+                return;
+            }
+            x.clear();
+            for (uint64_t i = 0; i < n; ++i) {
+                typename T::key_type key{};
+                (*this)(key);
+                (*this)(x[key]);
+            }
+        } else if constexpr (std::is_trivially_copyable_v<T>) {
+            if (r_)
+                x = r_->get<T>();
+            else
+                w_->put(x);
+        } else {
+            fields(*this, x);
+        }
+    }
+
+private:
+    template <typename T>
+    struct is_vector : std::false_type {};
+    template <typename E, typename A>
+    struct is_vector<std::vector<E, A>> : std::true_type {};
+    template <typename T>
+    struct is_map : std::false_type {};
+    template <typename K, typename V, typename C, typename A>
+    struct is_map<std::map<K, V, C, A>> : std::true_type {};
+    template <typename T>
+    struct is_pair : std::false_type {};
+    template <typename A, typename B>
+    struct is_pair<std::pair<A, B>> : std::true_type {};
+
+    BinaryWriter* w_ = nullptr;
+    BinaryReader* r_ = nullptr;
 };
 
 }  // namespace sinkscope

@@ -166,6 +166,11 @@ struct P2Diagram {
     std::vector<PersistenceBar> bars;
 };
 
+// The fields of the saved state (FieldIo, core/serialize.hpp).
+void fields(FieldIo& io, P2Key& k);
+void fields(FieldIo& io, P2Stat& s);
+void fields(FieldIo& io, P2Diagram& d);
+
 struct P2Results {
     std::string model;  // written in the model / checkpoint columns (DESIGN.md long format)
     std::string checkpoint;
@@ -218,7 +223,7 @@ public:
     P2Results finish() const;
 
     int64_t n_inputs() const { return state_.n_inputs; }
-    // Exact state for resumable runs (src/metrics/accumulator_state.cpp).
+    // Exact state for resumable runs: the group's fields, then each member's (visit_state).
     void save(BinaryWriter& w) const;
     void load(BinaryReader& r);
     // Reports add()'s progress through an input as stage "section 8", in layers finished.
@@ -227,6 +232,8 @@ public:
 private:
     void apply(const AttentionInput& input, const std::vector<P2LayerOutput>& outputs,
                std::vector<std::pair<P2Key, double>>* per_input);
+    // Saves (io over a writer: nothing is changed) or loads `state` field by field.
+    void visit_state(FieldIo& io, P2Results& state) const;
 
     StageProgress progress_;
     P2Results state_;
