@@ -2,7 +2,7 @@
 // L = 32, H = 32, T = 128 on 2 cores.
 #include <benchmark/benchmark.h>
 
-#include "sinkscope/metrics/p2.hpp"
+#include "sinkscope/metrics/ref_frame.hpp"
 #include "synthetic_attention.hpp"
 
 using namespace sinkscope::metrics;
@@ -18,12 +18,12 @@ AttentionInput make_input(int64_t n_layers, int64_t n_heads, int64_t n) {
 void run(benchmark::State& state, const std::string& analyses, const std::string& compat,
          int64_t threads = 1) {
     const auto in = make_input(state.range(0), state.range(1), state.range(2));
-    P2Options options;
+    RefFrameOptions options;
     options.analyses = analyses;
     options.compat = compat;
     options.threads = threads;
     for (auto _ : state) {
-        P2Accumulator acc(options);
+        RefFrameAccumulator acc(options);
         acc.add(in);
         benchmark::DoNotOptimize(acc.finish());
     }

@@ -10,7 +10,7 @@ difference of the results. bench/README.md has the figures and what is covered.
 Covered (spec/METRICS.md): sections 1-2 (the `compositional` analysis: per-head means, the nine
 head distance matrices, dispersion and rho), sections 3, 4, 7 (the `heads` analysis: exact
 reversal rates over all triples, the k chosen by the dA_perp silhouette, MDS, average-linkage
-clusters and their silhouettes, ARI, the regime rows) and the section 8 analyses computed from
+clusters and their silhouettes, ARI, the regime rows) and the reference-frame analyses computed from
 attention alone (bench/compare_section8.py: `graphs` with networkx, `topology` with gudhi,
 `kl`, `spectra`, `entropy`, `tokens` keyed by position, `frame`; every cell of their tables:
 value, std, n, n_nonfinite, plus token_keys.csv, frame.json and the saved diagrams). Not covered:
@@ -388,7 +388,7 @@ def main():
           ("x".join(map(str, shape)), args.seed, path, args.threads))
 
     # sinkscope runs: sections 1-4, 7 and every analysis with report.html (as the figures in
-    # bench/README.md were taken); each section 8 analysis alone, all seven in one run and the
+    # bench/README.md were taken); each reference-frame analysis alone, all seven in one run and the
     # fixed cost of a run (process start, reading and hashing the input, the tiny sink_eps
     # analysis) with --no-report: the page is not analysis work, and `--analyses entropy` alone
     # fails without it (report.html has no figure for entropy.csv and refuses a run without one).

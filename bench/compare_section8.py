@@ -381,7 +381,7 @@ PYTHON = {"graphs": graphs, "topology": topology, "kl": kl, "spectra": spectra,
 # ---- sinkscope's outputs -----------------------------------------------------------------------
 
 def read_sinkscope(out_dir, analysis):
-    """The cells of sinkscope's tables for one section 8 analysis, keyed like Summary."""
+    """The cells of sinkscope's tables for one reference-frame analysis, keyed like Summary."""
     res = {}
     tables = {"topology": ["topology", "betti"]}.get(analysis, [analysis])
     if analysis == "frame":

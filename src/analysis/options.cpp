@@ -271,15 +271,15 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
                                                                   : metrics::ReversalScope::Model;
     r.head_analyses.n_threads = r.threads;
 
-    // Section 8.
-    r.p2.compat = o.compat;
-    r.p2.per_head = o.per_head;
-    r.p2.symmetrize = o.symmetrize;
-    r.p2.kl_rows = o.kl_rows;
-    r.p2.topology_max_tokens = o.topology_max_tokens;
-    r.p2.constants = o.constants;
-    r.p2.sink = r.head.sink;  // section 8 takes the same resolved sink (spec 0, 10.d)
-    r.p2.threads = r.threads;
+    // Reference-frame analyses (spec section 8).
+    r.ref_frame.compat = o.compat;
+    r.ref_frame.per_head = o.per_head;
+    r.ref_frame.symmetrize = o.symmetrize;
+    r.ref_frame.kl_rows = o.kl_rows;
+    r.ref_frame.topology_max_tokens = o.topology_max_tokens;
+    r.ref_frame.constants = o.constants;
+    r.ref_frame.sink = r.head.sink;  // section 8 takes the same resolved sink (spec 0, 10.d)
+    r.ref_frame.threads = r.threads;
 
     // Value space.
     r.value.compat = !o.compat.empty();

@@ -51,8 +51,8 @@ AnalysisPipeline::AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOp
         SS_CHECK(layers.size() == n_layers, "a pipeline of ", n_layers, " layers given ",
                  layers.size(), " layer ids");
         context_.layer_ids = layers.ids;
-        options_.p2.layer_ids = layers.ids;  // section 8's layer rules (10.n, 10.o)
-        options_.p2.model_layers = layers.model_layers;
+        options_.ref_frame.layer_ids = layers.ids;  // section 8's layer rules (10.n, 10.o)
+        options_.ref_frame.model_layers = layers.model_layers;
     }
     context_.n_heads = n_heads;
     context_.options = &options_;

@@ -17,7 +17,7 @@ namespace sinkscope::analysis {
 // The factories of the built-in analyses (one file each; a row's `make`).
 std::unique_ptr<Analysis> make_compositional(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_heads(const AnalysisContext& c);
-std::unique_ptr<Analysis> make_section8(const AnalysisContext& c, const std::string& which);
+std::unique_ptr<Analysis> make_ref_frame(const AnalysisContext& c, const std::string& which);
 std::unique_ptr<Analysis> make_value_space(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_statistics(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_sink_eps(const AnalysisContext& c);
@@ -315,8 +315,8 @@ std::vector<OptionSpec> statistics_options() {
 }
 
 std::vector<AnalysisInfo>& rows() {
-    auto section8 = [](const char* which) {
-        return [which](const AnalysisContext& c) { return make_section8(c, which); };
+    auto ref_frame = [](const char* which) {
+        return [which](const AnalysisContext& c) { return make_ref_frame(c, which); };
     };
     namespace t = tables;
     namespace m = tables::metric;
@@ -352,33 +352,33 @@ std::vector<AnalysisInfo>& rows() {
                        per_layer(t::kGraphs, m::kDegreeVariance), per_layer(t::kGraphs, m::kGini),
                        per_layer(t::kGraphs, m::kStarCombined)},
          .options = graphs_options(),
-         .make = section8("graphs")},
+         .make = ref_frame("graphs")},
         {.name = "topology",
          .description = "persistent homology of 1 - attention: bars, Betti curves",
          .options = topology_options(),
-         .make = section8("topology")},
+         .make = ref_frame("topology")},
         {.name = "kl",
          .description = "KL divergence of heads from their average before/after sink removal, "
                         "sink concentration, direct sink mass",
          .headlines = {per_layer(t::kKl, m::kKlReduction)},
          .options = kl_options(),
-         .make = section8("kl")},
+         .make = ref_frame("kl")},
         {.name = "spectra",
          .description = "singular-value spectra of attention vs Marchenko-Pastur",
-         .make = section8("spectra")},
+         .make = ref_frame("spectra")},
         {.name = "entropy",
          .description = "row entropy of the head-averaged attention",
          .headlines = {per_layer(t::kEntropy, m::kEntropyAllRows)},
-         .make = section8("entropy")},
+         .make = ref_frame("entropy")},
         {.name = "tokens",
          .description = "token specialisation: each head's top key and its consistency",
          .needs = {.token_strings = true},
          .options = tokens_options(),
-         .make = section8("tokens")},
+         .make = ref_frame("tokens")},
         {.name = "frame",
          .description = "reference-frame type from where the anchors sit",
          .options = frame_options(),
-         .make = section8("frame")},
+         .make = ref_frame("frame")},
         {.name = "value",
          .description = "value space: reference tokens, relative magnitude and direction of their "
                         "contribution, transformation magnitude, alignment",

@@ -1,7 +1,7 @@
 // Exact save/load of the head accumulator, so an interrupted long run resumes with the same
-// numbers it would have produced uninterrupted (the section 8 group's state: p2.cpp and its
-// members). The accumulator must be constructed with the
-// same options before load(); the analyze driver checks that through its run fingerprint.
+// numbers it would have produced uninterrupted (the reference-frame group's state: ref_frame.cpp
+// and its members). The accumulator must be constructed with the same options before load(); the
+// analyze driver checks that through its run fingerprint.
 #include "sinkscope/core/serialize.hpp"
 #include "sinkscope/metrics/head.hpp"
 

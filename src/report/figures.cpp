@@ -1,5 +1,5 @@
 // Figures of report.html, built from the tables a run directory holds (the files written by the
-// metrics pipeline, the head analyses, the section 8 analyses and the value-space analysis).
+// metrics pipeline, the head analyses, the reference-frame analyses and the value-space analysis).
 // Each figure reads one table; tables that are absent are skipped, so a run with a subset of
 // analyses still gets a report.
 #include <cmath>

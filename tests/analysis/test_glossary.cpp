@@ -47,7 +47,7 @@ TEST(Glossary, EverySchemaColumnIsDefined) {
           &t::kEntropySplit, &t::kFrameTypes,     &t::kGroups,     &t::kGroupTests})
         for (const std::string& c : s->columns)
             EXPECT_TRUE(defined(glossary, c)) << s->name << ".csv column " << c;
-    for (const auto* list : {&t::kSection8Columns, &t::kPerInputColumns})
+    for (const auto* list : {&t::kRefFrameColumns, &t::kPerInputColumns})
         for (const std::string& c : *list) EXPECT_TRUE(defined(glossary, c)) << c;
 }
 

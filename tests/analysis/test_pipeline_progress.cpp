@@ -1,5 +1,5 @@
 // Progress inside one input (long inputs): the pipeline reports head metrics by visible keys and
-// the section 8 analyses together by layers, each ending at its total, never going backwards.
+// the reference-frame analyses together by layers, each ending at its total, never going backwards.
 #include <gtest/gtest.h>
 
 #include <map>

@@ -208,11 +208,11 @@ TEST(AnalysisOptions, DefaultsAreTheSpecValues) {
     EXPECT_EQ(o.constants.effective_density_hi, 0.95);
     EXPECT_EQ(o.min_parts, 3);
     const ResolvedOptions r = resolve(o, {});
-    EXPECT_EQ(r.p2.constants.graph_thresholds, o.constants.graph_thresholds);
-    EXPECT_EQ(r.p2.constants.sink_percentiles, o.constants.sink_percentiles);
+    EXPECT_EQ(r.ref_frame.constants.graph_thresholds, o.constants.graph_thresholds);
+    EXPECT_EQ(r.ref_frame.constants.sink_percentiles, o.constants.sink_percentiles);
     EXPECT_GE(r.threads, 1);
     EXPECT_EQ(r.head.n_threads, r.threads);
-    EXPECT_EQ(r.p2.threads, r.threads);
+    EXPECT_EQ(r.ref_frame.threads, r.threads);
 }
 
 // Selection: "all" without hidden states leaves out value; prerequisites are added in registry
@@ -302,10 +302,10 @@ TEST(AnalysisOptions, ConstantsReachTheTables) {
     }
 }
 
-// The section 8 analyses of one pipeline (a shared context) read each input once, together,
+// The reference-frame analyses of one pipeline (a shared context) read each input once, together,
 // and report progress under one name; every table, array, text and per-input value is what
 // each analysis gives alone.
-TEST(Section8Together, EqualsEachAnalysisAlone) {
+TEST(RefFrameTogether, EqualsEachAnalysisAlone) {
     AnalysisOptions opts;
     opts.per_head = true;  // per-head graphs, topology and spectra too
     const ResolvedOptions o = resolve(opts, {});
@@ -340,13 +340,13 @@ TEST(Section8Together, EqualsEachAnalysisAlone) {
     }
     EXPECT_EQ(stages, std::set<std::string>{"reference-frame analyses"});
     // Split right: together the analyses give what one accumulator of all of them gives.
-    metrics::P2Accumulator all(o.p2);
+    metrics::RefFrameAccumulator all(o.ref_frame);
     for (uint64_t s = 0; s < 3; ++s) {
         const auto in = input(s);
         const auto sinks = metrics::resolve_sinks(in, o.head.sink);
         all.add(in, nullptr, "synthetic", &sinks);
     }
-    const AnalysisOutput whole = section8_output(all.finish());
+    const AnalysisOutput whole = ref_frame_output(all.finish());
     std::map<std::string, std::string> split, joint;
     for (const auto& t : whole.tables) joint[t.name] = t.table.to_csv();
     for (const auto& [path, text] : whole.texts) joint[path] = text;

@@ -104,10 +104,10 @@ const std::set<std::string> kExact = {"sinks.csv", "correlations.csv", "paired_t
                                       "entropy_rows.npy"};
 
 // Section 8's std columns are sqrt(max(0, S2 / n - (S1 / n)^2)) from the sums S1, S2 over n
-// inputs (metrics/p2.cpp). Re-associating the sums moves S2 / n and (S1 / n)^2 by at most about
-// (3n + 4) eps E[x^2] (n additions each, the square, the divisions); where the variance is near 0
-// the square root turns an absolute change d of it into up to sqrt(d). Both runs carry such an
-// error, hence twice the root. E[x^2] = value^2 + std^2 of the one-process row.
+// inputs (metrics/ref_frame.cpp). Re-associating the sums moves S2 / n and (S1 / n)^2 by at most
+// about (3n + 4) eps E[x^2] (n additions each, the square, the divisions); where the variance is
+// near 0 the square root turns an absolute change d of it into up to sqrt(d). Both runs carry such
+// an error, hence twice the root. E[x^2] = value^2 + std^2 of the one-process row.
 double moment_std_tol(const io::Table& t, size_t row) {
     double value = 0, sd = 0, n = 0;
     for (size_t j = 0; j < t.columns().size(); ++j) {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "sinkscope/metrics/frame.hpp"
-#include "sinkscope/metrics/p2.hpp"
+#include "sinkscope/metrics/ref_frame.hpp"
 
 using namespace sinkscope::metrics;
 
@@ -31,8 +31,8 @@ AttentionInput anchored(int64_t n_layers, int64_t n_heads, int64_t n, Masking ma
             }
     return in;
 }
-P2Options frame_only() {
-    P2Options o;
+RefFrameOptions frame_only() {
+    RefFrameOptions o;
     o.analyses = "tokens,frame";
     return o;
 }
@@ -59,7 +59,7 @@ TEST(Frame, ReferenceCountRules) {
 
 // Every head of every layer anchored on position 0 with one reference token: centralized.
 TEST(Frame, CentralizedVerdict) {
-    P2Accumulator acc(frame_only());
+    RefFrameAccumulator acc(frame_only());
     acc.add(anchored(
         6, 4, 12, Masking::Causal, [](int64_t) { return 0; }, 0.95));
     const auto r = acc.finish();
@@ -72,7 +72,7 @@ TEST(Frame, CentralizedVerdict) {
 // bidirectional (modal first in some layer, last in another, share of first < 0.9).
 TEST(Frame, BidirectionalVerdict) {
     const int64_t n = 12;
-    P2Accumulator acc(frame_only());
+    RefFrameAccumulator acc(frame_only());
     acc.add(anchored(6, 4, n, Masking::Bidirectional,
                      [&](int64_t l) { return l < 3 ? int64_t{0} : n - 1; }));
     const auto r = acc.finish();
@@ -81,7 +81,7 @@ TEST(Frame, BidirectionalVerdict) {
 
 // Anchors in the middle of the sequence: distributed.
 TEST(Frame, DistributedVerdict) {
-    P2Accumulator acc(frame_only());
+    RefFrameAccumulator acc(frame_only());
     acc.add(anchored(6, 4, 12, Masking::Bidirectional, [](int64_t l) { return 3 + l % 2; }));
     EXPECT_EQ(acc.finish().verdict, FrameType::Distributed);
 }
@@ -89,7 +89,7 @@ TEST(Frame, DistributedVerdict) {
 // Anchored on position 0 everywhere but with several reference tokens (each key's column mean
 // above 0.1): not centralized, and with no "last" layer not bidirectional either.
 TEST(Frame, ManyReferenceTokensAreNotCentralized) {
-    P2Accumulator acc(frame_only());
+    RefFrameAccumulator acc(frame_only());
     acc.add(anchored(
         6, 2, 7, Masking::Bidirectional, [](int64_t) { return 0; }, 0.2));
     const auto r = acc.finish();
@@ -101,16 +101,16 @@ TEST(Frame, ManyReferenceTokensAreNotCentralized) {
 // per input; consistency over inputs is 1 when every input agrees.
 TEST(Frame, TokenSpecialisationUsesStrings) {
     const std::vector<std::string> tokens{"<s>", "a", "b", "c", "d", "e"};
-    P2Accumulator acc(frame_only());
+    RefFrameAccumulator acc(frame_only());
     const auto in = anchored(2, 3, 6, Masking::Causal, [](int64_t) { return 0; });
     for (int k = 0; k < 5; ++k) acc.add(in, &tokens);
     const auto r = acc.finish();
     ASSERT_EQ(r.top_keys.count({1, 2}), 1u);
     EXPECT_EQ(r.top_keys.at({1, 2}).at("<s>"), 5);
-    const auto it = r.stats.find(P2Key{"tokens", 1, 2, "consistency", "<s>"});
+    const auto it = r.stats.find(RefFrameKey{"tokens", 1, 2, "consistency", "<s>"});
     ASSERT_NE(it, r.stats.end());
     EXPECT_DOUBLE_EQ(it->second.mean(), 1.0);
-    const auto share = r.stats.find(P2Key{"tokens", 0, -1, "heads_modal_share", "<s>"});
+    const auto share = r.stats.find(RefFrameKey{"tokens", 0, -1, "heads_modal_share", "<s>"});
     ASSERT_NE(share, r.stats.end());
     EXPECT_DOUBLE_EQ(share->second.mean(), 1.0);
 }
@@ -122,7 +122,7 @@ TEST(Frame, TokenSpecialisationUsesStrings) {
 TEST(Frame, ModalTokenTiesInCompatKeepTheFirstSeen) {
     const std::vector<std::string> zeta{"zeta", "a", "b", "c"}, alpha{"alpha", "a", "b", "c"};
     const auto in = anchored(1, 1, 4, Masking::Causal, [](int64_t) { return 0; });
-    auto modal = [](const P2Accumulator& acc) {
+    auto modal = [](const RefFrameAccumulator& acc) {
         std::string key;
         for (const auto& [k, s] : acc.finish().stats)
             if (k.table == "tokens" && k.layer == 0 && k.head == -1 &&
@@ -130,17 +130,17 @@ TEST(Frame, ModalTokenTiesInCompatKeepTheFirstSeen) {
                 key = k.param;
         return key;
     };
-    P2Options compat = frame_only();
+    RefFrameOptions compat = frame_only();
     compat.compat = "ruscio2025";
     for (const auto& [first, second] : {std::pair{&zeta, &alpha}, std::pair{&alpha, &zeta}}) {
-        P2Accumulator c(compat), p(frame_only()), shard1(compat), shard2(compat);
+        RefFrameAccumulator c(compat), p(frame_only()), shard1(compat), shard2(compat);
         for (auto* acc : {&c, &p}) {
             acc->add(in, first);
             acc->add(in, second);
         }
         EXPECT_EQ(modal(c), first->front());
         const auto r = c.finish();
-        const auto it = r.stats.find(P2Key{"tokens", 0, 0, "consistency", first->front()});
+        const auto it = r.stats.find(RefFrameKey{"tokens", 0, 0, "consistency", first->front()});
         ASSERT_NE(it, r.stats.end());
         EXPECT_DOUBLE_EQ(it->second.mean(), 0.5);
         EXPECT_EQ(modal(p), "alpha");

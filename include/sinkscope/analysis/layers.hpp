@@ -2,7 +2,7 @@
 // layer, only the chosen ones are captured, and the analyses index them 0..size-1 internally.
 // Every output names a layer by its index in the model (the pipeline maps the `layer` columns;
 // section 8's rules of spec 10.n/10.o, "middle and late layers" and the compat layer subsets, are
-// taken on the model's indices, metrics::P2Options::layer_ids).
+// taken on the model's indices, metrics::RefFrameOptions::layer_ids).
 #pragma once
 
 #include <cstdint>

@@ -24,7 +24,7 @@
 
 #include "sinkscope/metrics/head.hpp"
 #include "sinkscope/metrics/head_analyses.hpp"
-#include "sinkscope/metrics/p2.hpp"
+#include "sinkscope/metrics/ref_frame.hpp"
 #include "sinkscope/metrics/value_space.hpp"
 
 namespace sinkscope::analysis {
@@ -65,7 +65,7 @@ struct AnalysisOptions {
     int64_t topology_max_tokens = metrics::k_default_topology_max_tokens;
     // Graph thresholds, sink percentiles, effective-density band, long-bar persistence,
     // specialisation rule.
-    metrics::P2Constants constants;
+    metrics::RefFrameConstants constants;
     double reference_threshold = metrics::ValueSpaceOptions{}.reference_threshold;
     double reference_fallback = metrics::ValueSpaceOptions{}.fallback_fraction;
     double reference_cap = metrics::ValueSpaceOptions{}.cap_fraction;
@@ -192,7 +192,7 @@ struct ResolvedOptions {
     std::vector<std::string> analyses;  // selected registry names, registry order
     metrics::HeadOptions head;          // sink (unresolved Auto), zeros, min_parts, scope
     metrics::HeadAnalysisOptions head_analyses;
-    metrics::P2Options p2;
+    metrics::RefFrameOptions ref_frame;
     metrics::ValueSpaceOptions value;
     uint64_t seed = 0;
     int threads = 1;  // resolved (>= 1)

@@ -30,7 +30,7 @@
 #include "sinkscope/metrics/attention.hpp"
 #include "sinkscope/metrics/head.hpp"
 #include "sinkscope/metrics/head_analyses.hpp"
-#include "sinkscope/metrics/p2.hpp"
+#include "sinkscope/metrics/ref_frame.hpp"
 #include "sinkscope/metrics/sink.hpp"
 
 namespace sinkscope::analysis {
@@ -107,8 +107,8 @@ struct FinishContext {
     const AnalysisOutput& output(const std::string& name) const;  // InternalError when absent
 };
 
-// State the analyses of one pipeline share (the section 8 analyses read an input's rows in one
-// pass together), each kind under its own typed key.
+// State the analyses of one pipeline share (the reference-frame analyses read an input's rows in
+// one pass together), each kind under its own typed key.
 template <class T>
 struct SharedKey {
     const char* name;
@@ -220,8 +220,8 @@ const AnalysisInfo& find_analysis(const std::string& name);  // UsageError listi
 void write_output(const AnalysisOutput& output, const std::filesystem::path& dir);
 
 // The outputs of finished results, for callers that drive the metrics accumulators themselves
-// (section8.cpp, heads.cpp). `header`: the "P2 analyses (...)" summary line.
-AnalysisOutput section8_output(const metrics::P2Results& results, bool header = true);
+// (ref_frame.cpp, heads.cpp). `header`: the "reference-frame analyses (...)" summary line.
+AnalysisOutput ref_frame_output(const metrics::RefFrameResults& results, bool header = true);
 AnalysisOutput head_analyses_output(const metrics::HeadAnalysisResults& results);
 
 }  // namespace sinkscope::analysis

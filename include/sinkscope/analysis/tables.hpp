@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "sinkscope/io/table.hpp"
-#include "sinkscope/metrics/p2_names.hpp"
+#include "sinkscope/metrics/ref_frame_names.hpp"
 
 namespace sinkscope::analysis::tables {
 
@@ -36,17 +36,17 @@ inline const TableSchema kSinkByPosition{"sink_by_position",
 
 // Section 8 tables: one row per (layer, head, metric, param), mean and population std over the
 // inputs; n_skipped (compat graphs only) counts inputs where the notebook skips the cell.
-inline const std::vector<std::string> kSection8Columns = {
+inline const std::vector<std::string> kRefFrameColumns = {
     "model",      "checkpoint", "layer", "head", "metric",     "param",
     "convention", "value",      "std",   "n",    "n_nonfinite"};
-// Their names, as the section 8 members write them (metrics/p2_names.hpp).
-using metrics::p2_names::kBetti;
-using metrics::p2_names::kEntropy;
-using metrics::p2_names::kGraphs;
-using metrics::p2_names::kKl;
-using metrics::p2_names::kSpectra;
-using metrics::p2_names::kTokens;
-using metrics::p2_names::kTopology;
+// Their names, as the reference-frame members write them (metrics/ref_frame_names.hpp).
+using metrics::ref_frame_names::kBetti;
+using metrics::ref_frame_names::kEntropy;
+using metrics::ref_frame_names::kGraphs;
+using metrics::ref_frame_names::kKl;
+using metrics::ref_frame_names::kSpectra;
+using metrics::ref_frame_names::kTokens;
+using metrics::ref_frame_names::kTopology;
 inline const TableSchema kTokenKeys{
     "token_keys", {"model", "checkpoint", "layer", "head", "key", "count", "share", "convention"}};
 inline constexpr const char* kFrameFile = "frame.json";
@@ -153,9 +153,9 @@ inline constexpr const char* kContentEntropyWeighted = "content_entropy_weighted
 // dynamics' trajectory: the mean of H(pi) over the rows (entropy_rows.npy).
 inline constexpr const char* kContentEntropy = "content_entropy";
 inline constexpr const char* kNRows = "n_rows";
-// The section 8 metrics (metrics/p2_names.hpp): kDensity, kLambda2, kKlReduction,
+// The section 8 metrics (metrics/ref_frame_names.hpp): kDensity, kLambda2, kKlReduction,
 // kEntropyAllRows, kSinkMassAllRows, ...
-using namespace metrics::p2_names;
+using namespace metrics::ref_frame_names;
 inline constexpr const char* kRelativeMagnitude = "relative_magnitude";
 // sink_eps.csv: per layer and for the model, the share of heads above eps (spec 8.q).
 inline constexpr const char* kSinkEps = "sink_eps";

@@ -1,4 +1,4 @@
-// Token specialisation and the reference-frame verdict of P2 (spec section 8 "Token
+// Token specialisation and the reference-frame verdict (spec section 8 "Token
 // specialisation", "Reference-frame type", 10.m, 10.n; PAPERS.md B.6, B.10).
 #pragma once
 
@@ -37,7 +37,7 @@ struct FrameEvidence {
     int64_t reference_count_n = 0;
 
     // The first of the middle and late layers: floor(L/3) when the inputs hold every layer of the
-    // model, else the first input layer at or past the model's floor(L/3) (P2Config).
+    // model, else the first input layer at or past the model's floor(L/3) (RefFrameConfig).
     int64_t mid_late_first = 0;
 
     // Layers of the inputs and their first middle or late layer (-1: floor(n_layers / 3)).

@@ -1,5 +1,6 @@
-// Thresholded attention graphs of P2 (spec section 8 "Thresholded graphs", 10.i, PAPERS.md B.4):
-// density, Laplacian spectrum of the symmetrised graph and in-degree statistics.
+// Thresholded attention graphs of the reference-frame analyses (spec section 8 "Thresholded
+// graphs", 10.i, PAPERS.md B.4): density, Laplacian spectrum of the symmetrised graph and in-degree
+// statistics.
 #pragma once
 
 #include <array>

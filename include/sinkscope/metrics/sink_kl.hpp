@@ -1,5 +1,5 @@
-// Sink sets, sink-removal KL and sink concentration of P2 (spec section 8 "Sink removal KL",
-// "Sink concentration", 10.k; compat semantics of KL.ipynb in PAPERS.md B.5).
+// Sink sets, sink-removal KL and sink concentration of the reference-frame analyses (spec section 8
+// "Sink removal KL", "Sink concentration", 10.k; compat semantics of KL.ipynb in PAPERS.md B.5).
 #pragma once
 
 #include <array>
@@ -36,7 +36,7 @@ struct SinkKl {
 // concentration over the first 4 heads as a percentage.
 SinkKl sink_kl(const AttentionInput& in, int64_t layer, double t, bool compat);
 // The same for several percentiles at once, sharing the rows, their logarithms and the KL with
-// sinks (what the P2 accumulator calls).
+// sinks (what the reference-frame accumulator calls).
 // kl_before covers the rows that also give kl_after (those with a visible key outside S_t:
 // kl_reduction is then a paired difference over one row set), or, with `all_rows`, every row
 // the layer has (spec 8 read literally, "KL_h = mean over rows"; kl_reduction then compares

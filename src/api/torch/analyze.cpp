@@ -32,6 +32,7 @@
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/report/report.hpp"
 
+#include "command_start.hpp"
 #include "layer_ranks.hpp"
 
 namespace fs = std::filesystem;
@@ -325,12 +326,9 @@ private:
     // plan()
     int64_t rank_ = 0, stages_ = 1, pipelines_ = 1, group_ = 0, leader_ = 0;
     bool last_ = true, layer_ranks_ = false, writes_ = true, want_value_ = false;
-    fs::path out_path_;
     analysis::AnalysisOptions aopts_;
     analysis::ResolvedOptions resolved_;
-    tokenizer::BosPolicy bos_{};
-    Progress::Mode progress_{};
-    analysis::OverContext over_context_{};
+    CommandStart start_;
     std::optional<io::RunRecord> record_;
     std::chrono::steady_clock::time_point t0_;
     // load()
@@ -361,16 +359,11 @@ void AnalyzeRun::plan() {
     pipelines_ = comm_.world_size() / stages_, group_ = rank_ / stages_;
     leader_ = group_ * stages_;  // the first rank of this rank's pipeline
     writes_ = rank_ == leader_;
-    out_path_ = rank_output(o_.out, rank_);
-    progress_ = parse_progress_mode(o_.progress);
-    over_context_ = analysis::parse_over_context(o_.m.over_context);
     aopts_ = o_.analysis;
     aopts_.threads = o_.m.threads;
     resolved_ = analysis::resolve(
         aopts_, {.hidden_states = true, .data_columns = true, .source = o_.m.model});
-    // Before the model loads: nothing of the user's is replaced.
-    if (writes_) check_output_dir(out_path_, o_.overwrite);
-    bos_ = tokenizer::parse_bos_policy(o_.m.bos);
+    start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, rank_, writes_);
     want_value_ = resolved_.selected("value");
     record_.emplace(o_.command_line, resolved_.threads);
     t0_ = std::chrono::steady_clock::now();
@@ -388,11 +381,11 @@ void AnalyzeRun::load() {
                                           {.data = o_.data,
                                            .text_column = o_.text_column,
                                            .max_tokens = o_.max_tokens,
-                                           .over_context = over_context_,
+                                           .over_context = start_.over_context,
                                            .samples = o_.samples,
                                            .seed = o_.analysis.seed,
                                            .keep_columns = kept_columns(o_)},
-                                          bos_));  // text ids or images
+                                          start_.bos));  // text ids or images
     print_note(inputs_->truncation_note());
     print_warning(inputs_->samples_note("--samples"));
 
@@ -400,7 +393,7 @@ void AnalyzeRun::load() {
         resolved_.head.sink.bos_id = cfg.bos_token_id >= 0 ? cfg.bos_token_id
                                      : m_->tokenizer()     ? m_->tokenizer()->bos_id()
                                                            : -1;
-    resolved_.p2.sink = resolved_.head.sink;
+    resolved_.ref_frame.sink = resolved_.head.sink;
     model_name_ =
         o_.model_name.empty() ? fs::absolute(o_.m.model).filename().string() : o_.model_name;
     // This rank's inputs: its pipeline's contiguous shard [first, end) (all of them in a world of
@@ -419,7 +412,7 @@ void AnalyzeRun::load() {
     if (at_once_ > 1) {
         resolved_.head.n_threads = 1;
         resolved_.head_analyses.n_threads = 1;
-        resolved_.p2.threads = 1;
+        resolved_.ref_frame.threads = 1;
     }
     pipeline_.emplace(layers_.size(), cfg.n_heads, resolved_, model_name_, o_.m.model,
                       o_.checkpoint, layers_);  // as make_pipeline() (the pipeline is not moved)
@@ -452,7 +445,7 @@ AnalyzeSummary AnalyzeRun::follow_leader() {
 
 // The staged output folder, resumed from its saved state when asked.
 void AnalyzeRun::open_output() {
-    out_.emplace(OutputDir::resumable(out_path_, o_.overwrite));
+    out_.emplace(OutputDir::resumable(start_.out, o_.overwrite));
     state_path_ = out_->file(kStateFile);
     const int64_t shard = end_ - first_;
     if (std::optional<std::string> bytes = interrupted_state(*out_, state_path_, o_.resume, log_)) {
@@ -482,7 +475,7 @@ void AnalyzeRun::open_output() {
 void AnalyzeRun::stream() {
     const int64_t shard = end_ - first_;
     const auto& cfg = m_->config();
-    Progress bar("analyze", shard, progress_);
+    Progress bar("analyze", shard, start_.progress);
     pipeline_->set_progress(bar.stage_reporter());
     for (int64_t n = first_; n < first_ + n_done_; ++n) tokens_ += inputs_->n_tokens(size_t(n));
     // One input's forward and what the analyses read of it, on whichever thread (every forward
@@ -583,8 +576,8 @@ AnalyzeSummary AnalyzeRun::write() {
     rec["tokenizer"] = m_->tokenizer()            ? m_->tokenizer()->kind()
                        : m_->config().is_vision() ? "none (images)"
                                                   : "none (token ids given)";
-    rec["bos_policy"] = tokenizer::bos_policy_name(bos_);
-    const nlohmann::json bos_record = resolved_bos(*m_, bos_, inputs_->ids);
+    rec["bos_policy"] = tokenizer::bos_policy_name(start_.bos);
+    const nlohmann::json bos_record = resolved_bos(*m_, start_.bos, inputs_->ids);
     rec["bos"] = bos_record;
     record_data(rec);
     rec["sink_policy"] = {

@@ -28,6 +28,8 @@
 #include "sinkscope/model/objective.hpp"
 #include "sinkscope/report/report.hpp"
 
+#include "command_start.hpp"
+
 namespace fs = std::filesystem;
 
 namespace sinkscope::api {
@@ -106,10 +108,7 @@ private:
     Communicator& comm_;
     std::ostream& log_;
     analysis::FisherOptions fo_;
-    Progress::Mode progress_{};
-    analysis::OverContext over_context_{};
-    tokenizer::BosPolicy bos_{};
-    fs::path out_path_;
+    CommandStart start_;
     std::optional<io::RunRecord> record_;
     std::optional<model::Model> m_;
     std::optional<analysis::AnalysisInputs> inputs_;
@@ -140,11 +139,7 @@ void FisherRun::check() {
     if (o_.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
     if (o_.samples < 0) throw UsageError("--samples must be >= 0");
     if (o_.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
-    progress_ = parse_progress_mode(o_.progress);
-    over_context_ = analysis::parse_over_context(o_.m.over_context);
-    out_path_ = rank_output(o_.out, comm_.rank());
-    check_output_dir(out_path_, o_.overwrite);  // before the model loads
-    bos_ = tokenizer::parse_bos_policy(o_.m.bos);
+    start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, comm_.rank());
     record_.emplace(o_.command_line, compute_threads(o_.m));
 }
 
@@ -161,10 +156,10 @@ void FisherRun::load() {
                                           {.data = o_.data,
                                            .text_column = o_.text_column,
                                            .max_tokens = o_.max_tokens,
-                                           .over_context = over_context_,
+                                           .over_context = start_.over_context,
                                            .samples = o_.samples,
                                            .seed = std::nullopt},
-                                          bos_));
+                                          start_.bos));
     print_note(inputs_->truncation_note());
     print_warning(inputs_->samples_note("--samples"));
     // What the loss of each sample predicts (decoders: next tokens; encoders: masked tokens).
@@ -196,7 +191,7 @@ void FisherRun::load() {
 
 // The staged folder, and the sums saved by an interrupted run when asked to resume.
 void FisherRun::open_output() {
-    out_.emplace(OutputDir::resumable(out_path_, o_.overwrite));
+    out_.emplace(OutputDir::resumable(start_.out, o_.overwrite));
     state_path_ = out_->file(kStateFile);
     std::optional<std::string> bytes = interrupted_state(*out_, state_path_, o_.resume, log_);
     if (!bytes) return;
@@ -219,7 +214,7 @@ void FisherRun::open_output() {
 // One backward per sample (and label draw) of the shard.
 void FisherRun::score() {
     const int64_t shard = end_ - first_;
-    Progress bar("fisher", shard, progress_);
+    Progress bar("fisher", shard, start_.progress);
     int64_t tokens = 0;
     for (size_t k = size_t(first_ + n_done_); k < size_t(end_); ++k) {
         const model::PredictionTask task = task_of(k);
@@ -295,7 +290,7 @@ void FisherRun::record(nlohmann::json& rec, const analysis::FisherTables& tables
     rec["model"]["n_params"] = m_->n_params();
     rec["device"] = o_.m.device;
     rec["dtype"] = o_.m.dtype;
-    rec["bos_policy"] = tokenizer::bos_policy_name(bos_);
+    rec["bos_policy"] = tokenizer::bos_policy_name(start_.bos);
     rec["options"] = {
         {"kind", o_.kind},           {"draws", o_.draws},           {"seed", o_.seed},
         {"mask_rate", o_.mask_rate}, {"max_tokens", o_.max_tokens}, {"samples", o_.samples}};

@@ -35,6 +35,8 @@
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/report/report.hpp"
 
+#include "command_start.hpp"
+
 namespace fs = std::filesystem;
 
 namespace sinkscope::api {
@@ -224,10 +226,7 @@ private:
     std::ostream& log_;
     std::vector<Channel> channels_;
     std::vector<double> sparsities_;
-    Progress::Mode progress_{};
-    analysis::OverContext over_context_{};
-    tokenizer::BosPolicy bos_{};
-    fs::path out_path_;
+    CommandStart start_;
     std::optional<io::RunRecord> record_;
     std::optional<model::Model> m_;
     std::string measure_;
@@ -260,11 +259,7 @@ void PruneRun::check() {
     if (o_.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
     if (o_.calib_samples < 0 || o_.eval_samples < 0)
         throw UsageError("--calib-samples and --eval-samples must be >= 0");
-    progress_ = parse_progress_mode(o_.progress);
-    over_context_ = analysis::parse_over_context(o_.m.over_context);
-    out_path_ = rank_output(o_.out, comm_.rank());
-    check_output_dir(out_path_, o_.overwrite);  // before the model loads
-    bos_ = tokenizer::parse_bos_policy(o_.m.bos);
+    start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, comm_.rank());
     record_.emplace(o_.command_line, compute_threads(o_.m));
 }
 
@@ -291,10 +286,10 @@ void PruneRun::load() {
                                      {.data = data,
                                       .text_column = o_.text_column,
                                       .max_tokens = o_.max_tokens,
-                                      .over_context = over_context_,
+                                      .over_context = start_.over_context,
                                       .samples = samples,
                                       .seed = std::nullopt},
-                                     bos_);
+                                     start_.bos);
     };
     calib_.emplace(load(o_.calib, o_.calib_samples));
     eval_.emplace(load(o_.eval, o_.eval_samples));
@@ -378,7 +373,7 @@ void PruneRun::open_output() {
         same["model"] = model_identity(o_.m.model, m_->files);
         comm_.agree(same);
     }
-    out_.emplace(OutputDir::resumable(out_path_, o_.overwrite));
+    out_.emplace(OutputDir::resumable(start_.out, o_.overwrite));
     state_path_ = out_->file(kStateFile);
     if (std::optional<std::string> bytes = interrupted_state(*out_, state_path_, o_.resume, log_)) {
         const std::string file = state_path_.string();
@@ -406,7 +401,7 @@ void PruneRun::calibrate() {
                                                      : -1;
     metrics::HeadAccumulator acc(cfg().n_layers, cfg().n_heads, hopts_);
     {
-        Progress bar("prune: calibration", int64_t(calib_->size()), progress_);
+        Progress bar("prune: calibration", int64_t(calib_->size()), start_.progress);
         int64_t tokens = 0;
         // Forwards of several inputs at once, added in input order (core/parallel.hpp).
         const int64_t n_calib = int64_t(calib_->size());
@@ -482,7 +477,7 @@ void PruneRun::score(const model::HeadMask* mask, Point& p) const {
 void PruneRun::evaluate() {
     // Vision: the unpruned model's top-1 label of every evaluation image is the reference.
     if (cfg().is_vision()) reference_ = top1(nullptr);
-    Progress bar("prune: evaluation", int64_t(end_ - first_), progress_);
+    Progress bar("prune: evaluation", int64_t(end_ - first_), start_.progress);
     int64_t n_done = 0;
     for (size_t i = first_; i < end_; ++i) {
         Point& p = points_[i];
@@ -571,7 +566,7 @@ void PruneRun::record(nlohmann::json& rec) const {
     rec["model"]["format"] = model::weight_format_name(m_->format);
     rec["device"] = o_.m.device;
     rec["dtype"] = o_.m.dtype;
-    rec["bos_policy"] = tokenizer::bos_policy_name(bos_);
+    rec["bos_policy"] = tokenizer::bos_policy_name(start_.bos);
     rec["options"] = {{"channels", o_.channels},         {"sparsity", o_.sparsity},
                       {"heads_pruned", counts_},         {"ablation", o_.ablation},
                       {"random_seeds", o_.random_seeds}, {"seed", o_.seed},

@@ -1,6 +1,7 @@
 // LazyAttention (analysis/lazy_attention.hpp): attention rows recomputed from the captured
 // rotated queries and keys, one row at a time through its cache (row) and a block at a time
-// (copy_rows, the path of the section 8 analyses), against a float64 softmax of the same q and k.
+// (copy_rows, the path of the reference-frame analyses), against a float64 softmax of the same q
+// and k.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>

@@ -1,7 +1,7 @@
-// The group of the section 8 analyses over inputs (P2Accumulator): validation, the shared pass
-// over each layer's rows, the layers spread over threads, mergeable state. Each analysis is a
-// member in its own file (p2_member.hpp).
-#include "sinkscope/metrics/p2.hpp"
+// The group of the reference-frame analyses over inputs (RefFrameAccumulator): validation, the
+// shared pass over each layer's rows, the layers spread over threads, mergeable state. Each
+// analysis is a member in its own file (ref_frame_member.hpp).
+#include "sinkscope/metrics/ref_frame.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "p2_member.hpp"
+#include "ref_frame_member.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/system.hpp"
@@ -94,7 +94,7 @@ void stream_head(const AttentionInput& in, int64_t l, int64_t h, bool compat, He
 }
 
 // `rows`: also check every stored row (once per input, however many accumulators it feeds).
-void validate(const AttentionInput& in, const P2Results& state,
+void validate(const AttentionInput& in, const RefFrameResults& state,
               const std::vector<std::string>* token_strings, const std::string& file, bool rows) {
     SS_CHECK_INPUT(in.n_layers > 0 && in.n_heads > 0 && in.n_tokens > 0, file,
                    "empty attention: shape [", in.n_layers, ", ", in.n_heads, ", ", in.n_tokens,
@@ -135,7 +135,7 @@ void validate(const AttentionInput& in, const P2Results& state,
 
 }  // namespace
 
-void P2Stat::add(double v) {
+void RefFrameStat::add(double v) {
     if (!std::isfinite(v)) {
         ++n_nonfinite;
         return;
@@ -147,7 +147,7 @@ void P2Stat::add(double v) {
     m2 += d * (v - run_mean);
 }
 
-void P2Stat::merge(const P2Stat& o) {
+void RefFrameStat::merge(const RefFrameStat& o) {
     if (o.n > 0) {
         const double na = static_cast<double>(n), nb = static_cast<double>(o.n);
         const double d = o.run_mean - run_mean;
@@ -160,17 +160,18 @@ void P2Stat::merge(const P2Stat& o) {
     n_skipped += o.n_skipped;
 }
 
-double P2Stat::mean() const {
+double RefFrameStat::mean() const {
     return n > 0 ? sum / static_cast<double>(n) : k_nan;
 }
 
-double P2Stat::std() const {
+double RefFrameStat::std() const {
     if (n == 0) return k_nan;
     return std::sqrt(std::max(0.0, m2 / static_cast<double>(n)));
 }
 
-P2Accumulator::P2Accumulator(const P2Options& options) : threads_(options.threads) {
-    state_.config = resolve_p2_options(options);
+RefFrameAccumulator::RefFrameAccumulator(const RefFrameOptions& options)
+    : threads_(options.threads) {
+    state_.config = resolve_ref_frame_options(options);
 }
 
 namespace {
@@ -186,9 +187,9 @@ struct LayerScratch {
 };
 
 // The selected members of `c`, in order.
-std::vector<const p2::Member*> selected(const P2Config& c) {
-    std::vector<const p2::Member*> out;
-    for (const p2::Member* m : p2::members())
+std::vector<const ref_frame::Member*> selected(const RefFrameConfig& c) {
+    std::vector<const ref_frame::Member*> out;
+    for (const ref_frame::Member* m : ref_frame::members())
         if (c.runs(m->name())) out.push_back(m);
     return out;
 }
@@ -199,29 +200,29 @@ std::vector<const p2::Member*> selected(const P2Config& c) {
 // A head's [n, n] matrix is built only for --per-head; a member that reads the rows itself
 // (kl) asks for nothing, and a run of it alone makes no pass. `layer_sinks` [n_layers]: the
 // input's resolved sink of each layer (spec 0, 10.d).
-void process_layer(const AttentionInput& in, int64_t l, const P2Config& c,
-                   const std::vector<const p2::Member*>& run, int64_t input_id,
+void process_layer(const AttentionInput& in, int64_t l, const RefFrameConfig& c,
+                   const std::vector<const ref_frame::Member*>& run, int64_t input_id,
                    const std::vector<std::string>* token_strings,
                    const std::vector<int64_t>& layer_sinks, LayerScratch& scratch,
-                   P2LayerOutput& out) {
+                   RefFrameLayerOutput& out) {
     const int64_t n_heads = in.n_heads, n = in.length;
     const bool mid_late = l >= c.mid_late_begin(in.n_layers);
-    p2::LayerNeeds need;
-    for (const p2::Member* m : run) need |= m->needs(c, mid_late);
+    ref_frame::LayerNeeds need;
+    for (const ref_frame::Member* m : run) need |= m->needs(c, mid_late);
     need.head_matrix = need.head_matrix && c.per_head;
     auto& avg = scratch.avg;
     avg.setZero(need.avg ? n : 0, need.avg ? n : 0);
     std::vector<int64_t> top(static_cast<size_t>(n_heads));
-    const p2::LayerView view{.in = in,
-                             .l = l,
-                             .c = c,
-                             .input_id = input_id,
-                             .token_strings = token_strings,
-                             .layer_sinks = layer_sinks,
-                             .mid_late = mid_late,
-                             .avg = avg,
-                             .top = top,
-                             .out = out};
+    const ref_frame::LayerView view{.in = in,
+                                    .l = l,
+                                    .c = c,
+                                    .input_id = input_id,
+                                    .token_strings = token_strings,
+                                    .layer_sinks = layer_sinks,
+                                    .mid_late = mid_late,
+                                    .avg = avg,
+                                    .top = top,
+                                    .out = out};
     const bool pass = need.avg || need.top || need.head_entropy || need.head_matrix;
     for (int64_t h = 0; h < (pass ? n_heads : 0); ++h) {
         HeadPass p;
@@ -231,8 +232,8 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c,
         p.top = need.top;
         stream_head(in, l, h, c.compat, p, scratch.rows, scratch.column_sum);  // thread-safe
         if (need.head_matrix)
-            for (const p2::Member* m : run) m->matrix(view, h, scratch.head);
-        for (const p2::Member* m : run) m->head(view, h, p.entropy_value);
+            for (const ref_frame::Member* m : run) m->matrix(view, h, scratch.head);
+        for (const ref_frame::Member* m : run) m->head(view, h, p.entropy_value);
         if (need.top) top[static_cast<size_t>(h)] = p.top_key;
     }
     avg /= static_cast<double>(n_heads);
@@ -240,15 +241,15 @@ void process_layer(const AttentionInput& in, int64_t l, const P2Config& c,
     // average allocate their own [n, n] scratch (a long input's peak RSS).
     scratch.head.resize(0, 0);
     if (need.avg)
-        for (const p2::Member* m : run) m->matrix(view, -1, avg);
+        for (const ref_frame::Member* m : run) m->matrix(view, -1, avg);
     for (auto& d : out.head_diagrams) out.diagrams.push_back(std::move(d));
     out.head_diagrams.clear();
-    for (const p2::Member* m : run) m->layer(view);
+    for (const ref_frame::Member* m : run) m->layer(view);
 }
 
 }  // namespace
 
-namespace p2 {
+namespace ref_frame {
 
 const std::vector<const Member*>& members() {
     static const std::vector<const Member*> all = {
@@ -265,49 +266,51 @@ std::string param_of(double v) {
     return format_number(v);
 }
 
-}  // namespace p2
+}  // namespace ref_frame
 
-std::vector<std::string> p2_members() {
+std::vector<std::string> ref_frame_members() {
     std::vector<std::string> out;
-    for (const p2::Member* m : p2::members()) out.emplace_back(m->name());
+    for (const ref_frame::Member* m : ref_frame::members()) out.emplace_back(m->name());
     return out;
 }
 
-bool P2Config::runs(const std::string& analysis) const {
+bool RefFrameConfig::runs(const std::string& analysis) const {
     return std::find(analyses.begin(), analyses.end(), analysis) != analyses.end();
 }
 
-void P2Accumulator::add(const AttentionInput& in, const std::vector<std::string>* token_strings,
-                        const std::string& source, const SinkPositions* sinks,
-                        std::vector<std::pair<P2Key, double>>* per_input) {
+void RefFrameAccumulator::add(const AttentionInput& in,
+                              const std::vector<std::string>* token_strings,
+                              const std::string& source, const SinkPositions* sinks,
+                              std::vector<std::pair<RefFrameKey, double>>* per_input) {
     add_together({this}, in, token_strings, source, sinks, {per_input});
 }
 
-void P2Accumulator::add_together(
-    const std::vector<P2Accumulator*>& group, const AttentionInput& in,
+void RefFrameAccumulator::add_together(
+    const std::vector<RefFrameAccumulator*>& group, const AttentionInput& in,
     const std::vector<std::string>* token_strings, const std::string& source,
     const SinkPositions* sinks,
-    const std::vector<std::vector<std::pair<P2Key, double>>*>& per_input) {
+    const std::vector<std::vector<std::pair<RefFrameKey, double>>*>& per_input) {
     SS_CHECK(!group.empty() && per_input.size() == group.size(), "add_together: ", group.size(),
              " accumulators, ", per_input.size(), " per-input lists");
-    const P2Accumulator& lead = *group.front();
+    const RefFrameAccumulator& lead = *group.front();
     const int64_t input_id = lead.state_.n_inputs;
-    for (const P2Accumulator* a : group) {
+    for (const RefFrameAccumulator* a : group) {
         validate(in, a->state_, token_strings, source, a == &lead);
         SS_CHECK(a->state_.n_inputs == input_id, "add_together: accumulators of ",
                  a->state_.n_inputs, " and ", input_id, " inputs");
     }
     // One pass computes what any of them asks for; every other option is the same in all.
-    P2Config c = lead.state_.config;
+    RefFrameConfig c = lead.state_.config;
     c.analyses.clear();
-    for (const std::string& name : p2_members())
-        for (const P2Accumulator* a : group)
+    for (const std::string& name : ref_frame_members())
+        for (const RefFrameAccumulator* a : group)
             if (a->state_.config.runs(name) && !c.runs(name)) c.analyses.push_back(name);
-    const std::vector<const p2::Member*> run = selected(c);
+    const std::vector<const ref_frame::Member*> run = selected(c);
     const int64_t n_layers = in.n_layers;
     // Only the members that read the sink positions (the direct sink mass of kl) need them.
     std::vector<int64_t> layer_sinks(static_cast<size_t>(n_layers), 0);
-    if (std::any_of(run.begin(), run.end(), [](const p2::Member* m) { return m->reads_sinks(); })) {
+    if (std::any_of(run.begin(), run.end(),
+                    [](const ref_frame::Member* m) { return m->reads_sinks(); })) {
         if (sinks) {
             SS_CHECK(static_cast<int64_t>(sinks->per_layer.size()) == n_layers,
                      "sink positions of ", sinks->per_layer.size(), " layers for an input of ",
@@ -319,7 +322,7 @@ void P2Accumulator::add_together(
     }
 
     // Layers are independent: spread them over the worker threads (strided for balance).
-    std::vector<P2LayerOutput> outputs(static_cast<size_t>(n_layers));
+    std::vector<RefFrameLayerOutput> outputs(static_cast<size_t>(n_layers));
     const auto n_threads = std::max<int64_t>(1, std::min<int64_t>(lead.threads_, n_layers));
     std::vector<std::exception_ptr> errors(static_cast<size_t>(n_threads));
     // Counted and reported under one lock, so the reported counts rise 1, 2, ..., L whichever
@@ -327,7 +330,7 @@ void P2Accumulator::add_together(
     int64_t layers_done = 0;
     std::mutex progress_mutex;
     const StageProgress& progress = lead.progress_;
-    if (progress) progress("section 8", 0, n_layers);
+    if (progress) progress("reference-frame analyses", 0, n_layers);
     auto work = [&](int64_t t) {
         try {
             // Recomputed rows (libtorch operators) run on this worker alone.
@@ -339,7 +342,7 @@ void P2Accumulator::add_together(
                               outputs[static_cast<size_t>(l)]);
                 if (progress) {
                     std::lock_guard<std::mutex> lock(progress_mutex);
-                    progress("section 8", ++layers_done, n_layers);
+                    progress("reference-frame analyses", ++layers_done, n_layers);
                 }
             }
         } catch (...) {
@@ -359,17 +362,18 @@ void P2Accumulator::add_together(
 }
 
 // Takes what this accumulator's analyses own from the layers' outputs, in layer order.
-void P2Accumulator::apply(const AttentionInput& in, const std::vector<P2LayerOutput>& outputs,
-                          std::vector<std::pair<P2Key, double>>* per_input) {
-    const P2Config& c = state_.config;
+void RefFrameAccumulator::apply(const AttentionInput& in,
+                                const std::vector<RefFrameLayerOutput>& outputs,
+                                std::vector<std::pair<RefFrameKey, double>>* per_input) {
+    const RefFrameConfig& c = state_.config;
     const int64_t n_layers = in.n_layers, input_id = state_.n_inputs;
-    const std::vector<const p2::Member*> run = selected(c);
+    const std::vector<const ref_frame::Member*> run = selected(c);
     // Every table belongs to one member; an accumulator of all of them takes everything.
     auto owns = [&c](const std::string& table) {
-        for (const p2::Member* m : p2::members())
+        for (const ref_frame::Member* m : ref_frame::members())
             for (const std::string& t : m->tables())
                 if (t == table) return c.runs(m->name());
-        throw InternalError("section 8 table " + table + " belongs to no analysis");
+        throw InternalError("reference-frame table " + table + " belongs to no analysis");
     };
     if (state_.n_inputs == 0) {
         state_.n_layers = n_layers;
@@ -386,41 +390,41 @@ void P2Accumulator::apply(const AttentionInput& in, const std::vector<P2LayerOut
         }
         for (const auto& key : out.skipped)
             if (owns(key.table)) state_.stats[key].skip();
-        for (const p2::Member* m : run) m->apply(out, l, input_id, state_);
+        for (const ref_frame::Member* m : run) m->apply(out, l, input_id, state_);
     }
     ++state_.n_inputs;
 }
 
-void P2Accumulator::merge(const P2Accumulator& other) {
-    const P2Results& o = other.state_;
+void RefFrameAccumulator::merge(const RefFrameAccumulator& other) {
+    const RefFrameResults& o = other.state_;
     if (o.n_inputs == 0) return;
     SS_CHECK(std::string(o.config.mode()) == state_.config.mode(),
-             "merging P2 results of different modes");
+             "merging reference-frame results of different modes");
     if (state_.n_inputs > 0)
         SS_CHECK(o.n_layers == state_.n_layers && o.n_heads == state_.n_heads,
-                 "merging P2 results of different shapes");
+                 "merging reference-frame results of different shapes");
     for (const auto& [k, s] : o.stats) state_.stats[k].merge(s);
-    for (const p2::Member* m : p2::members()) m->merge(o, state_.n_inputs, state_);
+    for (const ref_frame::Member* m : ref_frame::members()) m->merge(o, state_.n_inputs, state_);
     state_.n_layers = o.n_layers;
     state_.n_heads = o.n_heads;
     state_.any_causal = state_.any_causal || o.any_causal;
     state_.n_inputs += o.n_inputs;
 }
 
-void fields(FieldIo& io, P2Key& k) {
+void fields(FieldIo& io, RefFrameKey& k) {
     io(k.table), io(k.layer), io(k.head), io(k.metric), io(k.param);
 }
 
-void fields(FieldIo& io, P2Stat& s) {
+void fields(FieldIo& io, RefFrameStat& s) {
     io(s.sum), io(s.run_mean), io(s.m2), io(s.n), io(s.n_nonfinite), io(s.n_skipped);
 }
 
-void fields(FieldIo& io, P2Diagram& d) {
+void fields(FieldIo& io, RefFrameDiagram& d) {
     io(d.input), io(d.layer), io(d.head), io(d.bars);
 }
 
 // The group's fields, then each member's in member order, then the warnings.
-void P2Accumulator::visit_state(FieldIo& io, P2Results& s) const {
+void RefFrameAccumulator::visit_state(FieldIo& io, RefFrameResults& s) const {
     // "+members": each member's state in its own file since then, in member order.
     io.tag("p2_accumulator+members");
     // The accumulator is rebuilt from the same options before load(); these guard against a
@@ -430,30 +434,30 @@ void P2Accumulator::visit_state(FieldIo& io, P2Results& s) const {
     io(compat), io(per_head), io(symmetrize), io(kl_all_rows);
     if (io.loading() && (compat != s.config.compat || per_head != s.config.per_head ||
                          symmetrize != s.config.symmetrize || kl_all_rows != s.config.kl_all_rows))
-        io.reader().fail("P2 state was written with other options");
+        io.reader().fail("reference-frame state was written with other options");
     io(s.n_inputs), io(s.n_layers), io(s.n_heads), io(s.any_causal);
     io(s.stats);
-    for (const p2::Member* m : p2::members()) m->visit_state(io, s);
+    for (const ref_frame::Member* m : ref_frame::members()) m->visit_state(io, s);
     io(s.warnings);
 }
 
-void P2Accumulator::save(BinaryWriter& w) const {
+void RefFrameAccumulator::save(BinaryWriter& w) const {
     FieldIo io(w);
     // A writer only reads the fields.
-    visit_state(io, const_cast<P2Results&>(state_));
+    visit_state(io, const_cast<RefFrameResults&>(state_));
 }
 
-void P2Accumulator::load(BinaryReader& r) {
-    P2Results s;
+void RefFrameAccumulator::load(BinaryReader& r) {
+    RefFrameResults s;
     s.config = state_.config;
     FieldIo io(r);
     visit_state(io, s);
     state_ = std::move(s);
 }
 
-P2Results P2Accumulator::finish() const {
-    P2Results r = state_;
-    for (const p2::Member* m : selected(r.config)) m->finish(state_, r);
+RefFrameResults RefFrameAccumulator::finish() const {
+    RefFrameResults r = state_;
+    for (const ref_frame::Member* m : selected(r.config)) m->finish(state_, r);
     return r;
 }
 

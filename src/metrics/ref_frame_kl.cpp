@@ -1,16 +1,16 @@
-// Section 8 member "kl": KL divergence of the heads from their average before and after sink
+// Reference-frame member "kl": KL divergence of the heads from their average before and after sink
 // removal, sink concentration and the direct sink mass (spec 8, 10.k; compat B.5 on the layers
 // of 10.o). Reads the rows itself (sink_kl.hpp): a run of it alone makes no shared pass.
 #include <limits>
 
-#include "p2_member.hpp"
-#include "sinkscope/metrics/p2_names.hpp"
+#include "ref_frame_member.hpp"
+#include "sinkscope/metrics/ref_frame_names.hpp"
 #include "sinkscope/metrics/sink_kl.hpp"
 
-namespace sinkscope::metrics::p2 {
+namespace sinkscope::metrics::ref_frame {
 namespace {
 
-namespace n = p2_names;
+namespace n = ref_frame_names;
 
 // The direct sink mass's param: the fixed key of first / --sink N, else the policy whose
 // position is resolved per input (and per layer for argmax); the positions are in sinks.csv.
@@ -36,7 +36,7 @@ public:
     std::vector<std::string> tables() const override { return {n::kKl}; }
     bool reads_sinks() const override { return true; }
     void layer(const LayerView& v) const override {
-        const P2Config& c = v.c;
+        const RefFrameConfig& c = v.c;
         if (!v.in_layers(kl_layers(v.model_layers(), c.compat))) return;
         const std::vector<double>& ts = c.constants.sink_percentiles;
         const auto all = sink_kl_all(v.in, v.l, ts, c.compat, c.kl_all_rows);
@@ -66,4 +66,4 @@ const Kl instance;
 
 const Member& kl_member = instance;
 
-}  // namespace sinkscope::metrics::p2
+}  // namespace sinkscope::metrics::ref_frame

@@ -1,21 +1,21 @@
-// Section 8 member "spectra": singular-value spectra of attention against Marchenko-Pastur
+// Reference-frame member "spectra": singular-value spectra of attention against Marchenko-Pastur
 // (spec 8, 10.l; compat B.9: eigenvalues), on the head average and, with --per-head, each head.
 #include <limits>
 
-#include "p2_member.hpp"
-#include "sinkscope/metrics/p2_names.hpp"
+#include "ref_frame_member.hpp"
+#include "sinkscope/metrics/ref_frame_names.hpp"
 #include "sinkscope/metrics/spectra.hpp"
 
-namespace sinkscope::metrics::p2 {
+namespace sinkscope::metrics::ref_frame {
 namespace {
 
-namespace n = p2_names;
+namespace n = ref_frame_names;
 
 class Spectra final : public Member {
 public:
     const char* name() const override { return "spectra"; }
     std::vector<std::string> tables() const override { return {n::kSpectra}; }
-    LayerNeeds needs(const P2Config&, bool) const override {
+    LayerNeeds needs(const RefFrameConfig&, bool) const override {
         return {.avg = true, .head_matrix = true};
     }
     void matrix(const LayerView& v, int64_t h, const Eigen::MatrixXd& m) const override {
@@ -41,4 +41,4 @@ const Spectra instance;
 
 const Member& spectra_member = instance;
 
-}  // namespace sinkscope::metrics::p2
+}  // namespace sinkscope::metrics::ref_frame

@@ -1,14 +1,14 @@
-// Section 8 member "topology": persistent homology of 1 - attention (spec 8, 10.j; compat B.3
+// Reference-frame member "topology": persistent homology of 1 - attention (spec 8, 10.j; compat B.3
 // on the layers of 10.o): bar counts and persistence per dimension, Betti curves (table betti),
 // and the diagrams of the first k_saved_diagram_inputs inputs.
-#include "p2_member.hpp"
-#include "sinkscope/metrics/p2_names.hpp"
+#include "ref_frame_member.hpp"
+#include "sinkscope/metrics/ref_frame_names.hpp"
 #include "sinkscope/metrics/topology.hpp"
 
-namespace sinkscope::metrics::p2 {
+namespace sinkscope::metrics::ref_frame {
 namespace {
 
-namespace n = p2_names;
+namespace n = ref_frame_names;
 
 constexpr const char* k_causal_compat_warning =
     "compat ruscio2025 on causal attention: the topology Betti numbers only count tokens "
@@ -18,11 +18,11 @@ class Topology final : public Member {
 public:
     const char* name() const override { return "topology"; }
     std::vector<std::string> tables() const override { return {n::kTopology, n::kBetti}; }
-    LayerNeeds needs(const P2Config&, bool) const override {
+    LayerNeeds needs(const RefFrameConfig&, bool) const override {
         return {.avg = true, .head_matrix = true};
     }
     void matrix(const LayerView& v, int64_t h, const Eigen::MatrixXd& m) const override {
-        const P2Config& c = v.c;
+        const RefFrameConfig& c = v.c;
         if (!v.in_layers(topology_layers(v.model_layers(), c.compat))) return;
         const int64_t n = v.in.length;
         std::vector<PersistenceBar> bars;
@@ -66,24 +66,26 @@ public:
         }
         if (v.input_id < k_saved_diagram_inputs)
             (h < 0 ? v.out.diagrams : v.out.head_diagrams)
-                .push_back(P2Diagram{v.input_id, v.l, h, std::move(bars)});
+                .push_back(RefFrameDiagram{v.input_id, v.l, h, std::move(bars)});
     }
-    void apply(const P2LayerOutput& out, int64_t, int64_t, P2Results& state) const override {
+    void apply(const RefFrameLayerOutput& out, int64_t, int64_t,
+               RefFrameResults& state) const override {
         for (const auto& d : out.diagrams) state.diagrams.push_back(d);
     }
-    void merge(const P2Results& other, int64_t n_before, P2Results& into) const override {
+    void merge(const RefFrameResults& other, int64_t n_before,
+               RefFrameResults& into) const override {
         for (const auto& d : other.diagrams) {
             const int64_t id = d.input + n_before;
             if (id >= k_saved_diagram_inputs) continue;
-            P2Diagram copy = d;
+            RefFrameDiagram copy = d;
             copy.input = id;
             into.diagrams.push_back(std::move(copy));
         }
     }
-    void finish(const P2Results&, P2Results& r) const override {
+    void finish(const RefFrameResults&, RefFrameResults& r) const override {
         if (r.config.compat && r.any_causal) r.warnings.emplace_back(k_causal_compat_warning);
     }
-    void visit_state(FieldIo& io, P2Results& s) const override { io(s.diagrams); }
+    void visit_state(FieldIo& io, RefFrameResults& s) const override { io(s.diagrams); }
 };
 
 const Topology instance;
@@ -92,4 +94,4 @@ const Topology instance;
 
 const Member& topology_member = instance;
 
-}  // namespace sinkscope::metrics::p2
+}  // namespace sinkscope::metrics::ref_frame

@@ -1,24 +1,24 @@
-// Section 8 member "tokens": token specialisation (spec 8, 10.m; compat on the layers of B.10):
-// each head's top key per input, the share of inputs whose top key is the first, last or
+// Reference-frame member "tokens": token specialisation (spec 8, 10.m; compat on the layers of
+// B.10): each head's top key per input, the share of inputs whose top key is the first, last or
 // another position, and at the end each head's modal key, its consistency over inputs, whether
 // the head is specialised, and per layer the share of heads whose modal key is each key.
 #include <map>
 
-#include "p2_member.hpp"
+#include "ref_frame_member.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/metrics/frame.hpp"
-#include "sinkscope/metrics/p2_names.hpp"
+#include "sinkscope/metrics/ref_frame_names.hpp"
 
-namespace sinkscope::metrics::p2 {
+namespace sinkscope::metrics::ref_frame {
 namespace {
 
-namespace n = p2_names;
+namespace n = ref_frame_names;
 
 class Tokens final : public Member {
 public:
     const char* name() const override { return "tokens"; }
     std::vector<std::string> tables() const override { return {n::kTokens}; }
-    LayerNeeds needs(const P2Config&, bool) const override { return {.top = true}; }
+    LayerNeeds needs(const RefFrameConfig&, bool) const override { return {.top = true}; }
     void layer(const LayerView& v) const override {
         if (!v.in_layers(topology_layers(v.model_layers(), v.c.compat))) return;
         for (int64_t h = 0; h < v.in.n_heads; ++h) {
@@ -32,14 +32,15 @@ public:
                       cls == k ? 1.0 : 0.0);
         }
     }
-    void apply(const P2LayerOutput& out, int64_t l, int64_t input_id,
-               P2Results& state) const override {
+    void apply(const RefFrameLayerOutput& out, int64_t l, int64_t input_id,
+               RefFrameResults& state) const override {
         for (const auto& [h, key] : out.top_keys) {
             ++state.top_keys[{l, h}][key];
             state.top_key_first_input[{l, h}].emplace(key, input_id);  // kept if seen
         }
     }
-    void merge(const P2Results& other, int64_t n_before, P2Results& into) const override {
+    void merge(const RefFrameResults& other, int64_t n_before,
+               RefFrameResults& into) const override {
         for (const auto& [lh, counts] : other.top_keys)
             for (const auto& [key, cnt] : counts) into.top_keys[lh][key] += cnt;
         // The other shard's inputs come after this one's.
@@ -50,8 +51,8 @@ public:
     // Consistency of each head's top key over inputs, and per layer the share of heads whose
     // modal key is each key (B.10). Ties: compat keeps the key seen first in input order (the
     // notebook's dictionary); principled the lexicographically smallest.
-    void finish(const P2Results& state, P2Results& r) const override {
-        const P2Config& c = r.config;
+    void finish(const RefFrameResults& state, RefFrameResults& r) const override {
+        const RefFrameConfig& c = r.config;
         std::map<int64_t, std::map<std::string, int64_t>> modal_per_layer;
         for (const auto& [lh, counts] : state.top_keys) {
             int64_t total = 0, best = -1, best_first = 0;
@@ -69,9 +70,9 @@ public:
                     best = cnt, best_first = first, modal = key;
             }
             const double consistency = static_cast<double>(best) / static_cast<double>(total);
-            r.stats[P2Key{n::kTokens, lh.first, lh.second, n::kConsistency, modal}].add(
+            r.stats[RefFrameKey{n::kTokens, lh.first, lh.second, n::kConsistency, modal}].add(
                 consistency);
-            r.stats[P2Key{n::kTokens, lh.first, lh.second, n::kSpecialised, ""}].add(
+            r.stats[RefFrameKey{n::kTokens, lh.first, lh.second, n::kSpecialised, ""}].add(
                 consistency >= c.constants.specialised_share &&
                         total >= c.constants.specialised_min_inputs
                     ? 1.0
@@ -82,11 +83,11 @@ public:
             int64_t n_heads = 0;
             for (const auto& kv : counts) n_heads += kv.second;
             for (const auto& [key, cnt] : counts)
-                r.stats[P2Key{n::kTokens, l, -1, n::kHeadsModalShare, key}].add(
+                r.stats[RefFrameKey{n::kTokens, l, -1, n::kHeadsModalShare, key}].add(
                     static_cast<double>(cnt) / static_cast<double>(n_heads));
         }
     }
-    void visit_state(FieldIo& io, P2Results& s) const override {
+    void visit_state(FieldIo& io, RefFrameResults& s) const override {
         io(s.top_keys);
         io(s.top_key_first_input);
     }
@@ -98,4 +99,4 @@ const Tokens instance;
 
 const Member& tokens_member = instance;
 
-}  // namespace sinkscope::metrics::p2
+}  // namespace sinkscope::metrics::ref_frame

@@ -1,19 +1,19 @@
-// Section 8 member "entropy": row entropy of each head (shared pass) and of the head average
+// Reference-frame member "entropy": row entropy of each head (shared pass) and of the head average
 // (spec 8, 10.m; compat B.7: bits over the matrix per head, renormalised entries of the
 // average).
-#include "p2_member.hpp"
-#include "sinkscope/metrics/p2_names.hpp"
+#include "ref_frame_member.hpp"
+#include "sinkscope/metrics/ref_frame_names.hpp"
 
-namespace sinkscope::metrics::p2 {
+namespace sinkscope::metrics::ref_frame {
 namespace {
 
-namespace n = p2_names;
+namespace n = ref_frame_names;
 
 class Entropy final : public Member {
 public:
     const char* name() const override { return "entropy"; }
     std::vector<std::string> tables() const override { return {n::kEntropy}; }
-    LayerNeeds needs(const P2Config&, bool) const override {
+    LayerNeeds needs(const RefFrameConfig&, bool) const override {
         return {.avg = true, .head_entropy = true};
     }
     void head(const LayerView& v, int64_t h, double entropy) const override {
@@ -30,4 +30,4 @@ const Entropy instance;
 
 const Member& entropy_member = instance;
 
-}  // namespace sinkscope::metrics::p2
+}  // namespace sinkscope::metrics::ref_frame

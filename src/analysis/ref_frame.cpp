@@ -1,7 +1,8 @@
-// The section 8 analyses (graphs, topology, kl, spectra, entropy, tokens, frame), each a
-// registry row served by this adapter over metrics::P2Accumulator restricted to that analysis.
-// Tables <analysis>.csv (graphs, topology + betti, kl, spectra, entropy, tokens + token_keys),
-// arrays diagrams/*.npy, frame.json; run.json "p2" holds the conventions (spec 8, 10.i-10.r).
+// The reference-frame analyses (graphs, topology, kl, spectra, entropy, tokens, frame), each a
+// registry row served by this adapter over metrics::RefFrameAccumulator restricted to that
+// analysis. Tables <analysis>.csv (graphs, topology + betti, kl, spectra, entropy, tokens +
+// token_keys), arrays diagrams/*.npy, frame.json; run.json "p2" holds the conventions (spec
+// 8, 10.i-10.r).
 #include <cmath>
 #include <map>
 #include <memory>
@@ -12,7 +13,7 @@
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/format.hpp"
-#include "sinkscope/metrics/p2.hpp"
+#include "sinkscope/metrics/ref_frame.hpp"
 
 namespace sinkscope::analysis {
 
@@ -21,7 +22,7 @@ namespace {
 namespace t = tables;
 using namespace metrics;
 
-void section8_tables(const P2Results& results, AnalysisOutput& out) {
+void ref_frame_tables(const RefFrameResults& results, AnalysisOutput& out) {
     const std::string mode = results.config.mode();
     std::map<std::string, io::Table> tables;
     // Compat graphs.csv says in n_skipped for how many inputs the notebook skipped the cell
@@ -32,7 +33,7 @@ void section8_tables(const P2Results& results, AnalysisOutput& out) {
     for (const auto& [k, s] : results.stats) {
         auto it = tables.find(k.table);
         if (it == tables.end()) {
-            std::vector<std::string> columns = t::kSection8Columns;
+            std::vector<std::string> columns = t::kRefFrameColumns;
             if (with_skipped(k.table)) columns.emplace_back("n_skipped");
             it = tables.emplace(k.table, io::Table(columns)).first;
         }
@@ -84,8 +85,8 @@ void section8_tables(const P2Results& results, AnalysisOutput& out) {
         const double mrc = e.mean_reference_count();
         f["mean_reference_count"] =
             std::isfinite(mrc) ? nlohmann::json(mrc) : nlohmann::json("nan");
-        // Model layer indices (--layers analyses some layers only: P2Config::layer_id).
-        const P2Config& c = results.config;
+        // Model layer indices (--layers analyses some layers only: RefFrameConfig::layer_id).
+        const RefFrameConfig& c = results.config;
         f["mid_late_first_layer"] = c.model_layer_count(e.n_layers) / 3;
         nlohmann::json layers = nlohmann::json::array();
         const auto modal = e.modal_classes();
@@ -108,8 +109,8 @@ void section8_tables(const P2Results& results, AnalysisOutput& out) {
     }
 }
 
-nlohmann::json section8_conventions(const P2Results& results) {
-    const P2Config& c = results.config;
+nlohmann::json ref_frame_conventions(const RefFrameResults& results) {
+    const RefFrameConfig& c = results.config;
     nlohmann::json j;
     j["mode"] = c.mode();
     j["analyses"] = c.analyses;
@@ -174,7 +175,7 @@ nlohmann::json section8_conventions(const P2Results& results) {
 }
 
 // Mean over layers of a head-average metric (summary lines).
-double layer_mean(const P2Results& r, const std::string& table, const std::string& metric,
+double layer_mean(const RefFrameResults& r, const std::string& table, const std::string& metric,
                   const std::string& param) {
     double acc = 0;
     int64_t cnt = 0;
@@ -189,12 +190,12 @@ double layer_mean(const P2Results& r, const std::string& table, const std::strin
 
 }  // namespace
 
-AnalysisOutput section8_output(const P2Results& r, bool header) {
+AnalysisOutput ref_frame_output(const RefFrameResults& r, bool header) {
     AnalysisOutput out;
-    section8_tables(r, out);
-    out.record["p2"] = section8_conventions(r);
+    ref_frame_tables(r, out);
+    out.record["p2"] = ref_frame_conventions(r);
     out.warnings = r.warnings;
-    const P2Config& c = r.config;
+    const RefFrameConfig& c = r.config;
     std::ostringstream s;
     if (header)
         s << "reference-frame analyses (" << c.mode() << "; docs/metrics.md): " << r.n_inputs
@@ -224,44 +225,45 @@ AnalysisOutput section8_output(const P2Results& r, bool header) {
 
 namespace {
 
-class Section8;
+class RefFrame;
 
-// The section 8 analyses of one pipeline read an input's rows once, together: the first to
-// be given the input adds it to every member's accumulator (P2Accumulator::add_together);
+// The reference-frame analyses of one pipeline read an input's rows once, together: the first to
+// be given the input adds it to every member's accumulator (RefFrameAccumulator::add_together);
 // for a long input each analysis reading every row again cost a pass of recomputed attention.
-struct Section8Group {
-    std::vector<Section8*> members;  // registry order
+struct RefFrameGroup {
+    std::vector<RefFrame*> members;  // registry order
     int64_t last_input = -1;         // InputView::index the members were last given together
 };
-constexpr SharedKey<Section8Group> kGroup{"section8"};
+constexpr SharedKey<RefFrameGroup> kGroup{"ref_frame"};
 
-class Section8 final : public Analysis {
+class RefFrame final : public Analysis {
 public:
-    Section8(const AnalysisContext& c, std::string which)
+    RefFrame(const AnalysisContext& c, std::string which)
         : ctx_(c), which_(std::move(which)), acc_(options(c, which_)) {
         if (!c.shared) return;
         group_ = c.shared->get(kGroup);
         group_->members.push_back(this);
     }
-    ~Section8() override {
+    ~RefFrame() override {
         if (group_) std::erase(group_->members, this);
     }
-    Section8(const Section8&) = delete;
-    Section8& operator=(const Section8&) = delete;
+    RefFrame(const RefFrame&) = delete;
+    RefFrame& operator=(const RefFrame&) = delete;
 
     void add(const InputView& in, PerInputValues* per_input) override {
         const bool together = group_ && group_->members.size() > 1;
         if (together && group_->last_input == in.index) return;  // added with the group
-        const std::vector<Section8*> members =
-            together ? group_->members : std::vector<Section8*>{this};
-        std::vector<P2Accumulator*> accs;
-        std::vector<std::vector<std::pair<P2Key, double>>> values(members.size());
-        std::vector<std::vector<std::pair<P2Key, double>>*> lists;
+        const std::vector<RefFrame*> members =
+            together ? group_->members : std::vector<RefFrame*>{this};
+        std::vector<RefFrameAccumulator*> accs;
+        std::vector<std::vector<std::pair<RefFrameKey, double>>> values(members.size());
+        std::vector<std::vector<std::pair<RefFrameKey, double>>*> lists;
         for (size_t k = 0; k < members.size(); ++k) {
             accs.push_back(&members[k]->acc_);
             lists.push_back(per_input ? &values[k] : nullptr);
         }
-        P2Accumulator::add_together(accs, *in.attention, in.tokens, ctx_.origin, in.sinks, lists);
+        RefFrameAccumulator::add_together(accs, *in.attention, in.tokens, ctx_.origin, in.sinks,
+                                          lists);
         if (together) group_->last_input = in.index;
         if (per_input)
             for (const auto& list : values)
@@ -269,7 +271,7 @@ public:
                     per_input->push_back({k.table, k.layer, k.head, k.metric, k.param, v, 1.0});
     }
     void merge(const Analysis& other) override {
-        acc_.merge(dynamic_cast<const Section8&>(other).acc_);
+        acc_.merge(dynamic_cast<const RefFrame&>(other).acc_);
     }
     void save(BinaryWriter& w) const override { acc_.save(w); }
     void load(BinaryReader& r) override { acc_.load(r); }
@@ -283,31 +285,31 @@ public:
     }
 
     AnalysisOutput finish(const FinishContext&) override {
-        return section8_output(acc_.finish(), first_selected());
+        return ref_frame_output(acc_.finish(), first_selected());
     }
 
 private:
-    static P2Options options(const AnalysisContext& c, const std::string& which) {
-        P2Options o = c.options->p2;
+    static RefFrameOptions options(const AnalysisContext& c, const std::string& which) {
+        RefFrameOptions o = c.options->ref_frame;
         o.analyses = which;
         return o;
     }
     bool first_selected() const {
-        for (const std::string& name : p2_members())
+        for (const std::string& name : ref_frame_members())
             if (ctx_.options->selected(name)) return which_ == name;
         return false;
     }
 
     AnalysisContext ctx_;
     std::string which_;
-    P2Accumulator acc_;
-    std::shared_ptr<Section8Group> group_;  // null outside a pipeline
+    RefFrameAccumulator acc_;
+    std::shared_ptr<RefFrameGroup> group_;  // null outside a pipeline
 };
 
 }  // namespace
 
-std::unique_ptr<Analysis> make_section8(const AnalysisContext& c, const std::string& which) {
-    return std::make_unique<Section8>(c, which);
+std::unique_ptr<Analysis> make_ref_frame(const AnalysisContext& c, const std::string& which) {
+    return std::make_unique<RefFrame>(c, which);
 }
 
 }  // namespace sinkscope::analysis

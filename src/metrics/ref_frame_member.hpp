@@ -1,10 +1,11 @@
-// The members of the section 8 group (P2Accumulator, p2.hpp): each analysis of spec section 8 is
-// one Member in its own file (p2_graphs.cpp, p2_topology.cpp, p2_kl.cpp, p2_spectra.cpp,
-// p2_entropy.cpp, p2_tokens.cpp, p2_frame.cpp). The group reads each layer's rows once (the
-// shared pass: the head average, per-head matrices, entropies and top keys, as the selected
-// members ask) and calls every selected member on what it computed; a member puts its values,
-// keeps what it needs besides them in P2Results, merges it and derives its finished values.
-// A new analysis is a new file and its line in members() (p2.cpp).
+// The members of the reference-frame group (RefFrameAccumulator, ref_frame.hpp): each analysis of
+// spec section 8 is one Member in its own file (ref_frame_graphs.cpp, ref_frame_topology.cpp,
+// ref_frame_kl.cpp, ref_frame_spectra.cpp, ref_frame_entropy.cpp, ref_frame_tokens.cpp,
+// ref_frame_frame.cpp). The group reads each layer's rows once (the shared pass: the head average,
+// per-head matrices, entropies and top keys, as the selected members ask) and calls every selected
+// member on what it computed; a member puts its values, keeps what it needs besides them in
+// RefFrameResults, merges it and derives its finished values. A new analysis is a new file and its
+// line in members() (ref_frame.cpp).
 #pragma once
 
 #include <array>
@@ -14,23 +15,23 @@
 
 #include <Eigen/Dense>
 
-#include "sinkscope/metrics/p2.hpp"
+#include "sinkscope/metrics/ref_frame.hpp"
 
 namespace sinkscope::metrics {
 
 // What one layer of one input contributes; layers run on worker threads and their outputs are
 // applied in layer order, so results do not depend on the thread count.
-struct P2LayerOutput {
-    std::vector<std::pair<P2Key, double>> values;
-    std::vector<P2Key> skipped;  // metrics this input does not have (compat graphs, 10.r)
-    std::vector<P2Diagram> diagrams;
-    std::vector<P2Diagram> head_diagrams;  // --per-head: after the average's in `diagrams`
+struct RefFrameLayerOutput {
+    std::vector<std::pair<RefFrameKey, double>> values;
+    std::vector<RefFrameKey> skipped;  // metrics this input does not have (compat graphs, 10.r)
+    std::vector<RefFrameDiagram> diagrams;
+    std::vector<RefFrameDiagram> head_diagrams;  // --per-head: after the average's in `diagrams`
     std::vector<std::pair<int64_t, std::string>> top_keys;  // (head, key)
     std::array<int64_t, 3> classes{};                       // anchors per PositionClass
     int64_t reference_count = -1;                           // -1: not computed
 };
 
-namespace p2 {
+namespace ref_frame {
 
 // What the shared pass over a layer's rows computes for a member.
 struct LayerNeeds {
@@ -48,18 +49,18 @@ struct LayerNeeds {
 struct LayerView {
     const AttentionInput& in;
     int64_t l = 0;
-    const P2Config& c;
+    const RefFrameConfig& c;
     int64_t input_id = 0;
     const std::vector<std::string>* token_strings = nullptr;  // [T] or null
     const std::vector<int64_t>& layer_sinks;                  // the input's sink per layer
     bool mid_late = false;            // a middle or late layer (model index >= floor(L/3), 10.n)
     const Eigen::MatrixXd& avg;       // [n, n] head average (empty unless a member needs it)
     const std::vector<int64_t>& top;  // [H] top key per head (when a member needs it)
-    P2LayerOutput& out;
+    RefFrameLayerOutput& out;
 
     void put(const char* table, int64_t h, const std::string& metric, const std::string& param,
              double v) const {
-        out.values.emplace_back(P2Key{table, l, h, metric, param}, v);
+        out.values.emplace_back(RefFrameKey{table, l, h, metric, param}, v);
     }
     // Whether this layer's model index is in `model_layers` (the layer rules of 10.n, 10.o).
     bool in_layers(const std::vector<int64_t>& model_layers) const;
@@ -70,9 +71,9 @@ class Member {
 public:
     virtual ~Member() = default;
     virtual const char* name() const = 0;
-    // The tables whose values it owns (P2Key::table).
+    // The tables whose values it owns (RefFrameKey::table).
     virtual std::vector<std::string> tables() const = 0;
-    virtual LayerNeeds needs(const P2Config&, bool /*mid_late*/) const { return {}; }
+    virtual LayerNeeds needs(const RefFrameConfig&, bool /*mid_late*/) const { return {}; }
     // Whether it reads the input's resolved sink of each layer (LayerView::layer_sinks).
     virtual bool reads_sinks() const { return false; }
     // Values of one matrix: the head average (h = -1) or, with --per-head, head h.
@@ -82,17 +83,18 @@ public:
     // Values of the layer, after every head and the average.
     virtual void layer(const LayerView&) const {}
     // Takes what it keeps besides its table values from layer l's output (layers in order).
-    virtual void apply(const P2LayerOutput&, int64_t /*l*/, int64_t /*input_id*/,
-                       P2Results&) const {}
+    virtual void apply(const RefFrameLayerOutput&, int64_t /*l*/, int64_t /*input_id*/,
+                       RefFrameResults&) const {}
     // Merges that part of another shard's state, whose inputs follow the `n_before` of `into`.
-    virtual void merge(const P2Results& /*other*/, int64_t /*n_before*/, P2Results&) const {}
+    virtual void merge(const RefFrameResults& /*other*/, int64_t /*n_before*/,
+                       RefFrameResults&) const {}
     // Derived values from the accumulated `state` into `r` (a copy of it), and warnings.
-    virtual void finish(const P2Results& /*state*/, P2Results& /*r*/) const {}
+    virtual void finish(const RefFrameResults& /*state*/, RefFrameResults& /*r*/) const {}
     // Saves or loads (one visit for both) what it keeps in the state besides the table values.
-    virtual void visit_state(FieldIo&, P2Results&) const {}
+    virtual void visit_state(FieldIo&, RefFrameResults&) const {}
 };
 
-// Every member, in the order they run (p2_members()).
+// Every member, in the order they run (ref_frame_members()).
 const std::vector<const Member*>& members();
 
 // The members' objects (one file each).
@@ -106,5 +108,5 @@ extern const Member& frame_member;
 
 std::string param_of(double v);  // a numeric param column value (format_number)
 
-}  // namespace p2
+}  // namespace ref_frame
 }  // namespace sinkscope::metrics

@@ -1,17 +1,17 @@
-// Section 8 member "frame": the reference-frame type (spec 8, 10.n): where each head's anchor
+// Reference-frame member "frame": the reference-frame type (spec 8, 10.n): where each head's anchor
 // (top key) sits in every layer, the mean reference count of the middle and late layers'
 // renormalised head average (B.6), and the verdict at the end.
-#include "p2_member.hpp"
+#include "ref_frame_member.hpp"
 #include "sinkscope/metrics/frame.hpp"
 
-namespace sinkscope::metrics::p2 {
+namespace sinkscope::metrics::ref_frame {
 namespace {
 
 class Frame final : public Member {
 public:
     const char* name() const override { return "frame"; }
     std::vector<std::string> tables() const override { return {}; }
-    LayerNeeds needs(const P2Config&, bool mid_late) const override {
+    LayerNeeds needs(const RefFrameConfig&, bool mid_late) const override {
         return {.avg = mid_late, .top = true};
     }
     void layer(const LayerView& v) const override {
@@ -27,7 +27,8 @@ public:
         }
         v.out.reference_count = reference_count(closed);
     }
-    void apply(const P2LayerOutput& out, int64_t l, int64_t, P2Results& state) const override {
+    void apply(const RefFrameLayerOutput& out, int64_t l, int64_t,
+               RefFrameResults& state) const override {
         const auto li = static_cast<size_t>(l);
         state.frame.first[li] += out.classes[static_cast<size_t>(PositionClass::First)];
         state.frame.last[li] += out.classes[static_cast<size_t>(PositionClass::Last)];
@@ -37,11 +38,11 @@ public:
             ++state.frame.reference_count_n;
         }
     }
-    void merge(const P2Results& other, int64_t, P2Results& into) const override {
+    void merge(const RefFrameResults& other, int64_t, RefFrameResults& into) const override {
         into.frame.merge(other.frame);
     }
-    void finish(const P2Results&, P2Results& r) const override {
-        const P2Config& c = r.config;
+    void finish(const RefFrameResults&, RefFrameResults& r) const override {
+        const RefFrameConfig& c = r.config;
         r.verdict = frame_verdict(r.frame, c.constants.centralized_share_first,
                                   c.constants.centralized_max_reference_count);
         if (r.frame.n_layers > 0 && r.frame.mid_late_begin() >= r.frame.n_layers)
@@ -51,7 +52,7 @@ public:
                 ") and none was analysed (--layers): its first-position share is 0 and its mean "
                 "reference count undefined");
     }
-    void visit_state(FieldIo& io, P2Results& s) const override {
+    void visit_state(FieldIo& io, RefFrameResults& s) const override {
         FrameEvidence& f = s.frame;
         io(f.n_layers), io(f.first), io(f.last), io(f.other);
         io(f.reference_count_sum), io(f.reference_count_n);
@@ -65,4 +66,4 @@ const Frame instance;
 
 const Member& frame_member = instance;
 
-}  // namespace sinkscope::metrics::p2
+}  // namespace sinkscope::metrics::ref_frame

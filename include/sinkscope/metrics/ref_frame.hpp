@@ -1,5 +1,5 @@
-// All P2 analyses of spec section 8 on attention tensors (graphs, topology, sink KL, spectra,
-// entropy, token specialisation, reference frame), accumulated over inputs with mergeable
+// All reference-frame analyses of spec section 8 on attention tensors (graphs, topology, sink KL,
+// spectra, entropy, token specialisation, reference frame), accumulated over inputs with mergeable
 // state, and written as long-format tables. Semantics: principled by default, the released
 // notebooks with compat = "ruscio2025" (spec 10.o, PAPERS.md part B).
 #pragma once
@@ -33,7 +33,7 @@ inline constexpr int64_t k_specialised_min_inputs = 5;  // ... over at least thi
 // The scientific constants of section 8, defaults the spec's values: graph thresholds tau (10.i),
 // sink percentiles t (10.k), the effective-density band (10.i), the long-bar persistence (10.j)
 // the specialisation rule (10.m) and the frame rule (10.n).
-struct P2Constants {
+struct RefFrameConstants {
     std::vector<double> graph_thresholds{k_graph_thresholds.begin(), k_graph_thresholds.end()};
     std::vector<double> sink_percentiles{k_sink_percentiles.begin(), k_sink_percentiles.end()};
     double effective_density_lo = k_effective_density_lo;
@@ -47,10 +47,10 @@ struct P2Constants {
     double centralized_max_reference_count = k_centralized_max_reference_count;
 };
 
-// Options of the section 8 accumulator; the in-class defaults are the spec's values.
-struct P2Options {
-    // Comma-separated analyses (p2_members(): graphs, topology, kl, spectra, entropy, tokens,
-    // frame), or "all".
+// Options of the reference-frame accumulator; the in-class defaults are the spec's values.
+struct RefFrameOptions {
+    // Comma-separated analyses (ref_frame_members(): graphs, topology, kl, spectra, entropy,
+    // tokens, frame), or "all".
     std::string analyses = "all";
     std::string compat;              // "" (principled) or "ruscio2025"
     bool per_head = false;           // graphs, topology and spectra per head too
@@ -65,7 +65,7 @@ struct P2Options {
     // evenly (numpy linspace, as compat's B.3 downsampling); the Rips complex of n points needs
     // O(n^3) triangles. 0 = never subsample.
     int64_t topology_max_tokens = k_default_topology_max_tokens;
-    P2Constants constants;
+    RefFrameConstants constants;
     // The model's index of each layer of the inputs (analyze --layers analyses some layers only;
     // empty: input layer l is model layer l) and the model's layer count (0: the inputs'). The
     // layer rules of 10.n (middle and late layers) and 10.o (compat's layer subsets) are taken on
@@ -75,8 +75,8 @@ struct P2Options {
 };
 
 // Options after validation.
-struct P2Config {
-    std::vector<std::string> analyses;  // the analyses run, in p2_members() order
+struct RefFrameConfig {
+    std::vector<std::string> analyses;  // the analyses run, in ref_frame_members() order
     bool runs(const std::string& analysis) const;
     bool compat = false;
     bool per_head = false;
@@ -84,9 +84,9 @@ struct P2Config {
     bool kl_all_rows = false;  // kl_rows = all
     SinkPolicy sink{SinkPolicy::Kind::First};
     int64_t topology_max_tokens = k_default_topology_max_tokens;
-    P2Constants constants;
+    RefFrameConstants constants;
     std::string tokens_file;         // names the token strings in errors
-    std::vector<int64_t> layer_ids;  // P2Options::layer_ids
+    std::vector<int64_t> layer_ids;  // RefFrameOptions::layer_ids
     int64_t model_layers = 0;
     const char* mode() const { return compat ? "ruscio2025" : "principled"; }
     // The model's index of input layer l, and its layer count, for inputs of n_layers layers.
@@ -101,10 +101,10 @@ struct P2Config {
 };
 // Throws UsageError naming the bad option value (the checks below, and those of the analyses
 // list, the sink, the threads and the layers).
-P2Config resolve_p2_options(const P2Options& options);
+RefFrameConfig resolve_ref_frame_options(const RefFrameOptions& options);
 
 // One check per option of section 8, each throwing UsageError that names the option as the
-// command line spells it; resolve_p2_options and the option table (analysis/options.hpp) run
+// command line spells it; resolve_ref_frame_options and the option table (analysis/options.hpp) run
 // the same ones, so a rule and its message are written once.
 void check_compat(const std::string& compat);
 void check_symmetrize(const std::string& symmetrize);
@@ -119,9 +119,9 @@ void check_specialised_min_inputs(int64_t min_inputs);
 void check_frame_share_first(double share);
 void check_frame_max_reference_count(double count);
 
-// The names of the section 8 analyses, in the order they run (one file each,
-// src/metrics/p2_<name>.cpp).
-std::vector<std::string> p2_members();
+// The names of the reference-frame analyses, in the order they run (one file each,
+// src/metrics/ref_frame_<name>.cpp).
+std::vector<std::string> ref_frame_members();
 
 // Layers each analysis visits (spec 10.o for compat; all layers otherwise).
 std::vector<int64_t> topology_layers(int64_t n_layers, bool compat);  // also token spec.
@@ -137,29 +137,29 @@ double mean_row_entropy(const Eigen::MatrixXd& a, bool compat);
 // sum / n; the population std comes from the running sum of squared deviations (Welford's
 // update, Chan et al.'s merge), not from sum_sq / n - mean^2, which loses ~sqrt(eps) |mean| when
 // the inputs agree closely.
-struct P2Stat {
+struct RefFrameStat {
     double sum = 0;
     double run_mean = 0, m2 = 0;  // Welford: running mean and sum of squared deviations
     int64_t n = 0, n_nonfinite = 0, n_skipped = 0;
     void add(double v);
     void skip() { ++n_skipped; }
-    void merge(const P2Stat& o);
+    void merge(const RefFrameStat& o);
     double mean() const;  // NaN when n == 0
     double std() const;   // population std over inputs
 };
 
 // table: graphs | topology | betti | kl | spectra | entropy | tokens; head -1 = head average
 // (or layer-level value), layer -1 = model-level; param: threshold, percentile, eps or key.
-struct P2Key {
+struct RefFrameKey {
     std::string table;
     int64_t layer = -1;
     int64_t head = -1;
     std::string metric;
     std::string param;
-    auto operator<=>(const P2Key&) const = default;
+    auto operator<=>(const RefFrameKey&) const = default;
 };
 
-struct P2Diagram {
+struct RefFrameDiagram {
     int64_t input = 0;  // ordinal of the input within the accumulated set
     int64_t layer = 0;
     int64_t head = -1;
@@ -167,25 +167,25 @@ struct P2Diagram {
 };
 
 // The fields of the saved state (FieldIo, core/serialize.hpp).
-void fields(FieldIo& io, P2Key& k);
-void fields(FieldIo& io, P2Stat& s);
-void fields(FieldIo& io, P2Diagram& d);
+void fields(FieldIo& io, RefFrameKey& k);
+void fields(FieldIo& io, RefFrameStat& s);
+void fields(FieldIo& io, RefFrameDiagram& d);
 
-struct P2Results {
+struct RefFrameResults {
     std::string model;  // written in the model / checkpoint columns (DESIGN.md long format)
     std::string checkpoint;
-    P2Config config;
+    RefFrameConfig config;
     int64_t n_inputs = 0;
     int64_t n_layers = 0;
     int64_t n_heads = 0;
     bool any_causal = false;
-    std::map<P2Key, P2Stat> stats;
+    std::map<RefFrameKey, RefFrameStat> stats;
     // (layer, head) -> top-key (token string, or position when no strings) -> inputs
     std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> top_keys;
     // (layer, head) -> top-key -> ordinal of the first input where it was the top key (compat
     // breaks modal ties by it, as the notebook's insertion-ordered dictionary does; B.10)
     std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> top_key_first_input;
-    std::vector<P2Diagram> diagrams;  // diagrams of the first k_saved_diagram_inputs inputs
+    std::vector<RefFrameDiagram> diagrams;  // diagrams of the first k_saved_diagram_inputs inputs
     FrameEvidence frame;
     FrameType verdict = FrameType::Distributed;  // set by finish()
     std::vector<std::string> warnings;           // to be printed by the CLI
@@ -194,49 +194,51 @@ struct P2Results {
 // Diagrams are kept for this many inputs so memory does not grow with N.
 inline constexpr int64_t k_saved_diagram_inputs = 8;
 
-struct P2LayerOutput;  // p2.cpp
+struct RefFrameLayerOutput;  // ref_frame.cpp
 
-class P2Accumulator {
+class RefFrameAccumulator {
 public:
-    explicit P2Accumulator(const P2Options& options = {});
+    explicit RefFrameAccumulator(const RefFrameOptions& options = {});
     // Adds one input. `token_strings` ([T]) names the keys of token specialisation. `sinks` are
     // the input's resolved sink positions (the pipeline passes those of the head metrics, so
     // every output uses the same ones); null: resolved here from options.sink. Throws
     // InputError naming `source` (the file it came from) on shapes or values that cannot be
     // attention; nothing is accumulated then.
     // `per_input` (may be null) receives this input's values, in the order they enter the
-    // running sums (P2Stat::add of each key); keys a cell skips (10.r) are absent.
+    // running sums (RefFrameStat::add of each key); keys a cell skips (10.r) are absent.
     void add(const AttentionInput& input, const std::vector<std::string>* token_strings = nullptr,
              const std::string& source = "attention", const SinkPositions* sinks = nullptr,
-             std::vector<std::pair<P2Key, double>>* per_input = nullptr);
+             std::vector<std::pair<RefFrameKey, double>>* per_input = nullptr);
     // Adds one input to every accumulator of `group` in one pass over its rows: the same state
     // as adding it to each in turn. The accumulators differ at most in the analyses they run
-    // (P2Options::analyses) and have seen the same inputs; the first one's threads and progress
-    // are used. `per_input`: one list (or null) per accumulator, as add()'s.
-    static void add_together(const std::vector<P2Accumulator*>& group, const AttentionInput& input,
-                             const std::vector<std::string>* token_strings,
-                             const std::string& source, const SinkPositions* sinks,
-                             const std::vector<std::vector<std::pair<P2Key, double>>*>& per_input);
+    // (RefFrameOptions::analyses) and have seen the same inputs; the first one's threads and
+    // progress are used. `per_input`: one list (or null) per accumulator, as add()'s.
+    static void add_together(
+        const std::vector<RefFrameAccumulator*>& group, const AttentionInput& input,
+        const std::vector<std::string>* token_strings, const std::string& source,
+        const SinkPositions* sinks,
+        const std::vector<std::vector<std::pair<RefFrameKey, double>>*>& per_input);
     // Combines another shard's state (same options, same model).
-    void merge(const P2Accumulator& other);
+    void merge(const RefFrameAccumulator& other);
     // Derived values (effectiveness, consistency, verdict, warnings).
-    P2Results finish() const;
+    RefFrameResults finish() const;
 
     int64_t n_inputs() const { return state_.n_inputs; }
     // Exact state for resumable runs: the group's fields, then each member's (visit_state).
     void save(BinaryWriter& w) const;
     void load(BinaryReader& r);
-    // Reports add()'s progress through an input as stage "section 8", in layers finished.
+    // Reports add()'s progress through an input as stage "reference-frame analyses", in layers
+    // finished.
     void set_progress(StageProgress fn) { progress_ = std::move(fn); }
 
 private:
-    void apply(const AttentionInput& input, const std::vector<P2LayerOutput>& outputs,
-               std::vector<std::pair<P2Key, double>>* per_input);
+    void apply(const AttentionInput& input, const std::vector<RefFrameLayerOutput>& outputs,
+               std::vector<std::pair<RefFrameKey, double>>* per_input);
     // Saves (io over a writer: nothing is changed) or loads `state` field by field.
-    void visit_state(FieldIo& io, P2Results& state) const;
+    void visit_state(FieldIo& io, RefFrameResults& state) const;
 
     StageProgress progress_;
-    P2Results state_;
+    RefFrameResults state_;
     int64_t threads_ = 1;
 };
 

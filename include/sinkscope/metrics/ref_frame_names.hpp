@@ -1,10 +1,10 @@
-// The names the section 8 analyses write: their tables (P2Key::table, <name>.csv) and the
-// metrics of their rows (P2Key::metric). One definition, used by the members that write them
-// (src/metrics/p2_*.cpp) and, through analysis/tables.hpp, by the table writer, the report,
+// The names the reference-frame analyses write: their tables (RefFrameKey::table, <name>.csv) and
+// the metrics of their rows (RefFrameKey::metric). One definition, used by the members that write
+// them (src/metrics/p2_*.cpp) and, through analysis/tables.hpp, by the table writer, the report,
 // compare and dynamics: a renamed metric is a compile error everywhere.
 #pragma once
 
-namespace sinkscope::metrics::p2_names {
+namespace sinkscope::metrics::ref_frame_names {
 
 // Tables.
 inline constexpr const char* kGraphs = "graphs";
@@ -68,4 +68,4 @@ inline constexpr const char* kConsistency = "consistency";
 inline constexpr const char* kSpecialised = "specialised";
 inline constexpr const char* kHeadsModalShare = "heads_modal_share";
 
-}  // namespace sinkscope::metrics::p2_names
+}  // namespace sinkscope::metrics::ref_frame_names

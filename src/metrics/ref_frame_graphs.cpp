@@ -1,27 +1,27 @@
-// Section 8 member "graphs": thresholded attention graphs of every layer (spec 8, 10.i; all
+// Reference-frame member "graphs": thresholded attention graphs of every layer (spec 8, 10.i; all
 // layers in both modes, 10.o), on the head average and, with --per-head, on each head; at the
 // end, whether each threshold is effective for a layer (mean density in the band) and each
 // threshold's effectiveness score.
 #include <map>
 
-#include "p2_member.hpp"
+#include "ref_frame_member.hpp"
 #include "sinkscope/metrics/graph.hpp"
-#include "sinkscope/metrics/p2_names.hpp"
+#include "sinkscope/metrics/ref_frame_names.hpp"
 
-namespace sinkscope::metrics::p2 {
+namespace sinkscope::metrics::ref_frame {
 namespace {
 
-namespace n = p2_names;
+namespace n = ref_frame_names;
 
 class Graphs final : public Member {
 public:
     const char* name() const override { return "graphs"; }
     std::vector<std::string> tables() const override { return {n::kGraphs}; }
-    LayerNeeds needs(const P2Config&, bool) const override {
+    LayerNeeds needs(const RefFrameConfig&, bool) const override {
         return {.avg = true, .head_matrix = true};
     }
     void matrix(const LayerView& v, int64_t h, const Eigen::MatrixXd& m) const override {
-        const P2Config& c = v.c;
+        const RefFrameConfig& c = v.c;
         const std::vector<double>& taus = c.constants.graph_thresholds;
         const auto all = graph_stats_all(m, taus, c.compat);
         for (size_t k = 0; k < taus.size(); ++k) {
@@ -36,7 +36,7 @@ public:
                 for (const char* metric :
                      {n::kLambda2, n::kLaplacianGap, n::kStarBasic, n::kStarCombined, n::kGini,
                       n::kCentralization, n::kDegreeVariance, n::kNNodes})
-                    v.out.skipped.push_back(P2Key{n::kGraphs, v.l, h, metric, p});
+                    v.out.skipped.push_back(RefFrameKey{n::kGraphs, v.l, h, metric, p});
                 continue;
             }
             v.put(n::kGraphs, h, n::kLambda2, p, g.lambda2);
@@ -50,20 +50,21 @@ public:
         }
     }
     // Effectiveness on the density averaged over inputs (10.i), and the share of layers.
-    void finish(const P2Results& state, P2Results& r) const override {
-        const P2Config& c = r.config;
+    void finish(const RefFrameResults& state, RefFrameResults& r) const override {
+        const RefFrameConfig& c = r.config;
         std::map<std::string, std::pair<int64_t, int64_t>> per_tau;  // effective, layers
         for (const auto& [k, s] : state.stats) {
             if (k.table != n::kGraphs || k.metric != n::kDensity || k.head != -1) continue;
             const double m = s.mean();
             const bool eff =
                 m >= c.constants.effective_density_lo && m <= c.constants.effective_density_hi;
-            r.stats[P2Key{n::kGraphs, k.layer, -1, n::kEffective, k.param}].add(eff ? 1.0 : 0.0);
+            r.stats[RefFrameKey{n::kGraphs, k.layer, -1, n::kEffective, k.param}].add(eff ? 1.0
+                                                                                          : 0.0);
             per_tau[k.param].first += eff ? 1 : 0;
             per_tau[k.param].second += 1;
         }
         for (const auto& [tau, cnt] : per_tau)
-            r.stats[P2Key{n::kGraphs, -1, -1, n::kEffectivenessScore, tau}].add(
+            r.stats[RefFrameKey{n::kGraphs, -1, -1, n::kEffectivenessScore, tau}].add(
                 static_cast<double>(cnt.first) / static_cast<double>(cnt.second));
     }
 };
@@ -74,4 +75,4 @@ const Graphs instance;
 
 const Member& graphs_member = instance;
 
-}  // namespace sinkscope::metrics::p2
+}  // namespace sinkscope::metrics::ref_frame

@@ -1,5 +1,5 @@
-// Options of the section 8 accumulator (p2.hpp): validation and the layers each analysis
-// visits (spec 10.o).
+// Options of the reference-frame accumulator (ref_frame.hpp): validation and the layers each
+// analysis visits (spec 10.o).
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -7,7 +7,7 @@
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
-#include "sinkscope/metrics/p2.hpp"
+#include "sinkscope/metrics/ref_frame.hpp"
 
 namespace sinkscope::metrics {
 
@@ -83,9 +83,9 @@ void check_frame_max_reference_count(double count) {
     require(std::isfinite(count), "--frame-max-reference-count must be a finite number");
 }
 
-P2Config resolve_p2_options(const P2Options& options) {
-    P2Config c;
-    const std::vector<std::string> known = p2_members();
+RefFrameConfig resolve_ref_frame_options(const RefFrameOptions& options) {
+    RefFrameConfig c;
+    const std::vector<std::string> known = ref_frame_members();
     std::stringstream ss(options.analyses);
     std::string item;
     int n_items = 0;
@@ -98,14 +98,14 @@ P2Config resolve_p2_options(const P2Options& options) {
         } else {
             std::string list;
             for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-            throw UsageError("section 8: unknown analysis '" + item + "' (expected all, " + list +
-                             ")");
+            throw UsageError("reference-frame analyses: unknown analysis '" + item +
+                             "' (expected all, " + list + ")");
         }
         ++n_items;
     }
     for (const auto& k : known)  // in member order, once each
         if (std::find(asked.begin(), asked.end(), k) != asked.end()) c.analyses.push_back(k);
-    if (n_items == 0) throw UsageError("section 8: no analysis selected");
+    if (n_items == 0) throw UsageError("reference-frame analyses: no analysis selected");
     check_compat(options.compat);
     c.compat = options.compat == "ruscio2025";
     check_symmetrize(options.symmetrize);
@@ -116,7 +116,7 @@ P2Config resolve_p2_options(const P2Options& options) {
         throw UsageError("sink position must be >= 0");
     if (options.threads < 1) throw UsageError("threads must be >= 1");
     check_topology_max_tokens(options.topology_max_tokens);
-    const P2Constants& k = options.constants;
+    const RefFrameConstants& k = options.constants;
     check_graph_thresholds(k.graph_thresholds);
     check_sink_percentiles(k.sink_percentiles);
     check_effective_density(k.effective_density_lo, k.effective_density_hi);
@@ -139,7 +139,7 @@ P2Config resolve_p2_options(const P2Options& options) {
     return c;
 }
 
-int64_t P2Config::mid_late_begin(int64_t n_layers) const {
+int64_t RefFrameConfig::mid_late_begin(int64_t n_layers) const {
     const int64_t first = model_layer_count(n_layers) / 3;
     int64_t l = 0;
     while (l < n_layers && layer_id(l) < first) ++l;

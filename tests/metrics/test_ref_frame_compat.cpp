@@ -12,7 +12,7 @@
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
 #include "sinkscope/metrics/graph.hpp"
-#include "sinkscope/metrics/p2.hpp"
+#include "sinkscope/metrics/ref_frame.hpp"
 #include "synthetic_attention.hpp"
 #include "testing.hpp"
 
@@ -24,9 +24,9 @@ namespace {
 AttentionInput random_causal(int64_t n_layers, int64_t n_heads, int64_t n, uint64_t seed) {
     return testutil::causal_sink_attention(n_layers, n_heads, n, {.sink_boost = 2.0}, seed);
 }
-double stat(const P2Results& r, const std::string& table, int64_t l, int64_t h,
+double stat(const RefFrameResults& r, const std::string& table, int64_t l, int64_t h,
             const std::string& metric, const std::string& param = "") {
-    const auto it = r.stats.find(P2Key{table, l, h, metric, param});
+    const auto it = r.stats.find(RefFrameKey{table, l, h, metric, param});
     if (it == r.stats.end()) ADD_FAILURE() << "missing " << table << "/" << metric << " " << param;
     return it == r.stats.end() ? NAN : it->second.mean();
 }
@@ -40,8 +40,8 @@ double mean_self_attention(const AttentionInput& in, int64_t l, const std::vecto
     }
     return acc / static_cast<double>(kept.size() - 1);
 }
-P2Options topology_only(const std::string& compat) {
-    P2Options o;
+RefFrameOptions topology_only(const std::string& compat) {
+    RefFrameOptions o;
     o.analyses = "topology";
     o.compat = compat;
     return o;
@@ -50,10 +50,10 @@ P2Options topology_only(const std::string& compat) {
 
 // Compat on causal attention reproduces the released-code artifact: Betti0 = kept tokens,
 // Betti1 = 0, dim-0 mean persistence = mean self-attention of positions >= 1, and a warning.
-TEST(P2Compat, CausalBettiCountsTokens) {
+TEST(RefFrameCompat, CausalBettiCountsTokens) {
     for (int64_t n : {12, 40}) {  // 40 > 30 exercises the linspace downsampling
         const auto in = random_causal(5, 3, n, 99 + static_cast<uint64_t>(n));
-        P2Accumulator acc(topology_only("ruscio2025"));
+        RefFrameAccumulator acc(topology_only("ruscio2025"));
         acc.add(in);
         const auto r = acc.finish();
         const auto kept = linspace_indices(n, k_compat_max_tokens);
@@ -73,9 +73,9 @@ TEST(P2Compat, CausalBettiCountsTokens) {
 }
 
 // Principled mode on the same causal input gives a Betti0 curve that changes with eps.
-TEST(P2Compat, PrincipledBettiCurveIsNotConstant) {
+TEST(RefFrameCompat, PrincipledBettiCurveIsNotConstant) {
     const auto in = random_causal(2, 3, 16, 5);
-    P2Accumulator acc(topology_only(""));
+    RefFrameAccumulator acc(topology_only(""));
     acc.add(in);
     const auto r = acc.finish();
     EXPECT_TRUE(r.warnings.empty());
@@ -87,7 +87,7 @@ TEST(P2Compat, PrincipledBettiCurveIsNotConstant) {
 }
 
 // Layer subsets of the notebooks (10.o).
-TEST(P2Compat, LayerSubsets) {
+TEST(RefFrameCompat, LayerSubsets) {
     EXPECT_EQ(topology_layers(28, true), (std::vector<int64_t>{0, 7, 14, 21, 27}));
     EXPECT_EQ(topology_layers(24, true), (std::vector<int64_t>{0, 6, 12, 18, 23}));
     EXPECT_EQ(topology_layers(3, true), (std::vector<int64_t>{0, 1, 2}));
@@ -97,9 +97,9 @@ TEST(P2Compat, LayerSubsets) {
 }
 
 // Accumulating two inputs in one accumulator equals merging two one-input accumulators.
-TEST(P2Compat, MergeEqualsSequentialAdd) {
+TEST(RefFrameCompat, MergeEqualsSequentialAdd) {
     const auto a = random_causal(3, 2, 10, 1), b = random_causal(3, 2, 10, 2);
-    P2Accumulator both, first, second;
+    RefFrameAccumulator both, first, second;
     both.add(a);
     both.add(b);
     first.add(a);
@@ -118,11 +118,11 @@ TEST(P2Compat, MergeEqualsSequentialAdd) {
 }
 
 // Layers analysed on several threads give exactly the single-thread results.
-TEST(P2Compat, ThreadsDoNotChangeResults) {
+TEST(RefFrameCompat, ThreadsDoNotChangeResults) {
     const auto in = random_causal(5, 2, 10, 4);
-    P2Options o1, o3;
+    RefFrameOptions o1, o3;
     o3.threads = 3;
-    P2Accumulator one(o1), three(o3);
+    RefFrameAccumulator one(o1), three(o3);
     one.add(in);
     three.add(in);
     const auto r1 = one.finish(), r3 = three.finish();
@@ -139,27 +139,27 @@ TEST(P2Compat, ThreadsDoNotChangeResults) {
 }
 
 // Bad option values are usage errors naming the option.
-TEST(P2Compat, OptionValidation) {
-    P2Options o;
+TEST(RefFrameCompat, OptionValidation) {
+    RefFrameOptions o;
     o.analyses = "graphs,bogus";
-    EXPECT_THROW(resolve_p2_options(o), UsageError);
+    EXPECT_THROW(resolve_ref_frame_options(o), UsageError);
     o = {};
     o.compat = "ruscio2024";
-    EXPECT_THROW(resolve_p2_options(o), UsageError);
+    EXPECT_THROW(resolve_ref_frame_options(o), UsageError);
     o = {};
     o.symmetrize = "min";
-    EXPECT_THROW(resolve_p2_options(o), UsageError);
+    EXPECT_THROW(resolve_ref_frame_options(o), UsageError);
     o = {};
     o.threads = 0;
-    EXPECT_THROW(resolve_p2_options(o), UsageError);
-    EXPECT_NO_THROW(resolve_p2_options(P2Options{}));
+    EXPECT_THROW(resolve_ref_frame_options(o), UsageError);
+    EXPECT_NO_THROW(resolve_ref_frame_options(RefFrameOptions{}));
 }
 
 // Non-probabilities and inconsistent shapes are input errors, and nothing is accumulated.
-TEST(P2Compat, BadInputIsRejected) {
+TEST(RefFrameCompat, BadInputIsRejected) {
     auto in = random_causal(1, 1, 4, 3);
     in.pattern[in.offset(0, 0, 2) + 1] = NAN;
-    P2Accumulator acc;
+    RefFrameAccumulator acc;
     try {
         acc.add(in, nullptr, "dump.npy");
         ADD_FAILURE() << "NaN accepted";
@@ -173,14 +173,14 @@ TEST(P2Compat, BadInputIsRejected) {
 }
 
 // Every table row records the mode that produced it; diagrams are [k, 3] arrays.
-TEST(P2Compat, OutputsRecordTheMode) {
+TEST(RefFrameCompat, OutputsRecordTheMode) {
     testutil::ScratchDir dir;
-    P2Options o;
+    RefFrameOptions o;
     o.compat = "ruscio2025";
-    P2Accumulator acc(o);
+    RefFrameAccumulator acc(o);
     acc.add(random_causal(4, 2, 8, 11));
     const auto r = acc.finish();
-    analysis::write_output(analysis::section8_output(r), dir.path());
+    analysis::write_output(analysis::ref_frame_output(r), dir.path());
     for (const char* name : {"graphs", "topology", "betti", "kl", "spectra", "entropy", "tokens"}) {
         const auto t = io::Table::read_csv(dir / (std::string(name) + ".csv"));
         ASSERT_FALSE(t.empty()) << name;
@@ -194,27 +194,27 @@ TEST(P2Compat, OutputsRecordTheMode) {
     ASSERT_EQ(d.shape.size(), 2u);
     EXPECT_EQ(d.shape[1], 3);
     EXPECT_EQ(d.shape[0], 8);  // compat causal: one H0 point per token, no H1
-    EXPECT_EQ(analysis::section8_output(r).record["p2"]["mode"], "ruscio2025");
-    EXPECT_NE(analysis::section8_output(r).summary.find("warning"), std::string::npos);
+    EXPECT_EQ(analysis::ref_frame_output(r).record["p2"]["mode"], "ruscio2025");
+    EXPECT_NE(analysis::ref_frame_output(r).summary.find("warning"), std::string::npos);
 }
 
 // Principled outputs with per_head: head rows in every per-head table, one diagram per
 // (layer, head) plus the average, one graphs.csv row per value, and the mode in conventions.
-TEST(P2Compat, PrincipledPerHeadOutputs) {
+TEST(RefFrameCompat, PrincipledPerHeadOutputs) {
     testutil::ScratchDir dir;
-    P2Options o;
+    RefFrameOptions o;
     o.per_head = true;
-    P2Accumulator acc(o);
+    RefFrameAccumulator acc(o);
     acc.add(random_causal(2, 2, 6, 21));
     const auto r = acc.finish();
-    analysis::write_output(analysis::section8_output(r), dir.path());
+    analysis::write_output(analysis::ref_frame_output(r), dir.path());
     for (const char* f :
          {"input0_layer0_avg.npy", "input0_layer1_head0.npy", "input0_layer1_head1.npy"})
         EXPECT_TRUE(std::filesystem::exists(dir / "diagrams" / f)) << f;
-    EXPECT_EQ(r.stats.count(P2Key{"graphs", 1, 1, "lambda2", "0.01"}), 1u);
-    EXPECT_EQ(r.stats.count(P2Key{"spectra", 0, 1, "mp_ks", ""}), 1u);
-    EXPECT_EQ(r.stats.count(P2Key{"betti", 0, 0, "betti1", "0.5"}), 1u);
-    EXPECT_EQ(analysis::section8_output(r).record["p2"]["mode"], "principled");
+    EXPECT_EQ(r.stats.count(RefFrameKey{"graphs", 1, 1, "lambda2", "0.01"}), 1u);
+    EXPECT_EQ(r.stats.count(RefFrameKey{"spectra", 0, 1, "mp_ks", ""}), 1u);
+    EXPECT_EQ(r.stats.count(RefFrameKey{"betti", 0, 0, "betti1", "0.5"}), 1u);
+    EXPECT_EQ(analysis::ref_frame_output(r).record["p2"]["mode"], "principled");
     const auto t = io::Table::read_csv(dir / "graphs.csv");
     // one row per (layer, head or average, threshold, metric): 2 x 3 x 7 x 9, plus per-layer
     // effectiveness of the average (2 x 7) and the effectiveness score per threshold (7)
@@ -249,21 +249,21 @@ bool notebook_skips(const AttentionInput& in, int64_t l, double tau) {
 // whose threshold is effective there or whose layer is a multiple of 4; the others contribute
 // the density alone, the mean is over the inputs that have the metric (NaN when none), and
 // graphs.csv counts the skipped inputs in n_skipped. Principled mode computes every cell.
-TEST(P2Compat, GraphCellsTheNotebookSkips) {
+TEST(RefFrameCompat, GraphCellsTheNotebookSkips) {
     // A: near-uniform rows (few entries above the large thresholds); B: mass on key 0 and the
     // diagonal (two entries per row above them).
     const auto a = causal_rows(5, 2, 25, 0.3, 0.0, 41), b = causal_rows(5, 2, 25, 0.3, 3.0, 42);
-    P2Options o;
+    RefFrameOptions o;
     o.analyses = "graphs";
     o.compat = "ruscio2025";
-    P2Accumulator both(o), only_a(o), only_b(o);
+    RefFrameAccumulator both(o), only_a(o), only_b(o);
     both.add(a);
     both.add(b);
     only_a.add(a);
     only_b.add(b);
     const auto r = both.finish(), ra = only_a.finish(), rb = only_b.finish();
     testutil::ScratchDir dir;
-    analysis::write_output(analysis::section8_output(r), dir.path());
+    analysis::write_output(analysis::ref_frame_output(r), dir.path());
     const auto table = io::Table::read_csv(dir / "graphs.csv");
     const auto& cols = table.columns();
     const auto column = [&](const std::string& name) {
@@ -287,12 +287,12 @@ TEST(P2Compat, GraphCellsTheNotebookSkips) {
             const bool skip_a = notebook_skips(a, l, tau), skip_b = notebook_skips(b, l, tau);
             const int64_t have = !skip_a + !skip_b;
             n_one += have == 1;
-            const auto density = r.stats.at(P2Key{"graphs", l, -1, "density", p});
+            const auto density = r.stats.at(RefFrameKey{"graphs", l, -1, "density", p});
             EXPECT_EQ(density.n, 2);
             EXPECT_EQ(skipped_column.at({l, "density", p}), 0.0);
             for (const char* metric : {"lambda2", "laplacian_gap", "star_basic", "star_combined",
                                        "gini", "centralization", "degree_variance", "n_nodes"}) {
-                const P2Key key{"graphs", l, -1, metric, p};
+                const RefFrameKey key{"graphs", l, -1, metric, p};
                 const auto& s = r.stats.at(key);
                 EXPECT_EQ(s.n, have) << "layer " << l << " tau " << p << " " << metric;
                 EXPECT_EQ(skipped_column.at({l, metric, p}), static_cast<double>(2 - have));
@@ -316,17 +316,18 @@ TEST(P2Compat, GraphCellsTheNotebookSkips) {
     EXPECT_GT(n_one, 0) << "no cell skipped by one input only: the test would not test";
 
     // Principled: every cell of every input, and no n_skipped column.
-    P2Options principled;
+    RefFrameOptions principled;
     principled.analyses = "graphs";
-    P2Accumulator all(principled);
+    RefFrameAccumulator all(principled);
     all.add(a);
     all.add(b);
     const auto rp = all.finish();
     for (int64_t l = 0; l < 5; ++l)
         for (double tau : k_graph_thresholds)
-            EXPECT_EQ(rp.stats.at(P2Key{"graphs", l, -1, "lambda2", io::format_number(tau)}).n, 2);
+            EXPECT_EQ(
+                rp.stats.at(RefFrameKey{"graphs", l, -1, "lambda2", io::format_number(tau)}).n, 2);
     testutil::ScratchDir pdir;
-    analysis::write_output(analysis::section8_output(rp), pdir.path());
+    analysis::write_output(analysis::ref_frame_output(rp), pdir.path());
     const auto pcols = io::Table::read_csv(pdir / "graphs.csv").columns();
     EXPECT_EQ(std::find(pcols.begin(), pcols.end(), "n_skipped"), pcols.end());
 }
@@ -335,9 +336,9 @@ TEST(P2Compat, GraphCellsTheNotebookSkips) {
 // doubles, so the population std is exactly 2^-10 sqrt((n^2 - 1) / 12) (k = 0..n-1). The one-pass
 // sum_sq / n - mean^2 loses ~eps 2^52 = 1 in the variance (~1e-6 here) and fails; the
 // squared-deviation update is off by a few eps of the std. Merging two halves gives the same.
-TEST(P2Stat, StdOfCloseValuesIsAccurateAndMerges) {
+TEST(RefFrameStat, StdOfCloseValuesIsAccurateAndMerges) {
     const int n = 1000;
-    P2Stat all, a, b;
+    RefFrameStat all, a, b;
     for (int k = 0; k < n; ++k) {
         const double x = std::ldexp(1.0, 26) + k * std::ldexp(1.0, -10);
         all.add(x);
@@ -359,17 +360,17 @@ TEST(P2Stat, StdOfCloseValuesIsAccurateAndMerges) {
 // Per-head entropy (10.m; compat B.7) and top key (10.m, 10.n) are computed from each head's
 // rows as they stream past, without the head's matrix: the same values as the definitions on
 // the matrix built here (closed visible rows; compat raw), causal and bidirectional.
-TEST(P2Compat, PerHeadEntropyAndTopKeyMatchTheirDefinitions) {
+TEST(RefFrameCompat, PerHeadEntropyAndTopKeyMatchTheirDefinitions) {
     for (const Masking masking : {Masking::Causal, Masking::Bidirectional})
         for (const std::string compat : {"", "ruscio2025"}) {
             const AttentionInput in = testutil::random_input(5, 2, 3, 37, masking, true);
-            P2Options o;
+            RefFrameOptions o;
             o.analyses = "entropy,tokens";
             o.compat = compat;
-            P2Accumulator acc(o);
-            std::vector<std::pair<P2Key, double>> values;
+            RefFrameAccumulator acc(o);
+            std::vector<std::pair<RefFrameKey, double>> values;
             acc.add(in, nullptr, "attention", nullptr, &values);
-            const P2Results r = acc.finish();
+            const RefFrameResults r = acc.finish();
             const int64_t n = in.length;
             for (int64_t l = 0; l < in.n_layers; ++l)
                 for (int64_t h = 0; h < in.n_heads; ++h) {
