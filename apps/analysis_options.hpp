@@ -105,7 +105,7 @@ inline void add_analysis_flags(CLI::App* cmd, analysis::AnalysisOptions& o, Anal
                 }
             },
             static_cast<const analysis::OptionValue::variant&>(spec.get(defaults)));
-        if (const std::string d = shown_default(spec.get(defaults)); !d.empty() && !spec.flag)
+        if (const std::string d = shown_default(spec.get(defaults)); !d.empty())
             opt->default_str(d);
         if (!spec.group.empty()) opt->group(spec.group);
     }

@@ -23,10 +23,14 @@ bool OptionCheckContext::selected(const std::string& name) const {
     return analyses && std::find(analyses->begin(), analyses->end(), name) != analyses->end();
 }
 
-std::string OptionSpec::cli_flag() const {
+std::string cli_flag(const std::string& key) {
     std::string flag = "--" + key;
     std::replace(flag.begin(), flag.end(), '_', '-');
     return flag;
+}
+
+std::string OptionSpec::cli_flag() const {
+    return analysis::cli_flag(key);
 }
 
 nlohmann::json option_json(const OptionValue& value) {
@@ -195,14 +199,12 @@ std::vector<OptionSpec> shared_options() {
             "per_head", [](auto& o) -> auto& { return o.per_head; },
             "Graphs, topology and spectra per head as well as on the head average")
             .in(kReferenceFrameGroup)
-            .as_flag()
             .not_compared(),
         field_option<bool>(
             "per_input", [](auto& o) -> auto& { return o.per_input; },
             "Also write every analysis' values per input: <table>_per_input.csv (long format "
             "with an input column; the summary is their weighted mean)")
             .in(kStatisticsGroup)
-            .as_flag()
             .not_compared(),
         field_option<int>(
             "threads", [](auto& o) -> auto& { return o.threads; },
@@ -217,28 +219,25 @@ std::vector<OptionSpec> shared_options() {
 
 }  // namespace
 
-std::vector<OptionSpec> option_specs() {
-    std::vector<OptionSpec> out = shared_options();
-    for (const auto& info : registry())
-        for (OptionSpec s : info.options) {
-            s.analysis = info.name;
-            out.push_back(std::move(s));
-        }
-    return out;
-}
-
-const OptionSpec* find_option(const std::string& key) {
-    // Built again only when a row was registered since (rows are added by static initialisers,
-    // so in practice once); the specs stay where they are until then.
+const std::vector<OptionSpec>& option_specs() {
     static std::mutex mutex;
     static std::vector<OptionSpec> specs;
     static size_t rows = 0;
     std::lock_guard<std::mutex> lock(mutex);
     if (specs.empty() || rows != registry().size()) {
-        specs = option_specs();
+        specs = shared_options();
+        for (const auto& info : registry())
+            for (OptionSpec s : info.options) {
+                s.analysis = info.name;
+                specs.push_back(std::move(s));
+            }
         rows = registry().size();
     }
-    for (const auto& s : specs)
+    return specs;
+}
+
+const OptionSpec* find_option(const std::string& key) {
+    for (const auto& s : option_specs())
         if (s.key == key) return &s;
     return nullptr;
 }

@@ -216,10 +216,6 @@ std::vector<OptionSpec> frame_options() {
     };
 }
 
-bool in_unit_interval(double v) {
-    return std::isfinite(v) && v >= 0 && v <= 1;
-}
-
 std::vector<OptionSpec> value_options() {
     return {
         field_option<double>(
@@ -237,7 +233,8 @@ std::vector<OptionSpec> value_options() {
             .in(kFrame)
             .only(C::ModelOnly)
             .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
-                if (!in_unit_interval(o.reference_fallback) || !in_unit_interval(o.reference_cap))
+                if (!metrics::in_unit_interval(o.reference_fallback) ||
+                    !metrics::in_unit_interval(o.reference_cap))
                     throw UsageError(
                         "--reference-fallback and --reference-cap must be fractions in [0, 1]");
             }),
@@ -420,7 +417,7 @@ void register_analysis(AnalysisInfo info) {
     for (const auto& row : r)
         if (std::string(row.name) == info.name)
             throw UsageError(std::string("analysis '") + info.name + "' is registered twice");
-    const std::vector<OptionSpec> taken = option_specs();
+    const std::vector<OptionSpec>& taken = option_specs();
     for (const OptionSpec& s : info.options)
         for (const OptionSpec& other : taken)
             if (other.key == s.key)

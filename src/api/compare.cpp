@@ -292,9 +292,8 @@ void add_runs(const std::string& given, std::vector<Run>& runs) {
 // What an option key is, for the messages: its spec's label (analysis/options.hpp).
 std::string option_label(const std::string& key) {
     const analysis::OptionSpec* spec = analysis::find_option(key);
-    std::string flag = "--" + key;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    return (spec && !spec->label.empty() ? spec->label : "option " + key) + " (" + flag + ")";
+    return (spec && !spec->label.empty() ? spec->label : "option " + key) + " (" +
+           analysis::cli_flag(key) + ")";
 }
 
 // Keys earlier versions wrote in run.json, by the key of the same option now.

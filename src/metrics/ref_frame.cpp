@@ -369,11 +369,14 @@ void RefFrameAccumulator::apply(const AttentionInput& in,
     const int64_t n_layers = in.n_layers, input_id = state_.n_inputs;
     const std::vector<const ref_frame::Member*> run = selected(c);
     // Every table belongs to one member; an accumulator of all of them takes everything.
-    auto owns = [&c](const std::string& table) {
-        for (const ref_frame::Member* m : ref_frame::members())
-            for (const std::string& t : m->tables())
-                if (t == table) return c.runs(m->name());
-        throw InternalError("reference-frame table " + table + " belongs to no analysis");
+    std::map<std::string, bool> owned;  // table -> whether its member runs here
+    for (const ref_frame::Member* m : ref_frame::members())
+        for (const std::string& t : m->tables()) owned[t] = c.runs(m->name());
+    auto owns = [&owned](const std::string& table) {
+        const auto it = owned.find(table);
+        if (it == owned.end())
+            throw InternalError("reference-frame table " + table + " belongs to no analysis");
+        return it->second;
     };
     if (state_.n_inputs == 0) {
         state_.n_layers = n_layers;

@@ -17,10 +17,6 @@ void require(bool ok, const std::string& message) {
     if (!ok) throw UsageError(message);
 }
 
-bool in_unit_interval(double v) {
-    return std::isfinite(v) && v >= 0 && v <= 1;
-}
-
 std::string join_numbers(const std::vector<double>& v) {
     std::string s;
     for (double x : v) s += (s.empty() ? "" : ",") + format_number(x);
@@ -28,6 +24,10 @@ std::string join_numbers(const std::vector<double>& v) {
 }
 
 }  // namespace
+
+bool in_unit_interval(double v) {
+    return std::isfinite(v) && v >= 0 && v <= 1;
+}
 
 void check_compat(const std::string& compat) {
     require(compat.empty() || compat == "ruscio2025",

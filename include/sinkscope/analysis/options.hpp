@@ -114,10 +114,10 @@ enum class OptionCommands { Both, ModelOnly, AttentionFileOnly, None };
 // One option, described once.
 struct OptionSpec {
     std::string key;    // run.json key and Python keyword; the flag is --key with '-' for '_'
-    std::string help;   // --help text (the default is appended by the command line)
+    std::string help;   // --help text (the default is appended by the command line; a bool
+                        // option is a bare flag, --per-head)
     std::string group;  // --help group ("": the ungrouped options)
     OptionCommands commands = OptionCommands::Both;
-    bool flag = false;     // a bool given as a bare flag (--per-head)
     bool compared = true;  // `compare` reports runs that differ in it
     std::string label;     // compare's words for it ("": "option KEY")
     std::string analysis;  // the registry row it belongs to ("": read by several analyses)
@@ -132,7 +132,6 @@ struct OptionSpec {
     // Builders, for declaring an option in one expression.
     OptionSpec& in(std::string g) { return group = std::move(g), *this; }
     OptionSpec& only(OptionCommands c) { return commands = c, *this; }
-    OptionSpec& as_flag() { return flag = true, *this; }
     OptionSpec& not_compared() { return compared = false, *this; }
     OptionSpec& labelled(std::string l) { return label = std::move(l), *this; }
     OptionSpec& checked(std::function<void(const AnalysisOptions&, const OptionCheckContext&)> c) {
@@ -172,11 +171,16 @@ OptionSpec extra_option(std::string key, T default_value, std::string help) {
     return s;
 }
 
+// The command-line flag of option `key`: "--" + key with '-' for '_'.
+std::string cli_flag(const std::string& key);
+
 // The value as run.json records it when the spec has no `record`.
 nlohmann::json option_json(const OptionValue& value);
 
 // Every option: those every analysis reads, then each registry row's own, in registry order.
-std::vector<OptionSpec> option_specs();
+// Built once and again only after a row was registered (rows are added by static initialisers,
+// so in practice once).
+const std::vector<OptionSpec>& option_specs();
 // The spec of `key` (nullptr when no option has it).
 const OptionSpec* find_option(const std::string& key);
 

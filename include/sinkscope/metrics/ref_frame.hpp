@@ -106,6 +106,7 @@ RefFrameConfig resolve_ref_frame_options(const RefFrameOptions& options);
 // One check per option of section 8, each throwing UsageError that names the option as the
 // command line spells it; resolve_ref_frame_options and the option table (analysis/options.hpp) run
 // the same ones, so a rule and its message are written once.
+bool in_unit_interval(double v);  // finite and in [0, 1] (a share, a density, a percentile)
 void check_compat(const std::string& compat);
 void check_symmetrize(const std::string& symmetrize);
 void check_kl_rows(const std::string& kl_rows);
