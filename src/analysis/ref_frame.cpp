@@ -1,8 +1,8 @@
-// The reference-frame analyses (graphs, topology, kl, spectra, entropy, tokens, frame), each a
-// registry row served by this adapter over metrics::RefFrameAccumulator restricted to that
-// analysis. Tables <analysis>.csv (graphs, topology + betti, kl, spectra, entropy, tokens +
-// token_keys), arrays diagrams/*.npy, frame.json; run.json "p2" holds the conventions (spec
-// 8, 10.i-10.r).
+// The reference-frame analyses (graphs, topology, kl, spectra, entropy, tokens, frame and the
+// other members of metrics::ref_frame::members()), each a registry row served by this adapter
+// over metrics::RefFrameAccumulator restricted to that analysis. Tables <analysis>.csv (topology
+// adds betti, tokens token_keys), arrays diagrams/*.npy, frame.json; run.json "p2" holds the
+// conventions (spec 8, 10.i-10.r).
 #include <cmath>
 #include <map>
 #include <memory>

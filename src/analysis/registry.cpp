@@ -376,6 +376,12 @@ std::vector<AnalysisInfo>& rows() {
          .description = "reference-frame type from where the anchors sit",
          .options = frame_options(),
          .make = ref_frame("frame")},
+        {.name = "attention_stats",
+         .description = "mean, maximum and standard deviation of the entries of each layer's "
+                        "head-averaged attention (the reference-frame paper's per-layer "
+                        "statistics); only when named",
+         .in_all = false,
+         .make = ref_frame("attention_stats")},
         {.name = "value",
          .description = "value space: reference tokens, relative magnitude and direction of their "
                         "contribution, transformation magnitude, alignment",

@@ -253,8 +253,8 @@ namespace ref_frame {
 
 const std::vector<const Member*>& members() {
     static const std::vector<const Member*> all = {
-        &graphs_member,  &topology_member, &kl_member,   &spectra_member,
-        &entropy_member, &tokens_member,   &frame_member};
+        &graphs_member,  &topology_member, &kl_member,    &spectra_member,
+        &entropy_member, &tokens_member,   &frame_member, &attention_stats_member};
     return all;
 }
 

@@ -1,11 +1,10 @@
 // The members of the reference-frame group (RefFrameAccumulator, ref_frame.hpp): each analysis of
-// spec section 8 is one Member in its own file (ref_frame_graphs.cpp, ref_frame_topology.cpp,
-// ref_frame_kl.cpp, ref_frame_spectra.cpp, ref_frame_entropy.cpp, ref_frame_tokens.cpp,
-// ref_frame_frame.cpp). The group reads each layer's rows once (the shared pass: the head average,
+// spec section 8 (and the paper's per-layer attention statistics) is one Member in its own file,
+// ref_frame_<name>.cpp. The group reads each layer's rows once (the shared pass: the head average,
 // per-head matrices, entropies and top keys, as the selected members ask) and calls every selected
 // member on what it computed; a member puts its values, keeps what it needs besides them in
-// RefFrameResults, merges it and derives its finished values. A new analysis is a new file and its
-// line in members() (ref_frame.cpp).
+// RefFrameResults, merges it and derives its finished values. A new analysis is a new file, its
+// extern below and its line in members() (ref_frame.cpp).
 #pragma once
 
 #include <array>
@@ -105,6 +104,7 @@ extern const Member& spectra_member;
 extern const Member& entropy_member;
 extern const Member& tokens_member;
 extern const Member& frame_member;
+extern const Member& attention_stats_member;
 
 std::string param_of(double v);  // a numeric param column value (format_number)
 

@@ -23,6 +23,7 @@
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/io/npy.hpp"
+#include "sinkscope/metrics/ref_frame.hpp"
 #include "synthetic_attention.hpp"
 #include "tolerance.hpp"
 
@@ -314,7 +315,7 @@ TEST(RefFrameTogether, EqualsEachAnalysisAlone) {
     together.shared = std::make_shared<SharedState>();
     std::vector<std::unique_ptr<Analysis>> one, each;
     std::set<std::string> stages;
-    for (const char* name : {"graphs", "topology", "kl", "spectra", "entropy", "tokens", "frame"}) {
+    for (const std::string& name : metrics::ref_frame_members()) {
         one.push_back(find_analysis(name).make(together));
         one.back()->set_progress([&stages](const char* s, int64_t, int64_t) { stages.insert(s); });
         each.push_back(find_analysis(name).make(alone));

@@ -1341,8 +1341,8 @@ TEST(BadInput, Options) {
          "--progress must be auto, always or never"},
         {"--analyses nope", analyze({"--analyses", "nope"}), 2,
          "--analyses: unknown analysis 'nope' (known: all, compositional, heads, graphs, topology, "
-         "kl, "
-         "spectra, entropy, tokens, frame, value, sink_eps, entropy_rows, statistics)"},
+         "kl, spectra, entropy, tokens, frame, attention_stats, value, sink_eps, entropy_rows, "
+         "statistics)"},
         {"--compat other", analyze({"--compat", "other"}), 2,
          "--compat: unknown mode 'other' (known: ruscio2025)"},
         {"--symmetrize min", analyze({"--symmetrize", "min"}), 2,

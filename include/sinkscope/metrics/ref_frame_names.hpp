@@ -1,7 +1,7 @@
 // The names the reference-frame analyses write: their tables (RefFrameKey::table, <name>.csv) and
 // the metrics of their rows (RefFrameKey::metric). One definition, used by the members that write
-// them (src/metrics/p2_*.cpp) and, through analysis/tables.hpp, by the table writer, the report,
-// compare and dynamics: a renamed metric is a compile error everywhere.
+// them (src/metrics/ref_frame_*.cpp) and, through analysis/tables.hpp, by the table writer, the
+// report, compare and dynamics: a renamed metric is a compile error everywhere.
 #pragma once
 
 namespace sinkscope::metrics::ref_frame_names {
@@ -14,6 +14,7 @@ inline constexpr const char* kKl = "kl";
 inline constexpr const char* kSpectra = "spectra";
 inline constexpr const char* kEntropy = "entropy";
 inline constexpr const char* kTokens = "tokens";
+inline constexpr const char* kAttentionStats = "attention_stats";
 
 // graphs (spec 10.i): per threshold.
 inline constexpr const char* kDensity = "density";
@@ -67,5 +68,10 @@ inline constexpr const char* kSharePrefix = "share_";
 inline constexpr const char* kConsistency = "consistency";
 inline constexpr const char* kSpecialised = "specialised";
 inline constexpr const char* kHeadsModalShare = "heads_modal_share";
+
+// attention_stats (B.2 head average; P2 notebooks, spec/PAPERS.md B.3): over the n x n entries.
+inline constexpr const char* kAttentionMean = "attention_mean";
+inline constexpr const char* kAttentionMax = "attention_max";
+inline constexpr const char* kAttentionStd = "attention_std";
 
 }  // namespace sinkscope::metrics::ref_frame_names
