@@ -52,7 +52,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
-    std::vector<Parameter> parameters() const override;
+    std::vector<Parameter> parameters() const override { return tensors_.parameters(); }
 
 private:
     // [batch, pos] int64 position ids (see EncoderVariant).
@@ -72,6 +72,7 @@ private:
     LayerNorm head_norm_;
     Linear out_;            // [d_vocab, d_model] (weight aliases word_ when tied) + bias [d_vocab]
     bool has_head_ = true;  // false: no MLM head in the format (GGUF), no logits
+    detail::TensorTable tensors_;  // parameters(), in load order
     int64_t n_params_ = 0;
 };
 
@@ -119,9 +120,11 @@ BertFamily::BertFamily(const ModelConfig& config, const WeightSource& src, const
         head_norm_ = norm(R::HeadNorm, R::HeadNormBias, -1);
         // save_pretrained drops the tied decoder weight; an untied checkpoint stores it.
         out_.w = c_.tied_embeddings ? word_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
+        if (c_.tied_embeddings) ld.record(R::Output, -1, out_.w);
         out_.b = ld.get(R::OutputBias, -1, {c_.d_vocab});
     }
     n_params_ = ld.n_params();
+    tensors_ = ld.take_tensors();
 }
 
 at::Tensor BertFamily::position_ids(const at::Tensor& ids) const {
@@ -131,29 +134,6 @@ at::Tensor BertFamily::position_ids(const at::Tensor& ids) const {
     const int64_t padding_idx = c_.pos_offset - 1;
     const at::Tensor real = ids.ne(padding_idx).to(at::kLong);  // [batch, pos] 1 = not a pad id
     return at::cumsum(real, 1) * real + padding_idx;
-}
-
-std::vector<Parameter> BertFamily::parameters() const {
-    using R = TensorRole;
-    detail::ParameterList p;
-    p.add(R::TokenEmbed, -1, word_);
-    p.add(R::PosEmbed, -1, pos_);
-    p.add(R::TypeEmbed, -1, type_);
-    p.add(embed_norm_, R::EmbedNorm, R::EmbedNormBias, -1);
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
-        const LayerWeights& w = layers_[static_cast<size_t>(l)];
-        p.add(w.attn, l);
-        p.add(w.attn_norm, R::AttnNorm, R::AttnNormBias, l);
-        p.add(w.mlp.up, R::FfnUp, R::FfnUpBias, l);
-        p.add(w.mlp.down, R::FfnDown, R::FfnDownBias, l);
-        p.add(w.ffn_norm, R::FfnNorm, R::FfnNormBias, l);
-    }
-    if (has_head_) {
-        p.add(head_dense_, R::HeadDense, R::HeadDenseBias, -1);
-        p.add(head_norm_, R::HeadNorm, R::HeadNormBias, -1);
-        p.add(out_, R::Output, R::OutputBias, -1);
-    }
-    return std::move(p.items);
 }
 
 ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& capture,

@@ -68,31 +68,17 @@ struct AttentionWeights {
     Linear o;     // [d_model, n_heads * d_head]
 };
 
-// Builds a family's Transformer::parameters() list; undefined tensors (absent biases) are skipped.
-struct ParameterList {
-    std::vector<Parameter> items;
-    void add(TensorRole role, int64_t layer, const at::Tensor& t) {
-        if (t.defined()) items.push_back(Parameter{role, layer, t});
-    }
-    void add(TensorRole role, int64_t layer, const Weight& w) {
-        if (w.defined()) items.push_back(Parameter{role, layer, w.param()});
-    }
-    void add(const Linear& lin, TensorRole w_role, TensorRole b_role, int64_t layer) {
-        add(w_role, layer, lin.w);
-        add(b_role, layer, lin.b);
-    }
-    void add(const LayerNorm& n, TensorRole w_role, TensorRole b_role, int64_t layer) {
-        add(w_role, layer, n.w);
-        add(b_role, layer, n.b);
-    }
-    // q, k, v, o weights and their biases.
-    void add(const AttentionWeights& a, int64_t layer) {
-        add(a.q, TensorRole::AttnQ, TensorRole::AttnQBias, layer);
-        add(a.k, TensorRole::AttnK, TensorRole::AttnKBias, layer);
-        add(a.v, TensorRole::AttnV, TensorRole::AttnVBias, layer);
-        add(a.o, TensorRole::AttnO, TensorRole::AttnOBias, layer);
-    }
-};
+// Records part `part` (0: q, 1: k, 2: v) of a fused q/k/v projection with its bias part in the
+// loader's tensor table (WeightLoader::qkv_parts leaves the parts to the family, which lists each
+// weight part beside its bias part).
+inline void record_qkv_part(WeightLoader& ld, int64_t part, int64_t layer, const Linear& lin) {
+    static constexpr TensorRole kWeight[] = {TensorRole::AttnQ, TensorRole::AttnK,
+                                             TensorRole::AttnV};
+    static constexpr TensorRole kBias[] = {TensorRole::AttnQBias, TensorRole::AttnKBias,
+                                           TensorRole::AttnVBias};
+    ld.record(kWeight[part], layer, lin.w);
+    ld.record(kBias[part], layer, lin.b);
+}
 
 // One attention sub-block on normalised input h [batch, pos, d_model]: projections, hook_q/k/v,
 // RoPE on the first rope->rot_dim dims (rope null: no rotation, hook_rot_q/k = hook_q/k), attend()

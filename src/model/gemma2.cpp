@@ -41,7 +41,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
-    std::vector<Parameter> parameters() const override;
+    std::vector<Parameter> parameters() const override { return tensors_.parameters(); }
 
 private:
     // Gemma2RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) in f32, back to the compute dtype.
@@ -54,6 +54,7 @@ private:
     at::Tensor out_norm_;   // [d_model] f32
     detail::Weight w_out_;  // [d_vocab, d_model] (aliases embed_ when tied)
     std::vector<Gemma2Layer> layers_;
+    detail::TensorTable tensors_;  // parameters(), in load order
     int64_t n_params_ = 0;
 };
 
@@ -69,15 +70,19 @@ Gemma2Family::Gemma2Family(const ModelConfig& config, const WeightSource& src,
         at::Tensor host = ld.host(role, layer, {D});
         if (c_.norm_add_one) host = host + 1.0f;
         n_params_ += host.numel();
-        return host.to(device_, detail::accum_type(dtype_)).contiguous();
+        at::Tensor scale = host.to(device_, detail::accum_type(dtype_)).contiguous();
+        ld.record(role, layer, scale);
+        return scale;
     };
     const bool embed_from_output =
         c_.tied_embeddings && !ld.has(R::TokenEmbed) && ld.has(R::Output);
-    embed_ = ld.weight(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
+    embed_ = ld.weight(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D},
+                       R::TokenEmbed);
     out_norm_ = norm(R::OutputNorm, -1);
     const bool tied =
         c_.tied_embeddings || (src.format != WeightFormat::HuggingFace && !ld.has(R::Output));
     w_out_ = tied ? embed_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
+    if (tied) ld.record(R::Output, -1, w_out_);
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         Gemma2Layer w;
         w.input_norm = norm(R::AttnNorm, l);
@@ -94,34 +99,12 @@ Gemma2Family::Gemma2Family(const ModelConfig& config, const WeightSource& src,
         layers_.push_back(std::move(w));
     }
     n_params_ += ld.n_params();
+    tensors_ = ld.take_tensors();
 }
 
 at::Tensor Gemma2Family::rms_norm(const at::Tensor& x, const at::Tensor& scale_f32) const {
     // [batch, pos, d_model]
     return (detail::rms_normalized(x, c_.norm_eps) * scale_f32).to(dtype_);
-}
-
-std::vector<Parameter> Gemma2Family::parameters() const {
-    using R = TensorRole;
-    detail::ParameterList p;
-    p.add(R::TokenEmbed, -1, embed_.param());
-    p.add(R::OutputNorm, -1, out_norm_);
-    p.add(R::Output, -1, w_out_.param());
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
-        const Gemma2Layer& w = layers_[static_cast<size_t>(l)];
-        p.add(R::AttnNorm, l, w.input_norm);
-        p.add(R::AttnQ, l, w.wq.param());
-        p.add(R::AttnK, l, w.wk.param());
-        p.add(R::AttnV, l, w.wv.param());
-        p.add(R::AttnO, l, w.wo.param());
-        p.add(R::AttnPostNorm, l, w.post_attn_norm);
-        p.add(R::FfnNorm, l, w.pre_ffn_norm);
-        p.add(R::FfnGate, l, w.w_gate.param());
-        p.add(R::FfnUp, l, w.w_up.param());
-        p.add(R::FfnDown, l, w.w_down.param());
-        p.add(R::FfnPostNorm, l, w.post_ffn_norm);
-    }
-    return std::move(p.items);
 }
 
 ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& capture,

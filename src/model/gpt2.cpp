@@ -37,7 +37,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
-    std::vector<Parameter> parameters() const override;
+    std::vector<Parameter> parameters() const override { return tensors_.parameters(); }
 
 private:
     ModelConfig c_;
@@ -48,6 +48,7 @@ private:
     LayerNorm ln_f_;
     Linear out_;  // [d_vocab, d_model]; wte_ when tied
     std::vector<Gpt2Layer> layers_;
+    detail::TensorTable tensors_;  // parameters(), in load order
     int64_t n_params_ = 0;
 };
 
@@ -60,6 +61,7 @@ Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src, const
     wpe_ = ld.get(R::PosEmbed, -1, {c_.n_ctx, D});
     ln_f_ = detail::load_layer_norm(ld, R::OutputNorm, R::OutputNormBias, -1, D, c_.norm_eps);
     out_.w = c_.tied_embeddings ? wte_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
+    if (c_.tied_embeddings) ld.record(R::Output, -1, out_.w);
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         Gpt2Layer w;
         w.ln_1 = detail::load_layer_norm(ld, R::AttnNorm, R::AttnNormBias, l, D, c_.norm_eps);
@@ -71,6 +73,7 @@ Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src, const
         for (int64_t p = 0; p < 3; ++p) {
             parts[p]->w = qkv_w[static_cast<size_t>(p)];
             parts[p]->b = ld.to_device(qkv_b.narrow(0, p * D, D));
+            detail::record_qkv_part(ld, p, l, *parts[p]);
         }
         w.attn.o = detail::load_linear(ld, R::AttnO, R::AttnOBias, l, D, D);
         w.ln_2 = detail::load_layer_norm(ld, R::FfnNorm, R::FfnNormBias, l, D, c_.norm_eps);
@@ -80,24 +83,7 @@ Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src, const
         layers_.push_back(std::move(w));
     }
     n_params_ = ld.n_params();
-}
-
-std::vector<Parameter> Gpt2Family::parameters() const {
-    using R = TensorRole;
-    detail::ParameterList p;
-    p.add(R::TokenEmbed, -1, wte_);
-    p.add(R::PosEmbed, -1, wpe_);
-    p.add(ln_f_, R::OutputNorm, R::OutputNormBias, -1);
-    p.add(R::Output, -1, out_.w);
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
-        const Gpt2Layer& w = layers_[static_cast<size_t>(l)];
-        p.add(w.ln_1, R::AttnNorm, R::AttnNormBias, l);
-        p.add(w.attn, l);
-        p.add(w.ln_2, R::FfnNorm, R::FfnNormBias, l);
-        p.add(w.mlp.up, R::FfnUp, R::FfnUpBias, l);
-        p.add(w.mlp.down, R::FfnDown, R::FfnDownBias, l);
-    }
-    return std::move(p.items);
+    tensors_ = ld.take_tensors();
 }
 
 ForwardResult Gpt2Family::forward(const ModelInput& input, const CaptureSpec& capture,

@@ -44,7 +44,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
-    std::vector<Parameter> parameters() const override;
+    std::vector<Parameter> parameters() const override { return tensors_.parameters(); }
 
 private:
     ModelConfig c_;
@@ -54,6 +54,7 @@ private:
     LayerNorm final_layer_norm_;
     Linear embed_out_;  // [d_vocab, d_model], no bias; embed_in_ when tied
     std::vector<NeoxLayer> layers_;
+    detail::TensorTable tensors_;  // parameters(), in load order
     int64_t n_params_ = 0;
 };
 
@@ -67,6 +68,7 @@ GptNeoxFamily::GptNeoxFamily(const ModelConfig& config, const WeightSource& src,
     final_layer_norm_ =
         detail::load_layer_norm(ld, R::OutputNorm, R::OutputNormBias, -1, D, c_.norm_eps);
     embed_out_.w = c_.tied_embeddings ? embed_in_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
+    if (c_.tied_embeddings) ld.record(R::Output, -1, embed_out_.w);
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         NeoxLayer w;
         w.input_layernorm =
@@ -79,6 +81,7 @@ GptNeoxFamily::GptNeoxFamily(const ModelConfig& config, const WeightSource& src,
         for (int64_t p = 0; p < 3; ++p) {
             parts[p]->w = qkv_w[static_cast<size_t>(p)];
             parts[p]->b = ld.to_device(qkv_b.narrow(0, p * H * dh, H * dh));
+            detail::record_qkv_part(ld, p, l, *parts[p]);
         }
         w.attn.o = detail::load_linear(ld, R::AttnO, R::AttnOBias, l, D, H * dh);
         w.post_attention_layernorm =
@@ -89,23 +92,7 @@ GptNeoxFamily::GptNeoxFamily(const ModelConfig& config, const WeightSource& src,
         layers_.push_back(std::move(w));
     }
     n_params_ = ld.n_params();
-}
-
-std::vector<Parameter> GptNeoxFamily::parameters() const {
-    using R = TensorRole;
-    detail::ParameterList p;
-    p.add(R::TokenEmbed, -1, embed_in_);
-    p.add(final_layer_norm_, R::OutputNorm, R::OutputNormBias, -1);
-    p.add(R::Output, -1, embed_out_.w);
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
-        const NeoxLayer& w = layers_[static_cast<size_t>(l)];
-        p.add(w.input_layernorm, R::AttnNorm, R::AttnNormBias, l);
-        p.add(w.attn, l);
-        p.add(w.post_attention_layernorm, R::FfnNorm, R::FfnNormBias, l);
-        p.add(w.mlp.up, R::FfnUp, R::FfnUpBias, l);
-        p.add(w.mlp.down, R::FfnDown, R::FfnDownBias, l);
-    }
-    return std::move(p.items);
+    tensors_ = ld.take_tensors();
 }
 
 ForwardResult GptNeoxFamily::forward(const ModelInput& input, const CaptureSpec& capture,

@@ -36,7 +36,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
-    std::vector<Parameter> parameters() const override;
+    std::vector<Parameter> parameters() const override { return tensors_.parameters(); }
 
 private:
     at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_f32) const;
@@ -48,6 +48,7 @@ private:
     at::Tensor out_norm_, out_norm_f32_;  // [d_model]
     detail::Weight w_out_;                // [d_vocab, d_model] (aliases embed_ when tied)
     std::vector<LayerWeights> layers_;
+    detail::TensorTable tensors_;  // parameters(), in load order
     int64_t n_params_ = 0;
 };
 
@@ -64,17 +65,21 @@ LlamaFamily::LlamaFamily(const ModelConfig& config, const WeightSource& src,
         if (c_.norm_add_one) host = host + 1.0f;
         w_f32 = host.to(device_, detail::accum_type(dtype_)).contiguous();
         w = ld.to_device(host);
+        // The scale the forward multiplies by: the f32 copy holds 1 + w when norm_add_one.
+        ld.record(role, layer, c_.norm_add_one ? w_f32 : w);
     };
 
     // Tied HF checkpoints may store only lm_head.weight (transformers then fills both).
     const bool embed_from_output =
         c_.tied_embeddings && !ld.has(R::TokenEmbed) && ld.has(R::Output);
-    embed_ = ld.weight(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
+    embed_ = ld.weight(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D},
+                       R::TokenEmbed);
     norm(R::OutputNorm, -1, out_norm_, out_norm_f32_);
     // HF: config.json decides; GGUF omits output.weight and llama2.c omits wcls when tied.
     const bool tied =
         c_.tied_embeddings || (src.format != WeightFormat::HuggingFace && !ld.has(R::Output));
     w_out_ = tied ? embed_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
+    if (tied) ld.record(R::Output, -1, w_out_);
 
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         LayerWeights w;
@@ -95,6 +100,7 @@ LlamaFamily::LlamaFamily(const ModelConfig& config, const WeightSource& src,
         layers_.push_back(std::move(w));
     }
     n_params_ = ld.n_params();
+    tensors_ = ld.take_tensors();
 }
 
 at::Tensor LlamaFamily::rms_norm(const at::Tensor& x, const at::Tensor& w,
@@ -103,34 +109,6 @@ at::Tensor LlamaFamily::rms_norm(const at::Tensor& x, const at::Tensor& w,
     const at::Tensor xf = detail::rms_normalized(x, c_.norm_eps);
     if (c_.norm_add_one) return (xf * w_f32).to(dtype_);
     return w * xf.to(dtype_);
-}
-
-std::vector<Parameter> LlamaFamily::parameters() const {
-    using R = TensorRole;
-    // The norm scale the forward multiplies by: the f32 copy holds 1 + w when norm_add_one.
-    auto norm = [&](const at::Tensor& w, const at::Tensor& w_f32) {
-        return c_.norm_add_one ? w_f32 : w;
-    };
-    detail::ParameterList p;
-    p.add(R::TokenEmbed, -1, embed_.param());
-    p.add(R::OutputNorm, -1, norm(out_norm_, out_norm_f32_));
-    p.add(R::Output, -1, w_out_.param());
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
-        const LayerWeights& w = layers_[static_cast<size_t>(l)];
-        p.add(R::AttnNorm, l, norm(w.attn_norm, w.attn_norm_f32));
-        p.add(R::AttnQ, l, w.wq.param());
-        p.add(R::AttnK, l, w.wk.param());
-        p.add(R::AttnV, l, w.wv.param());
-        p.add(R::AttnO, l, w.wo.param());
-        p.add(R::AttnQBias, l, w.bq);
-        p.add(R::AttnKBias, l, w.bk);
-        p.add(R::AttnVBias, l, w.bv);
-        p.add(R::FfnNorm, l, norm(w.ffn_norm, w.ffn_norm_f32));
-        p.add(R::FfnGate, l, w.w_gate.param());
-        p.add(R::FfnUp, l, w.w_up.param());
-        p.add(R::FfnDown, l, w.w_down.param());
-    }
-    return std::move(p.items);
 }
 
 ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& capture,

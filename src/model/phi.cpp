@@ -37,7 +37,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
-    std::vector<Parameter> parameters() const override;
+    std::vector<Parameter> parameters() const override { return tensors_.parameters(); }
 
 private:
     ModelConfig c_;
@@ -47,6 +47,7 @@ private:
     LayerNorm final_layernorm_;
     Linear lm_head_;  // [d_vocab, d_model] (embed_ when tied) + bias [d_vocab]
     std::vector<PhiLayer> layers_;
+    detail::TensorTable tensors_;  // parameters(), in load order
     int64_t n_params_ = 0;
 };
 
@@ -60,6 +61,7 @@ PhiFamily::PhiFamily(const ModelConfig& config, const WeightSource& src, const R
     final_layernorm_ =
         detail::load_layer_norm(ld, R::OutputNorm, R::OutputNormBias, -1, D, c_.norm_eps);
     lm_head_.w = c_.tied_embeddings ? embed_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
+    if (c_.tied_embeddings) ld.record(R::Output, -1, lm_head_.w);
     lm_head_.b = ld.get(R::OutputBias, -1, {c_.d_vocab});  // tying shares the weight only
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         PhiLayer w;
@@ -75,22 +77,7 @@ PhiFamily::PhiFamily(const ModelConfig& config, const WeightSource& src, const R
         layers_.push_back(std::move(w));
     }
     n_params_ = ld.n_params();
-}
-
-std::vector<Parameter> PhiFamily::parameters() const {
-    using R = TensorRole;
-    detail::ParameterList p;
-    p.add(R::TokenEmbed, -1, embed_);
-    p.add(final_layernorm_, R::OutputNorm, R::OutputNormBias, -1);
-    p.add(lm_head_, R::Output, R::OutputBias, -1);
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
-        const PhiLayer& w = layers_[static_cast<size_t>(l)];
-        p.add(w.input_layernorm, R::AttnNorm, R::AttnNormBias, l);
-        p.add(w.attn, l);
-        p.add(w.mlp.up, R::FfnUp, R::FfnUpBias, l);
-        p.add(w.mlp.down, R::FfnDown, R::FfnDownBias, l);
-    }
-    return std::move(p.items);
+    tensors_ = ld.take_tensors();
 }
 
 ForwardResult PhiFamily::forward(const ModelInput& input, const CaptureSpec& capture,

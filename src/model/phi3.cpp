@@ -37,7 +37,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
-    std::vector<Parameter> parameters() const override;
+    std::vector<Parameter> parameters() const override { return tensors_.parameters(); }
 
 private:
     // Phi3RMSNorm (= LlamaRMSNorm): normalised in f32, weight applied in the compute dtype.
@@ -50,6 +50,7 @@ private:
     at::Tensor out_norm_;   // [d_model]
     detail::Weight w_out_;  // [d_vocab, d_model] (aliases embed_ when tied)
     std::vector<Phi3Layer> layers_;
+    detail::TensorTable tensors_;  // parameters(), in load order
     int64_t n_params_ = 0;
 };
 
@@ -61,56 +62,39 @@ Phi3Family::Phi3Family(const ModelConfig& config, const WeightSource& src, const
                   kd = c_.n_kv_heads * c_.d_head;
     const bool embed_from_output =
         c_.tied_embeddings && !ld.has(R::TokenEmbed) && ld.has(R::Output);
-    embed_ = ld.weight(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D});
+    embed_ = ld.weight(embed_from_output ? R::Output : R::TokenEmbed, -1, {c_.d_vocab, D},
+                       R::TokenEmbed);
     out_norm_ = ld.get(R::OutputNorm, -1, {D});
     const bool tied =
         c_.tied_embeddings || (src.format != WeightFormat::HuggingFace && !ld.has(R::Output));
     w_out_ = tied ? embed_ : ld.weight(R::Output, -1, {c_.d_vocab, D});
+    if (tied) ld.record(R::Output, -1, w_out_);
     for (int64_t l = 0; l < c_.n_layers; ++l) {
         Phi3Layer w;
         w.attn_norm = ld.get(R::AttnNorm, l, {D});
         // [q; k; v] rows
-        std::vector<detail::Weight> qkv =
-            ld.split_rows(R::AttnQKV, l, {qd + 2 * kd, D}, {qd, kd, kd});
+        std::vector<detail::Weight> qkv = ld.split_rows(
+            R::AttnQKV, l, {qd + 2 * kd, D}, {qd, kd, kd}, {R::AttnQ, R::AttnK, R::AttnV});
         w.wq = qkv[0];
         w.wk = qkv[1];
         w.wv = qkv[2];
         w.wo = ld.weight(R::AttnO, l, {D, qd});
         w.ffn_norm = ld.get(R::FfnNorm, l, {D});
         // [gate; up] rows
-        std::vector<detail::Weight> gate_up = ld.split_rows(R::FfnGateUp, l, {2 * F, D}, {F, F});
+        std::vector<detail::Weight> gate_up =
+            ld.split_rows(R::FfnGateUp, l, {2 * F, D}, {F, F}, {R::FfnGate, R::FfnUp});
         w.w_gate = gate_up[0];
         w.w_up = gate_up[1];
         w.w_down = ld.weight(R::FfnDown, l, {D, F});
         layers_.push_back(std::move(w));
     }
     n_params_ = ld.n_params();
+    tensors_ = ld.take_tensors();
 }
 
 at::Tensor Phi3Family::rms_norm(const at::Tensor& x, const at::Tensor& w) const {
     // [batch, pos, d_model]
     return w * detail::rms_normalized(x, c_.norm_eps).to(dtype_);
-}
-
-std::vector<Parameter> Phi3Family::parameters() const {
-    using R = TensorRole;
-    detail::ParameterList p;
-    p.add(R::TokenEmbed, -1, embed_);
-    p.add(R::OutputNorm, -1, out_norm_);
-    p.add(R::Output, -1, w_out_);
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
-        const Phi3Layer& w = layers_[static_cast<size_t>(l)];
-        p.add(R::AttnNorm, l, w.attn_norm);
-        p.add(R::AttnQ, l, w.wq);
-        p.add(R::AttnK, l, w.wk);
-        p.add(R::AttnV, l, w.wv);
-        p.add(R::AttnO, l, w.wo);
-        p.add(R::FfnNorm, l, w.ffn_norm);
-        p.add(R::FfnGate, l, w.w_gate);
-        p.add(R::FfnUp, l, w.w_up);
-        p.add(R::FfnDown, l, w.w_down);
-    }
-    return std::move(p.items);
 }
 
 ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& capture,

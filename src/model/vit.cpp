@@ -35,7 +35,7 @@ public:
     ForwardResult forward(const ModelInput& input, const CaptureSpec& capture,
                           const HeadMask* mask) const override;
     int64_t n_params() const override { return n_params_; }
-    std::vector<Parameter> parameters() const override;
+    std::vector<Parameter> parameters() const override { return tensors_.parameters(); }
 
 private:
     ModelConfig c_;
@@ -45,8 +45,9 @@ private:
     at::Tensor cls_;                // [1, 1, d_model]
     at::Tensor pos_;                // [1, 1 + n_patches, d_model]
     std::vector<VitLayer> layers_;
-    LayerNorm out_norm_;  // vit.layernorm [d_model]
-    Linear classifier_;   // [n_labels, d_model], [n_labels]
+    LayerNorm out_norm_;           // vit.layernorm [d_model]
+    Linear classifier_;            // [n_labels, d_model], [n_labels]
+    detail::TensorTable tensors_;  // parameters(), in load order
     int64_t n_params_ = 0;
 };
 
@@ -83,26 +84,7 @@ VitFamily::VitFamily(const ModelConfig& config, const WeightSource& src, const R
     out_norm_ = norm(R::OutputNorm, R::OutputNormBias, -1);
     classifier_ = detail::load_linear(ld, R::Output, R::OutputBias, -1, c_.d_vocab, D);
     n_params_ = ld.n_params();
-}
-
-std::vector<Parameter> VitFamily::parameters() const {
-    using R = TensorRole;
-    detail::ParameterList p;
-    p.add(R::PatchEmbed, -1, patch_w_);
-    p.add(R::PatchEmbedBias, -1, patch_b_);
-    p.add(R::ClsToken, -1, cls_);
-    p.add(R::PosEmbed, -1, pos_);
-    for (int64_t l = 0; l < c_.n_layers; ++l) {
-        const VitLayer& w = layers_[static_cast<size_t>(l)];
-        p.add(w.ln1, R::AttnNorm, R::AttnNormBias, l);
-        p.add(w.attn, l);
-        p.add(w.ln2, R::FfnNorm, R::FfnNormBias, l);
-        p.add(w.mlp.up, R::FfnUp, R::FfnUpBias, l);
-        p.add(w.mlp.down, R::FfnDown, R::FfnDownBias, l);
-    }
-    p.add(out_norm_, R::OutputNorm, R::OutputNormBias, -1);
-    p.add(classifier_, R::Output, R::OutputBias, -1);
-    return std::move(p.items);
+    tensors_ = ld.take_tensors();
 }
 
 ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& capture,

@@ -279,7 +279,22 @@ bool WeightLoader::defer(TensorRole role, int64_t layer, const std::vector<int64
     return stays_in_file(checked_view(src_, n, shape), dtype_);
 }
 
-Weight WeightLoader::weight(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) {
+std::vector<Parameter> TensorTable::parameters() const {
+    std::vector<Parameter> out;
+    out.reserve(entries_.size());
+    for (const Entry& e : entries_) out.push_back(Parameter{e.role, e.layer, e.weight.param()});
+    return out;
+}
+
+Weight WeightLoader::weight(TensorRole role, int64_t layer, const std::vector<int64_t>& shape,
+                            std::optional<TensorRole> as) {
+    Weight w = unrecorded_weight(role, layer, shape);
+    record(as.value_or(role), layer, w);
+    return w;
+}
+
+Weight WeightLoader::unrecorded_weight(TensorRole role, int64_t layer,
+                                       const std::vector<int64_t>& shape) {
     if (defer(role, layer, shape)) return stored_weight(role, layer, shape, {});
     // A bf16 (f16, f64) file under a model of the same dtype: its bytes as they lie, as a
     // float32 file under a float32 model (read()); the same values as the load's widening and
@@ -298,15 +313,24 @@ Weight WeightLoader::weight(TensorRole role, int64_t layer, const std::vector<in
             return Weight(mapped_tensor(view, shape, dtype_));
         }
     }
-    return get(role, layer, shape);
+    return to_device(read(role, layer, shape, /*kept=*/true));
 }
 
 Weight WeightLoader::rope_rows_weight(TensorRole role, int64_t layer, int64_t n_head,
                                       int64_t d_head, int64_t d_in) {
     const std::vector<int64_t> shape{n_head * d_head, d_in};
-    if (!qk_interleaved()) return weight(role, layer, shape);  // the HF order already
-    if (!defer(role, layer, shape))
-        return to_device(host_rope_rows(role, layer, n_head, d_head, d_in));
+    Weight w;
+    if (!qk_interleaved())
+        w = unrecorded_weight(role, layer, shape);  // the HF order already
+    else if (!defer(role, layer, shape))
+        w = to_device(host_rope_rows(role, layer, n_head, d_head, d_in));
+    else
+        w = stored_weight(role, layer, shape, interleaved_rope_rows(n_head, d_head));
+    record(role, layer, w);
+    return w;
+}
+
+std::vector<int64_t> WeightLoader::interleaved_rope_rows(int64_t n_head, int64_t d_head) {
     // host_rope_rows: row t * d_head/2 + i of head h is the file's row 2i + t of head h
     std::vector<int64_t> rows(static_cast<size_t>(n_head * d_head));
     const int64_t half = d_head / 2;
@@ -314,32 +338,36 @@ Weight WeightLoader::rope_rows_weight(TensorRole role, int64_t layer, int64_t n_
         for (int64_t t = 0; t < 2; ++t)
             for (int64_t i = 0; i < half; ++i)
                 rows[static_cast<size_t>(h * d_head + t * half + i)] = h * d_head + 2 * i + t;
-    return stored_weight(role, layer, shape, std::move(rows));
+    return rows;
 }
 
 Weight WeightLoader::linear_weight(TensorRole role, int64_t layer, int64_t n_out, int64_t n_in) {
-    if (src_.format == WeightFormat::HuggingFace && arch_.hf_conv1d)
-        return to_device(host_linear(role, layer, n_out, n_in));
-    return weight(role, layer, {n_out, n_in});
+    if (!(src_.format == WeightFormat::HuggingFace && arch_.hf_conv1d))
+        return weight(role, layer, {n_out, n_in});
+    Weight w = to_device(host_linear(role, layer, n_out, n_in));
+    record(role, layer, w);
+    return w;
 }
 
 std::vector<Weight> WeightLoader::split_rows(TensorRole role, int64_t layer,
                                              const std::vector<int64_t>& shape,
-                                             const std::vector<int64_t>& sizes) {
+                                             const std::vector<int64_t>& sizes,
+                                             const std::vector<TensorRole>& part_roles) {
+    SS_CHECK(part_roles.size() == sizes.size(), "split_rows: ", sizes.size(), " parts, ",
+             part_roles.size(), " roles");
     std::vector<Weight> parts;
     int64_t begin = 0;
-    if (!defer(role, layer, shape)) {
-        const at::Tensor host_f32 = host(role, layer, shape);  // read once, then split
-        for (int64_t n : sizes) {
-            parts.push_back(to_device(host_f32.narrow(0, begin, n)));
-            begin += n;
-        }
-        return parts;
-    }
+    const bool deferred = defer(role, layer, shape);
+    const at::Tensor host_f32 = deferred ? at::Tensor() : host(role, layer, shape);  // read once
     for (int64_t n : sizes) {
-        std::vector<int64_t> rows(static_cast<size_t>(n));
-        for (int64_t r = 0; r < n; ++r) rows[static_cast<size_t>(r)] = begin + r;
-        parts.push_back(stored_weight(role, layer, shape, std::move(rows), begin == 0));
+        if (!deferred) {
+            parts.push_back(to_device(host_f32.narrow(0, begin, n)));
+        } else {
+            std::vector<int64_t> rows(static_cast<size_t>(n));
+            for (int64_t r = 0; r < n; ++r) rows[static_cast<size_t>(r)] = begin + r;
+            parts.push_back(stored_weight(role, layer, shape, std::move(rows), begin == 0));
+        }
+        record(part_roles[parts.size() - 1], layer, parts.back());
         begin += n;
     }
     return parts;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,27 @@ public:
 private:
     at::Tensor wide_;
     std::shared_ptr<const Stored> stored_;
+};
+
+// The tensors a family's forward uses, by role and layer, in the order the family loaded them
+// (WeightLoader records them as it hands them out): Transformer::parameters() is this list
+// (gradients, training and Fisher's grouping by role read it), so a family states each tensor
+// once, where it loads it. A tied output lists the embedding's tensor again under its own role.
+class TensorTable {
+public:
+    void add(TensorRole role, int64_t layer, const Weight& w) {
+        if (w.defined()) entries_.push_back({role, layer, w});
+    }
+    // Parameter::tensor is Weight::param(): a weight kept in the file's pages is widened once.
+    std::vector<Parameter> parameters() const;
+
+private:
+    struct Entry {
+        TensorRole role;
+        int64_t layer;
+        Weight weight;
+    };
+    std::vector<Entry> entries_;
 };
 
 // Reads a family's tensors by role (registry tensor names of src.format), checks their shapes,
@@ -108,26 +130,38 @@ public:
     // ArchitectureInfo::hf_qkv_per_head); GPT-2 and every GGUF store the q|k|v order. Not counted.
     at::Tensor host_qkv(TensorRole role, int64_t layer, int64_t n_heads, int64_t d_head,
                         int64_t d_in) const;
-    // Host f32 -> device, compute dtype, contiguous; counted in n_params().
+    // Host f32 -> device, compute dtype, contiguous; counted in n_params(). Not recorded.
     at::Tensor to_device(const at::Tensor& host_f32);
+    // What get(), weight(), rope_rows_weight(), linear_weight() and split_rows() hand out is
+    // recorded in tensors() under its role (weight(): under `as` when given), in call order;
+    // what a family makes itself from host*(), to_device() or qkv_parts() (norm scales, fused
+    // parts, a tied output) it records with record().
     at::Tensor get(TensorRole role, int64_t layer, const std::vector<int64_t>& shape) {
-        return to_device(read(role, layer, shape, /*kept=*/true));
+        at::Tensor t = to_device(read(role, layer, shape, /*kept=*/true));
+        record(role, layer, t);
+        return t;
     }
     // As get(), as a Weight: held in the file's pages and widened at use when the file's bytes
     // are narrower than the compute dtype on a CPU model (Weight), else get(). Counted.
-    Weight weight(TensorRole role, int64_t layer, const std::vector<int64_t>& shape);
+    Weight weight(TensorRole role, int64_t layer, const std::vector<int64_t>& shape,
+                  std::optional<TensorRole> as = std::nullopt);
     // As to_device(host_rope_rows(...)), as a Weight (the row order is undone at each use).
     Weight rope_rows_weight(TensorRole role, int64_t layer, int64_t n_head, int64_t d_head,
                             int64_t d_in);
     // The consecutive row parts of `sizes` rows of a fused matrix `role` of `shape` (Phi-3
-    // qkv_proj and gate_up_proj), as Weights; counted.
+    // qkv_proj and gate_up_proj), as Weights; counted, recorded under `part_roles`.
     std::vector<Weight> split_rows(TensorRole role, int64_t layer,
                                    const std::vector<int64_t>& shape,
-                                   const std::vector<int64_t>& sizes);
-    // q, k and v of a fused AttnQKV weight (host_qkv's rows), as Weights; counted.
+                                   const std::vector<int64_t>& sizes,
+                                   const std::vector<TensorRole>& part_roles);
+    // q, k and v of a fused AttnQKV weight (host_qkv's rows), as Weights; counted, not recorded
+    // (GPT-2 and GPT-NeoX list each part with its bias part).
     std::vector<Weight> qkv_parts(TensorRole role, int64_t layer, int64_t n_heads, int64_t d_head,
                                   int64_t d_in);
     int64_t n_params() const { return n_params_; }
+    void record(TensorRole role, int64_t layer, const Weight& w) { tensors_.add(role, layer, w); }
+    // The recorded tensors (Transformer::parameters()); call once, at the end of the load.
+    TensorTable take_tensors() { return std::move(tensors_); }
     at::ScalarType dtype() const { return dtype_; }
     const at::Device& device() const { return device_; }
 
@@ -149,6 +183,12 @@ private:
     Weight stored_weight(TensorRole role, int64_t layer, const std::vector<int64_t>& shape,
                          std::vector<int64_t> rows, bool first_part = true);
 
+    // The file rows of Q/K rows in the HF rotate_half order (host_rope_rows), per head.
+    static std::vector<int64_t> interleaved_rope_rows(int64_t n_head, int64_t d_head);
+    // weight() without recording.
+    Weight unrecorded_weight(TensorRole role, int64_t layer, const std::vector<int64_t>& shape);
+
+    TensorTable tensors_;
     bool cpu_;  // the model runs on the CPU (device_ is the meta device in metadata-only builds)
     bool widen_at_load_;  // RuntimeOptions::widen_at_load
     int64_t n_params_ = 0;
