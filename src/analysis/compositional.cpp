@@ -232,6 +232,25 @@ private:
 
 }  // namespace
 
+// compare: the unweighted mean over the model's heads of heads.csv sink_mass, and rho (spec 2)
+// of the model row of dispersion.csv.
+void compositional_compare_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
+    if (RunTable h(dir, t::kHeads.name); h.present()) {
+        double sum = 0;
+        int64_t n = 0;
+        for (size_t i = 0; i < h.size(); ++i)
+            if (h.text(i, "metric") == t::metric::kSinkMass && h.num(i, "layer") >= 0 &&
+                h.num(i, "head") >= 0) {
+                sum += h.num(i, "value");
+                ++n;
+            }
+        if (n > 0) out.push_back({-1, t::metric::kSinkMass, "mean over heads", sum / double(n)});
+    }
+    if (RunTable d(dir, t::kDispersion.name); d.present())
+        for (size_t i = 0; i < d.size(); ++i)
+            if (d.text(i, "scope") == "model") out.push_back({-1, "rho", "", d.num(i, "rho")});
+}
+
 std::unique_ptr<Analysis> make_compositional(const AnalysisContext& c) {
     return std::make_unique<Compositional>(c);
 }

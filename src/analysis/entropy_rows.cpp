@@ -9,10 +9,16 @@
 //   accurate near s = 1), content_entropy H(pi), entropy H(p) (nats, measured on the whole row).
 // The entropies come from the closed row (10.a), or from the fp64 log-softmax of the scores
 // (10.b); the zero policy never enters (10.c: zeros are harmless to entropies).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <map>
 
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/io/npy.hpp"
 #include "sinkscope/metrics/row.hpp"
 
 namespace sinkscope::analysis {
@@ -104,6 +110,45 @@ private:
 };
 
 }  // namespace
+
+// dynamics: the means over each layer's rows, and over every row (layer -1), of the entropy parts
+// of spec 6: sink mass s, H(p), H_b(s), (1 - s) H(pi) and H(pi).
+void entropy_rows_trajectory_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
+    const std::filesystem::path file = dir / tables::kEntropyRowsFile;
+    if (!std::filesystem::exists(file)) return;
+    const io::NpyArray a = io::read_npy(file);
+    SS_CHECK_INPUT(a.shape.size() == 2 && a.shape[1] == kColumns, file.string(),
+                   "expected shape (rows, " + std::to_string(kColumns) + ")");
+    const std::vector<double> rows = a.to_f64();
+    struct Mean {
+        double s = 0, h = 0, hb = 0, wh = 0, hc = 0;
+        int64_t n = 0;
+    };
+    std::map<int64_t, Mean> means;
+    for (int64_t r = 0; r < a.shape[0]; ++r) {
+        const double* x = rows.data() + r * kColumns;
+        const double s = x[col::kSinkMass], c = x[col::kContentMass];
+        const double hb = -(s > 0 ? s * std::log(s) : 0) - (c > 0 ? c * std::log(c) : 0);
+        for (int64_t l : {int64_t(x[col::kLayer]), int64_t(-1)}) {
+            Mean& mean = means[l];
+            mean.s += s;
+            mean.h += x[col::kEntropy];
+            mean.hb += hb;
+            mean.wh += c * x[col::kContentEntropy];
+            mean.hc += x[col::kContentEntropy];
+            ++mean.n;
+        }
+    }
+    namespace m = tables::metric;
+    for (const auto& [l, mean] : means) {
+        const double n = double(std::max<int64_t>(mean.n, 1));
+        out.push_back({l, m::kSinkMass, "", mean.s / n});
+        out.push_back({l, m::kEntropy, "", mean.h / n});
+        out.push_back({l, m::kBinarySinkEntropy, "", mean.hb / n});
+        out.push_back({l, m::kContentEntropyWeighted, "", mean.wh / n});
+        out.push_back({l, m::kContentEntropy, "", mean.hc / n});
+    }
+}
 
 std::unique_ptr<Analysis> make_entropy_rows(const AnalysisContext& c) {
     return std::make_unique<EntropyRows>(c);

@@ -245,6 +245,34 @@ private:
 
 }  // namespace
 
+// compare: the pooled flip rate of the model row of regime.csv (spec 7) and the model-scope
+// reversal rates (spec 3), param comparison/metric.
+void heads_compare_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
+    if (RunTable g(dir, t::kRegime); g.present())
+        for (size_t i = 0; i < g.size(); ++i)
+            if (g.text(i, "scope") == "model")
+                out.push_back({-1, "flip_rate", "pooled", g.num(i, "flip_rate")});
+    if (RunTable v(dir, t::kReversal); v.present())
+        for (size_t i = 0; i < v.size(); ++i)
+            if (v.text(i, "scope") == "model")
+                out.push_back({-1, "reversal_rate",
+                               v.text(i, "comparison") + "/" + v.text(i, "metric"),
+                               v.num(i, "rate")});
+}
+
+// dynamics: each layer's (and the model's) flip rate per classical metric (reversal.csv) and rho
+// (regime.csv).
+void heads_trajectory_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
+    if (RunTable v(dir, t::kReversal); v.present())
+        for (size_t i = 0; i < v.size(); ++i)
+            if (v.text(i, "comparison") == "flip")
+                out.push_back({int64_t(v.num(i, "layer")), "flip_rate", v.text(i, "metric"),
+                               v.num(i, "rate")});
+    if (RunTable g(dir, t::kRegime); g.present())
+        for (size_t i = 0; i < g.size(); ++i)
+            out.push_back({int64_t(g.num(i, "layer")), "rho", "", g.num(i, "rho")});
+}
+
 std::unique_ptr<Analysis> make_heads(const AnalysisContext& c) {
     return std::make_unique<Heads>(c);
 }

@@ -308,6 +308,15 @@ private:
 
 }  // namespace
 
+// dynamics: the head-averaged spectra of each layer (spectra.csv, head -1), param "spectra".
+void spectra_trajectory_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
+    if (RunTable s(dir, t::kSpectra); s.present())
+        for (size_t i = 0; i < s.size(); ++i)
+            if (s.num(i, "head") == -1)
+                out.push_back({int64_t(s.num(i, "layer")), s.text(i, "metric"), "spectra",
+                               s.num(i, "value")});
+}
+
 std::unique_ptr<Analysis> make_ref_frame(const AnalysisContext& c, const std::string& which) {
     return std::make_unique<RefFrame>(c, which);
 }

@@ -22,6 +22,15 @@ std::unique_ptr<Analysis> make_value_space(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_statistics(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_sink_eps(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_entropy_rows(const AnalysisContext& c);
+// What compare and dynamics read back of each (beside its factory).
+using Dir = std::filesystem::path;
+void compositional_compare_values(const Dir& dir, std::vector<RunValue>& out);
+void heads_compare_values(const Dir& dir, std::vector<RunValue>& out);
+void heads_trajectory_values(const Dir& dir, std::vector<RunValue>& out);
+void spectra_trajectory_values(const Dir& dir, std::vector<RunValue>& out);
+void sink_eps_compare_values(const Dir& dir, std::vector<RunValue>& out);
+void sink_eps_trajectory_values(const Dir& dir, std::vector<RunValue>& out);
+void entropy_rows_trajectory_values(const Dir& dir, std::vector<RunValue>& out);
 
 const AnalysisOutput& FinishContext::output(const std::string& name) const {
     const auto it = finished.find(name);
@@ -332,14 +341,17 @@ std::vector<AnalysisInfo>& rows() {
          .headlines = {per_head(m::kSinkMass), per_head(m::kEntropy),
                        per_head(m::kBinarySinkEntropy), per_head(m::kContentEntropyRenorm),
                        per_head(m::kContentEntropyWeighted)},
-         .make = make_compositional},
+         .make = make_compositional,
+         .compare_values = compositional_compare_values},
         {.name = "heads",
          .description = "reversal rates, MDS and clustering with ARI, regime predictor on the "
                         "compositional distance matrices",
          .layer_scope = true,
          .after = {"compositional"},
          .options = heads_options(),
-         .make = make_heads},
+         .make = make_heads,
+         .compare_values = heads_compare_values,
+         .trajectory_values = heads_trajectory_values},
         {.name = "graphs",
          .description = "thresholded attention graphs: density, Laplacian spectrum, star-likeness, "
                         "centralization",
@@ -362,7 +374,8 @@ std::vector<AnalysisInfo>& rows() {
          .make = ref_frame("kl")},
         {.name = "spectra",
          .description = "singular-value spectra of attention vs Marchenko-Pastur",
-         .make = ref_frame("spectra")},
+         .make = ref_frame("spectra"),
+         .trajectory_values = spectra_trajectory_values},
         {.name = "entropy",
          .description = "row entropy of the head-averaged attention",
          .headlines = {per_layer(t::kEntropy, m::kEntropyAllRows)},
@@ -394,13 +407,16 @@ std::vector<AnalysisInfo>& rows() {
              "Sink_eps: share of heads whose mean attention to position 0 (--sink-eps-key) "
              "exceeds eps (--sink-eps, default 0.3), per layer and for the model",
          .options = sink_eps_options(),
-         .make = make_sink_eps},
+         .make = make_sink_eps,
+         .compare_values = sink_eps_compare_values,
+         .trajectory_values = sink_eps_trajectory_values},
         {.name = "entropy_rows",
          .description = "every row's sink mass and entropy parts (entropy_rows.npy), so runs on "
                         "the same inputs can be paired row by row (sinkscope dynamics); only when "
                         "named",
          .in_all = false,
-         .make = make_entropy_rows},
+         .make = make_entropy_rows,
+         .trajectory_values = entropy_rows_trajectory_values},
         {.name = "statistics",
          .description = "over inputs: bootstrap intervals of the headline numbers (--bootstrap), "
                         "correlations with p-values, paired test of KL before/after sink removal, "

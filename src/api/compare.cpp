@@ -12,6 +12,8 @@
 #include <tuple>
 
 #include "sinkscope/analysis/options.hpp"
+#include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/analysis/run_values.hpp"
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
@@ -103,43 +105,6 @@ struct Run {
     std::string role = "none";
 };
 
-// A column of a table read from `file`; a missing column is a damaged table.
-size_t column(const io::Table& t, const fs::path& file, const std::string& name) {
-    const auto& c = t.columns();
-    const auto it = std::find(c.begin(), c.end(), name);
-    if (it == c.end()) throw InputError(file.string(), "has no column '" + name + "'");
-    return size_t(it - c.begin());
-}
-std::string cell_str(const io::Cell& c) {
-    if (auto s = std::get_if<std::string>(&c)) return *s;
-    if (auto d = std::get_if<double>(&c)) return io::format_number(*d);
-    return std::to_string(std::get<int64_t>(c));
-}
-double cell_num(const io::Cell& c, const fs::path& file, const std::string& col, size_t line) {
-    if (auto d = std::get_if<double>(&c)) return *d;
-    if (auto i = std::get_if<int64_t>(&c)) return double(*i);
-    throw InputError(file.string(), "line " + std::to_string(line + 2) + ": column '" + col +
-                                        "' is not a number: " + printable(cell_str(c), 40));
-}
-
-// Reads one table of a run: (columns by name) -> rows; absent file: empty table.
-struct Reader {
-    fs::path file;
-    io::Table t{{}};
-    bool present = false;
-    Reader(const fs::path& dir, const std::string& name) : file(dir / (name + ".csv")) {
-        if (!fs::exists(file)) return;
-        t = io::Table::read_csv(file);
-        present = true;
-    }
-    std::string s(size_t row, const std::string& col) const {
-        return cell_str(t.rows()[row][column(t, file, col)]);
-    }
-    double d(size_t row, const std::string& col) const {
-        return cell_num(t.rows()[row][column(t, file, col)], file, col, row);
-    }
-};
-
 std::string model_name(const json& rec, const fs::path& dir) {
     // The name analyze wrote in its tables' model column (a dynamics series names its folder).
     if (rec.contains("model") && rec["model"].is_object() && rec["model"].contains("name") &&
@@ -168,59 +133,29 @@ json read_run_json(const fs::path& dir, const std::string& shown) {
     return rec;
 }
 
-// Model-level numbers of one run, read from its own tables.
+// Model-level numbers of one run, read from its own tables: each analysis' (its registry row's
+// compare_values, in registry order), then the Fisher command's model rows. rho (spec 2) and the
+// pooled flip rate (spec 7) also feed the regime predictor.
 void read_values(Run& r) {
     const fs::path& dir = r.dir;
-    // Sink mass: the unweighted mean over the model's heads of heads.csv sink_mass.
-    if (Reader h(dir, tables::kHeads.name); h.present) {
-        double sum = 0;
-        int64_t n = 0;
-        for (size_t i = 0; i < h.t.size(); ++i)
-            if (h.s(i, "metric") == tables::metric::kSinkMass && h.d(i, "layer") >= 0 &&
-                h.d(i, "head") >= 0) {
-                sum += h.d(i, "value");
-                ++n;
-            }
-        if (n > 0) r.values.push_back({"sink_mass", "mean over heads", sum / double(n)});
+    std::vector<analysis::RunValue> read;
+    for (const analysis::AnalysisInfo& info : analysis::registry())
+        if (info.compare_values) info.compare_values(dir, read);
+    for (const analysis::RunValue& v : read) {
+        r.values.push_back({v.metric, v.param, v.value});
+        if (v.metric == "rho") {
+            r.rho = v.value;
+            r.has_regime = true;
+        } else if (v.metric == "flip_rate" && v.param == "pooled") {
+            r.flip_rate = v.value;
+        }
     }
-    // Sink_eps (spec 8.q): the model-level share, one row per eps.
-    if (Reader s(dir, tables::kSinkEps.name); s.present)
-        for (size_t i = 0; i < s.t.size(); ++i)
-            if (s.s(i, "metric") == tables::metric::kSinkEps && s.d(i, "layer") < 0 &&
-                s.d(i, "head") < 0)
-                r.values.push_back(
-                    {tables::metric::kSinkEps, s.s(i, "convention"), s.d(i, "value")});
-    // rho (spec 2) and the pooled flip rate (spec 7): the model row of regime.csv; rho from
-    // dispersion.csv when the run has no regime table.
-    if (Reader g(dir, tables::kRegime); g.present)
-        for (size_t i = 0; i < g.t.size(); ++i)
-            if (g.s(i, "scope") == "model") {
-                r.rho = g.d(i, "rho");
-                r.flip_rate = g.d(i, "flip_rate");
-                r.has_regime = true;
-            }
-    if (!r.has_regime)
-        if (Reader g(dir, tables::kDispersion.name); g.present)
-            for (size_t i = 0; i < g.t.size(); ++i)
-                if (g.s(i, "scope") == "model") {
-                    r.rho = g.d(i, "rho");
-                    r.has_regime = true;
-                }
-    if (r.has_regime) {
-        r.values.push_back({"rho", "", r.rho});
-        r.values.push_back({"flip_rate", "pooled", r.flip_rate});
-    }
-    // Reversal rates (spec 3) at model scope: comparison/metric as the run reports them.
-    if (Reader v(dir, tables::kReversal); v.present)
-        for (size_t i = 0; i < v.t.size(); ++i)
-            if (v.s(i, "scope") == "model")
-                r.values.push_back({"reversal_rate", v.s(i, "comparison") + "/" + v.s(i, "metric"),
-                                    v.d(i, "rate")});
     // Fisher: the model-level rows (layer and head -1) of fisher.csv.
-    if (Reader f(dir, tables::kFisher.name); f.present)
-        for (size_t i = 0; i < f.t.size(); ++i)
-            if (f.d(i, "layer") < 0 && f.d(i, "head") < 0)
-                r.values.push_back({f.s(i, "metric"), f.s(i, "convention"), f.d(i, "value")});
+    if (analysis::RunTable f(dir, tables::kFisher.name); f.present())
+        for (size_t i = 0; i < f.size(); ++i)
+            if (f.num(i, "layer") < 0 && f.num(i, "head") < 0)
+                r.values.push_back(
+                    {f.text(i, "metric"), f.text(i, "convention"), f.num(i, "value")});
     if (fs::exists(dir / tables::kFrameFile)) {
         r.frame = io::read_json_file(dir / tables::kFrameFile);
         if (!r.frame.is_object())
@@ -431,8 +366,8 @@ Fitted fit_roles(std::vector<Run>& runs, const CompareOptions& o,
         if (r.role != "fit") continue;
         if (!r.has_regime)
             warnings.push_back(r.path +
-                               " has no rho (no regime.csv or dispersion.csv): left "
-                               "out of fitting");
+                               " has no rho (no model row in dispersion.csv): left out of "
+                               "fitting");
         else if (!std::isfinite(r.flip_rate))
             warnings.push_back(r.path + " has no measured flip rate: left out of fitting");
         else

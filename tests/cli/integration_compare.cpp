@@ -210,7 +210,8 @@ TEST(CliCompare, FourModelsTablesAndFrozenPredictor) {
 
 namespace {
 
-// A minimal analyze run: run.json with the given sink convention and a regime.csv model row.
+// A minimal analyze run: run.json with the given sink convention, and the model rows of
+// dispersion.csv (rho) and regime.csv (rho and the pooled flip rate), as analyze writes them.
 void fake_run(const fs::path& dir, double rho, double flip, const std::string& sink = "first") {
     const json rec = {{"tool", {{"name", "sinkscope"}}},
                       {"subcommand", "analyze"},
@@ -227,6 +228,9 @@ void fake_run(const fs::path& dir, double rho, double flip, const std::string& s
                          "model,-1," +
                              io::format_number(rho) + ",0.2,0.5,x,1,0," + io::format_number(flip) +
                              ",0.15,x,x\n");
+    testutil::write_text(
+        dir / "dispersion.csv",
+        "scope,layer,c_perp,v_b,rho,n_rows\nmodel,-1,1,1," + io::format_number(rho) + ",10\n");
 }
 
 }  // namespace

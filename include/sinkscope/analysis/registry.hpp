@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/analysis/options.hpp"
+#include "sinkscope/analysis/run_values.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/serialize.hpp"
@@ -200,6 +201,10 @@ struct AnalysisInfo {
     std::vector<Headline> headlines;  // its headline per-input values (statistics)
     std::vector<OptionSpec> options;  // its own options (options.hpp; the flags, run.json, ...)
     std::function<std::unique_ptr<Analysis>(const AnalysisContext&)> make;
+    // What `compare` (the model's numbers, across models) and `dynamics` (per layer and for the
+    // model, across checkpoints) read back from a finished run's tables (run_values.hpp); they
+    // iterate the rows in order. Null: nothing.
+    RunValueReader compare_values, trajectory_values;
 };
 
 // Every analysis, in the order they run and finish: the built-in rows, then those registered.

@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include "sinkscope/analysis/options.hpp"
+#include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/analysis/run_values.hpp"
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/api/resumable.hpp"
 #include "sinkscope/core/error.hpp"
@@ -145,40 +147,6 @@ PairSplit split_pair(const Rows& a, const Rows& b) {
     return out;
 }
 
-std::string text_cell(const io::Cell& c) {
-    if (const auto* s = std::get_if<std::string>(&c)) return *s;
-    if (const auto* d = std::get_if<double>(&c)) return format_number(*d);
-    return std::to_string(std::get<int64_t>(c));
-}
-double number_cell(const io::Cell& c) {
-    if (const auto* d = std::get_if<double>(&c)) return *d;
-    if (const auto* i = std::get_if<int64_t>(&c)) return double(*i);
-    return std::nan("");
-}
-
-// One row of a run's table, its cells by column name.
-struct Row {
-    const std::vector<io::Cell>& cells;
-    const std::map<std::string, size_t>& columns;
-    std::string text(const std::string& c) const { return text_cell(cells[columns.at(c)]); }
-    double num(const std::string& c) const { return number_cell(cells[columns.at(c)]); }
-    int64_t layer() const { return int64_t(num("layer")); }
-};
-
-// Calls `fn` on every row of <dir>/<file> when the run wrote that table (its analysis may be
-// deselected); InputError naming the file when a column of `need` is missing.
-void each_row(const fs::path& dir, const std::string& file, const std::vector<std::string>& need,
-              const std::function<void(const Row&)>& fn) {
-    const fs::path path = dir / file;
-    if (!fs::exists(path)) return;
-    const io::Table table = io::Table::read_csv(path);
-    std::map<std::string, size_t> columns;
-    for (size_t c = 0; c < table.columns().size(); ++c) columns[table.columns()[c]] = c;
-    for (const auto& n : need)
-        SS_CHECK_INPUT(columns.count(n), path.string(), "has no column ", quote(n));
-    for (const auto& cells : table.rows()) fn(Row{cells, columns});
-}
-
 void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log);
 
 }  // namespace
@@ -213,7 +181,7 @@ private:
     void open_output();
     void run_checkpoints();
     void across();
-    void add_trajectory(size_t k, const fs::path& dir, const Rows& rows);
+    void add_trajectory(size_t k, const fs::path& dir);
     void write();
 
     const DynamicsOptions& o_;
@@ -355,7 +323,7 @@ void DynamicsRun::across() {
     for (size_t k = 0; k < entries_.size(); ++k) {
         const fs::path dir = out_->staging() / series_[k]["path"].get<std::string>();
         Rows rows = read_rows(dir);
-        add_trajectory(k, dir, rows);
+        add_trajectory(k, dir);
         if (fs::exists(dir / t::kFrameFile)) {
             const std::string file = (dir / t::kFrameFile).string();
             const nlohmann::json f = io::read_json_file(dir / t::kFrameFile);
@@ -374,57 +342,14 @@ void DynamicsRun::across() {
 
 // Checkpoint k's rows of trajectory.csv: the entropy parts and sink mass (means over the rows of
 // each layer and of the model), Sink_eps, flip rates, rho and the head-averaged spectra.
-void DynamicsRun::add_trajectory(size_t k, const fs::path& dir, const Rows& rows) {
-    const std::string label = entries_[k].label;
+void DynamicsRun::add_trajectory(size_t k, const fs::path& dir) {
     const io::Cell step = entries_[k].step ? io::Cell(*entries_[k].step) : io::Cell(std::string());
-    auto add = [&](int64_t layer, int64_t head, const std::string& metric, const std::string& param,
-                   double value) {
-        traj_.add_row({model_name_, label, step, layer, head, metric, param, value});
-    };
-    struct Mean {
-        double s = 0, h = 0, hb = 0, wh = 0, hc = 0;
-        int64_t n = 0;
-    };
-    std::map<int64_t, Mean> means;
-    for (int64_t r = 0; r < rows.n; ++r) {
-        const double* x = rows.row(r);
-        const double s = x[col::kSinkMass], c = x[col::kContentMass];
-        const double hb = -(s > 0 ? s * std::log(s) : 0) - (c > 0 ? c * std::log(c) : 0);
-        for (int64_t l : {int64_t(x[col::kLayer]), int64_t(-1)}) {
-            Mean& mean = means[l];
-            mean.s += s;
-            mean.h += x[col::kEntropy];
-            mean.hb += hb;
-            mean.wh += c * x[col::kContentEntropy];
-            mean.hc += x[col::kContentEntropy];
-            ++mean.n;
-        }
-    }
-    for (const auto& [l, mean] : means) {
-        const double n = double(std::max<int64_t>(mean.n, 1));
-        add(l, -1, m::kSinkMass, "", mean.s / n);
-        add(l, -1, m::kEntropy, "", mean.h / n);
-        add(l, -1, m::kBinarySinkEntropy, "", mean.hb / n);
-        add(l, -1, m::kContentEntropyWeighted, "", mean.wh / n);
-        add(l, -1, m::kContentEntropy, "", mean.hc / n);
-    }
-    each_row(dir, t::kSinkEps.file(), {"layer", "metric", "convention", "value"},
-             [&](const Row& r) {
-                 if (r.text("metric") == m::kSinkEps)
-                     add(r.layer(), -1, m::kSinkEps, r.text("convention"), r.num("value"));
-             });
-    each_row(dir, std::string(t::kReversal) + ".csv", {"layer", "comparison", "metric", "rate"},
-             [&](const Row& r) {
-                 if (r.text("comparison") == "flip")
-                     add(r.layer(), -1, "flip_rate", r.text("metric"), r.num("rate"));
-             });
-    each_row(dir, std::string(t::kRegime) + ".csv", {"layer", "rho"},
-             [&](const Row& r) { add(r.layer(), -1, "rho", "", r.num("rho")); });
-    each_row(dir, std::string(t::kSpectra) + ".csv", {"layer", "head", "metric", "value"},
-             [&](const Row& r) {
-                 if (r.num("head") == -1)
-                     add(r.layer(), -1, r.text("metric"), "spectra", r.num("value"));
-             });
+    std::vector<analysis::RunValue> values;
+    for (const analysis::AnalysisInfo& info : analysis::registry())
+        if (info.trajectory_values) info.trajectory_values(dir, values);
+    for (const analysis::RunValue& v : values)
+        traj_.add_row({model_name_, entries_[k].label, step, v.layer, int64_t(-1), v.metric,
+                       v.param, v.value});
 }
 
 // The tables, run.json and the report, committed.
