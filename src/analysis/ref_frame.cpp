@@ -1,7 +1,7 @@
 // The reference-frame analyses (graphs, topology, kl, spectra, entropy, tokens, frame and the
 // other members of metrics::ref_frame::members()), each a registry row served by this adapter
 // over metrics::RefFrameAccumulator restricted to that analysis. Tables <analysis>.csv (topology
-// adds betti, tokens token_keys), arrays diagrams/*.npy, frame.json; run.json "p2" holds the
+// adds betti, tokens token_keys), arrays diagrams/*.npy, frame.json; run.json "ref_frame" holds the
 // conventions (spec 8, 10.i-10.r).
 #include <cmath>
 #include <map>
@@ -193,7 +193,7 @@ double layer_mean(const RefFrameResults& r, const std::string& table, const std:
 AnalysisOutput ref_frame_output(const RefFrameResults& r, bool header) {
     AnalysisOutput out;
     ref_frame_tables(r, out);
-    out.record["p2"] = ref_frame_conventions(r);
+    out.record["ref_frame"] = ref_frame_conventions(r);
     out.warnings = r.warnings;
     const RefFrameConfig& c = r.config;
     std::ostringstream s;

@@ -715,8 +715,11 @@ ReportContent collect_report(const fs::path& run_dir) {
     } catch (const json::exception& e) {
         throw unexpected_structure(run_dir, printable(e.what()));
     }
-    // str() reads a field of any type (json::value would throw on a non-string "mode").
-    if (is(field(c.run, "p2"), "mode", "ruscio2025"))
+    // str() reads a field of any type (json::value would throw on a non-string "mode"). Runs
+    // written before the key was named ref_frame call it p2.
+    const json& now = field(c.run, "ref_frame");
+    const json& frame = now.is_null() ? field(c.run, "p2") : now;
+    if (is(frame, "mode", "ruscio2025"))
         c.notes.push_back(
             "Compat mode ruscio2025: reference-frame numbers follow the released notebooks; "
             "on causal models their Betti numbers only count tokens." +

@@ -194,7 +194,7 @@ TEST(RefFrameCompat, OutputsRecordTheMode) {
     ASSERT_EQ(d.shape.size(), 2u);
     EXPECT_EQ(d.shape[1], 3);
     EXPECT_EQ(d.shape[0], 8);  // compat causal: one H0 point per token, no H1
-    EXPECT_EQ(analysis::ref_frame_output(r).record["p2"]["mode"], "ruscio2025");
+    EXPECT_EQ(analysis::ref_frame_output(r).record["ref_frame"]["mode"], "ruscio2025");
     EXPECT_NE(analysis::ref_frame_output(r).summary.find("warning"), std::string::npos);
 }
 
@@ -214,7 +214,7 @@ TEST(RefFrameCompat, PrincipledPerHeadOutputs) {
     EXPECT_EQ(r.stats.count(RefFrameKey{"graphs", 1, 1, "lambda2", "0.01"}), 1u);
     EXPECT_EQ(r.stats.count(RefFrameKey{"spectra", 0, 1, "mp_ks", ""}), 1u);
     EXPECT_EQ(r.stats.count(RefFrameKey{"betti", 0, 0, "betti1", "0.5"}), 1u);
-    EXPECT_EQ(analysis::ref_frame_output(r).record["p2"]["mode"], "principled");
+    EXPECT_EQ(analysis::ref_frame_output(r).record["ref_frame"]["mode"], "principled");
     const auto t = io::Table::read_csv(dir / "graphs.csv");
     // one row per (layer, head or average, threshold, metric): 2 x 3 x 7 x 9, plus per-layer
     // effectiveness of the average (2 x 7) and the effectiveness score per threshold (7)

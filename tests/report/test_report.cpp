@@ -190,11 +190,22 @@ TEST(Report, HandEditedRunFolder) {
     // A compat-mode field that is not a string (the fuzzer's object) is no compat mode.
     write("run.json", R"({"p2": {"mode": {"a": 1}}})");
     ASSERT_NO_THROW(collected.push_back(collect_report(d)));
+    write("run.json", R"({"ref_frame": {"mode": {"a": 1}}})");
+    ASSERT_NO_THROW(collected.push_back(collect_report(d)));
+    // The compat note, from run.json's ref_frame key and from the p2 key of earlier runs.
+    write("run.json", R"({"ref_frame": {"mode": "principled"}})");
+    const ReportContent principled = collect_report(d);
+    EXPECT_FALSE(std::any_of(principled.notes.begin(), principled.notes.end(),
+                             [](const std::string& n) { return n.find("ruscio2025") != n.npos; }));
     write("run.json", R"({"p2": {"mode": "ruscio2025"}})");
     const ReportContent compat = collect_report(d);
     EXPECT_TRUE(std::any_of(compat.notes.begin(), compat.notes.end(), [](const std::string& n) {
         return n.find("ruscio2025") != std::string::npos;
     }));
+    write("run.json", R"({"ref_frame": {"mode": "ruscio2025"}})");
+    const ReportContent compat_now = collect_report(d);
+    EXPECT_TRUE(std::any_of(compat_now.notes.begin(), compat_now.notes.end(),
+                            [](const std::string& n) { return n.find("ruscio2025") != n.npos; }));
     if (!require_runtime())
         GTEST_SKIP() << "Vega runtime not installed (scripts/install-deps.sh): the collected "
                         "content was checked, its rendering was not";

@@ -77,7 +77,7 @@ TEST(Analyze, TinyStoriesStemSentences) {
     // run.json records the conventions that change results.
     std::string run = slurp(out / "run.json");
     for (const char* key : {"\"sink_policy\"", "\"bos_policy\"", "\"zero_policy\"", "\"min_parts\"",
-                            "\"sha256\"", "\"peak_rss_bytes\"", "\"p2\""})
+                            "\"sha256\"", "\"peak_rss_bytes\"", "\"ref_frame\""})
         EXPECT_NE(run.find(key), std::string::npos) << key;
 
     if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
