@@ -3,6 +3,7 @@
 
 #include "command.hpp"
 #include "sinkscope/api/compare.hpp"
+#include "vocabulary.hpp"
 
 namespace {
 
@@ -17,8 +18,7 @@ sinkscope::cli::Registrar registrar("compare", 40, [](CLI::App& app) {
                     "Run directories; a dynamics run stands for every checkpoint it analysed")
         ->required()
         ->expected(1, -1);
-    cmd->add_option("--out", opts->out, "Output directory (written whole or not at all)")
-        ->capture_default_str();
+    sinkscope::cli::add_out_option(cmd, opts->out);
     sinkscope::cli::add_overwrite_flag(cmd, opts->overwrite);
     cmd->add_option("--fit", opts->fit,
                     "Runs (named as given above) on which the regime thresholds lo/hi are chosen; "

@@ -4,6 +4,7 @@
 #include "analysis_options.hpp"
 #include "command.hpp"
 #include "sinkscope/api/metrics.hpp"
+#include "vocabulary.hpp"
 
 namespace {
 
@@ -54,8 +55,7 @@ sinkscope::cli::Registrar registrar("metrics", 70, [](CLI::App& app) {
                     "JSONL, one array of token strings per input, naming keys in token "
                     "specialisation")
         ->check(existing(Existing::File));
-    cmd->add_option("--out", opts->out, "Output directory (written whole or not at all)")
-        ->required();
+    sinkscope::cli::add_out_option(cmd, opts->out);
     sinkscope::cli::add_overwrite_flag(cmd, opts->overwrite);
     cmd->add_flag_callback(
         "--no-report", [opts] { opts->report = false; }, "Skip report.html");

@@ -17,7 +17,9 @@ Registrar reg("report", 90, [](CLI::App& app) {
     auto opts = std::make_shared<ReportOptions>();
     auto* sub =
         app.add_subcommand("report", "Re-render report.html of a run directory from its tables");
-    sub->add_option("--run", opts->run_dir, "Run directory written by analyze or metrics")
+    sub->add_option(
+           "--run", opts->run_dir,
+           "A finished run's directory (analyze, metrics, dynamics, prune, fisher or compare)")
         ->required()
         ->check(existing(Existing::Directory));
     add_overwrite_flag(sub, opts->overwrite, "--run/report.html");

@@ -29,21 +29,23 @@ struct Registrar {
 
 // CLI::ExistingFile, ExistingDirectory and ExistingPath (same names in --help), except that a
 // path the system cannot look at says why (a symbolic link loop, no permission) instead of
-// "does not exist" (issue 46 item 10).
+// "does not exist" (issue 46 item 10); `expected`, when given, follows a missing path's message.
 enum class Existing { File, Directory, Path };
-inline CLI::Validator existing(Existing kind) {
+inline CLI::Validator existing(Existing kind, std::string expected = {}) {
     const char* const name = kind == Existing::File        ? "FILE"
                              : kind == Existing::Directory ? "DIR"
                                                            : "PATH(existing)";
     return CLI::Validator(
-        [kind](std::string& path) -> std::string {
+        [kind, expected](std::string& path) -> std::string {
             namespace fs = std::filesystem;
             std::error_code ec;
             const fs::file_status st = fs::status(path, ec);
             if (ec && ec != std::errc::no_such_file_or_directory &&
                 ec != std::errc::not_a_directory)
                 return path + ": " + ec.message();
-            if (!fs::exists(st)) return "Path does not exist: " + path;
+            if (!fs::exists(st))
+                return "Path does not exist: " + path +
+                       (expected.empty() ? "" : " (expected " + expected + ")");
             if (kind == Existing::File && fs::is_directory(st))
                 return "File is actually a directory: " + path;
             if (kind == Existing::Directory && !fs::is_directory(st))

@@ -10,35 +10,27 @@
 #include "command.hpp"
 #include "model_options.hpp"
 #include "sinkscope/api/analyze.hpp"
+#include "vocabulary.hpp"
 
 namespace sinkscope::cli {
 
-// Data, truncation, analysis options, saved states, progress and report; `out_help` describes
-// --out.
+// Data, truncation, analysis options, saved states, progress and report; `out_how` says how
+// --out is written.
 inline void add_analyze_run_flags(CLI::App* cmd, const std::shared_ptr<api::AnalyzeOptions>& o,
-                                  const char* out_help) {
+                                  const char* out_how = kWrittenWhole) {
     add_over_context_option(cmd, o->m);
-    cmd->add_option("--data", o->data,
-                    "Prompts: .txt (one per line), .jsonl (text or ids), .csv (--text-column), "
-                    ".npy token ids; default: the built-in set of 211 English sentences. Vision "
-                    "models: a .png, a directory of .png files or a .npy image stack")
-        ->check(existing(Existing::Path));
-    cmd->add_option("--text-column", o->text_column, "CSV column holding the text")
-        ->capture_default_str();
+    add_data_option(cmd, o->data, false)->default_str("built-in");
+    add_text_column_option(cmd, o->text_column);
     cmd->add_option("--keep-columns", o->keep_columns,
                     "Data columns (CSV columns or JSONL fields, comma-separated) copied into "
                     "every per-input table beside the input's row in the data file")
         ->delimiter(',');
-    cmd->add_option("--out", o->out, out_help)->capture_default_str();
+    add_out_option(cmd, o->out, out_how);
     add_overwrite_flag(cmd, o->overwrite);
-    cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")
-        ->capture_default_str();
-    cmd->add_option("--samples", o->samples,
-                    "Use N samples (0: all): the first N, or with --seed a random subset")
-        ->capture_default_str();
+    add_max_tokens_option(cmd, o->max_tokens);
+    add_samples_option(cmd, o->samples);
     add_analysis_flags(cmd, o->analysis, AnalysisInput::Model);
-    cmd->add_flag("--resume", o->resume,
-                  "Continue an interrupted run of the same command from its last saved state");
+    add_resume_flag(cmd, o->resume);
     cmd->add_option("--attention-memory-mb", o->attention_memory_mb,
                     "Keep one input's attention (pattern and scores counted as fp64) up to this "
                     "size; longer inputs have their rows recomputed in blocks from the captured "
@@ -47,9 +39,7 @@ inline void add_analyze_run_flags(CLI::App* cmd, const std::shared_ptr<api::Anal
     cmd->add_option("--checkpoint-every", o->checkpoint_every,
                     "Save the accumulator state every K inputs")
         ->capture_default_str();
-    add_progress_option(cmd, o->progress);
-    cmd->add_flag_callback(
-        "--quiet", [o] { o->progress = "never"; }, "Same as --progress never");
+    add_progress_options(cmd, o->progress);
     cmd->add_flag_callback(
         "--no-report", [o] { o->report = false; }, "Skip report.html");
 }

@@ -13,15 +13,15 @@ Registrar reg("dump", 83, [](CLI::App& app) {
     auto* sub = app.add_subcommand("dump", "Write captured hooks (attention, q/k/v, ...) as .npy");
     add_model_options(sub, o->m);
     add_over_context_option(sub, o->m);
-    sub->add_option("--data", o->data,
-                    "Text (one sample per line), JSONL, CSV or .npy ids; vision models: a .png, a "
-                    "directory of .png files or a .npy image stack")
-        ->required();
+    add_data_option(sub, o->data, true);
+    add_text_column_option(sub, o->text_column);
     sub->add_option("--hooks", o->hooks, "Comma-separated hook globs, or re:REGEX")
         ->capture_default_str();
-    sub->add_option("--out", o->out, "Output directory (written whole or not at all)")->required();
+    add_out_option(sub, o->out);
     add_overwrite_flag(sub, o->overwrite);
-    sub->add_option("--max-samples", o->max_samples, "0 = all")->capture_default_str();
+    add_samples_option(sub, o->samples, "--max-samples");
+    add_seed_option(sub, o->seed);
+    add_max_tokens_option(sub, o->max_tokens);
     sub->callback([o] { std::printf("wrote %s\n", api::dump_hooks(*o).c_str()); });
 });
 

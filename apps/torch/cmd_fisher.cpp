@@ -6,6 +6,7 @@
 #include "command.hpp"
 #include "model_options.hpp"
 #include "sinkscope/api/fisher.hpp"
+#include "vocabulary.hpp"
 
 namespace {
 
@@ -22,40 +23,32 @@ sinkscope::cli::Registrar registrar("fisher", 21, [](CLI::App& app) {
         "per attention head");
     sinkscope::cli::add_model_options(cmd, o->m);
     sinkscope::cli::add_over_context_option(cmd, o->m);
-    cmd->add_option("--data", o->data,
-                    "Samples: .txt (one per line), .jsonl (text or ids), .csv (--text-column), "
-                    ".npy token ids; ViT: a .png, a directory of .png files or a .npy stack")
-        ->required()
-        ->check(existing(Existing::Path));
-    cmd->add_option("--text-column", o->text_column, "CSV column holding the text")
-        ->capture_default_str();
+    sinkscope::cli::add_data_option(cmd, o->data, true);
+    sinkscope::cli::add_text_column_option(cmd, o->text_column);
     cmd->add_option("--kind", o->kind,
                     "empirical: the data's labels; true: labels drawn from the model's own "
                     "predictions with --seed (the only kind for images, which have no labels)")
         ->capture_default_str();
-    cmd->add_option("--samples", o->samples, "Use the first N samples of the data (0: all)")
-        ->capture_default_str();
+    sinkscope::cli::add_samples_option(cmd, o->samples);
     cmd->add_option("--draws", o->draws,
                     "--kind true: label draws per sample (their squared gradients are averaged)")
         ->capture_default_str();
-    cmd->add_option("--seed", o->seed, "Seed of the label draws and of the encoders' masks")
-        ->capture_default_str();
+    sinkscope::cli::add_seed_option(cmd, o->subset_seed);
     cmd->add_option("--mask-rate", o->mask_rate,
                     "Encoders: share of each sample's tokens replaced by the mask token")
         ->capture_default_str();
-    cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")
-        ->capture_default_str();
-    cmd->add_option("--out", o->out, "Output directory (written whole at the end)")->required();
+    sinkscope::cli::add_max_tokens_option(cmd, o->max_tokens);
+    sinkscope::cli::add_out_option(cmd, o->out);
     sinkscope::cli::add_overwrite_flag(cmd, o->overwrite);
-    cmd->add_flag("--resume", o->resume,
-                  "Continue an interrupted run of the same command from its last saved sums");
+    sinkscope::cli::add_resume_flag(cmd, o->resume);
     cmd->add_option("--checkpoint-every", o->checkpoint_every,
                     "Save the sums every K samples (for --resume)")
         ->capture_default_str();
-    sinkscope::cli::add_progress_option(cmd, o->progress);
+    sinkscope::cli::add_progress_options(cmd, o->progress);
     sinkscope::cli::add_distributed_flags(cmd, o->dist);
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "samples");
     cmd->callback([o, kill_after] {
+        o->seed = o->subset_seed.value_or(o->seed);
         o->command_line = sinkscope::cli::command_line();
         sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_sample = sinkscope::cli::kill_after_hook(*kill_after);

@@ -15,12 +15,11 @@ Registrar reg("perplexity", 82, [](CLI::App& app) {
                                    "for decoders, masked-LM pseudo-perplexity for encoders");
     add_model_options(sub, o->m);
     add_over_context_option(sub, o->m);
-    sub->add_option("--data", o->data, "Text (one sample per line), JSONL, CSV or .npy ids")
-        ->required();
-    sub->add_option("--max-samples", o->max_samples, "0 = all")->capture_default_str();
-    sub->add_option("--seed", o->seed,
-                    "Seed of the run: with --max-samples, draws that many samples at random; "
-                    "encoders: which tokens are masked (default 0)");
+    add_data_option(sub, o->data, true);
+    add_text_column_option(sub, o->text_column);
+    add_samples_option(sub, o->samples, "--max-samples");
+    add_seed_option(sub, o->seed);
+    add_max_tokens_option(sub, o->max_tokens);
     sub->add_option("--head-mask", o->head_mask,
                     "Heads to ablate (output set to 0), LAYER.HEAD separated by commas: 0.3,1.0");
     sub->add_option("--stride", o->stride,

@@ -5,6 +5,7 @@
 #include "command.hpp"
 #include "model_options.hpp"
 #include "sinkscope/api/prune.hpp"
+#include "vocabulary.hpp"
 
 namespace {
 
@@ -31,8 +32,7 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
                     "Held-out evaluation data, disjoint from --calib (same formats)")
         ->required()
         ->check(existing(Existing::Path));
-    cmd->add_option("--text-column", o->text_column, "CSV column holding the text")
-        ->capture_default_str();
+    sinkscope::cli::add_text_column_option(cmd, o->text_column);
     cmd->add_option("--channels", o->channels,
                     "Distances that define redundancy: js (Jensen-Shannon on the rows), dA_perp "
                     "(Aitchison distance of the content, sink removed), dA (Aitchison distance "
@@ -47,25 +47,23 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
     cmd->add_option("--random-seeds", o->random_seeds,
                     "Random-pruning baselines per sparsity (seeds --seed, --seed + 1, ...)")
         ->capture_default_str();
-    cmd->add_option("--seed", o->seed,
-                    "First seed of the random baselines; encoders: also which tokens are masked")
-        ->capture_default_str();
-    cmd->add_option("--max-tokens", o->max_tokens, "Truncate every input to this many tokens")
-        ->capture_default_str();
+    auto seed = std::make_shared<std::optional<uint64_t>>();
+    sinkscope::cli::add_seed_option(cmd, *seed);
+    sinkscope::cli::add_max_tokens_option(cmd, o->max_tokens);
     cmd->add_option("--calib-samples", o->calib_samples,
                     "Use the first N calibration samples (0: all)")
         ->capture_default_str();
     cmd->add_option("--eval-samples", o->eval_samples,
                     "Use the first N evaluation samples (0: all)")
         ->capture_default_str();
-    cmd->add_option("--out", o->out, "Output directory (written whole at the end)")->required();
+    sinkscope::cli::add_out_option(cmd, o->out);
     sinkscope::cli::add_overwrite_flag(cmd, o->overwrite);
-    cmd->add_flag("--resume", o->resume,
-                  "Continue an interrupted run of the same command from its last evaluated point");
-    sinkscope::cli::add_progress_option(cmd, o->progress);
+    sinkscope::cli::add_resume_flag(cmd, o->resume);
+    sinkscope::cli::add_progress_options(cmd, o->progress);
     sinkscope::cli::add_distributed_flags(cmd, o->dist);
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "evaluated points");
-    cmd->callback([o, kill_after] {
+    cmd->callback([o, kill_after, seed] {
+        o->seed = seed->value_or(o->seed);
         o->command_line = sinkscope::cli::command_line();
         sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_point = sinkscope::cli::kill_after_hook(*kill_after);

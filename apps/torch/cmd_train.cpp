@@ -5,6 +5,7 @@
 #include "command.hpp"
 #include "model_options.hpp"
 #include "sinkscope/api/train.hpp"
+#include "vocabulary.hpp"
 
 namespace {
 
@@ -17,7 +18,9 @@ sinkscope::cli::Registrar registrar("train", 25, [](CLI::App& app) {
         "train",
         "Train a small Llama- or GPT-2-style decoder on a plain-text corpus (AdamW, warm-up + "
         "cosine, gradient clipping) and write Hugging Face checkpoints every other command loads, "
-        "with a manifest (step, tokens, loss, Sink_eps, path)");
+        "with a manifest (step, tokens, loss, Sink_eps, path); the same weights need the same "
+        "--seed "
+        "and --threads");
     auto* preset =
         cmd->add_option("--preset", o->preset, "Built-in settings: tiny, tiny-gpt2, default");
     auto* config = cmd->add_option("--config", o->config, "JSON file of training settings")
@@ -26,8 +29,7 @@ sinkscope::cli::Registrar registrar("train", 25, [](CLI::App& app) {
     cmd->add_option("--text", o->text, "The corpus: a plain UTF-8 text file")
         ->required()
         ->check(existing(Existing::File));
-    cmd->add_option("--out", o->out, "Output directory (staged in OUT.partial until done)")
-        ->required();
+    sinkscope::cli::add_out_option(cmd, o->out, "staged in OUT.partial until done");
     cmd->add_option("--steps", o->steps, "Optimizer steps (0: the preset's or config's)")
         ->capture_default_str();
     cmd->add_option("--checkpoint-every", o->checkpoint_every,
@@ -38,21 +40,19 @@ sinkscope::cli::Registrar registrar("train", 25, [](CLI::App& app) {
                     "Byte-level BPE vocabulary size learned on the corpus (0: bytes only; -1: "
                     "the preset's or config's)")
         ->capture_default_str();
-    cmd->add_option("--seed", o->seed, "Seed of the initial weights and of the batch order")
-        ->capture_default_str();
-    cmd->add_option("--threads", o->threads,
-                    "Torch threads (0: libtorch's default); identical results need the same "
-                    "seed and thread count")
-        ->capture_default_str();
+    auto seed = std::make_shared<std::optional<uint64_t>>();
+    sinkscope::cli::add_seed_option(cmd, *seed);
+    sinkscope::cli::add_threads_option(cmd, o->threads);
     cmd->add_option("--sink-eps", o->sink_eps,
                     "eps of the Sink_eps recorded per checkpoint (share of heads whose mean "
                     "attention to position 0 exceeds eps)")
         ->capture_default_str();
     sinkscope::cli::add_overwrite_flag(cmd, o->overwrite);
-    cmd->add_flag("--resume", o->resume, "Continue an interrupted run from its last checkpoint");
-    sinkscope::cli::add_progress_option(cmd, o->progress);
+    sinkscope::cli::add_resume_flag(cmd, o->resume);
+    sinkscope::cli::add_progress_options(cmd, o->progress);
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "steps");
-    cmd->callback([o, kill_after] {
+    cmd->callback([o, kill_after, seed] {
+        o->seed = seed->value_or(o->seed);
         o->command_line = sinkscope::cli::command_line();
         sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_step = sinkscope::cli::kill_after_hook(*kill_after);

@@ -18,6 +18,7 @@
 #include "sinkscope/api/distributed.hpp"
 #include "sinkscope/api/model_commands.hpp"
 #include "sinkscope/core/error.hpp"
+#include "vocabulary.hpp"
 
 namespace sinkscope::cli {
 
@@ -50,7 +51,10 @@ inline void add_model_options(CLI::App* sub, api::ModelCliOptions& m, bool with_
     if (with_model) {
         sub->add_option("--model", m.model,
                         "HF directory, .gguf or llama2.c .bin (default: the small model shipped "
-                        "in models/default)");
+                        "in models/default)")
+            ->check(existing(Existing::Path,
+                             "a Hugging Face model directory (config.json + model.safetensors or "
+                             "pytorch_model.bin), a .gguf file or a llama2.c .bin checkpoint"));
         // Runs after this subcommand's flags are parsed and before its callback.
         sub->parse_complete_callback([&m] {
             if (!m.model.empty()) return;
@@ -65,14 +69,13 @@ inline void add_model_options(CLI::App* sub, api::ModelCliOptions& m, bool with_
     sub->add_option("--device", m.device, "cpu | cuda")->capture_default_str();
     sub->add_option("--dtype", m.dtype, "float32 | bfloat16 | float16 | float64")
         ->capture_default_str();
-    sub->add_option("--tokenizer", m.tokenizer, "Tokenizer file (llama2.c tok*.bin)");
+    sub->add_option("--tokenizer", m.tokenizer, "Tokenizer file (llama2.c tok*.bin)")
+        ->check(existing(Existing::File));
     sub->add_flag("--widen-weights", m.widen_weights,
                   "Convert every weight to --dtype at load instead of keeping bf16, f16 and "
                   "quantized matrices in the file and widening each as it is used: more memory, "
                   "no conversion in each forward; the results are identical");
-    sub->add_option("--threads", m.threads,
-                    "Threads of the model runtime and the analyses (0 = all cores)")
-        ->capture_default_str();
+    add_threads_option(sub, m.threads);
 }
 
 // --over-context of the commands that feed data to a model.
@@ -93,13 +96,6 @@ inline void add_distributed_flags(CLI::App* cmd, api::DistOptions& d) {
                     "HOST:PORT of rank 0's rendezvous (default: MASTER_ADDR:MASTER_PORT)");
     cmd->add_option("--dist-timeout", d.timeout_s,
                     "Seconds to wait for the other processes; a silent one ends the run")
-        ->capture_default_str();
-}
-
-// --progress of the resumable commands (parsed by api::parse_progress_mode).
-inline void add_progress_option(CLI::App* cmd, std::string& progress) {
-    cmd->add_option("--progress", progress,
-                    "Progress line on stderr: auto (when stderr is a terminal), always, never")
         ->capture_default_str();
 }
 

@@ -105,6 +105,7 @@ void bind_api(py::module_& m) {
         .def_readwrite("samples", &FisherCommandOptions::samples)
         .def_readwrite("draws", &FisherCommandOptions::draws)
         .def_readwrite("seed", &FisherCommandOptions::seed)
+        .def_readwrite("subset_seed", &FisherCommandOptions::subset_seed)
         .def_readwrite("mask_rate", &FisherCommandOptions::mask_rate)
         .def_readwrite("max_tokens", &FisherCommandOptions::max_tokens)
         .def_readwrite("out", &FisherCommandOptions::out)
@@ -132,8 +133,10 @@ void bind_api(py::module_& m) {
         .def_readwrite("hooks", &DumpOptions::hooks)
         .def_readwrite("out", &DumpOptions::out)
         .def_readwrite("overwrite", &DumpOptions::overwrite)
-        .def_readwrite("max_samples", &DumpOptions::max_samples)
-        .def_readwrite("seed", &DumpOptions::seed);
+        .def_readwrite("text_column", &DumpOptions::text_column)
+        .def_readwrite("samples", &DumpOptions::samples)
+        .def_readwrite("seed", &DumpOptions::seed)
+        .def_readwrite("max_tokens", &DumpOptions::max_tokens);
     bind_model_fields(dump);
 
     // Each runs without the GIL; `progress(done)` (or None) is called after each unit, and

@@ -11,6 +11,7 @@
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/metrics/head.hpp"
 #include "sinkscope/metrics/head_analyses.hpp"
 
@@ -149,8 +150,9 @@ std::string head_analysis_summary(const HeadAnalysisResults& res) {
                 sum += a.ari, ++n;
             }
         for (const auto& [pair, acc] : headline)
-            out << "  ARI " << pair.first << " vs " << pair.second << " (mean over " << acc.second
-                << " layers): " << acc.first / acc.second << "\n";
+            out << "  ARI " << pair.first << " vs " << pair.second << " (mean over "
+                << count_of(acc.second, "layer") << "): " << console_number(acc.first / acc.second)
+                << "\n";
     }
     std::map<std::string, int> agreement;  // layer rows of scope layer
     for (const RegimeRow& r : res.regime) {

@@ -175,9 +175,7 @@ std::vector<OptionSpec> shared_options() {
                                  ", and none of them is selected (--analyses)");
             }),
         field_option<std::optional<uint64_t>>(
-            "seed", [](auto& o) -> auto& { return o.seed; },
-            "One seed for everything random: the triple sampler, the bootstrap and, with "
-            "--samples, a random subset of the inputs (default: seed 0 and the first N samples)")
+            "seed", [](auto& o) -> auto& { return o.seed; }, kSeedHelp)
             .in(kHeadGroup)
             .recorded([](const AnalysisOptions& o) {
                 return o.seed ? nlohmann::json(*o.seed)
@@ -208,7 +206,7 @@ std::vector<OptionSpec> shared_options() {
             .not_compared(),
         field_option<int>(
             "threads", [](auto& o) -> auto& { return o.threads; },
-            "Worker threads of the analyses (0 = all cores; results do not depend on it)")
+            kThreadsHelp)
             .only(C::AttentionFileOnly)  // analyze: --threads of the model options sets both
             .not_compared()
             .checked([](const AnalysisOptions& o, const OptionCheckContext&) {

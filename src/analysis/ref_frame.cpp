@@ -198,20 +198,22 @@ AnalysisOutput ref_frame_output(const RefFrameResults& r, bool header) {
     const RefFrameConfig& c = r.config;
     std::ostringstream s;
     if (header)
-        s << "reference-frame analyses (" << c.mode() << "; docs/metrics.md): " << r.n_inputs
-          << " input(s), " << r.n_layers << " layers x " << r.n_heads << " heads\n";
+        s << "reference-frame analyses (" << c.mode()
+          << "; docs/metrics.md): " << count_of(r.n_inputs, "input") << ", "
+          << count_of(r.n_layers, "layer") << " x " << count_of(r.n_heads, "head") << "\n";
     if (c.runs("kl"))
         s << "  KL reduction at t=0.9 (mean over layers): "
-          << format_number(layer_mean(r, t::kKl, t::metric::kKlReduction, "0.9")) << "\n";
+          << console_number(layer_mean(r, t::kKl, t::metric::kKlReduction, "0.9")) << "\n";
     if (c.runs("graphs"))
         s << "  lambda2 at tau=0.01 (mean over layers): "
-          << format_number(layer_mean(r, t::kGraphs, t::metric::kLambda2, "0.01")) << "\n";
+          << console_number(layer_mean(r, t::kGraphs, t::metric::kLambda2, "0.01")) << "\n";
     if (c.runs("entropy"))
         // Not heads.csv `entropy` (per head, rows with D >= min_parts): the entropy of the
         // head-averaged attention over every row, entropy.csv `entropy_all_rows` at head -1.
         s << "  entropy of the head-averaged attention, all rows (entropy.csv "
           << t::metric::kEntropyAllRows << ", head -1; mean over layers): "
-          << format_number(layer_mean(r, t::kEntropy, t::metric::kEntropyAllRows, "")) << " nats\n";
+          << console_number(layer_mean(r, t::kEntropy, t::metric::kEntropyAllRows, ""))
+          << " nats\n";
     if (c.runs("frame"))
         s << "  reference frame: " << frame_type_name(r.verdict)
           << " (share of first-position anchors in layers >= "

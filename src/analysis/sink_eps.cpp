@@ -106,11 +106,11 @@ public:
                                   {"n_inputs_too_short", n_short_}};
         out.summary = "Sink_" + format_number(eps_) + " (heads whose mean attention to position " +
                       std::to_string(key_) + " exceeds " + format_number(eps_) +
-                      "): " + format_number(model) + "\n";
+                      "): " + console_number(model) + "\n";
         if (n_short_ > 0)
-            out.warnings.push_back(std::to_string(n_short_) +
-                                   " inputs are too short to have key position " +
-                                   std::to_string(key_) + " and were left out of Sink_eps");
+            out.warnings.push_back(count_of(n_short_, "input") + (n_short_ == 1 ? " is" : " are") +
+                                   " too short to have key position " + std::to_string(key_) +
+                                   " and were left out of Sink_eps");
         return out;
     }
 

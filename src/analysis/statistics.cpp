@@ -24,6 +24,7 @@
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/metrics/statistics.hpp"
 
 namespace sinkscope::analysis {
@@ -242,7 +243,7 @@ public:
              "from Student t with n - 2 df; non-finite pairs left out"},
             {"paired_tests", "paired t-test over inputs (two-sided, df n - 1)"}};
         std::ostringstream summary;
-        summary << "statistics over " << n_inputs_ << " inputs: "
+        summary << "statistics over " << count_of(n_inputs_, "input") << ": "
                 << (o.bootstrap > 0 ? std::to_string(o.bootstrap) + " bootstrap resamples, "
                                     : std::string())
                 << "correlations and paired tests in correlations.csv, paired_tests.csv\n";

@@ -249,16 +249,12 @@ void record_metrics_run(io::RunRecord& record, const MetricsCommandOptions& o,
 // The console's first line: the inputs' shape and the conventions they ran under.
 std::string describe_inputs(const analysis::AttentionFile& file, const SinkPolicy& sink,
                             const metrics::ZeroPolicy& zeros) {
-    char line[256];
-    std::snprintf(line, sizeof line,
-                  "sinkscope metrics: %lld inputs x %lld layers x %lld heads x %lld tokens (%s%s), "
-                  "sink %s, zeros %s\n",
-                  (long long)file.n_inputs(), (long long)file.n_layers(), (long long)file.n_heads(),
-                  (long long)file.n_tokens(),
-                  file.masking() == Masking::Causal ? "causal" : "bidirectional",
-                  file.masking_detected() ? ", detected" : "", metrics::to_string(sink).c_str(),
-                  metrics::to_string(zeros).c_str());
-    return line;
+    return "sinkscope metrics: " + count_of(file.n_inputs(), "input") + " x " +
+           count_of(file.n_layers(), "layer") + " x " + count_of(file.n_heads(), "head") + " x " +
+           count_of(file.n_tokens(), "token") + " (" +
+           (file.masking() == Masking::Causal ? "causal" : "bidirectional") +
+           (file.masking_detected() ? ", detected" : "") + "), sink " + metrics::to_string(sink) +
+           ", zeros " + metrics::to_string(zeros) + "\n";
 }
 
 }  // namespace

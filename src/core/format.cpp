@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
 namespace sinkscope {
 
@@ -12,6 +13,19 @@ std::string format_number(double v) {
     char buf[64];
     auto res = std::to_chars(buf, buf + sizeof buf, v);
     return std::string(buf, res.ptr);
+}
+
+std::string count_of(long long n, std::string_view noun, std::string_view plural) {
+    std::string out = std::to_string(n) + " ";
+    if (n == 1) return out.append(noun);
+    return plural.empty() ? out.append(noun).append("s") : out.append(plural);
+}
+
+std::string console_number(double v) {
+    if (!std::isfinite(v)) return format_number(v);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return buf;
 }
 
 namespace {

@@ -345,10 +345,10 @@ TEST(BadInput, ConfigJson) {
          f("window_str") + ": key 'sliding_window' must be an integer, found string \"4096\""},
         {"id2label a list", inspect("id2label"), 3,
          f("id2label") + ": key 'id2label' must be an object, found array [\"a\"]"},
-        {"no such model", inspect("missing"), 3,
-         "{d}/missing: no such file or directory (expected a Hugging Face model directory "
+        {"no such model", inspect("missing"), 2,
+         "--model: Path does not exist: {d}/missing (expected a Hugging Face model directory "
          "(config.json + model.safetensors or pytorch_model.bin), a .gguf file or a llama2.c "
-         ".bin checkpoint)"},
+         ".bin checkpoint) (see sinkscope --help)"},
     };
     run_cases(cases, d, shared);
 }
@@ -1189,7 +1189,11 @@ TEST(BadInput, DataFiles) {
          "{d}/ids.npy: token ids must be int32 or int64, found <f4"},
         {"negative id inside a .npy row", ppl("{d}/negids.npy"), 3,
          "{d}/negids.npy: negative token id inside sample 0 at position 0"},
-        {"no such file", ppl("{d}/nope.txt"), 5, "{d}/nope.txt: cannot open for reading..."},
+        {"no such file", ppl("{d}/nope.txt"), 2,
+         "--data: Path does not exist: {d}/nope.txt (see sinkscope --help)"},
+        {"a directory for a text model", ppl("{d}"), 2,
+         "{d} is a directory; a text model reads one file (.txt, .jsonl, .csv or .npy token ids), "
+         "and a directory of .png files is for vision models"},
         {"file name with an escape", ppl("{d}/escape\x1b.txt", {"--limit", "data_bytes=1"}), 3,
          limit_msg("{d}/escape\\x1b.txt", "size in bytes", 6, "data_bytes", 1)},
     };
@@ -1375,8 +1379,8 @@ TEST(BadInput, Options) {
              "' --all-hooks` lists them)"},
         {"--tokenizer that does not exist",
          {"inspect", "--model", tiny, "--tokenizer", "{d}/nope.bin"},
-         5,
-         "{d}/nope.bin: cannot open for reading"},
+         2,
+         "--tokenizer: Path does not exist: {d}/nope.bin (see sinkscope --help)"},
         {"unknown option", analyze({"--frobnicate"}), 2,
          "The following argument was not expected: --frobnicate" + usage},
     };
@@ -1901,7 +1905,8 @@ TEST(BadInput, Dynamics) {
         return a;
     };
     const std::vector<Case> cases = {
-        {"manifest missing", dyn("{d}/none.json"), 3, "{d}/none.json: no such manifest file"},
+        {"manifest missing", dyn("{d}/none.json"), 2,
+         "--checkpoints: Path does not exist: {d}/none.json (see sinkscope --help)"},
         {"path missing", dyn("{d}/missing.json"), 3,
          "{d}/missing.json: checkpoint 1: path '{d}/nowhere' does not exist"},
         {"step twice", dyn("{d}/dup.json"), 3, "{d}/dup.json: checkpoint 2: step 1 appears twice"},

@@ -103,7 +103,7 @@ TEST(CliContext, PerplexityCapsOrRefusesLongInputs) {
     EXPECT_EQ(capped.tokens, kContext - 1 + 39);
     EXPECT_EQ(field(capped.r.out, "perplexity"), field(cut.r.out, "perplexity"));
     EXPECT_EQ(capped.r.err,
-              "sinkscope: note: 1 of 2 inputs were cut to 128 tokens, the model's context "
+              "sinkscope: note: 1 of 2 inputs was cut to 128 tokens, the model's context "
               "(--over-context refuse makes longer inputs an error)\n");
     EXPECT_EQ(cut.r.err, "");  // nothing cut, nothing said
 
@@ -182,7 +182,7 @@ TEST(CliContext, AnalyzeDumpPruneFisherCapOrRefuse) {
                             "--analyses", "compositional", "--no-report", "--progress", "never",
                             "--out", (tmp / "a").string()});
     ASSERT_EQ(a.exit_code, 0) << a.err;
-    EXPECT_NE(a.err.find("sinkscope: note: 1 of 2 inputs were cut to 128 tokens, the model's "
+    EXPECT_NE(a.err.find("sinkscope: note: 1 of 2 inputs was cut to 128 tokens, the model's "
                          "context"),
               std::string::npos)
         << a.err;

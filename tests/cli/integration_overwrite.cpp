@@ -243,10 +243,10 @@ TEST(OverwriteCli, UsersFilesSurviveModelCommands) {
               "--out", (tmp / "a").string()},
              quiet),
         tmp / "a"));
-    ASSERT_NO_FATAL_FAILURE(overwrite_keeps_users_files(
-        {"dump", "--data", text.string(), "--max-samples", "2", "--hooks",
-         "blocks.0.attn.hook_pattern", "--out", (tmp / "d").string()},
-        tmp / "d"));
+    ASSERT_NO_FATAL_FAILURE(
+        overwrite_keeps_users_files({"dump", "--data", text.string(), "--samples", "2", "--hooks",
+                                     "blocks.0.attn.hook_pattern", "--out", (tmp / "d").string()},
+                                    tmp / "d"));
     ASSERT_NO_FATAL_FAILURE(overwrite_keeps_users_files(
         with({"prune", "--calib", text.string(), "--eval", held_out.string(), "--calib-samples",
               "2", "--eval-samples", "2", "--out", (tmp / "p").string()},

@@ -125,13 +125,13 @@ TEST(CliModel, PerplexityIsExpMeanNll) {
     EXPECT_LT(ppl, 100.0);  // a trained TinyStories model on TinyStories text
 }
 
-// Missing model: exit 3 (input), one line on stderr naming it, no output folder.
+// Missing model: exit 2 (usage), one line on stderr naming it, no output folder.
 TEST(CliModel, MissingModelIsOneLineError) {
     testutil::ScratchDir tmp;
     write_text(tmp / "data.txt", "hello\n");
     const auto r = run_cli({"dump", "--model", (tmp / "nope.gguf").string(), "--data",
                             (tmp / "data.txt").string(), "--out", (tmp / "out").string()});
-    EXPECT_EQ(r.exit_code, 3);
+    EXPECT_EQ(r.exit_code, 2);  // a path on the command line that does not exist: usage
     EXPECT_EQ(count_lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find("nope.gguf"), std::string::npos);
     EXPECT_FALSE(fs::exists(tmp / "out"));

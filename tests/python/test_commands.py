@@ -41,7 +41,7 @@ def test_analyze_with_out_and_progress(tmp_path, tiny_model):
 
 def test_analyze_options_are_validated_like_the_cli(tiny_model, tmp_path):
     with pytest.raises(sinkscope.UsageError, match="--max-tokens"):
-        sinkscope.analyze(tiny_model, max_tokens=0, out=tmp_path / "x")
+        sinkscope.analyze(tiny_model, max_tokens=1, out=tmp_path / "x")
     with pytest.raises(TypeError, match="unknown option 'max_token'"):
         sinkscope.analyze(tiny_model, max_token=3)
     assert not (tmp_path / "x").exists()

@@ -108,6 +108,15 @@ inline constexpr const char* kHeadGroup = "Head analyses";
 inline constexpr const char* kReferenceFrameGroup = "Reference-frame analyses";
 inline constexpr const char* kStatisticsGroup = "Per input and statistics";
 
+// What --seed means in every command (analyze, dynamics and metrics here; prune, fisher, train,
+// perplexity and dump through apps/vocabulary.hpp): one text, one meaning.
+inline constexpr const char* kSeedHelp =
+    "One seed for everything the command draws at random, and where the command has --samples, "
+    "for a random subset of the samples; unset: the command's fixed seed (run.json records it) "
+    "and the first N samples";
+// What --threads means in every command; results do not depend on it (train's weights aside).
+inline constexpr const char* kThreadsHelp = "Threads to run on (0: all cores)";
+
 // Which commands' command line offers an option (the Python keywords and run.json have them all).
 enum class OptionCommands { Both, ModelOnly, AttentionFileOnly, None };
 

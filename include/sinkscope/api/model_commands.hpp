@@ -36,6 +36,15 @@ void print_note(const std::string& line);
 // `line` as "sinkscope: warning: LINE" on stderr (nothing when empty): the run goes on, but not
 // quite as asked (e.g. fewer samples than --samples asked for).
 void print_warning(const std::string& line);
+// While one is alive, print_note and print_warning print each distinct line once (dynamics: the
+// same note of every checkpoint's run is said once, not once per checkpoint).
+class EachNoteOnce {
+public:
+    EachNoteOnce();
+    ~EachNoteOnce();
+    EachNoteOnce(const EachNoteOnce&) = delete;
+    EachNoteOnce& operator=(const EachNoteOnce&) = delete;
+};
 
 // Device, dtype, threads and tokenizer of ModelCliOptions as load_model options.
 model::LoadOptions load_options(const ModelCliOptions& m);
@@ -65,10 +74,12 @@ std::string generate_text(const GenerateOptions& o);
 
 struct PerplexityOptions {
     ModelCliOptions m;
-    std::string data;  // plain text (one sample per line), JSONL, CSV or .npy ids
-    int64_t max_samples = 0;
-    std::optional<uint64_t> seed;  // set: max_samples drawn at random with this seed
-    std::string head_mask;         // "LAYER.HEAD,..." heads ablated (z = 0); empty: none
+    std::string data;                  // plain text (one sample per line), JSONL, CSV or .npy ids
+    std::string text_column = "text";  // CSV column
+    int64_t samples = 0;               // 0: all
+    std::optional<uint64_t> seed;      // set: `samples` drawn at random with this seed
+    int64_t max_tokens = 0;            // inputs cut to this many tokens (0: no cut)
+    std::string head_mask;             // "LAYER.HEAD,..." heads ablated (z = 0); empty: none
     // > 0 (decoders): sliding-window evaluation with windows of the model's context moved by
     // `stride` tokens; inputs longer than the context are then scored whole, not cut.
     int64_t stride = 0;
@@ -84,9 +95,11 @@ struct DumpOptions {
     std::string data;
     std::string hooks = "blocks.*.attn.hook_pattern";  // comma-separated globs / re:regex
     std::string out;
-    bool overwrite = false;  // replace an earlier sinkscope run at `out`
-    int64_t max_samples = 0;
-    std::optional<uint64_t> seed;  // set: max_samples drawn at random with this seed
+    bool overwrite = false;            // replace an earlier sinkscope run at `out`
+    std::string text_column = "text";  // CSV column
+    int64_t samples = 0;               // 0: all
+    std::optional<uint64_t> seed;      // set: `samples` drawn at random with this seed
+    int64_t max_tokens = 0;            // inputs cut to this many tokens (0: no cut)
 };
 // Writes <out>/<hook>.npy (N, ...) f32 per hook, attention.npy (N, L, H, T, T) when every
 // layer's hook_pattern is selected (attn_scores.npy likewise), tokens.npy, lengths.npy and

@@ -11,6 +11,13 @@ namespace sinkscope {
 
 std::string format_number(double v);
 
+// A count with its noun for the console: "1 input", "3 inputs" (`plural` when not noun + "s").
+std::string count_of(long long n, std::string_view noun, std::string_view plural = {});
+
+// A number for a console line, beside others: 4 significant digits ("0.1235", "3.803e-15");
+// tables and run.json keep format_number's full precision.
+std::string console_number(double v);
+
 // At most this many bytes of one file-provided string reach a message (then "...").
 inline constexpr size_t kMaxPrintedBytes = 120;
 

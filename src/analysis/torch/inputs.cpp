@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/core/random.hpp"
 #include "sinkscope/core/sha256.hpp"
 
@@ -17,8 +18,9 @@ OverContext parse_over_context(const std::string& s) {
 
 std::string AnalysisInputs::truncation_note() const {
     if (n_truncated == 0) return {};
-    std::string s = std::to_string(n_truncated) + " of " + std::to_string(size()) +
-                    " inputs were cut to " + std::to_string(cut_length) + " tokens";
+    std::string s = std::to_string(n_truncated) + " of " + count_of(int64_t(size()), "input") +
+                    (n_truncated == 1 ? " was" : " were") + " cut to " +
+                    count_of(cut_length, "token");
     if (cut_by_context)
         return s + ", the model's context (--over-context refuse makes longer inputs an error)";
     return s + " (--max-tokens)";
@@ -103,6 +105,11 @@ AnalysisInputs load_inputs(const model::Model& m, const InputsOptions& o,
         }
         return in;
     }
+    std::error_code ec;
+    if (!o.data.empty() && std::filesystem::is_directory(o.data, ec))
+        throw UsageError(o.data.string() +
+                         " is a directory; a text model reads one file (.txt, .jsonl, .csv or "
+                         ".npy token ids), and a directory of .png files is for vision models");
     const std::vector<io::Sample> samples =
         o.data.empty() ? io::builtin_prompts(read)
                        : io::load_dataset(o.data, {.text_column = o.text_column,

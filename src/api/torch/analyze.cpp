@@ -125,7 +125,7 @@ std::string describe_bos_and_sink(const nlohmann::json& bos, const nlohmann::jso
         s << ", id " << bos["token_id"].get<int64_t>() << " "
           << quote(bos["token"].get<std::string>()) << " (" << bos["reason"].get<std::string>()
           << "), first token of " << bos["inputs_starting_with_bos"].get<int64_t>() << " of "
-          << n_inputs << " inputs";
+          << count_of(int64_t(n_inputs), "input");
     else
         s << " (" << bos["reason"].get<std::string>() << ")";
     s << "; sink: " << sink["resolved"].get<std::string>();
@@ -138,8 +138,8 @@ std::string describe_bos_and_sink(const nlohmann::json& bos, const nlohmann::jso
                 s << " and " << tokens.size() - 3 << " more";
                 break;
             }
-            s << (shown > 1 ? "," : "") << " " << quote(piece) << " in " << count.get<int64_t>()
-              << " inputs";
+            s << (shown > 1 ? "," : "") << " " << quote(piece) << " in "
+              << count_of(count.get<int64_t>(), "input");
         }
     }
     s << "\n";
@@ -201,7 +201,7 @@ void check_analyze_options(const AnalyzeOptions& o) {
     // A row enters the compositional analyses with >= min_parts visible keys, and the content
     // distances need two keys besides the sink: shorter inputs give no result at all.
     const int64_t min_tokens = std::max<int64_t>(3, o.analysis.min_parts);
-    if (o.max_tokens < min_tokens)
+    if (o.max_tokens != 0 && o.max_tokens < min_tokens)
         throw UsageError("--max-tokens " + std::to_string(o.max_tokens) +
                          " leaves no row to analyse: rows need " + std::to_string(min_tokens) +
                          " visible keys (--min-parts " + std::to_string(o.analysis.min_parts) +
@@ -250,8 +250,7 @@ std::string AnalyzeSummary::line() const {
                std::to_string(resumed) + " resumed from the saved state";
     char took[32];
     std::snprintf(took, sizeof took, ") in %.1f s", seconds);
-    return "analyzed " + std::to_string(inputs) + " inputs (" + std::to_string(tokens) + " tokens" +
-           done + took;
+    return "analyzed " + count_of(inputs, "input") + " (" + count_of(tokens, "token") + done + took;
 }
 
 AnalyzeSummary run_analyze(const AnalyzeOptions& o, std::ostream& log) {
@@ -622,6 +621,7 @@ void AnalyzeRun::record_model(nlohmann::json& rec) const {
     rec["model"]["n_params"] = m_->n_params();  // compare plots sink quantities against it
     rec["model"]["name"] = model_name_;         // the tables' model column
     rec["model"]["format"] = model::weight_format_name(m_->format);
+    rec["model"]["tensor_types"] = m_->footprint.tensor_types;  // GGUF quantization types
     rec["model"]["dims"] = {{"n_layers", cfg.n_layers},     {"n_heads", cfg.n_heads},
                             {"n_kv_heads", cfg.n_kv_heads}, {"d_model", cfg.d_model},
                             {"d_head", cfg.d_head},         {"d_vocab", cfg.d_vocab}};

@@ -170,7 +170,10 @@ public:
     void run() {
         prepare();
         open_output();
-        run_checkpoints();
+        {
+            const EachNoteOnce once;  // a note every checkpoint repeats (inputs cut) said once
+            run_checkpoints();
+        }
         if (comm_.rank() != 0) return end_rank(comm_, out_->staging());
         across();
         write();
@@ -382,9 +385,9 @@ void DynamicsRun::write() {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     char took[32];
     std::snprintf(took, sizeof took, "%.1f", secs);
-    log_ << "dynamics over " << entries_.size() << " checkpoints in " << took
+    log_ << "dynamics over " << count_of(int64_t(entries_.size()), "checkpoint") << " in " << took
          << " s; largest |sink + content - measured entropy change| "
-         << format_number(worst_residual_) << " nats; wrote " << base_.out.string() << "\n";
+         << console_number(worst_residual_) << " nats; wrote " << base_.out.string() << "\n";
 }
 
 void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {

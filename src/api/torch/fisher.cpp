@@ -136,7 +136,8 @@ void FisherRun::check() {
     fo_.seed = o_.seed;
     if (!(o_.mask_rate > 0.0 && o_.mask_rate < 1.0))
         throw UsageError("--mask-rate must be strictly between 0 and 1");
-    if (o_.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
+    if (o_.max_tokens == 1 || o_.max_tokens < 0)
+        throw UsageError("--max-tokens must be >= 2 (0: no cut)");
     if (o_.samples < 0) throw UsageError("--samples must be >= 0");
     if (o_.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
     start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, comm_.rank());
@@ -158,7 +159,7 @@ void FisherRun::load() {
                                            .max_tokens = o_.max_tokens,
                                            .over_context = start_.over_context,
                                            .samples = o_.samples,
-                                           .seed = std::nullopt},
+                                           .seed = o_.subset_seed},
                                           start_.bos));
     print_note(inputs_->truncation_note());
     print_warning(inputs_->samples_note("--samples"));
@@ -287,6 +288,7 @@ void FisherRun::record(nlohmann::json& rec, const analysis::FisherTables& tables
     rec["subcommand"] = "fisher";
     rec["model"]["architecture"] = m_->config().architecture;
     rec["model"]["format"] = model::weight_format_name(m_->format);
+    rec["model"]["tensor_types"] = m_->footprint.tensor_types;  // GGUF quantization types
     rec["model"]["n_params"] = m_->n_params();
     rec["device"] = o_.m.device;
     rec["dtype"] = o_.m.dtype;

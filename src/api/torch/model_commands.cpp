@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -25,12 +26,30 @@ namespace sinkscope::api {
 
 using namespace model;
 
+namespace {
+std::set<std::string>* said_lines = nullptr;  // set while an EachNoteOnce is alive
+
+void say(const char* kind, const std::string& line) {
+    if (line.empty()) return;
+    if (said_lines && !said_lines->insert(std::string(kind) + line).second) return;
+    std::fprintf(stderr, "sinkscope: %s: %s\n", kind, line.c_str());
+}
+}  // namespace
+
+EachNoteOnce::EachNoteOnce() {
+    if (!said_lines) said_lines = new std::set<std::string>;
+}
+EachNoteOnce::~EachNoteOnce() {
+    delete said_lines;
+    said_lines = nullptr;
+}
+
 void print_note(const std::string& line) {
-    if (!line.empty()) std::fprintf(stderr, "sinkscope: note: %s\n", line.c_str());
+    say("note", line);
 }
 
 void print_warning(const std::string& line) {
-    if (!line.empty()) std::fprintf(stderr, "sinkscope: warning: %s\n", line.c_str());
+    say("warning", line);
 }
 
 LoadOptions load_options(const ModelCliOptions& m) {
@@ -250,17 +269,35 @@ PerplexityValue evaluate_perplexity(const Model& m,
     return v;
 }
 
+namespace {
+// The samples of perplexity or dump (--data, --text-column, --max-tokens, --samples, --seed),
+// with the note on inputs cut and the warning on fewer samples than asked.
+template <class Options>
+analysis::AnalysisInputs read_samples(const Model& m, const Options& o,
+                                      analysis::OverContext over_context,
+                                      tokenizer::BosPolicy bos) {
+    analysis::AnalysisInputs in = analysis::load_inputs(m,
+                                                        {.data = o.data,
+                                                         .text_column = o.text_column,
+                                                         .max_tokens = o.max_tokens,
+                                                         .over_context = over_context,
+                                                         .samples = o.samples,
+                                                         .seed = o.seed},
+                                                        bos);
+    print_note(in.truncation_note());
+    print_warning(in.samples_note("--samples"));
+    return in;
+}
+}  // namespace
+
 std::string perplexity_report(const PerplexityOptions& o) {
     if (o.stride < 0) throw UsageError("--stride must be >= 0 (0: no sliding window)");
     auto over_context = analysis::parse_over_context(o.m.over_context);
     const Model m = load_model(o.m.model, load_options(o.m));
     // Long inputs are scored in windows.
     if (sliding_perplexity(m, o.stride)) over_context = analysis::OverContext::Keep;
-    const analysis::AnalysisInputs inputs = analysis::load_inputs(
-        m, {.data = o.data, .over_context = over_context, .samples = o.max_samples, .seed = o.seed},
-        tokenizer::parse_bos_policy(o.m.bos));
-    print_note(inputs.truncation_note());
-    print_warning(inputs.samples_note("--max-samples"));
+    const analysis::AnalysisInputs inputs =
+        read_samples(m, o, over_context, tokenizer::parse_bos_policy(o.m.bos));
     const PerplexityValue v = evaluate_perplexity(m, inputs.ids, o.head_mask, o.stride, o.seed);
     const PerplexityResult& r = v.result;
     std::ostringstream s;
@@ -398,11 +435,7 @@ std::string dump_hooks(const DumpOptions& o) {
     const ModelConfig& c = m.config();
     const auto bos = tokenizer::parse_bos_policy(o.m.bos);
     // Text models: token ids per sample; vision models: one image per sample (T = 1 + patches).
-    const analysis::AnalysisInputs data = analysis::load_inputs(
-        m, {.data = o.data, .over_context = over_context, .samples = o.max_samples, .seed = o.seed},
-        bos);
-    print_note(data.truncation_note());
-    print_warning(data.samples_note("--max-samples"));
+    const analysis::AnalysisInputs data = read_samples(m, o, over_context, bos);
     std::vector<ModelInput> inputs;
     std::vector<int64_t> lengths;
     for (size_t k = 0; k < data.size(); ++k) {

@@ -256,7 +256,8 @@ void PruneRun::check() {
         throw UsageError("--ablation must be zero or mean");
     if (o_.random_seeds < 0 || o_.random_seeds > 1000)
         throw UsageError("--random-seeds must be between 0 and 1000");
-    if (o_.max_tokens < 2) throw UsageError("--max-tokens must be >= 2");
+    if (o_.max_tokens == 1 || o_.max_tokens < 0)
+        throw UsageError("--max-tokens must be >= 2 (0: no cut)");
     if (o_.calib_samples < 0 || o_.eval_samples < 0)
         throw UsageError("--calib-samples and --eval-samples must be >= 0");
     start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, comm_.rank());
@@ -564,6 +565,7 @@ void PruneRun::record(nlohmann::json& rec) const {
     rec["subcommand"] = "prune";
     rec["model"]["architecture"] = cfg().architecture;
     rec["model"]["format"] = model::weight_format_name(m_->format);
+    rec["model"]["tensor_types"] = m_->footprint.tensor_types;  // GGUF quantization types
     rec["device"] = o_.m.device;
     rec["dtype"] = o_.m.dtype;
     rec["bos_policy"] = tokenizer::bos_policy_name(start_.bos);
