@@ -166,7 +166,7 @@ void sink_eps_figure(const fs::path& dir, ReportContent& c) {
              share +
              ". A model with sinks has many cells above eps; the colour scale is fixed to 0-1." +
              kGlossary,
-         heatmap_spec(alpha, "head", "layer", "value", {"head", "layer", "alpha"}, fixed)});
+         heatmap_spec(alpha, "head", "layer", "value", {"head", "layer", "alpha (share)"}, fixed)});
 }
 
 void sinks_section(const fs::path& dir, ReportContent& c) {
@@ -183,7 +183,8 @@ void sinks_section(const fs::path& dir, ReportContent& c) {
                          "sink heads; a layer that is bright across its heads is a sink layer. The "
                          "colour scale is fixed to 0-1, so reports of different runs compare.") +
                  kGlossary,
-             heatmap_spec(mass, "head", "layer", "value", {"head", "layer", "sink mass"}, fixed)});
+             heatmap_spec(mass, "head", "layer", "value", {"head", "layer", "sink mass (share)"},
+                          fixed)});
         // H(p) = H_b(s) + (1-s) H(pi) holds per row, so the head means of the two terms stack to
         // the mean entropy exactly; both come from their own columns.
         const auto hb = layer_means(heads, m::kBinarySinkEntropy);
@@ -221,7 +222,8 @@ void sinks_section(const fs::path& dir, ReportContent& c) {
                          "are noisier (n_rows).") +
                  kGlossary,
              line_spec(rows, "position", "sink_mass", "layer",
-                       {"query position (tokens from the start)", "sink mass", "layer"})});
+                       {"query position (tokens from the start)", "sink mass (share of attention)",
+                        "layer"})});
     }
 }
 
@@ -287,8 +289,9 @@ void compositional_section(const fs::path& dir, ReportContent& c) {
         c.figures.push_back(
             {sec, "Head maps with and without the sink",
              std::string("Classical multidimensional scaling of the distances between heads, "
-                         "one map per distance, points labelled layer.head and coloured by "
-                         "cluster; both axes share one scale, so distances on the map read the "
+                         "one map per distance, points labelled layer.head (where labels would "
+                         "overlap, hover a point for it) and coloured by cluster; both axes share "
+                         "one scale, so distances on the map read the "
                          "same in every direction. dA and js_keep include the sink, dA_perp and "
                          "js_drop do not: heads that move between clusters are grouped by their "
                          "sink.") +
@@ -592,11 +595,13 @@ void fisher_section(const fs::path& dir, ReportContent& c) {
     c.notes.push_back("Fisher information (" + kind +
                       "): mean over samples of the squared gradient of each sample's mean NLL, "
                       "summed over a tensor's elements (run.json definitions).");
-    c.figures.push_back({sec, "Fisher trace per layer by component",
-                         "Sum of the diagonal Fisher over each layer's tensors, stacked by what "
-                         "the tensor is (attention q/k/v/o, mlp, norm).",
-                         stacked_bar_spec(parts, "layer", "fisher", "component",
-                                          {"layer", "Fisher trace", "component"})});
+    c.figures.push_back(
+        {sec, "Fisher trace per layer by component",
+         "Sum of the diagonal Fisher over each layer's tensors, stacked by what "
+         "the tensor is (attention q/k/v/o, mlp, norm).",
+         stacked_bar_spec(
+             parts, "layer", "fisher", "component",
+             {"layer", "Fisher trace (sum of mean squared gradients, nats²)", "component"})});
     c.figures.push_back({sec, "Attention share of the Fisher trace per layer",
                          "F_attention / (F_attention + F_mlp): how much of the layer's "
                          "sensitivity sits in attention rather than in the MLP.",
@@ -606,7 +611,7 @@ void fisher_section(const fs::path& dir, ReportContent& c) {
         {sec, "Fisher trace per head",
          "Each head's rows of q, k, v and its columns of the output projection "
          "(a key/value head shared by g query heads counts 1/g for each).",
-         heatmap_spec(heads, "head", "layer", "value", {"head", "layer", "Fisher trace"})});
+         heatmap_spec(heads, "head", "layer", "value", {"head", "layer", "trace, nats²"})});
 }
 
 // `sinkscope dynamics` (trajectory.csv, entropy_split.csv): the analyses over training steps,
@@ -630,19 +635,35 @@ void dynamics_section(const fs::path& dir, ReportContent& c) {
         const std::string m = str(r, "metric");
         return num(r, "layer") < 0 && str(r, "param") != "spectra" && m != "rho";
     });
+    // Each panel's y axis names its quantity and unit (docs/metrics.md).
+    static const std::map<std::string, std::string> kUnits = {
+        {"sink_mass", "sink mass s (share of attention)"},
+        {"entropy", "row entropy H (nats)"},
+        {"binary_sink_entropy", "sink part H_b(s) (nats)"},
+        {"content_entropy_weighted", "content part (1 - s) H(pi) (nats)"},
+        {"content_entropy", "content entropy H(pi) (nats)"},
+        {"sink_eps", "Sink_eps (share of heads)"},
+        {"flip_rate", "flip rate (share of triples)"},
+        {"stable_rank", "stable rank (dimensionless)"},
+        {"participation_ratio", "participation ratio (dimensionless)"},
+        {"mp_ks", "KS distance to the MP law (0-1)"}};
+    std::map<std::string, PanelAxis> axes;
     json panels = json::array();
     for (json r : model_level) {
-        if (!str(r, "param").empty()) r["metric"] = str(r, "metric") + " (" + str(r, "param") + ")";
-        r["series"] = "model";
+        const std::string metric = str(r, "metric");
+        if (!str(r, "param").empty()) r["metric"] = metric + " (" + str(r, "param") + ")";
+        if (const auto u = kUnits.find(metric); u != kUnits.end())
+            axes[str(r, "metric")].title = u->second;
         panels.push_back(r);
     }
+    for (const auto& [metric, title] : kUnits) axes[metric].title = title;
     c.figures.push_back(
         {sec, "The model's sink and entropy over training",
          "Means over every row of every layer and head, one panel per quantity: sink mass s, row "
          "entropy H, its sink part H_b(s) and content part (1 - s) H(pi), the content entropy "
          "H(pi), Sink_eps and the flip rates of the classical metrics (trajectory.csv)." +
              std::string(kGlossary),
-         panel_line_spec(panels, "x", "value", "series", "metric", {x_title, "value", ""}, steps)});
+         panel_line_spec(panels, "x", "value", "", "metric", {x_title, "", ""}, steps, axes)});
     const json sink_layers = select(
         rows, [](const json& r) { return is(r, "metric", "sink_mass") && num(r, "layer") >= 0; });
     c.figures.push_back(
@@ -657,13 +678,21 @@ void dynamics_section(const fs::path& dir, ReportContent& c) {
             {sec, "Random-matrix spectra over training",
              "Head-averaged per layer: stable rank, participation ratio of the squared singular "
              "values, and the KS distance of their bulk from the Marchenko-Pastur law.",
-             panel_line_spec(spectra, "x", "value", "layer", "metric", {x_title, "value", "layer"},
-                             steps)});
+             panel_line_spec(spectra, "x", "value", "layer", "metric", {x_title, "", "layer"},
+                             steps, axes)});
     if (!fs::exists(split_file)) return;
+    // Consecutive pairs in training order (the file's order is not), then the first-to-last
+    // pair, at the end and named as such.
+    json pairs = select(table_rows(split_file), [](const json& r) { return num(r, "layer") < 0; });
+    std::stable_sort(pairs.begin(), pairs.end(), [](const json& a, const json& b) {
+        const bool wa = !is(a, "pair", "consecutive"), wb = !is(b, "pair", "consecutive");
+        if (wa != wb) return wb;
+        return num(a, "from_step") < num(b, "from_step");
+    });
     json bars = json::array();
-    for (const auto& r : table_rows(split_file)) {
-        if (num(r, "layer") >= 0) continue;
-        const std::string pair = str(r, "from") + " → " + str(r, "to");
+    for (const json& r : pairs) {
+        const std::string pair = str(r, "from") + " → " + str(r, "to") +
+                                 (is(r, "pair", "consecutive") ? "" : " (first to last)");
         bars.push_back(
             {{"pair", pair}, {"term", "sink"}, {"nats", num(r, "sink_term")}, {"order", 0}});
         bars.push_back(

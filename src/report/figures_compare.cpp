@@ -73,37 +73,45 @@ void compare_section(const fs::path& dir, ReportContent& c) {
             if (metric == "sink_mass" && has_n)
                 mass.push_back({{"parameters", np}, {"sink mass", number(r[v])}, {"model", who}});
             else if (metric == "sink_eps" && has_n)
-                eps.push_back(
-                    {{"parameters", np}, {"Sink_eps", number(r[v])}, {"eps", text(r[pa])}});
+                eps.push_back({{"parameters", np},
+                               {"Sink_eps", number(r[v])},
+                               {"eps", text(r[pa])},
+                               {"model", who + " (" + text(r[pa]) + ")"}});
             else if (metric == "rho")
                 rho.push_back({{"model", who}, {"rho", number(r[v])}});
             else if (metric == "flip_rate")
                 flips.push_back({{"model", who}, {"flip rate", number(r[v])}});
         }
         if (!mass.empty())
-            c.figures.push_back({sec, "Sink mass against parameter count",
-                                 "Mean over each model's heads of the attention mass on the sink "
-                                 "key, against the model's parameter count (log scale).",
-                                 line_spec(mass, "parameters", "sink mass", "model",
-                                           {"parameters", "sink mass", "model"}, true)});
+            c.figures.push_back(
+                {sec, "Sink mass against parameter count",
+                 "Mean over each model's heads of the attention mass on the sink "
+                 "key, against the model's parameter count (log scale).",
+                 point_spec(mass, "parameters", "sink mass", "model",
+                            {"parameters (log scale)", "sink mass (share of attention)", "model"},
+                            true)});
         if (!eps.empty())
-            c.figures.push_back({sec, "Sink_eps against parameter count",
-                                 "Share of heads whose mean attention to the sink key exceeds "
-                                 "eps, against the model's parameter count (log scale).",
-                                 line_spec(eps, "parameters", "Sink_eps", "eps",
-                                           {"parameters", "Sink_eps", "eps"}, true)});
+            c.figures.push_back(
+                {sec, "Sink_eps against parameter count",
+                 "Share of heads whose mean attention to the sink key exceeds "
+                 "eps, against the model's parameter count (log scale); one "
+                 "point per model and eps.",
+                 point_spec(eps, "parameters", "Sink_eps", "model",
+                            {"parameters (log scale)", "Sink_eps (share of heads)", "model (eps)"},
+                            true)});
         if (!rho.empty())
             c.figures.push_back({sec, "Sink share rho per model",
                                  "rho = V_b / (V_b + C_perp): how much of the spread between "
                                  "heads is spread in sink mass rather than in content.",
-                                 hbar_spec(rho, "model", "rho", {"rho", "model", ""})});
+                                 hbar_spec(rho, "model", "rho",
+                                           {"rho = V_b / (V_b + C_perp) (0-1)", "model", ""})});
         if (!flips.empty())
-            c.figures.push_back(
-                {sec, "Flip rate per model",
-                 "Share of head triples whose order under a classical metric "
-                 "flips when the sink key is dropped, pooled over the metrics; "
-                 "0.15 and above counts as classical-unsafe.",
-                 hbar_spec(flips, "model", "flip rate", {"flip rate", "model", ""})});
+            c.figures.push_back({sec, "Flip rate per model",
+                                 "Share of head triples whose order under a classical metric "
+                                 "flips when the sink key is dropped, pooled over the metrics; "
+                                 "0.15 and above counts as classical-unsafe.",
+                                 hbar_spec(flips, "model", "flip rate",
+                                           {"flip rate (share of triples)", "model", ""})});
     }
     if (fs::exists(dir / "regime_confusion.csv")) {
         const fs::path file = dir / "regime_confusion.csv";

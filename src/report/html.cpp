@@ -101,58 +101,114 @@ table.conv td{border-bottom:1px solid #eef0f3;padding:3px 8px;vertical-align:top
                      R"(word-break:break-all}
 table.conv td:first-child{font-family:monospace;white-space:nowrap;color:#334}
 #status{font-size:12px;color:#667}
+p.exports{margin:4px 0 0;font-size:12px;color:#667}p.exports a{color:#2a5db0}
 )";
 
-const char* kDriver = R"(
+const char* kDriver =
+    R"(
 (function(){
   var errors=[];var origError=console.error;
   console.error=function(){errors.push(Array.prototype.join.call(arguments,' '));)"
-                      R"(origError.apply(console,arguments);};
+    R"(origError.apply(console,arguments);};
   window.addEventListener('error',function(e){errors.push(String(e.message));});
   var specs=JSON.parse(document.getElementById('sinkscope-specs').textContent);
   var jobs=specs.map(function(spec,i){
     return vegaEmbed('#fig-'+i,spec,{actions:{export:true,source:false,compiled:false,)"
-                      R"(editor:false},renderer:'svg'});
+    R"(editor:false},renderer:'svg'});
   });
   // Properties of the drawn SVG a reader relies on (checked by the headless-browser test):
-  // no empty panel, every axis titled, layer axes with distinct integer ticks, no text outside
-  // the figure.
-  var counts={empty:0,untitled:0,layerticks:0,clipped:0},problems=[];
+  // no empty panel, every axis titled, layer axes with distinct integer ticks and no line
+  // joining layers (they are categories), no text outside the figure, no two texts on top of
+  // each other.
+  var counts={empty:0,untitled:0,layerticks:0,clipped:0,layerlines:0,overlap:0},problems=[];
   function note(kind,i,what){counts[kind]++;problems.push('figure '+i+': '+what);}
   function inside(el,sel){for(var p=el.parentNode;p&&p.classList;p=p.parentNode){)"
-                      R"(if(p.matches(sel))return true;}return false;}
+    R"(if(p.matches(sel))return true;}return false;}
+  // The four corners of a text's box on the page, rotation included.
+  function corners(t){
+    var b=t.getBBox(),m=t.getScreenCTM(),p=t.ownerSVGElement.createSVGPoint();
+    return [[b.x,b.y],[b.x+b.width,b.y],[b.x+b.width,b.y+b.height],[b.x,b.y+b.height]].map()"
+    R"(function(xy){p.x=xy[0];p.y=xy[1];var q=p.matrixTransform(m);return [q.x,q.y];});
+  }
+  // The least overlap of two convex quadrilaterals over their edge normals (separating axes);
+  // <= 0 when they do not meet.
+  function overlap(a,b){
+    var least=Infinity;
+    [a,b].forEach(function(poly){
+      for(var k=0;k<4;k++){
+        var e=[poly[(k+1)%4][0]-poly[k][0],poly[(k+1)%4][1]-poly[k][1]],)"
+    R"(len=Math.hypot(e[0],e[1]);
+        if(!len)continue;
+        var n=[-e[1]/len,e[0]/len];
+        function span(P){var v=P.map(function(q){return q[0]*n[0]+q[1]*n[1];});)"
+    R"(return [Math.min.apply(null,v),Math.max.apply(null,v)];}
+        var sa=span(a),sb=span(b);
+        least=Math.min(least,Math.min(sa[1],sb[1])-Math.max(sa[0],sb[0]));
+      }
+    });
+    return least;
+  }
   function check(i,svg){
     var guide='g.role-axis, g.role-legend, g.role-title';
     var cells=[].filter.call(svg.querySelectorAll('g.role-scope'),function(g){
       return !inside(g,guide)&&![].some.call(g.querySelectorAll('g.role-scope'),function(c){)"
-                      R"(return !inside(c,guide);});});
+    R"(return !inside(c,guide);});});
     if(!cells.length)cells=[svg];
     cells.forEach(function(cell){
       var items=0;
       cell.querySelectorAll('g.role-mark').forEach(function(m){
         if(!inside(m,guide))items+=m.children.length;});
       if(!items)note('empty',i,'an empty panel');
+      var xlayer=[].some.call(cell.querySelectorAll('g.role-axis'),function(ax){
+        return /^X-axis titled 'layer/.test(ax.getAttribute('aria-label')||'');});
+      if(xlayer&&[].some.call(cell.querySelectorAll('g.mark-line'),function(m){)"
+    R"(return !inside(m,guide)&&m.children.length;}))
+        note('layerlines',i,'layers joined by a line');
     });
     svg.querySelectorAll('g.role-axis').forEach(function(ax){
       var labels=[].map.call(ax.querySelectorAll('g.role-axis-label text'),function(t){)"
-                      R"(return t.textContent;});
+    R"(return t.textContent;});
       if(!labels.length)return;
       var t=ax.querySelector('g.role-axis-title text'),title=t?t.textContent.trim():'';
       if(!title){note('untitled',i,'an axis without a title');return;}
       if(/^layer\b/i.test(title)){
         var seen={};
         labels.forEach(function(l){if(!/^-?[0-9]+$/.test(l)||seen[l])note('layerticks',i,)"
-                      R"('layer tick "'+l+'"');seen[l]=1;});
+    R"('layer tick "'+l+'"');seen[l]=1;});
       }
     });
-    var box=svg.getBoundingClientRect();
+    var box=svg.getBoundingClientRect(),shown=[];
     svg.querySelectorAll('text').forEach(function(t){
       var r=t.getBoundingClientRect();
-      if(!t.textContent||r.width===0)return;
+      if(!t.textContent.trim()||r.width===0)return;
+      for(var e=t;e&&e!==svg;e=e.parentNode){var o=e.getAttribute&&e.getAttribute('opacity');)"
+    R"(if(o!==null&&o!==undefined&&+o===0)return;}
       if(r.left<box.left-1||r.right>box.right+1||r.top<box.top-1||r.bottom>box.bottom+1)
         note('clipped',i,'text "'+t.textContent+'" outside the figure');
+      // Two texts overlap when their boxes, turned as drawn (a slanted axis label), overlap by
+      // more than 1.5 px along every separating direction.
+      var c=corners(t);
+      shown.forEach(function(q){
+        if(overlap(c,q.c)>1.5)note('overlap',i,'"'+t.textContent+'" over "'+q.text+'"');
+      });
+      shown.push({c:c,text:t.textContent});
     });
   }
+  // Export buttons: each figure as SVG or as PNG (3x), drawn by the same view.
+  function slug(s){return s.toLowerCase().replace(/[^a-z0-9]+/g,'-').replace(/^-|-$/g,'');}
+  jobs.forEach(function(job,i){
+    job.then(function(res){
+      document.querySelectorAll('a.export[data-fig="'+i+'"]').forEach(function(a){
+        a.addEventListener('click',function(ev){
+          ev.preventDefault();var fmt=a.getAttribute('data-format');
+          res.view.toImageURL(fmt,fmt==='png'?3:1).then(function(url){
+            var d=document.createElement('a');d.href=url;)"
+    R"(d.download=slug(a.getAttribute('data-title'))+'.'+fmt;
+            document.body.appendChild(d);d.click();d.remove();});
+        });
+      });
+    },function(){});
+  });
   Promise.allSettled(jobs).then(function(results){
     var drawn=0;
     results.forEach(function(r,i){
@@ -168,9 +224,11 @@ const char* kDriver = R"(
     st.setAttribute('data-untitled-axes',String(counts.untitled));
     st.setAttribute('data-layer-ticks',String(counts.layerticks));
     st.setAttribute('data-clipped-labels',String(counts.clipped));
+    st.setAttribute('data-layer-lines',String(counts.layerlines));
+    st.setAttribute('data-overlapping-labels',String(counts.overlap));
     st.setAttribute('data-done','1');
     st.textContent=drawn+' of '+specs.length+' figures drawn'+)"
-                      R"((errors.length?'; errors: '+errors.join(' | '):'')+
+    R"((errors.length?'; errors: '+errors.join(' | '):'')+
       (problems.length?'; layout problems: '+problems.join(' | '):'');
   });
 })();
@@ -216,9 +274,15 @@ std::string render_html(const ReportContent& c) {
             section = f.section;
             h += "<h2>" + escape_html(section) + "</h2>\n";
         }
-        h += "<div class=\"fig\"><h3>" + escape_html(f.title) + "</h3><p class=\"caption\">" +
-             escape_html(f.caption) + "</p><div id=\"fig-" + std::to_string(i) +
-             "\"></div></div>\n";
+        const std::string n = std::to_string(i), title = escape_html(f.title);
+        h += "<div class=\"fig\"><h3>" + title + "</h3><p class=\"caption\">" +
+             escape_html(f.caption) + "</p><div id=\"fig-" + n + "\"></div>";
+        h += "<p class=\"exports\">Export for a paper: ";
+        for (const char* fmt : {"svg", "png"})
+            h += std::string(fmt[0] == 's' ? "" : " · ") + "<a href=\"#\" class=\"export\" " +
+                 "data-fig=\"" + n + "\" data-format=\"" + fmt + "\" data-title=\"" + title +
+                 "\">" + (fmt[0] == 's' ? "SVG" : "PNG (3x)") + "</a>";
+        h += "</p></div>\n";
         specs.push_back(f.spec);
     }
 

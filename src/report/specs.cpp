@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sinkscope/report/report.hpp"
 
@@ -75,10 +78,8 @@ std::string title_or(const std::string& title, const std::string& field) {
     return t;
 }
 
-json quantitative(const json& rows, const std::string& field, const std::string& title,
-                  bool log = false) {
+json quantitative(const json& rows, const std::string& field, const std::string& title) {
     json e = {{"field", field}, {"type", "quantitative"}, {"title", title_or(title, field)}};
-    if (log) e["scale"] = {{"type", "log"}};
     if (field == "layer") e["axis"] = layer_axis(rows, field);
     return e;
 }
@@ -100,33 +101,130 @@ bool has_intervals(const json& rows) {
     return false;
 }
 
-// Line (with points) of y against x per series, plus error bars from ci_lo / ci_hi when present.
+// The y scale of a quantity: from the data (zero included, as a bar or a share reads from 0),
+// except that values within rounding of 0 below it (an eigenvalue of -1e-16) do not pull the
+// axis down to the next "nice" tick (-2 for values up to 16).
+json y_scale(const json& rows, const std::string& y) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (const char* f : {y.c_str(), "ci_lo", "ci_hi"})
+        for (double v : distinct_numbers(rows, f)) lo = std::min(lo, v), hi = std::max(hi, v);
+    if (std::isfinite(lo) && lo < 0 && -lo <= 1e-9 * std::max(std::abs(hi), 1e-300))
+        return {{"zero", true}, {"domainMin", 0}};
+    return {{"zero", true}};
+}
+
+// A log axis over the data's values: ticks at the values (Vega thins labels that would
+// collide), ending at the first and last value; labels as 0.001 or 250, and from 1000 on in SI
+// style (1.5k, 2M) rather than 1e+3.
+void log_axis(json& enc, const std::vector<double>& values) {
+    json ticks = json::array();
+    for (double v : values)
+        if (v > 0) ticks.push_back(v);
+    const bool large = !ticks.empty() && ticks.back().get<double>() >= 1000;
+    enc["axis"] = {{"values", ticks},
+                   {"format", large ? ".3~s" : kAxisFormat},
+                   {"labelOverlap", "greedy"},
+                   {"labelAngle", -45}};
+    enc["scale"] = {{"type", "log"}, {"nice", false}};
+    if (!ticks.empty()) enc["scale"]["domain"] = {ticks.front(), ticks.back()};
+}
+
+// y against x per series, with error bars from ci_lo / ci_hi when present. A layer axis is
+// categorical (points per layer, side by side per series, not joined by lines: layers are
+// not a continuum); any other x is a line with points, on a log axis when `log_x`.
 json line_layers(const json& rows, const std::string& x, const std::string& y,
                  const std::string& series, const Titles& titles, bool log_x) {
-    const json xenc = quantitative(rows, x, titles.x, log_x);
-    json enc = {{"x", xenc}, {"y", quantitative(rows, y, titles.y)}};
+    const bool categorical = x == "layer";
+    json xenc = quantitative(rows, x, titles.x);
+    if (categorical) {
+        json order = json::array();
+        for (double v : distinct_numbers(rows, x)) order.push_back(v);
+        xenc = {{"field", x},
+                {"type", "ordinal"},
+                {"title", title_or(titles.x, x)},
+                {"sort", order},
+                {"axis", {{"labelAngle", 0}}}};
+    } else if (log_x) {
+        log_axis(xenc, distinct_numbers(rows, x));
+    }
+    json yenc = quantitative(rows, y, titles.y);
+    yenc["scale"] = y_scale(rows, y);
+    json enc = {{"x", xenc}, {"y", yenc}};
     std::vector<std::pair<std::string, bool>> tips = {{x, true}, {y, true}};
     if (!series.empty()) {
         enc["color"] = {{"field", series},
                         {"type", "nominal"},
                         {"title", title_or(titles.color, series)},
                         {"sort", distinct_in_order(rows, series)}};
+        if (categorical) enc["xOffset"] = {{"field", series}, {"sort", enc["color"]["sort"]}};
         tips.emplace_back(series, false);
     }
     const bool ci = has_intervals(rows);
     if (ci) tips.emplace_back("ci_lo", true), tips.emplace_back("ci_hi", true);
     enc["tooltip"] = tooltip(tips);
-    json layers = json::array({{{"mark", {{"type", "line"}, {"point", true}}}, {"encoding", enc}}});
+    const json mark = categorical ? json{{"type", "point"}, {"filled", true}, {"size", 50}}
+                                  : json{{"type", "line"}, {"point", true}};
+    json layers = json::array({{{"mark", mark}, {"encoding", enc}}});
     if (ci) {
-        json bars = {
-            {"x", xenc},
-            // The line's title: Vega-Lite joins differing layer titles ("..., ci_lo").
-            {"y", {{"field", "ci_lo"}, {"type", "quantitative"}, {"title", enc["y"]["title"]}}},
-            {"y2", {{"field", "ci_hi"}}}};
+        json bars = {{"x", xenc},
+                     // The line's title: Vega-Lite joins differing layer titles ("..., ci_lo").
+                     {"y",
+                      {{"field", "ci_lo"},
+                       {"type", "quantitative"},
+                       {"title", enc["y"]["title"]},
+                       {"scale", yenc["scale"]}}},
+                     {"y2", {{"field", "ci_hi"}}}};
         if (!series.empty()) bars["color"] = enc["color"];
+        if (enc.contains("xOffset")) bars["xOffset"] = enc["xOffset"];
         layers.push_back({{"mark", {{"type", "errorbar"}, {"ticks", true}}}, {"encoding", bars}});
     }
     return layers;
+}
+
+// The square plot of a head map, in pixels.
+constexpr double kMapSide = 280;
+struct MapFrame {
+    double x0, y0, span, side;  // data corner, data span of both axes, plot side in pixels
+};
+
+// Sets "shown_label" on each row: its label where the label's box (9 px text right of and above
+// the point) overlaps no label shown before it, no other point and stays inside the plot;
+// otherwise empty (the tooltip still names it). Points far from the centre are labelled first:
+// they are the heads that stand out.
+void label_without_overlap(json& rows, const std::string& x, const std::string& y,
+                           const std::string& label, const MapFrame& f) {
+    struct Box {
+        double l, t, r, b;
+        bool meets(const Box& o) const { return l < o.r && o.l < r && t < o.b && o.t < b; }
+    };
+    const double scale = f.side / f.span, radius = 4.5, char_w = 5.4, text_h = 10;
+    std::vector<std::pair<double, double>> at;  // pixel position of each row's point
+    for (const auto& r : rows)
+        at.emplace_back((r[x].get<double>() - f.x0) * scale,
+                        f.side - (r[y].get<double>() - f.y0) * scale);
+    double mx = 0, my = 0;
+    for (const auto& [px, py] : at) mx += px, my += py;
+    mx /= double(std::max<size_t>(at.size(), 1)), my /= double(std::max<size_t>(at.size(), 1));
+    std::vector<size_t> order(rows.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const auto far = [&](size_t i) { return std::hypot(at[i].first - mx, at[i].second - my); };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return far(a) > far(b); });
+    std::vector<Box> taken;
+    for (size_t i : order) {
+        const std::string text = rows[i].contains(label) && rows[i][label].is_string()
+                                     ? rows[i][label].get<std::string>()
+                                     : std::string();
+        const auto [px, py] = at[i];
+        const Box box{px + 5, py - 6 - text_h, px + 5 + char_w * double(text.size()), py - 6 + 2};
+        bool free = box.r <= f.side && box.t >= 0;
+        for (const Box& o : taken) free = free && !box.meets(o);
+        for (size_t j = 0; j < at.size() && free; ++j)
+            free = j == i || !box.meets({at[j].first - radius, at[j].second - radius,
+                                         at[j].first + radius, at[j].second + radius});
+        rows[i]["shown_label"] = free ? text : "";
+        if (free) taken.push_back(box);
+    }
 }
 
 }  // namespace
@@ -189,6 +287,29 @@ json heatmap_spec(const json& rows, const std::string& x, const std::string& y,
     return s;
 }
 
+json point_spec(const json& rows, const std::string& x, const std::string& y,
+                const std::string& who, const Titles& titles, bool log_x) {
+    json s = base(rows);
+    s["width"] = 480;
+    s["height"] = 260;
+    json xenc = quantitative(rows, x, titles.x);
+    if (log_x) log_axis(xenc, distinct_numbers(rows, x));
+    json yenc = quantitative(rows, y, titles.y);
+    yenc["scale"] = y_scale(rows, y);
+    s["mark"] = {{"type", "point"}, {"filled", true}, {"size", 80}};
+    s["encoding"] = {
+        {"x", xenc},
+        {"y", yenc},
+        {"color",
+         {{"field", who},
+          {"type", "nominal"},
+          {"title", title_or(titles.color, who)},
+          {"sort", distinct_in_order(rows, who)}}},
+        {"shape", {{"field", who}, {"type", "nominal"}, {"sort", distinct_in_order(rows, who)}}},
+        {"tooltip", tooltip({{who, false}, {x, true}, {y, true}})}};
+    return s;
+}
+
 json line_spec(const json& rows, const std::string& x, const std::string& y,
                const std::string& series, const Titles& titles, bool log_x) {
     json s = base(rows);
@@ -235,29 +356,9 @@ json panel_line_spec(const json& rows, const std::string& x, const std::string& 
         if (it != panels.end() && !it->second.title.empty()) t.y = it->second.title;
         if (t.y.empty()) t.y = key;
         json layers = line_layers(sub, x, y, series, t, log_x);
-        json yscale = {{"zero", true}};
         if (it != panels.end() && std::isfinite(it->second.lo) && std::isfinite(it->second.hi))
-            yscale = {{"domain", {it->second.lo, it->second.hi}}};
-        for (auto& l : layers)
-            if (l["encoding"]["y"].contains("field") && l["encoding"]["y"]["field"] == y)
-                l["encoding"]["y"]["scale"] = yscale;
-        if (log_x) {
-            // One tick per grid value, labels thinned by Vega when they would collide.
-            json ticks = json::array();
-            for (double v : distinct_numbers(sub, x)) ticks.push_back(v);
-            // The axis ends at the first and last grid values (a "nice" log domain would run on
-            // to the next decade and leave the curves short of the right edge).
-            for (auto& l : layers) {
-                l["encoding"]["x"]["axis"] = {{"values", ticks},
-                                              {"format", kAxisFormat},
-                                              {"labelOverlap", "greedy"},
-                                              {"labelAngle", -45}};
-                if (!ticks.empty())
-                    l["encoding"]["x"]["scale"] = {{"type", "log"},
-                                                   {"domain", {ticks.front(), ticks.back()}},
-                                                   {"nice", false}};
-            }
-        }
+            for (auto& l : layers)
+                l["encoding"]["y"]["scale"] = {{"domain", {it->second.lo, it->second.hi}}};
         concat.push_back({{"data", {{"values", sub}}},
                           {"width", 300},
                           {"height", 220},
@@ -276,11 +377,16 @@ json stacked_bar_spec(const json& rows, const std::string& x, const std::string&
     s["width"] = {{"step", 48}};
     s["height"] = 260;
     s["mark"] = {{"type", "bar"}};
+    // Categories in the rows' order (numbers ascending), labels slanted when long.
+    json xs = distinct_in_order(rows, x);
+    if (std::all_of(xs.begin(), xs.end(), [](const json& v) { return v.is_number(); }))
+        std::sort(xs.begin(), xs.end());
     s["encoding"] = {{"x",
                       {{"field", x},
                        {"type", "ordinal"},
                        {"title", title_or(titles.x, x)},
-                       {"axis", {{"labelAngle", 0}}}}},
+                       {"sort", xs},
+                       {"axis", {{"labelAngle", label_angle(xs)}}}}},
                      {"y",
                       {{"field", y},
                        {"type", "quantitative"},
@@ -337,13 +443,14 @@ json map_spec(const json& rows, const std::string& x, const std::string& y,
               {"color",
                {{"field", color}, {"type", "nominal"}, {"title", title_or(titles.color, color)}}},
               {"tooltip", tooltip({{label, false}, {color, false}, {x, true}, {y, true}})}}}};
+        label_without_overlap(sub, x, y, label, {cx - span / 2, cy - span / 2, span, kMapSide});
         json text = {
             {"mark", {{"type", "text"}, {"dx", 5}, {"dy", -6}, {"fontSize", 9}, {"align", "left"}}},
-            {"encoding", {{"x", xenc}, {"y", yenc}, {"text", {{"field", label}}}}}};
+            {"encoding", {{"x", xenc}, {"y", yenc}, {"text", {{"field", "shown_label"}}}}}};
         const std::string key = name.is_string() ? name.get<std::string>() : name.dump();
         concat.push_back({{"data", {{"values", sub}}},
-                          {"width", 280},
-                          {"height", 280},
+                          {"width", kMapSide},
+                          {"height", kMapSide},
                           {"title", {{"text", key}, {"fontSize", 12}}},
                           {"layer", json::array({points, text})}});
     }

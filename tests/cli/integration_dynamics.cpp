@@ -253,16 +253,7 @@ TEST(CliDynamics, ReportsDrawInChromium) {
     }
     for (const auto& [page, min_figures] :
          {std::pair{tmp / "dyn/report.html", 4}, std::pair{tmp / "cmp/report.html", 2}}) {
-        SCOPED_TRACE(page.string());
-        const std::string dom = testutil::render_in_chromium(page);
-        ASSERT_EQ(testutil::status_attribute(dom, "done"), "1") << dom.substr(0, 2000);
-        const std::string figures = testutil::status_attribute(dom, "figures");
-        EXPECT_GE(std::stoi(figures.empty() ? "0" : figures), min_figures);
-        EXPECT_EQ(testutil::status_attribute(dom, "drawn"), figures);
-        const size_t at = dom.find("id=\"status\"");
-        for (const char* a :
-             {"errors", "empty-panels", "untitled-axes", "layer-ticks", "clipped-labels"})
-            EXPECT_EQ(testutil::status_attribute(dom, a), "0") << a << ": " << dom.substr(at, 3000);
+        testutil::expect_clean_report_layout(page, min_figures);
     }
 }
 

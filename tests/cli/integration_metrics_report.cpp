@@ -34,13 +34,5 @@ TEST(MetricsReport, WrittenByDefaultAndSkippedOnRequest) {
         if (std::getenv("CI")) FAIL() << "chromium missing in CI";
         GTEST_SKIP() << "chromium not installed (scripts/install-deps.sh)";
     }
-    const std::string dom = testutil::render_in_chromium(page);
-    ASSERT_EQ(testutil::status_attribute(dom, "done"), "1") << dom.substr(0, 2000);
-    const std::string figures = testutil::status_attribute(dom, "figures");
-    EXPECT_GE(std::stoi(figures.empty() ? "0" : figures), 10);  // every analysis of the example
-    EXPECT_EQ(testutil::status_attribute(dom, "drawn"), figures);
-    const size_t at = dom.find("id=\"status\"");
-    for (const char* a :
-         {"errors", "empty-panels", "untitled-axes", "layer-ticks", "clipped-labels"})
-        EXPECT_EQ(testutil::status_attribute(dom, a), "0") << a << ": " << dom.substr(at, 3000);
+    testutil::expect_clean_report_layout(page, 10);  // every analysis of the example
 }

@@ -136,13 +136,14 @@ std::string status_attribute(const std::string& dom, const std::string& name) {
     return m[1];
 }
 
-std::string render_in_chromium(const fs::path& html, const fs::path& screenshot) {
+std::string render_in_chromium(const fs::path& html, const fs::path& screenshot, int width) {
     ScratchDir profile;
     std::string base =
         "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
         "--disable-background-networking --disable-component-update --disable-sync "
         "--virtual-time-budget=5000 --user-data-dir=" +
         shell_quote(profile.path().string());
+    if (width > 0) base += " --window-size=" + std::to_string(width) + ",3000";
     std::string url = shell_quote("file://" + fs::absolute(html).string());
     fs::path dom = profile.path() / "dom.html";
     std::string cmd =
@@ -155,6 +156,20 @@ std::string render_in_chromium(const fs::path& html, const fs::path& screenshot)
         if (std::system(shot.c_str()) != 0) return "";
     }
     return slurp(dom);
+}
+
+void expect_clean_report_layout(const fs::path& html, int min_figures) {
+    for (int width : {1280, 700}) {
+        SCOPED_TRACE(html.string() + " at " + std::to_string(width) + " px");
+        const std::string dom = render_in_chromium(html, {}, width);
+        ASSERT_EQ(status_attribute(dom, "done"), "1") << dom.substr(0, 2000);
+        const std::string figures = status_attribute(dom, "figures");
+        EXPECT_GE(std::stoi(figures.empty() ? "0" : figures), min_figures);
+        EXPECT_EQ(status_attribute(dom, "drawn"), figures);
+        const size_t at = dom.find("id=\"status\"");
+        for (const std::string& a : kLayoutChecks)
+            EXPECT_EQ(status_attribute(dom, a), "0") << a << ": " << dom.substr(at, 3000);
+    }
 }
 
 std::string ids_str(const std::vector<int32_t>& ids) {

@@ -55,8 +55,17 @@ std::vector<CliResult> run_cli_batch(const std::vector<std::vector<std::string>>
 
 // Loads `html` in headless Chromium; returns the DOM after scripts ran (virtual time budget) and,
 // when `screenshot` is not empty, saves a PNG of the page there.
+// `width`: the window's width in CSS pixels (0: Chromium's default).
 std::string render_in_chromium(const std::filesystem::path& html,
-                               const std::filesystem::path& screenshot = {});
+                               const std::filesystem::path& screenshot = {}, int width = 0);
+// The layout checks report.html's own script makes on its drawn figures (src/report/html.cpp):
+// each data-<name> counts the problems of one kind.
+inline const std::vector<std::string> kLayoutChecks = {
+    "errors",         "empty-panels", "untitled-axes",     "layer-ticks",
+    "clipped-labels", "layer-lines",  "overlapping-labels"};
+// Renders `html` at a wide and a narrow window (1280 and 700 px) and expects every figure drawn,
+// at least `min_figures` of them, and no layout problem (kLayoutChecks) at either width.
+void expect_clean_report_layout(const std::filesystem::path& html, int min_figures);
 // The data-<name> attribute of report.html's status element in a DOM from render_in_chromium
 // (what the page's own scripts wrote there), or "" when absent.
 std::string status_attribute(const std::string& dom, const std::string& name);

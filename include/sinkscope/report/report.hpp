@@ -89,6 +89,10 @@ nlohmann::json heatmap_spec(const nlohmann::json& rows, const std::string& x, co
 // y against x, one line per `series`, error bars where rows carry ci_lo / ci_hi.
 nlohmann::json line_spec(const nlohmann::json& rows, const std::string& x, const std::string& y,
                          const std::string& series, const Titles& titles, bool log_x = false);
+// One point per row, coloured by `who` (a legend and the tooltip name each point; nothing joins
+// points of different models).
+nlohmann::json point_spec(const nlohmann::json& rows, const std::string& x, const std::string& y,
+                          const std::string& who, const Titles& titles, bool log_x = false);
 // One horizontal bar per category (in row order): long category names stay readable.
 nlohmann::json hbar_spec(const nlohmann::json& rows, const std::string& category,
                          const std::string& value, const Titles& titles);

@@ -98,6 +98,7 @@ TEST(Analyze, TinyStoriesStemSentences) {
     EXPECT_GE(std::stoi(f[1]), 12);
     EXPECT_EQ(f[1], d[1]) << status;
     EXPECT_TRUE(fs::exists(shot));
+    testutil::expect_clean_report_layout(out / "report.html", 12);
 }
 
 // An interrupted 200-sample run (SIGKILL after 110 inputs, state saved every 20) resumes to
