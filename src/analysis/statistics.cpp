@@ -180,6 +180,7 @@ public:
                               b.estimate, b.lo, b.hi, o.confidence, b.n_used, int64_t(o.bootstrap),
                               int64_t(seed)});
             }
+            layer_means(boot, model, seed);
             out.tables.push_back({t::kBootstrap.name, std::move(boot), false});
         }
 
@@ -256,6 +257,41 @@ public:
     }
 
 private:
+    // heads.csv's per-layer figure values (the mean over a layer's heads of their means over
+    // inputs) get their interval too, as head -1 rows: one resample of the inputs for all the
+    // layer's heads (metrics::bootstrap_mean_of_means).
+    void layer_means(io::Table& boot, const std::string& model, uint64_t seed) const {
+        const auto& o = ctx_.options->raw;
+        std::map<std::tuple<int64_t, std::string, std::string>, std::vector<const Series*>> heads;
+        for (const auto& [k, s] : series_)
+            if (k.table == t::kHeads.name && k.head >= 0 &&
+                is_headline({k.table, k.layer, k.head, k.metric, k.param}))
+                heads[{k.layer, k.metric, k.param}].push_back(&s);
+        for (const auto& [key, series] : heads) {
+            std::map<int64_t, size_t> column;  // input -> position, over every head's inputs
+            for (const Series* s : series)
+                for (int64_t i : s->inputs) column.emplace(i, 0);
+            size_t next = 0;
+            for (auto& [input, at] : column) at = next++;
+            std::vector<std::vector<double>> v(series.size(),
+                                               std::vector<double>(column.size(), std::nan("")));
+            std::vector<std::vector<double>> w(series.size(),
+                                               std::vector<double>(column.size(), 1));
+            for (size_t h = 0; h < series.size(); ++h)
+                for (size_t k = 0; k < series[h]->inputs.size(); ++k) {
+                    const size_t at = column.at(series[h]->inputs[k]);
+                    v[h][at] = series[h]->values[k];
+                    w[h][at] = series[h]->weights[k];
+                }
+            const metrics::BootstrapInterval b =
+                metrics::bootstrap_mean_of_means(v, w, o.bootstrap, seed, o.confidence);
+            const auto& [layer, metric, param] = key;
+            boot.add_row({model, std::string(), std::string(t::kHeads.name), layer, int64_t(-1),
+                          metric, param, b.estimate, b.lo, b.hi, o.confidence, b.n_used,
+                          int64_t(o.bootstrap), int64_t(seed)});
+        }
+    }
+
     // groups.csv and group_tests.csv: each headline series split by the --group-by column; returns
     // run.json's statistics.groups and a summary line.
     std::pair<nlohmann::json, std::string> add_group_tables(AnalysisOutput& out) const {

@@ -387,4 +387,69 @@ BootstrapInterval bootstrap_mean(std::span<const double> values, std::span<const
     return out;
 }
 
+BootstrapInterval bootstrap_mean_of_means(const std::vector<std::vector<double>>& values,
+                                          const std::vector<std::vector<double>>& weights,
+                                          int64_t n_resamples, uint64_t seed, double level) {
+    SS_CHECK(n_resamples >= 1, "bootstrap needs at least one resample, got ", n_resamples);
+    SS_CHECK(level > 0 && level < 1, "bootstrap level must be in (0, 1), got ", level);
+    SS_CHECK(!values.empty() && weights.size() == values.size(),
+             "bootstrap of means: ", values.size(), " series and ", weights.size(), " weights");
+    const size_t n = values[0].size();
+    for (size_t s = 0; s < values.size(); ++s) {
+        SS_CHECK(values[s].size() == n && weights[s].size() == n,
+                 "bootstrap of means: series of different lengths");
+        for (double w : weights[s])
+            SS_CHECK(std::isfinite(w) && w > 0, "bootstrap weights must be finite and > 0");
+    }
+    BootstrapInterval out{.estimate = kNaN,
+                          .lo = kNaN,
+                          .hi = kNaN,
+                          .level = level,
+                          .n_resamples = n_resamples,
+                          .seed = seed,
+                          .n_used = static_cast<int64_t>(n),
+                          .n_excluded = 0};
+    if (n == 0) return out;
+    // One series' weighted mean over the inputs index_of(0..n-1), shifted by its first finite
+    // value of the data (bootstrap_mean's form); NaN without a finite value.
+    auto series_mean = [&](size_t s, auto&& index_of) {
+        const std::vector<double>& v = values[s];
+        double shift = kNaN;
+        for (double x : v)
+            if (std::isfinite(x)) {
+                shift = x;
+                break;
+            }
+        double num = 0, den = 0;
+        for (size_t k = 0; k < n; ++k) {
+            const size_t i = index_of(k);
+            if (!std::isfinite(v[i])) continue;
+            num += weights[s][i] * (v[i] - shift);
+            den += weights[s][i];
+        }
+        return den > 0 ? shift + num / den : kNaN;
+    };
+    auto mean_of_means = [&](auto&& index_of) {
+        double sum = 0;
+        for (size_t s = 0; s < values.size(); ++s) sum += series_mean(s, index_of);
+        return sum / double(values.size());
+    };
+    out.estimate = mean_of_means([](size_t k) { return k; });
+    if (!std::isfinite(out.estimate)) return out;
+    Xoshiro256 rng(seed);
+    std::vector<double> means;
+    means.reserve(static_cast<size_t>(n_resamples));
+    std::vector<size_t> draw(n);
+    for (int64_t r = 0; r < n_resamples; ++r) {
+        for (size_t& i : draw) i = size_t(rng.below(n));
+        const double m = mean_of_means([&](size_t k) { return draw[k]; });
+        if (std::isfinite(m)) means.push_back(m);
+    }
+    if (means.empty()) return out;
+    std::sort(means.begin(), means.end());
+    out.lo = quantile_sorted(means, (1.0 - level) / 2);
+    out.hi = quantile_sorted(means, (1.0 + level) / 2);
+    return out;
+}
+
 }  // namespace sinkscope::metrics

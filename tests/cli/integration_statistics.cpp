@@ -219,6 +219,28 @@ TEST(Statistics, BootstrapIsSeeded) {
         EXPECT_EQ(num(r[col(t, "seed")]), 5);
         EXPECT_EQ(num(r[col(t, "n_resamples")]), 200);
     }
+    // heads.csv's layer rows (head -1): the estimate is the mean of the layer's per-head
+    // estimates (a mean of <= 64 means: kF64ShortSumRel), inside the layer's interval.
+    std::map<std::pair<int64_t, std::string>, std::pair<double, int>> per_head;
+    std::map<std::pair<int64_t, std::string>, double> layer;
+    for (const auto& r : t.rows()) {
+        if (str(r[col(t, "table")]) != "heads") continue;
+        const auto key = std::make_pair(int64_t(num(r[col(t, "layer")])), str(r[col(t, "metric")]));
+        const double est = num(r[col(t, "estimate")]);
+        if (num(r[col(t, "head")]) < 0) {
+            layer[key] = est;
+            EXPECT_LE(num(r[col(t, "ci_lo")]), est);
+            EXPECT_GE(num(r[col(t, "ci_hi")]), est);
+        } else {
+            per_head[key].first += est, ++per_head[key].second;
+        }
+    }
+    ASSERT_FALSE(layer.empty());
+    EXPECT_EQ(layer.size(), per_head.size());
+    for (const auto& [key, est] : layer)
+        EXPECT_REL_WITHIN(est, per_head[key].first / per_head[key].second,
+                          testutil::kF64ShortSumRel)
+            << key.first << " " << key.second;
 }
 
 // Option values that cannot work are refused with the flag's name and no output.

@@ -720,6 +720,53 @@ TEST(Statistics, BootstrapIdentities) {
     EXPECT_THROW(bootstrap_mean(v, std::vector<double>(3, 1.0), 10, 1), InternalError);
 }
 
+// The mean over series of their means (a layer's mean over heads): with one series it is
+// bootstrap_mean bit for bit (same stream, same sums); the estimate is the mean of the series'
+// means; series that are shifted copies of one another move the interval by the mean shift
+// exactly when the shifts are powers of two (one resample of the inputs for every series); two
+// identical series give the one-series interval; a NaN in one series leaves the others' values.
+TEST(Statistics, BootstrapOfMeansIdentities) {
+    Draws g(3);
+    std::vector<double> v(60), w(60);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = g.exponential(), w[i] = 1 + double(i % 4);
+    const BootstrapInterval one = bootstrap_mean(v, w, 400, 11);
+    const BootstrapInterval m1 = bootstrap_mean_of_means({v}, {w}, 400, 11);
+    EXPECT_EQ(m1.estimate, one.estimate);
+    EXPECT_EQ(m1.lo, one.lo);
+    EXPECT_EQ(m1.hi, one.hi);
+
+    const BootstrapInterval twin = bootstrap_mean_of_means({v, v}, {w, w}, 400, 11);
+    EXPECT_EQ(twin.estimate, one.estimate);  // (m + m) / 2 = m exactly
+    EXPECT_EQ(twin.lo, one.lo);
+    EXPECT_EQ(twin.hi, one.hi);
+
+    // A second series v + 4: each resample's mean of means is m + 2 (every series sees the same
+    // draw), to the rounding of v + 4 and of the sums.
+    std::vector<double> up = v;
+    for (double& x : up) x += 4;
+    const BootstrapInterval shifted = bootstrap_mean_of_means({v, up}, {w, w}, 400, 11);
+    EXPECT_REL_WITHIN(shifted.estimate, one.estimate + 2, testutil::kF64ShortSumRel);
+    EXPECT_REL_WITHIN(shifted.lo, one.lo + 2, testutil::kF64ShortSumRel);
+    EXPECT_REL_WITHIN(shifted.hi, one.hi + 2, testutil::kF64ShortSumRel);
+    EXPECT_LT(shifted.lo, shifted.estimate);
+    EXPECT_GT(shifted.hi, shifted.estimate);
+
+    // Independent resampling per series would narrow the interval of two perfectly dependent
+    // series; the shared draw keeps it as wide as one series' (each end is a mean over <= 60
+    // terms of size <= max v + 4, rounded within kF64ShortSumRel of that size).
+    const double vmax = *std::max_element(v.begin(), v.end());
+    EXPECT_NEAR(shifted.hi - shifted.lo, one.hi - one.lo,
+                2 * testutil::kF64ShortSumRel * (vmax + 4));
+
+    std::vector<double> holed = v;
+    holed[5] = kNaN;
+    const BootstrapInterval h = bootstrap_mean_of_means({holed}, {w}, 10, 1);
+    EXPECT_TRUE(std::isfinite(h.estimate));
+    const std::vector<std::vector<double>> none = {{kNaN, kNaN}};
+    EXPECT_TRUE(std::isnan(bootstrap_mean_of_means(none, {{1, 1}}, 10, 1).estimate));
+    EXPECT_THROW(bootstrap_mean_of_means({v, {1.0}}, {w, {1.0}}, 10, 1), InternalError);
+}
+
 // The percentile ends follow numpy's linear quantile: with R = 5 resamples sorted m_0..m_4 and
 // level 0.5, lo = quantile 0.25 -> h = 1 -> m_1, hi = quantile 0.75 -> m_3 (checked through a
 // 2-value input whose resampled means take the values 1, 1.5, 2 only).

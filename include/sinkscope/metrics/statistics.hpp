@@ -142,6 +142,18 @@ struct BootstrapInterval {
 BootstrapInterval bootstrap_mean(std::span<const double> values, std::span<const double> weights,
                                  int64_t n_resamples, uint64_t seed, double level = 0.95);
 
+// Percentile bootstrap of the mean over series of each series' weighted mean: a layer's mean over
+// its heads of the heads' means over inputs (the value a per-layer figure shows). values[s][i]
+// and weights[s][i] belong to input i of series s (every series over the same inputs); each
+// resample draws inputs with replacement, the same draw for every series, so the heads' shared
+// dependence on the input is kept. A series' non-finite values are left out of its mean; a
+// series without a finite value in the resample makes that resample NaN, and NaN resamples are
+// left out of the quantiles. With one series whose values are all finite this is
+// bootstrap_mean, bit for bit (the same stream, the same shifted sums); n_used counts inputs.
+BootstrapInterval bootstrap_mean_of_means(const std::vector<std::vector<double>>& values,
+                                          const std::vector<std::vector<double>>& weights,
+                                          int64_t n_resamples, uint64_t seed, double level = 0.95);
+
 // The resampling stream of bootstrap_mean (core/random.hpp), named here for its tests.
 using Xoshiro256 = sinkscope::Xoshiro256;
 
