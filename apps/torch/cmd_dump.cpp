@@ -22,6 +22,7 @@ Registrar reg("dump", 83, [](CLI::App& app) {
     add_samples_option(sub, o->samples, "--max-samples");
     add_seed_option(sub, o->seed);
     add_max_tokens_option(sub, o->max_tokens);
+    add_progress_options(sub, o->progress);
     sub->callback([o] { std::printf("wrote %s\n", api::dump_hooks(*o).c_str()); });
 });
 

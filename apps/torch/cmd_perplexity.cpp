@@ -20,6 +20,7 @@ Registrar reg("perplexity", 82, [](CLI::App& app) {
     add_samples_option(sub, o->samples, "--max-samples");
     add_seed_option(sub, o->seed);
     add_max_tokens_option(sub, o->max_tokens);
+    add_progress_options(sub, o->progress);
     sub->add_option("--head-mask", o->head_mask,
                     "Heads to ablate (output set to 0), LAYER.HEAD separated by commas: 0.3,1.0");
     sub->add_option("--stride", o->stride,

@@ -334,6 +334,21 @@ PairedTest paired_t_test(std::span<const double> x, std::span<const double> y) {
     return {t, df, student_t_two_sided_p(t, df), mean, n};
 }
 
+namespace {
+// An interval not yet computed: its settings, estimate and ends NaN.
+BootstrapInterval unfilled_interval(double level, int64_t n_resamples, uint64_t seed,
+                                    int64_t n_used, int64_t n_excluded) {
+    return {.estimate = kNaN,
+            .lo = kNaN,
+            .hi = kNaN,
+            .level = level,
+            .n_resamples = n_resamples,
+            .seed = seed,
+            .n_used = n_used,
+            .n_excluded = n_excluded};
+}
+}  // namespace
+
 BootstrapInterval bootstrap_mean(std::span<const double> values, std::span<const double> weights,
                                  int64_t n_resamples, uint64_t seed, double level) {
     SS_CHECK(weights.empty() || weights.size() == values.size(), "bootstrap: ", weights.size(),
@@ -351,14 +366,8 @@ BootstrapInterval bootstrap_mean(std::span<const double> values, std::span<const
         w.push_back(weights.empty() ? 1.0 : weights[i]);
     }
     const auto n_used = static_cast<int64_t>(v.size());
-    BootstrapInterval out{.estimate = kNaN,
-                          .lo = kNaN,
-                          .hi = kNaN,
-                          .level = level,
-                          .n_resamples = n_resamples,
-                          .seed = seed,
-                          .n_used = n_used,
-                          .n_excluded = static_cast<int64_t>(values.size()) - n_used};
+    BootstrapInterval out =
+        unfilled_interval(level, n_resamples, seed, n_used, int64_t(values.size()) - n_used);
     if (v.empty()) return out;
 
     // Pass 2: the point estimate, shifted by the first value (exact for constant data).
@@ -401,14 +410,7 @@ BootstrapInterval bootstrap_mean_of_means(const std::vector<std::vector<double>>
         for (double w : weights[s])
             SS_CHECK(std::isfinite(w) && w > 0, "bootstrap weights must be finite and > 0");
     }
-    BootstrapInterval out{.estimate = kNaN,
-                          .lo = kNaN,
-                          .hi = kNaN,
-                          .level = level,
-                          .n_resamples = n_resamples,
-                          .seed = seed,
-                          .n_used = static_cast<int64_t>(n),
-                          .n_excluded = 0};
+    BootstrapInterval out = unfilled_interval(level, n_resamples, seed, int64_t(n), 0);
     if (n == 0) return out;
     // One series' weighted mean over the inputs index_of(0..n-1), shifted by its first finite
     // value of the data (bootstrap_mean's form); NaN without a finite value.

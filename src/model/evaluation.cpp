@@ -10,6 +10,7 @@
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/parallel.hpp"
 #include "sinkscope/core/random.hpp"
+#include "sinkscope/model/evaluation.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/objective.hpp"
 #include "sinkscope/model/sliding_window.hpp"
@@ -77,7 +78,7 @@ int64_t samples_at_once(const ModelConfig& c, int64_t longest) {
 template <class Score>
 PerplexityResult score_samples(const ModelConfig& c,
                                const std::vector<std::vector<int32_t>>& samples, int64_t cap,
-                               Score&& score) {
+                               Score&& score, const SampleDone& done) {
     int64_t longest = 0;
     for (const auto& ids : samples) longest = std::max<int64_t>(longest, int64_t(ids.size()));
     if (cap > 0) longest = std::min(longest, cap);
@@ -95,12 +96,13 @@ PerplexityResult score_samples(const ModelConfig& c,
                          if (scored == 0) {  // nothing to predict
                              out.sample_nll.push_back(std::nan(""));
                              out.sample_tokens.push_back(0);
-                             return;
+                         } else {
+                             out.sample_nll.push_back(nll / static_cast<double>(scored));
+                             out.sample_tokens.push_back(scored);
+                             total += nll;
+                             out.n_tokens += scored;
                          }
-                         out.sample_nll.push_back(nll / static_cast<double>(scored));
-                         out.sample_tokens.push_back(scored);
-                         total += nll;
-                         out.n_tokens += scored;
+                         if (done) done(int64_t(out.sample_nll.size()), out.n_tokens);
                      });
     out.mean_nll = out.n_tokens > 0 ? total / static_cast<double>(out.n_tokens) : 0.0;
     return out;
@@ -111,6 +113,13 @@ PerplexityResult score_samples(const ModelConfig& c,
 PerplexityResult compute_perplexity(const Model& model,
                                     const std::vector<std::vector<int32_t>>& samples,
                                     const HeadMask* mask, const SlidingWindow& window) {
+    return compute_perplexity(model, samples, mask, window, SampleDone{});
+}
+
+PerplexityResult compute_perplexity(const Model& model,
+                                    const std::vector<std::vector<int32_t>>& samples,
+                                    const HeadMask* mask, const SlidingWindow& window,
+                                    const SampleDone& done) {
     const ModelConfig& c = model.config();
     // An encoder's logits at position t see token t itself (bidirectional attention), so a
     // "next-token" NLL of them measures nothing; a ViT has no tokens at all.
@@ -148,7 +157,7 @@ PerplexityResult compute_perplexity(const Model& model,
         return s;
     };
     PerplexityResult out =
-        score_samples(c, samples, window.length > 0 ? window.length : int64_t(-1), score);
+        score_samples(c, samples, window.length > 0 ? window.length : int64_t(-1), score, done);
     if (out.n_tokens == 0) throw UsageError("perplexity: no sample has two or more tokens");
     out.perplexity = std::exp(out.mean_nll);
     return out;
@@ -163,6 +172,13 @@ PerplexityResult compute_perplexity(const Model& model,
 PerplexityResult compute_masked_perplexity(const Model& model,
                                            const std::vector<std::vector<int32_t>>& samples,
                                            const MaskedLmOptions& options, const HeadMask* mask) {
+    return compute_masked_perplexity(model, samples, options, mask, SampleDone{});
+}
+
+PerplexityResult compute_masked_perplexity(const Model& model,
+                                           const std::vector<std::vector<int32_t>>& samples,
+                                           const MaskedLmOptions& options, const HeadMask* mask,
+                                           const SampleDone& done) {
     const ModelConfig& c = model.config();
     if (c.is_vision() || c.causal)
         throw UnsupportedError(model.path.string(), "masked-LM pseudo-perplexity of " +
@@ -180,7 +196,7 @@ PerplexityResult compute_masked_perplexity(const Model& model,
         return std::pair<double, int64_t>{mean_nll(logp, task.targets).item<double>() * double(n),
                                           n};
     };
-    PerplexityResult out = score_samples(c, samples, -1, score);
+    PerplexityResult out = score_samples(c, samples, -1, score, done);
     if (out.n_tokens == 0) throw UsageError("pseudo-perplexity: no sample has a maskable token");
     out.perplexity = std::exp(out.mean_nll);
     return out;

@@ -79,6 +79,7 @@ struct PerplexityOptions {
     int64_t samples = 0;               // 0: all
     std::optional<uint64_t> seed;      // set: `samples` drawn at random with this seed
     int64_t max_tokens = 0;            // inputs cut to this many tokens (0: no cut)
+    std::string progress = "auto";     // auto | always | never
     std::string head_mask;             // "LAYER.HEAD,..." heads ablated (z = 0); empty: none
     // > 0 (decoders): sliding-window evaluation with windows of the model's context moved by
     // `stride` tokens; inputs longer than the context are then scored whole, not cut.
@@ -100,6 +101,7 @@ struct DumpOptions {
     int64_t samples = 0;               // 0: all
     std::optional<uint64_t> seed;      // set: `samples` drawn at random with this seed
     int64_t max_tokens = 0;            // inputs cut to this many tokens (0: no cut)
+    std::string progress = "auto";     // auto | always | never
 };
 // Writes <out>/<hook>.npy (N, ...) f32 per hook, attention.npy (N, L, H, T, T) when every
 // layer's hook_pattern is selected (attn_scores.npy likewise), tokens.npy, lengths.npy and

@@ -11,14 +11,17 @@
 
 #include "sinkscope/analysis/inputs.hpp"
 #include "sinkscope/api/perplexity.hpp"
+#include "sinkscope/api/resumable.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
+#include "sinkscope/core/progress.hpp"
 #include "sinkscope/core/system.hpp"
 #include "sinkscope/io/dataset.hpp"
 #include "sinkscope/io/image.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/run_record.hpp"
+#include "sinkscope/model/evaluation.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/sliding_window.hpp"
 
@@ -243,7 +246,8 @@ bool sliding_perplexity(const Model& m, int64_t stride) {
 PerplexityValue evaluate_perplexity(const Model& m,
                                     const std::vector<std::vector<int32_t>>& samples,
                                     const std::string& head_mask, int64_t stride,
-                                    std::optional<uint64_t> seed) {
+                                    std::optional<uint64_t> seed,
+                                    const std::function<void(int64_t, int64_t)>& done) {
     const bool sliding = sliding_perplexity(m, stride);
     const ModelConfig& c = m.config();
     HeadMask mask;
@@ -257,13 +261,13 @@ PerplexityValue evaluate_perplexity(const Model& m,
     if (!c.causal && !c.is_vision()) {
         // An encoder: masked-LM pseudo-perplexity, labelled as such (never a next-token value).
         const MaskedLmOptions mlm{.rate = 0.15, .seed = seed.value_or(0)};
-        v.result = compute_masked_perplexity(m, samples, mlm, ablate);
+        v.result = compute_masked_perplexity(m, samples, mlm, ablate, done);
         v.pseudo = true;
         v.seed = mlm.seed;
         return v;
     }
     const SlidingWindow window{.length = sliding ? c.n_ctx : 0, .stride = stride};
-    v.result = compute_perplexity(m, samples, ablate, window);
+    v.result = compute_perplexity(m, samples, ablate, window, done);
     v.window_length = window.length;
     v.stride = sliding ? stride : 0;
     return v;
@@ -298,7 +302,11 @@ std::string perplexity_report(const PerplexityOptions& o) {
     if (sliding_perplexity(m, o.stride)) over_context = analysis::OverContext::Keep;
     const analysis::AnalysisInputs inputs =
         read_samples(m, o, over_context, tokenizer::parse_bos_policy(o.m.bos));
-    const PerplexityValue v = evaluate_perplexity(m, inputs.ids, o.head_mask, o.stride, o.seed);
+    Progress progress("perplexity", int64_t(inputs.ids.size()), parse_progress_mode(o.progress));
+    const PerplexityValue v =
+        evaluate_perplexity(m, inputs.ids, o.head_mask, o.stride, o.seed,
+                            [&](int64_t n, int64_t tokens) { progress.update(n, tokens); });
+    progress.finish();
     const PerplexityResult& r = v.result;
     std::ostringstream s;
     if (v.pseudo) {
@@ -368,14 +376,15 @@ bool attention_hook(const ModelConfig& c, const std::string& h, HookPoint* p) {
 
 // Every captured hook of every input, on the host in f32, padded to `t_max` positions: attention
 // keys and queries (scores with -inf, the pattern with 0), other hooks on their positions (0).
-std::map<std::string, std::vector<at::Tensor>> capture_padded(const Model& m,
-                                                              const std::vector<ModelInput>& inputs,
-                                                              const std::vector<int64_t>& lengths,
-                                                              const CaptureSpec& spec,
-                                                              int64_t t_max) {
+std::map<std::string, std::vector<at::Tensor>> capture_padded(
+    const Model& m, const std::vector<ModelInput>& inputs, const std::vector<int64_t>& lengths,
+    const CaptureSpec& spec, int64_t t_max, Progress::Mode progress_mode) {
     std::map<std::string, std::vector<at::Tensor>> per_hook;  // name -> N tensors
+    Progress progress("dump", int64_t(inputs.size()), progress_mode);
+    int64_t tokens = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
         const ForwardResult r = m.forward(inputs[i], spec);
+        progress.update(int64_t(i) + 1, tokens += lengths[i]);
         const int64_t pad = t_max - lengths[i];
         for (const auto& [name, t] : r.captured) {
             HookPoint p{};
@@ -451,7 +460,8 @@ std::string dump_hooks(const DumpOptions& o) {
                          quote(o.m.model) + " --all-hooks` lists them)");
     int64_t t_max = 0;
     for (int64_t len : lengths) t_max = std::max(t_max, len);
-    auto per_hook = capture_padded(m, inputs, lengths, spec, t_max);
+    auto per_hook =
+        capture_padded(m, inputs, lengths, spec, t_max, parse_progress_mode(o.progress));
 
     OutputDir dir(o.out, o.overwrite);
     const nlohmann::json files = write_hooks(dir, c, std::move(per_hook));
