@@ -56,6 +56,12 @@ inline void add_samples_option(CLI::App* cmd, int64_t& samples, const char* alia
 inline void add_seed_option(CLI::App* cmd, std::optional<uint64_t>& seed) {
     cmd->add_option("--seed", seed, analysis::kSeedHelp);
 }
+// The same flag for a command whose seed has a fixed value when not given (prune, train): the
+// value is replaced only when --seed is given, and --help shows no default, as above.
+inline void add_seed_option(CLI::App* cmd, uint64_t& seed) {
+    cmd->add_option_function<uint64_t>(
+        "--seed", [&seed](const uint64_t& v) { seed = v; }, analysis::kSeedHelp);
+}
 
 // --max-tokens; the default is the command's (its memory and time grow with the length).
 inline void add_max_tokens_option(CLI::App* cmd, int64_t& max_tokens) {

@@ -13,9 +13,8 @@ sinkscope::cli::Registrar registrar("analyze", 10, [](CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
         "analyze",
         "Run a checkpoint over a prompt set and compute every analysis: tables (defined in "
-        "docs/metrics.md), run.json and an interactive report.html; without --data, the built-in "
-        "set "
-        "of 211 English sentences");
+        "docs/metrics.md), run.json and an interactive report.html; without --data, the "
+        "built-in set of 211 English sentences");
     sinkscope::cli::add_model_options(cmd, o->m);
     sinkscope::cli::add_analyze_run_flags(cmd, o);
     cmd->add_option("--layers", o->layers,

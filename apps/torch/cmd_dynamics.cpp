@@ -15,8 +15,7 @@ sinkscope::cli::Registrar registrar("dynamics", 22, [](CLI::App& app) {
         "Run the same prompts through every checkpoint of a training run (one model in memory at "
         "a time) and follow the analyses over training: sink mass, entropy and its exact split "
         "into a sink and a content part, Sink_eps, flip rates, spectra, frame type; without "
-        "--data, "
-        "the built-in set of 211 English sentences");
+        "--data, the built-in set of 211 English sentences");
     cmd->add_option("--checkpoints", o->manifest,
                     "Manifest of the series: JSON ({\"checkpoints\": [{\"step\", \"path\"}]}, as "
                     "`sinkscope train` writes it) or CSV with columns path and step and/or label; "

@@ -33,7 +33,7 @@ sinkscope::cli::Registrar registrar("fisher", 21, [](CLI::App& app) {
     cmd->add_option("--draws", o->draws,
                     "--kind true: label draws per sample (their squared gradients are averaged)")
         ->capture_default_str();
-    sinkscope::cli::add_seed_option(cmd, o->subset_seed);
+    sinkscope::cli::add_seed_option(cmd, o->seed);
     cmd->add_option("--mask-rate", o->mask_rate,
                     "Encoders: share of each sample's tokens replaced by the mask token")
         ->capture_default_str();
@@ -48,7 +48,6 @@ sinkscope::cli::Registrar registrar("fisher", 21, [](CLI::App& app) {
     sinkscope::cli::add_distributed_flags(cmd, o->dist);
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "samples");
     cmd->callback([o, kill_after] {
-        o->seed = o->subset_seed.value_or(o->seed);
         o->command_line = sinkscope::cli::command_line();
         sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_sample = sinkscope::cli::kill_after_hook(*kill_after);

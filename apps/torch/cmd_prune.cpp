@@ -47,8 +47,7 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
     cmd->add_option("--random-seeds", o->random_seeds,
                     "Random-pruning baselines per sparsity (seeds --seed, --seed + 1, ...)")
         ->capture_default_str();
-    auto seed = std::make_shared<std::optional<uint64_t>>();
-    sinkscope::cli::add_seed_option(cmd, *seed);
+    sinkscope::cli::add_seed_option(cmd, o->seed);
     sinkscope::cli::add_max_tokens_option(cmd, o->max_tokens);
     cmd->add_option("--calib-samples", o->calib_samples,
                     "Use the first N calibration samples (0: all)")
@@ -62,8 +61,7 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
     sinkscope::cli::add_progress_options(cmd, o->progress);
     sinkscope::cli::add_distributed_flags(cmd, o->dist);
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "evaluated points");
-    cmd->callback([o, kill_after, seed] {
-        o->seed = seed->value_or(o->seed);
+    cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();
         sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_point = sinkscope::cli::kill_after_hook(*kill_after);

@@ -19,8 +19,7 @@ sinkscope::cli::Registrar registrar("train", 25, [](CLI::App& app) {
         "Train a small Llama- or GPT-2-style decoder on a plain-text corpus (AdamW, warm-up + "
         "cosine, gradient clipping) and write Hugging Face checkpoints every other command loads, "
         "with a manifest (step, tokens, loss, Sink_eps, path); the same weights need the same "
-        "--seed "
-        "and --threads");
+        "--seed and --threads");
     auto* preset =
         cmd->add_option("--preset", o->preset, "Built-in settings: tiny, tiny-gpt2, default");
     auto* config = cmd->add_option("--config", o->config, "JSON file of training settings")
@@ -40,8 +39,7 @@ sinkscope::cli::Registrar registrar("train", 25, [](CLI::App& app) {
                     "Byte-level BPE vocabulary size learned on the corpus (0: bytes only; -1: "
                     "the preset's or config's)")
         ->capture_default_str();
-    auto seed = std::make_shared<std::optional<uint64_t>>();
-    sinkscope::cli::add_seed_option(cmd, *seed);
+    sinkscope::cli::add_seed_option(cmd, o->seed);
     sinkscope::cli::add_threads_option(cmd, o->threads);
     cmd->add_option("--sink-eps", o->sink_eps,
                     "eps of the Sink_eps recorded per checkpoint (share of heads whose mean "
@@ -51,8 +49,7 @@ sinkscope::cli::Registrar registrar("train", 25, [](CLI::App& app) {
     sinkscope::cli::add_resume_flag(cmd, o->resume);
     sinkscope::cli::add_progress_options(cmd, o->progress);
     auto kill_after = sinkscope::cli::add_debug_kill_after(cmd, "steps");
-    cmd->callback([o, kill_after, seed] {
-        o->seed = seed->value_or(o->seed);
+    cmd->callback([o, kill_after] {
         o->command_line = sinkscope::cli::command_line();
         sinkscope::cli::say_how_to_resume_on_interrupt(o->command_line);
         o->after_step = sinkscope::cli::kill_after_hook(*kill_after);

@@ -105,7 +105,6 @@ void bind_api(py::module_& m) {
         .def_readwrite("samples", &FisherCommandOptions::samples)
         .def_readwrite("draws", &FisherCommandOptions::draws)
         .def_readwrite("seed", &FisherCommandOptions::seed)
-        .def_readwrite("subset_seed", &FisherCommandOptions::subset_seed)
         .def_readwrite("mask_rate", &FisherCommandOptions::mask_rate)
         .def_readwrite("max_tokens", &FisherCommandOptions::max_tokens)
         .def_readwrite("out", &FisherCommandOptions::out)

@@ -15,15 +15,16 @@ namespace sinkscope::api {
 
 struct FisherCommandOptions {
     ModelCliOptions m;
-    std::string data;                     // text (decoders, encoders) or images (ViT)
-    std::string text_column = "text";     // CSV column
-    std::string kind = "empirical";       // empirical | true
-    int64_t samples = 0;                  // N samples of the data (0: all)
-    std::optional<uint64_t> subset_seed;  // set: the N samples are a random subset drawn with it
-    int64_t draws = 1;                    // --kind true: label draws per sample
-    uint64_t seed = 1;                    // label draws and encoders' masks
-    double mask_rate = 0.15;              // encoders: share of tokens masked
-    int64_t max_tokens = 512;             // inputs are cut to this many tokens (0: no cut)
+    std::string data;                  // text (decoders, encoders) or images (ViT)
+    std::string text_column = "text";  // CSV column
+    std::string kind = "empirical";    // empirical | true
+    int64_t samples = 0;               // N samples of the data (0: all)
+    int64_t draws = 1;                 // --kind true: label draws per sample
+    // Label draws and encoders' masks (unset: analysis::FisherOptions' seed); set, `samples` are
+    // also a random subset drawn with it.
+    std::optional<uint64_t> seed;
+    double mask_rate = 0.15;   // encoders: share of tokens masked
+    int64_t max_tokens = 512;  // inputs are cut to this many tokens (0: no cut)
     std::string out;
     bool overwrite = false;
     bool resume = false;

@@ -90,7 +90,7 @@ private:
         }
         if (cfg.causal) return model::next_token_task(inputs_->ids[k]);
         return model::masked_lm_task(inputs_->ids[k], vocab_,
-                                     {.rate = o_.mask_rate, .seed = o_.seed},
+                                     {.rate = o_.mask_rate, .seed = fo_.seed},
                                      inputs_->sample_index[k]);
     }
     // The shard's sums: the state file's payload and what rank 0 gathers.
@@ -133,7 +133,7 @@ void FisherRun::check() {
             "--draws applies to --kind true (the empirical Fisher uses the data's "
             "labels once)");
     fo_.draws = o_.draws;
-    fo_.seed = o_.seed;
+    fo_.seed = o_.seed.value_or(fo_.seed);  // unset: the analysis' fixed seed
     if (!(o_.mask_rate > 0.0 && o_.mask_rate < 1.0))
         throw UsageError("--mask-rate must be strictly between 0 and 1");
     if (o_.max_tokens == 1 || o_.max_tokens < 0)
@@ -159,7 +159,7 @@ void FisherRun::load() {
                                            .max_tokens = o_.max_tokens,
                                            .over_context = start_.over_context,
                                            .samples = o_.samples,
-                                           .seed = o_.subset_seed},
+                                           .seed = o_.seed},
                                           start_.bos));
     print_note(inputs_->truncation_note());
     print_warning(inputs_->samples_note("--samples"));
@@ -170,7 +170,7 @@ void FisherRun::load() {
                     {"inputs_sha256", analysis::inputs_sha256(*inputs_)},
                     {"kind", o_.kind},
                     {"draws", o_.draws},
-                    {"seed", o_.seed},
+                    {"seed", fo_.seed},
                     {"mask_rate", o_.mask_rate},
                     {"device", o_.m.device},
                     {"dtype", o_.m.dtype},
@@ -294,7 +294,7 @@ void FisherRun::record(nlohmann::json& rec, const analysis::FisherTables& tables
     rec["dtype"] = o_.m.dtype;
     rec["bos_policy"] = tokenizer::bos_policy_name(start_.bos);
     rec["options"] = {
-        {"kind", o_.kind},           {"draws", o_.draws},           {"seed", o_.seed},
+        {"kind", o_.kind},           {"draws", o_.draws},           {"seed", fo_.seed},
         {"mask_rate", o_.mask_rate}, {"max_tokens", o_.max_tokens}, {"samples", o_.samples}};
     rec["data"] = {{"path", o_.data},
                    {"samples_requested", o_.samples},  // 0: every sample
