@@ -335,6 +335,11 @@ PairedTest paired_t_test(std::span<const double> x, std::span<const double> y) {
 }
 
 namespace {
+void check_bootstrap_settings(int64_t n_resamples, double level) {
+    SS_CHECK(n_resamples >= 1, "bootstrap needs at least one resample, got ", n_resamples);
+    SS_CHECK(level > 0 && level < 1, "bootstrap level must be in (0, 1), got ", level);
+}
+
 // An interval not yet computed: its settings, estimate and ends NaN.
 BootstrapInterval unfilled_interval(double level, int64_t n_resamples, uint64_t seed,
                                     int64_t n_used, int64_t n_excluded) {
@@ -353,8 +358,7 @@ BootstrapInterval bootstrap_mean(std::span<const double> values, std::span<const
                                  int64_t n_resamples, uint64_t seed, double level) {
     SS_CHECK(weights.empty() || weights.size() == values.size(), "bootstrap: ", weights.size(),
              " weights for ", values.size(), " values");
-    SS_CHECK(n_resamples >= 1, "bootstrap needs at least one resample, got ", n_resamples);
-    SS_CHECK(level > 0 && level < 1, "bootstrap level must be in (0, 1), got ", level);
+    check_bootstrap_settings(n_resamples, level);
     for (double w : weights)
         SS_CHECK(std::isfinite(w) && w > 0, "bootstrap weights must be finite and > 0, got ", w);
 
@@ -399,8 +403,7 @@ BootstrapInterval bootstrap_mean(std::span<const double> values, std::span<const
 BootstrapInterval bootstrap_mean_of_means(const std::vector<std::vector<double>>& values,
                                           const std::vector<std::vector<double>>& weights,
                                           int64_t n_resamples, uint64_t seed, double level) {
-    SS_CHECK(n_resamples >= 1, "bootstrap needs at least one resample, got ", n_resamples);
-    SS_CHECK(level > 0 && level < 1, "bootstrap level must be in (0, 1), got ", level);
+    check_bootstrap_settings(n_resamples, level);
     SS_CHECK(!values.empty() && weights.size() == values.size(),
              "bootstrap of means: ", values.size(), " series and ", weights.size(), " weights");
     const size_t n = values[0].size();
@@ -412,16 +415,17 @@ BootstrapInterval bootstrap_mean_of_means(const std::vector<std::vector<double>>
     }
     BootstrapInterval out = unfilled_interval(level, n_resamples, seed, int64_t(n), 0);
     if (n == 0) return out;
-    // One series' weighted mean over the inputs index_of(0..n-1), shifted by its first finite
-    // value of the data (bootstrap_mean's form); NaN without a finite value.
+    // Each series' first finite value: the shift of its sums (bootstrap_mean's form).
+    std::vector<double> shifts(values.size(), kNaN);
+    for (size_t s = 0; s < values.size(); ++s) {
+        const auto first = std::find_if(values[s].begin(), values[s].end(),
+                                        [](double x) { return std::isfinite(x); });
+        if (first != values[s].end()) shifts[s] = *first;
+    }
+    // One series' weighted mean over the inputs index_of(0..n-1); NaN without a finite value.
     auto series_mean = [&](size_t s, auto&& index_of) {
         const std::vector<double>& v = values[s];
-        double shift = kNaN;
-        for (double x : v)
-            if (std::isfinite(x)) {
-                shift = x;
-                break;
-            }
+        const double shift = shifts[s];
         double num = 0, den = 0;
         for (size_t k = 0; k < n; ++k) {
             const size_t i = index_of(k);

@@ -199,8 +199,6 @@ void sinks_section(const fs::path& dir, ReportContent& c) {
                                {"order", 1}});
         }
         if (!ent.empty()) {
-            json spec = stacked_bar_spec(ent, "layer", "nats", "term",
-                                         {"layer", "mean row entropy (nats)", "term"});
             // With --bootstrap: the interval of each layer's mean entropy (bootstrap.csv, heads,
             // head -1) on top of its bar, which the two terms add up to.
             json totals = json::array();
@@ -208,21 +206,6 @@ void sinks_section(const fs::path& dir, ReportContent& c) {
                 totals.push_back({{"layer", l}, {"head", -1}, {"metric", m::kEntropy}});
             attach_intervals(dir, t::kHeads.name, totals);
             totals = select(totals, [](const json& r) { return r.contains("ci_lo"); });
-            if (!totals.empty()) {
-                const json bars = {{"mark", spec["mark"]}, {"encoding", spec["encoding"]}};
-                const json err = {{"data", {{"values", totals}}},
-                                  {"mark", {{"type", "errorbar"}, {"ticks", true}}},
-                                  {"encoding",
-                                   {{"x", spec["encoding"]["x"]},
-                                    {"y",
-                                     {{"field", "ci_lo"},
-                                      {"type", "quantitative"},
-                                      {"title", spec["encoding"]["y"]["title"]}}},
-                                    {"y2", {{"field", "ci_hi"}}}}}};
-                spec.erase("mark");
-                spec.erase("encoding");
-                spec["layer"] = json::array({bars, err});
-            }
             c.figures.push_back(
                 {"Sinks", "Entropy decomposition per layer",
                  std::string("Mean row entropy (heads.csv entropy) split exactly into the sink "
@@ -233,7 +216,8 @@ void sinks_section(const fs::path& dir, ReportContent& c) {
                              "--bootstrap, the error bar is the interval of the layer's mean "
                              "entropy (bootstrap.csv, head -1).") +
                      kGlossary,
-                 spec});
+                 stacked_bar_spec(ent, "layer", "nats", "term",
+                                  {"layer", "mean row entropy (nats)", "term"}, totals)});
         }
     }
     if (fs::exists(table_file(dir, t::kSinkByPosition.name))) {

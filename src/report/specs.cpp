@@ -129,6 +129,28 @@ void log_axis(json& enc, const std::vector<double>& values) {
     if (!ticks.empty()) enc["scale"]["domain"] = {ticks.front(), ticks.back()};
 }
 
+// A categorical x axis: the values in the rows' order (numbers ascending), labels slanted when
+// long.
+json category_axis(const json& rows, const std::string& field, const std::string& title) {
+    json values = distinct_in_order(rows, field);
+    if (std::all_of(values.begin(), values.end(), [](const json& v) { return v.is_number(); }))
+        std::sort(values.begin(), values.end());
+    return {{"field", field},
+            {"type", "ordinal"},
+            {"title", title_or(title, field)},
+            {"sort", values},
+            {"axis", {{"labelAngle", label_angle(values)}}}};
+}
+
+// Error bars from the rows' ci_lo / ci_hi at `xenc`, on the y scale and under the title of the
+// quantity they belong to (Vega-Lite joins differing layer titles: "..., ci_lo").
+json error_bar_layer(const json& xenc, const json& yenc) {
+    json y = {{"field", "ci_lo"}, {"type", "quantitative"}, {"title", yenc["title"]}};
+    if (yenc.contains("scale")) y["scale"] = yenc["scale"];
+    return {{"mark", {{"type", "errorbar"}, {"ticks", true}}},
+            {"encoding", {{"x", xenc}, {"y", y}, {"y2", {{"field", "ci_hi"}}}}}};
+}
+
 // y against x per series, with error bars from ci_lo / ci_hi when present. A layer axis is
 // categorical (points per layer, side by side per series, not joined by lines: layers are
 // not a continuum); any other x is a line with points, on a log axis when `log_x`.
@@ -137,13 +159,7 @@ json line_layers(const json& rows, const std::string& x, const std::string& y,
     const bool categorical = x == "layer";
     json xenc = quantitative(rows, x, titles.x);
     if (categorical) {
-        json order = json::array();
-        for (double v : distinct_numbers(rows, x)) order.push_back(v);
-        xenc = {{"field", x},
-                {"type", "ordinal"},
-                {"title", title_or(titles.x, x)},
-                {"sort", order},
-                {"axis", {{"labelAngle", 0}}}};
+        xenc = category_axis(rows, x, titles.x);
     } else if (log_x) {
         log_axis(xenc, distinct_numbers(rows, x));
     }
@@ -166,17 +182,10 @@ json line_layers(const json& rows, const std::string& x, const std::string& y,
                                   : json{{"type", "line"}, {"point", true}};
     json layers = json::array({{{"mark", mark}, {"encoding", enc}}});
     if (ci) {
-        json bars = {{"x", xenc},
-                     // The line's title: Vega-Lite joins differing layer titles ("..., ci_lo").
-                     {"y",
-                      {{"field", "ci_lo"},
-                       {"type", "quantitative"},
-                       {"title", enc["y"]["title"]},
-                       {"scale", yenc["scale"]}}},
-                     {"y2", {{"field", "ci_hi"}}}};
-        if (!series.empty()) bars["color"] = enc["color"];
-        if (enc.contains("xOffset")) bars["xOffset"] = enc["xOffset"];
-        layers.push_back({{"mark", {{"type", "errorbar"}, {"ticks", true}}}, {"encoding", bars}});
+        json bars = error_bar_layer(xenc, yenc);
+        if (!series.empty()) bars["encoding"]["color"] = enc["color"];
+        if (enc.contains("xOffset")) bars["encoding"]["xOffset"] = enc["xOffset"];
+        layers.push_back(bars);
     }
     return layers;
 }
@@ -372,21 +381,12 @@ json panel_line_spec(const json& rows, const std::string& x, const std::string& 
 }
 
 json stacked_bar_spec(const json& rows, const std::string& x, const std::string& y,
-                      const std::string& stack, const Titles& titles) {
+                      const std::string& stack, const Titles& titles, const json& totals) {
     json s = base(rows);
     s["width"] = {{"step", 48}};
     s["height"] = 260;
     s["mark"] = {{"type", "bar"}};
-    // Categories in the rows' order (numbers ascending), labels slanted when long.
-    json xs = distinct_in_order(rows, x);
-    if (std::all_of(xs.begin(), xs.end(), [](const json& v) { return v.is_number(); }))
-        std::sort(xs.begin(), xs.end());
-    s["encoding"] = {{"x",
-                      {{"field", x},
-                       {"type", "ordinal"},
-                       {"title", title_or(titles.x, x)},
-                       {"sort", xs},
-                       {"axis", {{"labelAngle", label_angle(xs)}}}}},
+    s["encoding"] = {{"x", category_axis(rows, x, titles.x)},
                      {"y",
                       {{"field", y},
                        {"type", "quantitative"},
@@ -400,6 +400,13 @@ json stacked_bar_spec(const json& rows, const std::string& x, const std::string&
                      {"order", {{"field", "order"}, {"type", "quantitative"}}},
                      {"tooltip", tooltip({{x, false}, {stack, false}, {y, true}})}};
     if (rows.empty() || !rows[0].contains("order")) s["encoding"].erase("order");
+    if (totals.empty()) return s;
+    // The stack's intervals on top of it: a layer of their own data.
+    json bars = error_bar_layer(s["encoding"]["x"], s["encoding"]["y"]);
+    bars["data"] = {{"values", totals}};
+    s["layer"] = json::array({{{"mark", s["mark"]}, {"encoding", s["encoding"]}}, bars});
+    s.erase("mark");
+    s.erase("encoding");
     return s;
 }
 

@@ -28,6 +28,9 @@ enum class OverContext {
 };
 // "cap" | "refuse"; UsageError naming --over-context otherwise.
 OverContext parse_over_context(const std::string& s);
+// --max-tokens of a command that scores each input's loss (prune, fisher): 0 (no cut) or at
+// least 2 tokens; UsageError otherwise.
+void check_loss_max_tokens(int64_t max_tokens);
 
 struct InputsOptions {
     std::filesystem::path data;        // empty: the built-in prompt set (text models only)

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,10 @@ public:
     ~EachNoteOnce();
     EachNoteOnce(const EachNoteOnce&) = delete;
     EachNoteOnce& operator=(const EachNoteOnce&) = delete;
+
+private:
+    std::set<std::string> said_;
+    std::set<std::string>* outer_;  // the enclosing one's lines, restored at the end
 };
 
 // Device, dtype, threads and tokenizer of ModelCliOptions as load_model options.

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "sinkscope/model/evaluation.hpp"
 #include "sinkscope/model/model.hpp"
 
 namespace sinkscope::api {
@@ -27,7 +27,7 @@ PerplexityValue evaluate_perplexity(const model::Model& m,
                                     const std::vector<std::vector<int32_t>>& samples,
                                     const std::string& head_mask, int64_t stride,
                                     std::optional<uint64_t> seed,
-                                    const std::function<void(int64_t, int64_t)>& done = {});
+                                    const model::SampleDone& done = {});
 
 // The stride check of `sinkscope perplexity` (before any input is read): whether windows apply.
 bool sliding_perplexity(const model::Model& m, int64_t stride);

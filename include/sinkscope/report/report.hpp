@@ -106,10 +106,12 @@ nlohmann::json panel_line_spec(const nlohmann::json& rows, const std::string& x,
                                const std::string& y, const std::string& series,
                                const std::string& panel, const Titles& titles, bool log_x = false,
                                const std::map<std::string, PanelAxis>& panels = {});
-// Stacked bars of `y` per `x`, stacked by `stack`.
+// Stacked bars of `y` per `x`, stacked by `stack`; `totals` (rows of `x` with ci_lo, ci_hi), when
+// given, draws each stack's interval on it.
 nlohmann::json stacked_bar_spec(const nlohmann::json& rows, const std::string& x,
                                 const std::string& y, const std::string& stack,
-                                const Titles& titles);
+                                const Titles& titles,
+                                const nlohmann::json& totals = nlohmann::json::array());
 // Point maps (MDS) per `panel`: equal aspect, each point labelled with its `label` field.
 nlohmann::json map_spec(const nlohmann::json& rows, const std::string& x, const std::string& y,
                         const std::string& color, const std::string& panel,

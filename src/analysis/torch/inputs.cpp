@@ -16,6 +16,11 @@ OverContext parse_over_context(const std::string& s) {
     throw UsageError("--over-context must be cap or refuse, got '" + s + "'");
 }
 
+void check_loss_max_tokens(int64_t max_tokens) {
+    if (max_tokens == 1 || max_tokens < 0)
+        throw UsageError("--max-tokens must be >= 2 (0: no cut)");
+}
+
 std::string AnalysisInputs::truncation_note() const {
     if (n_truncated == 0) return {};
     std::string s = std::to_string(n_truncated) + " of " + count_of(int64_t(size()), "input") +

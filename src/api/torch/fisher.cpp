@@ -136,8 +136,7 @@ void FisherRun::check() {
     fo_.seed = o_.seed.value_or(fo_.seed);  // unset: the analysis' fixed seed
     if (!(o_.mask_rate > 0.0 && o_.mask_rate < 1.0))
         throw UsageError("--mask-rate must be strictly between 0 and 1");
-    if (o_.max_tokens == 1 || o_.max_tokens < 0)
-        throw UsageError("--max-tokens must be >= 2 (0: no cut)");
+    analysis::check_loss_max_tokens(o_.max_tokens);
     if (o_.samples < 0) throw UsageError("--samples must be >= 0");
     if (o_.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
     start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, comm_.rank());

@@ -30,7 +30,7 @@ namespace sinkscope::api {
 using namespace model;
 
 namespace {
-std::set<std::string>* said_lines = nullptr;  // set while an EachNoteOnce is alive
+std::set<std::string>* said_lines = nullptr;  // the innermost live EachNoteOnce's lines
 
 void say(const char* kind, const std::string& line) {
     if (line.empty()) return;
@@ -39,12 +39,11 @@ void say(const char* kind, const std::string& line) {
 }
 }  // namespace
 
-EachNoteOnce::EachNoteOnce() {
-    if (!said_lines) said_lines = new std::set<std::string>;
+EachNoteOnce::EachNoteOnce() : outer_(said_lines) {
+    said_lines = &said_;
 }
 EachNoteOnce::~EachNoteOnce() {
-    delete said_lines;
-    said_lines = nullptr;
+    said_lines = outer_;
 }
 
 void print_note(const std::string& line) {
@@ -246,8 +245,7 @@ bool sliding_perplexity(const Model& m, int64_t stride) {
 PerplexityValue evaluate_perplexity(const Model& m,
                                     const std::vector<std::vector<int32_t>>& samples,
                                     const std::string& head_mask, int64_t stride,
-                                    std::optional<uint64_t> seed,
-                                    const std::function<void(int64_t, int64_t)>& done) {
+                                    std::optional<uint64_t> seed, const SampleDone& done) {
     const bool sliding = sliding_perplexity(m, stride);
     const ModelConfig& c = m.config();
     HeadMask mask;

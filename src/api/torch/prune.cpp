@@ -256,8 +256,7 @@ void PruneRun::check() {
         throw UsageError("--ablation must be zero or mean");
     if (o_.random_seeds < 0 || o_.random_seeds > 1000)
         throw UsageError("--random-seeds must be between 0 and 1000");
-    if (o_.max_tokens == 1 || o_.max_tokens < 0)
-        throw UsageError("--max-tokens must be >= 2 (0: no cut)");
+    analysis::check_loss_max_tokens(o_.max_tokens);
     if (o_.calib_samples < 0 || o_.eval_samples < 0)
         throw UsageError("--calib-samples and --eval-samples must be >= 0");
     start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, comm_.rank());
