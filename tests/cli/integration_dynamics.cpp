@@ -103,6 +103,12 @@ TEST(CliDynamics, SplitIsExactAndMatchesTheSpec) {
     const auto run = nlohmann::json::parse(std::ifstream(tmp / "dyn/run.json"));
     const auto& ckpts = run["checkpoints"];
     ASSERT_EQ(ckpts.size(), 8u);
+    // Every checkpoint cuts the same inputs to --max-tokens 20: the note is said once, not 8 times.
+    const std::string cut = " cut to 20 tokens (--max-tokens)";
+    size_t notes = 0;
+    for (size_t at = r.err.find(cut); at != std::string::npos; at = r.err.find(cut, at + 1))
+        ++notes;
+    EXPECT_EQ(notes, 1u) << r.err;
     std::vector<std::map<Key, Parts>> rows;
     for (const auto& c : ckpts) {
         rows.push_back(read_rows(tmp / "dyn" / c["path"].get<std::string>() / "entropy_rows.npy"));
