@@ -56,7 +56,14 @@ public:
         FrameEvidence& f = s.frame;
         io(f.n_layers), io(f.first), io(f.last), io(f.other);
         io(f.reference_count_sum), io(f.reference_count_n);
-        if (io.loading()) f.mid_late_first = s.config.mid_late_begin(f.n_layers);  // options
+        if (!io.loading()) return;
+        // A damaged count must not reach mid_late_begin (a loop over it, indexing layer_ids).
+        const auto n = static_cast<size_t>(f.n_layers);
+        if (f.n_layers < 0 || (f.n_layers != 0 && f.n_layers != s.n_layers) ||
+            f.first.size() != n || f.last.size() != n || f.other.size() != n ||
+            (n != 0 && !s.config.layer_ids.empty() && s.config.layer_ids.size() != n))
+            io.reader().fail("reference-frame evidence does not match its layer count");
+        f.mid_late_first = s.config.mid_late_begin(f.n_layers);  // from the options
     }
 };
 

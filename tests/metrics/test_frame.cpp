@@ -1,8 +1,11 @@
 // Token specialisation, reference counts and the reference-frame verdict (spec 8, 10.m, 10.n).
+#include <cstring>
 #include <functional>
 
 #include <gtest/gtest.h>
 
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/serialize.hpp"
 #include "sinkscope/metrics/frame.hpp"
 #include "sinkscope/metrics/ref_frame.hpp"
 
@@ -149,4 +152,38 @@ TEST(Frame, ModalTokenTiesInCompatKeepTheFirstSeen) {
         shard1.merge(shard2);
         EXPECT_EQ(modal(shard1), first->front());
     }
+}
+
+// A state whose frame evidence claims another layer count than its vectors hold is refused as
+// damaged, at once: the count used to drive a loop over the layers (a fuzzer's 2^62 layers ran
+// for minutes) and index the analysed-layer list past its end. The count is found in the saved
+// bytes as the 8-byte 6 directly followed by the first vector's length 6.
+TEST(Frame, DamagedLayerCountInStateIsRefused) {
+    RefFrameAccumulator acc(frame_only());
+    acc.add(anchored(
+        6, 4, 12, Masking::Causal, [](int64_t) { return 0; }, 0.95));
+    sinkscope::BinaryWriter w;
+    acc.save(w);
+    const std::string bytes = w.bytes();
+    const int64_t six[2] = {6, 6};
+    const std::string needle(reinterpret_cast<const char*>(six), sizeof six);
+    const size_t at = bytes.rfind(needle);
+    ASSERT_NE(at, std::string::npos);
+    auto load = [&](int64_t layers) {
+        std::string edited = bytes;
+        std::memcpy(edited.data() + at, &layers, sizeof layers);
+        RefFrameAccumulator back(frame_only());
+        sinkscope::BinaryReader r(edited, "state.bin");
+        back.load(r);
+        return back.finish().verdict;
+    };
+    EXPECT_EQ(load(6), FrameType::Centralized);  // the untouched count loads
+    for (int64_t bad : {int64_t{5}, int64_t{1} << 62, int64_t{-3}}) try {
+            load(bad);
+            ADD_FAILURE() << bad << " layers loaded";
+        } catch (const sinkscope::InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("frame evidence does not match its layer count"),
+                      std::string::npos)
+                << e.what();
+        }
 }
