@@ -28,7 +28,7 @@ inline bool takes_runtime_policy(int argc, char** argv) {
 // The subcommands sinkscope-lite has (apps/CMakeLists.txt: cmd_*.cpp, the ones that run no
 // model); the launcher starts them there, without libtorch.
 inline bool runs_without_torch(int argc, char** argv) {
-    static const char* const kCommands[] = {"compare", "metrics", "report"};
+    static const char* const kCommands[] = {"compare", "metrics", "report", "tables", "theorem1"};
     return is_subcommand(argc, argv, kCommands);
 }
 

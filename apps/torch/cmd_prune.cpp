@@ -36,13 +36,21 @@ sinkscope::cli::Registrar registrar("prune", 20, [](CLI::App& app) {
     cmd->add_option("--channels", o->channels,
                     "Distances that define redundancy: js (Jensen-Shannon on the rows), dA_perp "
                     "(Aitchison distance of the content, sink removed), dA (Aitchison distance "
-                    "of the whole row), cosine (on the rows)")
+                    "of the whole row), cosine and euclidean (on the rows); js_drop, "
+                    "cosine_drop and euclidean_drop take the classical metric on the content "
+                    "(sink removed, renormalised)")
         ->capture_default_str();
     cmd->add_option("--sparsity", o->sparsity,
                     "Fractions of all heads to prune, each in (0, 1); round(fraction x heads)")
         ->capture_default_str();
     cmd->add_option("--ablation", o->ablation,
                     "zero: a pruned head's output is 0; mean: its mean over the calibration set")
+        ->capture_default_str();
+    cmd->add_option("--budget", o->budget,
+                    "model: round(fraction x all heads) pruned anywhere in the model by "
+                    "model-wide redundancy; per-layer: round(fraction x heads of a layer) pruned "
+                    "in every layer, by redundancy among the layer's heads (random baselines "
+                    "too)")
         ->capture_default_str();
     cmd->add_option("--random-seeds", o->random_seeds,
                     "Random-pruning baselines per sparsity (seeds --seed, --seed + 1, ...)")

@@ -19,7 +19,7 @@ from . import _sinkscope
 from ._results import Results
 
 __all__ = ["analyze", "decompose", "head_distances", "reversal_rates", "betti_curves",
-           "options", "defaults", "example_attention"]
+           "adjusted_rand_index", "cluster", "options", "defaults", "example_attention"]
 
 
 def options(**kwargs):
@@ -141,6 +141,22 @@ def reversal_rates(attention, scores=None, **kwargs):
     """Reversal rates (spec section 3) as the ``reversal`` table: flip and vs_content rates per
     classical metric, dA vs dA_perp, exact or sampled (``triples=N``)."""
     return analyze(attention, scores, analyses=["heads"], **kwargs)["reversal"]
+
+
+def adjusted_rand_index(a, b):
+    """Adjusted Rand index of two labelings of the same heads (any integer labels), in [-1, 1]:
+    for instance the ``cluster`` columns of two runs' clusters.csv, or of a clusters.csv and a
+    clark2019.csv (spec section 4)."""
+    return _sinkscope.adjusted_rand_index([int(x) for x in np.asarray(a).ravel()],
+                                          [int(x) for x in np.asarray(b).ravel()])
+
+
+def cluster(distance, k, linkage="average"):
+    """Agglomerative clustering of an (n, n) head distance matrix into ``k`` clusters as the head
+    analyses do it (``linkage``: average, complete, single or ward); numpy array of labels
+    0..k-1, numbered by first appearance."""
+    return np.asarray(_sinkscope.cluster(np.asarray(distance, dtype=np.float64), int(k), linkage),
+                      dtype=np.int64)
 
 
 def betti_curves(attention, scores=None, **kwargs):

@@ -85,6 +85,7 @@ void bind_api(py::module_& m) {
         .def_readwrite("channels", &PruneOptions::channels)
         .def_readwrite("sparsity", &PruneOptions::sparsity)
         .def_readwrite("ablation", &PruneOptions::ablation)
+        .def_readwrite("budget", &PruneOptions::budget)
         .def_readwrite("random_seeds", &PruneOptions::random_seeds)
         .def_readwrite("seed", &PruneOptions::seed)
         .def_readwrite("max_tokens", &PruneOptions::max_tokens)

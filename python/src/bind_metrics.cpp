@@ -2,12 +2,18 @@
 // pipeline (api::compute_metrics, or api::run_metrics_command when a run directory is wanted).
 // The arrays are borrowed, not copied: each input is converted to fp64 when the pipeline reaches
 // it, as for a memory-mapped .npy.
+#include <map>
 #include <sstream>
 
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
+
+#include <Eigen/Core>
 
 #include "bindings.hpp"
 #include "sinkscope/api/metrics.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/metrics/cluster.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -85,6 +91,52 @@ void bind_metrics(py::module_& m) {
         py::arg("name") = "array", py::arg("out") = "", py::arg("overwrite") = false,
         py::arg("report") = true, py::arg("progress") = py::none(),
         "The analyses of `sinkscope metrics` on arrays shaped (N, L, H, T, T) or (L, H, T, T).");
+
+    // Clusterings a user names (two runs' clusters.csv, clark2019.csv, their own labels): the
+    // ARI of spec 4 and the linkages of the analyses, on arrays.
+    m.def(
+        "adjusted_rand_index",
+        [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+            if (a.size() != b.size())
+                throw py::value_error("the two labelings have " + std::to_string(a.size()) +
+                                      " and " + std::to_string(b.size()) + " items");
+            std::map<int64_t, int> names;  // any integer labels, renamed densely
+            auto dense = [&](const std::vector<int64_t>& v) {
+                std::vector<int> out;
+                for (int64_t x : v)
+                    out.push_back(names.emplace(x, int(names.size())).first->second);
+                return out;
+            };
+            return metrics::adjusted_rand_index(dense(a), dense(b));
+        },
+        py::arg("a"), py::arg("b"),
+        "Adjusted Rand index (Hubert & Arabie 1985) of two labelings of the same items, in "
+        "[-1, 1]; 1 for the same partition under any label names.");
+    m.def(
+        "cluster",
+        [](const py::array_t<double, py::array::c_style | py::array::forcecast>& d, int k,
+           const std::string& linkage) {
+            if (d.ndim() != 2 || d.shape(0) != d.shape(1))
+                throw py::value_error("the distance matrix must be square (n, n)");
+            const auto n = Eigen::Index(d.shape(0));
+            if (k < 1 || k > n)
+                throw py::value_error("k must be in 1.." + std::to_string(n) + ", got " +
+                                      std::to_string(k));
+            Eigen::MatrixXd m = Eigen::Map<
+                const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+                d.data(), n, n);
+            if (!m.allFinite()) throw py::value_error("the distance matrix holds NaN or inf");
+            metrics::Linkage method;
+            try {
+                method = metrics::parse_linkage(linkage);
+            } catch (const UsageError& e) {
+                throw py::value_error(e.what());
+            }
+            return metrics::cluster_linkage(m, k, method);
+        },
+        py::arg("distance"), py::arg("k"), py::arg("linkage") = "average",
+        "Agglomerative clustering of an (n, n) distance matrix into k clusters (linkage average, "
+        "complete, single or ward), as the head analyses do; labels 0..k-1 by first appearance.");
 
     m.def(
         "example_attention", [] { return npy_to_numpy(api::make_example_attention()); },

@@ -28,13 +28,14 @@ std::string sig3(double v) {
 
 // The per-row quantities of one head, as heads.csv names them (its summary rows and the
 // --per-input rows write the same list).
-std::array<std::pair<const char*, double>, 6> row_metrics(const metrics::HeadMeans& m) {
+std::array<std::pair<const char*, double>, 7> row_metrics(const metrics::HeadMeans& m) {
     return {{{t::metric::kSinkMass, m.sink_mass},
              {t::metric::kSinkBalance, m.sink_balance},
              {t::metric::kEntropy, m.entropy},
              {t::metric::kBinarySinkEntropy, m.binary_sink_entropy},
              {t::metric::kContentEntropyRenorm, m.content_entropy},
-             {t::metric::kContentEntropyWeighted, m.content_entropy_weighted}}};
+             {t::metric::kContentEntropyWeighted, m.content_entropy_weighted},
+             {t::metric::kContentConcentration, m.content_concentration}}};
 }
 
 // distances.csv: every pair a < b of heads for each distance of kDistanceNames, NaN pairs left
@@ -248,7 +249,10 @@ void compositional_compare_values(const std::filesystem::path& dir, std::vector<
     }
     if (RunTable d(dir, t::kDispersion.name); d.present())
         for (size_t i = 0; i < d.size(); ++i)
-            if (d.text(i, "scope") == "model") out.push_back({-1, "rho", "", d.num(i, "rho")});
+            if (d.text(i, "scope") == "model") {
+                out.push_back({-1, "rho", "", d.num(i, "rho")});
+                out.push_back({-1, "v_b", "", d.num(i, "v_b")});
+            }
 }
 
 std::unique_ptr<Analysis> make_compositional(const AnalysisContext& c) {

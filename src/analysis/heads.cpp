@@ -32,7 +32,7 @@ void head_analysis_tables(const HeadAnalysisResults& res, AnalysisOutput& out) {
         rev.add_row({r.scope, int64_t{r.layer}, r.comparison, r.metric, r.first, r.second, r.method,
                      r.counts.n_triples, r.counts.n_examined, r.counts.n_tied, r.counts.n_compared,
                      r.counts.n_disagree, r.rate, r.ci_lo, r.ci_hi,
-                     std::string(sampled ? "wilson95" : "none"),
+                     std::string(sampled ? "wilson95_fpc" : "none"),
                      sampled ? static_cast<int64_t>(res.options.seed) : int64_t{-1}});
     }
     out.tables.push_back({t::kReversal, std::move(rev), true});
@@ -110,9 +110,11 @@ std::string head_analysis_summary(const HeadAnalysisResults& res) {
     const auto& o = res.options;
     const std::string scope = scope_name(o.scope);
     out << "head analyses: " << res.head_labels.size() << " heads, reversal "
-        << (o.triples > 0 ? "sampled (" + std::to_string(o.triples) + " triples" +
+        << (o.triples > 0 ? "sampled (" + std::to_string(o.triples) + " distinct triples" +
                                 (o.scope == ReversalScope::Layer ? " per layer" : "") + ", seed " +
-                                std::to_string(o.seed) + ", 95% Wilson CI)"
+                                std::to_string(o.seed) +
+                                ", 95% Wilson CI with finite population correction; exact "
+                                "where that many triples do not exist)"
                           : std::string("exact over all triples"))
         << ", scope " << scope << "\n";
     auto line = [&](const std::string& comparison, const std::string& title) {
@@ -186,7 +188,7 @@ AnalysisOutput head_analyses_output(const HeadAnalysisResults& ha) {
         {"scope", scope_name(hopts.scope)},
         {"regime_lo", hopts.regime_lo},
         {"regime_hi", hopts.regime_hi},
-        {"clustering", "average linkage"},
+        {"clustering", std::string(to_string(hopts.linkage)) + " linkage"},
         {"ties", "relative 1e-12 (spec 10.f)"}};
     out.summary = head_analysis_summary(ha);
     return out;

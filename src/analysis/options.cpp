@@ -261,6 +261,7 @@ ResolvedOptions resolve(const AnalysisOptions& o, const InputCapabilities& input
     r.seed = o.seed.value_or(0);
     r.head_analyses.k = o.k;
     r.head_analyses.triples = o.triples;
+    r.head_analyses.linkage = metrics::parse_linkage(o.linkage);
     r.head_analyses.seed = r.seed;
     r.head_analyses.regime_lo = o.regime_lo;
     r.head_analyses.regime_hi = o.regime_hi;

@@ -22,6 +22,8 @@ std::unique_ptr<Analysis> make_value_space(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_statistics(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_sink_eps(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_entropy_rows(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_failure_geometry(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_clark2019(const AnalysisContext& c);
 // What compare and dynamics read back of each (beside its factory).
 using Dir = std::filesystem::path;
 void compositional_compare_values(const Dir& dir, std::vector<RunValue>& out);
@@ -66,19 +68,33 @@ std::vector<OptionSpec> heads_options() {
             .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
                 if (o.k < 0) throw UsageError("--k must be >= 0, got " + std::to_string(o.k));
             }),
+        field_option<std::string>(
+            "linkage", [](auto& o) -> auto& { return o.linkage; },
+            "Agglomerative clustering of the heads: average (UPGMA), complete, single or ward "
+            "(Ward's update on the distances)")
+            .in(kHeadGroup)
+            .labelled("the clustering linkage")
+            .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
+                if (o.linkage != "average" && o.linkage != "complete" && o.linkage != "single" &&
+                    o.linkage != "ward")
+                    throw UsageError("--linkage must be average, complete, single or ward, got '" +
+                                     o.linkage + "'");
+            }),
         field_option<int64_t>(
             "triples", [](auto& o) -> auto& { return o.triples; },
-            "Reversal rates: 0 counts exactly over all triples; N samples N "
-            "triples and reports a 95% Wilson interval")
+            "Reversal rates: 0 counts exactly over all triples; N samples N distinct "
+            "triples (without replacement; all of them, exactly, where fewer exist) and reports "
+            "a 95% Wilson interval with the finite population correction")
             .in(kHeadGroup)
             .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
                 if (o.triples < 0)
                     throw UsageError("--triples must be >= 0, got " + std::to_string(o.triples));
-                // Sampling costs time in proportion to N; beyond this an exact count (--triples
-                // 0, which handles 5e8 triples of 1,024 heads) is both faster and exact.
-                if (o.triples > 100000000)
+                // Sampling holds the N drawn triple indices (about 50 bytes each) and costs
+                // time in proportion to N; beyond this an exact count (--triples 0, which
+                // handles 5e8 triples of 1,024 heads) is both faster and exact.
+                if (o.triples > 10000000)
                     throw UsageError(
-                        "--triples is capped at 100000000 sampled triples (0 counts every "
+                        "--triples is capped at 10000000 sampled triples (0 counts every "
                         "triple exactly), got " +
                         std::to_string(o.triples));
             }),
@@ -352,6 +368,29 @@ std::vector<AnalysisInfo>& rows() {
          .make = make_heads,
          .compare_values = heads_compare_values,
          .trajectory_values = heads_trajectory_values},
+        {.name = "failure_geometry",
+         .description = "where classical metrics stop separating heads: every head-pair "
+                        "distance (cosine, JS, Euclidean, keep and drop; dA, dA_perp) by the "
+                        "pair's sink mass, as quantile bands per sink-mass bin",
+         .layer_scope = true,
+         .after = {"compositional"},
+         .options = {field_option<int>(
+                         "failure_bins", [](auto& o) -> auto& { return o.failure_bins; },
+                         "Equal sink-mass bins of [0, 1] of failure_geometry.csv")
+                         .in(kHeadGroup)
+                         .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
+                             if (o.failure_bins < 1 || o.failure_bins > 1000)
+                                 throw UsageError("--failure-bins must be in 1..1000, got " +
+                                                  std::to_string(o.failure_bins));
+                         })},
+         .make = make_failure_geometry},
+        {.name = "clark2019",
+         .description = "the standard BERT head-clustering pipeline (Clark et al. 2019: JS of "
+                        "rows smoothed 0.001/T + 0.999 p, summed over rows), with the sink kept "
+                        "and dropped, clustered (--linkage, --k) and compared by ARI; only when "
+                        "named",
+         .in_all = false,
+         .make = make_clark2019},
         {.name = "graphs",
          .description = "thresholded attention graphs: density, Laplacian spectrum, star-likeness, "
                         "centralization",

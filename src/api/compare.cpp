@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <ostream>
 #include <set>
@@ -15,6 +16,7 @@
 #include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/analysis/run_values.hpp"
 #include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/api/run_outputs.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/core/output_dir.hpp"
@@ -30,36 +32,43 @@ using nlohmann::json;
 namespace tables = analysis::tables;
 
 const char* const kRegimeFitRule =
-    "candidates: 0, 1, 0.2, 0.5 and the midpoints between consecutive distinct sorted rho of the "
-    "fit runs; over every pair lo <= hi maximise the correct non-abstaining predictions, then "
-    "fewer wrong, then fewer abstentions, then the smallest lo, then the smallest hi; fit runs "
-    "without a measured flip rate are left out";
+    "candidates: for rho 0, 1, 0.2, 0.5 (for V_b 0 and the largest fit value + 1) and the "
+    "midpoints between consecutive distinct sorted values of the measured fit runs; over every "
+    "pair lo <= hi maximise the correct non-abstaining predictions, then fewer wrong, then fewer "
+    "abstentions, then the smallest lo, then the smallest hi; then the band is widened about its "
+    "centre to at least --regime-min-width; fit runs without a measured outcome are left out";
 
-std::vector<double> regime_candidates(const std::vector<RegimePoint>& points) {
-    std::vector<double> rho;
+std::vector<double> regime_candidates(const std::vector<RegimePoint>& points,
+                                      const std::string& statistic) {
+    const bool rho = statistic == "rho";
+    std::vector<double> x;
     for (const auto& p : points)
-        if (std::isfinite(p.flip_rate) && std::isfinite(p.rho) && p.rho >= 0 && p.rho <= 1)
-            rho.push_back(p.rho);
-    std::sort(rho.begin(), rho.end());
-    rho.erase(std::unique(rho.begin(), rho.end()), rho.end());
-    std::vector<double> c = {0.0, 1.0, metrics::kRegimeLo, metrics::kRegimeHi};
-    for (size_t i = 1; i < rho.size(); ++i) c.push_back(0.5 * (rho[i - 1] + rho[i]));
+        if (p.measured != metrics::Regime::Abstain && std::isfinite(p.x) && p.x >= 0 &&
+            (!rho || p.x <= 1))
+            x.push_back(p.x);
+    std::sort(x.begin(), x.end());
+    x.erase(std::unique(x.begin(), x.end()), x.end());
+    std::vector<double> c =
+        rho ? std::vector<double>{0.0, 1.0, metrics::kRegimeLo, metrics::kRegimeHi}
+            : std::vector<double>{0.0, (x.empty() ? 0.0 : x.back()) + 1.0};
+    for (size_t i = 1; i < x.size(); ++i) c.push_back(0.5 * (x[i - 1] + x[i]));
     std::sort(c.begin(), c.end());
     c.erase(std::unique(c.begin(), c.end()), c.end());
     return c;
 }
 
-RegimeFit fit_regime(const std::vector<RegimePoint>& points) {
+RegimeFit fit_regime(const std::vector<RegimePoint>& points, const std::string& statistic,
+                     double min_width) {
     std::vector<RegimePoint> used;
     for (const auto& p : points)
-        if (std::isfinite(p.flip_rate)) used.push_back(p);
+        if (p.measured != metrics::Regime::Abstain) used.push_back(p);
     auto score = [&](double lo, double hi) {
         RegimeFit f{lo, hi, 0, 0, 0};
         for (const auto& p : used) {
-            const metrics::Regime r = metrics::predict_regime(p.rho, lo, hi);
+            const metrics::Regime r = metrics::predict_regime_of(p.x, lo, hi);
             if (r == metrics::Regime::Abstain)
                 ++f.n_abstain;
-            else if (r == metrics::measured_regime(p.flip_rate))
+            else if (r == p.measured)
                 ++f.n_correct;
             else
                 ++f.n_wrong;
@@ -67,7 +76,7 @@ RegimeFit fit_regime(const std::vector<RegimePoint>& points) {
         return f;
     };
     if (used.empty()) return score(metrics::kRegimeLo, metrics::kRegimeHi);
-    const std::vector<double> c = regime_candidates(used);
+    const std::vector<double> c = regime_candidates(used, statistic);
     RegimeFit best;
     bool have = false;
     // Candidates ascend, so the first pair reaching a score has the smallest lo, then hi.
@@ -80,7 +89,13 @@ RegimeFit fit_regime(const std::vector<RegimePoint>& points) {
                 have = true;
             }
         }
-    return best;
+    if (best.hi - best.lo >= min_width) return best;
+    // Spec 7: the band has a least width, about the chosen centre, inside the statistic's range.
+    const double top = statistic == "rho" ? 1.0 : std::numeric_limits<double>::infinity();
+    const double width = std::min(min_width, top);
+    double lo = 0.5 * (best.lo + best.hi) - 0.5 * width;
+    lo = std::clamp(lo, 0.0, top - width);
+    return score(lo, lo + width);
 }
 
 namespace {
@@ -98,26 +113,22 @@ struct Run {
     std::string subcommand, model, checkpoint, architecture, inputs_sha256, sink;
     std::string sink_resolved;  // run.json sink_policy.resolved ("" when the run does not say)
     int64_t n_params = -1;      // -1: the run does not record it
-    double rho = std::nan(""), flip_rate = std::nan("");
-    bool has_regime = false;  // rho read from the run
+    double rho = std::nan(""), v_b = std::nan(""), flip_rate = std::nan("");
+    bool has_regime = false;  // rho read from the run (an analyze run's or a prune run's own)
     std::vector<Value> values;
+    // A prune run: its points, random spreads, measure and unpruned value, the regime it
+    // measured (spec 7), and whether an analyze run of the same model took it over. An analyze
+    // run: the index of the prune run joined to it (-1: none).
+    std::vector<metrics::PrunePoint> prune_points;
+    std::vector<metrics::RandomSpread> prune_random;
+    std::string measure;
+    double baseline = std::nan("");
+    metrics::PruningRegime pruning;
+    bool joined = false;
+    int prune_of = -1;
     json frame;  // frame.json, or null
     std::string role = "none";
 };
-
-std::string model_name(const json& rec, const fs::path& dir) {
-    // The name analyze wrote in its tables' model column (a dynamics series names its folder).
-    if (rec.contains("model") && rec["model"].is_object() && rec["model"].contains("name") &&
-        rec["model"]["name"].is_string() && !rec["model"]["name"].get<std::string>().empty())
-        return rec["model"]["name"].get<std::string>();
-    if (rec.contains("model") && rec["model"].is_object() && rec["model"].contains("path") &&
-        rec["model"]["path"].is_string()) {
-        fs::path p = fs::path(rec["model"]["path"].get<std::string>()).lexically_normal();
-        if (p.filename().empty()) p = p.parent_path();
-        if (!p.filename().empty()) return p.filename().string();
-    }
-    return fs::absolute(dir).lexically_normal().filename().string();
-}
 
 json read_run_json(const fs::path& dir, const std::string& shown) {
     std::error_code ec;
@@ -150,6 +161,8 @@ void read_values(Run& r) {
             r.flip_rate = v.value;
         }
     }
+    for (const analysis::RunValue& v : read)
+        if (v.metric == "v_b") r.v_b = v.value;
     // Fisher: the model-level rows (layer and head -1) of fisher.csv.
     if (analysis::RunTable f(dir, tables::kFisher.name); f.present())
         for (size_t i = 0; i < f.size(); ++i)
@@ -161,6 +174,31 @@ void read_values(Run& r) {
         if (!r.frame.is_object())
             throw InputError((dir / tables::kFrameFile).string(), "is not a JSON object");
     }
+}
+
+// A prune run's tables (prune.csv, prune_random.csv) and the sink dispersion of its calibration
+// set (run.json regime_inputs), which the regime predictor reads (spec 7).
+void read_prune(Run& r) {
+    const std::string file = (r.dir / "run.json").string();
+    r.measure = io::json_string_or(r.rec, "measure", "perplexity", file);
+    if (r.rec.contains("regime_inputs") && r.rec["regime_inputs"].is_object()) {
+        const json& g = r.rec["regime_inputs"];
+        if (g.contains("rho") && g["rho"].is_number()) {
+            r.rho = g["rho"].get<double>();
+            r.has_regime = true;
+        }
+        if (g.contains("v_b") && g["v_b"].is_number()) r.v_b = g["v_b"].get<double>();
+    }
+    if (analysis::RunTable t(r.dir, tables::kPrune.name); t.present())
+        for (size_t i = 0; i < t.size(); ++i) {
+            const std::string method = t.text(i, "method");
+            if (method == "none") r.baseline = t.num(i, "value");
+            if (method != "none" && method != "random")
+                r.prune_points.push_back({method, t.num(i, "sparsity"), t.num(i, "value")});
+        }
+    if (analysis::RunTable t(r.dir, tables::kPruneRandom.name); t.present())
+        for (size_t i = 0; i < t.size(); ++i)
+            r.prune_random.push_back({t.num(i, "sparsity"), t.num(i, "min"), t.num(i, "max")});
 }
 
 Run read_run(const fs::path& dir, const std::string& shown, const std::string& given,
@@ -192,6 +230,7 @@ Run read_run(const fs::path& dir, const std::string& shown, const std::string& g
     if (r.rec.contains("sink_policy") && r.rec["sink_policy"].is_object())
         r.sink_resolved = io::json_string_or(r.rec["sink_policy"], "resolved", "", file);
     read_values(r);
+    if (r.subcommand == "prune") read_prune(r);
     return r;
 }
 
@@ -306,6 +345,27 @@ std::string frame_str(const json& f, const char* key) {
 // The run list, --fit and --apply, checked before anything is read.
 void check_compare_options(const CompareOptions& o) {
     if (o.runs.empty()) throw UsageError("compare needs at least one run directory");
+    if (o.regime_outcome != "pruning" && o.regime_outcome != "flip_rate")
+        throw UsageError("--regime-outcome must be pruning or flip_rate, got '" +
+                         printable(o.regime_outcome, 40) + "'");
+    if (o.regime_statistic != "rho" && o.regime_statistic != "v_b")
+        throw UsageError("--regime-statistic must be rho or v_b, got '" +
+                         printable(o.regime_statistic, 40) + "'");
+    if (o.regime_statistic == "v_b" && o.fit.empty())
+        throw UsageError(
+            "--regime-statistic v_b has no default thresholds (V_b is in nats^2, with no fixed "
+            "scale): name the runs to fit them on with --fit");
+    static const std::set<std::string> classical = {
+        "js", "js_drop", "cosine", "cosine_drop", "euclidean", "euclidean_drop", "dA"};
+    if (!classical.count(o.regime_channel))
+        throw UsageError(
+            "--regime-channel must be a prune channel other than dA_perp (js, "
+            "js_drop, cosine, cosine_drop, euclidean, euclidean_drop, dA), got '" +
+            printable(o.regime_channel, 40) + "'");
+    if (!(std::isfinite(o.regime_min_width) && o.regime_min_width >= 0 &&
+          (o.regime_statistic != "rho" || o.regime_min_width <= 1)))
+        throw UsageError("--regime-min-width must be >= 0 (and <= 1 for rho), got " +
+                         io::format_number(o.regime_min_width));
     if (o.out.empty()) throw UsageError("--out must not be empty");
     std::set<std::string> given(o.runs.begin(), o.runs.end());
     if (given.size() != o.runs.size()) throw UsageError("compare: a run directory is given twice");
@@ -345,6 +405,49 @@ std::vector<Run> read_runs(const CompareOptions& o) {
     return runs;
 }
 
+// Spec 7's outcome of each prune run, and each analyze run joined to the prune run of the same
+// model and checkpoint (the first one given; a second is reported). A joined prune run is no
+// regime point of its own: its analyze run is.
+void join_prune_runs(std::vector<Run>& runs, const CompareOptions& o,
+                     std::vector<std::string>& warnings) {
+    for (Run& p : runs)
+        if (p.subcommand == "prune")
+            p.pruning = metrics::measured_pruning_regime(
+                p.prune_points, p.prune_random, o.regime_channel, p.measure != "top1_agreement");
+    for (Run& r : runs) {
+        if (r.subcommand != "analyze" && r.subcommand != "metrics") continue;
+        for (size_t i = 0; i < runs.size(); ++i) {
+            Run& p = runs[i];
+            if (p.subcommand != "prune" || p.model != r.model || p.checkpoint != r.checkpoint)
+                continue;
+            if (r.prune_of >= 0) {
+                warnings.push_back(p.path + " is a second prune run of " + r.model + " (" +
+                                   runs[size_t(r.prune_of)].path + " is used for " + r.path + ")");
+                continue;
+            }
+            r.prune_of = int(i);
+            r.pruning = p.pruning;
+            p.joined = true;
+        }
+    }
+}
+
+// The regime predictor's statistic of a run, and whether the run is a regime point: an analyze
+// run with rho, or a prune run not joined to one (its calibration set's dispersion).
+double regime_statistic(const Run& r, const CompareOptions& o) {
+    return o.regime_statistic == "v_b" ? r.v_b : r.rho;
+}
+bool regime_subject(const Run& r) {
+    return r.has_regime && !(r.subcommand == "prune" && r.joined);
+}
+// The measured regime under the chosen outcome (Abstain: unmeasured).
+metrics::Regime measured_outcome(const Run& r, const CompareOptions& o) {
+    if (o.regime_outcome == "flip_rate")
+        return std::isfinite(r.flip_rate) ? metrics::measured_regime(r.flip_rate)
+                                          : metrics::Regime::Abstain;
+    return r.pruning.measured;
+}
+
 // The regime predictor's thresholds (spec 7): fitted on the --fit runs, applied frozen to the
 // --apply runs (default: every run not fitted on).
 struct Fitted {
@@ -358,62 +461,117 @@ Fitted fit_roles(std::vector<Run>& runs, const CompareOptions& o,
                  std::vector<std::string>& warnings) {
     const std::set<std::string> fit(o.fit.begin(), o.fit.end());
     const std::set<std::string> apply(o.apply.begin(), o.apply.end());
+    // A run and the prune run joined to it are one point: named by either.
+    auto named = [&](const std::set<std::string>& names, const Run& r) {
+        return names.count(r.given) ||
+               (r.prune_of >= 0 && names.count(runs[size_t(r.prune_of)].given));
+    };
+    const std::string outcome =
+        o.regime_outcome == "flip_rate" ? "measured flip rate" : "measured pruning regime";
     Fitted f;
     for (Run& r : runs) {
-        r.role = fit.count(r.given)                      ? "fit"
-                 : apply.empty() || apply.count(r.given) ? "apply"
-                                                         : "none";
-        if (r.role != "fit") continue;
-        if (!r.has_regime)
-            warnings.push_back(r.path +
-                               " has no rho (no model row in dispersion.csv): left out of "
-                               "fitting");
-        else if (!std::isfinite(r.flip_rate))
-            warnings.push_back(r.path + " has no measured flip rate: left out of fitting");
+        r.role = named(fit, r) ? "fit" : apply.empty() || named(apply, r) ? "apply" : "none";
+        if (r.role != "fit" || (r.subcommand == "prune" && r.joined)) continue;
+        const double x = regime_statistic(r, o);
+        const metrics::Regime m = measured_outcome(r, o);
+        if (!regime_subject(r) || !std::isfinite(x))
+            warnings.push_back(r.path + " has no " + o.regime_statistic +
+                               " (no model row in dispersion.csv, or a prune run without "
+                               "regime_inputs): left out of fitting");
+        else if (m == metrics::Regime::Abstain)
+            warnings.push_back(r.path + " has no " + outcome + ": left out of fitting");
         else
-            f.points.push_back({r.rho, r.flip_rate});
+            f.points.push_back({x, m});
     }
     f.fitted = !fit.empty();
-    f.rf = fit_regime(f.points);
+    f.rf = fit_regime(f.points, o.regime_statistic, f.fitted ? o.regime_min_width : 0.0);
     if (f.fitted && f.points.empty())
-        warnings.push_back(
-            "no fit run has rho and a measured flip rate: the thresholds stay at "
-            "the defaults 0.2 / 0.5");
+        warnings.push_back("no fit run has " + o.regime_statistic + " and a " + outcome +
+                           ": the thresholds stay at the defaults 0.2 / 0.5");
     // Fit runs of one measured class leave the rule nothing to separate: any lo = hi that puts
     // them all on their side scores perfectly, so the thresholds say nothing about the other class.
     if (f.points.empty()) return f;
-    const metrics::Regime one = metrics::measured_regime(f.points.front().flip_rate);
-    const bool mixed = std::any_of(f.points.begin(), f.points.end(), [&](const auto& p) {
-        return metrics::measured_regime(p.flip_rate) != one;
-    });
+    const metrics::Regime one = f.points.front().measured;
+    const bool mixed = std::any_of(f.points.begin(), f.points.end(),
+                                   [&](const auto& p) { return p.measured != one; });
     if (!mixed) {
         const bool safe = one == metrics::Regime::ClassicalSafe;
-        warnings.push_back("every --fit run is measured " + metrics::regime_name(one) +
-                           " (flip rate " + (safe ? "< " : ">= ") +
-                           io::format_number(metrics::kUnsafeFlipRate) + "): with no " +
-                           (safe ? "classical-unsafe" : "classical-safe") +
-                           " example the fitted lo = " + io::format_number(f.rf.lo) +
-                           ", hi = " + io::format_number(f.rf.hi) +
-                           " are not informed by that class; add a run of it to --fit");
+        warnings.push_back(
+            "every --fit run is measured " + metrics::regime_name(one) +
+            (o.regime_outcome == "flip_rate" ? " (flip rate " + std::string(safe ? "< " : ">= ") +
+                                                   io::format_number(metrics::kUnsafeFlipRate) + ")"
+                                             : std::string(" by pruning")) +
+            ": with no " + (safe ? "classical-unsafe" : "classical-safe") +
+            " example the fitted lo = " + console_number(f.rf.lo) + ", hi = " +
+            console_number(f.rf.hi) + " are not informed by that class; add a run of it to --fit");
     }
     return f;
 }
 
-// compare's tables: models.csv, compare.csv, frames.csv, regime.csv, regime_confusion.csv, and
-// run.json's list of runs.
+// compare's tables: models.csv, compare.csv, frames.csv, regime.csv, regime_confusion.csv,
+// regime_map.csv, and run.json's list of runs.
 struct CompareTables {
     io::Table models{{"run", "model", "checkpoint", "architecture", "n_params", "subcommand",
                       "sink", "inputs_sha256"}};
     io::Table values{{"model", "checkpoint", "n_params", "metric", "param", "value"}};
     io::Table frames{{"run", "model", "checkpoint", "frame", "share_first_mid_late",
                       "mean_reference_count", "mid_late_first_layer", "convention", "rule"}};
-    io::Table regime{{"run", "model", "checkpoint", "role", "rho", "lo", "hi", "predicted",
-                      "flip_rate", "unsafe_flip_rate", "measured", "agreement", "rule"}};
+    io::Table regime{{"run",
+                      "model",
+                      "checkpoint",
+                      "role",
+                      "statistic",
+                      "value",
+                      "rho",
+                      "v_b",
+                      "lo",
+                      "hi",
+                      "predicted",
+                      "outcome",
+                      "measured",
+                      "agreement",
+                      "flip_rate",
+                      "unsafe_flip_rate",
+                      "flip_measured",
+                      "flip_agreement",
+                      "prune_run",
+                      "pruning_measured",
+                      "pruning_agreement",
+                      "pruning_evidence",
+                      "rule"}};
     io::Table confusion{{"predicted", "measured", "count"}};
+    io::Table map{{"prune_run", "analyze_run", "model", "checkpoint", "rho", "v_b", "method",
+                   "sparsity", "measure", "value", "baseline", "inflation", "random_min",
+                   "random_max", "beyond_random"}};
     json run_list = json::array();
 };
 
-CompareTables compare_tables(const std::vector<Run>& runs, const Fitted& f) {
+// The regime map (spec 7): each prune run's points against its model's sink dispersion (the
+// joined analyze run's, else the prune run's calibration set's).
+void add_map_rows(const std::vector<Run>& runs, io::Table& map) {
+    for (const Run& p : runs) {
+        if (p.subcommand != "prune") continue;
+        const Run* a = nullptr;
+        for (const Run& r : runs)
+            if (r.prune_of >= 0 && &runs[size_t(r.prune_of)] == &p) a = &r;
+        const Run& src = a ? *a : p;
+        const bool worse_high = p.measure != "top1_agreement";
+        for (const metrics::PrunePoint& x : p.prune_points) {
+            double lo = std::nan(""), hi = std::nan("");
+            for (const metrics::RandomSpread& r : p.prune_random)
+                if (r.sparsity == x.sparsity) lo = r.min, hi = r.max;
+            const int64_t beyond = !std::isfinite(hi) ? -1
+                                   : worse_high       ? int64_t(x.value > hi)
+                                                      : int64_t(x.value < lo);
+            map.add_row({p.path, a ? a->path : std::string(), p.model, p.checkpoint, src.rho,
+                         src.v_b, x.method, x.sparsity, p.measure, x.value, p.baseline,
+                         x.value / p.baseline, lo, hi, beyond});
+        }
+    }
+}
+
+CompareTables compare_tables(const std::vector<Run>& runs, const Fitted& f,
+                             const CompareOptions& o) {
     CompareTables t;
     const std::vector<std::string> predicted_names = {"classical-safe", "classical-unsafe",
                                                       "abstain"};
@@ -422,6 +580,9 @@ CompareTables compare_tables(const std::vector<Run>& runs, const Fitted& f) {
     std::map<std::pair<std::string, std::string>, int64_t> confusion;
     const std::string rule =
         f.fitted ? std::string("fitted: ") + kRegimeFitRule : "defaults of spec 7 (no --fit)";
+    auto measured_name = [](metrics::Regime m) {
+        return m == metrics::Regime::Abstain ? std::string("unmeasured") : metrics::regime_name(m);
+    };
     for (const Run& r : runs) {
         t.models.add_row({r.path, r.model, r.checkpoint, r.architecture, r.n_params, r.subcommand,
                           r.sink, r.inputs_sha256});
@@ -433,16 +594,41 @@ CompareTables compare_tables(const std::vector<Run>& runs, const Fitted& f) {
                               frame_num(r.frame, "mean_reference_count"),
                               frame_num(r.frame, "mid_late_first_layer"),
                               frame_str(r.frame, "convention"), frame_str(r.frame, "rule")});
-        if (r.has_regime) {
-            const metrics::Regime p = metrics::predict_regime(r.rho, f.rf.lo, f.rf.hi);
-            const std::string measured =
-                std::isfinite(r.flip_rate)
-                    ? metrics::regime_name(metrics::measured_regime(r.flip_rate))
-                    : "unmeasured";
-            t.regime.add_row({r.path, r.model, r.checkpoint, r.role, r.rho, f.rf.lo, f.rf.hi,
-                              metrics::regime_name(p), r.flip_rate, metrics::kUnsafeFlipRate,
-                              measured, metrics::regime_agreement(p, r.flip_rate), rule});
-            if (r.role == "apply") ++confusion[{metrics::regime_name(p), measured}];
+        if (regime_subject(r)) {
+            const metrics::Regime p =
+                metrics::predict_regime_of(regime_statistic(r, o), f.rf.lo, f.rf.hi);
+            const metrics::Regime flip = std::isfinite(r.flip_rate)
+                                             ? metrics::measured_regime(r.flip_rate)
+                                             : metrics::Regime::Abstain;
+            const metrics::Regime m = measured_outcome(r, o);
+            const bool has_prune = r.subcommand == "prune" || r.prune_of >= 0;
+            t.regime.add_row(
+                {r.path,
+                 r.model,
+                 r.checkpoint,
+                 r.role,
+                 o.regime_statistic,
+                 regime_statistic(r, o),
+                 r.rho,
+                 r.v_b,
+                 f.rf.lo,
+                 f.rf.hi,
+                 metrics::regime_name(p),
+                 o.regime_outcome,
+                 measured_name(m),
+                 metrics::regime_agreement(p, m),
+                 r.flip_rate,
+                 metrics::kUnsafeFlipRate,
+                 measured_name(flip),
+                 metrics::regime_agreement(p, flip),
+                 r.subcommand == "prune" ? r.path
+                 : r.prune_of >= 0       ? runs[size_t(r.prune_of)].path
+                                         : std::string(),
+                 measured_name(r.pruning.measured),
+                 metrics::regime_agreement(p, r.pruning.measured),
+                 has_prune ? r.pruning.reason : std::string("no prune run of this model"),
+                 rule});
+            if (r.role == "apply") ++confusion[{metrics::regime_name(p), measured_name(m)}];
         }
         t.run_list.push_back({{"path", r.path},
                               {"given", r.given},
@@ -453,6 +639,7 @@ CompareTables compare_tables(const std::vector<Run>& runs, const Fitted& f) {
     }
     for (const auto& p : predicted_names)
         for (const auto& m : measured_names) t.confusion.add_row({p, m, confusion[{p, m}]});
+    add_map_rows(runs, t.map);
     return t;
 }
 
@@ -462,6 +649,15 @@ json regime_record(const CompareOptions& o, const Fitted& f) {
                 {"hi", f.rf.hi},
                 {"fitted", f.fitted},
                 {"rule", f.fitted ? kRegimeFitRule : "spec 7 defaults (no --fit)"},
+                {"statistic", o.regime_statistic},
+                {"outcome", o.regime_outcome},
+                {"classical_channel", o.regime_channel},
+                {"min_width", o.regime_min_width},
+                {"pruning_rule",
+                 "classical-unsafe when at some sparsity the classical channel's measure is "
+                 "beyond the random baseline's spread on the worse side while dA_perp's is "
+                 "within it; classical-safe when both were compared at some sparsity and none is "
+                 "such; unmeasured otherwise"},
                 {"unsafe_flip_rate", metrics::kUnsafeFlipRate},
                 {"fit_runs", o.fit},
                 {"apply_runs", o.apply.empty() ? json("every run not fitted on") : json(o.apply)}};
@@ -488,8 +684,16 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
                               : "") +
                          "; pass --allow-mixed to compare them anyway");
     std::vector<std::string> warnings;
+    join_prune_runs(runs, o, warnings);
+    if (o.regime_outcome == "pruning" && std::none_of(runs.begin(), runs.end(), [](const Run& r) {
+            return regime_subject(r) && r.pruning.measured != metrics::Regime::Abstain;
+        }))
+        warnings.push_back(
+            "no compared model has a measured pruning regime (a prune run of it with the "
+            "classical channel, dA_perp and random seeds): every regime outcome is unmeasured; "
+            "add `sinkscope prune` runs, or score the flip rate with --regime-outcome flip_rate");
     const Fitted f = fit_roles(runs, o, warnings);
-    const CompareTables t = compare_tables(runs, f);
+    const CompareTables t = compare_tables(runs, f, o);
 
     io::RunRecord record(o.command_line, 1);  // reads and writes tables on one thread
     OutputDir out(o.out, o.overwrite);
@@ -498,6 +702,7 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
     t.frames.write(out.staging(), "frames", false);
     t.regime.write(out.staging(), "regime", false);
     t.confusion.write(out.staging(), "regime_confusion", false);
+    if (t.map.size() > 0) t.map.write(out.staging(), "regime_map", false);
     record.set("subcommand", "compare");
     record.set("runs", t.run_list);
     record.set("inputs", o.runs);
@@ -509,6 +714,8 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
                {{"sink_mass", "unweighted mean over the model's heads of heads.csv sink_mass"},
                 {"sink_eps", "sink_eps.csv model row (layer and head -1), param = its eps"},
                 {"rho", "regime.csv model row (else dispersion.csv): V_b / (V_b + C_perp)"},
+                {"v_b", "dispersion.csv model row: variance over the heads of the sink balance"},
+                {"inflation", "regime_map.csv: a pruned point's measure / the unpruned measure"},
                 {"flip_rate", "regime.csv model row: flips pooled over the classical metrics"},
                 {"reversal_rate", "reversal.csv model rows, param = comparison/metric"}});
     record.write(out.staging());
@@ -521,10 +728,8 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
     if (!diffs.empty())
         log << "compare: " << diffs.size() << " difference(s) between the runs (--allow-mixed), "
             << "listed in run.json\n";
-    log << "compare: " << runs.size()
-        << " runs, regime thresholds lo = " << io::format_number(f.rf.lo)
-        << ", hi = " << io::format_number(f.rf.hi) << (f.fitted ? " (fitted)" : " (defaults)")
-        << "\n";
+    log << "compare: " << runs.size() << " runs, regime thresholds lo = " << console_number(f.rf.lo)
+        << ", hi = " << console_number(f.rf.hi) << (f.fitted ? " (fitted)" : " (defaults)") << "\n";
     if (o.report && !report)
         log << (report::have_vega_runtime()
                     ? "report.html not written: the runs hold nothing to plot\n"

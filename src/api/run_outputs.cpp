@@ -1,10 +1,25 @@
-// Writes analysis outputs into a run directory (run_outputs.hpp).
+// Writes analysis outputs into a run directory and names a finished run's model
+// (run_outputs.hpp).
 #include "sinkscope/api/run_outputs.hpp"
 
 namespace sinkscope::api {
 
 void write_outputs(const analysis::PipelineResults& results, const std::filesystem::path& dir) {
     for (const auto& [name, out] : results.outputs) analysis::write_output(out, dir);
+}
+
+std::string model_name(const nlohmann::json& rec, const std::filesystem::path& dir) {
+    namespace fs = std::filesystem;
+    if (rec.contains("model") && rec["model"].is_object() && rec["model"].contains("name") &&
+        rec["model"]["name"].is_string() && !rec["model"]["name"].get<std::string>().empty())
+        return rec["model"]["name"].get<std::string>();
+    if (rec.contains("model") && rec["model"].is_object() && rec["model"].contains("path") &&
+        rec["model"]["path"].is_string()) {
+        fs::path p = fs::path(rec["model"]["path"].get<std::string>()).lexically_normal();
+        if (p.filename().empty()) p = p.parent_path();
+        if (!p.filename().empty()) return p.filename().string();
+    }
+    return fs::absolute(dir).lexically_normal().filename().string();
 }
 
 }  // namespace sinkscope::api

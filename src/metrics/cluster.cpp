@@ -1,4 +1,4 @@
-// Head clustering (spec 4, 10.h): classical MDS, average linkage, silhouette, ARI.
+// Head clustering (spec 4, 10.h): classical MDS, agglomerative linkages, silhouette, ARI.
 #include "sinkscope/metrics/cluster.hpp"
 
 #include <Spectra/MatOp/DenseSymMatProd.h>
@@ -81,15 +81,37 @@ Eigen::MatrixXd classical_mds(const Eigen::MatrixXd& d, int n_dims) {
     return coords;
 }
 
-std::vector<Merge> average_linkage(const Eigen::MatrixXd& d) {
+Linkage parse_linkage(const std::string& text) {
+    if (text == "average") return Linkage::Average;
+    if (text == "complete") return Linkage::Complete;
+    if (text == "single") return Linkage::Single;
+    if (text == "ward") return Linkage::Ward;
+    throw UsageError("linkage must be average, complete, single or ward, got '" + text + "'");
+}
+
+const char* to_string(Linkage linkage) {
+    switch (linkage) {
+        case Linkage::Average:
+            return "average";
+        case Linkage::Complete:
+            return "complete";
+        case Linkage::Single:
+            return "single";
+        case Linkage::Ward:
+            return "ward";
+    }
+    return "?";
+}
+
+std::vector<Merge> linkage_tree(const Eigen::MatrixXd& d, Linkage linkage) {
     check_distance_matrix(d);
     const int n = static_cast<int>(d.rows());
     std::vector<Merge> merges;
     if (n < 2) return merges;
     merges.reserve(static_cast<size_t>(n - 1));
 
-    // w(k, x) is the average-linkage distance between the clusters represented by k and x;
-    // columns are read contiguously.
+    // w(k, x) is the linkage distance between the clusters represented by k and x; columns are
+    // read contiguously.
     Eigen::MatrixXd w = 0.5 * (d + d.transpose());  // [n, n]
     std::vector<int> size(static_cast<size_t>(n), 1);
     std::vector<char> active(static_cast<size_t>(n), 1);
@@ -124,21 +146,41 @@ std::vector<Merge> average_linkage(const Eigen::MatrixXd& d) {
         chain.pop_back();
         merges.push_back({std::min(x, y), std::max(x, y), best});
 
-        // Lance-Williams for average linkage: d(k, x+y) = (n_x d(k,x) + n_y d(k,y)) / (n_x + n_y).
+        // Lance-Williams update of the linkage (cluster.hpp) for the union keep + drop.
         const int keep = std::min(x, y);
         const int drop = std::max(x, y);
         const double sx = size[static_cast<size_t>(keep)];
         const double sy = size[static_cast<size_t>(drop)];
+        const double dxy = best;
         for (int k = 0; k < n; ++k) {
             if (!active[static_cast<size_t>(k)] || k == keep || k == drop) continue;
-            const double v = (sx * w(k, keep) + sy * w(k, drop)) / (sx + sy);
+            const double a = w(k, keep), b = w(k, drop);
+            double v = 0;
+            switch (linkage) {
+                case Linkage::Average:
+                    v = (sx * a + sy * b) / (sx + sy);
+                    break;
+                case Linkage::Complete:
+                    v = std::max(a, b);
+                    break;
+                case Linkage::Single:
+                    v = std::min(a, b);
+                    break;
+                case Linkage::Ward: {
+                    const double sk = size[static_cast<size_t>(k)];
+                    const double q =
+                        ((sk + sx) * a * a + (sk + sy) * b * b - sk * dxy * dxy) / (sk + sx + sy);
+                    v = std::sqrt(std::max(q, 0.0));
+                    break;
+                }
+            }
             w(k, keep) = v;
             w(keep, k) = v;
         }
         size[static_cast<size_t>(keep)] += size[static_cast<size_t>(drop)];
         active[static_cast<size_t>(drop)] = 0;
     }
-    // The chain finds merges out of height order; average linkage is monotone, so sorting by
+    // The chain finds merges out of height order; every linkage here is monotone, so sorting by
     // height (stable: a child merge found before its equal-height parent stays first) gives the
     // dendrogram's order.
     std::stable_sort(merges.begin(), merges.end(),
@@ -176,8 +218,23 @@ std::vector<int> cut_dendrogram(const std::vector<Merge>& merges, int n, int k) 
     return labels;
 }
 
-std::vector<int> cluster_average_linkage(const Eigen::MatrixXd& d, int k) {
-    return cut_dendrogram(average_linkage(d), static_cast<int>(d.rows()), k);
+std::vector<int> cluster_linkage(const Eigen::MatrixXd& d, int k, Linkage linkage) {
+    return cut_dendrogram(linkage_tree(d, linkage), static_cast<int>(d.rows()), k);
+}
+
+int best_k_by_silhouette(const Eigen::MatrixXd& d, Linkage linkage,
+                         std::vector<std::pair<int, double>>* scores) {
+    const int n = static_cast<int>(d.rows());
+    if (n < 3) return 0;
+    const std::vector<Merge> tree = linkage_tree(d, linkage);
+    double best = -std::numeric_limits<double>::infinity();
+    int k = 0;
+    for (int kk = 2; kk <= std::min(12, n - 1); ++kk) {
+        const double s = mean_silhouette(d, cut_dendrogram(tree, n, kk));
+        if (scores) scores->emplace_back(kk, s);
+        if (s > best) best = s, k = kk;
+    }
+    return k;
 }
 
 double mean_silhouette(const Eigen::MatrixXd& d, const std::vector<int>& labels) {

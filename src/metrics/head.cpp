@@ -27,6 +27,7 @@
 #include <cblas.h>
 #include <Eigen/Dense>
 
+#include "metrics/pair_blocks.hpp"
 #include "metrics/pair_kernels.hpp"
 #include "sinkscope/core/error.hpp"
 
@@ -60,7 +61,7 @@ struct RowBatch {
     int64_t n = 0, width = 0, slots = 0, ld = 0;
     RowMatrix p, pi, clr, content;  // [n, width]: first D (p, clr) or D-1 (pi, content) columns
     Eigen::VectorXd sink_mass, balance, entropy, binary_entropy, content_entropy,
-        content_entropy_weighted;  // [n]
+        content_entropy_weighted, content_concentration;  // [n]
     // [slots * width, ld]: part j of slot s is row s * width + j, heads along it, zero past n.
     RowMatrix p_parts, pi_parts;
     // [slots * ld]: kernels::row_statistics of the queued heads, slot s at s * ld.
@@ -72,7 +73,7 @@ struct RowBatch {
         ld = n + kernels::kPad;
         for (auto* m : {&p, &pi, &clr, &content}) m->resize(n, width);
         for (auto* v : {&sink_mass, &balance, &entropy, &binary_entropy, &content_entropy,
-                        &content_entropy_weighted})
+                        &content_entropy_weighted, &content_concentration})
             v->resize(n);
         for (auto* m : {&p_parts, &pi_parts}) m->setZero(slots * width, ld);
         for (auto* v : {&self_keep, &norm_keep, &self_drop, &norm_drop}) v->setZero(slots * ld);
@@ -115,38 +116,6 @@ double mean_sq_dev(const Block& x) {
     if (x.rows() == 0) return 0;
     Eigen::RowVectorXd mu = x.colwise().mean();
     return (x.rowwise() - mu).squaredNorm() / double(x.rows());
-}
-
-// Runs fn(task) for every task in [0, n_tasks) on up to `n_threads` threads (the caller's
-// included), each thread taking the next task not yet taken, so a thread that shares its core
-// (with the row composition of HeadAccumulator::add) takes fewer. Every task writes its own
-// outputs, so the results do not depend on the thread count or on who ran which task.
-template <typename Fn>
-void parallel_tasks(int64_t n_tasks, int n_threads, const Fn& fn) {
-    const int k = static_cast<int>(std::min<int64_t>(n_threads, n_tasks));
-    std::atomic<int64_t> next{0};
-    auto run = [&fn, &next, n_tasks] {
-        for (int64_t t = next++; t < n_tasks; t = next++) fn(t);
-    };
-    if (k <= 1) {
-        run();
-        return;
-    }
-    std::vector<std::thread> pool;
-    try {
-        for (int t = 1; t < k; ++t) pool.emplace_back(run);
-    } catch (...) {  // could not start them all: the threads that did (and this one) do the rest
-    }
-    run();
-    for (auto& th : pool) th.join();
-}
-
-// Column blocks of the pair kernels over n heads; fn(b_begin, b_end).
-template <typename Fn>
-void for_pair_blocks(int64_t n, int n_threads, const Fn& fn) {
-    const int64_t block = kernels::kPairBlock;
-    parallel_tasks((n + block - 1) / block, n_threads,
-                   [&](int64_t t) { fn(t * block, std::min(n, (t + 1) * block)); });
 }
 
 // Lower triangle (diagonal blocks whole) of G = X X^T for X [n, k]: one matrix product per
@@ -403,6 +372,11 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
         b.content_entropy(r) = o.content_entropy;
         // (1 - s) H(pi) with 1 - s summed from the content parts (accurate near s = 1).
         b.content_entropy_weighted(r) = o.content_mass * o.content_entropy;
+        // ||clr(pi)||_2, the Aitchison norm of the content composition (spec 1 CLR), in part
+        // order.
+        double sq = 0;
+        for (int64_t j = 0; j + 1 < d; ++j) sq += b.content(r, j) * b.content(r, j);
+        b.content_concentration(r) = std::sqrt(sq);
     };
     auto dispersion = [](DispersionSums& acc, const RowBatch& b, int64_t first, int64_t m,
                          int64_t d) {
@@ -502,6 +476,7 @@ SinkPositions HeadAccumulator::add(const AttentionInput& x, int64_t input_index,
                     s.binary_sink_entropy += layer_batch.binary_entropy(r);
                     s.content_entropy += layer_batch.content_entropy(r);
                     s.content_entropy_weighted += layer_batch.content_entropy_weighted(r);
+                    s.content_concentration += layer_batch.content_concentration(r);
                     s.n_rows += 1;
                 };
                 accumulate(head_sums_[r]);
@@ -576,6 +551,7 @@ void HeadAccumulator::merge(const HeadAccumulator& o) {
         s.binary_sink_entropy += os.binary_sink_entropy;
         s.content_entropy += os.content_entropy;
         s.content_entropy_weighted += os.content_entropy_weighted;
+        s.content_concentration += os.content_concentration;
         s.n_rows += os.n_rows;
     }
     for (size_t l = 0; l < position_sums_.size(); ++l) {
@@ -649,6 +625,7 @@ HeadMeans HeadAccumulator::means_of(const HeadSums& s) {
     m.binary_sink_entropy = s.binary_sink_entropy * k;
     m.content_entropy = s.content_entropy * k;
     m.content_entropy_weighted = s.content_entropy_weighted * k;
+    m.content_concentration = s.content_concentration * k;
     return m;
 }
 

@@ -93,25 +93,27 @@ ComparisonSet make_comparisons(const std::map<std::string, Eigen::MatrixXd>& mat
 std::vector<ReversalCounts> count(const ComparisonSet& set, const std::vector<int>& heads,
                                   const HeadAnalysisOptions& opts, uint64_t seed) {
     if (set.pairs.empty()) return {};
-    if (opts.triples > 0)
+    const int64_t n_heads =
+        heads.empty() ? static_cast<int64_t>(set.matrices[0]->rows()) : std::ssize(heads);
+    // A sample as large as the population is the exact count (spec 3: sampling without
+    // replacement would examine every triple once), by the faster exact method.
+    if (opts.triples > 0 && opts.triples < count_triples(n_heads))
         return count_reversals_sampled(set.matrices, set.pairs, opts.triples, seed, heads);
     return count_reversals_exact(set.matrices, set.pairs, heads, opts.n_threads);
 }
 
+// The row of `counts`: sampled when they examined fewer triples than exist (their interval then
+// Wilson's with the finite population correction), exact otherwise (interval = the rate).
 ReversalRow finish_row(ReversalRow row, const std::string& scope, int layer,
-                       const ReversalCounts& counts, bool sampled) {
+                       const ReversalCounts& counts) {
     row.scope = scope;
     row.layer = layer;
-    row.method = sampled ? "sampled" : "exact";
+    row.method = counts.n_examined < counts.n_triples ? "sampled" : "exact";
     row.counts = counts;
     row.rate = counts.rate();
-    if (sampled) {
-        const RateInterval ci = wilson_interval(counts.n_disagree, counts.n_compared);
-        row.ci_lo = ci.lo;
-        row.ci_hi = ci.hi;
-    } else {
-        row.ci_lo = row.ci_hi = row.rate;
-    }
+    const RateInterval ci = sampled_rate_interval(counts);
+    row.ci_lo = ci.lo;
+    row.ci_hi = ci.hi;
     return row;
 }
 
@@ -127,23 +129,22 @@ std::vector<ReversalRow> reversal_rows(const ComparisonSet& set,
                                        const std::vector<std::pair<int, int>>& labels,
                                        ReversalScope scope, const HeadAnalysisOptions& opts) {
     std::vector<ReversalRow> rows;
-    const bool sampled = opts.triples > 0;
     if (scope == ReversalScope::Model) {
         const auto counts = count(set, {}, opts, opts.seed);
         for (size_t q = 0; q < counts.size(); ++q)
-            rows.push_back(finish_row(set.templates[q], "model", -1, counts[q], sampled));
+            rows.push_back(finish_row(set.templates[q], "model", -1, counts[q]));
         return rows;
     }
     std::vector<ReversalCounts> pooled(set.pairs.size());
     for (const auto& [layer, heads] : heads_by_layer(labels)) {
         const auto counts = count(set, heads, opts, opts.seed + static_cast<uint64_t>(layer) + 1);
         for (size_t q = 0; q < counts.size(); ++q) {
-            rows.push_back(finish_row(set.templates[q], "layer", layer, counts[q], sampled));
+            rows.push_back(finish_row(set.templates[q], "layer", layer, counts[q]));
             pooled[q] += counts[q];
         }
     }
     for (size_t q = 0; q < set.pairs.size(); ++q)
-        rows.push_back(finish_row(set.templates[q], "layer", -1, pooled[q], sampled));
+        rows.push_back(finish_row(set.templates[q], "layer", -1, pooled[q]));
     return rows;
 }
 
@@ -261,14 +262,10 @@ int cluster_set(const std::map<std::string, Eigen::MatrixXd>& matrices, int laye
     } else if (matrices.count(hm::kDAPerp) && n >= 3) {
         Eigen::MatrixXd copy;
         const Eigen::MatrixXd& d = restricted(matrices.at(hm::kDAPerp), heads, copy);
-        const std::vector<Merge> tree = average_linkage(d);
-        double best = -std::numeric_limits<double>::infinity();
+        std::vector<std::pair<int, double>> scores;
+        k = best_k_by_silhouette(d, opts.linkage, &scores);
         const size_t first = res.k_silhouette.size();
-        for (int kk = 2; kk <= std::min(12, n - 1); ++kk) {
-            const double s = mean_silhouette(d, cut_dendrogram(tree, n, kk));
-            res.k_silhouette.push_back({layer, kk, s, false});
-            if (s > best) best = s, k = kk;
-        }
+        for (const auto& [kk, s] : scores) res.k_silhouette.push_back({layer, kk, s, false});
         for (size_t i = first; i < res.k_silhouette.size(); ++i)
             res.k_silhouette[i].selected = res.k_silhouette[i].k == k;
     }
@@ -285,7 +282,7 @@ int cluster_set(const std::map<std::string, Eigen::MatrixXd>& matrices, int laye
         c.k = k;
         c.heads = heads;
         c.mds = classical_mds(d, 2);
-        c.labels = cluster_average_linkage(d, k);
+        c.labels = cluster_linkage(d, k, opts.linkage);
         const int n_clusters = *std::max_element(c.labels.begin(), c.labels.end()) + 1;
         c.mean_silhouette = n_clusters >= 2 ? mean_silhouette(d, c.labels)
                                             : std::numeric_limits<double>::quiet_NaN();

@@ -24,9 +24,9 @@ void get_matrix(BinaryReader& r, Eigen::MatrixXd& m) {
 
 void HeadAccumulator::save(BinaryWriter& w) const {
     // Pair sums of squared distances since the Gram sums of earlier versions, the weighted
-    // content entropy in the head sums and the sums per query position since then: another tag, so
-    // such a state is refused rather than misread.
-    w.tag("head_accumulator/pair-sums+weighted-entropy+positions");
+    // content entropy in the head sums and the sums per query position since then, the content
+    // concentration since then: another tag, so such a state is refused rather than misread.
+    w.tag("head_accumulator/pair-sums+weighted-entropy+positions+concentration");
     w.put(n_layers_), w.put(n_heads_);
     w.put(counts_);
     w.put_vector(head_sums_);
@@ -47,7 +47,7 @@ void HeadAccumulator::save(BinaryWriter& w) const {
 }
 
 void HeadAccumulator::load(BinaryReader& r) {
-    r.expect_tag("head_accumulator/pair-sums+weighted-entropy+positions");
+    r.expect_tag("head_accumulator/pair-sums+weighted-entropy+positions+concentration");
     if (r.get<int64_t>() != n_layers_ || r.get<int64_t>() != n_heads_)
         r.fail("head accumulator of another model shape");
     counts_ = r.get<RowCounts>();

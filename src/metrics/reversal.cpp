@@ -1,5 +1,9 @@
 // Reversal rates (spec 3, 10.f): exact triple counting and uniform triple sampling.
 //
+// Sampled method: N distinct triples drawn uniformly without replacement (Floyd's algorithm over
+// the triple indices), so N >= the number of triples examines each once; the rate's interval is
+// Wilson's with the finite population correction of that design.
+//
 // Exact method. For a fixed anchor a the triples are the unordered pairs {b, c} of the other
 // heads, and a comparison asks whether sign(D1(a,b) - D1(a,c)) and sign(D2(a,b) - D2(a,c))
 // differ. Per anchor:
@@ -19,10 +23,12 @@
 #include "sinkscope/metrics/reversal.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <thread>
+#include <unordered_set>
 
 #include "metrics/reversal_kernels.hpp"
 #include "metrics/reversal_ranks.hpp"
@@ -202,39 +208,77 @@ std::vector<ReversalCounts> count_reversals_exact(std::span<const Eigen::MatrixX
     return out;
 }
 
-std::vector<ReversalCounts> count_reversals_sampled(
-    std::span<const Eigen::MatrixXd* const> matrices, std::span<const MatrixPair> pairs,
-    int64_t n_samples, uint64_t seed, std::span<const int> heads) {
+std::vector<std::array<int, 3>> sample_triples(int64_t m, int64_t n_samples, uint64_t seed) {
+    SS_CHECK(m >= 0 && m <= std::numeric_limits<int>::max(), "head count ", m, " out of range");
     SS_CHECK(n_samples >= 0, "negative sample size ", n_samples);
-    const std::vector<int> hs = resolve_heads(matrices, pairs, heads);
-    const int m = static_cast<int>(hs.size());
     const int64_t n_triples = count_triples(m);
-    std::vector<ReversalCounts> out(pairs.size());
-    for (ReversalCounts& c : out) c.n_triples = n_triples;
-    if (n_triples == 0) return out;
-
-    // Uniform over triples (a; {b,c}): a uniform, then an ordered pair of distinct others; each
-    // unordered pair arises from two ordered ones, so every triple has the same probability.
+    const int64_t n = std::min(n_samples, n_triples);
+    // Floyd's algorithm: a uniform n-subset of [0, n_triples) in n draws, each value once.
     std::mt19937_64 rng(seed);
-    auto uniform_below = [&rng](int bound) {  // uniform integer in [0, bound), no modulo bias
-        const uint64_t range = static_cast<uint64_t>(bound);
+    auto uniform_upto = [&rng](uint64_t last) {  // uniform integer in [0, last], no modulo bias
+        if (last == std::numeric_limits<uint64_t>::max()) return rng();
+        const uint64_t range = last + 1;
         const uint64_t limit =
             std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % range;
         uint64_t r;
         do r = rng();
         while (r >= limit);
-        return static_cast<int>(r % range);
+        return r % range;
     };
-    for (int64_t s = 0; s < n_samples; ++s) {
-        const int ia = uniform_below(m);
-        int ib = uniform_below(m - 1);
-        if (ib >= ia) ++ib;
-        int ic = uniform_below(m - 2);
-        if (ic >= std::min(ia, ib)) ++ic;
-        if (ic >= std::max(ia, ib)) ++ic;
-        const int a = hs[static_cast<size_t>(ia)];
-        const int b = hs[static_cast<size_t>(ib)];
-        const int c = hs[static_cast<size_t>(ic)];
+    std::unordered_set<int64_t> chosen;
+    chosen.reserve(static_cast<size_t>(n));
+    std::vector<int64_t> picked;
+    picked.reserve(static_cast<size_t>(n));
+    for (int64_t j = n_triples - n; j < n_triples; ++j) {
+        const auto t = static_cast<int64_t>(uniform_upto(static_cast<uint64_t>(j)));
+        const int64_t v = chosen.insert(t).second ? t : j;
+        if (v == j) chosen.insert(j);
+        picked.push_back(v);
+    }
+    std::sort(picked.begin(), picked.end());
+    // Triple index = a * P + r, P = C(m-1, 2) pairs of the other heads; pair r = C(j, 2) + i with
+    // i < j over the others in order (the anchor skipped).
+    const int64_t per_anchor = (m - 1) * (m - 2) / 2;
+    std::vector<std::array<int, 3>> out;
+    out.reserve(picked.size());
+    for (const int64_t idx : picked) {
+        const int64_t a = idx / per_anchor;
+        const int64_t r = idx % per_anchor;
+        auto j = static_cast<int64_t>((1.0 + std::sqrt(1.0 + 8.0 * static_cast<double>(r))) / 2);
+        while (j * (j - 1) / 2 > r) --j;
+        while ((j + 1) * j / 2 <= r) ++j;
+        const int64_t i = r - j * (j - 1) / 2;
+        out.push_back({static_cast<int>(a), static_cast<int>(i >= a ? i + 1 : i),
+                       static_cast<int>(j >= a ? j + 1 : j)});
+    }
+    return out;
+}
+
+RateInterval sampled_rate_interval(const ReversalCounts& counts, double z) {
+    if (counts.n_triples <= 0 || counts.n_examined >= counts.n_triples) {
+        const double p = counts.rate();
+        return {p, p};
+    }
+    const double f = static_cast<double>(counts.n_examined) / static_cast<double>(counts.n_triples);
+    return wilson_interval(counts.n_disagree, counts.n_compared, z * std::sqrt(1.0 - f));
+}
+
+std::vector<ReversalCounts> count_reversals_sampled(
+    std::span<const Eigen::MatrixXd* const> matrices, std::span<const MatrixPair> pairs,
+    int64_t n_samples, uint64_t seed, std::span<const int> heads) {
+    SS_CHECK(n_samples >= 0, "negative sample size ", n_samples);
+    const std::vector<int> hs = resolve_heads(matrices, pairs, heads);
+    const int64_t n_triples = count_triples(static_cast<int64_t>(hs.size()));
+    std::vector<ReversalCounts> out(pairs.size());
+    for (ReversalCounts& c : out) c.n_triples = n_triples;
+    if (n_triples == 0) return out;
+
+    // Without replacement: each triple at most once, every comparison on the same triples.
+    for (const std::array<int, 3>& t :
+         sample_triples(static_cast<int64_t>(hs.size()), n_samples, seed)) {
+        const int a = hs[static_cast<size_t>(t[0])];
+        const int b = hs[static_cast<size_t>(t[1])];
+        const int c = hs[static_cast<size_t>(t[2])];
         for (size_t q = 0; q < pairs.size(); ++q) {
             const Eigen::MatrixXd& d1 = *matrices[static_cast<size_t>(pairs[q].first)];
             const Eigen::MatrixXd& d2 = *matrices[static_cast<size_t>(pairs[q].second)];

@@ -286,6 +286,34 @@ void compositional_section(const fs::path& dir, ReportContent& c) {
              hbar_spec(bars, "comparison", "rate",
                        {"share of triples that flip", "comparison", ""})});
     }
+    if (fs::exists(table_file(dir, t::kFailureGeometry.name))) {
+        // Median and the 5-95% band of each distance per sink-mass bin, one panel per metric,
+        // keep and drop as two series (bins without pairs are left out).
+        json pts = json::array();
+        for (const auto& r : table_rows(table_file(dir, t::kFailureGeometry.name))) {
+            if (!(num(r, "n_pairs") > 0)) continue;
+            const std::string m = str(r, "matrix");
+            const size_t cut = m.rfind('_');
+            const bool classical = m != "dA" && m != "dA_perp";
+            pts.push_back({{"sink mass", 0.5 * (num(r, "bin_lo") + num(r, "bin_hi"))},
+                           {"distance", num(r, "median")},
+                           {"ci_lo", num(r, "q05")},
+                           {"ci_hi", num(r, "q95")},
+                           {"convention", classical ? m.substr(cut + 1) : m},
+                           {"metric", classical ? m.substr(0, cut) : std::string("Aitchison")}});
+        }
+        c.figures.push_back(
+            {sec, "Where classical metrics stop separating heads",
+             std::string("For every pair of heads, its distance against the pair's sink mass "
+                         "(mean of the two heads'): the median per sink-mass bin, with the band "
+                         "holding 90% of the pairs (failure_geometry.csv). A band that narrows "
+                         "towards 0 as the sink mass grows is a metric that can no longer tell "
+                         "those heads apart; 'drop' (sink removed) and dA_perp keep them "
+                         "apart.") +
+                 kGlossary,
+             panel_line_spec(pts, "sink mass", "distance", "convention", "metric",
+                             {"pair sink mass (bin centre)", "", "convention"})});
+    }
     if (fs::exists(table_file(dir, t::kClusters))) {
         json clu = table_rows(table_file(dir, t::kClusters));
         json pts = select(clu, [](const json& r) {

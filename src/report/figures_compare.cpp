@@ -2,6 +2,7 @@
 // the flip rates per model, the regime predictor's thresholds and confusion counts (spec 7).
 // Reads the tables compare writes (compare.csv, regime.csv, regime_confusion.csv) and run.json.
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "sinkscope/core/error.hpp"
@@ -46,14 +47,18 @@ void compare_section(const fs::path& dir, ReportContent& c) {
     const std::string sec = "Comparison across runs";
     const json& reg = c.run.contains("regime") ? c.run["regime"] : json();
     if (reg.is_object() && reg.contains("lo") && reg.contains("hi"))
-        c.notes.push_back("Regime predictor: classical-unsafe when rho >= " + reg["hi"].dump() +
-                          ", classical-safe when rho <= " + reg["lo"].dump() +
-                          ", else abstain; measured "
-                          "unsafe when the pooled flip rate >= 0.15. Thresholds: " +
-                          (reg.value("fitted", false)
-                               ? "fitted on the --fit runs (" + reg.value("rule", "") + ")"
-                               : std::string("the defaults")) +
-                          ".");
+        c.notes.push_back(
+            "Regime predictor: classical-unsafe when " + reg.value("statistic", "rho") +
+            " >= " + reg["hi"].dump() + ", classical-safe when " + reg.value("statistic", "rho") +
+            " <= " + reg["lo"].dump() + ", else abstain; scored against " +
+            (reg.value("outcome", "pruning") == "flip_rate"
+                 ? std::string("the flip rate (unsafe when >= 0.15)")
+                 : "the pruning regime (unsafe when the classical channel is "
+                   "beyond the random spread while dA_perp is within)") +
+            ". Thresholds: " +
+            (reg.value("fitted", false) ? "fitted on the --fit runs (" + reg.value("rule", "") + ")"
+                                        : std::string("the defaults")) +
+            ".");
     if (c.run.contains("mixed") && c.run["mixed"].is_array())
         for (const auto& d : c.run["mixed"])
             if (d.is_string())
@@ -112,6 +117,50 @@ void compare_section(const fs::path& dir, ReportContent& c) {
                                  "0.15 and above counts as classical-unsafe.",
                                  hbar_spec(flips, "model", "flip rate",
                                            {"flip rate (share of triples)", "model", ""})});
+    }
+    // The pruning regime map (spec 7): each channel's inflation against the statistic, one
+    // figure per sparsity (points of different models are not joined).
+    if (fs::exists(dir / "regime_map.csv")) {
+        const fs::path file = dir / "regime_map.csv";
+        const io::Table t = io::Table::read_csv(file);
+        const std::string stat =
+            reg.is_object() && reg.value("statistic", "rho") == "v_b" ? "v_b" : "rho";
+        const size_t x = col(t, file, stat), me = col(t, file, "method"),
+                     sp = col(t, file, "sparsity"), in = col(t, file, "inflation"),
+                     m = col(t, file, "model"), k = col(t, file, "checkpoint"),
+                     lo = col(t, file, "random_min"), hi = col(t, file, "random_max"),
+                     base = col(t, file, "baseline");
+        std::map<std::string, json> by_sparsity;  // sparsity -> rows
+        for (const auto& r : t.rows()) {
+            json& rows = by_sparsity[text(r[sp])];
+            if (!rows.is_array()) rows = json::array();
+            const std::string who = label(text(r[m]), text(r[k]));
+            rows.push_back({{stat, number(r[x])},
+                            {"inflation", number(r[in])},
+                            {"channel", text(r[me]) + " (" + who + ")"}});
+            const json b = number(r[base]);
+            if (b.is_number() && b.get<double>() != 0)
+                for (size_t c : {lo, hi}) {
+                    const json v = number(r[c]);
+                    if (v.is_number())
+                        rows.push_back(
+                            {{stat, number(r[x])},
+                             {"inflation", v.get<double>() / b.get<double>()},
+                             {"channel", std::string(c == lo ? "random min" : "random max") + " (" +
+                                             who + ")"}});
+                }
+        }
+        for (const auto& [sparsity, rows] : by_sparsity)
+            c.figures.push_back(
+                {sec, "Pruning inflation against " + stat + ", sparsity " + sparsity,
+                 "Each model's measure after pruning this share of its heads by each channel, "
+                 "divided by the unpruned measure (1 = no change), against the model's " +
+                     stat +
+                     "; the random baseline's min and max show its spread. Classical-unsafe: a "
+                     "classical channel above the random max while dA_perp stays below it.",
+                 point_spec(rows, stat, "inflation", "channel",
+                            {stat == "rho" ? "rho = V_b / (V_b + C_perp) (0-1)" : "V_b (nats^2)",
+                             "inflation (pruned / unpruned measure)", "channel (model)"})});
     }
     if (fs::exists(dir / "regime_confusion.csv")) {
         const fs::path file = dir / "regime_confusion.csv";

@@ -1344,9 +1344,10 @@ TEST(BadInput, Options) {
         {"--progress sometimes", analyze({"--progress", "sometimes"}), 2,
          "--progress must be auto, always or never"},
         {"--analyses nope", analyze({"--analyses", "nope"}), 2,
-         "--analyses: unknown analysis 'nope' (known: all, compositional, heads, graphs, topology, "
-         "kl, spectra, entropy, tokens, frame, attention_stats, value, sink_eps, entropy_rows, "
-         "statistics)"},
+         "--analyses: unknown analysis 'nope' (known: all, compositional, heads, failure_geometry, "
+         "clark2019, graphs, topology, kl, spectra, entropy, tokens, frame, attention_stats, "
+         "value, "
+         "sink_eps, entropy_rows, statistics)"},
         {"--compat other", analyze({"--compat", "other"}), 2,
          "--compat: unknown mode 'other' (known: ruscio2025)"},
         {"--symmetrize min", analyze({"--symmetrize", "min"}), 2,
@@ -1356,7 +1357,8 @@ TEST(BadInput, Options) {
         {"prune --sparsity 1.5", prune({"--sparsity", "1.5"}), 2,
          "--sparsity: '1.5' is not a fraction strictly between 0 and 1"},
         {"prune --channels foo", prune({"--channels", "foo"}), 2,
-         "--channels: unknown channel 'foo' (known: js, dA_perp, dA, cosine)"},
+         "--channels: unknown channel 'foo' (known: js, dA_perp, dA, cosine, euclidean, js_drop, "
+         "cosine_drop, euclidean_drop)"},
         {"prune --ablation half", prune({"--ablation", "half"}), 2,
          "--ablation must be zero or mean"},
         {"perplexity --head-mask 9.9",

@@ -68,6 +68,9 @@ Values expected_values(const fs::path& run) {
     for (size_t r = 0; r < eps.size(); ++r)
         if (s(eps, r, "metric") == "sink_eps" && d(eps, r, "layer") == -1)
             v[{"sink_eps", s(eps, r, "convention")}] = d(eps, r, "value");
+    const io::Table disp = io::Table::read_csv(run / "dispersion.csv");
+    for (size_t r = 0; r < disp.size(); ++r)
+        if (s(disp, r, "scope") == "model") v[{"v_b", ""}] = d(disp, r, "v_b");
     const io::Table reg = io::Table::read_csv(run / "regime.csv");
     for (size_t r = 0; r < reg.size(); ++r)
         if (s(reg, r, "scope") == "model") {
@@ -145,11 +148,11 @@ TEST(CliCompare, FourModelsTablesAndFrozenPredictor) {
         ASSERT_EQ(results[i].exit_code, 0) << models[i].first << ": " << results[i].err;
 
     const fs::path out = tmp / "cmp";
-    const auto r =
-        run_cli({"compare", (tmp / "gpt2").string(), (tmp / "pythia").string(),
-                 (tmp / "qwen2").string(), (tmp / "tinystories656K").string(), "--out",
-                 out.string(), "--fit", (tmp / "gpt2").string(), (tmp / "pythia").string(),
-                 "--apply", (tmp / "qwen2").string(), (tmp / "tinystories656K").string()});
+    const auto r = run_cli({"compare", (tmp / "gpt2").string(), (tmp / "pythia").string(),
+                            (tmp / "qwen2").string(), (tmp / "tinystories656K").string(), "--out",
+                            out.string(), "--regime-outcome", "flip_rate", "--fit",
+                            (tmp / "gpt2").string(), (tmp / "pythia").string(), "--apply",
+                            (tmp / "qwen2").string(), (tmp / "tinystories656K").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
 
     // models.csv: every model once, with run.json's parameter count and inputs hash.
@@ -282,7 +285,9 @@ TEST(CliCompare, FittedThresholdsFrozenOnApplied) {
     args.push_back("--apply");
     for (const char* n : {"E", "F", "G"}) args.push_back((tmp / n).string());
     const fs::path out = tmp / "cmp";
-    args.insert(args.end(), {"--out", out.string(), "--no-report"});
+    // The flip-rate criterion, and no least band width: the candidate rule alone.
+    args.insert(args.end(), {"--out", out.string(), "--no-report", "--regime-outcome", "flip_rate",
+                             "--regime-min-width", "0"});
     const auto r = run_cli(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("has no measured flip rate: left out of fitting"), std::string::npos)
@@ -353,7 +358,7 @@ TEST(CliCompare, DefaultsWithoutFit) {
     fake_run(tmp / "b", 0.7, 0.3);
     const fs::path out = tmp / "cmp";
     const auto r = run_cli({"compare", (tmp / "a").string(), (tmp / "b").string(), "--out",
-                            out.string(), "--no-report"});
+                            out.string(), "--no-report", "--regime-outcome", "flip_rate"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const io::Table g = io::Table::read_csv(out / "regime.csv");
     ASSERT_EQ(g.size(), 2u);
@@ -379,8 +384,9 @@ TEST(CliCompare, DynamicsRunExpandsIntoCheckpoints) {
                         {{"label", ""}, {"step", 20}, {"path", "ck/s20"}}}}};
     testutil::write_text(tmp / "dyn/run.json", dyn.dump());
     const fs::path out = tmp / "cmp";
-    const auto r = run_cli({"compare", (tmp / "dyn").string(), (tmp / "other").string(), "--out",
-                            out.string(), "--fit", (tmp / "dyn").string(), "--no-report"});
+    const auto r =
+        run_cli({"compare", (tmp / "dyn").string(), (tmp / "other").string(), "--out", out.string(),
+                 "--fit", (tmp / "dyn").string(), "--no-report", "--regime-outcome", "flip_rate"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const io::Table m = io::Table::read_csv(out / "models.csv");
     ASSERT_EQ(m.size(), 3u);
@@ -393,9 +399,10 @@ TEST(CliCompare, DynamicsRunExpandsIntoCheckpoints) {
     EXPECT_EQ(s(g, 1, "role"), "fit");
     EXPECT_EQ(s(g, 2, "role"), "apply");
     // Fit points (0.1, safe) and (0.6, unsafe): candidates 0, 0.2, 0.35, 0.5, 1; the smallest
-    // lo classifying both is 0.2, then the smallest hi >= 0.2 that is <= 0.6: 0.2.
-    EXPECT_EQ(d(g, 2, "lo"), 0.2);
-    EXPECT_EQ(d(g, 2, "hi"), 0.2);
+    // lo classifying both is 0.2, then the smallest hi >= 0.2 that is <= 0.6: 0.2. That band
+    // could never abstain: it is widened about 0.2 to the least width 0.05 (spec 7).
+    EXPECT_NEAR(d(g, 2, "lo"), 0.175, 1e-15);
+    EXPECT_NEAR(d(g, 2, "hi"), 0.225, 1e-15);
 }
 
 namespace {
@@ -500,9 +507,10 @@ TEST(CliCompare, FitOnOneClassWarns) {
     fake_run(tmp / "a", 0.1, 0.05);
     fake_run(tmp / "b", 0.3, 0.02);
     fake_run(tmp / "c", 0.7, 0.4);
-    const auto r = run_cli({"compare", (tmp / "a").string(), (tmp / "b").string(),
-                            (tmp / "c").string(), "--fit", (tmp / "a").string(),
-                            (tmp / "b").string(), "--out", (tmp / "cmp").string(), "--no-report"});
+    const auto r =
+        run_cli({"compare", (tmp / "a").string(), (tmp / "b").string(), (tmp / "c").string(),
+                 "--fit", (tmp / "a").string(), (tmp / "b").string(), "--out",
+                 (tmp / "cmp").string(), "--no-report", "--regime-outcome", "flip_rate"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string needle =
         "sinkscope: warning: every --fit run is measured classical-safe (flip rate < 0.15): with "
@@ -517,7 +525,7 @@ TEST(CliCompare, FitOnOneClassWarns) {
     const auto mixed =
         run_cli({"compare", (tmp / "a").string(), (tmp / "b").string(), (tmp / "c").string(),
                  "--fit", (tmp / "a").string(), (tmp / "c").string(), "--out",
-                 (tmp / "cmp2").string(), "--no-report"});
+                 (tmp / "cmp2").string(), "--no-report", "--regime-outcome", "flip_rate"});
     ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
     EXPECT_EQ(mixed.err.find("warning"), std::string::npos) << mixed.err;
 }
@@ -597,4 +605,187 @@ TEST(CliCompare, FormulaLikeTextIsNeutralisedInEveryTable) {
     ASSERT_EQ(regime.size(), 2u);
     std::set<std::string> got = {s(regime, 0, "model"), s(regime, 1, "model")};
     EXPECT_EQ(got, std::set<std::string>(names.begin(), names.end()));
+}
+
+namespace {
+
+// A minimal prune run of `model`: run.json with its calibration set's dispersion
+// (regime_inputs), prune.csv (the unpruned baseline and each channel point) and
+// prune_random.csv (the random spread per sparsity), as prune writes them.
+struct FakePoint {
+    std::string method;
+    double sparsity, value;
+};
+struct FakeSpread {
+    double sparsity, min, max;
+};
+void fake_prune_run(const fs::path& dir, const std::string& model, double rho, double v_b,
+                    double baseline, const std::vector<FakePoint>& points,
+                    const std::vector<FakeSpread>& random) {
+    const json rec = {{"tool", {{"name", "sinkscope"}}},
+                      {"subcommand", "prune"},
+                      {"model", {{"path", "/models/" + model}, {"architecture", "llama"}}},
+                      {"options", {{"channels", "js,dA_perp"}, {"sink", "first"}}},
+                      {"measure", "perplexity"},
+                      {"regime_inputs", {{"rho", rho}, {"v_b", v_b}}}};
+    testutil::write_text(dir / "run.json", rec.dump());
+    std::string csv =
+        "method,seed,sparsity,n_pruned,measure,value,mean_nll,n_scored,change,pruned_heads\n"
+        "none,-1,0,0,perplexity," +
+        io::format_number(baseline) + ",1,10,0,\n";
+    for (const FakePoint& p : points)
+        csv += p.method + ",-1," + io::format_number(p.sparsity) + ",1,perplexity," +
+               io::format_number(p.value) + ",1,10,0,0.0\n";
+    testutil::write_text(dir / "prune.csv", csv);
+    std::string rnd = "sparsity,n_pruned,measure,n_seeds,mean,std,min,max\n";
+    for (const FakeSpread& r : random)
+        rnd += io::format_number(r.sparsity) + ",1,perplexity,3," +
+               io::format_number(0.5 * (r.min + r.max)) + ",1," + io::format_number(r.min) + "," +
+               io::format_number(r.max) + "\n";
+    testutil::write_text(dir / "prune_random.csv", rnd);
+}
+
+// Spec 7's pruning regime, written out here: unsafe when at some sparsity js is above the random
+// max while dA_perp is not; safe when some sparsity had both and a spread; else unmeasured.
+std::string pruning_regime(const std::vector<FakePoint>& points,
+                           const std::vector<FakeSpread>& random) {
+    std::string out = "unmeasured";
+    for (const FakeSpread& r : random) {
+        double js = std::nan(""), perp = std::nan("");
+        for (const FakePoint& p : points)
+            if (p.sparsity == r.sparsity) (p.method == "js" ? js : perp) = p.value;
+        if (std::isnan(js) || std::isnan(perp)) continue;
+        if (js > r.max && perp <= r.max) return "classical-unsafe";
+        out = "classical-safe";
+    }
+    return out;
+}
+
+}  // namespace
+
+// Spec 7 end to end: each analyze run is joined to the prune run of its model, a prune run with
+// no analyze run stands for itself (its calibration set's rho), the measured pruning regime
+// follows the documented rule (written out above), regime_map.csv holds every pruned point's
+// inflation and random spread, and naming a prune run in --fit names its model.
+TEST(CliCompare, PruningRegimeJoinsPruneRuns) {
+    testutil::ScratchDir tmp;
+    const std::vector<FakeSpread> spread = {{0.1, 100, 130}, {0.2, 110, 150}};
+    const std::vector<FakePoint> safe = {
+        {"js", 0.1, 120}, {"dA_perp", 0.1, 105}, {"js", 0.2, 140}, {"dA_perp", 0.2, 120}};
+    const std::vector<FakePoint> unsafe = {
+        {"js", 0.1, 125}, {"dA_perp", 0.1, 101}, {"js", 0.2, 900}, {"dA_perp", 0.2, 149}};
+    const std::vector<FakePoint> both_bad = {
+        {"js", 0.1, 400}, {"dA_perp", 0.1, 300}, {"js", 0.2, 500}, {"dA_perp", 0.2, 600}};
+    ASSERT_EQ(pruning_regime(safe, spread), "classical-safe");
+    ASSERT_EQ(pruning_regime(unsafe, spread), "classical-unsafe");
+    ASSERT_EQ(pruning_regime(both_bad, spread), "classical-safe");
+    fake_run(tmp / "m1", 0.1, 0.05);
+    fake_run(tmp / "m2", 0.7, 0.02);
+    fake_run(tmp / "m4", 0.3, 0.3);
+    fake_prune_run(tmp / "p1", "m1", 0.11, 0.2, 90, safe, spread);
+    fake_prune_run(tmp / "p2", "m2", 0.69, 3.0, 95, unsafe, spread);
+    fake_prune_run(tmp / "p3", "m3", 0.4, 1.0, 80, both_bad, spread);
+    const fs::path out = tmp / "cmp";
+    std::vector<std::string> args = {"compare"};
+    for (const char* n : {"m1", "m2", "m4", "p1", "p2", "p3"}) args.push_back((tmp / n).string());
+    args.insert(args.end(), {"--out", out.string(), "--no-report"});
+    const auto r = run_cli(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const io::Table g = io::Table::read_csv(out / "regime.csv");
+    // m1, m2, m4 (analyze runs) and p3 (no analyze run of m3); p1 and p2 are joined.
+    ASSERT_EQ(g.size(), 4u);
+    std::map<std::string, size_t> row;
+    for (size_t i = 0; i < g.size(); ++i) row[s(g, i, "model")] = i;
+    ASSERT_EQ(row.size(), 4u);
+    auto at = [&](const std::string& m, const std::string& c) { return s(g, row.at(m), c); };
+    EXPECT_EQ(at("m1", "prune_run"), (tmp / "p1").string());
+    EXPECT_EQ(at("m1", "measured"), pruning_regime(safe, spread));
+    EXPECT_EQ(at("m2", "measured"), pruning_regime(unsafe, spread));
+    EXPECT_EQ(at("m3", "measured"), pruning_regime(both_bad, spread));
+    EXPECT_EQ(at("m4", "measured"), "unmeasured");
+    EXPECT_EQ(at("m4", "prune_run"), "");
+    EXPECT_EQ(d(g, row.at("m3"), "rho"), 0.4);  // the prune run's regime_inputs
+    EXPECT_EQ(d(g, row.at("m1"), "rho"), 0.1);  // the analyze run's, not the prune run's 0.11
+    for (const auto& [m, i] : row) {
+        EXPECT_EQ(s(g, i, "outcome"), "pruning");
+        EXPECT_EQ(s(g, i, "predicted"), predict(d(g, i, "rho"), 0.2, 0.5)) << m;
+        EXPECT_EQ(s(g, i, "flip_measured"), measure(d(g, i, "flip_rate"))) << m;
+    }
+    EXPECT_EQ(at("m1", "agreement"), "correct");
+    EXPECT_EQ(at("m2", "agreement"), "correct");
+    EXPECT_EQ(at("m3", "agreement"), "abstained");
+    EXPECT_EQ(at("m4", "agreement"), "unmeasured");
+    EXPECT_NE(at("m2", "pruning_evidence").find("at sparsity 0.2"), std::string::npos);
+
+    // regime_map.csv: one row per channel point of each prune run.
+    const io::Table map = io::Table::read_csv(out / "regime_map.csv");
+    ASSERT_EQ(map.size(), 12u);
+    for (size_t i = 0; i < map.size(); ++i) {
+        EXPECT_EQ(d(map, i, "inflation"), d(map, i, "value") / d(map, i, "baseline"));
+        const double hi = d(map, i, "sparsity") == 0.1 ? 130 : 150;
+        EXPECT_EQ(d(map, i, "random_max"), hi);
+        EXPECT_EQ(d(map, i, "beyond_random"), d(map, i, "value") > hi ? 1 : 0);
+        EXPECT_EQ(s(map, i, "analyze_run"),
+                  s(map, i, "model") == "m3" ? "" : (tmp / s(map, i, "model")).string());
+    }
+
+    // --fit names p2 (so its model m2) and m1: a safe 0.1 and an unsafe 0.7; the band is at least
+    // 0.05 wide and classifies both.
+    std::vector<std::string> fit = args;
+    fit[fit.size() - 2] = (tmp / "cmp2").string();
+    fit.insert(fit.end(), {"--fit", (tmp / "m1").string(), (tmp / "p2").string()});
+    const auto f = run_cli(fit);
+    ASSERT_EQ(f.exit_code, 0) << f.err;
+    const io::Table g2 = io::Table::read_csv(tmp / "cmp2/regime.csv");
+    for (size_t i = 0; i < g2.size(); ++i) {
+        const std::string m = s(g2, i, "model");
+        EXPECT_EQ(s(g2, i, "role"), m == "m1" || m == "m2" ? "fit" : "apply") << m;
+        EXPECT_GE(d(g2, i, "hi") - d(g2, i, "lo"), 0.05 - 1e-15);
+        if (s(g2, i, "role") == "fit") EXPECT_EQ(s(g2, i, "agreement"), "correct") << m;
+    }
+    const json rec = read_json(tmp / "cmp2/run.json");
+    EXPECT_EQ(rec["regime"]["outcome"], "pruning");
+    EXPECT_EQ(rec["regime"]["fit_score"]["n_points"].get<int>(), 2);
+
+    // The report draws the regime map, one figure per sparsity, without overlaps.
+    std::vector<std::string> with_report(args.begin(), args.end() - 1);  // without --no-report
+    with_report[with_report.size() - 1] = (tmp / "cmp3").string();
+    const auto rep = run_cli(with_report);
+    ASSERT_EQ(rep.exit_code, 0) << rep.err;
+    const std::string html = read_file(tmp / "cmp3/report.html");
+    for (const char* s : {"0.1", "0.2"})
+        EXPECT_NE(html.find(std::string("Pruning inflation against rho, sparsity ") + s),
+                  std::string::npos);
+    testutil::expect_clean_report_layout(tmp / "cmp3/report.html", 2);
+}
+
+// Without any prune run the pruning outcome is unmeasured for every model: one warning that
+// says so and how to score the flip rate instead; bad regime options are refused up front.
+TEST(CliCompare, PruningOutcomeNeedsPruneRuns) {
+    testutil::ScratchDir tmp;
+    fake_run(tmp / "a", 0.1, 0.05);
+    fake_run(tmp / "b", 0.7, 0.3);
+    const auto r = run_cli({"compare", (tmp / "a").string(), (tmp / "b").string(), "--out",
+                            (tmp / "cmp").string(), "--no-report"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("no compared model has a measured pruning regime"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("--regime-outcome flip_rate"), std::string::npos) << r.err;
+    const io::Table g = io::Table::read_csv(tmp / "cmp/regime.csv");
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(s(g, i, "agreement"), "unmeasured");
+    const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+        {{"--regime-outcome", "loss"}, "--regime-outcome must be pruning or flip_rate"},
+        {{"--regime-statistic", "v_b"}, "--regime-statistic v_b has no default thresholds"},
+        {{"--regime-channel", "dA_perp"}, "--regime-channel must be a prune channel other"},
+        {{"--regime-min-width", "-1"}, "--regime-min-width must be >= 0"},
+        {{"--regime-min-width", "2"}, "--regime-min-width must be >= 0 (and <= 1 for rho)"}};
+    for (const auto& [extra, message] : bad) {
+        std::vector<std::string> args = {"compare", (tmp / "a").string(),   (tmp / "b").string(),
+                                         "--out",   (tmp / "bad").string(), "--no-report"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto b = run_cli(args);
+        EXPECT_EQ(b.exit_code, 2) << message;
+        EXPECT_NE(b.err.find(message), std::string::npos) << b.err;
+        EXPECT_FALSE(fs::exists(tmp / "bad"));
+    }
 }

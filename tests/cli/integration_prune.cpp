@@ -138,6 +138,85 @@ TEST(CliPrune, EveryChannelAndSparsityAgainstPerplexity) {
     EXPECT_NE(html.find("random (mean)"), std::string::npos);
 }
 
+// --budget per-layer with the drop and Euclidean channels: every point prunes round(0.25 x 8) = 2
+// heads in each of the 2 layers; each layer's removal order is the greedy order among that
+// layer's heads of the calibration distances (recomputed here from `analyze`'s distance matrix of
+// the same text: nearest surviving neighbour within the layer, smallest first, ties to the lower
+// head); random baselines draw 2 per layer too; run.json records the budget and the calibration
+// set's rho (spec 7's regime input), which is analyze's dispersion.csv rho.
+TEST(CliPrune, PerLayerBudgetAndDropChannels) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
+    SINKSCOPE_REQUIRE_SHARED(shared);
+    Data d(shared);
+    const fs::path out = d.tmp / "run";
+    auto a = d.prune_args(out);
+    for (const char* x : {"--budget", "per-layer", "--channels", "js_drop,euclidean", "--sparsity",
+                          "0.25", "--random-seeds", "2"})
+        a.push_back(x);
+    const auto r = run_cli(a);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const io::Table t = io::Table::read_csv(out / "prune.csv");
+    ASSERT_EQ(t.size(), 1u + 2u + 2u);
+    for (size_t i = 1; i < t.size(); ++i) {
+        EXPECT_EQ(cell(t, i, "n_pruned"), "4");
+        std::istringstream heads(cell(t, i, "pruned_heads"));
+        std::map<int, int> per_layer;
+        for (std::string h; heads >> h;) ++per_layer[std::stoi(h.substr(0, h.find('.')))];
+        EXPECT_EQ(per_layer, (std::map<int, int>{{0, 2}, {1, 2}})) << cell(t, i, "method");
+    }
+    const auto an = run_cli({"analyze", "--model", d.model.string(), "--data", d.calib.string(),
+                             "--analyses", "compositional", "--out", (d.tmp / "an").string(),
+                             "--progress", "never", "--no-report"});
+    ASSERT_EQ(an.exit_code, 0) << an.err;
+    const io::Table order = io::Table::read_csv(out / "prune_order.csv");
+    for (const auto& [channel, matrix] : {std::pair<std::string, std::string>{"js_drop", "js_drop"},
+                                          {"euclidean", "euclidean_keep"}}) {
+        const std::vector<double> dist =
+            io::read_npy(d.tmp / "an" / "distances" / (matrix + ".npy")).to_f64();  // [16, 16]
+        std::vector<std::string> want;
+        for (int l = 0; l < 2; ++l) {
+            std::vector<bool> alive(8, true);
+            for (int step = 1; step <= 2; ++step) {
+                int pick = -1;
+                double best = INFINITY;
+                for (int h = 0; h < 8; ++h) {
+                    if (!alive[size_t(h)]) continue;
+                    double nearest = INFINITY;
+                    for (int o = 0; o < 8; ++o)
+                        if (o != h && alive[size_t(o)])
+                            nearest = std::min(nearest, dist[size_t((l * 8 + h) * 16 + l * 8 + o)]);
+                    if (nearest < best) best = nearest, pick = h;
+                }
+                alive[size_t(pick)] = false;
+                want.push_back(std::to_string(step) + " " + std::to_string(l) + "." +
+                               std::to_string(pick));
+            }
+        }
+        std::vector<std::string> got;
+        for (size_t i = 0; i < order.size(); ++i)
+            if (cell(order, i, "channel") == channel)
+                got.push_back(cell(order, i, "step") + " " + cell(order, i, "layer") + "." +
+                              cell(order, i, "head"));
+        EXPECT_EQ(got, want) << channel;
+    }
+    const nlohmann::json rec = testutil::read_json(out / "run.json");
+    EXPECT_EQ(rec["options"]["budget"], "per-layer");
+    const io::Table disp = io::Table::read_csv(d.tmp / "an" / "dispersion.csv");
+    for (size_t i = 0; i < disp.size(); ++i)
+        if (cell(disp, i, "scope") == "model")
+            // the same accumulator over the same rows (prune: --max-tokens 512, analyze 128; the
+            // sentences are shorter): the same sums in the same order
+            EXPECT_EQ(io::format_number(rec["regime_inputs"]["rho"].get<double>()),
+                      cell(disp, i, "rho"));
+    auto b = d.prune_args(d.tmp / "bad");
+    b.push_back("--budget");
+    b.push_back("layer");
+    const auto bad = run_cli(b);
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("--budget must be model or per-layer"), std::string::npos) << bad.err;
+    EXPECT_FALSE(fs::exists(d.tmp / "bad"));
+}
+
 // Killed after 4 evaluated points (SIGKILL), then --resume: the same tables as a run that was
 // never interrupted.
 TEST(CliPrune, KilledRunResumesToIdenticalTables) {

@@ -128,7 +128,7 @@ TEST(PerInput, AggregatesToTheSummaryTables) {
                           testutil::gamma_k(rows + 2 * inputs + 2, testutil::kU64));
         ++checked;
     }
-    EXPECT_EQ(checked, 4u * 4u * 6u);  // 16 heads x 6 per-row metrics
+    EXPECT_EQ(checked, 4u * 4u * 7u);  // 16 heads x 7 per-row metrics
 }
 
 // correlations.csv and paired_tests.csv against scipy.stats on the per-input values.

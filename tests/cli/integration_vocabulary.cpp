@@ -31,7 +31,7 @@ std::vector<std::string> subcommands() {
     std::istringstream in(r.out);
     std::string line;
     bool in_list = false;
-    const std::regex entry(R"(^  ([a-z]+)\s)");
+    const std::regex entry(R"(^  ([a-z][a-z0-9]*)\s)");
     while (std::getline(in, line)) {
         if (line.rfind("Subcommands:", 0) == 0) in_list = true;
         std::smatch m;

@@ -1,4 +1,4 @@
-// Head clustering (spec 4, 10.h): ARI, classical MDS, average linkage, silhouette, and k choice.
+// Head clustering (spec 4, 10.h): ARI, classical MDS, the linkages, silhouette, and k choice.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "sinkscope/core/error.hpp"
 #include "sinkscope/metrics/cluster.hpp"
 #include "sinkscope/metrics/head_analyses.hpp"
 #include "synthetic_attention.hpp"
@@ -146,6 +147,79 @@ TEST(AverageLinkage, MatchesNaiveUpgma) {
     for (size_t m = 0; m < ref.size(); ++m)
         EXPECT_WITHIN(merges[m].height, ref[m], testutil::kF64SumRel)
             << m;  // means of <= 105 distances <= 1.7
+}
+
+// Every linkage's merge heights equal a naive agglomeration that evaluates each cluster
+// distance from its definition over the original points (not the Lance-Williams update):
+// single = closest pair, complete = farthest pair, average = mean pair, Ward = the increase of
+// the within-cluster sum of squares in distance form, sqrt(2 n_i n_j / (n_i + n_j)) times the
+// distance between the centroids (points in R^3, where Ward's update is exact); and the flat
+// clusterings at every k are those of the naive merges.
+TEST(Linkage, EveryLinkageMatchesItsDefinition) {
+    std::mt19937_64 rng(33);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    const int n = 14;
+    Eigen::MatrixXd x(n, 3);  // [point, dim]
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < 3; ++j) x(i, j) = u(rng);
+    const Eigen::MatrixXd d = pairwise_euclidean(x);
+    for (Linkage method : {Linkage::Average, Linkage::Complete, Linkage::Single, Linkage::Ward}) {
+        auto between = [&](const std::vector<int>& a, const std::vector<int>& b) {
+            if (method == Linkage::Ward) {
+                Eigen::RowVectorXd ca = Eigen::RowVectorXd::Zero(3), cb = ca;
+                for (int i : a) ca += x.row(i) / static_cast<double>(a.size());
+                for (int i : b) cb += x.row(i) / static_cast<double>(b.size());
+                const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
+                return std::sqrt(2 * na * nb / (na + nb)) * (ca - cb).norm();
+            }
+            double lo = std::numeric_limits<double>::infinity(), hi = 0, sum = 0;
+            for (int i : a)
+                for (int j : b)
+                    lo = std::min(lo, d(i, j)), hi = std::max(hi, d(i, j)), sum += d(i, j);
+            if (method == Linkage::Single) return lo;
+            if (method == Linkage::Complete) return hi;
+            return sum / static_cast<double>(a.size() * b.size());
+        };
+        std::vector<std::vector<int>> clusters;
+        for (int i = 0; i < n; ++i) clusters.push_back({i});
+        std::vector<double> heights;
+        std::vector<std::vector<int>> partitions;  // [k] labels of the naive clustering
+        while (clusters.size() > 1) {
+            double best = std::numeric_limits<double>::infinity();
+            size_t bi = 0, bj = 0;
+            for (size_t i = 0; i < clusters.size(); ++i)
+                for (size_t j = i + 1; j < clusters.size(); ++j) {
+                    const double v = between(clusters[i], clusters[j]);
+                    if (v < best) best = v, bi = i, bj = j;
+                }
+            heights.push_back(best);
+            clusters[bi].insert(clusters[bi].end(), clusters[bj].begin(), clusters[bj].end());
+            clusters.erase(clusters.begin() + static_cast<std::ptrdiff_t>(bj));
+            std::vector<int> labels(n);
+            for (size_t c = 0; c < clusters.size(); ++c)
+                for (int i : clusters[c]) labels[static_cast<size_t>(i)] = static_cast<int>(c);
+            partitions.push_back(labels);
+        }
+        const std::vector<Merge> merges = linkage_tree(d, method);
+        ASSERT_EQ(merges.size(), heights.size());
+        for (size_t m = 0; m < heights.size(); ++m)
+            // single / complete: the same distances, exact; average: means of <= 49 distances
+            // <= 1.7 in two orders (kF64SumRel). Ward: each of <= 12 updates rounds ~6
+            // operations on squared heights whose terms sum to <= 2 n dmax^2 ~ 100, so the
+            // squared height is within 12 * 6 * 2^-53 * 100 ~ 8e-13 and the height (>= 0.05
+            // here) within that / (2 * 0.05) ~ 1e-11; 1e-10 allows the naive centroids' own
+            // rounding.
+            EXPECT_WITHIN(merges[m].height, heights[m],
+                          method == Linkage::Ward ? 1e-10 : testutil::kF64SumRel)
+                << to_string(method) << " merge " << m;
+        for (int k = 1; k < n; ++k)  // partitions[m] has n - 1 - m clusters
+            EXPECT_EQ(adjusted_rand_index(cluster_linkage(d, k, method),
+                                          partitions[static_cast<size_t>(n - 1 - k)]),
+                      1.0)
+                << to_string(method) << " k " << k;
+    }
+    EXPECT_EQ(parse_linkage("ward"), Linkage::Ward);
+    EXPECT_THROW(parse_linkage("centroid"), sinkscope::UsageError);
 }
 
 // Cutting at k = 4 recovers four well-separated planted clusters exactly, and the mean

@@ -148,21 +148,64 @@ TEST(Head, MergeEqualsSinglePass) {
     EXPECT_THROW(a.merge(other), UsageError);
 }
 
-// Head means are the means of the row quantities over the head's rows.
+// Head means are the means of the row quantities over the head's rows; the content
+// concentration is written here from its definition, ||clr(pi)||_2 with pi = p_{-s} / (1 - s).
 TEST(Head, MeansAreRowMeans) {
     auto x = random_input(9, 1, 2, 6, Masking::Causal, false);
     HeadResults r = run({x});
     for (int64_t h = 0; h < 2; ++h) {
-        double s = 0, e = 0;
+        double s = 0, e = 0, cc = 0;
         int64_t rows = 0;
         for (int64_t i = 2; i < 6; ++i) {  // rows 0 and 1 have D < 3
             auto q = row_from_probabilities(x.row(0, h, i), i + 1, 0, {});
             s += q.sink_mass, e += q.entropy, ++rows;
+            const double* p = x.row(0, h, i);
+            std::vector<double> log_pi;
+            double mean = 0;
+            for (int64_t j = 1; j <= i; ++j) {
+                log_pi.push_back(std::log(p[j] / (1.0 - p[0])));
+                mean += log_pi.back() / static_cast<double>(i);
+            }
+            double sq = 0;
+            for (double v : log_pi) sq += (v - mean) * (v - mean);
+            cc += std::sqrt(sq);
         }
         EXPECT_EQ(r.means[h].n_rows, rows);
         EXPECT_REL_WITHIN(r.means[h].sink_mass, s / rows, testutil::kF64ShortSumRel);
         EXPECT_REL_WITHIN(r.means[h].entropy, e / rows, testutil::kF64ShortSumRel);
+        // logs of ratios of O(1) numbers, a short sum, a sqrt: a few ulps of the log values
+        // (|ln pi| <= ~10) per term, in the same order
+        EXPECT_REL_WITHIN(r.means[h].content_concentration, cc / rows, testutil::kF64ShortSumRel);
     }
+}
+
+// Content concentration does not see the sink: heads whose rows differ only in sink mass have
+// the same concentration; uniform content has none (exactly, from scores: clr of equal scores).
+TEST(Head, ContentConcentrationIgnoresTheSink) {
+    auto x = random_input(12, 1, 3, 7, Masking::Causal, true);
+    for (int64_t i = 0; i < 7; ++i) {
+        // head 1 = head 0 with a larger sink score; head 2 has equal content scores
+        double* z0 = x.scores.data() + x.offset(0, 0, i);
+        double* z1 = x.scores.data() + x.offset(0, 1, i);
+        double* z2 = x.scores.data() + x.offset(0, 2, i);
+        for (int64_t j = 0; j <= i; ++j) {
+            z1[j] = j == 0 ? z0[j] + 2.5 : z0[j];
+            z2[j] = j == 0 ? 1.5 : -0.5;  // -0.5 k / k is -0.5 exactly
+        }
+        for (int64_t h : {1, 2}) {
+            const double* z = x.scores.data() + x.offset(0, h, i);
+            double total = 0;
+            for (int64_t j = 0; j <= i; ++j) total += std::exp(z[j]);
+            for (int64_t j = 0; j <= i; ++j)
+                x.pattern[x.offset(0, h, i) + static_cast<size_t>(j)] = std::exp(z[j]) / total;
+        }
+    }
+    HeadResults r = run({x});
+    ASSERT_GT(r.means[0].content_concentration, 0.1);
+    // the same clr(pi) from scores Z_j - mean Z over the content parts: identical operations
+    EXPECT_EQ(r.means[1].content_concentration, r.means[0].content_concentration);
+    EXPECT_NE(r.means[1].sink_mass, r.means[0].sink_mass);
+    EXPECT_EQ(r.means[2].content_concentration, 0.0);
 }
 
 // Causal rows below min_parts are excluded and counted; the rest are used.

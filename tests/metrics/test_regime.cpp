@@ -134,13 +134,34 @@ TEST(HeadAnalyses, ReversalRowsPerScope) {
             EXPECT_EQ(r.counts.n_compared, sum.n_compared);
             EXPECT_EQ(r.counts.n_disagree, sum.n_disagree);
         }
-    opts.triples = 500;
+    opts.triples = 500;  // of the model's 660 triples: a sample
     opts.seed = 9;
+    opts.scope = parse_reversal_scope("model");
     const auto sampled = run_head_analyses(f.matrices, f.labels, {}, 0.3, opts);
     for (const ReversalRow& r : sampled.reversal) {
         EXPECT_EQ(r.method, "sampled");
+        EXPECT_EQ(r.counts.n_examined, 500);
         EXPECT_LE(r.ci_lo, r.rate);
         EXPECT_GE(r.ci_hi, r.rate);
+    }
+    // A sample at least as large as the population is the exact count (sampling without
+    // replacement would draw each triple once): 660 triples of 12 heads, 12 of each layer's 4.
+    opts.triples = 660;
+    const auto whole = run_head_analyses(f.matrices, f.labels, {}, 0.3, opts);
+    ASSERT_EQ(whole.reversal.size(), model.reversal.size());
+    for (size_t i = 0; i < whole.reversal.size(); ++i) {
+        EXPECT_EQ(whole.reversal[i].method, "exact");
+        EXPECT_EQ(whole.reversal[i].counts.n_disagree, model.reversal[i].counts.n_disagree);
+        EXPECT_EQ(whole.reversal[i].ci_lo, whole.reversal[i].rate);
+    }
+    opts.triples = 500;
+    opts.scope = parse_reversal_scope("layer");
+    const auto per_layer = run_head_analyses(f.matrices, f.labels, {}, 0.3, opts);
+    ASSERT_EQ(per_layer.reversal.size(), layer.reversal.size());
+    for (size_t i = 0; i < per_layer.reversal.size(); ++i) {
+        EXPECT_EQ(per_layer.reversal[i].method, "exact");
+        EXPECT_EQ(per_layer.reversal[i].counts.n_examined, layer.reversal[i].counts.n_triples);
+        EXPECT_EQ(per_layer.reversal[i].counts.n_disagree, layer.reversal[i].counts.n_disagree);
     }
     EXPECT_THROW(parse_reversal_scope("heads"), UsageError);
 }

@@ -5,7 +5,9 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "metrics/reversal_kernels.hpp"
@@ -375,36 +377,121 @@ TEST(Reversal, RankedAnchorCountEqualsPairLoop) {
     EXPECT_GT(tie_discordant_seen, 0);  // the correction of ties was exercised
 }
 
-// Sampled rates on random heads agree with the exact rate within their 95% Wilson interval:
-// over 40 seeds x 7 comparisons the interval covers the exact rate about 95% of the time (>= 90%
-// required; 3.8 standard errors below 95%), and the mean sampled rate is unbiased.
+// Sampled rates on random heads agree with the exact rate within their 95% interval, at a small
+// sampling fraction (5,000 of 31,200 triples) and a large one (400 of 660, where the finite
+// population correction narrows the interval well below Wilson's): over 40 seeds x 7
+// comparisons the interval covers the exact rate about 95% of the time (>= 90% required; 3.8
+// standard errors below 95%), and the mean sampled rate is unbiased.
 TEST(Reversal, SampledAgreesWithExactWithinInterval) {
-    std::mt19937_64 rng(3);
-    const auto m = all_matrices(random_heads(40, 4, 10, rng));
-    const auto ptr = pointers(m);
     const std::vector<MatrixPair> pairs = {{0, 1}, {2, 3}, {4, 5}, {0, 7}, {2, 7}, {4, 7}, {6, 7}};
-    const auto exact = count_reversals_exact(ptr, pairs);
-    const int n_seeds = 40;
-    const int64_t n_samples = 5000;
-    int covered = 0;
-    std::vector<double> mean_rate(pairs.size(), 0.0);
-    for (int seed = 0; seed < n_seeds; ++seed) {
-        const auto sampled = count_reversals_sampled(ptr, pairs, n_samples, 1000 + seed);
+    for (const auto& [n_heads, n_samples] : {std::pair{40, 5000}, std::pair{12, 400}}) {
+        std::mt19937_64 rng(3);
+        const auto m = all_matrices(random_heads(n_heads, 4, 10, rng));
+        const auto ptr = pointers(m);
+        const auto exact = count_reversals_exact(ptr, pairs);
+        const int n_seeds = 40;
+        const double f = static_cast<double>(n_samples) / count_triples(n_heads);
+        int covered = 0;
+        std::vector<double> mean_rate(pairs.size(), 0.0);
+        for (int seed = 0; seed < n_seeds; ++seed) {
+            const auto sampled = count_reversals_sampled(ptr, pairs, n_samples, 1000 + seed);
+            for (size_t q = 0; q < pairs.size(); ++q) {
+                ASSERT_EQ(sampled[q].n_examined, n_samples);
+                ASSERT_EQ(sampled[q].n_triples, count_triples(n_heads));
+                const RateInterval ci = sampled_rate_interval(sampled[q]);
+                const RateInterval plain =
+                    wilson_interval(sampled[q].n_disagree, sampled[q].n_compared);
+                ASSERT_LE(ci.hi - ci.lo, plain.hi - plain.lo);          // the correction narrows it
+                ASSERT_LT(ci.hi - ci.lo, n_heads == 40 ? 0.05 : 0.12);  // informative
+                covered += ci.lo <= exact[q].rate() && exact[q].rate() <= ci.hi;
+                mean_rate[q] += sampled[q].rate() / n_seeds;
+            }
+        }
+        EXPECT_GE(covered, static_cast<int>(0.90 * n_seeds * static_cast<double>(pairs.size())))
+            << n_heads << " heads";
         for (size_t q = 0; q < pairs.size(); ++q) {
-            ASSERT_EQ(sampled[q].n_examined, n_samples);
-            ASSERT_EQ(sampled[q].n_triples, count_triples(40));
-            const RateInterval ci = wilson_interval(sampled[q].n_disagree, sampled[q].n_compared);
-            ASSERT_LT(ci.hi - ci.lo, 0.05);  // the interval is informative, not [0, 1]
-            covered += ci.lo <= exact[q].rate() && exact[q].rate() <= ci.hi;
-            mean_rate[q] += sampled[q].rate() / n_seeds;
+            const double p = exact[q].rate();
+            // without replacement the variance carries the correction (1 - f) (up to N/(N-1))
+            const double se = std::sqrt(p * (1 - p) * (1 - f) / (n_samples * n_seeds));
+            // statistical, not rounding: 4 standard errors (two-sided p ~ 6e-5 per comparison)
+            EXPECT_WITHIN(mean_rate[q], p, 4 * se + 1e-12) << "comparison " << q;
         }
     }
-    EXPECT_GE(covered, static_cast<int>(0.90 * n_seeds * static_cast<double>(pairs.size())));
+}
+
+// Sampling is without replacement: every drawn triple is valid and distinct, in increasing
+// order; a sample as large as the population is every triple once; each triple is drawn with
+// probability n / N (checked over 3,000 seeds: each of the 60 triples of 6 heads is drawn
+// 500 times in expectation, standard deviation 20.4; 5 of them allowed).
+TEST(Reversal, SamplesTriplesWithoutReplacement) {
+    for (int m : {3, 4, 6, 12}) {
+        const int64_t n_triples = count_triples(m);
+        for (int64_t n : {int64_t{1}, n_triples / 2, n_triples, n_triples + 7}) {
+            const auto t = sample_triples(m, n, 11);
+            ASSERT_EQ(std::ssize(t), std::min(n, n_triples));
+            std::set<std::array<int, 3>> seen;
+            for (const auto& x : t) {
+                EXPECT_TRUE(x[0] >= 0 && x[0] < m && x[1] >= 0 && x[2] < m && x[1] < x[2]);
+                EXPECT_TRUE(x[0] != x[1] && x[0] != x[2]);
+                EXPECT_TRUE(seen.insert(x).second) << "triple drawn twice";
+            }
+            if (n >= n_triples) {  // every triple, by brute force
+                std::set<std::array<int, 3>> all;
+                for (int a = 0; a < m; ++a)
+                    for (int b = 0; b < m; ++b)
+                        for (int c = b + 1; c < m; ++c)
+                            if (a != b && a != c) all.insert({a, b, c});
+                EXPECT_EQ(seen, all);
+            }
+        }
+    }
+    std::map<std::array<int, 3>, int> drawn;
+    const int n_seeds = 3000;
+    for (int seed = 0; seed < n_seeds; ++seed)
+        for (const auto& x : sample_triples(6, 10, static_cast<uint64_t>(seed))) ++drawn[x];
+    ASSERT_EQ(drawn.size(), 60u);
+    const double expect = n_seeds * 10.0 / 60.0, sd = std::sqrt(expect * (1 - 10.0 / 60.0));
+    for (const auto& [x, k] : drawn) EXPECT_WITHIN(k, expect, 5 * sd);
+    EXPECT_EQ(sample_triples(12, 100, 5), sample_triples(12, 100, 5));  // seeded
+    EXPECT_NE(sample_triples(12, 100, 5), sample_triples(12, 100, 6));
+}
+
+// The sampled counts are the brute-force counts over the triples sample_triples draws, on a head
+// subset too; a sample of every triple gives the exact counts and an interval equal to the rate.
+TEST(Reversal, SampledCountsAreThoseOfTheDrawnTriples) {
+    std::mt19937_64 rng(8);
+    const auto m = all_matrices(random_heads(14, 4, 10, rng));
+    const auto ptr = pointers(m);
+    const std::vector<MatrixPair> pairs = {{0, 1}, {2, 7}, {6, 7}};
+    const std::vector<int> heads = {1, 3, 4, 6, 8, 9, 13};
+    const auto sampled = count_reversals_sampled(ptr, pairs, 50, 21, heads);
+    const auto drawn = sample_triples(std::ssize(heads), 50, 21);
     for (size_t q = 0; q < pairs.size(); ++q) {
-        const double p = exact[q].rate();
-        const double se = std::sqrt(p * (1 - p) / (n_samples * n_seeds));
-        // statistical, not rounding: 4 standard errors (two-sided p ~ 6e-5 per comparison)
-        EXPECT_WITHIN(mean_rate[q], p, 4 * se) << "comparison " << q;
+        int64_t compared = 0, disagree = 0;
+        for (const auto& x : drawn) {
+            const int a = heads[static_cast<size_t>(x[0])], b = heads[static_cast<size_t>(x[1])],
+                      c = heads[static_cast<size_t>(x[2])];
+            const auto& d1 = *ptr[static_cast<size_t>(pairs[q].first)];
+            const auto& d2 = *ptr[static_cast<size_t>(pairs[q].second)];
+            const int v1 = triple_verdict(d1(a, b), d1(a, c));
+            const int v2 = triple_verdict(d2(a, b), d2(a, c));
+            if (v1 == 0 || v2 == 0) continue;
+            ++compared;
+            disagree += v1 != v2;
+        }
+        EXPECT_EQ(sampled[q].n_examined, 50);
+        EXPECT_EQ(sampled[q].n_compared, compared);
+        EXPECT_EQ(sampled[q].n_disagree, disagree);
+    }
+    const auto all = count_reversals_sampled(ptr, pairs, 1000000, 3);
+    const auto exact = count_reversals_exact(ptr, pairs);
+    for (size_t q = 0; q < pairs.size(); ++q) {
+        EXPECT_EQ(all[q].n_examined, count_triples(14));
+        EXPECT_EQ(all[q].n_compared, exact[q].n_compared);
+        EXPECT_EQ(all[q].n_disagree, exact[q].n_disagree);
+        const RateInterval ci = sampled_rate_interval(all[q]);
+        EXPECT_EQ(ci.lo, exact[q].rate());
+        EXPECT_EQ(ci.hi, exact[q].rate());
     }
 }
 

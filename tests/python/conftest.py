@@ -82,3 +82,19 @@ def assert_results_equal(a, b, where=""):
         x, y = a.arrays[name], b.arrays[name]
         assert x.dtype == y.dtype and x.shape == y.shape, f"{where}{name}"
         assert np.array_equal(x, y, equal_nan=True), f"{where}{name} differs"
+
+
+def adjusted_rand_index(a, b):
+    """ARI from the contingency table (Hubert & Arabie 1985): (index - expected) / (max -
+    expected); 1 when both partitions are trivial the same way. Written here, independent of
+    sinkscope, for the clustering tests."""
+    from scipy.special import comb
+    _, ai = np.unique(np.asarray(a), return_inverse=True)
+    _, bi = np.unique(np.asarray(b), return_inverse=True)
+    table = np.zeros((ai.max() + 1, bi.max() + 1))
+    np.add.at(table, (ai, bi), 1)
+    index = comb(table, 2).sum()
+    rows, cols = comb(table.sum(1), 2).sum(), comb(table.sum(0), 2).sum()
+    expected = rows * cols / comb(len(ai), 2)
+    top = 0.5 * (rows + cols)
+    return 1.0 if top == expected else (index - expected) / (top - expected)

@@ -49,8 +49,10 @@ struct AnalysisOptions {
     std::string scope = "model";  // model | layer
 
     // Head-level analyses (spec 3, 4, 7).
-    int k = 0;            // clusters; 0 = best mean silhouette of dA_perp in 2..12
-    int64_t triples = 0;  // 0 = exact reversal counts; N = N sampled triples (Wilson interval)
+    int k = 0;                        // clusters; 0 = best mean silhouette of dA_perp in 2..12
+    int64_t triples = 0;              // 0 = exact reversal counts; N = N distinct sampled triples
+    std::string linkage = "average";  // average | complete | single | ward (spec 4)
+    int failure_bins = 10;            // sink-mass bins of failure_geometry.csv
     // One seed for everything random in a run: the triple sampler, the bootstrap and the random
     // subset of --samples. Unset: seed 0, and --samples takes the first N inputs.
     std::optional<uint64_t> seed;

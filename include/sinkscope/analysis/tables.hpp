@@ -24,6 +24,15 @@ inline const TableSchema kHeads{"heads", io::make_long_table().columns()};
 inline const TableSchema kValueSpace{"value_space", io::make_long_table().columns()};
 // Sink_eps (spec 8.q): per head the mean attention to the key, per layer and model the share.
 inline const TableSchema kSinkEps{"sink_eps", io::make_long_table().columns()};
+// The Clark et al. (2019) pipeline's clusterings, sink kept and dropped, and their ARI
+// (metrics/clark2019.hpp).
+inline const TableSchema kClark2019{"clark2019",
+                                    {"matrix", "layer", "head", "cluster", "k", "mds_x", "mds_y"}};
+inline const TableSchema kClark2019Ari{"clark2019_ari", {"first", "second", "k", "ari"}};
+// Head-pair distances by the pair's sink mass (metrics/failure_geometry.hpp).
+inline const TableSchema kFailureGeometry{"failure_geometry",
+                                          {"model", "matrix", "bin_lo", "bin_hi", "n_pairs", "min",
+                                           "q05", "q25", "median", "q75", "q95", "max"}};
 inline const TableSchema kDistances{
     "distances", {"distance", "layer_a", "head_a", "layer_b", "head_b", "value"}};
 inline const TableSchema kDispersion{"dispersion",
@@ -150,6 +159,9 @@ inline constexpr const char* kBinarySinkEntropy = "binary_sink_entropy";
 // from heads.csv alone.
 inline constexpr const char* kContentEntropyRenorm = "content_entropy_renorm";
 inline constexpr const char* kContentEntropyWeighted = "content_entropy_weighted";
+// ||clr(pi)||_2 per row, the head's content concentration (the cross-head content dispersion is
+// dispersion.csv's c_perp).
+inline constexpr const char* kContentConcentration = "content_concentration";
 // dynamics' trajectory: the mean of H(pi) over the rows (entropy_rows.npy).
 inline constexpr const char* kContentEntropy = "content_entropy";
 inline constexpr const char* kNRows = "n_rows";

@@ -21,13 +21,20 @@ struct CompareOptions {
     bool allow_mixed = false;        // compare runs of different inputs or conventions
     bool report = true;              // write report.html
     std::string command_line;        // for run.json
+    // Spec 7: what the predictor predicts ("pruning": the pruning regime measured by a prune run
+    // of the model; "flip_rate": the flip-rate criterion), from which statistic ("rho" or
+    // "v_b"), the classical prune channel judged, and the least width of the abstain band.
+    std::string regime_outcome = "pruning";
+    std::string regime_statistic = "rho";
+    std::string regime_channel = "js";
+    double regime_min_width = 0.05;
 };
 
-// One model-level observation of the regime predictor: the sink share rho (spec 2) and the
-// pooled flip rate (spec 3, 7) of a run.
+// One model-level observation of the regime predictor: the statistic (rho or V_b, spec 2) and
+// the measured regime (Abstain: unmeasured, left out of fitting).
 struct RegimePoint {
-    double rho;
-    double flip_rate;  // non-finite: unmeasured (left out of fitting)
+    double x;
+    metrics::Regime measured;
 };
 
 struct RegimeFit {
@@ -36,16 +43,21 @@ struct RegimeFit {
     int64_t n_correct = 0, n_wrong = 0, n_abstain = 0;  // on the fitted points
 };
 
-// The candidate thresholds of the fitting rule: 0, 1, the spec defaults 0.2 and 0.5, and the
-// midpoints between consecutive distinct sorted finite rho values of `points` (only those with a
-// finite flip rate and a finite rho in [0, 1]); sorted, distinct.
-std::vector<double> regime_candidates(const std::vector<RegimePoint>& points);
+// The candidate thresholds of the fitting rule and the range the statistic lives in: for rho,
+// 0, 1, the spec defaults 0.2 and 0.5 and the midpoints between consecutive distinct sorted
+// measured rho values of `points` in [0, 1]; for V_b (>= 0, no upper bound), 0, the midpoints
+// and the largest measured value + 1 (a threshold above every point). Sorted, distinct.
+std::vector<double> regime_candidates(const std::vector<RegimePoint>& points,
+                                      const std::string& statistic = "rho");
 
 // The fitting rule (spec 7 leaves the choice of lo/hi open): over every candidate pair lo <= hi,
 // maximise the number of correct non-abstaining predictions on `points`; ties broken by fewer
-// wrong predictions, then fewer abstentions, then the smallest lo, then the smallest hi. Points
-// with a non-finite flip rate are ignored. No usable point: the spec defaults.
-RegimeFit fit_regime(const std::vector<RegimePoint>& points);
+// wrong predictions, then fewer abstentions, then the smallest lo, then the smallest hi. Then the
+// band is widened to at least `min_width` about its centre (clamped to [0, 1] for rho, to >= 0
+// for V_b), so that a fit cannot collapse it to a point; the scores are those of the final band.
+// Unmeasured points are ignored. No usable point: the spec defaults (rho).
+RegimeFit fit_regime(const std::vector<RegimePoint>& points, const std::string& statistic = "rho",
+                     double min_width = 0);
 
 // One line describing the fitting rule (run.json, regime.csv, report).
 extern const char* const kRegimeFitRule;

@@ -23,6 +23,9 @@ struct PruneOptions {
     std::string channels = "js,dA_perp,dA,cosine";  // comma-separated
     std::string sparsity = "0.1,0.2,0.3";           // comma-separated fractions in (0, 1)
     std::string ablation = "zero";                  // zero | mean
+    // model: round(sparsity x all heads) removed model-wide by model-wide redundancy; per-layer:
+    // round(sparsity x heads per layer) removed in every layer, by redundancy within the layer.
+    std::string budget = "model";
     int64_t random_seeds = 3;   // random-pruning baselines (seeds seed..seed+n-1)
     uint64_t seed = 1;          // first random-baseline seed
     int64_t max_tokens = 512;   // inputs are cut to this many tokens

@@ -1,7 +1,11 @@
-// Writing an analysis run's results into its (staging) run directory.
+// Writing an analysis run's results into its (staging) run directory, and naming the model of a
+// finished one.
 #pragma once
 
 #include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "sinkscope/analysis/pipeline.hpp"
 
@@ -10,5 +14,10 @@ namespace sinkscope::api {
 // Writes every output's tables (<name>.csv, + .jsonl when asked), arrays (.npy) and texts at
 // their relative paths under `dir`, creating subfolders as needed.
 void write_outputs(const analysis::PipelineResults& results, const std::filesystem::path& dir);
+
+// The model a finished run (its run.json `rec`, its folder `dir`) is about, as its tables' model
+// column names it: run.json model.name, else the last part of model.path, else the folder's name
+// (a dynamics series names its folder). What compare and tables call a run's model.
+std::string model_name(const nlohmann::json& rec, const std::filesystem::path& dir);
 
 }  // namespace sinkscope::api

@@ -67,6 +67,9 @@ struct HeadMeans {
     double binary_sink_entropy = 0;
     double content_entropy = 0;           // mean H(pi)
     double content_entropy_weighted = 0;  // mean (1 - s) H(pi): entropy = binary + this
+    // mean ||clr(pi)||_2: the head's own content concentration, independent of its sink mass
+    // (0 for uniform content; beside the cross-head content dispersion C_perp of Dispersion)
+    double content_concentration = 0;
     int64_t n_rows = 0;
 };
 
@@ -163,7 +166,7 @@ private:
     };
     struct HeadSums {
         double sink_mass = 0, sink_balance = 0, entropy = 0, binary_sink_entropy = 0,
-               content_entropy = 0, content_entropy_weighted = 0;
+               content_entropy = 0, content_entropy_weighted = 0, content_concentration = 0;
         int64_t n_rows = 0;
     };
     static HeadMeans means_of(const HeadSums& s);

@@ -11,6 +11,7 @@
 
 #include <Eigen/Dense>
 
+#include "sinkscope/metrics/cluster.hpp"
 #include "sinkscope/metrics/regime.hpp"
 #include "sinkscope/metrics/reversal.hpp"
 
@@ -52,14 +53,16 @@ struct HeadAnalysisOptions {
     // --k: clusters used for every matrix. 0: the k in 2..12 (capped at n - 1) with the best
     // mean silhouette of the dA_perp clustering under dA_perp (spec 4; ties: smallest k).
     int k = 0;
-    // --triples: 0 counts reversals EXACTLY over all triples (spec 3). N > 0 samples N triples
-    // uniformly with replacement (with --scope layer: N per layer) and reports a 95% Wilson
-    // score interval.
+    // --triples: 0 counts reversals EXACTLY over all triples (spec 3). N > 0 samples N distinct
+    // triples uniformly without replacement (with --scope layer: N per layer; exact where fewer
+    // exist) and reports a 95% Wilson interval with the finite population correction.
     int64_t triples = 0;
     // --seed: seed of the triple sampler (layer l uses seed + l + 1 with --scope layer).
     uint64_t seed = 0;
     // --scope: model (default) or layer.
     ReversalScope scope = ReversalScope::Model;
+    // --linkage: the agglomerative clustering's linkage (spec 4: average by default).
+    Linkage linkage = Linkage::Average;
     // --regime-lo / --regime-hi: spec 7 thresholds on rho.
     double regime_lo = kRegimeLo;
     double regime_hi = kRegimeHi;

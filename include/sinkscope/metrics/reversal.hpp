@@ -2,6 +2,7 @@
 // {b, c}, do two distances agree on which candidate is nearer? Exact over all triples or sampled.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -57,10 +58,22 @@ std::vector<ReversalCounts> count_reversals_exact(std::span<const Eigen::MatrixX
                                                   std::span<const int> heads = {},
                                                   int n_threads = 1);
 
-// The same counts on `n_samples` triples drawn uniformly with replacement from the triples of
-// `heads` (seeded; every comparison sees the same triples, so comparisons stay paired).
+// `n_samples` distinct triples (a; {b, c}) of m heads drawn uniformly without replacement
+// (seeded), as local indices {a, b, c} with b < c, in increasing triple order; every triple once
+// when n_samples >= count_triples(m).
+std::vector<std::array<int, 3>> sample_triples(int64_t m, int64_t n_samples, uint64_t seed);
+
+// The same counts on the triples of sample_triples over `heads` (every comparison sees the same
+// triples, so comparisons stay paired); n_examined = min(n_samples, n_triples).
 std::vector<ReversalCounts> count_reversals_sampled(
     std::span<const Eigen::MatrixXd* const> matrices, std::span<const MatrixPair> pairs,
     int64_t n_samples, uint64_t seed, std::span<const int> heads = {});
+
+// The 95% interval of a sampled rate, right for sampling without replacement: among n examined
+// of N triples, the compared ones are a simple random sample of the population's compared
+// triples, so the variance of the rate carries the finite population correction 1 - n/N; the
+// interval is Wilson's score interval with z^2 scaled by that factor (z sqrt(1 - n/N)). It
+// shrinks to the rate itself when every triple was examined (n = N: the exact count).
+RateInterval sampled_rate_interval(const ReversalCounts& counts, double z = 1.959963984540054);
 
 }  // namespace sinkscope::metrics

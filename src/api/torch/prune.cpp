@@ -55,8 +55,14 @@ struct Channel {
     const char* name;
     const char* matrix;
 };
-constexpr Channel kChannels[] = {
-    {"js", "js_keep"}, {"dA_perp", "dA_perp"}, {"dA", "dA"}, {"cosine", "cosine_keep"}};
+constexpr Channel kChannels[] = {{"js", "js_keep"},
+                                 {"dA_perp", "dA_perp"},
+                                 {"dA", "dA"},
+                                 {"cosine", "cosine_keep"},
+                                 {"euclidean", "euclidean_keep"},
+                                 {"js_drop", "js_drop"},
+                                 {"cosine_drop", "cosine_drop"},
+                                 {"euclidean_drop", "euclidean_drop"}};
 
 std::vector<Channel> parse_channels(const std::string& s) {
     std::vector<Channel> out;
@@ -67,7 +73,8 @@ std::vector<Channel> parse_channels(const std::string& s) {
             if (name == c.name) found = &c;
         if (!found)
             throw UsageError("--channels: unknown channel '" + name +
-                             "' (known: js, dA_perp, dA, cosine)");
+                             "' (known: js, dA_perp, dA, cosine, euclidean, js_drop, "
+                             "cosine_drop, euclidean_drop)");
         if (seen.insert(name).second) out.push_back(*found);
     }
     if (out.empty()) throw UsageError("--channels names no channel");
@@ -210,6 +217,7 @@ private:
     std::string write();
     io::Table random_table() const;
     void record(nlohmann::json& rec) const;
+    bool per_layer() const { return o_.budget == "per-layer"; }
     std::string summary(const io::Table& random) const;
 
     void save_state() {
@@ -230,7 +238,8 @@ private:
     std::optional<io::RunRecord> record_;
     std::optional<model::Model> m_;
     std::string measure_;
-    std::vector<int64_t> counts_;  // heads pruned per sparsity
+    std::vector<int64_t> counts_;        // heads pruned per sparsity
+    std::vector<int64_t> layer_counts_;  // per-layer budget: heads pruned in each layer
     std::optional<analysis::AnalysisInputs> calib_, eval_;
     std::vector<Point> points_;
     nlohmann::json fingerprint_;
@@ -238,7 +247,8 @@ private:
     std::optional<OutputDir> out_;
     fs::path state_path_;
     metrics::HeadOptions hopts_;
-    int64_t rows_used_ = 0;  // calibration rows of the head distances
+    int64_t rows_used_ = 0;           // calibration rows of the head distances
+    metrics::Dispersion dispersion_;  // the calibration set's model-wide V_b, C_perp, rho
     model::HeadMask::Kind kind_ = model::HeadMask::Kind::Zero;
     at::Tensor z_mean_;
     io::Table order_table_{analysis::tables::kPruneOrder.columns};
@@ -254,6 +264,9 @@ void PruneRun::check() {
     sparsities_ = parse_sparsities(o_.sparsity);
     if (o_.ablation != "zero" && o_.ablation != "mean")
         throw UsageError("--ablation must be zero or mean");
+    if (o_.budget != "model" && o_.budget != "per-layer")
+        throw UsageError("--budget must be model or per-layer, got '" + printable(o_.budget, 40) +
+                         "'");
     if (o_.random_seeds < 0 || o_.random_seeds > 1000)
         throw UsageError("--random-seeds must be between 0 and 1000");
     analysis::check_loss_max_tokens(o_.max_tokens);
@@ -275,9 +288,15 @@ void PruneRun::load() {
     const int64_t n_heads_total = cfg().n_layers * cfg().n_heads;
     for (double s : sparsities_) {
         try {
-            counts_.push_back(metrics::heads_to_prune(s, n_heads_total));
+            if (per_layer()) {
+                layer_counts_.push_back(metrics::heads_to_prune(s, cfg().n_heads));
+                counts_.push_back(layer_counts_.back() * cfg().n_layers);
+            } else {
+                counts_.push_back(metrics::heads_to_prune(s, n_heads_total));
+            }
         } catch (const UsageError& e) {
-            throw UsageError(std::string("--sparsity: ") + e.what());
+            throw UsageError(std::string("--sparsity: ") + e.what() +
+                             (per_layer() ? " (--budget per-layer: of each layer's heads)" : ""));
         }
     }
     // The first `samples` samples (0: all) of a data file, cut to --max-tokens.
@@ -338,11 +357,23 @@ void PruneRun::plan_points() {
     add_point("none", -1, 0.0, {});
     for (const Channel& c : channels_)
         for (double s : sparsities_) add_point(c.name, -1, s, {});
-    const int64_t n_heads_total = cfg().n_layers * cfg().n_heads;
+    const int64_t n_heads_total = cfg().n_layers * cfg().n_heads, H = cfg().n_heads;
     for (int64_t r = 0; r < o_.random_seeds; ++r)
-        for (size_t i = 0; i < sparsities_.size(); ++i)
-            add_point("random", int64_t(o_.seed) + r, sparsities_[i],
-                      metrics::random_prune(n_heads_total, counts_[i], o_.seed + uint64_t(r)));
+        for (size_t i = 0; i < sparsities_.size(); ++i) {
+            const uint64_t seed = o_.seed + uint64_t(r);
+            if (!per_layer()) {
+                add_point("random", int64_t(seed), sparsities_[i],
+                          metrics::random_prune(n_heads_total, counts_[i], seed));
+                continue;
+            }
+            // The same number in every layer, each layer's heads drawn with its own stream.
+            std::vector<int64_t> heads;
+            for (int64_t l = 0; l < cfg().n_layers; ++l)
+                for (int64_t h : metrics::random_prune(
+                         H, layer_counts_[i], seed ^ (uint64_t(l + 1) * 0x9E3779B97F4A7C15ull)))
+                    heads.push_back(l * H + h);
+            add_point("random", int64_t(seed), sparsities_[i], std::move(heads));
+        }
     // This rank evaluates the contiguous shard [first, end) of the points (every rank calibrates:
     // the removal orders are needed for its points).
     const auto [first, end] =
@@ -358,6 +389,7 @@ void PruneRun::open_output() {
                     {"channels", o_.channels},
                     {"sparsity", o_.sparsity},
                     {"ablation", o_.ablation},
+                    {"budget", o_.budget},
                     {"random_seeds", o_.random_seeds},
                     {"seed", o_.seed},
                     {"device", o_.m.device},
@@ -424,22 +456,39 @@ void PruneRun::calibrate() {
     }
     const metrics::HeadResults heads = acc.finish();
     rows_used_ = heads.counts.rows_used_model;
+    dispersion_ = heads.model;
     kind_ = o_.ablation == "mean" ? model::HeadMask::Kind::Mean : model::HeadMask::Kind::Zero;
     if (kind_ == model::HeadMask::Kind::Mean) z_mean_ = model::compute_mean_z(*m_, calib_->ids);
 
-    const int64_t k_max = *std::max_element(counts_.begin(), counts_.end());
     const int64_t H = cfg().n_heads;
+    // The removal order of every channel: model-wide, or within each layer (per-layer budget,
+    // its heads' distances to each other only); steps count within the order.
+    const std::vector<int64_t>& budget = per_layer() ? layer_counts_ : counts_;
+    const int64_t k_max = *std::max_element(budget.begin(), budget.end());
     for (const Channel& c : channels_) {
-        const auto order = metrics::greedy_prune_order(heads.distances.at(c.matrix), k_max);
-        for (size_t s = 0; s < order.size(); ++s)
-            order_table_.add_row({std::string(c.name), int64_t(s + 1), order[s].head / H,
-                                  order[s].head % H, order[s].redundancy});
+        const Eigen::MatrixXd& d = heads.distances.at(c.matrix);
+        std::vector<std::vector<metrics::PruneStep>> orders;  // [group] steps, heads model-wide
+        if (!per_layer()) {
+            orders.push_back(metrics::greedy_prune_order(d, k_max));
+        } else {
+            for (int64_t l = 0; l < cfg().n_layers; ++l) {
+                auto order = metrics::greedy_prune_order(d.block(l * H, l * H, H, H), k_max);
+                for (auto& step : order) step.head += l * H;
+                orders.push_back(std::move(order));
+            }
+        }
+        for (const auto& order : orders)
+            for (size_t s = 0; s < order.size(); ++s)
+                order_table_.add_row({std::string(c.name), int64_t(s + 1), order[s].head / H,
+                                      order[s].head % H, order[s].redundancy});
         for (Point& p : points_)
             if (p.method == c.name) {
                 const size_t i =
                     size_t(std::find(sparsities_.begin(), sparsities_.end(), p.sparsity) -
                            sparsities_.begin());
-                for (int64_t s = 0; s < counts_[i]; ++s) p.heads.push_back(order[size_t(s)].head);
+                for (const auto& order : orders)
+                    for (int64_t s = 0; s < budget[i]; ++s)
+                        p.heads.push_back(order[size_t(s)].head);
             }
     }
 }
@@ -568,11 +617,17 @@ void PruneRun::record(nlohmann::json& rec) const {
     rec["device"] = o_.m.device;
     rec["dtype"] = o_.m.dtype;
     rec["bos_policy"] = tokenizer::bos_policy_name(start_.bos);
-    rec["options"] = {{"channels", o_.channels},         {"sparsity", o_.sparsity},
-                      {"heads_pruned", counts_},         {"ablation", o_.ablation},
-                      {"random_seeds", o_.random_seeds}, {"seed", o_.seed},
-                      {"max_tokens", o_.max_tokens},     {"sink", metrics::to_string(hopts_.sink)},
-                      {"min_parts", hopts_.min_parts},   {"over_context", o_.m.over_context},
+    rec["options"] = {{"channels", o_.channels},
+                      {"sparsity", o_.sparsity},
+                      {"heads_pruned", counts_},
+                      {"ablation", o_.ablation},
+                      {"budget", o_.budget},
+                      {"random_seeds", o_.random_seeds},
+                      {"seed", o_.seed},
+                      {"max_tokens", o_.max_tokens},
+                      {"sink", metrics::to_string(hopts_.sink)},
+                      {"min_parts", hopts_.min_parts},
+                      {"over_context", o_.m.over_context},
                       {"model_context", cfg().n_ctx}};
     // The sink convention as it resolved (auto: first on causal attention), which compare checks.
     const metrics::Masking masking =
@@ -598,12 +653,23 @@ void PruneRun::record(nlohmann::json& rec) const {
                            "contiguous: rank r evaluates points [P r / W, P (r + 1) / "
                            "W) of the P in prune.csv's order"}};
     rec["baseline"] = io::json_number(points_.front().value);
+    // Spec 7's statistics of this model on the calibration set (model scope, model-wide sink),
+    // for `compare`'s regime predictor when no analyze run of the model is given.
+    rec["regime_inputs"] = {{"rho", io::json_number(dispersion_.rho)},
+                            {"v_b", io::json_number(dispersion_.v_b)},
+                            {"c_perp", io::json_number(dispersion_.c_perp)},
+                            {"n_rows", dispersion_.n_rows},
+                            {"data", "calibration set"}};
     rec["definitions"] = {
         {"redundancy",
          "distance of a head to its nearest surviving head under the channel; the "
          "smallest is removed first, recomputed after each removal, ties to the "
          "lower (layer, head)"},
-        {"n_pruned", "round(sparsity x heads), halves up"},
+        {"n_pruned",
+         o_.budget == "per-layer"
+             ? "round(sparsity x heads per layer), halves up, in every layer (redundancy among "
+               "the layer's heads; random baselines drawn per layer)"
+             : "round(sparsity x heads), halves up"},
         {"perplexity", "exp of the mean next-token NLL over every predicted evaluation token"},
         {"pseudo_perplexity",
          "encoders: exp of the mean NLL of masked tokens; in each sample round(0.15 x n) of its n "
