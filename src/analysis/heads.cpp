@@ -3,6 +3,7 @@
 // clusters, ari, regime (each also .jsonl); arrays mds/<matrix>.npy ([head, 2] f64; scope layer:
 // each layer's rows are its own MDS). Scope layer adds a leading `layer` column to silhouette
 // and ari.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -109,13 +110,17 @@ std::string head_analysis_summary(const HeadAnalysisResults& res) {
     out.precision(3);
     const auto& o = res.options;
     const std::string scope = scope_name(o.scope);
+    // --triples N samples where fewer than N triples would be all of them: exact elsewhere.
+    const bool sampled = std::any_of(res.reversal.begin(), res.reversal.end(),
+                                     [](const ReversalRow& r) { return r.method == "sampled"; });
     out << "head analyses: " << res.head_labels.size() << " heads, reversal "
-        << (o.triples > 0 ? "sampled (" + std::to_string(o.triples) + " distinct triples" +
-                                (o.scope == ReversalScope::Layer ? " per layer" : "") + ", seed " +
-                                std::to_string(o.seed) +
-                                ", 95% Wilson CI with finite population correction; exact "
-                                "where that many triples do not exist)"
-                          : std::string("exact over all triples"))
+        << (sampled
+                ? "sampled (" + std::to_string(o.triples) + " distinct triples" +
+                      (o.scope == ReversalScope::Layer ? " per layer" : "") + ", seed " +
+                      std::to_string(o.seed) + ", 95% Wilson CI with finite population correction)"
+            : o.triples > 0 ? "exact over all triples (--triples " + std::to_string(o.triples) +
+                                  " is at least their number)"
+                            : std::string("exact over all triples"))
         << ", scope " << scope << "\n";
     auto line = [&](const std::string& comparison, const std::string& title) {
         bool any = false;
