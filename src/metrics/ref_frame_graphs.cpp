@@ -1,12 +1,15 @@
 // Reference-frame member "graphs": thresholded attention graphs of every layer (spec 8, 10.i; all
 // layers in both modes, 10.o), on the head average and, with --per-head, on each head; at the
-// end, whether each threshold is effective for a layer (mean density in the band) and each
-// threshold's effectiveness score.
+// end, whether each threshold is effective for a layer (mean density in the band), each
+// threshold's effectiveness score, and the threshold correlation map of the Fiedler value.
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "ref_frame_member.hpp"
 #include "sinkscope/metrics/graph.hpp"
 #include "sinkscope/metrics/ref_frame_names.hpp"
+#include "sinkscope/metrics/statistics.hpp"
 
 namespace sinkscope::metrics::ref_frame {
 namespace {
@@ -66,6 +69,51 @@ public:
         for (const auto& [tau, cnt] : per_tau)
             r.stats[RefFrameKey{n::kGraphs, -1, -1, n::kEffectivenessScore, tau}].add(
                 static_cast<double>(cnt.first) / static_cast<double>(cnt.second));
+        correlation_map(state, r);
+    }
+
+private:
+    // The reference-frame paper's threshold correlation map: at every threshold, Pearson's r
+    // across the layers between the Fiedler value (lambda2) and centralization, star-likeness,
+    // density and degree variance, on the layers' head-average means over inputs (a layer where
+    // either mean is not finite is left out); and, between consecutive thresholds (ascending)
+    // whose finite r differ in sign, where the sign flips.
+    static void correlation_map(const RefFrameResults& state, RefFrameResults& r) {
+        std::map<std::string, std::map<std::string, std::map<int64_t, double>>> means;
+        for (const auto& [k, s] : state.stats)
+            if (k.table == n::kGraphs && k.head == -1 && k.layer >= 0)
+                means[k.metric][k.param][k.layer] = s.mean();
+        std::vector<std::pair<double, std::string>> taus;  // ascending
+        for (double t : r.config.constants.graph_thresholds) taus.emplace_back(t, param_of(t));
+        std::sort(taus.begin(), taus.end());
+        for (const char* partner :
+             {n::kCentralization, n::kStarCombined, n::kDensity, n::kDegreeVariance}) {
+            const std::string name = partner;
+            double previous = std::nan("");
+            std::string previous_tau;
+            for (const auto& [tau, p] : taus) {
+                std::vector<double> x, y;
+                const auto& fiedler = means[n::kLambda2][p];
+                const auto& other = means[name][p];
+                for (const auto& [layer, v] : fiedler) {
+                    const auto it = other.find(layer);
+                    if (it == other.end() || !std::isfinite(v) || !std::isfinite(it->second))
+                        continue;
+                    x.push_back(v);
+                    y.push_back(it->second);
+                }
+                const Correlation c = pearson(x, y);
+                r.stats[RefFrameKey{n::kGraphs, -1, -1, n::kFiedlerR + name, p}].add(c.r);
+                r.stats[RefFrameKey{n::kGraphs, -1, -1, n::kFiedlerP + name, p}].add(c.p);
+                if (!std::isfinite(c.r)) continue;
+                if (std::isfinite(previous) && previous * c.r < 0)
+                    r.stats[RefFrameKey{n::kGraphs, -1, -1, n::kFiedlerSignFlip + name,
+                                        previous_tau + "->" + p}]
+                        .add(tau);
+                previous = c.r;
+                previous_tau = p;
+            }
+        }
     }
 };
 

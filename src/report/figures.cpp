@@ -434,6 +434,26 @@ void frames_section(const fs::path& dir, ReportContent& c) {
                  kGlossary,
              panel_line_spec(pts, "threshold", "value", "layer", "metric",
                              {"edge threshold tau (log scale)", "", "layer"}, true, panels)});
+        // The threshold correlation map: r(lambda2, M) across layers at each threshold.
+        const std::string prefix = m::kFiedlerR;
+        json corr = select(g, [&](const json& r) {
+            return num(r, "layer") < 0 && num(r, "head") < 0 &&
+                   str(r, "metric").rfind(prefix, 0) == 0 && std::isfinite(num(r, "value"));
+        });
+        for (auto& r : corr)
+            r["threshold"] = param(r), r["with"] = str(r, "metric").substr(prefix.size());
+        if (!corr.empty())
+            c.figures.push_back(
+                {sec, "Fiedler value against graph structure, per threshold",
+                 std::string("Pearson's r across the layers between lambda2 (algebraic "
+                             "connectivity) and each structure metric, at every edge threshold; "
+                             "graphs.csv also gives its p-value and the thresholds where its sign "
+                             "flips (sign_flip_lambda2_*).") +
+                     kGlossary,
+                 line_spec(corr, "threshold", "value", "with",
+                           {"edge threshold tau (log scale)", "Pearson r across layers (-1 to 1)",
+                            "lambda2 with"},
+                           true)});
     }
     if (fs::exists(table_file(dir, t::kBetti))) {
         json b = table_rows(table_file(dir, t::kBetti));

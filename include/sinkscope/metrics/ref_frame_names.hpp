@@ -28,6 +28,12 @@ inline constexpr const char* kDegreeVariance = "degree_variance";
 inline constexpr const char* kNNodes = "n_nodes";
 inline constexpr const char* kEffective = "effective";
 inline constexpr const char* kEffectivenessScore = "effectiveness_score";
+// The threshold correlation map (layer and head -1): per threshold, Pearson's r across the layers
+// between lambda2 and a structure metric (name appended: r_lambda2_centralization, ...) and its
+// p-value; per pair of consecutive thresholds where r changes sign, the second threshold.
+inline constexpr const char* kFiedlerR = "r_lambda2_";
+inline constexpr const char* kFiedlerP = "p_lambda2_";
+inline constexpr const char* kFiedlerSignFlip = "sign_flip_lambda2_";
 
 // topology (10.j): per dimension d, the metric with "_dim<d>" appended; betti: "betti<d>".
 inline constexpr const char* kNBars = "n_bars";
