@@ -32,12 +32,17 @@ inline const std::filesystem::path& scratch_dir() {
         }
         std::filesystem::path d = base / ("sinkscope-fuzz-" + std::to_string(::getpid()));
         std::filesystem::create_directories(d);
-        std::atexit([] {
-            std::error_code ec;
-            std::filesystem::remove_all(scratch_dir(), ec);
-        });
         return d;
     }();
+    // Registered after `dir` is constructed (and its destructor registered), so at exit it runs
+    // before `dir` is destroyed; registered inside dir's initialiser it ran after, reading a freed
+    // path (ASan: heap-use-after-free at exit, reported by fuzz_report as an empty-input crash).
+    static const bool removed_at_exit = (std::atexit([] {
+                                             std::error_code ec;
+                                             std::filesystem::remove_all(scratch_dir(), ec);
+                                         }),
+                                         true);
+    (void)removed_at_exit;
     return dir;
 }
 
