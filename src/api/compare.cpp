@@ -23,6 +23,7 @@
 #include "sinkscope/io/json.hpp"
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/io/table.hpp"
+#include "sinkscope/metrics/pruning.hpp"
 #include "sinkscope/report/report.hpp"
 
 namespace sinkscope::api {
@@ -117,32 +118,21 @@ struct Run {
     bool has_regime = false;  // rho read from the run (an analyze run's or a prune run's own)
     std::vector<Value> values;
     // A prune run: its points, random spreads, measure and unpruned value, the regime it
-    // measured (spec 7), and whether an analyze run of the same model took it over. An analyze
-    // run: the index of the prune run joined to it (-1: none).
+    // measured (spec 7), and the index of the analyze run of the same model that took it over
+    // (-1: none). An analyze run: the index of the prune run joined to it (-1: none).
     std::vector<metrics::PrunePoint> prune_points;
     std::vector<metrics::RandomSpread> prune_random;
     std::string measure;
     double baseline = std::nan("");
     metrics::PruningRegime pruning;
-    bool joined = false;
+    int analyze_of = -1;
     int prune_of = -1;
+    // Spec 7: which side of the random spread is worse (perplexity: higher; top-1 agreement:
+    // lower).
+    bool higher_is_worse() const { return measure != "top1_agreement"; }
     json frame;  // frame.json, or null
     std::string role = "none";
 };
-
-json read_run_json(const fs::path& dir, const std::string& shown) {
-    std::error_code ec;
-    if (!fs::exists(dir, ec)) throw InputError(shown, "no such run directory");
-    if (!fs::is_directory(dir, ec)) throw InputError(shown, "is not a directory");
-    if (!fs::exists(dir / "run.json", ec))
-        throw InputError(shown, "is not a sinkscope run directory (no run.json)");
-    const json rec = io::read_json_file(dir / "run.json");
-    const std::string file = (dir / "run.json").string();
-    if (!rec.is_object() || !rec.contains("tool") || !rec["tool"].is_object() ||
-        io::json_string_or(rec["tool"], "name", "", file) != "sinkscope")
-        throw InputError(file, "was not written by sinkscope (no tool.name \"sinkscope\")");
-    return rec;
-}
 
 // Model-level numbers of one run, read from its own tables: each analysis' (its registry row's
 // compare_values, in registry order), then the Fisher command's model rows. rho (spec 2) and the
@@ -159,10 +149,10 @@ void read_values(Run& r) {
             r.has_regime = true;
         } else if (v.metric == "flip_rate" && v.param == "pooled") {
             r.flip_rate = v.value;
+        } else if (v.metric == "v_b") {
+            r.v_b = v.value;
         }
     }
-    for (const analysis::RunValue& v : read)
-        if (v.metric == "v_b") r.v_b = v.value;
     // Fisher: the model-level rows (layer and head -1) of fisher.csv.
     if (analysis::RunTable f(dir, tables::kFisher.name); f.present())
         for (size_t i = 0; i < f.size(); ++i)
@@ -355,13 +345,10 @@ void check_compare_options(const CompareOptions& o) {
         throw UsageError(
             "--regime-statistic v_b has no default thresholds (V_b is in nats^2, with no fixed "
             "scale): name the runs to fit them on with --fit");
-    static const std::set<std::string> classical = {
-        "js", "js_drop", "cosine", "cosine_drop", "euclidean", "euclidean_drop", "dA"};
-    if (!classical.count(o.regime_channel))
-        throw UsageError(
-            "--regime-channel must be a prune channel other than dA_perp (js, "
-            "js_drop, cosine, cosine_drop, euclidean, euclidean_drop, dA), got '" +
-            printable(o.regime_channel, 40) + "'");
+    if (o.regime_channel == "dA_perp" || !metrics::find_prune_channel(o.regime_channel))
+        throw UsageError("--regime-channel must be a prune channel other than dA_perp (" +
+                         metrics::prune_channel_names("dA_perp") + "), got '" +
+                         printable(o.regime_channel, 40) + "'");
     if (!(std::isfinite(o.regime_min_width) && o.regime_min_width >= 0 &&
           (o.regime_statistic != "rho" || o.regime_min_width <= 1)))
         throw UsageError("--regime-min-width must be >= 0 (and <= 1 for rho), got " +
@@ -412,9 +399,10 @@ void join_prune_runs(std::vector<Run>& runs, const CompareOptions& o,
                      std::vector<std::string>& warnings) {
     for (Run& p : runs)
         if (p.subcommand == "prune")
-            p.pruning = metrics::measured_pruning_regime(
-                p.prune_points, p.prune_random, o.regime_channel, p.measure != "top1_agreement");
-    for (Run& r : runs) {
+            p.pruning = metrics::measured_pruning_regime(p.prune_points, p.prune_random,
+                                                         o.regime_channel, p.higher_is_worse());
+    for (size_t a = 0; a < runs.size(); ++a) {
+        Run& r = runs[a];
         if (r.subcommand != "analyze" && r.subcommand != "metrics") continue;
         for (size_t i = 0; i < runs.size(); ++i) {
             Run& p = runs[i];
@@ -427,7 +415,7 @@ void join_prune_runs(std::vector<Run>& runs, const CompareOptions& o,
             }
             r.prune_of = int(i);
             r.pruning = p.pruning;
-            p.joined = true;
+            p.analyze_of = int(a);
         }
     }
 }
@@ -438,14 +426,13 @@ double regime_statistic(const Run& r, const CompareOptions& o) {
     return o.regime_statistic == "v_b" ? r.v_b : r.rho;
 }
 bool regime_subject(const Run& r) {
-    return r.has_regime && !(r.subcommand == "prune" && r.joined);
+    return r.has_regime && r.analyze_of < 0;
 }
 // The measured regime under the chosen outcome (Abstain: unmeasured).
 metrics::Regime measured_outcome(const Run& r, const CompareOptions& o) {
-    if (o.regime_outcome == "flip_rate")
-        return std::isfinite(r.flip_rate) ? metrics::measured_regime(r.flip_rate)
-                                          : metrics::Regime::Abstain;
-    return r.pruning.measured;
+    // measured_regime: Abstain for a non-finite flip rate
+    return o.regime_outcome == "flip_rate" ? metrics::measured_regime(r.flip_rate)
+                                           : r.pruning.measured;
 }
 
 // The regime predictor's thresholds (spec 7): fitted on the --fit runs, applied frozen to the
@@ -471,7 +458,7 @@ Fitted fit_roles(std::vector<Run>& runs, const CompareOptions& o,
     Fitted f;
     for (Run& r : runs) {
         r.role = named(fit, r) ? "fit" : apply.empty() || named(apply, r) ? "apply" : "none";
-        if (r.role != "fit" || (r.subcommand == "prune" && r.joined)) continue;
+        if (r.role != "fit" || r.analyze_of >= 0) continue;
         const double x = regime_statistic(r, o);
         const metrics::Regime m = measured_outcome(r, o);
         if (!regime_subject(r) || !std::isfinite(x))
@@ -551,21 +538,19 @@ struct CompareTables {
 void add_map_rows(const std::vector<Run>& runs, io::Table& map) {
     for (const Run& p : runs) {
         if (p.subcommand != "prune") continue;
-        const Run* a = nullptr;
-        for (const Run& r : runs)
-            if (r.prune_of >= 0 && &runs[size_t(r.prune_of)] == &p) a = &r;
+        const Run* a = p.analyze_of >= 0 ? &runs[size_t(p.analyze_of)] : nullptr;
         const Run& src = a ? *a : p;
-        const bool worse_high = p.measure != "top1_agreement";
         for (const metrics::PrunePoint& x : p.prune_points) {
-            double lo = std::nan(""), hi = std::nan("");
+            metrics::RandomSpread spread{x.sparsity, std::nan(""), std::nan("")};
             for (const metrics::RandomSpread& r : p.prune_random)
-                if (r.sparsity == x.sparsity) lo = r.min, hi = r.max;
-            const int64_t beyond = !std::isfinite(hi) ? -1
-                                   : worse_high       ? int64_t(x.value > hi)
-                                                      : int64_t(x.value < lo);
+                if (r.sparsity == x.sparsity) spread = r;
+            const int64_t beyond =
+                !std::isfinite(spread.max)
+                    ? -1
+                    : int64_t(metrics::beyond_random_spread(x.value, spread, p.higher_is_worse()));
             map.add_row({p.path, a ? a->path : std::string(), p.model, p.checkpoint, src.rho,
                          src.v_b, x.method, x.sparsity, p.measure, x.value, p.baseline,
-                         x.value / p.baseline, lo, hi, beyond});
+                         x.value / p.baseline, spread.min, spread.max, beyond});
         }
     }
 }
@@ -597,9 +582,7 @@ CompareTables compare_tables(const std::vector<Run>& runs, const Fitted& f,
         if (regime_subject(r)) {
             const metrics::Regime p =
                 metrics::predict_regime_of(regime_statistic(r, o), f.rf.lo, f.rf.hi);
-            const metrics::Regime flip = std::isfinite(r.flip_rate)
-                                             ? metrics::measured_regime(r.flip_rate)
-                                             : metrics::Regime::Abstain;
+            const metrics::Regime flip = metrics::measured_regime(r.flip_rate);
             const metrics::Regime m = measured_outcome(r, o);
             const bool has_prune = r.subcommand == "prune" || r.prune_of >= 0;
             t.regime.add_row(

@@ -95,17 +95,8 @@ struct RunDir {
 
 RunDir open_run(const std::string& given) {
     RunDir r{given, fs::path(given), json(), "", "", ""};
-    std::error_code ec;
-    if (!fs::exists(r.dir, ec)) throw InputError(given, "no such run directory");
-    if (!fs::is_directory(r.dir, ec)) throw InputError(given, "is not a directory");
-    const fs::path run_json = r.dir / "run.json";
-    const std::string file = run_json.string();
-    if (!fs::exists(run_json, ec))
-        throw InputError(file, "not found: " + given + " is not a finished sinkscope run");
-    r.rec = io::read_json_file(run_json);
-    if (!r.rec.is_object() || !r.rec.contains("tool") || !r.rec["tool"].is_object() ||
-        io::json_string_or(r.rec["tool"], "name", "", file) != "sinkscope")
-        throw InputError(file, "was not written by sinkscope (no tool.name \"sinkscope\")");
+    r.rec = read_run_json(r.dir, given);
+    const std::string file = (r.dir / "run.json").string();
     r.subcommand = io::json_string_or(r.rec, "subcommand", "", file);
     r.model = model_name(r.rec, r.dir);
     r.checkpoint = io::json_string_or(r.rec, "checkpoint", "", file);

@@ -45,7 +45,6 @@ void ClarkAccumulator::add(const AttentionInput& x, int64_t sink) {
     std::vector<RowSet> keep(kRowsPerBatch), drop(kRowsPerBatch);
     for (int64_t i0 = 0; i0 < T; i0 += kRowsPerBatch) {
         const int64_t i1 = std::min(T, i0 + kRowsPerBatch);
-        int64_t n_keep = 0, n_drop = 0;
         // Pass 1: the batch's smoothed rows, head by head (rows() is safe to read that way).
         for (int64_t i = i0; i < i1; ++i) {
             const int64_t kb = x.key_begin(i), ke = x.key_end(i), d = ke - kb;
@@ -95,7 +94,6 @@ void ClarkAccumulator::add(const AttentionInput& x, int64_t sink) {
                     .push_back({{s->x.data(), ld, s->parts}, s->self.data(), s->norm.data()});
             }
         }
-        n_keep = int64_t(sets_keep.size()), n_drop = int64_t(sets_drop.size());
         auto run = [&](const std::vector<kernels::ClassicalRows>& sets, Eigen::MatrixXd& sums) {
             if (sets.empty()) return;
             const kernels::ClassicalPairs args{.sets = sets.data(),
@@ -110,8 +108,8 @@ void ClarkAccumulator::add(const AttentionInput& x, int64_t sink) {
         };
         run(sets_keep, keep_);
         run(sets_drop, drop_);
-        rows_keep_ += n_keep;
-        rows_drop_ += n_drop;
+        rows_keep_ += int64_t(sets_keep.size());
+        rows_drop_ += int64_t(sets_drop.size());
     }
 }
 

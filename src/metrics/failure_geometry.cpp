@@ -1,6 +1,7 @@
 // Failure geometry (failure_geometry.hpp): head-pair distances binned by the pair's sink mass.
 #include "sinkscope/metrics/failure_geometry.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -34,9 +35,10 @@ std::vector<FailureBand> failure_geometry(
             f.bin_lo = double(k) / n_bins;
             f.bin_hi = double(k + 1) / n_bins;
             std::vector<double>& v = bins[size_t(k)];
+            std::sort(v.begin(), v.end());  // once for the seven quantiles
             f.n_pairs = static_cast<int64_t>(v.size());
             const double nan = std::numeric_limits<double>::quiet_NaN();
-            auto q = [&](double p) { return v.empty() ? nan : percentile_linear(v, p); };
+            auto q = [&](double p) { return v.empty() ? nan : percentile_linear_sorted(v, p); };
             f.min = q(0), f.q05 = q(5), f.q25 = q(25), f.median = q(50), f.q75 = q(75),
             f.q95 = q(95), f.max = q(100);
             out.push_back(std::move(f));

@@ -26,6 +26,19 @@ double pair_distance(const Eigen::MatrixXd& d, int64_t i, int64_t j) {
 
 }  // namespace
 
+const PruneChannel* find_prune_channel(const std::string& name) {
+    for (const PruneChannel& c : kPruneChannels)
+        if (name == c.name) return &c;
+    return nullptr;
+}
+
+std::string prune_channel_names(const std::string& except) {
+    std::string out;
+    for (const PruneChannel& c : kPruneChannels)
+        if (c.name != except) out += (out.empty() ? "" : ", ") + std::string(c.name);
+    return out;
+}
+
 std::vector<PruneStep> greedy_prune_order(const Eigen::MatrixXd& distance, int64_t n_remove) {
     const int64_t n = distance.rows();
     SS_CHECK(distance.cols() == n, "greedy_prune_order: distance matrix is ", n, " x ",

@@ -1,8 +1,8 @@
 // Regime predictor (spec 7, 10.g).
 #include "sinkscope/metrics/regime.hpp"
 
+#include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
@@ -48,14 +48,17 @@ Regime measured_regime(double flip_rate) {
 }
 
 std::string regime_agreement(Regime predicted, double flip_rate) {
-    if (!std::isfinite(flip_rate)) return "unmeasured";
-    return regime_agreement(predicted, measured_regime(flip_rate));
+    return regime_agreement(predicted, measured_regime(flip_rate));  // non-finite: unmeasured
 }
 
 std::string regime_agreement(Regime predicted, Regime measured) {
     if (measured == Regime::Abstain) return "unmeasured";
     if (predicted == Regime::Abstain) return "abstained";
     return predicted == measured ? "correct" : "wrong";
+}
+
+bool beyond_random_spread(double value, const RandomSpread& spread, bool higher_is_worse) {
+    return higher_is_worse ? value > spread.max : value < spread.min;
 }
 
 PruningRegime measured_pruning_regime(const std::vector<PrunePoint>& points,
@@ -69,25 +72,26 @@ PruningRegime measured_pruning_regime(const std::vector<PrunePoint>& points,
             }
         return false;
     };
-    // Beyond the random spread on the side where the measure is worse.
-    auto beyond = [&](double v, const RandomSpread& r) {
-        return higher_is_worse ? v > r.max : v < r.min;
-    };
-    std::set<double> sparsities;
+    std::vector<RandomSpread> spreads;  // with a spread, by ascending sparsity
     for (const RandomSpread& r : random)
-        if (std::isfinite(r.min) && std::isfinite(r.max)) sparsities.insert(r.sparsity);
+        if (std::isfinite(r.min) && std::isfinite(r.max)) spreads.push_back(r);
+    std::stable_sort(
+        spreads.begin(), spreads.end(),
+        [](const RandomSpread& a, const RandomSpread& b) { return a.sparsity < b.sparsity; });
     PruningRegime out;
-    for (double s : sparsities) {  // ascending
-        const RandomSpread* r = nullptr;
-        for (const RandomSpread& x : random)
-            if (x.sparsity == s) r = &x;
+    for (size_t i = 0; i < spreads.size(); ++i) {
+        // one spread per sparsity, the last one given
+        if (i + 1 < spreads.size() && spreads[i + 1].sparsity == spreads[i].sparsity) continue;
+        const RandomSpread* r = &spreads[i];
+        const double s = r->sparsity;
         double c = 0, perp = 0;
         if (!value_of(classical_channel, s, c) || !value_of("dA_perp", s, perp)) continue;
         const std::string spread = "random " + format_number(r->min) + "-" + format_number(r->max);
         const std::string at = "at sparsity " + format_number(s) + ": " + classical_channel + " " +
                                format_number(c) + ", dA_perp " + format_number(perp) + ", " +
                                spread;
-        if (beyond(c, *r) && !beyond(perp, *r))
+        if (beyond_random_spread(c, *r, higher_is_worse) &&
+            !beyond_random_spread(perp, *r, higher_is_worse))
             return {Regime::ClassicalUnsafe, s,
                     at + " (" + classical_channel + " beyond the random spread, dA_perp within)"};
         out = {Regime::ClassicalSafe, s, at};

@@ -71,8 +71,12 @@ struct LayerRows {
 }  // namespace
 
 double percentile_linear(std::vector<double> values, double q) {
-    SS_CHECK(!values.empty(), "percentile of no values");
     std::sort(values.begin(), values.end());
+    return percentile_linear_sorted(values, q);
+}
+
+double percentile_linear_sorted(const std::vector<double>& values, double q) {
+    SS_CHECK(!values.empty(), "percentile of no values");
     const double index = (q / 100.0) * static_cast<double>(values.size() - 1);
     const auto lo = static_cast<size_t>(std::floor(index));
     const size_t hi = std::min(lo + 1, values.size() - 1);

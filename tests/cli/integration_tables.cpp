@@ -517,7 +517,7 @@ TEST(CliTables, BadInputWritesNothing) {
                          "0.25,4,perplexity,3,lots,1,24,27\n");
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"missing", (tmp / "missing").string()},
-        {"bare", (tmp / "bare/run.json").string()},
+        {"bare", (tmp / "bare").string() + ": is not a sinkscope run directory (no run.json)"},
         {"short", (tmp / "short/reversal.csv").string()},
         {"text", (tmp / "text/prune_random.csv").string()}};
     for (const auto& [name, file] : cases) {

@@ -20,4 +20,9 @@ void write_outputs(const analysis::PipelineResults& results, const std::filesyst
 // (a dynamics series names its folder). What compare and tables call a run's model.
 std::string model_name(const nlohmann::json& rec, const std::filesystem::path& dir);
 
+// The run.json of the finished run directory `dir` (named `shown` in errors): InputError when
+// the folder does not exist, is no directory, has no run.json, or its run.json was not written
+// by sinkscope. What compare and tables read a run by.
+nlohmann::json read_run_json(const std::filesystem::path& dir, const std::string& shown);
+
 }  // namespace sinkscope::api

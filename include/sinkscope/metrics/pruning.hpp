@@ -9,12 +9,36 @@
 // smaller one, so one greedy pass serves every sparsity.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <Eigen/Core>
 
 namespace sinkscope::metrics {
+
+// The channels of spec 5 (and their drop twins): the name `prune --channels` takes and the head
+// distance matrix (metrics/head.hpp) whose redundancy it prunes by. `prune` evaluates them,
+// `compare` judges one classical channel against dA_perp (spec 7).
+struct PruneChannel {
+    const char* name;
+    const char* matrix;
+};
+inline constexpr std::array<PruneChannel, 8> kPruneChannels = {
+    {{"js", "js_keep"},
+     {"dA_perp", "dA_perp"},
+     {"dA", "dA"},
+     {"cosine", "cosine_keep"},
+     {"euclidean", "euclidean_keep"},
+     {"js_drop", "js_drop"},
+     {"cosine_drop", "cosine_drop"},
+     {"euclidean_drop", "euclidean_drop"}}};
+// The channel named `name`, or null.
+const PruneChannel* find_prune_channel(const std::string& name);
+// The channel names, comma-separated, in kPruneChannels' order, leaving out `except` (for
+// messages listing the choices).
+std::string prune_channel_names(const std::string& except = "");
 
 struct PruneStep {
     int64_t head = 0;         // index into the matrix (layer * n_heads + head)

@@ -51,6 +51,11 @@ struct RandomSpread {
     double min = 0, max = 0;
 };
 
+// Whether a pruned model's measure `value` is beyond the random spread on the side where the
+// measure is worse: above its max when higher is worse (perplexity), below its min otherwise
+// (top-1 agreement).
+bool beyond_random_spread(double value, const RandomSpread& spread, bool higher_is_worse);
+
 // The pruning regime a prune run measured (spec 7): classical-unsafe when at some sparsity the
 // classical channel's measure is beyond the random baseline's spread on the bad side (above its
 // max when higher is worse, as perplexity; below its min otherwise, as top-1 agreement) while

@@ -17,6 +17,8 @@ inline constexpr int64_t k_compat_conc_heads = 4;  // KL.ipynb: first 4 heads
 
 // numpy.percentile(values, q) with the default linear interpolation; q in [0, 100].
 double percentile_linear(std::vector<double> values, double q);
+// The same on values already sorted ascending (several percentiles of one set, one sort).
+double percentile_linear_sorted(const std::vector<double>& sorted, double q);
 
 // S_t = { j : incoming_j >= percentile(incoming, 100 t) } (spec 8).
 std::vector<int64_t> sink_set(const std::vector<double>& incoming, double t);

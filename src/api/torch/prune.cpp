@@ -50,31 +50,16 @@ constexpr StateFormat kState{"prune", 2};
 // Per-input attention above this many MB is recomputed row by row (as analyze's default).
 constexpr int64_t kAttentionMemoryMb = 1024;
 
-// Section 5 channels: the user's name and the head distance matrix it reads (metrics/head.hpp).
-struct Channel {
-    const char* name;
-    const char* matrix;
-};
-constexpr Channel kChannels[] = {{"js", "js_keep"},
-                                 {"dA_perp", "dA_perp"},
-                                 {"dA", "dA"},
-                                 {"cosine", "cosine_keep"},
-                                 {"euclidean", "euclidean_keep"},
-                                 {"js_drop", "js_drop"},
-                                 {"cosine_drop", "cosine_drop"},
-                                 {"euclidean_drop", "euclidean_drop"}};
+using Channel = metrics::PruneChannel;
 
 std::vector<Channel> parse_channels(const std::string& s) {
     std::vector<Channel> out;
     std::set<std::string> seen;
     for (const std::string& name : split_list(s)) {
-        const Channel* found = nullptr;
-        for (const Channel& c : kChannels)
-            if (name == c.name) found = &c;
+        const Channel* found = metrics::find_prune_channel(name);
         if (!found)
             throw UsageError("--channels: unknown channel '" + name +
-                             "' (known: js, dA_perp, dA, cosine, euclidean, js_drop, "
-                             "cosine_drop, euclidean_drop)");
+                             "' (known: " + metrics::prune_channel_names() + ")");
         if (seen.insert(name).second) out.push_back(*found);
     }
     if (out.empty()) throw UsageError("--channels names no channel");
