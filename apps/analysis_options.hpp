@@ -55,7 +55,7 @@ inline void add_analysis_flags(CLI::App* cmd, analysis::AnalysisOptions& o, Anal
     const bool model = input == AnalysisInput::Model;
     std::string names, named_only;
     for (const auto& info : analysis::registry())
-        if (model || !info.needs.hidden_states)
+        if (model || !info.needs.model_vectors())
             (info.in_all ? names : named_only) +=
                 std::string((info.in_all ? names : named_only).empty() ? "" : ", ") + info.name;
     const analysis::AnalysisOptions defaults;

@@ -63,7 +63,7 @@ void bind_analysis(py::module_& m) {
             std::vector<std::tuple<std::string, std::string, bool, bool>> out;
             for (const auto& info : analysis::registry())
                 out.emplace_back(info.name, info.description, info.in_all,
-                                 info.needs.hidden_states);
+                                 info.needs.model_vectors());
             return out;
         },
         "(name, description, runs in 'all', needs a model) of every analysis, in run order");

@@ -64,13 +64,13 @@ std::vector<std::string> select(const AnalysisOptions& o, const InputCapabilitie
         // --group-by writes its tables from the statistics analysis.
         const bool wanted =
             named(info.name) || (info.name == std::string("statistics") && !o.group_by.empty()) ||
-            (all && info.in_all && (!info.needs.hidden_states || input.hidden_states));
+            (all && info.in_all && (!info.needs.model_vectors() || input.hidden_states));
         if (wanted) chosen.emplace_back(info.name);
     }
     for (const auto& name : asked)
         if (name != "all") {
             const AnalysisInfo& info = find_analysis(name);  // unknown names: UsageError
-            if (info.needs.hidden_states && !input.hidden_states)
+            if (info.needs.model_vectors() && !input.hidden_states)
                 throw UsageError("--analyses " + name +
                                  " needs hidden states: run `sinkscope analyze` on a model");
         }

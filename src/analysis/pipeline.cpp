@@ -108,10 +108,7 @@ void AnalysisPipeline::set_progress(const StageProgress& fn) {
 }
 
 void AnalysisPipeline::add(const metrics::AttentionInput& input,
-                           const std::vector<std::string>* tokens,
-                           std::vector<std::vector<double>>* hidden,
-                           std::vector<std::vector<double>>* values, int64_t d_model,
-                           int64_t d_head) {
+                           const std::vector<std::string>* tokens, ModelVectors* vectors) {
     SS_CHECK(input.n_layers == n_layers_ && input.n_heads == n_heads_, "input of ", input.n_layers,
              "x", input.n_heads, " heads in a pipeline for ", n_layers_, "x", n_heads_);
     // One resolution per input, used by every analysis and written out (spec 0, 10.d).
@@ -133,25 +130,21 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
     view.attention = &input;
     view.sinks = &sinks;
     view.tokens = tokens;
-    view.hidden = hidden;
-    view.values = values;
-    view.d_model = d_model;
-    view.d_head = d_head;
+    view.vectors = vectors;
     PerInputValues per_input;
     PerInputValues* pi = collect_per_input_ ? &per_input : nullptr;
     // Analyses that read hidden states first; then the caller's hidden states and values are
     // released before the attention analyses allocate (peak memory of long inputs).
     for (auto& [info, a] : analyses_)
-        if (info->needs.hidden_states) a->add(view, pi);
-    if (hidden) *hidden = {};
-    if (values) *values = {};
-    view.hidden = view.values = nullptr;
+        if (info->needs.model_vectors()) a->add(view, pi);
+    if (vectors) *vectors = {};
+    view.vectors = nullptr;
     // A long input (rows recomputed) gives its freed memory back between phases; short ones do
     // not, so the next forward reuses the heap's pages instead of faulting them in again.
     const bool recomputed = !input.stored() && !input.source->holds_all_rows();
     if (recomputed) return_free_memory();
     for (auto& [info, a] : analyses_) {
-        if (info->needs.hidden_states) continue;
+        if (info->needs.model_vectors()) continue;
         a->add(view, pi);
         // Rows recomputed for one analysis are not what the next one reads first: the row
         // cache and the analysis's freed scratch go back before the next one allocates.

@@ -3,6 +3,7 @@
 // over metrics::RefFrameAccumulator restricted to that analysis. Tables <analysis>.csv (topology
 // adds betti, tokens token_keys), arrays diagrams/*.npy, frame.json; run.json "ref_frame" holds the
 // conventions (spec 8, 10.i-10.r).
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -21,6 +22,37 @@ namespace {
 
 namespace t = tables;
 using namespace metrics;
+
+// The signature verdict: its table (frame_signatures.csv) and its summary in frame.json.
+void frame_signatures(const RefFrameResults& results, nlohmann::json& f, AnalysisOutput& out) {
+    const FrameReading& reading = results.frame_reading;
+    io::Table table(t::kFrameSignatures.columns);
+    nlohmann::json listed = nlohmann::json::array();
+    for (const FrameSignature& s : reading.signatures) {
+        nlohmann::json weights;
+        for (size_t type = 0; type < 3; ++type)
+            if (s.weight[type] > 0) weights[frame_type_name(k_frame_types[type])] = s.weight[type];
+        listed.push_back({{"signature", s.name},
+                          {"reading", s.reading},
+                          {"consistent_with", s.measured ? weights : nlohmann::json::object()}});
+        std::vector<io::Cell> row{
+            results.model, results.checkpoint, s.name,      int64_t{s.measured ? 1 : 0},
+            s.value,       s.reading,          s.prediction};
+        for (size_t type = 0; type < 3; ++type) row.emplace_back(s.weight[type]);
+        table.add_row(std::move(row));
+    }
+    out.tables.push_back({t::kFrameSignatures.name, std::move(table), false});
+    nlohmann::json scores;
+    for (size_t type = 0; type < 3; ++type)
+        scores[frame_type_name(k_frame_types[type])] = reading.scores[type];
+    f["signature_verdict"] = {{"verdict", frame_type_name(reading.verdict)},
+                              {"margin", reading.margin},
+                              {"signatures_measured", reading.n_measured},
+                              {"scores", scores},
+                              {"min_margin", results.config.constants.frame_min_margin},
+                              {"signatures", listed},
+                              {"table", std::string(t::kFrameSignatures.name) + ".csv"}};
+}
 
 void ref_frame_tables(const RefFrameResults& results, AnalysisOutput& out) {
     const std::string mode = results.config.mode();
@@ -105,6 +137,9 @@ void ref_frame_tables(const RefFrameResults& results, AnalysisOutput& out) {
             " and mean_reference_count < " + format_number(kc.centralized_max_reference_count) +
             "; bidirectional: some layer modal first and another modal last; else "
             "distributed (docs/user_guide.md, --frame-share-first)";
+        f["verdict_from"] = kc.frame_verdict;
+        f["rule_verdict"] = frame_type_name(results.rule_verdict);
+        frame_signatures(results, f, out);
         out.texts.emplace_back(t::kFrameFile, f.dump(2) + "\n");
     }
 }

@@ -21,6 +21,7 @@ std::unique_ptr<Analysis> make_ref_frame(const AnalysisContext& c, const std::st
 std::unique_ptr<Analysis> make_value_space(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_statistics(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_sink_eps(const AnalysisContext& c);
+std::unique_ptr<Analysis> make_sink_geometry(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_entropy_rows(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_failure_geometry(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_clark2019(const AnalysisContext& c);
@@ -238,6 +239,32 @@ std::vector<OptionSpec> frame_options() {
                 metrics::check_frame_max_reference_count(
                     o.constants.centralized_max_reference_count);
             }),
+        field_option<std::string>(
+            "frame_verdict", [](auto& o) -> auto& { return o.constants.frame_verdict; },
+            "Which reference-frame verdict frame.json and the report give: signatures (the "
+            "paper's signatures together, with a margin; 'inconclusive' when they disagree) or "
+            "rule (the two cutoffs above alone)")
+            .in(kFrame)
+            .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
+                metrics::check_frame_verdict(o.constants.frame_verdict);
+            }),
+        field_option<std::vector<double>>(
+            "frame_reference_counts",
+            [](auto& o) -> auto& { return o.constants.frame_reference_counts; },
+            "Signature verdict: the mean reference counts of a centralized, distributed and "
+            "bidirectional frame (the paper's); a run's count scores the two it lies between")
+            .in(kFrame)
+            .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
+                metrics::check_frame_reference_counts(o.constants.frame_reference_counts);
+            }),
+        field_option<double>(
+            "frame_min_margin", [](auto& o) -> auto& { return o.constants.frame_min_margin; },
+            "Signature verdict: inconclusive when the winning type leads the next by less than "
+            "this share of the signatures measured")
+            .in(kFrame)
+            .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
+                metrics::check_frame_min_margin(o.constants.frame_min_margin);
+            }),
     };
 }
 
@@ -441,6 +468,12 @@ std::vector<AnalysisInfo>& rows() {
          .headlines = {per_layer(t::kValueSpace.name, m::kRelativeMagnitude)},
          .options = value_options(),
          .make = make_value_space},
+        {.name = "sink_geometry",
+         .description = "sink geometry: per head the key norm at the sink against the other keys' "
+                        "norms, and the queries' cosine with the sink's key against the others' "
+                        "(after any rotary embedding)",
+         .needs = {.queries_keys = true},
+         .make = make_sink_geometry},
         {.name = "sink_eps",
          .description =
              "Sink_eps: share of heads whose mean attention to position 0 (--sink-eps-key) "

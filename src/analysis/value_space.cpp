@@ -45,11 +45,10 @@ public:
           mode_(c.options->value.compat ? "ruscio2025" : "principled") {}
 
     void add(const InputView& in, PerInputValues* per_input) override {
-        SS_CHECK(in.hidden, "the value-space analysis needs hidden states");
-        static const std::vector<std::vector<double>> none;
-        const auto& values = in.values ? *in.values : none;
+        SS_CHECK(in.vectors, "the value-space analysis needs hidden states");
+        const ModelVectors& v = *in.vectors;
         std::vector<metrics::ValueSpaceLayer> mine;
-        acc_.add(*in.attention, *in.hidden, in.d_model, values, in.d_head,
+        acc_.add(*in.attention, v.hidden, v.d_model, v.values, v.d_head,
                  per_input ? &mine : nullptr);
         if (!per_input) return;
         for (size_t l = 0; l < mine.size(); ++l)

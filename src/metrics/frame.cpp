@@ -2,6 +2,8 @@
 #include "sinkscope/metrics/frame.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 
@@ -35,6 +37,8 @@ const char* frame_type_name(FrameType t) {
             return "bidirectional";
         case FrameType::Distributed:
             return "distributed";
+        case FrameType::Inconclusive:
+            return "inconclusive";
     }
     return "distributed";
 }
@@ -90,6 +94,10 @@ void FrameEvidence::merge(const FrameEvidence& o) {
     }
     reference_count_sum += o.reference_count_sum;
     reference_count_n += o.reference_count_n;
+    for (const auto& [lh, counts] : o.head_places)
+        for (const auto& [k, n] : counts) head_places[lh][k] += n;
+    for (const auto& [lh, counts] : o.head_tokens)
+        for (const auto& [k, n] : counts) head_tokens[lh][k] += n;
 }
 
 double FrameEvidence::share_first_mid_late() const {
@@ -128,6 +136,202 @@ FrameType frame_verdict(const FrameEvidence& e, double share_first, double max_r
     const bool any_last = std::count(modal.begin(), modal.end(), PositionClass::Last) > 0;
     if (any_first && any_last) return FrameType::Bidirectional;
     return FrameType::Distributed;
+}
+
+namespace {
+
+// The modal key of counts (ties: the smallest key, as token specialisation's principled rule)
+// and its share of all counts.
+std::pair<std::string, double> modal(const std::map<std::string, int64_t>& counts) {
+    int64_t total = 0, best = -1;
+    std::string key;
+    for (const auto& [k, n] : counts) {
+        total += n;
+        if (n > best) best = n, key = k;
+    }
+    return {key, total > 0 ? static_cast<double>(best) / static_cast<double>(total) : 0.0};
+}
+
+std::string short_number(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4g", v);
+    return b;
+}
+
+// Weights 1/k on each of the k types marked.
+std::array<double, 3> among(bool c, bool d, bool b) {
+    const double k = (c ? 1 : 0) + (d ? 1 : 0) + (b ? 1 : 0);
+    return {c ? 1 / k : 0.0, d ? 1 / k : 0.0, b ? 1 / k : 0.0};
+}
+
+// The specialised heads (10.m) of the middle and late layers by `per_head` keys: their modal
+// keys. Empty when fewer inputs than the rule needs.
+std::vector<std::string> specialised(
+    const std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>>& per_head,
+    const FrameEvidence& e, const FrameSignatureRule& rule) {
+    std::vector<std::string> keys;
+    if (e.n_inputs < rule.specialised_min_inputs) return keys;
+    for (const auto& [lh, counts] : per_head)
+        if (const auto [key, share] = modal(counts); share >= rule.specialised_share)
+            keys.push_back(key);
+    return keys;
+}
+
+// Among the specialised heads' modal keys, the share on the most common one.
+FrameSignature concentration(const char* name, const char* what,
+                             const std::vector<std::string>& keys, const FrameSignatureRule& rule,
+                             std::array<double, 3> high, const char* high_words) {
+    FrameSignature s{.name = name};
+    s.prediction = std::string(">= ") + short_number(rule.concentrated) + ": " + high_words +
+                   "; below: distributed or bidirectional";
+    s.value = std::numeric_limits<double>::quiet_NaN();
+    if (keys.empty()) {
+        s.reading = std::string("no specialised head by ") + what;
+        return s;
+    }
+    std::map<std::string, int64_t> counts;
+    for (const auto& k : keys) ++counts[k];
+    const auto [key, share] = modal(counts);
+    s.value = share;
+    s.measured = true;
+    s.reading = short_number(share) + " of " + std::to_string(keys.size()) +
+                " specialised heads on " + what + " " + key;
+    s.weight = share >= rule.concentrated ? high : among(false, true, true);
+    return s;
+}
+
+}  // namespace
+
+std::array<double, 3> reference_count_weights(double count, const std::array<double, 3>& p) {
+    if (count <= p[0]) return {1, 0, 0};
+    if (count >= p[2]) return {0, 0, 1};
+    if (count <= p[1]) {
+        const double d = (count - p[0]) / (p[1] - p[0]);
+        return {1 - d, d, 0};
+    }
+    const double b = (count - p[1]) / (p[2] - p[1]);
+    return {0, 1 - b, b};
+}
+
+std::string depth_profile(const std::vector<double>& values) {
+    const auto n = static_cast<int64_t>(values.size());
+    int64_t finite = 0;
+    bool all_negative = true;
+    for (double v : values)
+        if (std::isfinite(v)) ++finite, all_negative &= v < 0;
+    if (finite < 3) return "none";
+    if (all_negative) return "consistently negative";
+    const int64_t cut[4] = {0, n / 3, 2 * n / 3, n};
+    double mean[3];
+    for (int r = 0; r < 3; ++r) {
+        double acc = 0;
+        int64_t cnt = 0;
+        for (int64_t l = cut[r]; l < cut[r + 1]; ++l)
+            if (std::isfinite(values[static_cast<size_t>(l)]))
+                acc += values[static_cast<size_t>(l)], ++cnt;
+        if (cnt == 0) return "none";
+        mean[r] = acc / static_cast<double>(cnt);
+    }
+    if (mean[1] < mean[0] && mean[1] < mean[2]) return "U-shaped";
+    const bool sign_changes = (mean[0] < 0) != (mean[1] < 0) || (mean[1] < 0) != (mean[2] < 0);
+    return sign_changes ? "three-phase" : "none";
+}
+
+FrameReading read_frame_signatures(const FrameEvidence& e, const FrameSignatureRule& rule,
+                                   const std::vector<double>& kl_reduction) {
+    FrameReading r;
+    const bool tokens = !e.head_tokens.empty();
+    // 1. How many heads hold a consistent anchor (specialised on a token, or on a place without
+    // token strings): most of them in a centralized or bidirectional frame, few where the anchor
+    // moves from input to input (a model without BOS whose first word varies).
+    {
+        FrameSignature s{.name = "specialised_heads"};
+        const auto& per_head = tokens ? e.head_tokens : e.head_places;
+        const auto keys = specialised(per_head, e, rule);
+        s.prediction = "> " + short_number(k_frame_specialised_majority) +
+                       ": centralized or bidirectional; at most: distributed";
+        s.value = std::numeric_limits<double>::quiet_NaN();
+        s.measured = e.n_inputs >= rule.specialised_min_inputs && !per_head.empty();
+        if (s.measured) {
+            s.value = static_cast<double>(keys.size()) / static_cast<double>(per_head.size());
+            s.reading = short_number(s.value) + " of " + std::to_string(per_head.size()) +
+                        " middle/late heads specialised (by " + (tokens ? "token" : "place") + ")";
+            s.weight = s.value > k_frame_specialised_majority ? among(true, false, true)
+                                                              : among(false, true, false);
+        } else {
+            s.reading = "fewer than " + std::to_string(rule.specialised_min_inputs) + " inputs";
+        }
+        r.signatures.push_back(s);
+    }
+    // 2. Which token the specialised heads anchor on: one token (a BOS-like sink) only in a
+    // centralized frame.
+    r.signatures.push_back(
+        concentration("anchor_token", "token",
+                      tokens ? specialised(e.head_tokens, e, rule) : std::vector<std::string>{},
+                      rule, {1, 0, 0}, "centralized"));
+    // 3. Where they anchor: one place for centralized and distributed frames (a model without BOS
+    // anchors on its first position), two places (first and last) for bidirectional ones.
+    r.signatures.push_back(concentration("anchor_place", "place",
+                                         specialised(e.head_places, e, rule), rule,
+                                         among(true, true, false), "centralized or distributed"));
+    // 4. Mean reference count of the middle and late layers (the paper: 1.0006 / 1.23 / 1.58).
+    {
+        FrameSignature s{.name = "reference_count"};
+        const auto& p = rule.reference_counts;
+        s.value = e.mean_reference_count();
+        s.measured = std::isfinite(s.value);
+        s.prediction = "centralized " + short_number(p[0]) + ", distributed " + short_number(p[1]) +
+                       ", bidirectional " + short_number(p[2]) + "; between two: split by distance";
+        s.reading = s.measured ? "mean " + short_number(s.value) : "no middle or late layer";
+        if (s.measured) s.weight = reference_count_weights(s.value, p);
+        r.signatures.push_back(s);
+    }
+    // 5. A layer-wise switch of the anchor between the first and the last position.
+    {
+        FrameSignature s{.name = "layer_switch"};
+        const auto modal_classes = e.modal_classes();
+        const bool first =
+            std::count(modal_classes.begin(), modal_classes.end(), PositionClass::First) > 0;
+        const bool last =
+            std::count(modal_classes.begin(), modal_classes.end(), PositionClass::Last) > 0;
+        s.measured = e.n_layers > 0;
+        s.value = first && last ? 1.0 : 0.0;
+        s.prediction =
+            "bidirectional: some layer anchors first and another last; centralized "
+            "or distributed: no such switch";
+        s.reading = first && last ? "switch" : "no switch";
+        if (s.measured)
+            s.weight = first && last ? among(false, false, true) : among(true, true, false);
+        r.signatures.push_back(s);
+    }
+    // 6. The KL reduction's profile over depth (the paper: consistently negative / three-phase /
+    // U-shaped for centralized / distributed / bidirectional).
+    {
+        FrameSignature s{.name = "kl_profile"};
+        const std::string profile = depth_profile(kl_reduction);
+        s.prediction =
+            "centralized: consistently negative; distributed: three-phase; "
+            "bidirectional: U-shaped";
+        s.reading = profile;
+        s.measured = profile != "none";
+        s.value = std::numeric_limits<double>::quiet_NaN();
+        if (profile == "consistently negative") s.weight = {1, 0, 0};
+        if (profile == "three-phase") s.weight = {0, 1, 0};
+        if (profile == "U-shaped") s.weight = {0, 0, 1};
+        r.signatures.push_back(s);
+    }
+    for (const auto& s : r.signatures) {
+        if (!s.measured) continue;
+        ++r.n_measured;
+        for (size_t t = 0; t < 3; ++t) r.scores[t] += s.weight[t];
+    }
+    std::array<size_t, 3> order{0, 1, 2};
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return r.scores[a] > r.scores[b]; });
+    if (r.n_measured == 0) return r;
+    r.margin = (r.scores[order[0]] - r.scores[order[1]]) / static_cast<double>(r.n_measured);
+    if (r.n_measured >= 2 && r.margin >= rule.min_margin) r.verdict = k_frame_types[order[0]];
+    return r;
 }
 
 }  // namespace sinkscope::metrics

@@ -428,8 +428,9 @@ void fields(FieldIo& io, RefFrameDiagram& d) {
 
 // The group's fields, then each member's in member order, then the warnings.
 void RefFrameAccumulator::visit_state(FieldIo& io, RefFrameResults& s) const {
-    // "+members": each member's state in its own file since then, in member order.
-    io.tag("p2_accumulator+members");
+    // "+members": each member's state in its own file since then, in member order; "+anchors":
+    // the frame member's anchors by position and token (its signatures).
+    io.tag("p2_accumulator+members+anchors");
     // The accumulator is rebuilt from the same options before load(); these guard against a
     // state written under other section 8 semantics.
     bool compat = s.config.compat, per_head = s.config.per_head, kl_all_rows = s.config.kl_all_rows;

@@ -1,11 +1,33 @@
 // Reference-frame member "frame": the reference-frame type (spec 8, 10.n): where each head's anchor
 // (top key) sits in every layer, the mean reference count of the middle and late layers'
 // renormalised head average (B.6), and the verdict at the end.
+#include <algorithm>
+#include <limits>
+
 #include "ref_frame_member.hpp"
 #include "sinkscope/metrics/frame.hpp"
+#include "sinkscope/metrics/ref_frame_names.hpp"
 
 namespace sinkscope::metrics::ref_frame {
 namespace {
+
+// The head-average KL reduction per layer at the middle sink percentile (NaN where the KL
+// analysis did not run on a layer): the series whose profile over depth is a signature.
+std::vector<double> kl_profile_series(const RefFrameResults& r) {
+    const auto& pct = r.config.constants.sink_percentiles;
+    std::vector<double> out(static_cast<size_t>(r.frame.n_layers),
+                            std::numeric_limits<double>::quiet_NaN());
+    if (!r.config.runs("kl") || pct.empty()) return out;
+    std::vector<double> sorted = pct;
+    std::sort(sorted.begin(), sorted.end());
+    const std::string param = param_of(sorted[sorted.size() / 2]);
+    for (size_t l = 0; l < out.size(); ++l) {
+        const auto it = r.stats.find(RefFrameKey{ref_frame_names::kKl, static_cast<int64_t>(l), -1,
+                                                 ref_frame_names::kKlReduction, param});
+        if (it != r.stats.end()) out[l] = it->second.mean();
+    }
+    return out;
+}
 
 class Frame final : public Member {
 public:
@@ -19,6 +41,13 @@ public:
             ++v.out.classes[static_cast<size_t>(
                 classify_position(v.top[static_cast<size_t>(h)], v.in.length))];
         if (!v.mid_late) return;  // middle and late layers (10.n)
+        for (int64_t h = 0; h < v.in.n_heads; ++h) {
+            const int64_t j = v.top[static_cast<size_t>(h)];
+            const auto cls = classify_position(j, v.in.length);
+            v.out.anchors.emplace_back(
+                cls == PositionClass::Other ? "#" + std::to_string(j) : position_class_name(cls),
+                v.token_strings ? (*v.token_strings)[static_cast<size_t>(j)] : std::string());
+        }
         // Reference count of the value-space analysis on the renormalised average (B.6).
         Eigen::MatrixXd closed = v.avg;
         for (Eigen::Index i = 0; i < closed.rows(); ++i) {
@@ -33,6 +62,12 @@ public:
         state.frame.first[li] += out.classes[static_cast<size_t>(PositionClass::First)];
         state.frame.last[li] += out.classes[static_cast<size_t>(PositionClass::Last)];
         state.frame.other[li] += out.classes[static_cast<size_t>(PositionClass::Other)];
+        for (size_t h = 0; h < out.anchors.size(); ++h) {
+            const auto& [place, token] = out.anchors[h];
+            const std::pair<int64_t, int64_t> lh{l, static_cast<int64_t>(h)};
+            ++state.frame.head_places[lh][place];
+            if (!token.empty()) ++state.frame.head_tokens[lh][token];
+        }
         if (out.reference_count >= 0) {
             state.frame.reference_count_sum += static_cast<double>(out.reference_count);
             ++state.frame.reference_count_n;
@@ -43,8 +78,12 @@ public:
     }
     void finish(const RefFrameResults&, RefFrameResults& r) const override {
         const RefFrameConfig& c = r.config;
-        r.verdict = frame_verdict(r.frame, c.constants.centralized_share_first,
-                                  c.constants.centralized_max_reference_count);
+        r.rule_verdict = frame_verdict(r.frame, c.constants.centralized_share_first,
+                                       c.constants.centralized_max_reference_count);
+        r.frame.n_inputs = r.n_inputs;
+        r.frame_reading =
+            read_frame_signatures(r.frame, c.constants.signature_rule(), kl_profile_series(r));
+        r.verdict = c.constants.frame_verdict == "rule" ? r.rule_verdict : r.frame_reading.verdict;
         if (r.frame.n_layers > 0 && r.frame.mid_late_begin() >= r.frame.n_layers)
             r.warnings.push_back(
                 "the reference-frame verdict reads the middle and late layers (model layers >= " +
@@ -56,6 +95,7 @@ public:
         FrameEvidence& f = s.frame;
         io(f.n_layers), io(f.first), io(f.last), io(f.other);
         io(f.reference_count_sum), io(f.reference_count_n);
+        io(f.head_places), io(f.head_tokens);
         if (!io.loading()) return;
         // A damaged count must not reach mid_late_begin (a loop over it, indexing layer_ids).
         const auto n = static_cast<size_t>(f.n_layers);

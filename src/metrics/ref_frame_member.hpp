@@ -28,6 +28,8 @@ struct RefFrameLayerOutput {
     std::vector<std::pair<int64_t, std::string>> top_keys;  // (head, key)
     std::array<int64_t, 3> classes{};                       // anchors per PositionClass
     int64_t reference_count = -1;                           // -1: not computed
+    // Middle and late layers: each head's anchor as (its place, its token or ""), by head.
+    std::vector<std::pair<std::string, std::string>> anchors;
 };
 
 namespace ref_frame {

@@ -83,6 +83,21 @@ void check_frame_max_reference_count(double count) {
     require(std::isfinite(count), "--frame-max-reference-count must be a finite number");
 }
 
+void check_frame_verdict(const std::string& verdict) {
+    require(verdict == "signatures" || verdict == "rule",
+            "--frame-verdict must be signatures or rule");
+}
+
+void check_frame_reference_counts(const std::vector<double>& counts) {
+    require(counts.size() == 3 && std::isfinite(counts[0]) && std::isfinite(counts[2]) &&
+                counts[0] >= 1 && counts[0] < counts[1] && counts[1] < counts[2],
+            "--frame-reference-counts must be C,D,B with 1 <= C < D < B");
+}
+
+void check_frame_min_margin(double margin) {
+    require(in_unit_interval(margin), "--frame-min-margin must be in [0, 1]");
+}
+
 RefFrameConfig resolve_ref_frame_options(const RefFrameOptions& options) {
     RefFrameConfig c;
     const std::vector<std::string> known = ref_frame_members();
@@ -125,6 +140,9 @@ RefFrameConfig resolve_ref_frame_options(const RefFrameOptions& options) {
     check_specialised_min_inputs(k.specialised_min_inputs);
     check_frame_share_first(k.centralized_share_first);
     check_frame_max_reference_count(k.centralized_max_reference_count);
+    check_frame_verdict(k.frame_verdict);
+    check_frame_reference_counts(k.frame_reference_counts);
+    check_frame_min_margin(k.frame_min_margin);
     c.per_head = options.per_head;
     c.sink = options.sink;
     c.topology_max_tokens = options.topology_max_tokens;

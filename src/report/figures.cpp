@@ -2,8 +2,11 @@
 // metrics pipeline, the head analyses, the reference-frame analyses and the value-space analysis).
 // Each figure reads one table; tables that are absent are skipped, so a run with a subset of
 // analyses still gets a report.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -370,6 +373,82 @@ void compositional_section(const fs::path& dir, ReportContent& c) {
     }
 }
 
+// The signature verdict in words: each signature's reading and the types it is consistent with.
+std::string signature_note(const json& v, const json& f) {
+    auto plain = [](const json& j) { return j.is_string() ? j.get<std::string>() : io::brief(j); };
+    std::string text =
+        "Signature verdict: " + plain(v.value("verdict", json("?"))) + ", margin " +
+        (v.contains("margin") && v["margin"].is_number() ? sig3(v["margin"].get<double>())
+                                                         : std::string("?")) +
+        " (the rule alone: " + plain(f.value("rule_verdict", json("?"))) +
+        "; frame_signatures.csv). Signatures:";
+    for (const auto& s : v.value("signatures", json::array())) {
+        if (!s.is_object()) continue;
+        std::string with;
+        const json weights = s.value("consistent_with", json::object());
+        if (weights.is_object())
+            for (const auto& [type, w] : weights.items())
+                with += (with.empty() ? "" : ", ") + type + " " +
+                        (w.is_number() ? sig3(w.get<double>()) : plain(w));
+        text += " " + plain(s.value("signature", json("?"))) + " = " +
+                plain(s.value("reading", json("?"))) + " -> " +
+                (with.empty() ? std::string("not counted") : with) + ";";
+    }
+    return text;
+}
+
+// sink_geometry.csv: per layer the mean over heads, with the heads' range as bars (their
+// distribution), of the sink's key-norm ratio and of the queries' cosines with the sink's key and
+// with the other keys.
+void sink_geometry_figures(const fs::path& dir, ReportContent& c) {
+    if (!fs::exists(table_file(dir, t::kSinkGeometry.name))) return;
+    const json rows = table_rows(table_file(dir, t::kSinkGeometry.name));
+    auto points = [&](std::initializer_list<const char*> metrics) {
+        std::map<std::pair<std::string, int64_t>, std::array<double, 3>> by;  // mean, min, max
+        for (const auto& r : rows) {
+            const std::string metric = str(r, "metric");
+            const double layer = num(r, "layer"), v = num(r, "value");
+            if (std::find_if(metrics.begin(), metrics.end(),
+                             [&](const char* m) { return metric == m; }) == metrics.end() ||
+                !(layer >= 0 && layer < 1e9) || !std::isfinite(v))
+                continue;
+            const double inf = std::numeric_limits<double>::infinity();
+            auto& e = by.try_emplace({metric, int64_t(layer)},
+                                     std::array<double, 3>{std::nan(""), inf, -inf})
+                          .first->second;
+            if (num(r, "head") < 0)
+                e[0] = v;
+            else
+                e[1] = std::min(e[1], v), e[2] = std::max(e[2], v);
+        }
+        json pts = json::array();
+        for (const auto& [key, e] : by)
+            if (std::isfinite(e[0]) && e[1] <= e[2])
+                pts.push_back({{"series", key.first},
+                               {"layer", key.second},
+                               {"value", e[0]},
+                               {"ci_lo", e[1]},
+                               {"ci_hi", e[2]}});
+        return pts;
+    };
+    const std::string sec = "Reference frames";
+    c.figures.push_back(
+        {sec, "Sink key norm",
+         std::string("The key norm at each layer's sink position divided by the mean norm of "
+                     "the other keys: the mean over heads, the bars the heads' range. Below 1: "
+                     "the sink's key is shorter than the others (after any rotary embedding).") +
+             kGlossary,
+         line_spec(points({"key_norm_ratio"}), "layer", "value", "series",
+                   {"layer", "key norm ratio (sink / others)", "quantity"})});
+    c.figures.push_back(
+        {sec, "Query-key cosine with the sink",
+         std::string("Mean cosine of the queries with the sink's key and with the other visible "
+                     "keys: the mean over heads, the bars the heads' range.") +
+             kGlossary,
+         line_spec(points({"qk_cosine_sink", "qk_cosine_others"}), "layer", "value", "series",
+                   {"layer", "cosine (query, key)", "keys"})});
+}
+
 void frames_section(const fs::path& dir, ReportContent& c) {
     const std::string sec = "Reference frames";
     if (fs::exists(dir / t::kFrameFile)) {
@@ -383,6 +462,8 @@ void frames_section(const fs::path& dir, ReportContent& c) {
                           number("share_first_mid_late") + ", mean reference count " +
                           number("mean_reference_count") +
                           "; rule: " + f.value("rule", std::string("")) + ").");
+        if (f.contains("signature_verdict") && f["signature_verdict"].is_object())
+            c.notes.push_back(signature_note(f["signature_verdict"], f));
         json bars = json::array();
         const json layers = f.value("layers", json::array());
         if (!layers.is_array())
@@ -579,6 +660,7 @@ void frames_section(const fs::path& dir, ReportContent& c) {
              line_spec(pts, "layer", "value", "series",
                        {"layer", "share of the attention output", "quantity (space)"})});
     }
+    sink_geometry_figures(dir, c);
 }
 
 // `sinkscope prune` (prune.csv, prune_random.csv): the pruned model's score against sparsity, one

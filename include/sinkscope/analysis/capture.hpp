@@ -9,6 +9,7 @@
 
 #include "sinkscope/analysis/inputs.hpp"
 #include "sinkscope/analysis/lazy_attention.hpp"
+#include "sinkscope/analysis/registry.hpp"
 #include "sinkscope/metrics/attention.hpp"
 #include "sinkscope/metrics/stored_rows.hpp"
 #include "sinkscope/model/model.hpp"
@@ -59,14 +60,19 @@ std::shared_ptr<const metrics::StoredRows> held_attention(const model::ForwardRe
 bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t budget_mb,
                         int64_t n_layers = 0);
 
+// What a capture keeps besides the attention, as the selected analyses need it
+// (AnalysisPipeline::wants_model_vectors, wants_queries_keys).
+struct CaptureWants {
+    bool hidden = false;        // residual streams and V projections (ModelVectors)
+    bool queries_keys = false;  // rotated queries and keys (ModelVectors)
+};
+
 struct Captured {
     std::unique_ptr<LazyAttention> lazy;  // long inputs: rows recomputed on demand
     // Other inputs: the captured fp32 (fp64) squares themselves, widened where they are read
     // (attention.source_owner, held_attention), or else an fp64 copy (to_attention_input).
     metrics::AttentionInput attention;
-    // [L + 1] x [T, d_model]; [2 L] (entering, leaving each) for layers not consecutive
-    std::vector<std::vector<double>> hidden;
-    std::vector<std::vector<double>> values;  // [L] x [H, T, d_head], GQA-expanded
+    ModelVectors vectors;  // what CaptureWants asked for (fp64 host copies)
 };
 
 // How many inputs may be produced ahead of the analyses on threads of their own
@@ -74,21 +80,21 @@ struct Captured {
 // not fit together in the `budget_mb` that decides when one input alone is recomputed lazily
 // (use_lazy_attention); 1 (one input after the other) at least. Results do not depend on it.
 int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inputs, int64_t first,
-                       int64_t end, int threads, int64_t budget_mb, bool want_value,
+                       int64_t end, int threads, int64_t budget_mb, CaptureWants want,
                        int64_t n_layers = 0);
 
 // Runs input n through the model capturing what the analyses need: the attention (stored, or
-// lazily recomputed when `lazy`), and with `want_hidden` the residual stream and V projections.
+// lazily recomputed when `lazy`), and the model vectors `want` asks for.
 Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
-                       bool want_hidden, bool lazy, const std::vector<int64_t>& layers = {});
+                       CaptureWants want, bool lazy, const std::vector<int64_t>& layers = {});
 
 // capture_input in its two halves, for a forward run in stages (analyze --split layers): the
 // hooks it captures (CaptureSpec patterns), and what it makes of the forward's result `r` (every
 // hook of the patterns captured, whichever stage recorded it).
-std::vector<std::string> capture_patterns(const model::ModelConfig& cfg, bool want_hidden,
+std::vector<std::string> capture_patterns(const model::ModelConfig& cfg, CaptureWants want,
                                           bool lazy, const std::vector<int64_t>& layers = {});
 Captured captured_from(model::ForwardResult r, const model::Model& m, const AnalysisInputs& inputs,
-                       size_t n, bool want_hidden, bool lazy,
+                       size_t n, CaptureWants want, bool lazy,
                        const std::vector<int64_t>& layers = {});
 
 }  // namespace sinkscope::analysis

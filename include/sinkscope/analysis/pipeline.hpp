@@ -45,12 +45,10 @@ public:
     // number of inputs. After load() the files are cut back to what the saved state had written.
     void open_streams(const std::filesystem::path& dir);
 
-    // One input. hidden/values (may be null) feed the analyses that need hidden states, which
-    // run first; both are then cleared (released) before the attention analyses run.
+    // One input. `vectors` (may be null) feed the analyses that need hidden states, which run
+    // first; it is then cleared (released) before the attention analyses run.
     void add(const metrics::AttentionInput& input, const std::vector<std::string>* tokens = nullptr,
-             std::vector<std::vector<double>>* hidden = nullptr,
-             std::vector<std::vector<double>>* values = nullptr, int64_t d_model = 0,
-             int64_t d_head = 0);
+             ModelVectors* vectors = nullptr);
     int64_t n_inputs() const { return n_inputs_; }
     bool wants(const std::string& analysis) const { return options_.selected(analysis); }
     // Whether a selected analysis reads the inputs' token texts (registry Needs::token_strings);

@@ -36,17 +36,25 @@
 
 namespace sinkscope::analysis {
 
+// The model's vectors of one input, for the analyses that need hidden states (model runs only).
+// Released once those analyses have read them.
+struct ModelVectors {
+    // [L + 1] x [T, d_model], [2 L] for layers not consecutive in the model (value_space.hpp)
+    std::vector<std::vector<double>> hidden;
+    std::vector<std::vector<double>> values;  // [L] x [H, T, d_head], GQA-expanded
+    // [L] x [H, T, d_head]: the queries and keys whose dot products are the scores (after any
+    // rotary embedding), keys GQA-expanded; only when an analysis reads them (sink geometry)
+    std::vector<std::vector<double>> queries, keys;
+    int64_t d_model = 0, d_head = 0;
+};
+
 // One input as every analysis sees it.
 struct InputView {
     int64_t index = 0;  // ordinal of the input in the run (0-based)
     const metrics::AttentionInput* attention = nullptr;
     const metrics::SinkPositions* sinks = nullptr;     // resolved once per input (10.d)
     const std::vector<std::string>* tokens = nullptr;  // [T] token strings, or null
-    // [L + 1] x [T, d_model], [2 L] for layers not consecutive in the model (value_space.hpp),
-    // or null
-    const std::vector<std::vector<double>>* hidden = nullptr;
-    const std::vector<std::vector<double>>* values = nullptr;  // [L] x [H, T, d_head] or null
-    int64_t d_model = 0, d_head = 0;
+    const ModelVectors* vectors = nullptr;  // model runs, for Needs::hidden_states analyses
 };
 
 // One value of one input: what --per-input writes and the statistics analysis reads. `table` is
@@ -147,7 +155,11 @@ public:
 
 // What an analysis needs from the input.
 struct Needs {
-    bool hidden_states = false;     // residual stream and V projections (model runs only)
+    bool hidden_states = false;  // residual stream and V projections (model runs only)
+    bool queries_keys = false;   // rotated queries and keys (model runs only)
+    // Reads the model's vectors (ModelVectors): offered by model runs only, run before the
+    // attention analyses.
+    bool model_vectors() const { return hidden_states || queries_keys; }
     bool token_strings = false;     // names keys by their token text (analyze decodes them)
     bool per_input_values = false;  // reads the other analyses' per-input values
 };

@@ -24,6 +24,9 @@ inline const TableSchema kHeads{"heads", io::make_long_table().columns()};
 inline const TableSchema kValueSpace{"value_space", io::make_long_table().columns()};
 // Sink_eps (spec 8.q): per head the mean attention to the key, per layer and model the share.
 inline const TableSchema kSinkEps{"sink_eps", io::make_long_table().columns()};
+// Sink geometry (reference-frame paper 3.3): per head, layer (head -1) and model (layer -1), key
+// norms and query-key cosines at the sink (metrics::k_sink_geometry_metrics).
+inline const TableSchema kSinkGeometry{"sink_geometry", io::make_long_table().columns()};
 // The Clark et al. (2019) pipeline's clusterings, sink kept and dropped, and their ARI
 // (metrics/clark2019.hpp).
 inline const TableSchema kClark2019{"clark2019",
@@ -59,6 +62,12 @@ using metrics::ref_frame_names::kTopology;
 inline const TableSchema kTokenKeys{
     "token_keys", {"model", "checkpoint", "layer", "head", "key", "count", "share", "convention"}};
 inline constexpr const char* kFrameFile = "frame.json";
+// The reference-frame signatures (metrics::read_frame_signatures): one row per signature, its
+// reading and the score it gives each frame type; the verdict and margin are in frame.json.
+inline const TableSchema kFrameSignatures{
+    "frame_signatures",
+    {"model", "checkpoint", "signature", "measured", "value", "reading", "prediction",
+     "centralized", "distributed", "bidirectional"}};
 
 // Head-level analyses (spec 3, 4, 7).
 inline constexpr const char* kReversal = "reversal";

@@ -27,8 +27,6 @@ namespace sinkscope::metrics {
 // Spec section 8 constants; the defaults of the options below (analysis::AnalysisOptions takes
 // its defaults from here).
 inline constexpr int64_t k_default_topology_max_tokens = 256;
-inline constexpr double k_specialised_share = 0.3;      // 10.m: modal share of a specialised head
-inline constexpr int64_t k_specialised_min_inputs = 5;  // ... over at least this many inputs
 
 // The scientific constants of section 8, defaults the spec's values: graph thresholds tau (10.i),
 // sink percentiles t (10.k), the effective-density band (10.i), the long-bar persistence (10.j)
@@ -45,6 +43,20 @@ struct RefFrameConstants {
     // this and the mean reference count stays below that.
     double centralized_share_first = k_centralized_share_first;
     double centralized_max_reference_count = k_centralized_max_reference_count;
+    // Which verdict frame.json and the report give: "signatures" (read_frame_signatures, with
+    // these prototype reference counts and minimum margin) or "rule" (the rule above, 10.n).
+    std::string frame_verdict = "signatures";
+    std::vector<double> frame_reference_counts{k_frame_reference_counts.begin(),
+                                               k_frame_reference_counts.end()};
+    double frame_min_margin = k_frame_min_margin;
+    FrameSignatureRule signature_rule() const {
+        return {.concentrated = centralized_share_first,
+                .reference_counts = {frame_reference_counts.at(0), frame_reference_counts.at(1),
+                                     frame_reference_counts.at(2)},
+                .min_margin = frame_min_margin,
+                .specialised_share = specialised_share,
+                .specialised_min_inputs = specialised_min_inputs};
+    }
 };
 
 // Options of the reference-frame accumulator; the in-class defaults are the spec's values.
@@ -119,6 +131,9 @@ void check_specialised_share(double share);
 void check_specialised_min_inputs(int64_t min_inputs);
 void check_frame_share_first(double share);
 void check_frame_max_reference_count(double count);
+void check_frame_verdict(const std::string& verdict);
+void check_frame_reference_counts(const std::vector<double>& counts);
+void check_frame_min_margin(double margin);
 
 // The names of the reference-frame analyses, in the order they run (one file each,
 // src/metrics/ref_frame_<name>.cpp).
@@ -188,8 +203,10 @@ struct RefFrameResults {
     std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> top_key_first_input;
     std::vector<RefFrameDiagram> diagrams;  // diagrams of the first k_saved_diagram_inputs inputs
     FrameEvidence frame;
-    FrameType verdict = FrameType::Distributed;  // set by finish()
-    std::vector<std::string> warnings;           // to be printed by the CLI
+    FrameType verdict = FrameType::Distributed;  // set by finish(): the one --frame-verdict names
+    FrameType rule_verdict = FrameType::Distributed;  // spec 10.n's rule
+    FrameReading frame_reading;                       // the signatures (read_frame_signatures)
+    std::vector<std::string> warnings;                // to be printed by the CLI
 };
 
 // Diagrams are kept for this many inputs so memory does not grow with N.

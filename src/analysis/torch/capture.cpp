@@ -73,7 +73,7 @@ bool use_lazy_attention(const model::ModelConfig& cfg, int64_t n_tokens, int64_t
 }
 
 int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inputs, int64_t first,
-                       int64_t end, int threads, int64_t budget_mb, bool want_value,
+                       int64_t end, int threads, int64_t budget_mb, CaptureWants want,
                        int64_t n_layers) {
     const int64_t L = n_layers > 0 ? n_layers : cfg.n_layers;  // layers captured
     double largest = 0;  // bytes of the largest capture among the inputs left
@@ -87,10 +87,12 @@ int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inpu
         double bytes =
             lazy ? 2.0 * 8.0 * LH * T * double(cfg.d_head) + 4.0 * double(cfg.n_heads) * T * T
                  : 2.0 * 8.0 * LH * T * T;
-        if (want_value)  // residual streams and values, float64
+        if (want.hidden)  // residual streams and values, float64
             bytes += 8.0 * T *
                      (double(L < cfg.n_layers ? 2 * L : L + 1) * double(cfg.d_model) +
                       double(L * cfg.n_heads * cfg.d_head));
+        if (want.queries_keys)  // queries and keys (GQA-expanded), float64
+            bytes += 2.0 * 8.0 * T * double(L * cfg.n_heads * cfg.d_head);
         largest = std::max(largest, bytes);
     }
     const double budget = double(budget_mb) * 1024.0 * 1024.0;
@@ -99,7 +101,7 @@ int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inpu
     return std::clamp<int64_t>(fit, 1, std::max(1, threads));
 }
 
-std::vector<std::string> capture_patterns(const model::ModelConfig& cfg, bool want_value, bool lazy,
+std::vector<std::string> capture_patterns(const model::ModelConfig& cfg, CaptureWants w, bool lazy,
                                           const std::vector<int64_t>& layers) {
     using model::HookPoint;
     const std::vector<int64_t> analysed = layers_or_all(cfg, layers);
@@ -111,10 +113,11 @@ std::vector<std::string> capture_patterns(const model::ModelConfig& cfg, bool wa
         else
             for (int64_t l : analysed) patterns.push_back(model::hook_name(p, l));
     };
-    if (lazy) {
+    if (lazy || w.queries_keys) {
         want(HookPoint::RotQ);
         want(HookPoint::RotK);
-    } else {
+    }
+    if (!lazy) {
         want(HookPoint::Pattern);
         want(HookPoint::AttnScores);
     }
@@ -122,7 +125,7 @@ std::vector<std::string> capture_patterns(const model::ModelConfig& cfg, bool wa
     // stream entering each and the one leaving the last), else the pair around each layer
     // (value_space.hpp).
     const bool consecutive = analysis::consecutive(analysed);
-    if (want_value) {
+    if (w.hidden) {
         want(HookPoint::ResidPre);
         want(HookPoint::V);
         if (consecutive)
@@ -135,22 +138,44 @@ std::vector<std::string> capture_patterns(const model::ModelConfig& cfg, bool wa
 }
 
 Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
-                       bool want_value, bool lazy, const std::vector<int64_t>& layers) {
+                       CaptureWants want, bool lazy, const std::vector<int64_t>& layers) {
     // Logits are not analysed here: [T, d_vocab] is the largest product of a long input.
     const model::CaptureSpec spec =
-        model::CaptureSpec(capture_patterns(m.config(), want_value, lazy, layers)).without_logits();
-    return captured_from(m.forward(inputs.model_input(m, n), spec), m, inputs, n, want_value, lazy,
+        model::CaptureSpec(capture_patterns(m.config(), want, lazy, layers)).without_logits();
+    return captured_from(m.forward(inputs.model_input(m, n), spec), m, inputs, n, want, lazy,
                          layers);
 }
 
 Captured captured_from(model::ForwardResult r, const model::Model& m, const AnalysisInputs& inputs,
-                       size_t n, bool want_value, bool lazy, const std::vector<int64_t>& layers) {
+                       size_t n, CaptureWants want, bool lazy, const std::vector<int64_t>& layers) {
     const std::vector<int32_t>& ids = inputs.ids[n];  // images: empty
     using model::HookPoint;
     const auto& cfg = m.config();
     const std::vector<int64_t> analysed = layers_or_all(cfg, layers);
     const bool consecutive = analysis::consecutive(analysed);
     Captured c;
+    const int64_t T = inputs.n_tokens(n);
+    const int64_t group = cfg.n_heads / cfg.n_kv_heads;
+    // hook_v / hook_rot_k: [batch, pos, n_kv_heads, d_head] and hook_rot_q [batch, pos, n_heads,
+    // d_head] -> [H, T, d_head], head h reading kv head h / group (heads_per_kv 1 for queries).
+    auto by_head = [&](const at::Tensor& t, int64_t heads_per_kv) {
+        const std::vector<double> x = to_host(t);
+        const int64_t n_src = cfg.n_heads / heads_per_kv;
+        std::vector<double> out(static_cast<size_t>(cfg.n_heads * T * cfg.d_head));
+        for (int64_t h = 0; h < cfg.n_heads; ++h)
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t k = 0; k < cfg.d_head; ++k)
+                    out[size_t((h * T + t) * cfg.d_head + k)] =
+                        x[size_t((t * n_src + h / heads_per_kv) * cfg.d_head + k)];
+        return out;
+    };
+    c.vectors.d_model = cfg.d_model;
+    c.vectors.d_head = cfg.d_head;
+    if (want.queries_keys)  // before a lazy input takes them over
+        for (int64_t l : analysed) {
+            c.vectors.queries.push_back(by_head(r.captured.at(hook_name(HookPoint::RotQ, l)), 1));
+            c.vectors.keys.push_back(by_head(r.captured.at(hook_name(HookPoint::RotK, l)), group));
+        }
     if (lazy) {
         c.lazy = std::make_unique<LazyAttention>(r, cfg, layers);
         c.attention = c.lazy->input(ids);
@@ -163,32 +188,24 @@ Captured captured_from(model::ForwardResult r, const model::Model& m, const Anal
     } else {
         c.attention = to_attention_input(r, cfg, ids, 0, layers);
     }
-    if (want_value) {
-        const int64_t T = inputs.n_tokens(n);
+    if (want.hidden) {
         // Each captured tensor is dropped once copied (peak memory of long inputs).
         auto take = [&r](const std::string& name) {
             std::vector<double> host = to_host(r.captured.at(name));
             r.captured.erase(name);
             return host;
         };
+        std::vector<std::vector<double>>& hidden = c.vectors.hidden;
         for (int64_t l : analysed) {
-            c.hidden.push_back(take(model::hook_name(HookPoint::ResidPre, l)));
-            if (!consecutive) c.hidden.push_back(take(model::hook_name(HookPoint::ResidPost, l)));
+            hidden.push_back(take(model::hook_name(HookPoint::ResidPre, l)));
+            if (!consecutive) hidden.push_back(take(model::hook_name(HookPoint::ResidPost, l)));
         }
         if (consecutive)
-            c.hidden.push_back(take(model::hook_name(HookPoint::ResidPost, analysed.back())));
-        const int64_t group = cfg.n_heads / cfg.n_kv_heads;
+            hidden.push_back(take(model::hook_name(HookPoint::ResidPost, analysed.back())));
         for (int64_t l : analysed) {
-            // hook_v: [batch, pos, n_kv_heads, d_head] -> [H, T, d_head] with head h reading kv
-            // h/group
-            const std::vector<double> v = take(model::hook_name(HookPoint::V, l));
-            std::vector<double> out(static_cast<size_t>(cfg.n_heads * T * cfg.d_head));
-            for (int64_t h = 0; h < cfg.n_heads; ++h)
-                for (int64_t t = 0; t < T; ++t)
-                    for (int64_t k = 0; k < cfg.d_head; ++k)
-                        out[size_t((h * T + t) * cfg.d_head + k)] =
-                            v[size_t((t * cfg.n_kv_heads + h / group) * cfg.d_head + k)];
-            c.values.push_back(std::move(out));
+            const std::string name = model::hook_name(HookPoint::V, l);
+            c.vectors.values.push_back(by_head(r.captured.at(name), group));
+            r.captured.erase(name);
         }
     }
     // The analyses hold their own copy, or the StoredRows holds the squares it serves: the

@@ -307,7 +307,7 @@ private:
     model::ForwardResult staged(size_t n) const {
         const model::CaptureSpec spec =
             model::CaptureSpec(
-                analysis::capture_patterns(m_->config(), want_value_, lazy_at(n), captured_layers_))
+                analysis::capture_patterns(m_->config(), want_, lazy_at(n), captured_layers_))
                 .without_logits();
         return staged_forward(*m_, inputs_->model_input(*m_, n), spec, comm_, stages_);
     }
@@ -324,7 +324,8 @@ private:
     std::ostream& log_;
     // plan()
     int64_t rank_ = 0, stages_ = 1, pipelines_ = 1, group_ = 0, leader_ = 0;
-    bool last_ = true, layer_ranks_ = false, writes_ = true, want_value_ = false;
+    bool last_ = true, layer_ranks_ = false, writes_ = true;
+    analysis::CaptureWants want_;  // the model vectors the selected analyses read
     analysis::AnalysisOptions aopts_;
     analysis::ResolvedOptions resolved_;
     CommandStart start_;
@@ -363,7 +364,11 @@ void AnalyzeRun::plan() {
     resolved_ = analysis::resolve(
         aopts_, {.hidden_states = true, .data_columns = true, .source = o_.m.model});
     start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, rank_, writes_);
-    want_value_ = resolved_.selected("value");
+    for (const auto& info : analysis::registry())
+        if (resolved_.selected(info.name)) {
+            want_.hidden = want_.hidden || info.needs.hidden_states;
+            want_.queries_keys = want_.queries_keys || info.needs.queries_keys;
+        }
     record_.emplace(o_.command_line, resolved_.threads);
     t0_ = std::chrono::steady_clock::now();
 }
@@ -407,7 +412,7 @@ void AnalyzeRun::load() {
     at_once_ = layer_ranks_
                    ? 1
                    : analysis::inputs_at_once(cfg, *inputs_, first_, end_, resolved_.threads,
-                                              o_.attention_memory_mb, want_value_, layers_.size());
+                                              o_.attention_memory_mb, want_, layers_.size());
     if (at_once_ > 1) {
         resolved_.head.n_threads = 1;
         resolved_.head_analyses.n_threads = 1;
@@ -495,9 +500,9 @@ void AnalyzeRun::stream() {
                 model::forward_share(std::min(at_once_, end_ - start)));
             const size_t n = size_t(start + i);
             const bool lazy = lazy_at(n);
-            Forwarded f{layer_ranks_ ? analysis::captured_from(staged(n), *m_, *inputs_, n,
-                                                               want_value_, lazy, captured_layers_)
-                                     : analysis::capture_input(*m_, *inputs_, n, want_value_, lazy,
+            Forwarded f{layer_ranks_ ? analysis::captured_from(staged(n), *m_, *inputs_, n, want_,
+                                                               lazy, captured_layers_)
+                                     : analysis::capture_input(*m_, *inputs_, n, want_, lazy,
                                                                captured_layers_),
                         {}};
             if (want_pieces)
@@ -508,8 +513,7 @@ void AnalyzeRun::stream() {
             const int64_t n = start + i;
             masking_ = f.c.attention.masking;
             pipeline_->add(f.c.attention, want_pieces ? &f.pieces : nullptr,
-                           want_value_ ? &f.c.hidden : nullptr, want_value_ ? &f.c.values : nullptr,
-                           cfg.d_model, cfg.d_head);
+                           want_.hidden || want_.queries_keys ? &f.c.vectors : nullptr);
             tokens_ += inputs_->n_tokens(size_t(n));
             const int64_t done = n + 1 - first_;
             bar.update(done, tokens_);

@@ -423,14 +423,14 @@ void PruneRun::calibrate() {
         // Forwards of several inputs at once, added in input order (core/parallel.hpp).
         const int64_t n_calib = int64_t(calib_->size());
         const int64_t at_once = analysis::inputs_at_once(
-            cfg(), *calib_, 0, n_calib, int(resolved.threads), kAttentionMemoryMb, false);
+            cfg(), *calib_, 0, n_calib, int(resolved.threads), kAttentionMemoryMb, {});
         ordered_parallel(
             n_calib, int(at_once), at_once,
             [&](int64_t n) {
                 const model::ForwardWorkers share(model::forward_share(std::min(at_once, n_calib)));
                 const bool lazy = analysis::use_lazy_attention(cfg(), calib_->n_tokens(size_t(n)),
                                                                kAttentionMemoryMb);
-                return analysis::capture_input(*m_, *calib_, size_t(n), false, lazy);
+                return analysis::capture_input(*m_, *calib_, size_t(n), {}, lazy);
             },
             [&](int64_t n, analysis::Captured c) {
                 acc.add(c.attention, n);

@@ -1,0 +1,128 @@
+// The sink-geometry analysis (reference-frame paper, section 3.3, after Gu et al., ICLR 2025):
+// per head, the key norm at the layer's sink position against the other keys' norms, and the
+// cosine of the queries with the sink's key against their cosine with the other keys
+// (metrics/sink_geometry.hpp), averaged over inputs. Needs the queries and keys, so only model
+// runs offer it. Table sink_geometry (long format).
+#include <cmath>
+
+#include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
+#include "sinkscope/metrics/sink_geometry.hpp"
+
+namespace sinkscope::analysis {
+
+namespace {
+
+namespace t = tables;
+using metrics::kSinkGeometryCount;
+
+class SinkGeometry final : public Analysis {
+public:
+    explicit SinkGeometry(const AnalysisContext& c)
+        : ctx_(c),
+          sum_(size_t(c.n_layers * c.n_heads * kSinkGeometryCount), 0.0),
+          n_(sum_.size(), 0) {}
+
+    void add(const InputView& in, PerInputValues* per_input) override {
+        SS_CHECK(in.vectors && in.vectors->queries.size() == size_t(ctx_.n_layers),
+                 "the sink-geometry analysis needs the queries and keys");
+        const metrics::AttentionInput& a = *in.attention;
+        const ModelVectors& v = *in.vectors;
+        for (int64_t l = 0; l < a.n_layers; ++l) {
+            const int64_t s = in.sinks->per_layer[size_t(l)];
+            for (int64_t h = 0; h < a.n_heads; ++h) {
+                const size_t at = size_t(h * a.length * v.d_head);
+                const auto g =
+                    metrics::sink_geometry(v.queries[size_t(l)].data() + at,
+                                           v.keys[size_t(l)].data() + at, v.d_head, a, s);
+                for (int m = 0; m < kSinkGeometryCount; ++m) {
+                    if (!std::isfinite(g[size_t(m)])) continue;
+                    const size_t i = index(l, h, m);
+                    sum_[i] += g[size_t(m)];
+                    ++n_[i];
+                    if (per_input)
+                        per_input->push_back({t::kSinkGeometry.name, l, h,
+                                              metrics::k_sink_geometry_metrics[size_t(m)],
+                                              kConvention, g[size_t(m)], 1.0});
+                }
+            }
+        }
+    }
+    void merge(const Analysis& other) override {
+        const auto& o = dynamic_cast<const SinkGeometry&>(other);
+        for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += o.sum_[i], n_[i] += o.n_[i];
+    }
+    void save(BinaryWriter& w) const override {
+        w.tag("sink_geometry");
+        w.put_vector(sum_);
+        w.put_vector(n_);
+    }
+    void load(BinaryReader& r) override {
+        r.expect_tag("sink_geometry");
+        std::vector<double> sum = r.get_vector<double>();
+        std::vector<int64_t> n = r.get_vector<int64_t>();
+        if (sum.size() != sum_.size() || n.size() != n_.size())
+            r.fail("sink_geometry state has another number of heads");
+        sum_ = std::move(sum);
+        n_ = std::move(n);
+    }
+
+    // Per head: the mean over the inputs where the value exists; per layer (head -1) and for the
+    // model (layer -1): the mean of those head means.
+    AnalysisOutput finish(const FinishContext&) override {
+        io::Table table(t::kSinkGeometry.columns);
+        const int64_t L = ctx_.n_layers, H = ctx_.n_heads;
+        for (int m = 0; m < kSinkGeometryCount; ++m) {
+            const std::string metric = metrics::k_sink_geometry_metrics[size_t(m)];
+            double model_sum = 0;
+            int64_t model_n = 0;
+            for (int64_t l = 0; l < L; ++l) {
+                double layer_sum = 0;
+                int64_t layer_n = 0;
+                for (int64_t h = 0; h < H; ++h) {
+                    const size_t i = index(l, h, m);
+                    const double v = n_[i] > 0 ? sum_[i] / double(n_[i]) : std::nan("");
+                    table.add_row({ctx_.model_name, std::string(), l, h, metric,
+                                   std::string(kConvention), v});
+                    if (std::isfinite(v)) layer_sum += v, ++layer_n;
+                }
+                model_sum += layer_sum, model_n += layer_n;
+                table.add_row({ctx_.model_name, std::string(), l, int64_t(-1), metric,
+                               std::string(kConvention),
+                               layer_n > 0 ? layer_sum / double(layer_n) : std::nan("")});
+            }
+            table.add_row({ctx_.model_name, std::string(), int64_t(-1), int64_t(-1), metric,
+                           std::string(kConvention),
+                           model_n > 0 ? model_sum / double(model_n) : std::nan("")});
+        }
+        AnalysisOutput out;
+        out.tables.push_back({t::kSinkGeometry.name, std::move(table), false});
+        out.record["sink_geometry"] = {
+            {"vectors",
+             "queries and keys after any rotary embedding (hook_rot_q, hook_rot_k), "
+             "keys GQA-expanded"},
+            {"sink", "the layer's resolved sink position (sinks.csv)"},
+            {"cosine_pairs", "visible (query, key) pairs, a query with itself excluded"}};
+        return out;
+    }
+
+private:
+    static constexpr const char* kConvention = "rotated";
+    size_t index(int64_t l, int64_t h, int m) const {
+        return size_t((l * ctx_.n_heads + h) * kSinkGeometryCount + m);
+    }
+
+    AnalysisContext ctx_;
+    std::vector<double> sum_;
+    std::vector<int64_t> n_;
+};
+
+}  // namespace
+
+std::unique_ptr<Analysis> make_sink_geometry(const AnalysisContext& c) {
+    return std::make_unique<SinkGeometry>(c);
+}
+
+}  // namespace sinkscope::analysis
