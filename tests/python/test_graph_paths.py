@@ -210,6 +210,34 @@ def test_compat_is_the_notebooks():
     assert skipped and disconnected
 
 
+def two_components():
+    """One bidirectional input of 11 tokens: tokens 0-6 attend to their path neighbours (a path
+    P7 at every threshold below 0.5), tokens 7-10 uniformly to each other (K4)."""
+    a = np.zeros((1, 1, 1, 11, 11), dtype=np.float32)
+    for i in range(7):
+        nb = [j for j in (i - 1, i + 1) if 0 <= j < 7]
+        for j in nb:
+            a[0, 0, 0, i, j] = 1.0 / len(nb)
+    a[0, 0, 0, 7:, 7:] = 0.25
+    return a
+
+
+def test_two_components_of_more_than_one_token():
+    # Closed forms: P7's mean distance (7 + 1) / 3, K4's 1. Principled: the mean over the
+    # reachable pairs, (42 * 8/3 + 12 * 1) / (42 + 12), and 54 of 110 pairs; compat: the largest
+    # component's 8/3 (a component of one token would give the same either way).
+    a = two_components()
+    got = table(sinkscope.metrics.analyze(a, analyses=["graphs"])["graphs"])
+    assert got[(0, -1, "avg_shortest_path", "0.1")][0] == pytest.approx(124 / 54, abs=TOL)
+    assert got[(0, -1, "reachable_pair_share", "0.1")][0] == pytest.approx(54 / 110, abs=TOL)
+    # clustering: 0 on the path, 1 on K4
+    assert got[(0, -1, "clustering", "0.1")][0] == pytest.approx(4 / 11, abs=TOL)
+    compat = table(sinkscope.metrics.analyze(a, analyses=["graphs"],
+                                             compat="ruscio2025")["graphs"])
+    assert compat[(0, -1, "avg_shortest_path", "0.1")][0] == pytest.approx(8 / 3, abs=TOL)
+    compat_check(a)
+
+
 def test_compat_has_none_above_30_tokens():
     a = np.zeros((2, 2, 1, 31, 31), dtype=np.float32)
     a[..., 0] = 1.0  # every row on key 0: a connected star
