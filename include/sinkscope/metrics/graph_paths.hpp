@@ -3,12 +3,14 @@
 // B = 1[a > tau]: nodes 0..n-1, an edge {i, j} (i != j) when a(i, j) > tau or a(j, i) > tau, i.e.
 // where W = (B + B^T)/2 is non-zero off the diagonal, unweighted; self-loops play no part.
 //
-// Cost: one breadth-first search from every node over bitset rows (n/64 words a row); a node of
-// the frontier adds its neighbour list or, when that is longer than a row, ORs its row, so the
-// searches take O(n * (sum_u min(deg u, n/64) + levels * n/64)) word operations, at most
-// O(n^3 / 64) (n = 4096: ~1e9, about a second), and the triangles O(m * n/64) for m edges.
-// Memory: n^2 / 8 bytes of rows plus the lists. Every sum is an integer, so the results do not
-// depend on the order of work (or on the number of threads that run other layers).
+// Cost: one breadth-first search from every node over bitset rows (n/64 words a row), level by
+// level pushing (the frontier's neighbour lists, or rows where a list is longer than a row) or,
+// on dense levels, pulling (each unvisited node scans its row against the frontier up to the
+// first hit): at most O(n^3 / 64) word operations in all, and the triangles O(m n / 64) for m
+// edges, popcount by the CPU's instruction where it has one. Measured on one core: n = 4096
+// tokens, under 2 s a graph from sparse to half full. Memory: n^2 / 8 bytes of rows plus the
+// lists. Every sum is an integer, so the results do not depend on the order of work (or on the
+// number of threads that run other layers).
 #pragma once
 
 #include <cstdint>
