@@ -26,6 +26,7 @@ PACKAGES=(
                                              # libFuzzer, llvm-symbolizer for their reports)
   pybind11-dev python3-dev python3-numpy python3-pytest
   python3-scipy                              # reference values of tests/metrics/test_statistics
+  python3-networkx                           # reference values of tests/python/test_graph_paths
   python3-mpmath                             # scripts/kernel_log_fit.py (ctest kernel_log_fit)
   chromium                                   # headless check that report.html renders
 )

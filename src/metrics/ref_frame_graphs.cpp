@@ -1,13 +1,17 @@
 // Reference-frame member "graphs": thresholded attention graphs of every layer (spec 8, 10.i; all
 // layers in both modes, 10.o), on the head average and, with --per-head, on each head; at the
 // end, whether each threshold is effective for a layer (mean density in the band), each
-// threshold's effectiveness score, and the threshold correlation map of the Fiedler value.
+// threshold's effectiveness score, and the threshold correlation map of the Fiedler value. Per
+// threshold also the path length and clustering of the graph (graph_paths.hpp); compat:
+// laplacian.ipynb's (largest component; only for n <= 30 and at least 2 entries of B set,
+// otherwise missing and counted in n_skipped).
 #include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "ref_frame_member.hpp"
 #include "sinkscope/metrics/graph.hpp"
+#include "sinkscope/metrics/graph_paths.hpp"
 #include "sinkscope/metrics/ref_frame_names.hpp"
 #include "sinkscope/metrics/statistics.hpp"
 
@@ -15,6 +19,9 @@ namespace sinkscope::metrics::ref_frame {
 namespace {
 
 namespace n = ref_frame_names;
+
+// laplacian.ipynb computes the path length and clustering for n <= 30 nodes only (B.4).
+constexpr int64_t k_compat_paths_max_nodes = 30;
 
 class Graphs final : public Member {
 public:
@@ -27,9 +34,14 @@ public:
         const RefFrameConfig& c = v.c;
         const std::vector<double>& taus = c.constants.graph_thresholds;
         const auto all = graph_stats_all(m, taus, c.compat);
+        const bool paths_computed = !c.compat || m.rows() <= k_compat_paths_max_nodes;
+        const auto paths = paths_computed ? graph_paths_all(m, taus) : std::vector<GraphPaths>();
         for (size_t k = 0; k < taus.size(); ++k) {
             const auto& g = all[k];
             const auto p = param_of(taus[k]);
+            auto skip = [&](const char* metric) {
+                v.out.skipped.push_back(RefFrameKey{n::kGraphs, v.l, h, metric, p});
+            };
             v.put(n::kGraphs, h, n::kDensity, p, g.density);
             // 10.r (B.4): laplacian.ipynb returns the density alone where this input's
             // threshold is not effective and layer % 4 != 0; its graph metrics are missing.
@@ -38,8 +50,9 @@ public:
             if (c.compat && !effective && c.layer_id(v.l) % 4 != 0) {
                 for (const char* metric :
                      {n::kLambda2, n::kLaplacianGap, n::kStarBasic, n::kStarCombined, n::kGini,
-                      n::kCentralization, n::kDegreeVariance, n::kNNodes})
-                    v.out.skipped.push_back(RefFrameKey{n::kGraphs, v.l, h, metric, p});
+                      n::kCentralization, n::kDegreeVariance, n::kNNodes, n::kAvgShortestPath,
+                      n::kClustering})
+                    skip(metric);
                 continue;
             }
             v.put(n::kGraphs, h, n::kLambda2, p, g.lambda2);
@@ -50,6 +63,26 @@ public:
             v.put(n::kGraphs, h, n::kCentralization, p, g.centralization);
             v.put(n::kGraphs, h, n::kDegreeVariance, p, g.degree_variance);
             v.put(n::kGraphs, h, n::kNNodes, p, static_cast<double>(g.n_nodes));
+            if (!c.compat) {
+                const auto& q = paths[k];
+                v.put(n::kGraphs, h, n::kAvgShortestPath, p, q.avg_shortest_path);
+                v.put(n::kGraphs, h, n::kReachablePairShare, p, q.reachable_share);
+                v.put(n::kGraphs, h, n::kClustering, p, q.clustering);
+                continue;
+            }
+            // The notebook's: none above 30 nodes or with fewer than 2 entries set; the path
+            // length on the largest component, none when that is a single node.
+            if (!paths_computed || paths[k].n_set < 2) {
+                skip(n::kAvgShortestPath);
+                skip(n::kClustering);
+                continue;
+            }
+            const auto& q = paths[k];
+            if (q.lcc_nodes >= 2)
+                v.put(n::kGraphs, h, n::kAvgShortestPath, p, q.lcc_avg_shortest_path);
+            else
+                skip(n::kAvgShortestPath);
+            v.put(n::kGraphs, h, n::kClustering, p, q.clustering);
         }
     }
     // Effectiveness on the density averaged over inputs (10.i), and the share of layers.

@@ -216,7 +216,8 @@ TEST(RefFrameCompat, PrincipledPerHeadOutputs) {
     EXPECT_EQ(r.stats.count(RefFrameKey{"betti", 0, 0, "betti1", "0.5"}), 1u);
     EXPECT_EQ(analysis::ref_frame_output(r).record["ref_frame"]["mode"], "principled");
     const auto t = io::Table::read_csv(dir / "graphs.csv");
-    // one row per (layer, head or average, threshold, metric): 2 x 3 x 7 x 9, plus per-layer
+    // one row per (layer, head or average, threshold, metric): 2 x 3 x 7 x 12 (9 structure and
+    // spectral metrics, path length, reachable pairs and clustering), plus per-layer
     // effectiveness of the average (2 x 7), the effectiveness score per threshold (7), r and p
     // of the correlation map per structure metric and threshold (4 x 7 x 2), and its sign flips
     size_t flips = 0;
@@ -224,7 +225,7 @@ TEST(RefFrameCompat, PrincipledPerHeadOutputs) {
     const size_t metric = size_t(std::find(cols.begin(), cols.end(), "metric") - cols.begin());
     for (const auto& row : t.rows())
         flips += std::get<std::string>(row.at(metric)).rfind("sign_flip_lambda2_", 0) == 0;
-    EXPECT_EQ(t.size(), 2u * 3 * 7 * 9 + 2 * 7 + 7 + 4 * 7 * 2 + flips);
+    EXPECT_EQ(t.size(), 2u * 3 * 7 * 12 + 2 * 7 + 7 + 4 * 7 * 2 + flips);
     EXPECT_TRUE(std::filesystem::exists(dir / "frame.json"));
 }
 

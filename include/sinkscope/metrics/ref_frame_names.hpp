@@ -34,6 +34,12 @@ inline constexpr const char* kEffectivenessScore = "effectiveness_score";
 inline constexpr const char* kFiedlerR = "r_lambda2_";
 inline constexpr const char* kFiedlerP = "p_lambda2_";
 inline constexpr const char* kFiedlerSignFlip = "sign_flip_lambda2_";
+// Per threshold, on the undirected graph of W = (B + B^T)/2 without self-loops (graph_paths.hpp):
+// mean hop distance over the pairs a path joins (compat: on the largest component, n <= 30),
+// the share of pairs joined (principled only) and networkx's average clustering.
+inline constexpr const char* kAvgShortestPath = "avg_shortest_path";
+inline constexpr const char* kReachablePairShare = "reachable_pair_share";
+inline constexpr const char* kClustering = "clustering";
 
 // topology (10.j): per dimension d, the metric with "_dim<d>" appended; betti: "betti<d>".
 inline constexpr const char* kNBars = "n_bars";
@@ -64,6 +70,10 @@ inline constexpr const char* kSigma1Sq = "sigma1_sq";
 inline constexpr const char* kSpectralGap = "spectral_gap";                       // compat
 inline constexpr const char* kEigParticipationRatio = "eig_participation_ratio";  // compat
 inline constexpr const char* kMpKl = "mp_kl";                                     // compat
+// rmt.ipynb's (compat): the share of the column sums on the columns >= their 90th percentile,
+// and the mean over rows of -sum a log2(a + 1e-10).
+inline constexpr const char* kRmtSinkConcentration = "rmt_sink_concentration";  // compat
+inline constexpr const char* kRmtRowEntropyBits = "rmt_row_entropy_bits";       // compat
 
 // entropy (10.m; compat B.7).
 inline constexpr const char* kEntropyAllRows = "entropy_all_rows";
