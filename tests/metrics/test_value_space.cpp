@@ -578,7 +578,7 @@ TEST(ValueSpace, PcaCorrelationOfTheAttentionItself) {
                 const int64_t col = variant == 2 ? (c * 3 + 1) % T : c;
                 hidden[0][size_t(i * T + col)] = variant == 1 ? -v : v;
             }
-        hidden[1] = hidden[0];
+        hidden[1] = dyadic_input(4).pattern;  // the state leaving the layer: not analysed here
         ValueSpaceAccumulator acc(1);
         acc.add(a, hidden, T, {}, 0);
         const auto& L = acc.layers()[0];
