@@ -1,8 +1,9 @@
 // Value-space analyses (spec section 8 "Value space", "Attention entropy ... alignment";
-// compat semantics from PAPERS.md B.6 and B.7).
+// compat semantics from PAPERS.md B.6 and B.7, with its entropy-magnitude and PCA correlations).
 #include "sinkscope/metrics/value_space.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <numeric>
 #include <utility>
@@ -84,6 +85,9 @@ void gemm(bool b_transposed, int64_t m, int64_t n, int64_t k, const double* a, i
 // [b, d]) and its product only spans the keys its rows see (about half for causal attention).
 constexpr int64_t k_row_block = 256;
 
+// Principal components of the PCA correlation (B.7: PCA(3)).
+constexpr int k_pca_components = 3;
+
 // Keys seen by rows [i0, i1): [min key_begin, max key_end).
 std::pair<int64_t, int64_t> block_keys(const AttentionInput& a, int64_t i0, int64_t i1) {
     int64_t kb = a.n_tokens, ke = 0;
@@ -129,6 +133,70 @@ double pearson_r(const std::vector<double>& x, const std::vector<double>& y) {
     }
     if (sxx == 0 || syy == 0) return std::nan("");
     return sxy / std::sqrt(sxx * syy);
+}
+
+double row_entropy(const double* row, int64_t begin, int64_t end, double floor) {
+    double sum = 0, plogp = 0;
+    for (int64_t j = begin; j < end; ++j)
+        if (row[j] > floor) {
+            sum += row[j];
+            plogp += row[j] * std::log(row[j]);
+        }
+    return sum > 0 ? std::log(sum) - plogp / sum : std::nan("");
+}
+
+std::vector<std::vector<double>> principal_scores(const double* x, int64_t n, int64_t p, int64_t ld,
+                                                  int k) {
+    if (k <= 0 || n < k + 1 || p < k) return {};  // centred rank <= min(n - 1, p) < k
+    RowMatrix xc(n, p);                           // [n, p] centred columns
+    for (int64_t c = 0; c < p; ++c) {
+        double mean = 0;
+        for (int64_t i = 0; i < n; ++i) mean += x[i * ld + c];
+        mean /= double(n);
+        for (int64_t i = 0; i < n; ++i) xc(i, c) = x[i * ld + c] - mean;
+    }
+    // The smaller Gram matrix: its k leading eigenvectors are the u_k themselves (n <= p) or
+    // the v_k, mapped to u_k = X_c v_k / ||X_c v_k||.
+    const bool by_rows = n <= p;
+    const Eigen::MatrixXd g = by_rows ? Eigen::MatrixXd(xc * xc.transpose())   // [n, n]
+                                      : Eigen::MatrixXd(xc.transpose() * xc);  // [p, p]
+    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(g);  // eigenvalues ascending
+    SS_CHECK(es.info() == Eigen::Success, "PCA: the eigendecomposition did not converge");
+    const Eigen::Index m = g.rows();
+    auto lambda = [&](int j) {  // j-th largest (0-based); 0 beyond the Gram's size
+        return j < m ? es.eigenvalues()(m - 1 - j) : 0.0;
+    };
+    const double tau = 8.0 * double(p + n) * 0x1p-53 * xc.squaredNorm();
+    for (int j = 0; j < k; ++j)
+        if (lambda(j) <= tau || lambda(j) - lambda(j + 1) <= tau) return {};
+    std::vector<std::vector<double>> out(static_cast<size_t>(k));
+    for (int j = 0; j < k; ++j) {
+        Eigen::VectorXd u = by_rows ? Eigen::VectorXd(es.eigenvectors().col(m - 1 - j))
+                                    : Eigen::VectorXd(xc * es.eigenvectors().col(m - 1 - j));
+        u /= u.norm();
+        Eigen::Index top = 0;
+        for (Eigen::Index i = 1; i < u.size(); ++i)
+            if (std::abs(u(i)) > std::abs(u(top))) top = i;
+        if (u(top) < 0) u = -u;
+        out[size_t(j)].assign(u.data(), u.data() + u.size());
+    }
+    return out;
+}
+
+PcaCorrelation pca_correlation(const std::vector<std::vector<double>>& a,
+                               const std::vector<std::vector<double>>& b) {
+    PcaCorrelation out;
+    if (a.empty() || a.size() != b.size()) return out;
+    double abs_sum = 0, signed_sum = 0;
+    for (size_t k = 0; k < a.size(); ++k) {
+        const double r = pearson_r(a[k], b[k]);
+        if (!std::isfinite(r)) return out;
+        abs_sum += std::abs(r);
+        signed_sum += r;
+    }
+    out.abs_mean = abs_sum / double(a.size());
+    out.signed_mean = signed_sum / double(a.size());
+    return out;
 }
 
 std::vector<int64_t> reference_tokens(const std::vector<double>& head_avg, const AttentionInput& a,
@@ -242,10 +310,15 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
                 }
             }
         }
-        // True-V variant: each head's own attention over its own values (R from the average).
+        // True-V variant: each head's own attention over its own values (R from the average),
+        // pooled over the layer's heads and per head.
         if (!values.empty()) {
             SS_CHECK(int64_t(values[l].size()) == H * T * d_head, "values of layer ", l, " hold ",
                      values[l].size(), " numbers, expected ", H * T * d_head);
+            if (out.heads.empty()) out.heads.resize(static_cast<size_t>(H));
+            SS_CHECK(int64_t(out.heads.size()) == H, "value-space accumulator holds ",
+                     out.heads.size(), " heads, input has ", H);
+            if (mine) mine->heads.resize(static_cast<size_t>(H));
             std::vector<double> w;       // [block rows, T] closed rows of one head
             std::vector<double> buffer;  // recomputed rows of a long input
             for (int64_t h = 0; h < H; ++h) {
@@ -270,6 +343,11 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
                             bump(&L::sum_rel_magnitude_value, rel);
                             bump(&L::sum_direction_value, dir);
                             bump(&L::n_value, 1);
+                            for (ValueSpaceLayer* t : {&out, mine})
+                                if (t) {
+                                    ValueSpaceHead& x = t->heads[static_cast<size_t>(h)];
+                                    x.sum_rel_magnitude += rel, x.sum_direction += dir, ++x.n;
+                                }
                         }
                     }
                 }
@@ -286,6 +364,7 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
                 mx = std::max({mx, std::abs(h0[k]), std::abs(h1[k])});
             if (mx > 1e3) scale = 1e3 / mx;
         }
+        std::vector<double> magnitude(static_cast<size_t>(n));  // [n] per token
         for (int64_t i = 0; i < n; ++i) {
             double s = 0;
             for (int64_t k = 0; k < d_model; ++k) {
@@ -293,8 +372,31 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
                 if (opts_.compat) diff = std::clamp(diff, -1e3, 1e3);
                 s += diff * diff;
             }
-            bump(&L::sum_transformation, std::sqrt(s));
+            magnitude[size_t(i)] = std::sqrt(s);
+            bump(&L::sum_transformation, magnitude[size_t(i)]);
             bump(&L::n_transformation, 1);
+        }
+
+        // Entropy-magnitude correlation (B.7): Pearson r over the tokens between the entropy of
+        // the head average's row and the token's transformation magnitude; a token whose row
+        // has no entry above the floor (no entropy) is left out.
+        {
+            const double floor = opts_.compat ? 100.0 * double(FLT_EPSILON) : 0.0;
+            std::vector<double> hs, ms;
+            for (int64_t i = 0; i < n; ++i) {
+                const double e = row_entropy(avg.data() + i * T, a.key_begin(i),
+                                             std::min(a.key_end(i), T), floor);
+                if (std::isnan(e)) continue;
+                hs.push_back(e);
+                ms.push_back(magnitude[size_t(i)]);
+            }
+            const double r = pearson_r(hs, ms);
+            if (std::isfinite(r)) {
+                bump(&L::sum_entropy_magnitude, r);
+                bump(&L::n_entropy_magnitude, 1);
+            } else {
+                bump(&L::n_entropy_magnitude_undefined, 1);
+            }
         }
 
         // Geometric-semantic alignment: Pearson r of A_ij vs cos(h_i, h_j) over visible
@@ -331,6 +433,20 @@ void ValueSpaceAccumulator::add(const AttentionInput& a,
         } else {
             bump(&L::n_alignment_undefined, 1);
         }
+
+        // PCA correlation (B.7): the first 3 principal components of the head average (the n
+        // rows as samples, [n, n]) and of the residual stream entering the layer ([n, d_model];
+        // as captured: the compat rescaling by one factor changes no component).
+        const PcaCorrelation pca = pca_correlation(
+            principal_scores(avg.data(), n, n, T, k_pca_components),
+            principal_scores(hidden_in[entering(l)].data(), n, d_model, d_model, k_pca_components));
+        if (std::isfinite(pca.abs_mean)) {
+            bump(&L::sum_pca, pca.abs_mean);
+            bump(&L::sum_pca_signed, pca.signed_mean);
+            bump(&L::n_pca, 1);
+        } else {
+            bump(&L::n_pca_undefined, 1);
+        }
     }
 }
 
@@ -349,17 +465,60 @@ void ValueSpaceAccumulator::merge(const ValueSpaceAccumulator& o) {
         a.sum_transformation += b.sum_transformation, a.n_transformation += b.n_transformation;
         a.sum_alignment += b.sum_alignment, a.n_alignment += b.n_alignment;
         a.n_alignment_undefined += b.n_alignment_undefined;
+        a.sum_entropy_magnitude += b.sum_entropy_magnitude;
+        a.n_entropy_magnitude += b.n_entropy_magnitude;
+        a.n_entropy_magnitude_undefined += b.n_entropy_magnitude_undefined;
+        a.sum_pca += b.sum_pca, a.sum_pca_signed += b.sum_pca_signed, a.n_pca += b.n_pca;
+        a.n_pca_undefined += b.n_pca_undefined;
+        if (a.heads.empty()) a.heads.resize(b.heads.size());
+        SS_CHECK(b.heads.empty() || b.heads.size() == a.heads.size(),
+                 "merging value-space accumulators of ", a.heads.size(), " and ", b.heads.size(),
+                 " heads");
+        for (size_t h = 0; h < b.heads.size(); ++h) {
+            a.heads[h].sum_rel_magnitude += b.heads[h].sum_rel_magnitude;
+            a.heads[h].sum_direction += b.heads[h].sum_direction;
+            a.heads[h].n += b.heads[h].n;
+        }
     }
 }
 
+// One layer's state, field by field (FieldIo: the same visit saves and loads it).
+void fields(FieldIo& io, ValueSpaceLayer& x) {
+    io(x.sum_reference_count), io(x.n_inputs);
+    io(x.sum_rel_magnitude_hidden), io(x.sum_direction_hidden), io(x.n_hidden);
+    io(x.sum_rel_magnitude_value), io(x.sum_direction_value), io(x.n_value);
+    io(x.n_no_reference_visible);
+    io(x.sum_transformation), io(x.n_transformation);
+    io(x.sum_alignment), io(x.n_alignment), io(x.n_alignment_undefined);
+    io(x.sum_entropy_magnitude), io(x.n_entropy_magnitude), io(x.n_entropy_magnitude_undefined);
+    io(x.sum_pca), io(x.sum_pca_signed), io(x.n_pca), io(x.n_pca_undefined);
+    io(x.heads);
+}
+
+namespace {
+// The state's section tag. "value_space" was the layout before the entropy-magnitude, PCA and
+// per-head sums (a raw copy of the per-layer struct); such a state is refused by name.
+constexpr const char* k_state_tag = "value_space.2";
+}  // namespace
+
 void ValueSpaceAccumulator::save(BinaryWriter& w) const {
-    w.tag("value_space");
-    w.put_vector(layers_);
+    w.tag(k_state_tag);
+    FieldIo io(w);
+    auto layers = layers_;
+    io(layers);
 }
 
 void ValueSpaceAccumulator::load(BinaryReader& r) {
-    r.expect_tag("value_space");
-    auto layers = r.get_vector<ValueSpaceLayer>();
+    const std::string tag = r.get_string();
+    if (tag == "value_space")
+        r.fail(
+            "value-space state of an earlier sinkscope, without the entropy-magnitude, PCA "
+            "and per-head sums: it cannot be resumed; start the run again");
+    if (tag != k_state_tag)
+        r.fail(std::string("expected section '") + k_state_tag + "', found " + quote(tag));
+    FieldIo io(r);
+    std::vector<ValueSpaceLayer> layers;
+    io(layers);
     if (layers.size() != layers_.size())
         r.fail("value-space state has " + std::to_string(layers.size()) + " layers, expected " +
                std::to_string(layers_.size()));
