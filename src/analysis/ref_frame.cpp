@@ -366,9 +366,26 @@ std::pair<int64_t, int64_t> parse_region_bounds(const std::string& s) {
     return {m, n};
 }
 
-AnalysisOutput ref_frame_output(const RefFrameResults& r, bool header) {
+namespace {
+
+// regions.csv (when the results have per-layer quantities) and run.json "regions".
+void add_regions_output(const RefFrameResults& r, const RegionSettings& settings,
+                        AnalysisOutput& out) {
+    if (r.n_layers == 0) return;
+    const LayerRegions g = regions_of(r, parse_region_bounds(settings.bounds));
+    io::Table regions(t::kRegions.columns);
+    add_region_rows(r, g, settings.level, regions);
+    if (!regions.empty()) out.tables.push_back({t::kRegions.name, std::move(regions), false});
+    out.record["regions"] = regions_record(g, settings.bounds, settings.level);
+}
+
+}  // namespace
+
+AnalysisOutput ref_frame_output(const RefFrameResults& r, bool header,
+                                const std::optional<RegionSettings>& regions) {
     AnalysisOutput out;
     ref_frame_tables(r, out);
+    if (regions) add_regions_output(r, *regions, out);
     out.record["ref_frame"] = ref_frame_conventions(r);
     out.warnings = r.warnings;
     const RefFrameConfig& c = r.config;
@@ -411,9 +428,9 @@ class RefFrame;
 struct RefFrameGroup {
     std::vector<RefFrame*> members;  // registry order
     int64_t last_input = -1;         // InputView::index the members were last given together
-    // regions.csv of every member: each adds its rows when it finishes, the last one writes it.
-    std::optional<io::Table> regions;
-    size_t finished = 0;
+    // One regions.csv for the group: each member leaves its finished results here, and the
+    // last one (registry order, the order they finish) writes the table of all of them.
+    std::map<std::string, RefFrameResults> finished;
 };
 constexpr SharedKey<RefFrameGroup> kGroup{"ref_frame"};
 
@@ -466,22 +483,23 @@ public:
     }
 
     AnalysisOutput finish(const FinishContext&) override {
-        const RefFrameResults r = acc_.finish();
-        AnalysisOutput out = ref_frame_output(r, first_selected());
         const AnalysisOptions& o = ctx_.options->raw;
-        const std::string bounds = o.value<std::string>("region_bounds");
-        const LayerRegions g = regions_of(r, parse_region_bounds(bounds));
-        std::optional<io::Table> local;
-        std::optional<io::Table>& regions = group_ ? group_->regions : local;
-        if (!regions) regions.emplace(t::kRegions.columns);
-        add_region_rows(r, g, o.confidence, *regions);
-        // One regions.csv for the group: written with the last member to finish.
-        if (!group_ || ++group_->finished == group_->members.size()) {
-            if (!regions->empty())
-                out.tables.push_back({t::kRegions.name, std::move(*regions), false});
-            regions.reset();
+        const RegionSettings settings{o.value<std::string>("region_bounds"), o.confidence};
+        RefFrameResults r = acc_.finish();
+        if (!group_ || group_->members.size() == 1)
+            return ref_frame_output(r, first_selected(), settings);
+        AnalysisOutput out = ref_frame_output(r, first_selected(), std::nullopt);
+        group_->finished[which_] = std::move(r);
+        if (group_->members.back() == this) {
+            // The members' statistics are of disjoint tables over the same inputs: together
+            // they are those of one accumulator of all the analyses.
+            RefFrameResults all = group_->finished[which_];
+            for (const auto& [name, other] : group_->finished) {
+                all.stats.insert(other.stats.begin(), other.stats.end());
+                all.first_last.insert(other.first_last.begin(), other.first_last.end());
+            }
+            add_regions_output(all, settings, out);
         }
-        if (r.n_layers > 0) out.record["regions"] = regions_record(g, bounds, o.confidence);
         return out;
     }
 

@@ -51,7 +51,13 @@ OneSampleTest one_sample_t_test(double mean, double m2, int64_t n, double mu) {
     if (n < 2) return {kNaN, df, kNaN, mean, n};
     const double d = mean - mu;
     const double se = std::sqrt(m2 / df / static_cast<double>(n));
-    if (se == 0) {  // scipy: d / 0 = +-inf with p = 0, or 0 / 0 = NaN
+    // Values that agree to within their rounding: m2 is then the rounding noise of the running
+    // sums (its error is ~n (eps |mean|)^2, so sd's is ~eps |mean|), not the data's spread, and
+    // summing in another order (shards merged) gives another noise. They count as constant.
+    const double rounding =
+        16 * static_cast<double>(n) * std::numeric_limits<double>::epsilon() * std::abs(mean);
+    if (se * std::sqrt(static_cast<double>(n)) <= rounding) {
+        // scipy on constant values: d / 0 = +-inf with p = 0, or 0 / 0 = NaN
         if (d == 0) return {kNaN, df, kNaN, mean, n};
         return {d > 0 ? INFINITY : -INFINITY, df, 0.0, mean, n};
     }

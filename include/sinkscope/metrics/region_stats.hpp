@@ -45,7 +45,9 @@ struct OneSampleTest {
 };
 // Equal to scipy.stats.ttest_1samp(x, mu). Conventions (scipy's): n < 2 -> t = p = NaN; zero
 // variance gives t = +-inf, p = 0 when mean != mu, t = p = NaN when mean == mu; any non-finite
-// element -> t = p = mean = NaN.
+// element -> t = p = mean = NaN. Values whose standard deviation is at most 16 n eps |mean| (eps
+// = 2^-52: they agree to within the rounding of their sums) count as constant, so the result
+// does not depend on the order of summation (scipy warns of "catastrophic cancellation" there).
 OneSampleTest one_sample_t_test(std::span<const double> x, double mu = 0);
 // The same test from the sample's moments: its mean, sum of squared deviations from the mean
 // (m2, Welford's) and size; what a running accumulator (RefFrameStat) keeps.
