@@ -100,17 +100,24 @@ def test_correlation_flips_are_graphs_rows(tables):
     assert flips == sum(1 for (m, _) in model if m.startswith("sign_flip_lambda2_"))
 
 
-def test_long_table_regions_equal_scipy(cli, tmp_path):
+@pytest.mark.parametrize("kind", ["value_space", "fisher"])
+def test_long_table_regions_equal_scipy(cli, tmp_path, kind):
     """p2_value_space from a run folder holding a value_space.csv (the long format of analyze
-    runs; written here, since value space needs a model): the region means and intervals, the
-    Welch p, the trend and the fold change are scipy's on the per-layer rows."""
+    runs; written here, since value space needs a model), p2_fisher from a fisher run's
+    fisher.csv (the same format): the region means and intervals, the Welch p, the trend and
+    the fold change are scipy's on the per-layer rows."""
     run = tmp_path / "run"
-    cli("metrics", "--example", "--analyses", "entropy", "--out", run)
+    if kind == "value_space":
+        cli("metrics", "--example", "--analyses", "entropy", "--out", run)
+    else:
+        os.makedirs(run)
+        (run / "run.json").write_text('{"tool": {"name": "sinkscope"}, "subcommand": "fisher", '
+                                       '"model": {"name": "m"}}\n')
     rng = np.random.default_rng(3)
     layers = list(range(9))
     values = {"relative_magnitude": rng.uniform(0.1, 0.9, 9),
               "alignment": np.linspace(0.1, 0.5, 9) + rng.normal(0, 0.05, 9)}
-    with open(run / "value_space.csv", "w", encoding="utf-8") as f:
+    with open(run / f"{kind}.csv", "w", encoding="utf-8") as f:
         f.write("model,checkpoint,layer,head,metric,convention,value\n")
         for m, vs in values.items():
             for l, v in zip(layers, vs):
@@ -118,7 +125,7 @@ def test_long_table_regions_equal_scipy(cli, tmp_path):
             f.write(f"m,,-1,-1,{m},principled,0.5\n")  # the model row: left out
     out = tmp_path / "t"
     cli("tables", run, "--out", out)
-    rows = {r["metric"]: r for r in read(out / "p2_value_space.csv")}
+    rows = {r["metric"]: r for r in read(out / f"p2_{kind}.csv")}
     assert sorted(rows) == sorted(values)
     for m, vs in values.items():
         r = rows[m]
