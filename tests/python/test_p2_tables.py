@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import sinkscope
+
 
 def read(path):
     with open(path, newline="", encoding="utf-8") as f:
@@ -46,46 +48,61 @@ FAMILIES = {"p2_topology": lambda t, m, p: t == "topology",
 
 @pytest.fixture(scope="module")
 def tables(cli, tmp_path_factory):
+    """The example (4 layers: one-layer early and middle regions) and a 9-layer run, so that
+    every column has finite values somewhere."""
     tmp = tmp_path_factory.mktemp("p2")
     run = tmp / "run"
     cli("metrics", "--example", "--analyses", "all,attention_stats", "--out", run)
+    deep = tmp / "deep"
+    rng = np.random.default_rng(5)
+    logits = rng.normal(size=(5, 9, 2, 10, 10))
+    logits[..., 0] += np.linspace(0.0, 3.0, 9)[None, :, None, None]
+    a = np.exp(logits)
+    sinkscope.metrics.analyze((a / a.sum(axis=-1, keepdims=True)).astype(np.float32),
+                              masking="bidirectional", name="deep", out=deep, report=False,
+                              analyses=["graphs", "topology", "kl", "spectra", "tokens"])
     out = tmp / "t"
-    r = cli("tables", run, "--out", out)
-    return run, out, r.stdout
+    r = cli("tables", run, deep, "--out", out)
+    return {"run": run, "deep": deep}, out, r.stdout
 
 
 def test_region_tables_are_the_runs_regions(tables):
-    run, out, log = tables
-    regions = {}
-    for row in read(run / "regions.csv"):
-        regions[(row["table"], row["metric"], row["param"], row["region"],
-                 row["statistic"])] = num(row["value"])
-    checked = 0
+    runs, out, log = tables
+    checked, finite = 0, 0
     for name, keep in FAMILIES.items():
-        want = sorted({(t, m, p) for (t, m, p, _, _) in regions if keep(t, m, p)})
-        assert want, name
         rows = read(out / f"{name}.csv")
-        assert [(r["metric"], r["param"]) for r in rows] == [(m, p) for (_, m, p) in want], name
-        assert f"{name}: {len(want)} row" in log
-        for r, (t, m, p) in zip(rows, want):
-            assert r["model"] == "run"
-            for column, (region, statistic) in REGION_STATS.items():
-                assert same(num(r[column]), regions[(t, m, p, region, statistic)]), \
-                    (name, m, p, column)
-                checked += 1
+        n_rows = 0
+        for model, run in runs.items():
+            regions = {}
+            for row in read(run / "regions.csv"):
+                regions[(row["table"], row["metric"], row["param"], row["region"],
+                         row["statistic"])] = num(row["value"])
+            want = sorted({(t, m, p) for (t, m, p, _, _) in regions if keep(t, m, p)})
+            assert want, name
+            mine = [r for r in rows if r["model"] == model]
+            assert [(r["metric"], r["param"]) for r in mine] == [(m, p) for (_, m, p) in want]
+            n_rows += len(mine)
+            for r, (t, m, p) in zip(mine, want):
+                for column, (region, statistic) in REGION_STATS.items():
+                    assert same(num(r[column]), regions[(t, m, p, region, statistic)]), \
+                        (name, model, m, p, column)
+                    checked += 1
+                    finite += math.isfinite(num(r[column]))
+        assert f"{name}: {n_rows} rows from 2 runs" in log
         text = (out / f"{name}.md").read_text()
         assert text.startswith("Table: ") and "early [early\\_lo, early\\_hi]" in text
         assert "\\label{tab:" + name.replace("_", "\\_") in (out / f"{name}.tex").read_text() \
             or "\\label{tab:" + name + "}" in (out / f"{name}.tex").read_text()
-    assert checked > 100
+    assert checked > 500 and finite > 400
     assert "p2_fisher: not written" in log
 
 
 def test_correlation_flips_are_graphs_rows(tables):
-    run, out, _ = tables
+    runs, out, _ = tables
+    run = runs["run"]
     model = {(r["metric"], r["param"]): num(r["value"]) for r in read(run / "graphs.csv")
              if r["layer"] == "-1" and r["head"] == "-1"}
-    rows = read(out / "p2_correlation_flips.csv")
+    rows = [r for r in read(out / "p2_correlation_flips.csv") if r["model"] == "run"]
     assert len(rows) == 4 * 7  # four partners, seven thresholds
     flips = 0
     for r in rows:
