@@ -4,10 +4,14 @@
 // adds betti, tokens token_keys), arrays diagrams/*.npy, frame.json; run.json "ref_frame" holds the
 // conventions (spec 8, 10.i-10.r).
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +19,7 @@
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/format.hpp"
 #include "sinkscope/metrics/ref_frame.hpp"
+#include "sinkscope/metrics/region_stats.hpp"
 
 namespace sinkscope::analysis {
 
@@ -223,11 +228,198 @@ double layer_mean(const RefFrameResults& r, const std::string& table, const std:
     return cnt > 0 ? acc / static_cast<double>(cnt) : std::nan("");
 }
 
+// The region and trend statistics (regions.csv; metrics/region_stats.hpp, docs/metrics.md) of
+// every per-layer (head -1) quantity of these tables.
+const std::vector<std::string>& region_tables() {
+    static const std::vector<std::string> names = {t::kGraphs,
+                                                   t::kTopology,
+                                                   t::kKl,
+                                                   t::kSpectra,
+                                                   t::kEntropy,
+                                                   t::kTokens,
+                                                   t::metric::kAttentionStats};
+    return names;
+}
+
+// The model layers `first` to `last` as the layers column shows them ("" when none).
+std::string layer_range(int64_t first, int64_t last) {
+    if (last < first) return "";
+    return first == last ? std::to_string(first)
+                         : std::to_string(first) + "-" + std::to_string(last);
+}
+
+// The layers of each region of a model of `regions.n_layers` layers.
+std::string region_layers(const LayerRegions& g, Region r) {
+    const int64_t L = g.n_layers;
+    switch (r) {
+        case Region::Early:
+            return layer_range(0, std::min(g.middle_begin, L) - 1);
+        case Region::Middle:
+            return layer_range(std::min(g.middle_begin, L), std::min(g.late_begin, L) - 1);
+        case Region::Late:
+            return layer_range(std::min(g.late_begin, L), L - 1);
+    }
+    return "";
+}
+
+LayerRegions regions_of(const RefFrameResults& r, const std::pair<int64_t, int64_t>& bounds) {
+    const int64_t L = r.config.model_layer_count(r.n_layers);
+    return bounds.first < 0 ? layer_regions_thirds(L)
+                            : layer_regions(L, bounds.first, bounds.second);
+}
+
+void add_region_rows(const RefFrameResults& r, const LayerRegions& g, double level,
+                     io::Table& out) {
+    const std::string mode = r.config.mode();
+    // (table, metric, param) -> the layers (input index, ascending) and their statistics.
+    std::map<std::tuple<std::string, std::string, std::string>,
+             std::vector<std::pair<int64_t, const RefFrameStat*>>>
+        series;
+    const auto& names = region_tables();
+    for (const auto& [k, s] : r.stats)
+        if (k.head == -1 && k.layer >= 0 &&
+            std::find(names.begin(), names.end(), k.table) != names.end())
+            series[{k.table, k.metric, k.param}].emplace_back(k.layer, &s);
+    for (const auto& [key, layers] : series) {
+        const auto& [table, metric, param] = key;
+        auto row = [&](const std::string& region, const std::string& span, const char* statistic,
+                       double value) {
+            out.add_row({r.model, r.checkpoint, table, metric, param, region, span,
+                         std::string(statistic), value, mode});
+        };
+        std::vector<int64_t> model_layers;
+        std::vector<double> values;
+        // Per region (and over all layers): each layer's one-sample t-test of its values over
+        // the inputs against 0, for Fisher's method.
+        std::array<std::vector<double>, k_regions> layer_p;
+        std::vector<double> all_p;
+        int64_t first = -1, last = -1;  // input layers of the first and last finite value
+        for (const auto& [l, s] : layers) {
+            model_layers.push_back(r.config.layer_id(l));
+            values.push_back(s->mean());
+            if (std::isfinite(s->mean())) {
+                if (first < 0) first = l;
+                last = l;
+            }
+            const double p = one_sample_t_test(s->mean(), s->m2, s->n).p;
+            layer_p[static_cast<size_t>(region_of(g, model_layers.back()))].push_back(p);
+            all_p.push_back(p);
+        }
+        const RegionSummary m = summarize_regions(model_layers, values, g, level);
+        auto describe = [&](const std::string& region, const std::string& span,
+                            const MeanInterval& mi, const OneSampleTest& t,
+                            const std::vector<double>& ps) {
+            row(region, span, "n", static_cast<double>(mi.n));
+            row(region, span, "mean", mi.mean);
+            row(region, span, "sd", mi.sd);
+            row(region, span, "ci_lo", mi.lo);
+            row(region, span, "ci_hi", mi.hi);
+            row(region, span, "t_vs_0", t.t);
+            row(region, span, "p_vs_0", t.p);
+            const FisherCombined f = fisher_combined(ps);
+            row(region, span, "fisher_k", static_cast<double>(f.k));
+            row(region, span, "fisher_chi2", f.chi2);
+            row(region, span, "fisher_p", f.p);
+        };
+        for (int k = 0; k < k_regions; ++k) {
+            const auto reg = static_cast<Region>(k);
+            describe(region_name(reg), region_layers(g, reg), m.region[size_t(k)],
+                     m.vs_zero[size_t(k)], layer_p[size_t(k)]);
+        }
+        const std::string all_span = layer_range(0, g.n_layers - 1);
+        describe("all", all_span, m.all, m.all_vs_zero, all_p);
+        row("all", all_span, "spearman_rho", m.trend.r);
+        row("all", all_span, "spearman_p", m.trend.p);
+        for (size_t k = 0; k < k_region_pairs.size(); ++k) {
+            const auto [a, b] = k_region_pairs[k];
+            const std::string region = std::string(region_name(a)) + "-" + region_name(b);
+            const std::string span = region_layers(g, a) + " vs " + region_layers(g, b);
+            row(region, span, "mean_difference", m.welch[k].mean_difference);
+            row(region, span, "welch_t", m.welch[k].t);
+            row(region, span, "welch_df", m.welch[k].df);
+            row(region, span, "welch_p", m.welch[k].p);
+        }
+        row("middle/early",
+            region_layers(g, Region::Middle) + " / " + region_layers(g, Region::Early),
+            "peak_ratio", m.peak_ratio);
+        // The fold change's test: the paired t-test over the inputs of value(last) -
+        // value(first), which is 0 in the mean exactly when the fold change of the means is 1.
+        OneSampleTest fold = one_sample_t_test(std::nan(""), std::nan(""), 0);
+        if (first >= 0 && last > first) {
+            const auto it = r.first_last.find(RefFrameKey{table, first, last, metric, param});
+            if (it != r.first_last.end())
+                fold = one_sample_t_test(it->second.mean(), it->second.m2, it->second.n);
+        }
+        const std::string span =
+            m.first_layer < 0 ? ""
+                              : std::to_string(m.first_layer) + "->" + std::to_string(m.last_layer);
+        row("first-last", span, "first_layer", static_cast<double>(m.first_layer));
+        row("first-last", span, "last_layer", static_cast<double>(m.last_layer));
+        row("first-last", span, "fold_change", m.fold_change);
+        row("first-last", span, "fold_n", static_cast<double>(fold.n));
+        row("first-last", span, "fold_mean_difference", fold.mean);
+        row("first-last", span, "fold_t", fold.t);
+        row("first-last", span, "fold_p", fold.p);
+    }
+}
+
+// run.json "regions": the boundaries and level the table used.
+nlohmann::json regions_record(const LayerRegions& g, const std::string& option, double level) {
+    nlohmann::json j;
+    j["region_bounds"] = option;
+    j["model_layers"] = g.n_layers;
+    for (int k = 0; k < k_regions; ++k)
+        j[region_name(static_cast<Region>(k))] = region_layers(g, static_cast<Region>(k));
+    j["rule"] =
+        "early: model layers < middle_begin, middle: < late_begin, late: the rest; thirds: "
+        "middle_begin = floor(L/3), late_begin = floor(2L/3)";
+    j["confidence"] = level;
+    return j;
+}
+
 }  // namespace
 
-AnalysisOutput ref_frame_output(const RefFrameResults& r, bool header) {
+std::pair<int64_t, int64_t> parse_region_bounds(const std::string& s) {
+    if (s == "thirds") return {-1, -1};
+    const auto comma = s.find(',');
+    auto number = [&s](std::string_view v) {
+        int64_t x = -1;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+        if (ec != std::errc() || end != v.data() + v.size() || x < 0)
+            throw UsageError(
+                "--region-bounds must be 'thirds' or M,N (the first model layer of "
+                "the middle and of the late region, 0 <= M <= N), got '" +
+                s + "'");
+        return x;
+    };
+    const std::string_view v(s);
+    const int64_t m = number(v.substr(0, comma == std::string::npos ? v.size() : comma));
+    if (comma == std::string::npos) number("-");  // throws: one number only
+    const int64_t n = number(v.substr(comma + 1));
+    if (m > n) number("-");
+    return {m, n};
+}
+
+namespace {
+
+// regions.csv (when the results have per-layer quantities) and run.json "regions".
+void add_regions_output(const RefFrameResults& r, const RegionSettings& settings,
+                        AnalysisOutput& out) {
+    if (r.n_layers == 0) return;
+    const LayerRegions g = regions_of(r, parse_region_bounds(settings.bounds));
+    io::Table regions(t::kRegions.columns);
+    add_region_rows(r, g, settings.level, regions);
+    if (!regions.empty()) out.tables.push_back({t::kRegions.name, std::move(regions), false});
+    out.record["regions"] = regions_record(g, settings.bounds, settings.level);
+}
+
+}  // namespace
+
+AnalysisOutput ref_frame_output(const RefFrameResults& r, bool header,
+                                const std::optional<RegionSettings>& regions) {
     AnalysisOutput out;
     ref_frame_tables(r, out);
+    if (regions) add_regions_output(r, *regions, out);
     out.record["ref_frame"] = ref_frame_conventions(r);
     out.warnings = r.warnings;
     const RefFrameConfig& c = r.config;
@@ -270,6 +462,9 @@ class RefFrame;
 struct RefFrameGroup {
     std::vector<RefFrame*> members;  // registry order
     int64_t last_input = -1;         // InputView::index the members were last given together
+    // One regions.csv for the group: each member leaves its finished results here, and the
+    // last one (registry order, the order they finish) writes the table of all of them.
+    std::map<std::string, RefFrameResults> finished;
 };
 constexpr SharedKey<RefFrameGroup> kGroup{"ref_frame"};
 
@@ -322,7 +517,24 @@ public:
     }
 
     AnalysisOutput finish(const FinishContext&) override {
-        return ref_frame_output(acc_.finish(), first_selected());
+        const AnalysisOptions& o = ctx_.options->raw;
+        const RegionSettings settings{o.value<std::string>("region_bounds"), o.confidence};
+        RefFrameResults r = acc_.finish();
+        if (!group_ || group_->members.size() == 1)
+            return ref_frame_output(r, first_selected(), settings);
+        AnalysisOutput out = ref_frame_output(r, first_selected(), std::nullopt);
+        group_->finished[which_] = std::move(r);
+        if (group_->members.back() == this) {
+            // The members' statistics are of disjoint tables over the same inputs: together
+            // they are those of one accumulator of all the analyses.
+            RefFrameResults all = group_->finished[which_];
+            for (const auto& [name, other] : group_->finished) {
+                all.stats.insert(other.stats.begin(), other.stats.end());
+                all.first_last.insert(other.first_last.begin(), other.first_last.end());
+            }
+            add_regions_output(all, settings, out);
+        }
+        return out;
     }
 
 private:

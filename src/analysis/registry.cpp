@@ -18,6 +18,7 @@ namespace sinkscope::analysis {
 std::unique_ptr<Analysis> make_compositional(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_heads(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_ref_frame(const AnalysisContext& c, const std::string& which);
+std::pair<int64_t, int64_t> parse_region_bounds(const std::string& s);  // ref_frame.cpp
 std::unique_ptr<Analysis> make_value_space(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_statistics(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_sink_eps(const AnalysisContext& c);
@@ -146,6 +147,15 @@ std::vector<OptionSpec> graphs_options() {
                            metrics::check_effective_density(o.constants.effective_density_lo,
                                                             o.constants.effective_density_hi);
                        }},
+        // Read by every reference-frame analysis (regions.csv); declared once, here.
+        extra_option<std::string>(
+            "region_bounds", "thirds",
+            "Layer regions of regions.csv: thirds (early < floor(L/3) <= middle < floor(2L/3) "
+            "<= late, model layers) or M,N (middle from model layer M, late from N)")
+            .in(kFrame)
+            .checked([](const AnalysisOptions& o, const OptionCheckContext&) {
+                parse_region_bounds(o.value<std::string>("region_bounds"));
+            }),
     };
 }
 

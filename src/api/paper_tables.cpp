@@ -18,6 +18,7 @@
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/json.hpp"
 #include "sinkscope/io/run_record.hpp"
+#include "sinkscope/metrics/region_stats.hpp"
 
 namespace sinkscope::api {
 
@@ -27,8 +28,39 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 namespace tables = analysis::tables;
 
-// The tables, in the order of the files and of tables.md / tables.tex.
-enum TableId { kReversal, kAri, kPruning, kEntropyCollapse, kRegime };
+// The tables, in the order of the files and of tables.md / tables.tex: P1's, then P2's (the
+// reference-frame paper's region tables, its correlation-flip table and value space).
+enum TableId {
+    kReversal,
+    kAri,
+    kPruning,
+    kEntropyCollapse,
+    kRegime,
+    kP2Topology,
+    kP2Spectral,
+    kP2KlReduction,
+    kP2SinkConcentration,
+    kP2Tokens,
+    kP2Fisher,
+    kP2CorrelationFlips,
+    kP2ValueSpace
+};
+
+// The columns of every P2 region table: a quantity's region means with their intervals, the
+// middle-to-early peak ratio, the early-vs-late Welch test, the trend and the fold change.
+const std::vector<std::string> kRegionColumns = {
+    "model",        "checkpoint", "metric",      "param",      "early",
+    "early_lo",     "early_hi",   "middle",      "middle_lo",  "middle_hi",
+    "late",         "late_lo",    "late_hi",     "peak_ratio", "welch_p_early_late",
+    "spearman_rho", "spearman_p", "fold_change", "fold_p"};
+const std::vector<report::TextInterval> kRegionIntervals = {{"early", "early_lo", "early_hi"},
+                                                            {"middle", "middle_lo", "middle_hi"},
+                                                            {"late", "late_lo", "late_hi"}};
+// What each region table's caption says of its columns.
+constexpr const char* kRegionCaption =
+    " by layer region (mean over the region's layers [95% t-interval] of the per-layer means; "
+    "peak ratio middle/early; Welch p early vs late; Spearman trend against the layer; fold "
+    "change last/first layer with its paired-test p).";
 
 std::vector<PaperTable> empty_tables() {
     auto make = [](std::string name, std::string caption, std::vector<std::string> columns,
@@ -71,6 +103,30 @@ std::vector<PaperTable> empty_tables() {
                      {"model", "checkpoint", "role", "statistic", "value", "lo", "hi", "predicted",
                       "outcome", "measured", "agreement"},
                      {}, "compare runs' regime.csv"));
+    auto region = [&](std::string name, const std::string& what, std::string source) {
+        t.push_back(make(std::move(name), what + kRegionCaption, kRegionColumns, kRegionIntervals,
+                         std::move(source)));
+    };
+    region("p2_topology", "Persistent homology of the attention (topology.csv)",
+           "analyze and metrics runs' regions.csv, table topology");
+    region("p2_spectral", "Singular-value spectra of the attention (spectra.csv)",
+           "analyze and metrics runs' regions.csv, table spectra");
+    region("p2_kl_reduction", "KL reduction when the sinks are removed, per sink percentile t",
+           "analyze and metrics runs' regions.csv, kl.csv's kl_reduction");
+    region("p2_sink_concentration", "Sink concentration at t = 0.8 and t = 0.95",
+           "analyze and metrics runs' regions.csv, kl.csv's sink concentration");
+    region("p2_tokens", "Token specialisation (tokens.csv)",
+           "analyze and metrics runs' regions.csv, table tokens");
+    region("p2_fisher", "Layer Fisher norms (fisher.csv; param: the Fisher kind; no fold test)",
+           "fisher runs' fisher.csv (per-layer rows)");
+    t.push_back(make("p2_correlation_flips",
+                     "Pearson r across the layers between the Fiedler value and each structure "
+                     "metric, per graph threshold, and where its sign flips.",
+                     {"model", "checkpoint", "partner", "tau", "r", "p", "sign_flip"}, {},
+                     "analyze and metrics runs' graphs.csv (r_lambda2_*, p_lambda2_*, "
+                     "sign_flip_lambda2_*)"));
+    region("p2_value_space", "Value space (value_space.csv; no fold test)",
+           "analyze runs' value_space.csv (per-layer rows)");
     return t;
 }
 
@@ -227,6 +283,146 @@ void add_regime(const RunDir& r, io::Table& out) {
                      t.text(i, "agreement")});
 }
 
+// One P2 region-table row from a quantity's statistics by (region, statistic).
+void add_region_row(const RunDir& r, const std::string& metric, const std::string& param,
+                    const std::map<std::pair<std::string, std::string>, double>& v,
+                    io::Table& out) {
+    auto at = [&v](const char* region, const char* statistic) {
+        const auto it = v.find({region, statistic});
+        return it == v.end() ? std::nan("") : it->second;
+    };
+    out.add_row({r.model, r.checkpoint, metric, param, at("early", "mean"), at("early", "ci_lo"),
+                 at("early", "ci_hi"), at("middle", "mean"), at("middle", "ci_lo"),
+                 at("middle", "ci_hi"), at("late", "mean"), at("late", "ci_lo"),
+                 at("late", "ci_hi"), at("middle/early", "peak_ratio"), at("early-late", "welch_p"),
+                 at("all", "spearman_rho"), at("all", "spearman_p"),
+                 at("first-last", "fold_change"), at("first-last", "fold_p")});
+}
+
+// regions.csv's quantities of `table` whose metric `keep` accepts (with their param), as rows.
+void add_regions(const RunDir& r, const std::string& table,
+                 bool (*keep)(const std::string& metric, const std::string& param),
+                 io::Table& out) {
+    const analysis::RunTable t(r.dir, tables::kRegions.name);
+    std::vector<std::pair<std::string, std::string>> order;
+    std::map<std::pair<std::string, std::string>,
+             std::map<std::pair<std::string, std::string>, double>>
+        stats;
+    for (size_t i = 0; i < t.size(); ++i) {
+        if (t.text(i, "table") != table) continue;
+        const std::pair<std::string, std::string> key{t.text(i, "metric"), t.text(i, "param")};
+        if (!keep(key.first, key.second)) continue;
+        if (!stats.count(key)) order.push_back(key);
+        stats[key][{t.text(i, "region"), t.text(i, "statistic")}] = t.num(i, "value");
+    }
+    for (const auto& key : order) add_region_row(r, key.first, key.second, stats[key], out);
+}
+
+bool any_quantity(const std::string&, const std::string&) {
+    return true;
+}
+void add_topology(const RunDir& r, io::Table& out) {
+    add_regions(r, tables::kTopology, any_quantity, out);
+}
+void add_spectral(const RunDir& r, io::Table& out) {
+    add_regions(r, tables::kSpectra, any_quantity, out);
+}
+void add_kl_reduction(const RunDir& r, io::Table& out) {
+    add_regions(
+        r, tables::kKl,
+        [](const std::string& m, const std::string&) { return m == tables::metric::kKlReduction; },
+        out);
+}
+void add_sink_concentration(const RunDir& r, io::Table& out) {
+    add_regions(
+        r, tables::kKl,
+        [](const std::string& m, const std::string& p) {
+            return (m == tables::metric::kSinkConcentration ||
+                    m == tables::metric::kSinkConcentrationPercent) &&
+                   (p == "0.8" || p == "0.95");
+        },
+        out);
+}
+void add_tokens(const RunDir& r, io::Table& out) {
+    add_regions(r, tables::kTokens, any_quantity, out);
+}
+
+// A long table's per-layer rows (layer >= 0, head -1) summarised by region here, with
+// metrics::summarize_regions over thirds of the layers it has (no per-input values: no fold
+// test): the Fisher norms of a fisher run, value space of an analyze run.
+void add_long_regions(const RunDir& r, const std::string& name, io::Table& out) {
+    const analysis::RunTable t(r.dir, name);
+    std::vector<std::pair<std::string, std::string>> order;
+    std::map<std::pair<std::string, std::string>, std::map<int64_t, double>> series;
+    int64_t n_layers = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+        if (t.num(i, "head") != -1 || t.num(i, "layer") < 0) continue;
+        const std::pair<std::string, std::string> key{t.text(i, "metric"), t.text(i, "convention")};
+        if (!series.count(key)) order.push_back(key);
+        const auto layer = static_cast<int64_t>(t.num(i, "layer"));
+        series[key][layer] = t.num(i, "value");
+        n_layers = std::max(n_layers, layer + 1);
+    }
+    const metrics::LayerRegions g = metrics::layer_regions_thirds(n_layers);
+    for (const auto& key : order) {
+        std::vector<int64_t> layers;
+        std::vector<double> values;
+        for (const auto& [l, v] : series[key]) layers.push_back(l), values.push_back(v);
+        const metrics::RegionSummary m = metrics::summarize_regions(layers, values, g, 0.95);
+        std::map<std::pair<std::string, std::string>, double> v;
+        for (int k = 0; k < metrics::k_regions; ++k) {
+            const char* region = metrics::region_name(static_cast<metrics::Region>(k));
+            v[{region, "mean"}] = m.region[size_t(k)].mean;
+            v[{region, "ci_lo"}] = m.region[size_t(k)].lo;
+            v[{region, "ci_hi"}] = m.region[size_t(k)].hi;
+        }
+        v[{"middle/early", "peak_ratio"}] = m.peak_ratio;
+        v[{"early-late", "welch_p"}] = m.welch[1].p;
+        v[{"all", "spearman_rho"}] = m.trend.r;
+        v[{"all", "spearman_p"}] = m.trend.p;
+        v[{"first-last", "fold_change"}] = m.fold_change;
+        add_region_row(r, key.first, key.second, v, out);
+    }
+}
+void add_fisher(const RunDir& r, io::Table& out) {
+    add_long_regions(r, tables::kFisher.name, out);
+}
+void add_value_space(const RunDir& r, io::Table& out) {
+    add_long_regions(r, tables::kValueSpace.name, out);
+}
+
+// graphs.csv's threshold correlation map: per structure metric and threshold, r and p, and the
+// threshold pair of a sign flip that ends at this threshold.
+void add_correlation_flips(const RunDir& r, io::Table& out) {
+    const analysis::RunTable t(r.dir, tables::kGraphs);
+    const std::string r_prefix = tables::metric::kFiedlerR, p_prefix = tables::metric::kFiedlerP,
+                      flip_prefix = tables::metric::kFiedlerSignFlip;
+    std::vector<std::pair<std::string, std::string>> order;  // (partner, tau)
+    std::map<std::pair<std::string, std::string>, double> rs, ps;
+    std::map<std::pair<std::string, std::string>, std::string> flips;
+    for (size_t i = 0; i < t.size(); ++i) {
+        if (t.num(i, "layer") != -1 || t.num(i, "head") != -1) continue;
+        const std::string m = t.text(i, "metric"), p = t.text(i, "param");
+        if (m.starts_with(r_prefix)) {
+            order.emplace_back(m.substr(r_prefix.size()), p);
+            rs[order.back()] = t.num(i, "value");
+        } else if (m.starts_with(p_prefix)) {
+            ps[{m.substr(p_prefix.size()), p}] = t.num(i, "value");
+        } else if (m.starts_with(flip_prefix)) {
+            const auto arrow = p.find("->");
+            if (arrow != std::string::npos)
+                flips[{m.substr(flip_prefix.size()), p.substr(arrow + 2)}] = p;
+        }
+    }
+    for (const auto& key : order) {
+        const auto p = ps.find(key);
+        const auto f = flips.find(key);
+        out.add_row({r.model, r.checkpoint, key.first, count_cell(std::stod(key.second)), rs[key],
+                     p == ps.end() ? std::nan("") : p->second,
+                     f == flips.end() ? std::string() : f->second});
+    }
+}
+
 // Adds a run's rows to `table` with `add`; when it gave any, records the run, and those of
 // `files` (what `add` reads) that the run has.
 void add_from(const RunDir& r, PaperTable& table, const std::vector<std::string>& files,
@@ -243,7 +439,7 @@ void add_from(const RunDir& r, PaperTable& table, const std::vector<std::string>
 
 std::string p1_markdown(const std::vector<PaperTable>& tables,
                         const std::vector<std::string>& runs) {
-    std::string md = "# P1 result tables\n\nWritten by `sinkscope tables` from";
+    std::string md = "# P1 and P2 result tables\n\nWritten by `sinkscope tables` from";
     for (size_t i = 0; i < runs.size(); ++i)
         md += (i ? ", " : " ") + report::markdown_escape(runs[i]);
     md += ".\n";
@@ -254,7 +450,8 @@ std::string p1_markdown(const std::vector<PaperTable>& tables,
 
 std::string p1_latex(const std::vector<PaperTable>& tables) {
     std::string tex =
-        "% P1 result tables written by `sinkscope tables`; they need \\usepackage{booktabs}.\n";
+        "% P1 and P2 result tables written by `sinkscope tables`; they need "
+        "\\usepackage{booktabs}.\n";
     for (const PaperTable& t : tables)
         if (!t.table.empty()) tex += "\n" + report::latex_table(t.table, t.format);
     return tex;
@@ -272,6 +469,16 @@ std::vector<PaperTable> collect_paper_tables(const std::vector<std::string>& run
             add_from(r, t[kReversal], {csv(tables::kReversal)}, add_reversal, run);
             add_from(r, t[kAri], {csv(tables::kAri), csv(tables::kClark2019Ari.name)}, add_ari,
                      run);
+            const std::string regions = csv(tables::kRegions.name);
+            add_from(r, t[kP2Topology], {regions}, add_topology, run);
+            add_from(r, t[kP2Spectral], {regions}, add_spectral, run);
+            add_from(r, t[kP2KlReduction], {regions}, add_kl_reduction, run);
+            add_from(r, t[kP2SinkConcentration], {regions}, add_sink_concentration, run);
+            add_from(r, t[kP2Tokens], {regions}, add_tokens, run);
+            add_from(r, t[kP2CorrelationFlips], {csv(tables::kGraphs)}, add_correlation_flips, run);
+            add_from(r, t[kP2ValueSpace], {csv(tables::kValueSpace.name)}, add_value_space, run);
+        } else if (r.subcommand == "fisher") {
+            add_from(r, t[kP2Fisher], {csv(tables::kFisher.name)}, add_fisher, run);
         } else if (r.subcommand == "prune") {
             add_from(r, t[kPruning], {csv(tables::kPrune.name), csv(tables::kPruneRandom.name)},
                      add_pruning, run);
@@ -283,8 +490,8 @@ std::vector<PaperTable> collect_paper_tables(const std::vector<std::string>& run
         } else {
             run.skipped = true;
             input.warnings.push_back(given + " is a '" + printable(r.subcommand, 40) +
-                                     "' run; tables reads analyze, metrics, prune, dynamics and "
-                                     "compare runs: skipped");
+                                     "' run; tables reads analyze, metrics, prune, dynamics, "
+                                     "compare and fisher runs: skipped");
         }
         input.runs.push_back(std::move(run));
     }
@@ -306,8 +513,8 @@ void run_tables_command(const PaperTablesOptions& o, std::ostream& log) {
     for (const auto& w : input.warnings) std::cerr << "sinkscope: warning: " << w << "\n";
     if (std::all_of(t.begin(), t.end(), [](const PaperTable& x) { return x.table.empty(); }))
         throw UsageError(
-            "tables: none of the runs given holds a row of P1's tables (they come "
-            "from analyze, metrics, prune, dynamics and compare runs)");
+            "tables: none of the runs given holds a row of P1's or P2's tables (they come "
+            "from analyze, metrics, prune, dynamics, compare and fisher runs)");
 
     io::RunRecord record(o.command_line, 1);  // reads and writes tables on one thread
     OutputDir out(o.out, o.overwrite);

@@ -384,16 +384,31 @@ void RefFrameAccumulator::apply(const AttentionInput& in,
         state_.frame.resize(n_layers, c.mid_late_begin(n_layers));
     }
     state_.any_causal = state_.any_causal || in.masking == Masking::Causal;
+    // This input's first and last finite value of each head-average metric: (layer, value).
+    std::map<RefFrameKey, std::pair<std::pair<int64_t, double>, std::pair<int64_t, double>>> ends;
     for (int64_t l = 0; l < n_layers; ++l) {
         const auto& out = outputs[static_cast<size_t>(l)];
         for (const auto& kv : out.values) {
             if (!owns(kv.first.table)) continue;
             state_.stats[kv.first].add(kv.second);
             if (per_input) per_input->push_back(kv);
+            if (kv.first.head != -1 || kv.first.layer < 0 || !std::isfinite(kv.second)) continue;
+            RefFrameKey k = kv.first;
+            k.layer = -1;
+            const auto [it, fresh] = ends.try_emplace(k);
+            if (fresh) it->second.first = {kv.first.layer, kv.second};
+            it->second.second = {kv.first.layer, kv.second};
         }
         for (const auto& key : out.skipped)
             if (owns(key.table)) state_.stats[key].skip();
         for (const ref_frame::Member* m : run) m->apply(out, l, input_id, state_);
+    }
+    for (const auto& [key, e] : ends) {
+        if (e.first.first == e.second.first) continue;
+        RefFrameKey k = key;
+        k.layer = e.first.first;
+        k.head = e.second.first;
+        state_.first_last[k].add(e.second.second - e.first.second);
     }
     ++state_.n_inputs;
 }
@@ -407,6 +422,7 @@ void RefFrameAccumulator::merge(const RefFrameAccumulator& other) {
         SS_CHECK(o.n_layers == state_.n_layers && o.n_heads == state_.n_heads,
                  "merging reference-frame results of different shapes");
     for (const auto& [k, s] : o.stats) state_.stats[k].merge(s);
+    for (const auto& [k, s] : o.first_last) state_.first_last[k].merge(s);
     for (const ref_frame::Member* m : ref_frame::members()) m->merge(o, state_.n_inputs, state_);
     state_.n_layers = o.n_layers;
     state_.n_heads = o.n_heads;
@@ -428,9 +444,10 @@ void fields(FieldIo& io, RefFrameDiagram& d) {
 
 // The group's fields, then each member's in member order, then the warnings.
 void RefFrameAccumulator::visit_state(FieldIo& io, RefFrameResults& s) const {
-    // "+members": each member's state in its own file since then, in member order; "+anchors":
-    // the frame member's anchors by position and token (its signatures).
-    io.tag("p2_accumulator+members+anchors");
+    // "+members": each member's state in its own file since then, in member order;
+    // "+first_last": RefFrameResults::first_last after the stats; "+anchors": the frame member's
+    // anchors per head by place and token (its signatures).
+    io.tag("p2_accumulator+members+first_last+anchors");
     // The accumulator is rebuilt from the same options before load(); these guard against a
     // state written under other section 8 semantics.
     bool compat = s.config.compat, per_head = s.config.per_head, kl_all_rows = s.config.kl_all_rows;
@@ -441,6 +458,7 @@ void RefFrameAccumulator::visit_state(FieldIo& io, RefFrameResults& s) const {
         io.reader().fail("reference-frame state was written with other options");
     io(s.n_inputs), io(s.n_layers), io(s.n_heads), io(s.any_causal);
     io(s.stats);
+    io(s.first_last);
     for (const ref_frame::Member* m : ref_frame::members()) m->visit_state(io, s);
     io(s.warnings);
 }

@@ -44,7 +44,8 @@ TEST(Glossary, EverySchemaColumnIsDefined) {
           &t::kSinks,        &t::kSinkByPosition, &t::kTokenKeys,  &t::kBootstrap,
           &t::kCorrelations, &t::kPairedTests,    &t::kFisher,     &t::kFisherTensors,
           &t::kPrune,        &t::kPruneRandom,    &t::kPruneOrder, &t::kTrajectory,
-          &t::kEntropySplit, &t::kFrameTypes,     &t::kGroups,     &t::kGroupTests})
+          &t::kEntropySplit, &t::kFrameTypes,     &t::kGroups,     &t::kGroupTests,
+          &t::kRegions})
         for (const std::string& c : s->columns)
             EXPECT_TRUE(defined(glossary, c)) << s->name << ".csv column " << c;
     for (const auto* list : {&t::kRefFrameColumns, &t::kPerInputColumns})

@@ -458,7 +458,9 @@ TEST(CliTables, EveryTableFromItsSources) {
     }
     // One console line per table written.
     for (const std::string& n : names) EXPECT_NE(r.out.find(n + ": "), std::string::npos) << r.out;
-    EXPECT_EQ(r.out.find("not written"), std::string::npos) << r.out;
+    // P1's all written; P2's have no source here (regions.csv, graphs.csv, fisher runs).
+    for (const std::string& n : names)
+        EXPECT_EQ(r.out.find(n + ": not written"), std::string::npos) << r.out;
 
     const json rec = testutil::read_json(out / "run.json");
     EXPECT_EQ(rec["subcommand"], "tables");
@@ -475,7 +477,7 @@ TEST(CliTables, EveryTableFromItsSources) {
 TEST(CliTables, TableWithoutSourcesIsNotWritten) {
     testutil::ScratchDir tmp;
     fake_prune_run(tmp / "p");
-    write_run(tmp / "f", {{"subcommand", "fisher"}});
+    write_run(tmp / "f", {{"subcommand", "train"}});
     const fs::path out = tmp / "tables";
     const auto r =
         run_cli({"tables", (tmp / "p").string(), (tmp / "f").string(), "--out", out.string()});
@@ -488,12 +490,12 @@ TEST(CliTables, TableWithoutSourcesIsNotWritten) {
         EXPECT_EQ(read_file(out / "tables.md").find(n), std::string::npos) << n;
     }
     EXPECT_NE(r.out.find("p1_pruning: 3 rows"), std::string::npos) << r.out;
-    EXPECT_NE(r.err.find("warning: " + (tmp / "f").string() + " is a 'fisher' run"),
+    EXPECT_NE(r.err.find("warning: " + (tmp / "f").string() + " is a 'train' run"),
               std::string::npos)
         << r.err;
     const json rec = testutil::read_json(out / "run.json");
     EXPECT_TRUE(rec["runs"][1]["skipped"].get<bool>());
-    EXPECT_EQ(rec["not_written"].size(), 4u);
+    EXPECT_EQ(rec["not_written"].size(), 4u + 8u);  // P1's four, P2's eight
 
     // Nothing to write: refused (usage), no folder.
     const auto none = run_cli({"tables", (tmp / "f").string(), "--out", (tmp / "t2").string()});

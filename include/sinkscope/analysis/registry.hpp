@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -236,9 +237,17 @@ const AnalysisInfo& find_analysis(const std::string& name);  // UsageError listi
 // relative paths under `dir`, creating subfolders as needed.
 void write_output(const AnalysisOutput& output, const std::filesystem::path& dir);
 
+// How regions.csv groups the layers and the level of its intervals: the options
+// --region-bounds ("thirds" or "M,N") and --confidence.
+struct RegionSettings {
+    std::string bounds = "thirds";
+    double level = 0.95;
+};
 // The outputs of finished results, for callers that drive the metrics accumulators themselves
-// (ref_frame.cpp, heads.cpp). `header`: the "reference-frame analyses (...)" summary line.
-AnalysisOutput ref_frame_output(const metrics::RefFrameResults& results, bool header = true);
+// (ref_frame.cpp, heads.cpp). `header`: the "reference-frame analyses (...)" summary line;
+// `regions`: also regions.csv of the results' per-layer quantities (and run.json "regions").
+AnalysisOutput ref_frame_output(const metrics::RefFrameResults& results, bool header = true,
+                                const std::optional<RegionSettings>& regions = RegionSettings{});
 AnalysisOutput head_analyses_output(const metrics::HeadAnalysisResults& results);
 
 }  // namespace sinkscope::analysis

@@ -68,6 +68,12 @@ inline const TableSchema kFrameSignatures{
     "frame_signatures",
     {"model", "checkpoint", "signature", "measured", "value", "reading", "prediction",
      "centralized", "distributed", "bidirectional"}};
+// regions.csv: per quantity (source table, metric, param) of the reference-frame tables, a
+// statistic of a region of layers (early, middle, late, all, a pair "early-middle", a ratio
+// "middle/early", "first-last"); `layers` the model layers it covers (docs/metrics.md).
+inline const TableSchema kRegions{metrics::ref_frame_names::kRegions,
+                                  {"model", "checkpoint", "table", "metric", "param", "region",
+                                   "layers", "statistic", "value", "convention"}};
 
 // Head-level analyses (spec 3, 4, 7).
 inline constexpr const char* kReversal = "reversal";

@@ -1,7 +1,9 @@
 // `sinkscope tables`: the compositional paper's (P1) result tables from finished run directories
 // (analyze, metrics, prune, dynamics, compare): reversal rates with intervals, ARI with and
 // without the sink, the pruning table with its random baseline, the entropy-collapse split and
-// the regime predictor's verdicts; each as CSV, Markdown and LaTeX. Reads run.json and the CSV
+// the regime predictor's verdicts; and the reference-frame paper's (P2) from analyze, metrics
+// and fisher runs: region tables (regions.csv, docs/metrics.md) and the Fiedler correlation
+// flips (graphs.csv); each as CSV, Markdown and LaTeX. Reads run.json and the CSV
 // tables only: no model, no torch.
 #pragma once
 
@@ -43,9 +45,11 @@ struct PaperTablesInput {
     std::vector<std::string> warnings;
 };
 
-// The five tables in their order (p1_reversal, p1_ari, p1_pruning, p1_entropy_collapse,
-// p1_regime), empty ones included, from the runs; throws InputError naming the file on a
-// missing run directory, one without run.json, a damaged run.json or CSV.
+// The tables in their order (p1_reversal, p1_ari, p1_pruning, p1_entropy_collapse,
+// p1_regime; p2_topology, p2_spectral, p2_kl_reduction, p2_sink_concentration, p2_tokens,
+// p2_fisher, p2_correlation_flips, p2_value_space), empty ones included, from the runs; throws
+// InputError naming the file on a missing run directory, one without run.json, a damaged run.json
+// or CSV.
 std::vector<PaperTable> collect_paper_tables(const std::vector<std::string>& runs,
                                              PaperTablesInput& input);
 

@@ -196,6 +196,11 @@ struct RefFrameResults {
     int64_t n_heads = 0;
     bool any_causal = false;
     std::map<RefFrameKey, RefFrameStat> stats;
+    // For the first-to-last fold-change test of the region statistics (region_stats.hpp): per
+    // head-average (head -1) metric, over the inputs, each input's value at its last layer minus
+    // its value at its first layer (the layers where the input has a finite value of it; the
+    // key's layer is that first input layer and its head that last one; the rest as in `stats`).
+    std::map<RefFrameKey, RefFrameStat> first_last;
     // (layer, head) -> top-key (token string, or position when no strings) -> inputs
     std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> top_keys;
     // (layer, head) -> top-key -> ordinal of the first input where it was the top key (compat

@@ -15,6 +15,9 @@ inline constexpr const char* kSpectra = "spectra";
 inline constexpr const char* kEntropy = "entropy";
 inline constexpr const char* kTokens = "tokens";
 inline constexpr const char* kAttentionStats = "attention_stats";
+// The region and trend statistics of every per-layer (head -1) quantity of the tables above
+// but betti (region_stats.hpp; written by the analysis layer, src/analysis/ref_frame.cpp).
+inline constexpr const char* kRegions = "regions";
 
 // graphs (spec 10.i): per threshold.
 inline constexpr const char* kDensity = "density";
