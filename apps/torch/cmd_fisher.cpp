@@ -29,6 +29,11 @@ sinkscope::cli::Registrar registrar("fisher", 21, [](CLI::App& app) {
                     "empirical: the data's labels; true: labels drawn from the model's own "
                     "predictions with --seed (the only kind for images, which have no labels)")
         ->capture_default_str();
+    // The same text as analyze's --compat: here it adds the notebook's grouping of the tensors
+    // by name (fisher.csv rows of convention ruscio2025).
+    cmd->add_option("--compat", o->compat,
+                    "Semantics: empty (principled, default) or ruscio2025 (the released "
+                    "notebooks of the reference-frame paper, quirks included)");
     sinkscope::cli::add_samples_option(cmd, o->samples);
     cmd->add_option("--draws", o->draws,
                     "--kind true: label draws per sample (their squared gradients are averaged)")

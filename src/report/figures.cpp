@@ -645,8 +645,9 @@ void frames_section(const fs::path& dir, ReportContent& c) {
     if (fs::exists(table_file(dir, t::kValueSpace.name))) {
         json v = table_rows(table_file(dir, t::kValueSpace.name));
         json pts = select(v, [](const json& r) {
-            return is(r, "metric", m::kRelativeMagnitude) ||
-                   is(r, "metric", "directional_influence");
+            return (is(r, "metric", m::kRelativeMagnitude) ||
+                    is(r, "metric", "directional_influence")) &&
+                   num(r, "head") < 0;  // the layer's value; value-space heads have rows too
         });
         attach_intervals(dir, t::kValueSpace.name, pts, "convention");
         for (auto& r : pts) r["series"] = str(r, "metric") + " (" + str(r, "convention") + ")";

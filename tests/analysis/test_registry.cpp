@@ -39,6 +39,24 @@ metrics::AttentionInput input(uint64_t seed) {
     return testutil::random_input(seed, kL, kH, kT, Masking::Causal, true);
 }
 
+// Queries and keys of input `seed` ([L] x [H, T, d_head = 4], entries in [-1, 1) from a fixed
+// linear congruential sequence) for the analyses that read them (sink geometry).
+ModelVectors queries_keys(uint64_t seed) {
+    ModelVectors v;
+    v.d_head = 4;
+    uint64_t x = seed * 2654435761u + 1;
+    auto next = [&x] {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        return double(x >> 11) / double(uint64_t{1} << 53) * 2 - 1;
+    };
+    for (auto* side : {&v.queries, &v.keys})
+        for (int64_t l = 0; l < kL; ++l) {
+            side->emplace_back(size_t(kH * kT * v.d_head));
+            for (double& e : side->back()) e = next();
+        }
+    return v;
+}
+
 // Feeds inputs [begin, end) to `a` (with the pipeline's sink resolution and per-input values;
 // an analysis that reads per-input values also gets those of compositional, graphs and kl).
 void feed(Analysis& a, const AnalysisContext& ctx, uint64_t begin, uint64_t end,
@@ -47,10 +65,12 @@ void feed(Analysis& a, const AnalysisContext& ctx, uint64_t begin, uint64_t end,
     for (uint64_t s = begin; s < end; ++s) {
         const auto in = input(s);
         const auto sinks = metrics::resolve_sinks(in, o.head.sink);
+        const ModelVectors qk = queries_keys(s);
         InputView v;
         v.index = first_index + int64_t(s - begin);
         v.attention = &in;
         v.sinks = &sinks;
+        v.vectors = &qk;
         PerInputValues values;
         a.add(v, &values);
         if (reads_values)
@@ -97,15 +117,18 @@ protected:
 
 // Every headline of the analysis' row (the statistics analysis' bootstrap and groups read them)
 // names a per-input value the analysis reports, at the level the headline says (per head, or a
-// layer's head average). Value space needs hidden states, which the synthetic inputs lack.
+// layer's head average). Value space needs hidden states, which the synthetic inputs lack (they
+// have queries and keys).
 TEST_P(EveryAnalysis, HeadlinesNameValuesItReports) {
     if (info.needs.hidden_states) GTEST_SKIP() << "needs hidden states";
     auto a = info.make(ctx);
     const auto in = input(0);
     const auto sinks = metrics::resolve_sinks(in, o.head.sink);
+    const ModelVectors qk = queries_keys(0);
     InputView v;
     v.attention = &in;
     v.sinks = &sinks;
+    v.vectors = &qk;
     PerInputValues values;
     a->add(v, &values);
     for (const Headline& h : info.headlines) {

@@ -231,8 +231,7 @@ def test_b7_correlations_per_input_and_mean(runs, mode):
                     continue  # a sign set by rounding: only |r_k| is comparable
                 assert float(row["value"]) == pytest.approx(value, abs=tol), (mode, s, l, metric)
             checked_pca += not math.isnan(pca_abs)
-        t = rows_by_key([r for r in table if r["layer"] == str(l) and r["head"] == "-1"],
-                        ("metric",))
+        t = {r["metric"]: r for r in table if r["layer"] == str(l) and r["head"] == "-1"}
         for metric, values in sums.items():
             mean = float(t[metric]["value"])
             if not values:

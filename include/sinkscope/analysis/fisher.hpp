@@ -70,10 +70,15 @@ public:
     void load_state(const nlohmann::json& j, const std::string& origin);
 
     // Means over the samples; `model_name` fills the tables' model column.
-    FisherTables finish(const model::ModelConfig& c, const std::string& model_name,
-                        FisherKind kind) const;
+    // `notebook`: also the released notebook's grouping (metrics/fisher_notebook.hpp), rows of
+    // convention "ruscio2025".
+    FisherTables finish(const model::ModelConfig& c, const std::string& model_name, FisherKind kind,
+                        bool notebook = false) const;
 
 private:
+    void notebook_rows(const model::ModelConfig& c, const std::string& model_name,
+                       FisherTables& out) const;
+
     std::vector<FisherTensor> tensors_;
     std::vector<double> sum_;                 // per tensor: sum over samples of ||g||^2
     std::vector<std::vector<double>> heads_;  // per tensor with head blocks: the same per block

@@ -197,6 +197,12 @@ inline constexpr const char* kFisherLayerTotal = "fisher_total";
 inline constexpr const char* kFisherModelTotal = "fisher_model_total";
 inline constexpr const char* kAttentionShare = "attention_share";
 inline constexpr const char* kFisherHead = "fisher_head";
+// fisher --compat ruscio2025 (convention ruscio2025): the notebook's name-based grouping.
+inline constexpr const char* kFisherNotebookLayer = "fisher_layer_by_name";
+inline constexpr const char* kFisherNotebookAttention = "fisher_attention_by_name";
+inline constexpr const char* kFisherNotebookMlp = "fisher_mlp_by_name";
+inline constexpr const char* kFisherNotebookEmbedding = "fisher_embedding_by_name";
+inline constexpr const char* kAttentionShareNotebook = "attention_share_by_name";
 }  // namespace metric
 
 }  // namespace sinkscope::analysis::tables

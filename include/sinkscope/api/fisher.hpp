@@ -18,8 +18,10 @@ struct FisherCommandOptions {
     std::string data;                  // text (decoders, encoders) or images (ViT)
     std::string text_column = "text";  // CSV column
     std::string kind = "empirical";    // empirical | true
-    int64_t samples = 0;               // N samples of the data (0: all)
-    int64_t draws = 1;                 // --kind true: label draws per sample
+    // "ruscio2025": also the released notebook's name-based grouping (analysis/fisher.hpp)
+    std::string compat;
+    int64_t samples = 0;  // N samples of the data (0: all)
+    int64_t draws = 1;    // --kind true: label draws per sample
     // Label draws and encoders' masks (unset: analysis::FisherOptions' seed); set, `samples` are
     // also a random subset drawn with it.
     std::optional<uint64_t> seed;

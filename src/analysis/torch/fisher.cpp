@@ -11,6 +11,7 @@
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/random.hpp"
+#include "sinkscope/metrics/fisher_notebook.hpp"
 #include "sinkscope/model/gradients.hpp"
 #include "sinkscope/model/registry.hpp"
 
@@ -185,8 +186,29 @@ void FisherAccumulator::load_state(const nlohmann::json& j, const std::string& o
     }
 }
 
+// The released notebook's grouping (PAPERS.md B.8) by the tensors' checkpoint names: per layer
+// k its "layers.<k>." tensors, the rest as layer -1 ("other"), and the model's attention, mlp and
+// embedding groups and attention share; convention "ruscio2025".
+void FisherAccumulator::notebook_rows(const model::ModelConfig& c, const std::string& model_name,
+                                      FisherTables& out) const {
+    namespace mt = tables::metric;
+    std::vector<std::pair<std::string, double>> named;
+    for (size_t i = 0; i < tensors_.size(); ++i)
+        named.emplace_back(tensors_[i].name, sum_[i] / double(n_));
+    const metrics::NotebookFisher nb = metrics::notebook_fisher(named, c.n_layers);
+    const std::string conv = "ruscio2025";
+    for (const auto& [k, f] : nb.layers)
+        io::add_long_row(out.fisher, model_name, "", k, -1, mt::kFisherNotebookLayer, conv, f);
+    io::add_long_row(out.fisher, model_name, "", -1, -1, mt::kFisherNotebookLayer, conv, nb.other);
+    for (const auto& [metric, v] : {std::pair{mt::kFisherNotebookAttention, nb.attention},
+                                    std::pair{mt::kFisherNotebookMlp, nb.mlp},
+                                    std::pair{mt::kFisherNotebookEmbedding, nb.embedding},
+                                    std::pair{mt::kAttentionShareNotebook, nb.attention_share()}})
+        io::add_long_row(out.fisher, model_name, "", -1, -1, metric, conv, v);
+}
+
 FisherTables FisherAccumulator::finish(const model::ModelConfig& c, const std::string& model_name,
-                                       FisherKind kind) const {
+                                       FisherKind kind, bool notebook) const {
     SS_CHECK(n_ > 0, "Fisher tables of no sample");
     namespace t = tables;
     namespace mt = tables::metric;
@@ -257,6 +279,7 @@ FisherTables FisherAccumulator::finish(const model::ModelConfig& c, const std::s
             }
             io::add_long_row(out.fisher, model_name, "", l, h, mt::kFisherHead, conv, sum);
         }
+    if (notebook) notebook_rows(c, model_name, out);
     return out;
 }
 

@@ -24,6 +24,7 @@
 #include "sinkscope/io/json.hpp"
 #include "sinkscope/io/run_record.hpp"
 #include "sinkscope/io/table.hpp"
+#include "sinkscope/metrics/ref_frame.hpp"
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/objective.hpp"
 #include "sinkscope/report/report.hpp"
@@ -127,6 +128,7 @@ void FisherRun::check() {
     if (o_.data.empty()) throw UsageError("--data is required");
     if (o_.out.empty()) throw UsageError("--out is required");
     fo_.kind = analysis::parse_fisher_kind(o_.kind);
+    metrics::check_compat(o_.compat);
     if (o_.draws < 1 || o_.draws > 10000) throw UsageError("--draws must be between 1 and 10000");
     if (o_.draws != 1 && fo_.kind != analysis::FisherKind::True)
         throw UsageError(
@@ -261,7 +263,8 @@ bool FisherRun::merge_shards() {
 // The tables, run.json and the report, committed; the console summary.
 std::string FisherRun::write() {
     const std::string model_name = fs::absolute(o_.m.model).filename().string();
-    const analysis::FisherTables tables = acc_->finish(m_->config(), model_name, fo_.kind);
+    const analysis::FisherTables tables =
+        acc_->finish(m_->config(), model_name, fo_.kind, o_.compat == "ruscio2025");
     fs::remove(state_path_);
     tables.fisher.write(out_->staging(), analysis::tables::kFisher.name);
     tables.tensors.write(out_->staging(), analysis::tables::kFisherTensors.name);
@@ -292,9 +295,13 @@ void FisherRun::record(nlohmann::json& rec, const analysis::FisherTables& tables
     rec["device"] = o_.m.device;
     rec["dtype"] = o_.m.dtype;
     rec["bos_policy"] = tokenizer::bos_policy_name(start_.bos);
-    rec["options"] = {
-        {"kind", o_.kind},           {"draws", o_.draws},           {"seed", fo_.seed},
-        {"mask_rate", o_.mask_rate}, {"max_tokens", o_.max_tokens}, {"samples", o_.samples}};
+    rec["options"] = {{"kind", o_.kind},
+                      {"draws", o_.draws},
+                      {"seed", fo_.seed},
+                      {"mask_rate", o_.mask_rate},
+                      {"max_tokens", o_.max_tokens},
+                      {"samples", o_.samples},
+                      {"compat", o_.compat.empty() ? "principled" : o_.compat}};
     rec["data"] = {{"path", o_.data},
                    {"samples_requested", o_.samples},  // 0: every sample
                    {"n_samples", inputs_->size()},

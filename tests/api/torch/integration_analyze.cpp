@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "../../model/forward_bound.hpp"
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/table.hpp"
@@ -31,13 +33,14 @@ std::string slurp(const fs::path& p) {
 
 // The tables every full analyze run writes (besides run.json and report.html).
 const std::vector<std::string> kTables = {
-    "heads.csv",        "distances.csv",    "dispersion.csv",
-    "sinks.csv",        "reversal.csv",     "clusters.csv",
-    "ari.csv",          "regime.csv",       "silhouette.csv",
-    "graphs.csv",       "topology.csv",     "betti.csv",
-    "kl.csv",           "spectra.csv",      "entropy.csv",
-    "tokens.csv",       "token_keys.csv",   "value_space.csv",
-    "correlations.csv", "paired_tests.csv", "sink_by_position.csv"};
+    "heads.csv",        "distances.csv",     "dispersion.csv",
+    "sinks.csv",        "reversal.csv",      "clusters.csv",
+    "ari.csv",          "regime.csv",        "silhouette.csv",
+    "graphs.csv",       "topology.csv",      "betti.csv",
+    "kl.csv",           "spectra.csv",       "entropy.csv",
+    "tokens.csv",       "token_keys.csv",    "value_space.csv",
+    "correlations.csv", "paired_tests.csv",  "sink_by_position.csv",
+    "regions.csv",      "sink_geometry.csv", "frame_signatures.csv"};
 
 }  // namespace
 
@@ -60,6 +63,13 @@ TEST(Analyze, TinyStoriesStemSentences) {
     EXPECT_TRUE(fs::exists(out / "frame.json"));
     EXPECT_TRUE(fs::exists(out / "run.json"));
     EXPECT_FALSE(fs::exists(tmp / "run.partial"));
+    // The trained model's BOS sink reads centralized from its signatures (docs/metrics.md
+    // "Reference-frame type"; 15 of 16 heads specialised, 14 of them on the BOS token), where
+    // the rule alone (82% of the anchors at the first position < 90%) says distributed.
+    const auto frame = nlohmann::json::parse(slurp(out / "frame.json"));
+    EXPECT_EQ(frame["verdict"], "centralized") << frame.dump(1);
+    EXPECT_EQ(frame["rule_verdict"], "distributed");
+    EXPECT_GE(frame["signature_verdict"]["margin"].get<double>(), 0.2);
 
     auto dA = io::read_npy(out / "distances/dA.npy").to_f64();
     auto dp = io::read_npy(out / "distances/dA_perp.npy").to_f64();
