@@ -1346,8 +1346,7 @@ TEST(BadInput, Options) {
         {"--analyses nope", analyze({"--analyses", "nope"}), 2,
          "--analyses: unknown analysis 'nope' (known: all, compositional, heads, failure_geometry, "
          "clark2019, graphs, topology, kl, spectra, entropy, tokens, frame, attention_stats, "
-         "value, "
-         "sink_eps, entropy_rows, statistics)"},
+         "value, sink_geometry, sink_eps, entropy_rows, statistics)"},
         {"--compat other", analyze({"--compat", "other"}), 2,
          "--compat: unknown mode 'other' (known: ruscio2025)"},
         {"--symmetrize min", analyze({"--symmetrize", "min"}), 2,
