@@ -13,39 +13,6 @@
 using namespace sinkscope::metrics;
 
 namespace {
-// Every head of layer l puts `mass` on key anchor(l) and spreads the rest uniformly.
-AttentionInput anchored(int64_t n_layers, int64_t n_heads, int64_t n, Masking masking,
-                        const std::function<int64_t(int64_t)>& anchor, double mass = 0.8) {
-    AttentionInput in;
-    in.n_layers = n_layers;
-    in.n_heads = n_heads;
-    in.n_tokens = in.length = n;
-    in.masking = masking;
-    in.pattern.assign(static_cast<size_t>(n_layers * n_heads * n * n), 0.0);
-    for (int64_t l = 0; l < n_layers; ++l)
-        for (int64_t h = 0; h < n_heads; ++h)
-            for (int64_t i = 0; i < n; ++i) {
-                double* r = in.pattern.data() + in.offset(l, h, i);
-                const int64_t kb = in.key_begin(i), ke = in.key_end(i);
-                const int64_t a = anchor(l);
-                const bool sees = a >= kb && a < ke;
-                const double rest = sees ? 1 - mass : 1.0;
-                for (int64_t j = kb; j < ke; ++j) r[j] = rest / static_cast<double>(ke - kb);
-                if (sees) r[a] += mass;
-            }
-    return in;
-}
-RefFrameOptions frame_only() {
-    RefFrameOptions o;
-    o.analyses = "tokens,frame";
-    return o;
-}
-// The rule of spec 10.n (--frame-verdict rule).
-RefFrameOptions rule_only() {
-    RefFrameOptions o = frame_only();
-    o.constants.frame_verdict = "rule";
-    return o;
-}
 // Every head of layer l puts mass m on key k for each (k, m) of refs(l) (k = -1: the last
 // position; rows that cannot see k spread it with the rest) and the rest uniformly.
 using Refs = std::vector<std::pair<int64_t, double>>;
@@ -71,6 +38,24 @@ AttentionInput layered(int64_t n_layers, int64_t n_heads, int64_t n, Masking mas
                 for (int64_t j = kb; j < ke; ++j) r[j] += rest / static_cast<double>(ke - kb);
             }
     return in;
+}
+// Every head of layer l puts `mass` on key anchor(l) and spreads the rest uniformly.
+AttentionInput anchored(int64_t n_layers, int64_t n_heads, int64_t n, Masking masking,
+                        const std::function<int64_t(int64_t)>& anchor, double mass = 0.8) {
+    return layered(n_layers, n_heads, n, masking, [&](int64_t l) {
+        return Refs{{anchor(l), mass}};
+    });
+}
+RefFrameOptions frame_only() {
+    RefFrameOptions o;
+    o.analyses = "tokens,frame";
+    return o;
+}
+// The rule of spec 10.n (--frame-verdict rule).
+RefFrameOptions rule_only() {
+    RefFrameOptions o = frame_only();
+    o.constants.frame_verdict = "rule";
+    return o;
 }
 FrameReading reading(const RefFrameResults& r) {
     return r.frame_reading;
