@@ -181,7 +181,8 @@ std::vector<std::string> specialised(
 FrameSignature concentration(const char* name, const char* what,
                              const std::vector<std::string>& keys, const FrameSignatureRule& rule,
                              std::array<double, 3> high, const char* high_words) {
-    FrameSignature s{.name = name};
+    FrameSignature s;
+    s.name = name;
     s.prediction = std::string(">= ") + short_number(rule.concentrated) + ": " + high_words +
                    "; below: distributed or bidirectional";
     s.value = std::numeric_limits<double>::quiet_NaN();
@@ -245,7 +246,8 @@ FrameReading read_frame_signatures(const FrameEvidence& e, const FrameSignatureR
     // token strings): most of them in a centralized or bidirectional frame, few where the anchor
     // moves from input to input (a model without BOS whose first word varies).
     {
-        FrameSignature s{.name = "specialised_heads"};
+        FrameSignature s;
+        s.name = "specialised_heads";
         const auto& per_head = tokens ? e.head_tokens : e.head_places;
         const auto keys = specialised(per_head, e, rule);
         s.prediction = "> " + short_number(k_frame_specialised_majority) +
@@ -276,7 +278,8 @@ FrameReading read_frame_signatures(const FrameEvidence& e, const FrameSignatureR
                                          among(true, true, false), "centralized or distributed"));
     // 4. Mean reference count of the middle and late layers (the paper: 1.0006 / 1.23 / 1.58).
     {
-        FrameSignature s{.name = "reference_count"};
+        FrameSignature s;
+        s.name = "reference_count";
         const auto& p = rule.reference_counts;
         s.value = e.mean_reference_count();
         s.measured = std::isfinite(s.value);
@@ -288,7 +291,8 @@ FrameReading read_frame_signatures(const FrameEvidence& e, const FrameSignatureR
     }
     // 5. A layer-wise switch of the anchor between the first and the last position.
     {
-        FrameSignature s{.name = "layer_switch"};
+        FrameSignature s;
+        s.name = "layer_switch";
         const auto modal_classes = e.modal_classes();
         const bool first =
             std::count(modal_classes.begin(), modal_classes.end(), PositionClass::First) > 0;
@@ -307,7 +311,8 @@ FrameReading read_frame_signatures(const FrameEvidence& e, const FrameSignatureR
     // 6. The KL reduction's profile over depth (the paper: consistently negative / three-phase /
     // U-shaped for centralized / distributed / bidirectional).
     {
-        FrameSignature s{.name = "kl_profile"};
+        FrameSignature s;
+        s.name = "kl_profile";
         const std::string profile = depth_profile(kl_reduction);
         s.prediction =
             "centralized: consistently negative; distributed: three-phase; "

@@ -478,7 +478,6 @@ void AnalyzeRun::open_output() {
 // input order, state saved every --checkpoint-every inputs.
 void AnalyzeRun::stream() {
     const int64_t shard = end_ - first_;
-    const auto& cfg = m_->config();
     Progress bar("analyze", shard, start_.progress);
     pipeline_->set_progress(bar.stage_reporter());
     for (int64_t n = first_; n < first_ + n_done_; ++n) tokens_ += inputs_->n_tokens(size_t(n));
