@@ -281,7 +281,10 @@ void add_region_rows(const RefFrameResults& r, const LayerRegions& g, double lev
             std::find(names.begin(), names.end(), k.table) != names.end())
             series[{k.table, k.metric, k.param}].emplace_back(k.layer, &s);
     for (const auto& [key, layers] : series) {
-        const auto& [table, metric, param] = key;
+        // Named references: clang before 16 cannot capture structured bindings in a lambda.
+        const std::string& table = std::get<0>(key);
+        const std::string& metric = std::get<1>(key);
+        const std::string& param = std::get<2>(key);
         auto row = [&](const std::string& region, const std::string& span, const char* statistic,
                        double value) {
             out.add_row({r.model, r.checkpoint, table, metric, param, region, span,
