@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <numeric>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 
 namespace sinkscope::metrics {
 
@@ -152,12 +152,6 @@ std::pair<std::string, double> modal(const std::map<std::string, int64_t>& count
     return {key, total > 0 ? static_cast<double>(best) / static_cast<double>(total) : 0.0};
 }
 
-std::string short_number(double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.4g", v);
-    return b;
-}
-
 // Weights 1/k on each of the k types marked.
 std::array<double, 3> among(bool c, bool d, bool b) {
     const double k = (c ? 1 : 0) + (d ? 1 : 0) + (b ? 1 : 0);
@@ -183,7 +177,7 @@ FrameSignature concentration(const char* name, const char* what,
                              std::array<double, 3> high, const char* high_words) {
     FrameSignature s;
     s.name = name;
-    s.prediction = std::string(">= ") + short_number(rule.concentrated) + ": " + high_words +
+    s.prediction = std::string(">= ") + console_number(rule.concentrated) + ": " + high_words +
                    "; below: distributed or bidirectional";
     s.value = std::numeric_limits<double>::quiet_NaN();
     if (keys.empty()) {
@@ -195,7 +189,7 @@ FrameSignature concentration(const char* name, const char* what,
     const auto [key, share] = modal(counts);
     s.value = share;
     s.measured = true;
-    s.reading = short_number(share) + " of " + std::to_string(keys.size()) +
+    s.reading = console_number(share) + " of " + std::to_string(keys.size()) +
                 " specialised heads on " + what + " " + key;
     s.weight = share >= rule.concentrated ? high : among(false, true, true);
     return s;
@@ -250,13 +244,13 @@ FrameReading read_frame_signatures(const FrameEvidence& e, const FrameSignatureR
         s.name = "specialised_heads";
         const auto& per_head = tokens ? e.head_tokens : e.head_places;
         const auto keys = specialised(per_head, e, rule);
-        s.prediction = "> " + short_number(k_frame_specialised_majority) +
+        s.prediction = "> " + console_number(k_frame_specialised_majority) +
                        ": centralized or bidirectional; at most: distributed";
         s.value = std::numeric_limits<double>::quiet_NaN();
         s.measured = e.n_inputs >= rule.specialised_min_inputs && !per_head.empty();
         if (s.measured) {
             s.value = static_cast<double>(keys.size()) / static_cast<double>(per_head.size());
-            s.reading = short_number(s.value) + " of " + std::to_string(per_head.size()) +
+            s.reading = console_number(s.value) + " of " + std::to_string(per_head.size()) +
                         " middle/late heads specialised (by " + (tokens ? "token" : "place") + ")";
             s.weight = s.value > k_frame_specialised_majority ? among(true, false, true)
                                                               : among(false, true, false);
@@ -283,9 +277,10 @@ FrameReading read_frame_signatures(const FrameEvidence& e, const FrameSignatureR
         const auto& p = rule.reference_counts;
         s.value = e.mean_reference_count();
         s.measured = std::isfinite(s.value);
-        s.prediction = "centralized " + short_number(p[0]) + ", distributed " + short_number(p[1]) +
-                       ", bidirectional " + short_number(p[2]) + "; between two: split by distance";
-        s.reading = s.measured ? "mean " + short_number(s.value) : "no middle or late layer";
+        s.prediction = "centralized " + console_number(p[0]) + ", distributed " +
+                       console_number(p[1]) + ", bidirectional " + console_number(p[2]) +
+                       "; between two: split by distance";
+        s.reading = s.measured ? "mean " + console_number(s.value) : "no middle or late layer";
         if (s.measured) s.weight = reference_count_weights(s.value, p);
         r.signatures.push_back(s);
     }
