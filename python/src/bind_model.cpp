@@ -1,8 +1,13 @@
 // model module: a loaded checkpoint with TransformerLens-style access (to_tokens, to_string,
 // run_with_cache keyed by hook names, head ablation) and its perplexity. Captured float32 CPU
 // tensors are handed to numpy without a copy: the array keeps the tensor alive.
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
+
+#include <memory>
+#include <optional>
+#include <set>
 
 #include <ATen/ATen.h>
 
@@ -49,6 +54,44 @@ model::HeadMask head_mask(const model::Model& m, const std::string& heads) {
     for (const auto& [layer, head] : api::parse_head_list(heads, c.n_layers, c.n_heads))
         mask.ablate(layer, head);
     return mask;
+}
+
+// Token ids or a padding mask from numpy: int64 [batch, pos] (a copy; the forward owns it).
+at::Tensor ids_tensor(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& a,
+                      const char* what) {
+    if (a.ndim() != 2)
+        throw UsageError(std::string(what) + " must be [batch, pos], got rank " +
+                         std::to_string(a.ndim()));
+    return at::from_blob(const_cast<int64_t*>(a.data()), {a.shape(0), a.shape(1)}, at::kLong)
+        .clone();
+}
+
+// An editing hook written in Python (model.py wraps the user's function): called with the
+// activation as a numpy array (sharing the tensor's memory when it is float32 / float64 on the
+// CPU and contiguous), its name and layer; returns None (go on with the array handed out, edited
+// in place or not) or a C-contiguous float32 / float64 array of the same shape.
+model::HookFn python_hook(py::function fn) {
+    // The function is released with the GIL held, whichever thread drops the last copy.
+    std::shared_ptr<py::function> held(new py::function(std::move(fn)), [](py::function* f) {
+        py::gil_scoped_acquire gil;
+        delete f;
+    });
+    return [held](const at::Tensor& t, const model::HookSite& site) -> at::Tensor {
+        py::gil_scoped_acquire gil;
+        py::array given = to_numpy(t);
+        py::object out = (*held)(given, site.name, site.layer);
+        py::array edited = out.is_none() ? given : py::array(out);
+        if (edited.data() == t.data_ptr()) return t;  // the activation itself, edited in place
+        at::ScalarType type = at::kDouble;
+        if (edited.dtype().is(py::dtype::of<float>()))
+            type = at::kFloat;
+        else if (!edited.dtype().is(py::dtype::of<double>()))
+            edited = py::array_t<double, py::array::c_style | py::array::forcecast>(edited);
+        if (!(edited.flags() & py::array::c_style))
+            edited = py::array::ensure(edited, py::array::c_style);
+        std::vector<int64_t> shape(edited.shape(), edited.shape() + edited.ndim());
+        return at::from_blob(edited.mutable_data(), shape, type).clone();
+    };
 }
 
 py::dict config_dict(const model::ModelConfig& c) {
@@ -109,24 +152,40 @@ void bind_model(py::module_& m) {
             },
             py::arg("ids"))
         .def(
-            "run_with_cache",
-            [](const PyModel& p, const std::vector<int32_t>& ids,
-               const std::vector<std::string>& patterns, const std::string& heads) {
-                const model::CaptureSpec spec(patterns);
+            "run",
+            [](const PyModel& p,
+               const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& ids,
+               const std::optional<py::array_t<int64_t, py::array::c_style | py::array::forcecast>>&
+                   attention_mask,
+               const std::vector<std::string>& patterns, const std::string& heads,
+               const std::vector<std::pair<std::vector<std::string>, py::function>>& hooks) {
+                model::ModelInput input;
+                input.ids = ids_tensor(ids, "tokens");
+                if (attention_mask)
+                    input.attention_mask = ids_tensor(*attention_mask, "attention_mask");
+                model::CaptureSpec spec(patterns);
+                for (const auto& [names, fn] : hooks) {
+                    std::set<std::string> at(names.begin(), names.end());
+                    spec.edit([at](const std::string& n) { return at.count(n) > 0; },
+                              python_hook(fn));
+                }
                 model::ForwardResult r;
                 {
                     py::gil_scoped_release release;
                     const model::HeadMask mask =
                         heads.empty() ? model::HeadMask() : head_mask(p.model, heads);
-                    r = p.model.forward(ids, spec, heads.empty() ? nullptr : &mask);
+                    r = p.model.forward(input, spec, heads.empty() ? nullptr : &mask);
                 }
                 py::dict cache;
                 for (const auto& [name, t] : r.captured) cache[py::str(name)] = to_numpy(t);
                 return py::make_tuple(to_numpy(r.logits), cache);
             },
-            py::arg("ids"), py::arg("patterns"), py::arg("head_mask") = "",
-            "(logits [1, T, vocab], {hook name: array [1, ...]}) of one sequence; hooks "
-            "selected by glob patterns")
+            py::arg("ids"), py::arg("attention_mask"), py::arg("patterns"),
+            py::arg("head_mask") = "",
+            py::arg("hooks") = std::vector<std::pair<std::vector<std::string>, py::function>>(),
+            "(logits [batch, T, vocab], {hook name: array}) of token ids [batch, T] (right "
+            "padding with attention_mask); hooks kept by glob patterns, edited by "
+            "[(hook names, fn(array, name, layer))]")
         .def(
             "perplexity",
             [](const PyModel& p, const std::vector<std::vector<int32_t>>& samples,

@@ -95,6 +95,7 @@ at::Tensor attend_functional(const at::Tensor& q, const at::Tensor& kh, const at
                              at::ScalarType dtype, HookRecorder& hooks, double softcap) {
     const int64_t T = q.size(1);
     if (!hooks.wants(HookPoint::AttnScores, layer) && !hooks.wants(HookPoint::Pattern, layer) &&
+        !hooks.edits(HookPoint::AttnScores, layer) && !hooks.edits(HookPoint::Pattern, layer) &&
         T > kQueryBlock) {
         std::vector<at::Tensor> parts;
         for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
@@ -114,10 +115,10 @@ at::Tensor attend_functional(const at::Tensor& q, const at::Tensor& kh, const at
     at::Tensor scores =
         soft_capped(at::matmul(q.transpose(1, 2), kh.transpose(-2, -1)) * scale, softcap);
     if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
-    hooks.keep(HookPoint::AttnScores, layer, scores);
+    scores = hooks.keep(HookPoint::AttnScores, layer, scores);
     // [batch, n_heads, query, key]; softmax in f32, masked entries exactly 0
-    const at::Tensor pattern = at::softmax(scores, -1, accum_type(dtype)).to(dtype);
-    hooks.keep(HookPoint::Pattern, layer, pattern);
+    const at::Tensor pattern =
+        hooks.keep(HookPoint::Pattern, layer, at::softmax(scores, -1, accum_type(dtype)).to(dtype));
     return at::matmul(pattern, vh).transpose(1, 2).contiguous();
 }
 
@@ -134,33 +135,58 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
     const at::ScalarType acc = accum_type(dtype);
     const bool keep_scores = hooks.wants(HookPoint::AttnScores, layer);
     const bool keep_pattern = hooks.wants(HookPoint::Pattern, layer);
+    // Editing hooks on the scores or the pattern (hooks.hpp) read and replace the whole square:
+    // the blocks then run in phases (every block's scores, the hook, every block's pattern, the
+    // hook, every block's z) with the same operations on the same values as the one-pass form,
+    // so a hook returning what it was given changes nothing.
+    const bool edit_scores = hooks.edits(HookPoint::AttnScores, layer);
+    const bool edit_pattern = hooks.edits(HookPoint::Pattern, layer);
+    const bool phased = edit_scores || edit_pattern;
+    const bool full_scores = keep_scores || edit_scores;
+    const bool full_pattern = keep_pattern || phased;
     // The scale inside the product: multiplying q by a power of two is exact (it only moves the
     // exponent), so (q s) . k = s (q . k) bit for bit; any other scale is GEMM's alpha, which
     // scales each accumulated dot product once, as (q . k) * s does.
     int exponent = 0;
     const bool pow2_scale = std::frexp(scale, &exponent) == 0.5;
     at::Tensor qh = q.transpose(1, 2).contiguous();  // [batch, n_heads, pos, d_head]
+    // (one position or one head: contiguous() hands q itself out, which mul_ must not change)
+    if (qh.data_ptr() == q.data_ptr()) qh = qh.clone();
     if (pow2_scale && scale != 1.0) qh.mul_(scale);
     const at::Tensor q3 = qh.view({BH, T, dh});
     const at::Tensor k3 = kh.contiguous().view({BH, T, dh});  // [batch * n_heads, key, d_head]
     const at::Tensor v3 = vh.contiguous().view({BH, T, dh});
-    // Captured outputs, written block by block: [batch, n_heads, query, key]
-    const at::Tensor scores_all =
-        keep_scores ? hooks.capture_buffer({B, H, T, T}, opt) : at::Tensor();
-    const at::Tensor pattern_all =
-        keep_pattern ? hooks.capture_buffer({B, H, T, T}, opt) : at::Tensor();
+    // Captured (or edited) squares, written block by block: [batch, n_heads, query, key]
+    at::Tensor scores_all = full_scores ? hooks.capture_buffer({B, H, T, T}, opt) : at::Tensor();
+    at::Tensor pattern_all = full_pattern ? hooks.capture_buffer({B, H, T, T}, opt) : at::Tensor();
     at::Tensor z = at::empty({B, T, H, dh}, opt);  // [batch, pos, n_heads, d_head]
     const at::Tensor& hidden = am.hidden;
     const bool row_mask = hidden.defined() && hidden.dim() >= 2 && hidden.size(-2) == T;
-    for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
-        const int64_t n = std::min(kQueryBlock, T - i0);
-        // Keys the block sees: causal, [i0 + n - window, i0 + n); else all.
-        const int64_t ke = am.causal ? i0 + n : T;
-        const int64_t kb =
-            am.causal && am.window > 0 ? std::max<int64_t>(0, i0 - am.window + 1) : 0;
-        const int64_t nk = ke - kb;
-        // [batch * n_heads, n, nk] scores of the block, scaled (view of scores_all or scratch)
-        at::Tensor s3 = keep_scores ? scores_all.view({BH, T, T}).narrow(1, i0, n).narrow(2, kb, nk)
+    // Keys block [i0, i0 + n) sees: causal, [i0 + n - window, i0 + n); else all.
+    struct Keys {
+        int64_t kb = 0, ke = 0;
+    };
+    const auto visible = [&](int64_t i0, int64_t n) {
+        Keys r;
+        r.ke = am.causal ? i0 + n : T;
+        r.kb = am.causal && am.window > 0 ? std::max<int64_t>(0, i0 - am.window + 1) : 0;
+        return r;
+    };
+    // After an edit: the block's keys, or every key when the edited square holds something other
+    // than `outside` (-inf scores, 0 weights) outside them.
+    const auto edited_keys = [&](const at::Tensor& square, int64_t i0, int64_t n, double outside) {
+        const Keys r = visible(i0, n);
+        const at::Tensor rows = square.narrow(2, i0, n);
+        const auto other = [&](int64_t k0, int64_t k1) {
+            return k1 > k0 && !rows.narrow(3, k0, k1 - k0).eq(outside).all().item<bool>();
+        };
+        return other(0, r.kb) || other(r.ke, T) ? Keys{0, T} : r;
+    };
+    // [batch * n_heads, n, nk] scores of block i0 against keys r, scaled and masked (a view of
+    // scores_all or scratch); the keys it cannot see get -inf in scores_all.
+    const auto block_scores = [&](int64_t i0, int64_t n, Keys r) {
+        const int64_t kb = r.kb, ke = r.ke, nk = ke - kb;
+        at::Tensor s3 = full_scores ? scores_all.view({BH, T, T}).narrow(1, i0, n).narrow(2, kb, nk)
                                     : hooks.scratch(0, {BH, n, nk}, opt);
         const at::Tensor qb = q3.narrow(1, i0, n), kbT = k3.narrow(1, kb, nk).transpose(1, 2);
         if (pow2_scale) {
@@ -183,8 +209,16 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
                 s4.masked_fill_(hb, -kInf);
             }
         }
-        // [batch * n_heads, n, nk] pattern of the block (view of pattern_all or scratch)
-        at::Tensor p3 = keep_pattern
+        if (full_scores)
+            for (const auto& [k0, k1] : {std::pair<int64_t, int64_t>{0, kb}, {ke, T}})
+                if (k1 > k0) scores_all.narrow(2, i0, n).narrow(3, k0, k1 - k0).fill_(-kInf);
+        return s3;
+    };
+    // [batch * n_heads, n, nk] pattern of block i0 from its scores s3 (a view of pattern_all or
+    // scratch); the keys it cannot see get 0 in pattern_all.
+    const auto block_pattern = [&](const at::Tensor& s3, int64_t i0, int64_t n, Keys r) {
+        const int64_t kb = r.kb, ke = r.ke, nk = ke - kb;
+        at::Tensor p3 = full_pattern
                             ? pattern_all.view({BH, T, T}).narrow(1, i0, n).narrow(2, kb, nk)
                             : hooks.scratch(1, {BH, n, nk}, opt);
         if (dtype == acc) {
@@ -192,18 +226,56 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
         } else {
             p3.copy_(at::softmax(s3, -1, acc));  // softmax in f32, then the compute dtype
         }
-        // Keys the block cannot see: -inf scores, 0 weights, in the captured squares.
-        for (const auto& [k0, k1] : {std::pair<int64_t, int64_t>{0, kb}, {ke, T}}) {
-            if (k1 <= k0) continue;
-            if (keep_scores) scores_all.narrow(2, i0, n).narrow(3, k0, k1 - k0).fill_(-kInf);
-            if (keep_pattern) pattern_all.narrow(2, i0, n).narrow(3, k0, k1 - k0).zero_();
-        }
+        if (full_pattern)
+            for (const auto& [k0, k1] : {std::pair<int64_t, int64_t>{0, kb}, {ke, T}})
+                if (k1 > k0) pattern_all.narrow(2, i0, n).narrow(3, k0, k1 - k0).zero_();
+        return p3;
+    };
+    // z rows [i0, i0 + n) from the block's pattern p3 over keys r.
+    const auto block_z = [&](const at::Tensor& p3, int64_t i0, int64_t n, Keys r) {
         at::Tensor zb = hooks.scratch(2, {BH, n, dh}, opt);  // [batch * n_heads, n, d_head]
-        at::bmm_out(zb, p3, v3.narrow(1, kb, nk));
+        at::bmm_out(zb, p3, v3.narrow(1, r.kb, r.ke - r.kb));
         z.narrow(1, i0, n).copy_(zb.view({B, H, n, dh}).transpose(1, 2));
+    };
+    const auto pattern_view = [&](int64_t i0, int64_t n, Keys r) {
+        return pattern_all.view({BH, T, T}).narrow(1, i0, n).narrow(2, r.kb, r.ke - r.kb);
+    };
+    if (!phased) {
+        for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
+            const int64_t n = std::min(kQueryBlock, T - i0);
+            const Keys r = visible(i0, n);
+            block_z(block_pattern(block_scores(i0, n, r), i0, n, r), i0, n, r);
+        }
+        if (keep_scores) scores_all = hooks.keep(HookPoint::AttnScores, layer, scores_all);
+        if (keep_pattern) pattern_all = hooks.keep(HookPoint::Pattern, layer, pattern_all);
+        return z;
     }
-    if (keep_scores) hooks.keep(HookPoint::AttnScores, layer, scores_all);
-    if (keep_pattern) hooks.keep(HookPoint::Pattern, layer, pattern_all);
+    if (edit_scores) {
+        for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
+            const int64_t n = std::min(kQueryBlock, T - i0);
+            block_scores(i0, n, visible(i0, n));
+        }
+        scores_all = hooks.keep(HookPoint::AttnScores, layer, scores_all);
+        for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
+            const int64_t n = std::min(kQueryBlock, T - i0);
+            const Keys r = edited_keys(scores_all, i0, n, -kInf);
+            block_pattern(scores_all.view({BH, T, T}).narrow(1, i0, n).narrow(2, r.kb, r.ke - r.kb),
+                          i0, n, r);
+        }
+    } else {
+        for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
+            const int64_t n = std::min(kQueryBlock, T - i0);
+            const Keys r = visible(i0, n);
+            block_pattern(block_scores(i0, n, r), i0, n, r);
+        }
+        if (keep_scores) scores_all = hooks.keep(HookPoint::AttnScores, layer, scores_all);
+    }
+    pattern_all = hooks.keep(HookPoint::Pattern, layer, pattern_all);
+    for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
+        const int64_t n = std::min(kQueryBlock, T - i0);
+        const Keys r = edited_keys(pattern_all, i0, n, 0.0);
+        block_z(pattern_view(i0, n, r), i0, n, r);
+    }
     return z;
 }
 
@@ -230,8 +302,7 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     mask->z_mean[layer][head].to(z.device(), dtype).view({1, 1, dh}).expand_as(zh));
         }
     }
-    hooks.keep(HookPoint::Z, layer, z);
-    return z;
+    return hooks.keep(HookPoint::Z, layer, z);
 }
 
 }  // namespace sinkscope::model::detail

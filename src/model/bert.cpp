@@ -177,21 +177,21 @@ ForwardResult BertFamily::forward(const ModelInput& input, const CaptureSpec& ca
         // Pass 1: embeddings in HF's order, (word + token_type) + position, then LayerNorm.
         x = word_.rows(ids) + at::embedding(type_, types);  // [b, pos, d_model]
         x = x + at::embedding(pos_, position_ids(ids));
-        hooks.keep(HookPoint::Embed, -1, x);
+        x = hooks.keep(HookPoint::Embed, -1, x);
         x = embed_norm_(x);
     }
     const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
 
     for (int64_t l = stage.begin; l < stage.end; ++l) {
         const LayerWeights& w = layers_[static_cast<size_t>(l)];
-        hooks.keep(HookPoint::ResidPre, l, x);
+        x = hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: bidirectional self-attention on the block input (post-LN: no norm before).
         x = w.attn_norm(x + detail::self_attention(x, w.attn, c_, nullptr, hidden, scale, l, mask,
                                                    dtype_, hooks));
-        hooks.keep(HookPoint::ResidMid, l, x);
+        x = hooks.keep(HookPoint::ResidMid, l, x);
         // Pass 3: MLP, then the output LayerNorm.
         x = w.ffn_norm(x + w.mlp(x));
-        hooks.keep(HookPoint::ResidPost, l, x);
+        x = hooks.keep(HookPoint::ResidPost, l, x);
     }
     if (!stage.ends_model()) return detail::Stage::hand_over(std::move(result), x);
     // Pass 4: MLM head: dense -> activation -> LayerNorm -> tied decoder + bias. Without a head

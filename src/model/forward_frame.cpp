@@ -34,6 +34,29 @@ at::Tensor checked_ids(const ModelInput& input, int64_t d_vocab, const at::Devic
     return ids;
 }
 
+void check_right_padding(const at::Tensor& attention_mask, int64_t batch, int64_t n_tokens) {
+    if (!attention_mask.defined()) return;
+    if (attention_mask.dim() != 2 || attention_mask.size(0) != batch ||
+        attention_mask.size(1) != n_tokens)
+        throw UsageError("the padding mask must be [batch, pos] = [" + std::to_string(batch) +
+                         ", " + std::to_string(n_tokens) + "]");
+    const at::Tensor m = attention_mask.to(at::kCPU, at::kLong).contiguous();  // [batch, pos]
+    const int64_t* p = m.data_ptr<int64_t>();
+    for (int64_t b = 0; b < batch; ++b) {
+        const int64_t* row = p + b * n_tokens;
+        int64_t real = 0;
+        while (real < n_tokens && row[real] == 1) ++real;
+        for (int64_t t = real; t < n_tokens; ++t)
+            if (row[t] != 0)
+                throw UsageError("padding mask row " + std::to_string(b) +
+                                 ": a causal model takes right padding (1 for each real token, "
+                                 "then 0 for each pad), got " +
+                                 std::to_string(row[t]) + " at position " + std::to_string(t));
+        if (real == 0)
+            throw UsageError("padding mask row " + std::to_string(b) + " has no real token");
+    }
+}
+
 void check_head_mask(const HeadMask* mask, const ModelConfig& c) {
     if (!mask) return;
     SS_CHECK(mask->n_layers == c.n_layers && mask->n_heads == c.n_heads, "head mask shape");
@@ -52,7 +75,7 @@ DecoderFrame::DecoderFrame(const ModelInput& input, const CaptureSpec& capture,
       want_logits(capture.wants_logits()),
       hooks(capture, result) {
     check_head_mask(mask, c);
-    SS_CHECK(!input.attention_mask.defined(), "padding masks are not supported by causal models");
+    check_right_padding(input.attention_mask, ids.size(0), n_tokens);
     if (rot_dim > 0) rope = rope_tables(n_tokens, rot_dim, c, dtype, device);
     hidden = AttentionMask(causal_mask(n_tokens, c.window, device), true, c.window);
     if (c.window > 0 && !c.window_layers.empty()) {
@@ -94,8 +117,7 @@ const AttentionMask& DecoderFrame::mask_of(int64_t layer) const {
     return hidden_full;
 }
 
-ForwardResult DecoderFrame::finish(const at::Tensor& x_final, const at::Tensor& logits) {
-    hooks.keep(HookPoint::FinalNorm, -1, x_final);
+ForwardResult DecoderFrame::finish(const at::Tensor& logits) {
     if (logits.defined()) result.logits = logits.to(accum_type(logits.scalar_type()));
     return std::move(result);
 }

@@ -18,6 +18,12 @@ namespace sinkscope::model::detail {
 // [0, d_vocab) or the input is empty.
 at::Tensor checked_ids(const ModelInput& input, int64_t d_vocab, const at::Device& device);
 
+// Causal decoders take right padding (model.hpp ModelInput::attention_mask): each row 1 for its
+// real tokens, then 0 for its pads, at least one real token; UsageError otherwise. A real token
+// never sees a later position, so its activations equal those of the sequence alone; what the
+// pads' positions hold is not defined.
+void check_right_padding(const at::Tensor& attention_mask, int64_t batch, int64_t n_tokens);
+
 // InternalError unless `mask` (may be null) matches [n_layers, n_heads] and, for mean ablation,
 // carries z_mean [n_layers, n_heads, d_head].
 void check_head_mask(const HeadMask* mask, const ModelConfig& c);
@@ -53,9 +59,14 @@ struct DecoderFrame {
     DecoderFrame(const DecoderFrame&) = delete;
     DecoderFrame& operator=(const DecoderFrame&) = delete;
 
-    // Records x_final [batch, pos, d_model] as hook_ln_final.hook_normalized and the logits
-    // [batch, pos, d_vocab] in f32 (undefined: not wanted); hands the result out.
-    ForwardResult finish(const at::Tensor& x_final, const at::Tensor& logits);
+    // x_final [batch, pos, d_model] through ln_final.hook_normalized (kept, edited): what the
+    // unembedding reads.
+    at::Tensor final_norm(const at::Tensor& x_final) {
+        return hooks.keep(HookPoint::FinalNorm, -1, x_final);
+    }
+    // Records the logits [batch, pos, d_vocab] in f32 (undefined: not wanted); hands the result
+    // out.
+    ForwardResult finish(const at::Tensor& logits);
     // A stage ending early (!stage.ends_model()): hands out its stream x.
     ForwardResult hand_over(const at::Tensor& x) { return Stage::hand_over(std::move(result), x); }
     // The RoPE tables, or null when the family has learned positions (rot_dim 0).

@@ -122,40 +122,40 @@ ForwardResult Gemma2Family::forward(const ModelInput& input, const CaptureSpec& 
         x = embed_.rows(f.ids) *
             at::scalar_tensor(std::sqrt(static_cast<double>(c_.d_model)),
                               at::TensorOptions().dtype(dtype_).device(device_));
-        hooks.keep(HookPoint::Embed, -1, x);
+        x = hooks.keep(HookPoint::Embed, -1, x);
     }
 
     for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const Gemma2Layer& w = layers_[static_cast<size_t>(l)];
-        hooks.keep(HookPoint::ResidPre, l, x);
+        x = hooks.keep(HookPoint::ResidPre, l, x);
         const at::Tensor h = rms_norm(x, w.input_norm);  // [batch, pos, d_model]
-        const at::Tensor q = detail::linear(h, w.wq).view({B, T, H, dh});
-        const at::Tensor k = detail::linear(h, w.wk).view({B, T, Hkv, dh});
-        const at::Tensor v = detail::linear(h, w.wv).view({B, T, Hkv, dh});
-        hooks.keep(HookPoint::Q, l, q);
-        hooks.keep(HookPoint::K, l, k);
-        hooks.keep(HookPoint::V, l, v);
-        const at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
-        hooks.keep(HookPoint::RotQ, l, rq);
-        hooks.keep(HookPoint::RotK, l, rk);
+        at::Tensor q = detail::linear(h, w.wq).view({B, T, H, dh});
+        at::Tensor k = detail::linear(h, w.wk).view({B, T, Hkv, dh});
+        at::Tensor v = detail::linear(h, w.wv).view({B, T, Hkv, dh});
+        q = hooks.keep(HookPoint::Q, l, q);
+        k = hooks.keep(HookPoint::K, l, k);
+        v = hooks.keep(HookPoint::V, l, v);
+        at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
+        rq = hooks.keep(HookPoint::RotQ, l, rq);
+        rk = hooks.keep(HookPoint::RotK, l, rk);
         const at::Tensor z = detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_,
                                             hooks, c_.attn_softcap);
         x = x + rms_norm(detail::linear(z.view({B, T, H * dh}), w.wo), w.post_attn_norm);
-        hooks.keep(HookPoint::ResidMid, l, x);
+        x = hooks.keep(HookPoint::ResidMid, l, x);
         const at::Tensor h2 = rms_norm(x, w.pre_ffn_norm);
         const at::Tensor gate =
             at::gelu(detail::linear(h2, w.w_gate), "tanh");  // [batch, pos, d_mlp]
         x = x +
             rms_norm(detail::linear(gate * detail::linear(h2, w.w_up), w.w_down), w.post_ffn_norm);
-        hooks.keep(HookPoint::ResidPost, l, x);
+        x = hooks.keep(HookPoint::ResidPost, l, x);
     }
     if (!f.stage.ends_model()) return f.hand_over(x);
-    const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
-    if (!f.want_logits) return f.finish(x_final, at::Tensor());
+    const at::Tensor x_final = f.final_norm(rms_norm(x, out_norm_));  // [batch, pos, d_model]
+    if (!f.want_logits) return f.finish(at::Tensor());
     at::Tensor logits =
         detail::linear(x_final, w_out_).to(detail::accum_type(dtype_));  // [batch, pos, d_vocab]
     if (c_.final_softcap > 0) logits = at::tanh(logits / c_.final_softcap) * c_.final_softcap;
-    return f.finish(x_final, logits);
+    return f.finish(logits);
 }
 
 }  // namespace

@@ -98,23 +98,23 @@ ForwardResult Gpt2Family::forward(const ModelInput& input, const CaptureSpec& ca
     at::Tensor x = f.stage.residual;  // [batch, pos, d_model]
     if (f.stage.embeds()) {
         x = wte_.rows(f.ids) + wpe_.narrow(0, 0, T);
-        f.hooks.keep(HookPoint::Embed, -1, x);
+        x = f.hooks.keep(HookPoint::Embed, -1, x);
     }
 
     for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const Gpt2Layer& w = layers_[static_cast<size_t>(l)];
-        f.hooks.keep(HookPoint::ResidPre, l, x);
+        x = f.hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: x + attn(ln_1(x)), then x + mlp(ln_2(x)) (sequential pre-LN residual).
         x = x + detail::self_attention(w.ln_1(x), w.attn, c_, nullptr, f.hidden, f.scale, l, mask,
                                        dtype_, f.hooks);
-        f.hooks.keep(HookPoint::ResidMid, l, x);
+        x = f.hooks.keep(HookPoint::ResidMid, l, x);
         x = x + w.mlp(w.ln_2(x));
-        f.hooks.keep(HookPoint::ResidPost, l, x);
+        x = f.hooks.keep(HookPoint::ResidPost, l, x);
     }
     if (!f.stage.ends_model()) return f.hand_over(x);
     // Pass 3: ln_f and the (tied) unembedding; logits in f32.
-    const at::Tensor x_final = ln_f_(x);  // [batch, pos, d_model]
-    return f.finish(x_final, f.want_logits ? out_(x_final) : at::Tensor());
+    const at::Tensor x_final = f.final_norm(ln_f_(x));  // [batch, pos, d_model]
+    return f.finish(f.want_logits ? out_(x_final) : at::Tensor());
 }
 
 }  // namespace

@@ -103,26 +103,26 @@ ForwardResult GptNeoxFamily::forward(const ModelInput& input, const CaptureSpec&
     at::Tensor x = f.stage.residual;  // [batch, pos, d_model]
     if (f.stage.embeds()) {
         x = embed_in_.rows(f.ids);
-        f.hooks.keep(HookPoint::Embed, -1, x);
+        x = f.hooks.keep(HookPoint::Embed, -1, x);
     }
 
     for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const NeoxLayer& w = layers_[static_cast<size_t>(l)];
-        f.hooks.keep(HookPoint::ResidPre, l, x);
+        x = f.hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: attention on input_layernorm(x) with partial RoPE.
         const at::Tensor attn =
             detail::self_attention(w.input_layernorm(x), w.attn, c_, f.rope_or_null(), f.hidden,
                                    f.scale, l, mask, dtype_, f.hooks);
         // Pass 3: MLP on post_attention_layernorm of x (parallel) or of x + attn (sequential).
-        const at::Tensor mid = x + attn;  // [batch, pos, d_model]
-        f.hooks.keep(HookPoint::ResidMid, l, mid);
+        at::Tensor mid = x + attn;  // [batch, pos, d_model]
+        mid = f.hooks.keep(HookPoint::ResidMid, l, mid);
         x = mid + w.mlp(w.post_attention_layernorm(c_.parallel_residual ? x : mid));
-        f.hooks.keep(HookPoint::ResidPost, l, x);
+        x = f.hooks.keep(HookPoint::ResidPost, l, x);
     }
     if (!f.stage.ends_model()) return f.hand_over(x);
     // Pass 4: final_layer_norm and embed_out; logits in f32.
-    const at::Tensor x_final = final_layer_norm_(x);  // [batch, pos, d_model]
-    return f.finish(x_final, f.want_logits ? embed_out_(x_final) : at::Tensor());
+    const at::Tensor x_final = f.final_norm(final_layer_norm_(x));  // [batch, pos, d_model]
+    return f.finish(f.want_logits ? embed_out_(x_final) : at::Tensor());
 }
 
 }  // namespace

@@ -22,14 +22,20 @@
 
 namespace sinkscope::model::detail {
 
-void HookRecorder::keep(HookPoint point, int64_t layer, const at::Tensor& t) {
-    if (capture_.empty()) return;
+at::Tensor HookRecorder::keep(HookPoint point, int64_t layer, const at::Tensor& t) {
+    if (capture_.empty() && !capture_.has_edits()) return t;
     std::string n = hook_name(point, layer);
-    if (capture_.wants(n)) result_.captured.emplace(std::move(n), t);
+    const at::Tensor out = capture_.has_edits() ? capture_.apply_edits(t, {n, point, layer}) : t;
+    if (!capture_.empty() && capture_.wants(n)) result_.captured.emplace(std::move(n), out);
+    return out;
 }
 
 bool HookRecorder::wants(HookPoint point, int64_t layer) const {
     return !capture_.empty() && capture_.wants(hook_name(point, layer));
+}
+
+bool HookRecorder::edits(HookPoint point, int64_t layer) const {
+    return capture_.has_edits() && capture_.edits(hook_name(point, layer));
 }
 
 at::Tensor HookRecorder::scratch(int slot, at::IntArrayRef sizes,

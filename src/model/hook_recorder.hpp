@@ -21,7 +21,7 @@ inline at::ScalarType accum_type(at::ScalarType dtype) {
 // instead of running under c10::InferenceMode (model/gradients.hpp).
 bool gradients_recorded();
 
-// Keeps the hooks a CaptureSpec selects in a ForwardResult.
+// Keeps the hooks a CaptureSpec selects in a ForwardResult and runs its editing hooks.
 // Also holds the scratch buffers attend() reuses across the query blocks and layers of the one
 // forward the recorder belongs to, so a block's temporaries are not fresh pages every time.
 class HookRecorder {
@@ -31,8 +31,13 @@ public:
     ~HookRecorder();  // the pool keeps only the buffers this forward took (model.hpp)
     HookRecorder(const HookRecorder&) = delete;
     HookRecorder& operator=(const HookRecorder&) = delete;
-    void keep(HookPoint point, int64_t layer, const at::Tensor& t);
+    // The activation `t` at a hook point after the CaptureSpec's editing hooks (t itself when
+    // none replaced it), kept in the result when the spec selects the hook. The forward goes on
+    // with what this returns.
+    [[nodiscard]] at::Tensor keep(HookPoint point, int64_t layer, const at::Tensor& t);
     bool wants(HookPoint point, int64_t layer) const;
+    // Whether an editing hook matches the hook point.
+    bool edits(HookPoint point, int64_t layer) const;
     // A contiguous tensor of `sizes` in scratch slot `slot` (< kScratchSlots): a view of a buffer
     // that grows on demand and lives as long as the recorder. Its contents are undefined; a
     // later call with the same slot reuses the memory.

@@ -88,15 +88,27 @@ std::vector<std::string> list_hooks(const ModelConfig& config) {
     return out;
 }
 
-CaptureSpec::CaptureSpec(const std::vector<std::string>& patterns) : patterns_(patterns) {
-    for (const auto& p : patterns) {
-        std::string re = p.rfind("re:", 0) == 0 ? p.substr(3) : glob_to_regex(p);
-        try {
-            matchers_.emplace_back(re, std::regex::ECMAScript | std::regex::optimize);
-        } catch (const std::regex_error& e) {
-            throw UsageError("hook pattern '" + p + "' is not a valid regex: " + e.what());
-        }
+namespace {
+
+std::regex pattern_regex(const std::string& p) {
+    std::string re = p.rfind("re:", 0) == 0 ? p.substr(3) : glob_to_regex(p);
+    try {
+        return std::regex(re, std::regex::ECMAScript | std::regex::optimize);
+    } catch (const std::regex_error& e) {
+        throw UsageError("hook pattern '" + p + "' is not a valid regex: " + e.what());
     }
+}
+
+std::string shape_text(at::IntArrayRef sizes) {
+    std::string s = "[";
+    for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+    return s + "]";
+}
+
+}  // namespace
+
+CaptureSpec::CaptureSpec(const std::vector<std::string>& patterns) : patterns_(patterns) {
+    for (const auto& p : patterns) matchers_.push_back(pattern_regex(p));
 }
 
 CaptureSpec CaptureSpec::parse(const std::string& comma_separated) {
@@ -119,6 +131,43 @@ bool CaptureSpec::wants(const std::string& hook) const {
     for (const auto& m : matchers_)
         if (std::regex_match(hook, m)) return true;
     return false;
+}
+
+CaptureSpec& CaptureSpec::edit(const std::string& pattern, HookFn fn) {
+    std::regex re = pattern_regex(pattern);
+    return edit([re](const std::string& hook) { return std::regex_match(hook, re); },
+                std::move(fn));
+}
+
+CaptureSpec& CaptureSpec::edit(std::function<bool(const std::string&)> filter, HookFn fn) {
+    SS_CHECK(filter && fn, "an editing hook needs a filter and a function");
+    edits_.push_back(Edit{std::move(filter), std::move(fn)});
+    return *this;
+}
+
+CaptureSpec& CaptureSpec::add_edits(const CaptureSpec& other) {
+    edits_.insert(edits_.end(), other.edits_.begin(), other.edits_.end());
+    return *this;
+}
+
+bool CaptureSpec::edits(const std::string& hook) const {
+    for (const auto& e : edits_)
+        if (e.where(hook)) return true;
+    return false;
+}
+
+at::Tensor CaptureSpec::apply_edits(const at::Tensor& activation, const HookSite& site) const {
+    at::Tensor t = activation;
+    for (const auto& e : edits_) {
+        if (!e.where(site.name)) continue;
+        at::Tensor out = e.fn(t, site);
+        if (!out.defined()) continue;
+        if (out.sizes() != t.sizes())
+            throw UsageError("the hook at " + site.name + " returned shape " +
+                             shape_text(out.sizes()) + ", expected " + shape_text(t.sizes()));
+        t = out.to(activation.device(), activation.scalar_type()).contiguous();
+    }
+    return t;
 }
 
 }  // namespace sinkscope::model

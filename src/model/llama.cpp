@@ -127,38 +127,39 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
         if (c_.embed_scale)
             x = x * at::scalar_tensor(std::sqrt(static_cast<double>(c_.d_model)),
                                       at::TensorOptions().dtype(dtype_).device(device_));
-        hooks.keep(HookPoint::Embed, -1, x);
+        x = hooks.keep(HookPoint::Embed, -1, x);
     }
 
     for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const LayerWeights& w = layers_[static_cast<size_t>(l)];
-        hooks.keep(HookPoint::ResidPre, l, x);
+        x = hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: attention.
         const at::Tensor h = rms_norm(x, w.attn_norm, w.attn_norm_f32);  // [batch, pos, d_model]
-        const at::Tensor q = detail::linear(h, w.wq, w.bq).view({B, T, H, dh});
-        const at::Tensor k = detail::linear(h, w.wk, w.bk).view({B, T, Hkv, dh});
-        const at::Tensor v = detail::linear(h, w.wv, w.bv).view({B, T, Hkv, dh});
-        hooks.keep(HookPoint::Q, l, q);
-        hooks.keep(HookPoint::K, l, k);
-        hooks.keep(HookPoint::V, l, v);
-        const at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
-        hooks.keep(HookPoint::RotQ, l, rq);
-        hooks.keep(HookPoint::RotK, l, rk);
+        at::Tensor q = detail::linear(h, w.wq, w.bq).view({B, T, H, dh});
+        at::Tensor k = detail::linear(h, w.wk, w.bk).view({B, T, Hkv, dh});
+        at::Tensor v = detail::linear(h, w.wv, w.bv).view({B, T, Hkv, dh});
+        q = hooks.keep(HookPoint::Q, l, q);
+        k = hooks.keep(HookPoint::K, l, k);
+        v = hooks.keep(HookPoint::V, l, v);
+        at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
+        rq = hooks.keep(HookPoint::RotQ, l, rq);
+        rk = hooks.keep(HookPoint::RotK, l, rk);
         const at::Tensor z =
             detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_, hooks);
         x = x + detail::linear(z.view({B, T, H * dh}), w.wo);
-        hooks.keep(HookPoint::ResidMid, l, x);
+        x = hooks.keep(HookPoint::ResidMid, l, x);
         // Pass 3: gated MLP, down(act(gate(x)) * up(x)).
         const at::Tensor h2 = rms_norm(x, w.ffn_norm, w.ffn_norm_f32);
         at::Tensor gate = detail::linear(h2, w.w_gate);  // [batch, pos, d_mlp]
         gate = c_.act == Activation::Silu ? at::silu(gate) : at::gelu(gate, "tanh");
         x = x + detail::linear(gate * detail::linear(h2, w.w_up), w.w_down);
-        hooks.keep(HookPoint::ResidPost, l, x);
+        x = hooks.keep(HookPoint::ResidPost, l, x);
     }
     if (!f.stage.ends_model()) return f.hand_over(x);
     // Pass 4: final norm and unembedding; logits handed out in f32.
-    const at::Tensor x_final = rms_norm(x, out_norm_, out_norm_f32_);  // [batch, pos, d_model]
-    return f.finish(x_final, f.want_logits ? detail::linear(x_final, w_out_) : at::Tensor());
+    const at::Tensor x_final =
+        f.final_norm(rms_norm(x, out_norm_, out_norm_f32_));  // [batch, pos, d_model]
+    return f.finish(f.want_logits ? detail::linear(x_final, w_out_) : at::Tensor());
 }
 
 }  // namespace

@@ -88,24 +88,24 @@ ForwardResult PhiFamily::forward(const ModelInput& input, const CaptureSpec& cap
     at::Tensor x = f.stage.residual;  // [batch, pos, d_model]
     if (f.stage.embeds()) {
         x = embed_.rows(f.ids);
-        f.hooks.keep(HookPoint::Embed, -1, x);
+        x = f.hooks.keep(HookPoint::Embed, -1, x);
     }
 
     for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const PhiLayer& w = layers_[static_cast<size_t>(l)];
-        f.hooks.keep(HookPoint::ResidPre, l, x);
+        x = f.hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: one LayerNorm; attention (partial RoPE) and MLP both read it.
         const at::Tensor h = w.input_layernorm(x);  // [batch, pos, d_model]
-        const at::Tensor mid = x + detail::self_attention(h, w.attn, c_, f.rope_or_null(), f.hidden,
-                                                          f.scale, l, mask, dtype_, f.hooks);
-        f.hooks.keep(HookPoint::ResidMid, l, mid);
+        at::Tensor mid = x + detail::self_attention(h, w.attn, c_, f.rope_or_null(), f.hidden,
+                                                    f.scale, l, mask, dtype_, f.hooks);
+        mid = f.hooks.keep(HookPoint::ResidMid, l, mid);
         x = mid + w.mlp(h);
-        f.hooks.keep(HookPoint::ResidPost, l, x);
+        x = f.hooks.keep(HookPoint::ResidPost, l, x);
     }
     if (!f.stage.ends_model()) return f.hand_over(x);
     // Pass 3: final_layernorm and lm_head (with bias); logits in f32.
-    const at::Tensor x_final = final_layernorm_(x);  // [batch, pos, d_model]
-    return f.finish(x_final, f.want_logits ? lm_head_(x_final) : at::Tensor());
+    const at::Tensor x_final = f.final_norm(final_layernorm_(x));  // [batch, pos, d_model]
+    return f.finish(f.want_logits ? lm_head_(x_final) : at::Tensor());
 }
 
 }  // namespace

@@ -108,33 +108,33 @@ ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& ca
     at::Tensor x = f.stage.residual;  // [batch, pos, d_model]
     if (f.stage.embeds()) {
         x = embed_.rows(f.ids);
-        hooks.keep(HookPoint::Embed, -1, x);
+        x = hooks.keep(HookPoint::Embed, -1, x);
     }
     for (int64_t l = f.stage.begin; l < f.stage.end; ++l) {
         const Phi3Layer& w = layers_[static_cast<size_t>(l)];
-        hooks.keep(HookPoint::ResidPre, l, x);
+        x = hooks.keep(HookPoint::ResidPre, l, x);
         const at::Tensor h = rms_norm(x, w.attn_norm);  // [batch, pos, d_model]
-        const at::Tensor q = detail::linear(h, w.wq).view({B, T, H, dh});
-        const at::Tensor k = detail::linear(h, w.wk).view({B, T, Hkv, dh});
-        const at::Tensor v = detail::linear(h, w.wv).view({B, T, Hkv, dh});
-        hooks.keep(HookPoint::Q, l, q);
-        hooks.keep(HookPoint::K, l, k);
-        hooks.keep(HookPoint::V, l, v);
-        const at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
-        hooks.keep(HookPoint::RotQ, l, rq);
-        hooks.keep(HookPoint::RotK, l, rk);
+        at::Tensor q = detail::linear(h, w.wq).view({B, T, H, dh});
+        at::Tensor k = detail::linear(h, w.wk).view({B, T, Hkv, dh});
+        at::Tensor v = detail::linear(h, w.wv).view({B, T, Hkv, dh});
+        q = hooks.keep(HookPoint::Q, l, q);
+        k = hooks.keep(HookPoint::K, l, k);
+        v = hooks.keep(HookPoint::V, l, v);
+        at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
+        rq = hooks.keep(HookPoint::RotQ, l, rq);
+        rk = hooks.keep(HookPoint::RotK, l, rk);
         const at::Tensor z =
             detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_, hooks);
         x = x + detail::linear(z.view({B, T, H * dh}), w.wo);
-        hooks.keep(HookPoint::ResidMid, l, x);
+        x = hooks.keep(HookPoint::ResidMid, l, x);
         const at::Tensor h2 = rms_norm(x, w.ffn_norm);
         const at::Tensor up = detail::linear(h2, w.w_up) * at::silu(detail::linear(h2, w.w_gate));
         x = x + detail::linear(up, w.w_down);
-        hooks.keep(HookPoint::ResidPost, l, x);
+        x = hooks.keep(HookPoint::ResidPost, l, x);
     }
     if (!f.stage.ends_model()) return f.hand_over(x);
-    const at::Tensor x_final = rms_norm(x, out_norm_);  // [batch, pos, d_model]
-    return f.finish(x_final, f.want_logits ? detail::linear(x_final, w_out_) : at::Tensor());
+    const at::Tensor x_final = f.final_norm(rms_norm(x, out_norm_));  // [batch, pos, d_model]
+    return f.finish(f.want_logits ? detail::linear(x_final, w_out_) : at::Tensor());
 }
 
 }  // namespace

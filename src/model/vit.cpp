@@ -120,26 +120,26 @@ ForwardResult VitFamily::forward(const ModelInput& input, const CaptureSpec& cap
                 .flatten(2)
                 .transpose(1, 2);
         x = at::cat({cls_.expand({B, 1, c_.d_model}), patches}, 1) + pos_;  // [b, T, D]
-        hooks.keep(HookPoint::Embed, -1, x);
+        x = hooks.keep(HookPoint::Embed, -1, x);
     }
     const double scale = 1.0 / std::sqrt(static_cast<double>(c_.d_head));
 
     for (int64_t l = stage.begin; l < stage.end; ++l) {
         const VitLayer& w = layers_[static_cast<size_t>(l)];
-        hooks.keep(HookPoint::ResidPre, l, x);
+        x = hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: pre-LN bidirectional attention (no mask: every key visible, spec section 0; no
         // rotary positions: rot_q = q, rot_k = k).
         x = x + detail::self_attention(w.ln1(x), w.attn, c_, nullptr, at::Tensor(), scale, l, mask,
                                        dtype_, hooks);
-        hooks.keep(HookPoint::ResidMid, l, x);
+        x = hooks.keep(HookPoint::ResidMid, l, x);
         // Pass 3: pre-LN MLP, output.dense(act(intermediate.dense(ln(x)))) + x.
         x = x + w.mlp(w.ln2(x));
-        hooks.keep(HookPoint::ResidPost, l, x);
+        x = hooks.keep(HookPoint::ResidPost, l, x);
     }
     if (!stage.ends_model()) return detail::Stage::hand_over(std::move(result), x);
     // Pass 4: vit.layernorm, classifier on the CLS token -> logits [batch, n_labels] f32.
-    const at::Tensor x_final = out_norm_(x);  // [batch, pos, d_model]
-    hooks.keep(HookPoint::FinalNorm, -1, x_final);
+    at::Tensor x_final = out_norm_(x);  // [batch, pos, d_model]
+    x_final = hooks.keep(HookPoint::FinalNorm, -1, x_final);
     result.logits = classifier_(x_final.select(1, 0)).to(detail::accum_type(dtype_));
     return result;
 }

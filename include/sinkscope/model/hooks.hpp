@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <regex>
 #include <string>
 #include <vector>
+
+#include <ATen/core/Tensor.h>
 
 namespace sinkscope::model {
 
@@ -36,6 +39,22 @@ std::string hook_glob(HookPoint point);
 std::vector<std::string> list_hooks(const ModelConfig& config);
 bool is_layer_hook(HookPoint point);
 
+// Where an editing hook is called: the hook's name ("blocks.3.attn.hook_pattern"), its point and
+// layer (-1 outside the blocks).
+struct HookSite {
+    const std::string& name;
+    HookPoint point;
+    int64_t layer;
+};
+
+// An editing hook (issue 52), TransformerLens' forward hook: called with the activation at a hook
+// point as the forward computed it (shapes in HookPoint's comments) and returns the tensor the
+// forward goes on with: the same shape, any dtype or device (converted to the forward's), or an
+// undefined tensor to go on with the activation as it is (after any in-place edit of it). Hooks
+// run on the thread of the forward, in the order they were added; one matching a hook point
+// that a forward does not reach (a stage, a model without a final norm) is not called.
+using HookFn = std::function<at::Tensor(const at::Tensor& activation, const HookSite& site)>;
+
 // Which hooks to keep. Each pattern is a glob ('*' any run of characters, '?' one character)
 // matched against the whole name, or, with the prefix "re:", an ECMAScript regex (full match).
 // Several patterns: a name is kept when any matches. No pattern: nothing is kept.
@@ -50,6 +69,20 @@ public:
 
     bool wants(const std::string& hook) const;
     bool empty() const { return matchers_.empty(); }
+
+    // Adds an editing hook at every hook whose name matches `pattern` (a glob or "re:" regex as
+    // above), or for which `filter` returns true. A kept hook holds the activation as edited.
+    CaptureSpec& edit(const std::string& pattern, HookFn fn);
+    CaptureSpec& edit(std::function<bool(const std::string&)> filter, HookFn fn);
+    // Adds every editing hook of `other` after this one's.
+    CaptureSpec& add_edits(const CaptureSpec& other);
+    bool has_edits() const { return !edits_.empty(); }
+    // Whether some editing hook matches `hook`.
+    bool edits(const std::string& hook) const;
+    // `activation` passed through every editing hook that matches site.name, in order: UsageError
+    // naming the hook when one returns a tensor of another shape. Returns `activation` itself
+    // when no hook replaced it.
+    at::Tensor apply_edits(const at::Tensor& activation, const HookSite& site) const;
     const std::vector<std::string>& patterns() const { return patterns_; }
     // Whether the caller reads ForwardResult::logits (default). Without, the language-model head
     // (the largest matrix product of a long input, [T, d_vocab]) is not run and the logits stay
@@ -61,8 +94,13 @@ public:
     }
 
 private:
+    struct Edit {
+        std::function<bool(const std::string&)> where;
+        HookFn fn;
+    };
     std::vector<std::string> patterns_;
     std::vector<std::regex> matchers_;
+    std::vector<Edit> edits_;
     bool logits_ = true;
 };
 

@@ -138,9 +138,12 @@ struct LayerRange {
 struct ModelInput {
     at::Tensor ids;             // [batch, pos] int64 on any device (text models)
     at::Tensor token_type_ids;  // [batch, pos] int64, or undefined = all 0 (BERT segment ids)
-    at::Tensor attention_mask;  // [batch, pos] 1 = real token, 0 = padding; undefined = all real
-    at::Tensor pixel_values;    // [batch, channels, height, width] f32, normalised (ViT)
-    LayerRange stage;           // the blocks to run (default: all)
+    // [batch, pos] 1 = real token, 0 = padding; undefined = all real. Causal decoders take right
+    // padding only (the real tokens first): their real positions then equal the sequence run
+    // alone; encoders mask the pads as keys.
+    at::Tensor attention_mask;
+    at::Tensor pixel_values;  // [batch, channels, height, width] f32, normalised (ViT)
+    LayerRange stage;         // the blocks to run (default: all)
 
     int64_t batch_size() const;
 };
