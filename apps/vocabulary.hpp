@@ -77,6 +77,19 @@ inline void add_threads_option(CLI::App* cmd, int& threads) {
     cmd->add_option("--threads", threads, analysis::kThreadsHelp)->capture_default_str();
 }
 
+// --intervene of the commands that run the model over a prompt set (analyze, dynamics, dump):
+// editing hooks of the forward (api/interventions.hpp).
+inline void add_intervene_option(CLI::App* cmd, std::string& spec) {
+    cmd->add_option(
+        "--intervene", spec,
+        "Run the model with its forward edited ('A;B' for several): sink_removal"
+        "[:renormalize=yes|no] (the sink's attention removed, rows renormalised), "
+        "sink_key:scale=X or sink_value:scale=X (the sink position's key or value scaled), "
+        "head_ablation:mode=zero|mean|resample:heads=L.H,... (head outputs replaced); sink_* "
+        "also take :layers=0,2-3 and :sink=first|bos|argmax|N (default: --sink, else first); "
+        "run.json records the edits");
+}
+
 inline void add_resume_flag(CLI::App* cmd, bool& resume) {
     cmd->add_flag("--resume", resume,
                   "Continue an interrupted run of the same command from its last saved state");

@@ -16,7 +16,7 @@ root=$(pwd)/models/default
   echo "label,step,path"
   k=0
   for rep in a b; do
-    for s in 500 1000 1500 2000; do
+    for s in 1000 2000 5000 10000; do
       k=$((k + 1))
       printf '%s%s,%d,%s/checkpoints/step_%06d\n' "$rep" "$s" "$k" "$root" "$s"
     done

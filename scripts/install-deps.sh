@@ -3,6 +3,7 @@
 # and builds in Release with -j2 into ./build. Options: BUILD_DIR, SINKSCOPE_WITH_TORCH=OFF.
 #
 # usage: scripts/install-deps.sh [TARGET...]
+#        scripts/install-deps.sh --corpus    (only the packages scripts/make_english_corpus.py reads)
 # Without a target everything is built (the tests, benchmarks and the Python module too: what
 # scripts/test.sh runs); with targets only those and what they need, e.g. `sinkscope`, the tool
 # alone (the README's first command: about half the compile steps).
@@ -33,6 +34,34 @@ PACKAGES=(
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+
+# --- corpus packages (issue 53) ------------------------------------------------------------
+# The documentation whose prose scripts/make_english_corpus.py reads (licences in its
+# docstring and in models/default/README.md; scripts/make_default_model.sh trains the default
+# model on it). Only `scripts/install-deps.sh --corpus` installs them, and then nothing else
+# (no build); a plain run leaves them out. Idempotent: installed packages are skipped.
+CORPUS_PACKAGES=(
+  python3-doc debian-handbook debian-reference-en debian-policy developers-reference
+  fortunes fortunes-min
+)
+install_corpus_packages() {
+  local p want=()
+  for p in "${CORPUS_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      want+=("$p")
+    fi
+  done
+  if ((${#want[@]})); then
+    echo "install-deps: installing ${want[*]}" >&2
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${want[@]}"
+  fi
+}
+if [ "${1:-}" = "--corpus" ]; then
+  install_corpus_packages
+  exit 0
+fi
+# --- end of corpus packages ----------------------------------------------------------------
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -30,6 +30,7 @@ inline void add_analyze_run_flags(CLI::App* cmd, const std::shared_ptr<api::Anal
     add_max_tokens_option(cmd, o->max_tokens);
     add_samples_option(cmd, o->samples);
     add_analysis_flags(cmd, o->analysis, AnalysisInput::Model);
+    add_intervene_option(cmd, o->intervene);
     add_resume_flag(cmd, o->resume);
     cmd->add_option("--attention-memory-mb", o->attention_memory_mb,
                     "Keep one input's attention (pattern and scores counted as fp64) up to this "

@@ -4,6 +4,7 @@
 #include "command.hpp"
 #include "model_options.hpp"
 #include "sinkscope/api/model_commands.hpp"
+#include "vocabulary.hpp"
 
 namespace sinkscope::cli {
 namespace {
@@ -17,6 +18,7 @@ Registrar reg("dump", 83, [](CLI::App& app) {
     add_text_column_option(sub, o->text_column);
     sub->add_option("--hooks", o->hooks, "Comma-separated hook globs, or re:REGEX")
         ->capture_default_str();
+    add_intervene_option(sub, o->intervene);
     add_out_option(sub, o->out);
     add_overwrite_flag(sub, o->overwrite);
     add_samples_option(sub, o->samples, "--max-samples");

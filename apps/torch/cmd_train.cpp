@@ -39,6 +39,13 @@ sinkscope::cli::Registrar registrar("train", 25, [](CLI::App& app) {
                     "Byte-level BPE vocabulary size learned on the corpus (0: bytes only; -1: "
                     "the preset's or config's)")
         ->capture_default_str();
+    cmd->add_option("--attention-function", o->attention_function,
+                    "Attention function (default: the preset's or config's, softmax): softmax, "
+                    "softmax_one (an extra zero logit, rows sum to < 1) or sigmoid (no "
+                    "normalisation); written to config.json as sinkscope_attention");
+    cmd->add_flag("--no-bos", o->no_bos,
+                  "Pack sequences without BOS (seq_len corpus tokens, the first one arbitrary); "
+                  "the tokenizer written with the model then adds no BOS by default");
     sinkscope::cli::add_seed_option(cmd, o->seed);
     sinkscope::cli::add_threads_option(cmd, o->threads);
     cmd->add_option("--sink-eps", o->sink_eps,

@@ -7,8 +7,8 @@ The same C++ library as the ``sinkscope`` command line, on numpy arrays:
   ``sinkscope.metrics.head_distances(attn, metric="dA_perp")``.
 * ``sinkscope.Model``: load a checkpoint, ``to_tokens``, ``run_with_cache`` keyed by
   TransformerLens hook names, perplexity with heads ablated.
-* ``sinkscope.analyze / dynamics / prune / fisher / compare / dump``: the commands, returning
-  the tables they write.
+* ``sinkscope.analyze / dynamics / prune / fisher / compare / dump / train``: the commands,
+  returning the tables they write (kept in memory without ``out=``: nothing touches the disk).
 
 Errors: ``ValueError`` subclasses (``UsageError``, ``InputError``, ``UnsupportedError``) for bad
 options and bad input, ``OSError`` for files, with the command line's one-line messages.
@@ -20,11 +20,11 @@ from . import metrics
 from ._results import Results
 
 if with_model_runtime:
-    from .commands import analyze, compare, dump, dynamics, fisher, prune
+    from .commands import analyze, compare, dump, dynamics, fisher, prune, train
     from .model import Model, default_model
 
 __all__ = ["metrics", "Results", "UsageError", "InputError", "UnsupportedError", "__version__",
            "set_limit"]
 if with_model_runtime:
     __all__ += ["Model", "default_model", "analyze", "dynamics", "prune", "fisher", "compare",
-                "dump"]
+                "dump", "train"]

@@ -5,6 +5,7 @@ text), with the same rows and numbers as the CSV file the command line writes. `
 turns one into a DataFrame when pandas is installed.
 """
 
+import io
 import json
 import os
 
@@ -16,6 +17,30 @@ from . import _sinkscope
 def _array_key(path):
     """'distances/dA_perp.npy' -> 'distances/dA_perp' (the same key in memory and on disk)."""
     return path[:-4] if path.endswith(".npy") else path
+
+
+# The run folder's own bookkeeping (core/output_dir.hpp), not a result.
+_RUN_FILES = "run_files.json"
+
+
+def _read_entries(entries):
+    """tables, arrays, texts, streams, record of a run's files, given as (relative path, opener)
+    pairs, opener(kind) -> the file as a table ("table"), an array ("array") or text ("text").
+    One rule for a run directory and for a run's files kept in memory."""
+    tables, arrays, texts, streams, record = {}, {}, {}, {}, {}
+    for rel, opener in entries:
+        name = rel.rsplit("/", 1)[-1]
+        if name.endswith(".csv"):
+            stem = rel[:-4]
+            target = streams if (stem == "sinks" or stem.endswith("_per_input")) else tables
+            target[stem] = opener("table")
+        elif name.endswith(".npy"):
+            arrays[_array_key(rel)] = opener("array")
+        elif rel == "run.json":
+            record = json.loads(opener("text"))
+        elif name.endswith(".json") and name not in ("run.json", _RUN_FILES):
+            texts[rel] = opener("text")
+    return tables, arrays, texts, streams, record
 
 
 class Results:
@@ -60,28 +85,40 @@ class Results:
     def from_run(cls, directory, summary=""):
         """Reads a run directory written by sinkscope (any command)."""
         directory = os.fspath(directory)
-        tables, arrays, texts, streams = {}, {}, {}, {}
+
+        def opener(path):
+            def open_as(kind):
+                if kind == "table":
+                    return _sinkscope.read_table(path)
+                if kind == "array":
+                    return np.load(path)
+                with open(path, encoding="utf-8") as f:
+                    return f.read()
+            return open_as
+
+        entries = []
         for root, _dirs, files in os.walk(directory):
             rel_root = os.path.relpath(root, directory)
             for name in sorted(files):
-                path = os.path.join(root, name)
-                rel = name if rel_root == "." else os.path.join(rel_root, name)
-                if name.endswith(".csv"):
-                    stem = rel[:-4]
-                    target = streams if (stem == "sinks" or stem.endswith("_per_input")) \
-                        else tables
-                    target[stem] = _sinkscope.read_table(path)
-                elif name.endswith(".npy"):
-                    arrays[_array_key(rel)] = np.load(path)
-                elif name.endswith(".json") and name != "run.json":
-                    with open(path, encoding="utf-8") as f:
-                        texts[rel] = f.read()
-        record = {}
-        run_json = os.path.join(directory, "run.json")
-        if os.path.exists(run_json):
-            with open(run_json, encoding="utf-8") as f:
-                record = json.load(f)
-        return cls(tables, arrays, texts, streams, record, summary, (), directory)
+                rel = name if rel_root == "." else "/".join((*rel_root.split(os.sep), name))
+                entries.append((rel, opener(os.path.join(root, name))))
+        return cls(*_read_entries(entries), summary, (), directory)
+
+    @classmethod
+    def _from_files(cls, files, summary=""):
+        """A run's files kept in memory ({relative path: bytes}), read as from_run reads them
+        from a run directory."""
+        def opener(rel, data):
+            def open_as(kind):
+                if kind == "table":
+                    return _sinkscope.parse_table(data, "<memory>/" + rel)
+                if kind == "array":
+                    return np.load(io.BytesIO(data))
+                return data.decode("utf-8")
+            return open_as
+
+        return cls(*_read_entries((rel, opener(rel, data)) for rel, data in sorted(files.items())),
+                   summary, (), None)
 
     def __getitem__(self, name):
         """The table ``name`` (e.g. ``results["heads"]``)."""

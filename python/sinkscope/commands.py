@@ -1,25 +1,30 @@
-"""The command line's commands as functions: analyze, dynamics, prune, fisher, compare, dump.
+"""The command line's commands as functions: analyze, dynamics, prune, fisher, compare, dump, train.
 
 Each takes the command line's options as keywords (``--max-tokens 64`` -> ``max_tokens=64``,
 ``--model`` -> ``model=``), runs the same code and returns the tables it writes as a ``Results``.
 With ``out=`` the run directory is written there exactly as the command line writes it (all or
 nothing; an interrupted resumable run keeps its state in ``<out>.partial`` for ``resume=True``);
-without it the run goes to a temporary folder that is removed afterwards.
+without it nothing touches the disk: the run's tables, arrays and run.json are kept in memory and
+returned, the same cells as the files ``out=`` writes (no report.html, no saved state, so no
+``resume``). ``dump`` and ``train`` write files by nature (arrays, checkpoints) and need ``out=``.
+
+Several processes: ``world_size``, ``rank``, ``master`` ("HOST:PORT" of rank 0) and
+``dist_timeout``, the command line's ``--world-size`` ... (or the torchrun environment RANK,
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT), for analyze (and its ``split``/``stages``), dynamics, prune
+and fisher. Every rank calls the same function in its own process; rank 0 returns the merged
+results, the other ranks return None.
 
 ``progress``: an optional callable, called with the number of units done (inputs, checkpoints,
-evaluation points, samples). Ctrl-C raises KeyboardInterrupt within one unit.
+evaluation points, samples, steps). Ctrl-C raises KeyboardInterrupt within one unit.
 """
 
-import contextlib
 import os
-import shutil
-import tempfile
 
 from . import _sinkscope
 from ._results import Results
 from .model import default_model
 
-__all__ = ["analyze", "dynamics", "prune", "fisher", "compare", "dump"]
+__all__ = ["analyze", "dynamics", "prune", "fisher", "compare", "dump", "train"]
 
 
 def _public(o):
@@ -46,26 +51,6 @@ def _set(o, kwargs, nested=()):
     return o
 
 
-@contextlib.contextmanager
-def _out_dir(out):
-    """``out`` itself, or a temporary run directory removed afterwards."""
-    if out is not None:
-        yield os.fspath(out), False
-        return
-    tmp = tempfile.mkdtemp(prefix="sinkscope-")
-    try:
-        yield os.path.join(tmp, "run"), True
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _finish(out, temporary, log):
-    r = Results.from_run(out, summary=log)
-    if temporary:
-        r.out = None
-    return r
-
-
 def _model_options(cls, model, data, kwargs, nested=("m",)):
     """A model command's options: keywords set, the model (None: the default one), the data."""
     o = cls()
@@ -78,20 +63,30 @@ def _model_options(cls, model, data, kwargs, nested=("m",)):
     return o
 
 
-def _run(o, out, name, runner, *args):
-    """Runs a command into ``out`` (or a temporary folder) and reads its run directory back."""
-    with _out_dir(out) as (path, temporary):
-        o.out = path
-        o.command_line = f"python: sinkscope.{name}(...)"
-        return _finish(path, temporary, runner(o, *args))
+_MODEL_NESTED = ("m", "dist")
+
+
+def _run(o, out, name, runner, progress=None, dist=None):
+    """Runs a command into ``out``, or with ``out=None`` keeping its files in memory; returns its
+    Results (None at a distributed run's ranks other than 0, which hold no results)."""
+    o.command_line = f"python: sinkscope.{name}(...)"
+    if out is not None:
+        o.out = os.fspath(out)
+    log, files = runner(o, progress, out is None)
+    if dist is not None and _sinkscope.resolved_rank(dist) != 0:
+        return None
+    if files is None:
+        return Results.from_run(o.out, summary=log)
+    return Results._from_files(files, summary=log)
 
 
 def analyze(model=None, data=None, *, out=None, progress=None, **kwargs):
     """``sinkscope analyze``: runs a checkpoint over a prompt set (None: the built-in one) and
     computes every analysis. Keywords: the command line's options (``max_tokens``, ``samples``,
     ``analyses``, ``sink``, ``threads``, ...)."""
-    o = _model_options(_sinkscope.AnalyzeOptions, model, data, kwargs, ("m", "analysis"))
-    return _run(o, out, "analyze", _sinkscope.run_analyze, progress)
+    o = _model_options(_sinkscope.AnalyzeOptions, model, data, kwargs,
+                       ("m", "analysis", "dist"))
+    return _run(o, out, "analyze", _sinkscope.run_analyze, progress, o.dist)
 
 
 def dynamics(checkpoints, *, out=None, progress=None, **kwargs):
@@ -101,22 +96,24 @@ def dynamics(checkpoints, *, out=None, progress=None, **kwargs):
     o.checkpoints = os.fspath(checkpoints)
     o.run.progress = "never"
     own = {k: kwargs.pop(k) for k in list(kwargs) if k in _public(o)}
-    _set(o.run, kwargs, ("m", "analysis"))
+    _set(o.run, kwargs, ("m", "analysis", "dist"))
     _set(o, own)
-    return _run(o.run, out, "dynamics", lambda run, p: _sinkscope.run_dynamics(o, p), progress)
+    return _run(o.run, out, "dynamics",
+                lambda run, p, in_memory: _sinkscope.run_dynamics(o, p, in_memory), progress,
+                o.run.dist)
 
 
 def prune(model=None, *, calib, eval, out=None, progress=None, **kwargs):
     """``sinkscope prune``: redundancy-based head pruning with perplexity (spec section 5)."""
-    o = _model_options(_sinkscope.PruneOptions, model, None, kwargs)
+    o = _model_options(_sinkscope.PruneOptions, model, None, kwargs, _MODEL_NESTED)
     o.calib, o.eval = os.fspath(calib), os.fspath(eval)
-    return _run(o, out, "prune", _sinkscope.run_prune, progress)
+    return _run(o, out, "prune", _sinkscope.run_prune, progress, o.dist)
 
 
 def fisher(model=None, data=None, *, out=None, progress=None, **kwargs):
     """``sinkscope fisher``: Fisher information of the attention parameters."""
-    o = _model_options(_sinkscope.FisherOptions, model, data, kwargs)
-    return _run(o, out, "fisher", _sinkscope.run_fisher, progress)
+    o = _model_options(_sinkscope.FisherOptions, model, data, kwargs, _MODEL_NESTED)
+    return _run(o, out, "fisher", _sinkscope.run_fisher, progress, o.dist)
 
 
 def compare(*runs, out=None, **kwargs):
@@ -133,3 +130,23 @@ def dump(model=None, data=None, *, out, **kwargs):
     o.out = os.fspath(out)
     _sinkscope.run_dump(o)
     return Results.from_run(o.out)
+
+
+def train(text, *, out, preset=None, config=None, progress=None, **kwargs):
+    """``sinkscope train``: trains a small decoder on the plain-text corpus ``text`` (a file) with
+    a built-in ``preset`` ("tiny", "tiny-gpt2", "default") or a JSON ``config`` file, and writes
+    Hugging Face checkpoints into ``out`` (always: they are model folders the other commands
+    load). Keywords: the command line's options (``steps``, ``checkpoint_every``, ``vocab``,
+    ``seed``, ``threads``, ``sink_eps``, ``overwrite``, ``resume``); the same weights need the
+    same ``seed`` and ``threads``. Returns the run: ``tables["manifest"]`` (step, tokens, loss,
+    sink_eps, eps, path of each checkpoint) and ``record["train"]``; ``out`` loads as a model."""
+    o = _sinkscope.TrainOptions()
+    o.progress = "never"
+    _set(o, kwargs)
+    o.text, o.out = os.fspath(text), os.fspath(out)
+    if preset is not None:
+        o.preset = preset
+    if config is not None:
+        o.config = os.fspath(config)
+    o.command_line = "python: sinkscope.train(...)"
+    return Results.from_run(o.out, summary=_sinkscope.run_train(o, progress))

@@ -34,7 +34,7 @@ py::dict run_to_dict(const api::MetricsRun& run, const std::string& log) {
     out["arrays"] = arrays;
     out["texts"] = texts;
     out["streams"] = streams;
-    out["record"] = json_to_python(run.results.record.dump());
+    out["record"] = json_to_python(run.results.record);
     out["summary"] = run.results.summary + log;
     out["warnings"] = run.results.warnings;
     return out;

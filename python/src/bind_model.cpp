@@ -12,7 +12,9 @@
 #include <ATen/ATen.h>
 
 #include "bindings.hpp"
+#include "sinkscope/api/interventions.hpp"
 #include "sinkscope/api/model_commands.hpp"
+#include "sinkscope/api/patch.hpp"
 #include "sinkscope/api/perplexity.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/model/hooks.hpp"
@@ -94,6 +96,29 @@ model::HookFn python_hook(py::function fn) {
     };
 }
 
+// The ready-made interventions of `text` (api/interventions.hpp) on a batch of ids [batch, T]:
+// sink positions are read from the first row (sink=bos takes a batch of one); mean and resample
+// ablation need the other inputs of a run and are `sinkscope.analyze(intervene=...)`'s.
+void add_ready_made(model::CaptureSpec& spec, const PyModel& p, const at::Tensor& ids,
+                    const std::string& text) {
+    const api::InterventionPlan plan = api::parse_interventions(text, p.model.config());
+    if (plan.needs_mean_z() || plan.needs_resample())
+        throw UsageError(
+            "intervene: mean and resample ablation read other inputs; use "
+            "sinkscope.analyze(intervene=...) or a hook");
+    for (const api::Intervention& iv : plan.list)
+        if (iv.sink == "bos" && ids.size(0) > 1)
+            throw UsageError("intervene: sink=bos reads one sequence's tokens; run a batch of one");
+    api::InterventionInput in;
+    const at::Tensor row = ids[0].contiguous();
+    in.ids.assign(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
+    const model::ModelConfig& c = p.model.config();
+    in.bos_id = c.bos_token_id >= 0   ? c.bos_token_id
+                : p.model.tokenizer() ? p.model.tokenizer()->bos_id()
+                                      : -1;
+    api::add_interventions(spec, plan, c, in);
+}
+
 py::dict config_dict(const model::ModelConfig& c) {
     return py::dict("architecture"_a = c.architecture, "n_layers"_a = c.n_layers,
                     "n_heads"_a = c.n_heads, "n_kv_heads"_a = c.n_kv_heads, "d_model"_a = c.d_model,
@@ -158,12 +183,14 @@ void bind_model(py::module_& m) {
                const std::optional<py::array_t<int64_t, py::array::c_style | py::array::forcecast>>&
                    attention_mask,
                const std::vector<std::string>& patterns, const std::string& heads,
-               const std::vector<std::pair<std::vector<std::string>, py::function>>& hooks) {
+               const std::vector<std::pair<std::vector<std::string>, py::function>>& hooks,
+               const std::string& intervene) {
                 model::ModelInput input;
                 input.ids = ids_tensor(ids, "tokens");
                 if (attention_mask)
                     input.attention_mask = ids_tensor(*attention_mask, "attention_mask");
                 model::CaptureSpec spec(patterns);
+                if (!intervene.empty()) add_ready_made(spec, p, input.ids, intervene);
                 for (const auto& [names, fn] : hooks) {
                     std::set<std::string> at(names.begin(), names.end());
                     spec.edit([at](const std::string& n) { return at.count(n) > 0; },
@@ -183,9 +210,33 @@ void bind_model(py::module_& m) {
             py::arg("ids"), py::arg("attention_mask"), py::arg("patterns"),
             py::arg("head_mask") = "",
             py::arg("hooks") = std::vector<std::pair<std::vector<std::string>, py::function>>(),
+            py::arg("intervene") = "",
             "(logits [batch, T, vocab], {hook name: array}) of token ids [batch, T] (right "
             "padding with attention_mask); hooks kept by glob patterns, edited by "
             "[(hook names, fn(array, name, layer))]")
+        .def(
+            "patch",
+            [](const PyModel& p, const std::vector<int32_t>& source,
+               const std::vector<int32_t>& target, const std::string& hook_kinds,
+               const std::string& metric, const std::string& answer, const std::string& wrong,
+               bool per_head, bool per_position) {
+                api::PatchOptions o;
+                o.hook_kinds = hook_kinds;
+                o.metric = metric;
+                o.answer = answer;
+                o.wrong = wrong;
+                o.per_head = per_head;
+                o.per_position = per_position;
+                api::PatchSweep sweep;
+                {
+                    py::gil_scoped_release release;
+                    sweep = api::patch_sweep(p.model, source, target, o);
+                }
+                return py::make_tuple(table_to_dict(sweep.table), sweep.target_value,
+                                      sweep.source_value);
+            },
+            py::arg("source"), py::arg("target"), py::arg("hook_kinds"), py::arg("metric"),
+            py::arg("answer"), py::arg("wrong"), py::arg("per_head"), py::arg("per_position"))
         .def(
             "perplexity",
             [](const PyModel& p, const std::vector<std::vector<int32_t>>& samples,

@@ -12,6 +12,7 @@
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <nlohmann/json.hpp>
 
 #include "sinkscope/io/npy.hpp"
 #include "sinkscope/io/npy_map.hpp"
@@ -48,6 +49,9 @@ py::dict table_to_dict(const io::Table& table);
 py::array npy_to_numpy(const io::NpyArray& array);
 // nlohmann::json text as Python objects (through the json module).
 py::object json_to_python(const std::string& dumped);
+// The same without the text, to the same objects: dicts, lists, int, float, and None for null
+// and for a non-finite number (dump() writes null).
+py::object json_to_python(const nlohmann::json& j);
 
 // One binding function per module.
 void bind_core(py::module_& m);

@@ -1,14 +1,16 @@
 // Conversions between numpy / Python objects and the library's arrays, tables and callbacks.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <variant>
 
 #include "bindings.hpp"
 #include "sinkscope/core/limits.hpp"
 
 namespace sinkscope::python {
-using namespace pybind11::literals;
 
 std::function<void(int64_t)> python_callback(py::object progress) {
     // The function object may be copied and destroyed on a thread without the GIL: the Python
@@ -73,6 +75,33 @@ std::unique_ptr<io::NpyMap> borrow(const py::array& a, const std::string& what) 
     return std::make_unique<io::NpyMap>(what, t, std::move(shape), a.data(), std::move(strides));
 }
 
+namespace {
+
+// A text (or mixed) column as a numpy object array, filled in place. Repeated texts (a table's
+// model, metric and convention columns hold a few values over thousands of rows) share one
+// Python string: most of the cost of a large table was making a new one per cell.
+py::array object_column(const std::vector<std::vector<io::Cell>>& rows, size_t c) {
+    py::array col(py::dtype(py::detail::npy_api::NPY_OBJECT_),
+                  std::vector<py::ssize_t>{py::ssize_t(rows.size())});
+    auto** p = static_cast<PyObject**>(col.mutable_data());
+    std::unordered_map<std::string_view, py::object> texts;
+    for (size_t r = 0; r < rows.size(); ++r) {
+        py::object v;
+        if (const auto* s = std::get_if<std::string>(&rows[r][c])) {
+            auto [it, added] = texts.try_emplace(*s);
+            if (added) it->second = py::str(*s);
+            v = it->second;
+        } else {
+            std::visit([&](const auto& x) { v = py::cast(x); }, rows[r][c]);
+        }
+        Py_XDECREF(p[r]);  // numpy fills a new object array with None (or NULL)
+        p[r] = v.release().ptr();
+    }
+    return col;
+}
+
+}  // namespace
+
 py::dict table_to_dict(const io::Table& table) {
     py::dict out;
     const auto& rows = table.rows();
@@ -97,42 +126,69 @@ py::dict table_to_dict(const io::Table& table) {
                            : double(std::get<int64_t>(rows[r][c]));
             out[py::str(table.columns()[c])] = col;
         } else {  // text (or text and numbers): Python objects
-            py::list values;
-            for (const auto& row : rows)
-                std::visit([&](const auto& v) { values.append(py::cast(v)); }, row[c]);
-            out[py::str(table.columns()[c])] =
-                py::module_::import("numpy").attr("array")(values, "dtype"_a = "object");
+            out[py::str(table.columns()[c])] = object_column(rows, c);
         }
     }
     return out;
 }
 
 py::array npy_to_numpy(const io::NpyArray& a) {
-    const char* format = nullptr;
+    py::dtype dt;
     switch (a.dtype) {
         case io::DType::F16:
-            format = "float16";
+            dt = py::dtype("float16");
             break;
         case io::DType::F32:
-            format = "float32";
+            dt = py::dtype::of<float>();
             break;
         case io::DType::F64:
-            format = "float64";
+            dt = py::dtype::of<double>();
             break;
         case io::DType::I32:
-            format = "int32";
+            dt = py::dtype::of<int32_t>();
             break;
         case io::DType::I64:
-            format = "int64";
+            dt = py::dtype::of<int64_t>();
             break;
     }
-    py::array out(py::dtype(format), std::vector<py::ssize_t>(a.shape.begin(), a.shape.end()));
+    py::array out(dt, std::vector<py::ssize_t>(a.shape.begin(), a.shape.end()));
     std::memcpy(out.mutable_data(), a.data.data(), a.data.size());
     return out;
 }
 
 py::object json_to_python(const std::string& dumped) {
     return py::module_::import("json").attr("loads")(dumped);
+}
+
+py::object json_to_python(const nlohmann::json& j) {
+    switch (j.type()) {
+        case nlohmann::json::value_t::object: {
+            py::dict d;
+            for (const auto& [key, value] : j.items()) d[py::str(key)] = json_to_python(value);
+            return d;
+        }
+        case nlohmann::json::value_t::array: {
+            py::list l(j.size());
+            size_t i = 0;
+            for (const auto& value : j) l[i++] = json_to_python(value);
+            return l;
+        }
+        case nlohmann::json::value_t::string:
+            return py::str(j.get_ref<const std::string&>());
+        case nlohmann::json::value_t::boolean:
+            return py::bool_(j.get<bool>());
+        case nlohmann::json::value_t::number_integer:
+            return py::int_(j.get<int64_t>());
+        case nlohmann::json::value_t::number_unsigned:
+            return py::int_(j.get<uint64_t>());
+        case nlohmann::json::value_t::number_float: {
+            const double v = j.get<double>();
+            if (!std::isfinite(v)) return py::none();  // as dump() writes it: null
+            return py::float_(v);
+        }
+        default:  // null, discarded, binary (never in a record)
+            return py::none();
+    }
 }
 
 }  // namespace sinkscope::python

@@ -235,7 +235,7 @@ private:
 
 // compare: the unweighted mean over the model's heads of heads.csv sink_mass, and rho (spec 2)
 // of the model row of dispersion.csv.
-void compositional_compare_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
+void compositional_compare_values(const RunFiles& dir, std::vector<RunValue>& out) {
     if (RunTable h(dir, t::kHeads.name); h.present()) {
         double sum = 0;
         int64_t n = 0;

@@ -113,11 +113,11 @@ private:
 
 // dynamics: the means over each layer's rows, and over every row (layer -1), of the entropy parts
 // of spec 6: sink mass s, H(p), H_b(s), (1 - s) H(pi) and H(pi).
-void entropy_rows_trajectory_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
-    const std::filesystem::path file = dir / tables::kEntropyRowsFile;
-    if (!std::filesystem::exists(file)) return;
-    const io::NpyArray a = io::read_npy(file);
-    SS_CHECK_INPUT(a.shape.size() == 2 && a.shape[1] == kColumns, file.string(),
+void entropy_rows_trajectory_values(const RunFiles& dir, std::vector<RunValue>& out) {
+    if (!dir.exists(tables::kEntropyRowsFile)) return;
+    const io::NpyArray a = io::read_npy(dir, tables::kEntropyRowsFile);
+    SS_CHECK_INPUT(a.shape.size() == 2 && a.shape[1] == kColumns,
+                   dir.shown(tables::kEntropyRowsFile),
                    "expected shape (rows, " + std::to_string(kColumns) + ")");
     const std::vector<double> rows = a.to_f64();
     struct Mean {

@@ -256,7 +256,7 @@ private:
 
 // compare: the pooled flip rate of the model row of regime.csv (spec 7) and the model-scope
 // reversal rates (spec 3), param comparison/metric.
-void heads_compare_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
+void heads_compare_values(const RunFiles& dir, std::vector<RunValue>& out) {
     if (RunTable g(dir, t::kRegime); g.present())
         for (size_t i = 0; i < g.size(); ++i)
             if (g.text(i, "scope") == "model")
@@ -271,7 +271,7 @@ void heads_compare_values(const std::filesystem::path& dir, std::vector<RunValue
 
 // dynamics: each layer's (and the model's) flip rate per classical metric (reversal.csv) and rho
 // (regime.csv).
-void heads_trajectory_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
+void heads_trajectory_values(const RunFiles& dir, std::vector<RunValue>& out) {
     if (RunTable v(dir, t::kReversal); v.present())
         for (size_t i = 0; i < v.size(); ++i)
             if (v.text(i, "comparison") == "flip")

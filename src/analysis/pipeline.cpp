@@ -2,6 +2,7 @@
 #include "sinkscope/analysis/pipeline.hpp"
 
 #include <algorithm>
+#include <sstream>
 
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/allocator.hpp"
@@ -14,31 +15,56 @@ namespace fs = std::filesystem;
 
 namespace sinkscope::analysis {
 
-// A CSV written row by row whose saved size lets a resumed run cut it back.
+// A CSV written row by row whose saved size lets a resumed run cut it back: a file, or a text in
+// memory that finish() puts into the run's files.
 struct AnalysisPipeline::Stream {
-    fs::path path;
-    std::ofstream out;
-    void open(const fs::path& p, const std::vector<std::string>& columns, uint64_t resume_bytes) {
-        path = p;
+    RunFiles dir;
+    std::string file;  // "<name>.csv"
+    std::ofstream disk;
+    std::ostringstream memory;
+    std::ostream* out = nullptr;  // &disk or &memory
+    Stream(RunFiles d, std::string f) : dir(std::move(d)), file(std::move(f)) {}
+    void open(const std::vector<std::string>& columns, uint64_t resume_bytes) {
+        const std::string header =
+            io::csv_line(std::vector<io::Cell>(columns.begin(), columns.end()));
+        if (dir.is_memory()) {
+            // A state saved in memory is never resumed in another process: only this one's rows.
+            SS_CHECK(resume_bytes == 0, "a stream in memory resumed from a saved state");
+            out = &memory;
+            memory << header;
+            return;
+        }
+        const fs::path p = dir.dir() / file;
+        out = &disk;
         if (resume_bytes > 0) {
             if (!fs::exists(p) || fs::file_size(p) < resume_bytes)
                 throw InputError(p.string(), "shorter than the saved state says: cannot resume");
             fs::resize_file(p, resume_bytes);
-            out.open(p, std::ios::binary | std::ios::app);
+            disk.open(p, std::ios::binary | std::ios::app);
         } else {
-            out.open(p, std::ios::binary | std::ios::trunc);
-            out << io::csv_line(std::vector<io::Cell>(columns.begin(), columns.end()));
+            disk.open(p, std::ios::binary | std::ios::trunc);
+            disk << header;
         }
-        if (!out) throw IoError(p.string(), "cannot open for writing");
+        if (!disk) throw IoError(p.string(), "cannot open for writing");
     }
     uint64_t flush() {
-        out.flush();
-        if (!out) throw IoError(path.string(), "write failed");
-        return fs::file_size(path);
+        if (dir.is_memory()) return uint64_t(memory.tellp());
+        disk.flush();
+        if (!disk) throw IoError(dir.shown(file), "write failed");
+        return fs::file_size(dir.dir() / file);
+    }
+    std::string text() {
+        if (dir.is_memory()) return memory.str();
+        flush();
+        return read_file(dir.dir() / file);
     }
     void close() {
-        out.close();
-        if (!out) throw IoError(path.string(), "write failed");
+        if (dir.is_memory()) {
+            dir.write(file, memory.str());
+            return;
+        }
+        disk.close();
+        if (!disk) throw IoError(dir.shown(file), "write failed");
     }
 };
 
@@ -74,7 +100,7 @@ AnalysisPipeline::AnalysisPipeline(int64_t n_layers, int64_t n_heads, ResolvedOp
 AnalysisPipeline::~AnalysisPipeline() = default;
 
 void AnalysisPipeline::set_input_labels(InputLabels labels) {
-    SS_CHECK(dir_.empty(), "set_input_labels after open_streams");
+    SS_CHECK(!dir_, "set_input_labels after open_streams");
     for (const auto& v : labels.values)
         SS_CHECK(v.size() == labels.columns.size(), "an input has ", v.size(), " values of ",
                  labels.columns.size(), " data columns");
@@ -84,19 +110,19 @@ void AnalysisPipeline::set_input_labels(InputLabels labels) {
 AnalysisPipeline::Stream& AnalysisPipeline::stream(const std::string& name) {
     auto it = streams_.find(name);
     if (it != streams_.end()) return *it->second;
-    SS_CHECK(!dir_.empty(), "stream ", name, " used before open_streams");
-    auto s = std::make_unique<Stream>();
+    SS_CHECK(dir_, "stream ", name, " used before open_streams");
+    auto s = std::make_unique<Stream>(*dir_, name + ".csv");
     const auto saved = saved_bytes_.find(name);
     std::vector<std::string> columns = tables::kSinks.columns;
     if (name != tables::kSinks.name) {
         columns = tables::kPerInputColumns;
         columns.insert(columns.end(), labels_->columns.begin(), labels_->columns.end());
     }
-    s->open(dir_ / (name + ".csv"), columns, saved == saved_bytes_.end() ? 0 : saved->second);
+    s->open(columns, saved == saved_bytes_.end() ? 0 : saved->second);
     return *streams_.emplace(name, std::move(s)).first->second;
 }
 
-void AnalysisPipeline::open_streams(const fs::path& dir) {
+void AnalysisPipeline::open_streams(const RunFiles& dir) {
     dir_ = dir;
     // Every stream the saved state knows is reopened (and cut back) now; others open on first use.
     for (const auto& [name, bytes] : saved_bytes_) stream(name);
@@ -113,14 +139,14 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
              "x", input.n_heads, " heads in a pipeline for ", n_layers_, "x", n_heads_);
     // One resolution per input, used by every analysis and written out (spec 0, 10.d).
     const metrics::SinkPositions sinks = metrics::resolve_sinks(input, options_.head.sink);
-    if (!dir_.empty()) {
-        Stream& s = stream(tables::kSinks.name);
+    if (dir_) {
+        std::ostream& s = *stream(tables::kSinks.name).out;
         const int64_t input = first_input_ + n_inputs_;
         const int64_t row = labels_->row(input);
-        s.out << input << "," << row << ",-1," << sinks.model << "\n";
+        s << input << "," << row << ",-1," << sinks.model << "\n";
         for (int64_t l = 0; l < n_layers_; ++l)
-            s.out << input << "," << row << "," << context_.layer_id(l) << "," << sinks.per_layer[l]
-                  << "\n";
+            s << input << "," << row << "," << context_.layer_id(l) << "," << sinks.per_layer[l]
+              << "\n";
     }
     if (positions_.size() < kMaxRecordedSinks)
         positions_.push_back({{"model", sinks.model}, {"per_layer", sinks.per_layer}});
@@ -156,7 +182,7 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
     if (collect_per_input_) {
         for (auto& [info, a] : analyses_)
             if (info->needs.per_input_values) a->add_per_input(n_inputs_, per_input);
-        if (options_.raw.per_input && !dir_.empty()) {
+        if (options_.raw.per_input && dir_) {
             const int64_t input = first_input_ + n_inputs_;
             std::vector<io::Cell> cells;
             for (const auto& v : per_input) {
@@ -172,7 +198,7 @@ void AnalysisPipeline::add(const metrics::AttentionInput& input,
                          v.weight};
                 if (size_t(input) < labels_->values.size())
                     for (const std::string& x : labels_->values[size_t(input)]) cells.push_back(x);
-                stream(tables::per_input_name(v.table)).out << io::csv_line(cells);
+                *stream(tables::per_input_name(v.table)).out << io::csv_line(cells);
             }
         }
     }
@@ -215,8 +241,7 @@ void AnalysisPipeline::load(BinaryReader& r) {
 std::map<std::string, std::string> AnalysisPipeline::stream_rows() {
     std::map<std::string, std::string> rows;
     for (auto& [name, s] : streams_) {
-        s->flush();
-        std::string text = read_file(s->path);
+        std::string text = s->text();
         const size_t header = text.find('\n');
         rows[name] = header == std::string::npos ? std::string() : text.substr(header + 1);
     }
@@ -234,7 +259,7 @@ void AnalysisPipeline::merge(const AnalysisPipeline& other,
     n_inputs_ += other.n_inputs_;
     for (const auto& p : other.positions_)
         if (positions_.size() < kMaxRecordedSinks) positions_.push_back(p);
-    for (const auto& [name, text] : rows) stream(name).out << text;
+    for (const auto& [name, text] : rows) *stream(name).out << text;
 }
 
 void merge_record(nlohmann::json& into, const nlohmann::json& from) {

@@ -561,7 +561,7 @@ private:
 }  // namespace
 
 // dynamics: the head-averaged spectra of each layer (spectra.csv, head -1), param "spectra".
-void spectra_trajectory_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
+void spectra_trajectory_values(const RunFiles& dir, std::vector<RunValue>& out) {
     if (RunTable s(dir, t::kSpectra); s.present())
         for (size_t i = 0; i < s.size(); ++i)
             if (s.num(i, "head") == -1)

@@ -27,13 +27,14 @@ std::unique_ptr<Analysis> make_entropy_rows(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_failure_geometry(const AnalysisContext& c);
 std::unique_ptr<Analysis> make_clark2019(const AnalysisContext& c);
 // What compare and dynamics read back of each (beside its factory).
-using Dir = std::filesystem::path;
+using Dir = RunFiles;
 void compositional_compare_values(const Dir& dir, std::vector<RunValue>& out);
 void heads_compare_values(const Dir& dir, std::vector<RunValue>& out);
 void heads_trajectory_values(const Dir& dir, std::vector<RunValue>& out);
 void spectra_trajectory_values(const Dir& dir, std::vector<RunValue>& out);
 void sink_eps_compare_values(const Dir& dir, std::vector<RunValue>& out);
 void sink_eps_trajectory_values(const Dir& dir, std::vector<RunValue>& out);
+void sink_geometry_trajectory_values(const Dir& dir, std::vector<RunValue>& out);
 void entropy_rows_trajectory_values(const Dir& dir, std::vector<RunValue>& out);
 
 const AnalysisOutput& FinishContext::output(const std::string& name) const {
@@ -42,16 +43,10 @@ const AnalysisOutput& FinishContext::output(const std::string& name) const {
     return *it->second;
 }
 
-void write_output(const AnalysisOutput& out, const std::filesystem::path& dir) {
+void write_output(const AnalysisOutput& out, const RunFiles& dir) {
     for (const auto& t : out.tables) t.table.write(dir, t.name, t.jsonl);
-    for (const auto& [path, array] : out.arrays) {
-        std::filesystem::create_directories((dir / path).parent_path());
-        io::write_npy(dir / path, array);
-    }
-    for (const auto& [path, text] : out.texts) {
-        std::filesystem::create_directories((dir / path).parent_path());
-        write_file_atomic(dir / path, text);
-    }
+    for (const auto& [path, array] : out.arrays) dir.write(path, io::serialize_npy(array));
+    for (const auto& [path, text] : out.texts) dir.write(path, text);
 }
 
 namespace {
@@ -483,7 +478,8 @@ std::vector<AnalysisInfo>& rows() {
                         "norms, and the queries' cosine with the sink's key against the others' "
                         "(after any rotary embedding)",
          .needs = {.queries_keys = true},
-         .make = make_sink_geometry},
+         .make = make_sink_geometry,
+         .trajectory_values = sink_geometry_trajectory_values},
         {.name = "sink_eps",
          .description =
              "Sink_eps: share of heads whose mean attention to position 0 (--sink-eps-key) "

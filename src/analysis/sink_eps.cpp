@@ -128,7 +128,7 @@ private:
 
 // Sink_eps rows of sink_eps.csv (param: the eps, from the convention column): compare reads the
 // model's (layer and head -1), dynamics every layer's and the model's.
-void sink_eps_values(const std::filesystem::path& dir, std::vector<RunValue>& out, bool model) {
+void sink_eps_values(const RunFiles& dir, std::vector<RunValue>& out, bool model) {
     if (RunTable s(dir, t::kSinkEps.name); s.present())
         for (size_t i = 0; i < s.size(); ++i)
             if (s.text(i, "metric") == t::metric::kSinkEps &&
@@ -136,10 +136,10 @@ void sink_eps_values(const std::filesystem::path& dir, std::vector<RunValue>& ou
                 out.push_back({int64_t(s.num(i, "layer")), t::metric::kSinkEps,
                                s.text(i, "convention"), s.num(i, "value")});
 }
-void sink_eps_compare_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
+void sink_eps_compare_values(const RunFiles& dir, std::vector<RunValue>& out) {
     sink_eps_values(dir, out, true);
 }
-void sink_eps_trajectory_values(const std::filesystem::path& dir, std::vector<RunValue>& out) {
+void sink_eps_trajectory_values(const RunFiles& dir, std::vector<RunValue>& out) {
     sink_eps_values(dir, out, false);
 }
 

@@ -2,10 +2,12 @@
 // per head, the key norm at the layer's sink position against the other keys' norms, and the
 // cosine of the queries with the sink's key against their cosine with the other keys
 // (metrics/sink_geometry.hpp), averaged over inputs. Needs the queries and keys, so only model
-// runs offer it. Table sink_geometry (long format).
+// runs offer it. Table sink_geometry (long format); dynamics follows the model's values over
+// checkpoints (sink_geometry_trajectory_values).
 #include <cmath>
 
 #include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/analysis/run_values.hpp"
 #include "sinkscope/analysis/tables.hpp"
 #include "sinkscope/core/error.hpp"
 #include "sinkscope/core/format.hpp"
@@ -120,6 +122,17 @@ private:
 };
 
 }  // namespace
+
+// dynamics: the model's values (layer and head -1, the mean of the head means) of every quantity
+// of sink_geometry.csv, param the vectors' convention; with the Sink_eps rows they show when the
+// sink formed over training (the sink's key norm and the queries' cosine with its key).
+void sink_geometry_trajectory_values(const RunFiles& dir, std::vector<RunValue>& out) {
+    if (RunTable g(dir, t::kSinkGeometry.name); g.present())
+        for (size_t i = 0; i < g.size(); ++i)
+            if (g.num(i, "layer") < 0 && g.num(i, "head") < 0)
+                out.push_back(
+                    {-1, g.text(i, "metric"), g.text(i, "convention"), g.num(i, "value")});
+}
 
 std::unique_ptr<Analysis> make_sink_geometry(const AnalysisContext& c) {
     return std::make_unique<SinkGeometry>(c);

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <tuple>
@@ -141,7 +142,7 @@ void read_values(Run& r) {
     const fs::path& dir = r.dir;
     std::vector<analysis::RunValue> read;
     for (const analysis::AnalysisInfo& info : analysis::registry())
-        if (info.compare_values) info.compare_values(dir, read);
+        if (info.compare_values) info.compare_values(RunFiles(dir), read);
     for (const analysis::RunValue& v : read) {
         r.values.push_back({v.metric, v.param, v.value});
         if (v.metric == "rho") {
@@ -353,7 +354,7 @@ void check_compare_options(const CompareOptions& o) {
           (o.regime_statistic != "rho" || o.regime_min_width <= 1)))
         throw UsageError("--regime-min-width must be >= 0 (and <= 1 for rho), got " +
                          io::format_number(o.regime_min_width));
-    if (o.out.empty()) throw UsageError("--out must not be empty");
+    if (o.out.empty() && !o.memory) throw UsageError("--out must not be empty");
     std::set<std::string> given(o.runs.begin(), o.runs.end());
     if (given.size() != o.runs.size()) throw UsageError("compare: a run directory is given twice");
     // The same folder spelled twice (rA and ./rA/, a symlink to it) is the same run.
@@ -386,7 +387,7 @@ std::vector<Run> read_runs(const CompareOptions& o) {
     for (const std::string& p : o.runs) add_runs(p, runs);
     for (const Run& r : runs) {
         std::error_code ec;
-        if (fs::exists(o.out, ec) && fs::equivalent(o.out, r.dir, ec))
+        if (!o.memory && fs::exists(o.out, ec) && fs::equivalent(o.out, r.dir, ec))
             throw UsageError("--out " + o.out.string() + " is one of the runs compared");
     }
     return runs;
@@ -656,7 +657,7 @@ json regime_record(const CompareOptions& o, const Fitted& f) {
 
 void run_compare_command(const CompareOptions& o, std::ostream& log) {
     check_compare_options(o);
-    check_output_dir(o.out, o.overwrite);
+    if (!o.memory) check_output_dir(o.out, o.overwrite);
     // Read everything first: nothing is written unless every run is complete and consistent.
     std::vector<Run> runs = read_runs(o);
     const std::vector<std::string> diffs = differences(runs);
@@ -679,13 +680,15 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
     const CompareTables t = compare_tables(runs, f, o);
 
     io::RunRecord record(o.command_line, 1);  // reads and writes tables on one thread
-    OutputDir out(o.out, o.overwrite);
-    t.models.write(out.staging(), "models", false);
-    t.values.write(out.staging(), "compare", false);
-    t.frames.write(out.staging(), "frames", false);
-    t.regime.write(out.staging(), "regime", false);
-    t.confusion.write(out.staging(), "regime_confusion", false);
-    if (t.map.size() > 0) t.map.write(out.staging(), "regime_map", false);
+    std::optional<OutputDir> out;             // on disk only
+    if (!o.memory) out.emplace(o.out, o.overwrite);
+    const RunFiles files = o.memory ? *o.memory : RunFiles(out->staging());
+    t.models.write(files, "models", false);
+    t.values.write(files, "compare", false);
+    t.frames.write(files, "frames", false);
+    t.regime.write(files, "regime", false);
+    t.confusion.write(files, "regime_confusion", false);
+    if (t.map.size() > 0) t.map.write(files, "regime_map", false);
     record.set("subcommand", "compare");
     record.set("runs", t.run_list);
     record.set("inputs", o.runs);
@@ -701,11 +704,11 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
                 {"inflation", "regime_map.csv: a pruned point's measure / the unpruned measure"},
                 {"flip_rate", "regime.csv model row: flips pooled over the classical metrics"},
                 {"reversal_rate", "reversal.csv model rows, param = comparison/metric"}});
-    record.write(out.staging());
+    record.write(files);
     // Runs without any model-level number (e.g. prune runs only) give no figure: no page then.
-    const bool report = o.report && report::have_vega_runtime() &&
-                        !report::write_report_if_any(out.staging()).empty();
-    out.commit();
+    const bool report = out && o.report && report::have_vega_runtime() &&
+                        !report::write_report_if_any(out->staging()).empty();
+    if (out) out->commit();
 
     for (const auto& w : warnings) std::cerr << "sinkscope: warning: " << w << "\n";
     if (!diffs.empty())
@@ -713,12 +716,12 @@ void run_compare_command(const CompareOptions& o, std::ostream& log) {
             << "listed in run.json\n";
     log << "compare: " << runs.size() << " runs, regime thresholds lo = " << console_number(f.rf.lo)
         << ", hi = " << console_number(f.rf.hi) << (f.fitted ? " (fitted)" : " (defaults)") << "\n";
-    if (o.report && !report)
+    if (out && o.report && !report)
         log << (report::have_vega_runtime()
                     ? "report.html not written: the runs hold nothing to plot\n"
                     : "report.html not written: this build has no Vega runtime "
                       "(scripts/install-deps.sh); `sinkscope report --run DIR` writes it later\n");
-    log << "wrote " << o.out.string() << "\n";
+    if (out) log << "wrote " << o.out.string() << "\n";
 }
 
 }  // namespace sinkscope::api

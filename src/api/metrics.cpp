@@ -90,7 +90,8 @@ io::NpyArray make_example_attention() {
 namespace {
 
 // The one code path of the command and the bindings: the inputs' sink policy checked, then every
-// input streamed through the pipeline, the streamed tables staged in `stream_dir`.
+// input streamed through the pipeline, the streamed tables written into `stream_dir` (the staging
+// folder, or memory).
 struct PipelineRun {
     MetricsRun run;
     nlohmann::json sink_positions;
@@ -99,7 +100,7 @@ struct PipelineRun {
 PipelineRun run_pipeline(const analysis::AttentionFile& file,
                          const std::vector<std::vector<std::string>>& token_strings,
                          const analysis::ResolvedOptions& resolved, const std::string& model,
-                         const std::filesystem::path& stream_dir, Progress::Mode mode,
+                         const RunFiles& stream_dir, Progress::Mode mode,
                          const std::function<void(int64_t)>& after_input) {
     const SingleThreadedBlas blas;  // the analyses' own threads split the work
     PipelineRun out;
@@ -147,15 +148,15 @@ MetricsRun compute_metrics(analysis::AttentionArrays arrays,
         analysis::resolve(options, {.hidden_states = false, .source = "attention array"});
     check_bos(resolved, options, arrays.token_ids != nullptr);
     const analysis::AttentionFile file(std::move(arrays));
-    // The streamed tables (sinks, per-input values) go through a private temporary folder, read
-    // back and removed with it.
-    OutputDir streams(std::filesystem::temp_directory_path() / "sinkscope-streams", false);
-    PipelineRun p = run_pipeline(file, token_strings, resolved, name, streams.staging(),
+    // The streamed tables (sinks, per-input values) are collected in memory, then read as their
+    // files would be (the same cells as the command's CSV files).
+    const RunFiles streams = RunFiles::in_memory();
+    PipelineRun p = run_pipeline(file, token_strings, resolved, name, streams,
                                  Progress::Mode::Never, after_input);
-    for (const auto& entry : std::filesystem::directory_iterator(streams.staging()))
-        if (entry.path().extension() == ".csv")
-            p.run.streams.emplace_back(entry.path().stem().string(),
-                                       io::Table::read_csv(entry.path()));
+    for (const auto& [path, text] : streams.files())
+        if (path.size() > 4 && path.compare(path.size() - 4, 4, ".csv") == 0)
+            p.run.streams.emplace_back(path.substr(0, path.size() - 4),
+                                       io::Table::parse_csv(text, streams.shown(path)));
     std::sort(p.run.streams.begin(), p.run.streams.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     return std::move(p.run);
@@ -287,12 +288,12 @@ MetricsRun run_metrics_command(const MetricsCommandOptions& o, std::ostream& log
     const std::string model = !o.name.empty() ? o.name
                               : o.example     ? "example"
                                               : o.attention.stem().string();
-    PipelineRun p = run_pipeline(file, token_strings, resolved, model, out.staging(), o.progress,
-                                 o.after_input);
+    PipelineRun p = run_pipeline(file, token_strings, resolved, model, RunFiles(out.staging()),
+                                 o.progress, o.after_input);
     const analysis::PipelineResults& results = p.run.results;
 
     // Pass 3: tables, summaries and the run.json fields of every analysis.
-    write_outputs(results, out.staging());
+    write_outputs(results, RunFiles(out.staging()));
     record.json().update(results.record);
     for (const auto& w : results.warnings) std::cerr << "sinkscope: warning: " << w << "\n";
     record_metrics_run(record, o, file, options.attention, resolved, p);

@@ -7,7 +7,7 @@
 
 namespace sinkscope::api {
 
-void write_outputs(const analysis::PipelineResults& results, const std::filesystem::path& dir) {
+void write_outputs(const analysis::PipelineResults& results, const RunFiles& dir) {
     for (const auto& [name, out] : results.outputs) analysis::write_output(out, dir);
 }
 

@@ -319,6 +319,12 @@ NpyArray read_npy(const std::filesystem::path& path) {
     return parse_npy(file.data(), file.size(), path.string());
 }
 
+NpyArray read_npy(const RunFiles& dir, const std::string& rel) {
+    if (!dir.is_memory()) return read_npy(dir.dir() / rel);
+    const std::string bytes = dir.read(rel);
+    return parse_npy(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), dir.shown(rel));
+}
+
 std::string serialize_npy(const NpyArray& a) {
     SS_CHECK(a.data.size() == size_t(a.numel()) * dtype_size(a.dtype), "array data size ",
              a.data.size(), " does not match its shape");

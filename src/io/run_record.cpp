@@ -127,13 +127,17 @@ void sanitize(nlohmann::json& j) {
 }  // namespace
 
 void RunRecord::write(const std::filesystem::path& dir) {
+    write(RunFiles(dir));
+}
+
+void RunRecord::write(const RunFiles& dir) {
     finish_hashing();
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     j_["wall_time_s"] = wall;
     j_["peak_rss_bytes"] = peak_rss_bytes();
     j_["finished_utc"] = utc_timestamp();
     sanitize(j_);
-    write_file_atomic(dir / "run.json", j_.dump(2) + "\n");
+    dir.write("run.json", j_.dump(2) + "\n");
 }
 
 }  // namespace sinkscope::io

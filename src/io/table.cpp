@@ -261,12 +261,16 @@ std::string Table::to_jsonl() const {
 }
 
 void Table::write(const std::filesystem::path& dir, const std::string& stem, bool jsonl) const {
+    write(RunFiles(dir), stem, jsonl);
+}
+
+void Table::write(const RunFiles& dir, const std::string& stem, bool jsonl) const {
     // Streamed in pieces of about 1 MiB: a table of millions of rows is never held as text.
     // `more` appends the next line(s) to a piece, false once nothing is left.
     constexpr size_t kPiece = size_t(1) << 20;
-    const auto stream = [](const std::filesystem::path& path, std::string header, auto more) {
+    const auto stream = [&dir](const std::string& file, std::string header, auto more) {
         bool end = false;
-        write_file_atomic(path, [&](std::string& piece) {
+        dir.write(file, [&](std::string& piece) {
             if (end) return false;
             piece.swap(header);  // the header goes out with the first piece
             header.clear();
@@ -284,7 +288,7 @@ void Table::write(const std::filesystem::path& dir, const std::string& stem, boo
     };
     std::string header = csv_line(std::vector<Cell>(columns_.begin(), columns_.end()));
     if (csv_text_) {
-        stream(dir / (stem + ".csv"), std::move(header),
+        stream(stem + ".csv", std::move(header),
                [this, next = csv_text_(), lines = size_t(0)](std::string& out) mutable {
                    const size_t from = out.size();
                    const bool more = next(out);
@@ -294,13 +298,13 @@ void Table::write(const std::filesystem::path& dir, const std::string& stem, boo
                    return more;
                });
     } else {
-        stream(dir / (stem + ".csv"), std::move(header),
+        stream(stem + ".csv", std::move(header),
                cells([](std::string& out, const std::vector<Cell>& row) {
                    append_csv_line(out, row);
                }));
     }
     if (jsonl)
-        stream(dir / (stem + ".jsonl"), std::string(),
+        stream(stem + ".jsonl", std::string(),
                cells([this](std::string& out, const std::vector<Cell>& row) {
                    append_jsonl_line(out, columns_, row);
                }));
@@ -339,16 +343,19 @@ std::vector<std::string> split_csv_line(const std::string& text, size_t& pos) {
 }  // namespace
 
 Table Table::read_csv(const std::filesystem::path& path) {
-    std::string text = read_file(path);
+    return parse_csv(read_file(path), path.string());
+}
+
+Table Table::parse_csv(const std::string& text, const std::string& origin) {
     size_t pos = 0;
-    SS_CHECK_INPUT(!text.empty(), path.string(), "empty CSV file");
+    SS_CHECK_INPUT(!text.empty(), origin, "empty CSV file");
     Table t(split_csv_line(text, pos));
     size_t line = 1;
     while (pos < text.size()) {
         ++line;
         auto fields = split_csv_line(text, pos);
         if (fields.size() == 1 && fields[0].empty()) continue;
-        SS_CHECK_INPUT(fields.size() == t.columns_.size(), path.string(), "line ", line, " has ",
+        SS_CHECK_INPUT(fields.size() == t.columns_.size(), origin, "line ", line, " has ",
                        fields.size(), " fields, header has ", t.columns_.size());
         std::vector<Cell> row;
         for (auto& f : fields) {

@@ -73,6 +73,25 @@ at::Tensor RopeTables::apply(const at::Tensor& t) const {
     return at::cat({out, t.narrow(-1, rot_dim, d_head - rot_dim)}, -1);
 }
 
+at::Tensor attention_weights(const at::Tensor& s, AttentionFunction f, at::ScalarType dtype) {
+    const at::ScalarType acc = accum_type(dtype);
+    switch (f) {
+        case AttentionFunction::Softmax:
+            return at::softmax(s, -1, acc).to(dtype);
+        case AttentionFunction::SoftmaxOne: {
+            const at::Tensor x = s.to(acc);
+            // m >= 0 shifts the zero logit too (it becomes exp(-m) <= 1); m is a constant of the
+            // row, so it carries no gradient.
+            const at::Tensor m = at::amax(x, {-1}, /*keepdim=*/true).clamp_min(0).detach();
+            const at::Tensor e = at::exp(x - m);  // masked keys: exp(-inf) = 0
+            return (e / (at::exp(-m) + e.sum(-1, /*keepdim=*/true))).to(dtype);
+        }
+        case AttentionFunction::Sigmoid:
+            return at::sigmoid(s.to(acc)).to(dtype);  // masked keys: sigmoid(-inf) = 0
+    }
+    throw InternalError("unknown attention function");
+}
+
 namespace {
 
 // Gemma-2 (transformers Gemma2Attention): scores / cap, tanh, * cap, then the mask.
@@ -91,8 +110,9 @@ at::Tensor per_query_head(const at::Tensor& t, int64_t n_heads) {
 // every query against every key, then the mask; without captured scores or pattern, query
 // blocks bound the temporaries. Returns z [batch, pos, n_heads, d_head].
 at::Tensor attend_functional(const at::Tensor& q, const at::Tensor& kh, const at::Tensor& vh,
-                             const at::Tensor& hidden, double scale, int64_t layer,
-                             at::ScalarType dtype, HookRecorder& hooks, double softcap) {
+                             const at::Tensor& hidden, AttentionFunction function, double scale,
+                             int64_t layer, at::ScalarType dtype, HookRecorder& hooks,
+                             double softcap) {
     const int64_t T = q.size(1);
     if (!hooks.wants(HookPoint::AttnScores, layer) && !hooks.wants(HookPoint::Pattern, layer) &&
         !hooks.edits(HookPoint::AttnScores, layer) && !hooks.edits(HookPoint::Pattern, layer) &&
@@ -107,7 +127,7 @@ at::Tensor attend_functional(const at::Tensor& q, const at::Tensor& kh, const at
                 scores.masked_fill_(
                     hidden.dim() >= 2 && hidden.size(-2) == T ? hidden.narrow(-2, i0, n) : hidden,
                     -std::numeric_limits<double>::infinity());
-            parts.push_back(at::matmul(at::softmax(scores, -1, accum_type(dtype)).to(dtype), vh));
+            parts.push_back(at::matmul(attention_weights(scores, function, dtype), vh));
         }
         return at::cat(parts, 2).transpose(1, 2).contiguous();
     }
@@ -116,9 +136,9 @@ at::Tensor attend_functional(const at::Tensor& q, const at::Tensor& kh, const at
         soft_capped(at::matmul(q.transpose(1, 2), kh.transpose(-2, -1)) * scale, softcap);
     if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
     scores = hooks.keep(HookPoint::AttnScores, layer, scores);
-    // [batch, n_heads, query, key]; softmax in f32, masked entries exactly 0
+    // [batch, n_heads, query, key]; softmax (or `function`) in f32, masked entries exactly 0
     const at::Tensor pattern =
-        hooks.keep(HookPoint::Pattern, layer, at::softmax(scores, -1, accum_type(dtype)).to(dtype));
+        hooks.keep(HookPoint::Pattern, layer, attention_weights(scores, function, dtype));
     return at::matmul(pattern, vh).transpose(1, 2).contiguous();
 }
 
@@ -221,7 +241,9 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
         at::Tensor p3 = full_pattern
                             ? pattern_all.view({BH, T, T}).narrow(1, i0, n).narrow(2, kb, nk)
                             : hooks.scratch(1, {BH, n, nk}, opt);
-        if (dtype == acc) {
+        if (am.function != AttentionFunction::Softmax) {
+            p3.copy_(attention_weights(s3, am.function, dtype));
+        } else if (dtype == acc) {
             at::softmax_out(p3, s3, -1);
         } else {
             p3.copy_(at::softmax(s3, -1, acc));  // softmax in f32, then the compute dtype
@@ -289,7 +311,8 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor vh = per_query_head(v, H);
     at::Tensor z =  // [batch, pos, n_heads, d_head]
         gradients_recorded()
-            ? attend_functional(q, kh, vh, hidden.hidden, scale, layer, dtype, hooks, softcap)
+            ? attend_functional(q, kh, vh, hidden.hidden, hidden.function, scale, layer, dtype,
+                                hooks, softcap)
             : attend_blocked(q, kh, vh, hidden, scale, layer, dtype, hooks, softcap);
     if (mask && mask->any_in_layer(layer)) {
         for (int64_t head = 0; head < H; ++head) {

@@ -19,15 +19,25 @@ at::Tensor causal_mask(int64_t n_tokens, int64_t window, const at::Device& devic
 // key], true = masked (undefined: nothing masked). `causal`: hidden is causal_mask(T, window)
 // (spec section 0: query i sees keys j <= i, and j > i - window when window > 0), so attend()
 // computes only the keys a block of queries can see; the others have weight exactly 0.
+// `function`: how attend() turns a row of scores into weights (ModelConfig::attention; the
+// decoders' frame sets it from the config, every other caller keeps softmax).
 struct AttentionMask {
     AttentionMask() = default;
     AttentionMask(at::Tensor h) : hidden(std::move(h)) {}  // a general mask (padding, none)
-    AttentionMask(at::Tensor h, bool is_causal, int64_t w)
-        : hidden(std::move(h)), causal(is_causal), window(w) {}
+    AttentionMask(at::Tensor h, bool is_causal, int64_t w,
+                  AttentionFunction f = AttentionFunction::Softmax)
+        : hidden(std::move(h)), causal(is_causal), window(w), function(f) {}
     at::Tensor hidden;
     bool causal = false;
     int64_t window = 0;
+    AttentionFunction function = AttentionFunction::Softmax;
 };
+
+// [.., key] weights in `dtype` of scores s [.., key] (scaled, soft-capped, masked = -inf) under
+// `f`, computed in accum_type(dtype) (spec section 0): softmax; softmax_one = exp(s_j - m) /
+// (exp(-m) + sum_k exp(s_k - m)) with m = max(0, max_k s_k), so no exponent overflows and a
+// masked key's weight is exactly 0; sigmoid = 1 / (1 + exp(-s_j)) per key (masked: exactly 0).
+at::Tensor attention_weights(const at::Tensor& s, AttentionFunction f, at::ScalarType dtype);
 // [batch, 1, 1, key] bool, true = padding key; undefined when attention_mask is undefined.
 at::Tensor padding_mask(const ModelInput& input, const at::Device& device);
 
@@ -49,8 +59,9 @@ constexpr int64_t kQueryBlock = 256;
 
 // Eager attention of one layer (spec section 0). q: [batch, pos, n_heads, d_head] (after RoPE),
 // k, v: [batch, pos, n_kv_heads, d_head] (query head h reads kv head h / (n_heads/n_kv_heads)).
-// Records hook_attn_scores (scaled, masked = -inf), hook_pattern (softmax in f32,
-// then `dtype`) and hook_z (after the head mask); returns z [batch, pos, n_heads, d_head].
+// Records hook_attn_scores (scaled, masked = -inf), hook_pattern (the mask's function of the
+// scores, softmax by default, in f32, then `dtype`; rows of the other functions do not sum to 1)
+// and hook_z (after the head mask); returns z [batch, pos, n_heads, d_head].
 // Queries are processed in blocks of kQueryBlock rows; with a causal mask a block computes scores
 // only against the keys it can see and writes -inf / 0 into the captured scores / pattern for
 // the rest (same values as the full T x T computation up to float rounding of the softmax sum

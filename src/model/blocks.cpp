@@ -74,22 +74,27 @@ at::Tensor activate(const at::Tensor& x, Activation act) {
     throw InternalError("unknown activation");
 }
 
+at::Tensor hooked_attend(at::Tensor q, at::Tensor k, at::Tensor v, const RopeTables* rope,
+                         const AttentionMask& hidden, double scale, int64_t layer,
+                         const HeadMask* mask, at::ScalarType dtype, HookRecorder& hooks,
+                         double softcap) {
+    q = hooks.keep(HookPoint::Q, layer, q);
+    k = hooks.keep(HookPoint::K, layer, k);
+    v = hooks.keep(HookPoint::V, layer, v);
+    const at::Tensor rq = hooks.keep(HookPoint::RotQ, layer, rope ? rope->apply(q) : q);
+    const at::Tensor rk = hooks.keep(HookPoint::RotK, layer, rope ? rope->apply(k) : k);
+    return attend(rq, rk, v, hidden, scale, layer, mask, dtype, hooks, softcap);
+}
+
 at::Tensor self_attention(const at::Tensor& h, const AttentionWeights& w, const ModelConfig& c,
                           const RopeTables* rope, const AttentionMask& hidden, double scale,
                           int64_t layer, const HeadMask* mask, at::ScalarType dtype,
                           HookRecorder& hooks) {
     const int64_t B = h.size(0), T = h.size(1), dh = c.d_head;
-    at::Tensor q = w.q(h).view({B, T, c.n_heads, dh});     // [batch, pos, n_heads, d_head]
-    at::Tensor k = w.k(h).view({B, T, c.n_kv_heads, dh});  // [batch, pos, n_kv, d_head]
-    at::Tensor v = w.v(h).view({B, T, c.n_kv_heads, dh});
-    q = hooks.keep(HookPoint::Q, layer, q);
-    k = hooks.keep(HookPoint::K, layer, k);
-    v = hooks.keep(HookPoint::V, layer, v);
-    at::Tensor rq = rope ? rope->apply(q) : q;
-    at::Tensor rk = rope ? rope->apply(k) : k;
-    rq = hooks.keep(HookPoint::RotQ, layer, rq);
-    rk = hooks.keep(HookPoint::RotK, layer, rk);
-    const at::Tensor z = attend(rq, rk, v, hidden, scale, layer, mask, dtype, hooks);
+    const at::Tensor z = hooked_attend(w.q(h).view({B, T, c.n_heads, dh}),     // [b, pos, H, dh]
+                                       w.k(h).view({B, T, c.n_kv_heads, dh}),  // [b, pos, Hkv, dh]
+                                       w.v(h).view({B, T, c.n_kv_heads, dh}), rope, hidden, scale,
+                                       layer, mask, dtype, hooks);
     return w.o(z.view({B, T, c.n_heads * dh}));  // [batch, pos, d_model]
 }
 

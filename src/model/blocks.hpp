@@ -80,6 +80,15 @@ inline void record_qkv_part(WeightLoader& ld, int64_t part, int64_t layer, const
     ld.record(kBias[part], layer, lin.b);
 }
 
+// q [batch, pos, n_heads, d_head], k, v [batch, pos, n_kv_heads, d_head] of one layer through
+// hook_q/k/v, RoPE of the first rope->rot_dim dims (rope null: no rotation, hook_rot_q/k =
+// hook_q/k) and hook_rot_q/k, as the forward goes on with them (editing hooks), then attend().
+// Returns z [batch, pos, n_heads, d_head].
+at::Tensor hooked_attend(at::Tensor q, at::Tensor k, at::Tensor v, const RopeTables* rope,
+                         const AttentionMask& hidden, double scale, int64_t layer,
+                         const HeadMask* mask, at::ScalarType dtype, HookRecorder& hooks,
+                         double softcap = 0.0);
+
 // One attention sub-block on normalised input h [batch, pos, d_model]: projections, hook_q/k/v,
 // RoPE on the first rope->rot_dim dims (rope null: no rotation, hook_rot_q/k = hook_q/k), attend()
 // with scale `scale` and mask `hidden`, output projection. Returns [batch, pos, d_model].

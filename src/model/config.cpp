@@ -35,6 +35,25 @@ Activation parse_hf_activation(const std::string& act, const std::string& origin
     throw UnsupportedError(origin, "hidden_act " + quote(act));
 }
 
+const char* attention_function_name(AttentionFunction f) {
+    switch (f) {
+        case AttentionFunction::Softmax:
+            return "softmax";
+        case AttentionFunction::SoftmaxOne:
+            return "softmax_one";
+        case AttentionFunction::Sigmoid:
+            return "sigmoid";
+    }
+    return "?";
+}
+
+std::optional<AttentionFunction> attention_function_from_name(const std::string& name) {
+    for (AttentionFunction f :
+         {AttentionFunction::Softmax, AttentionFunction::SoftmaxOne, AttentionFunction::Sigmoid})
+        if (name == attention_function_name(f)) return f;
+    return std::nullopt;
+}
+
 const char* weight_format_name(WeightFormat f) {
     switch (f) {
         case WeightFormat::HuggingFace:
@@ -107,6 +126,10 @@ void validate_config(const ModelConfig& c, const std::string& origin) {
                        origin, "sliding-window layers must be ascending layer indices");
     SS_CHECK_INPUT(c.attn_scale >= 0 && c.attn_softcap >= 0 && c.final_softcap >= 0, origin,
                    "attention scale and soft-caps must be >= 0");
+    // The other attention functions run in the causal decoders' attention core only.
+    SS_CHECK_INPUT(c.attention == AttentionFunction::Softmax || c.causal, origin, "attention ",
+                   quote(attention_function_name(c.attention)),
+                   ": only causal decoders take another attention function than softmax");
 }
 
 namespace {
@@ -134,6 +157,7 @@ constexpr TypedKey kTypedKeys[] = {
     {"layer_types", JsonKind::StringArray},
     {"bos_token_id", JsonKind::IdOrIds},
     {"eos_token_id", JsonKind::IdOrIds},
+    {kHfAttentionKey, JsonKind::String},
 };
 
 void check_key_types(const nlohmann::json& j, const std::string& origin) {
@@ -185,6 +209,15 @@ ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& orig
     try {
         read_hf_common_keys(j, origin, arch, c);  // the keys every family has, then its own
         arch.read_hf_config(j, origin, c);
+        // sinkscope's own key (model/config.hpp), any family; validate_config refuses it on
+        // the encoders.
+        if (j.contains(kHfAttentionKey) && !j[kHfAttentionKey].is_null()) {
+            const std::string name = j[kHfAttentionKey].get<std::string>();
+            const std::optional<AttentionFunction> f = attention_function_from_name(name);
+            SS_CHECK_INPUT(f.has_value(), origin, "key '", kHfAttentionKey, "' is ", quote(name),
+                           ", not one of ", kAttentionFunctionNames);
+            c.attention = *f;
+        }
     } catch (const nlohmann::json::exception& e) {
         // A nested value of a type no check above covers: still one line naming the file.
         throw InputError(origin, "a key has an unexpected JSON type: " + printable(e.what()));
@@ -226,7 +259,7 @@ ModelConfig config_from_hf_dir(const std::filesystem::path& dir) {
 }
 
 ModelConfig config_from_llama2c(const io::Llama2cHeader& h) {
-    ModelConfig c;
+    ModelConfig c;  // attention stays softmax: the header has no field for another function
     c.architecture = llama2c_architecture().name;
     c.d_model = h.dim;
     c.d_mlp = h.hidden_dim;

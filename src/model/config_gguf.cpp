@@ -122,7 +122,7 @@ ModelConfig config_from_gguf(const io::GgufFile& f) {
     const ArchitectureInfo& arch = find_by_gguf_arch(gguf_arch, origin);
     SS_CHECK(arch.read_gguf_config, "registry row ", arch.name, " has a gguf_arch but no reader");
     const std::string p = gguf_arch + ".";
-    ModelConfig c;
+    ModelConfig c;  // attention stays softmax: GGUF has no key for the other functions
     c.architecture = arch.name;
     c.n_layers = f.get_int(p + "block_count");
     c.d_model = f.get_int(p + "embedding_length");

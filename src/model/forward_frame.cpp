@@ -77,9 +77,9 @@ DecoderFrame::DecoderFrame(const ModelInput& input, const CaptureSpec& capture,
     check_head_mask(mask, c);
     check_right_padding(input.attention_mask, ids.size(0), n_tokens);
     if (rot_dim > 0) rope = rope_tables(n_tokens, rot_dim, c, dtype, device);
-    hidden = AttentionMask(causal_mask(n_tokens, c.window, device), true, c.window);
+    hidden = AttentionMask(causal_mask(n_tokens, c.window, device), true, c.window, c.attention);
     if (c.window > 0 && !c.window_layers.empty()) {
-        hidden_full = AttentionMask(causal_mask(n_tokens, 0, device), true, 0);
+        hidden_full = AttentionMask(causal_mask(n_tokens, 0, device), true, 0, c.attention);
         window_layers = c.window_layers;
     }
     scale = c.score_scale();

@@ -135,17 +135,11 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
         x = hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: attention.
         const at::Tensor h = rms_norm(x, w.attn_norm, w.attn_norm_f32);  // [batch, pos, d_model]
-        at::Tensor q = detail::linear(h, w.wq, w.bq).view({B, T, H, dh});
-        at::Tensor k = detail::linear(h, w.wk, w.bk).view({B, T, Hkv, dh});
-        at::Tensor v = detail::linear(h, w.wv, w.bv).view({B, T, Hkv, dh});
-        q = hooks.keep(HookPoint::Q, l, q);
-        k = hooks.keep(HookPoint::K, l, k);
-        v = hooks.keep(HookPoint::V, l, v);
-        at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
-        rq = hooks.keep(HookPoint::RotQ, l, rq);
-        rk = hooks.keep(HookPoint::RotK, l, rk);
         const at::Tensor z =
-            detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_, hooks);
+            detail::hooked_attend(detail::linear(h, w.wq, w.bq).view({B, T, H, dh}),
+                                  detail::linear(h, w.wk, w.bk).view({B, T, Hkv, dh}),
+                                  detail::linear(h, w.wv, w.bv).view({B, T, Hkv, dh}), &f.rope,
+                                  f.mask_of(l), f.scale, l, mask, dtype_, hooks);
         x = x + detail::linear(z.view({B, T, H * dh}), w.wo);
         x = hooks.keep(HookPoint::ResidMid, l, x);
         // Pass 3: gated MLP, down(act(gate(x)) * up(x)).

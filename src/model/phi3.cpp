@@ -114,17 +114,11 @@ ForwardResult Phi3Family::forward(const ModelInput& input, const CaptureSpec& ca
         const Phi3Layer& w = layers_[static_cast<size_t>(l)];
         x = hooks.keep(HookPoint::ResidPre, l, x);
         const at::Tensor h = rms_norm(x, w.attn_norm);  // [batch, pos, d_model]
-        at::Tensor q = detail::linear(h, w.wq).view({B, T, H, dh});
-        at::Tensor k = detail::linear(h, w.wk).view({B, T, Hkv, dh});
-        at::Tensor v = detail::linear(h, w.wv).view({B, T, Hkv, dh});
-        q = hooks.keep(HookPoint::Q, l, q);
-        k = hooks.keep(HookPoint::K, l, k);
-        v = hooks.keep(HookPoint::V, l, v);
-        at::Tensor rq = f.rope.apply(q), rk = f.rope.apply(k);
-        rq = hooks.keep(HookPoint::RotQ, l, rq);
-        rk = hooks.keep(HookPoint::RotK, l, rk);
         const at::Tensor z =
-            detail::attend(rq, rk, v, f.mask_of(l), f.scale, l, mask, dtype_, hooks);
+            detail::hooked_attend(detail::linear(h, w.wq).view({B, T, H, dh}),
+                                  detail::linear(h, w.wk).view({B, T, Hkv, dh}),
+                                  detail::linear(h, w.wv).view({B, T, Hkv, dh}), &f.rope,
+                                  f.mask_of(l), f.scale, l, mask, dtype_, hooks);
         x = x + detail::linear(z.view({B, T, H * dh}), w.wo);
         x = hooks.keep(HookPoint::ResidMid, l, x);
         const at::Tensor h2 = rms_norm(x, w.ffn_norm);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -150,8 +151,9 @@ TrainConfig train_preset(const std::string& name) {
         return c;
     }
     if (name == "default") {
-        // The model shipped in models/default (its README lists the settings tried): the run
-        // with the most heads above Sink_0.3 of those the time allowed.
+        // The first models/default (2,000 steps on the synthetic corpus of scripts/make_corpus.py,
+        // no model-wide sink; models/default/README.md lists it among the runs tried). The model
+        // shipped now is scripts/make_default_model.sh's recipe (a --config of its own).
         c.architecture = "llama";
         c.d_model = 64;
         c.n_layers = 4;
@@ -173,7 +175,10 @@ TrainConfig train_preset(const std::string& name) {
     throw UsageError("--preset: unknown preset '" + name + "' (known: " + known + ")");
 }
 
-nlohmann::json train_config_json(const TrainConfig& c) {
+namespace {
+// Every key of a training config with its value (train_config_from_json checks types against
+// the defaults').
+nlohmann::json all_train_keys(const TrainConfig& c) {
     return {{"architecture", c.architecture},
             {"d_model", c.d_model},
             {"n_layers", c.n_layers},
@@ -192,7 +197,18 @@ nlohmann::json train_config_json(const TrainConfig& c) {
             {"clip", c.clip},
             {"init_std", c.init_std},
             {"vocab", c.vocab},
-            {"checkpoint_every", c.checkpoint_every}};
+            {"checkpoint_every", c.checkpoint_every},
+            {"attention", attention_function_name(c.attention)},
+            {"bos", c.bos}};
+}
+}  // namespace
+
+nlohmann::json train_config_json(const TrainConfig& c) {
+    nlohmann::json j = all_train_keys(c);
+    const TrainConfig defaults;
+    if (c.attention == defaults.attention) j.erase("attention");
+    if (c.bos == defaults.bos) j.erase("bos");
+    return j;
 }
 
 double train_memory_bytes(const TrainConfig& c, int64_t vocab_size) {
@@ -212,17 +228,19 @@ double train_memory_bytes(const TrainConfig& c, int64_t vocab_size) {
 TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& origin) {
     SS_CHECK_INPUT(j.is_object(), origin, "a training config is a JSON object");
     TrainConfig c;
-    const nlohmann::json known = train_config_json(c);
+    const nlohmann::json known = all_train_keys(c);
     for (const auto& [key, value] : j.items()) {
         SS_CHECK_INPUT(known.contains(key), origin, "unknown key ", quote(key));
         const nlohmann::json& k = known.at(key);
         const bool ok = k.is_string()           ? value.is_string()
+                        : k.is_boolean()        ? value.is_boolean()
                         : k.is_number_integer() ? value.is_number_integer()
                                                 : value.is_number();
-        SS_CHECK_INPUT(ok, origin, "key ", quote(key), " must be a ",
-                       k.is_string()           ? "string"
-                       : k.is_number_integer() ? "integer"
-                                               : "number");
+        SS_CHECK_INPUT(ok, origin, "key ", quote(key), " must be a",
+                       k.is_string()           ? " string"
+                       : k.is_boolean()        ? " boolean"
+                       : k.is_number_integer() ? "n integer"
+                                               : " number");
     }
     // Every size is bounded before anything multiplies it (a typo such as 4611686018427387904
     // would overflow a tensor's size); train_memory_bytes() then checks their product.
@@ -239,6 +257,14 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& o
                        "' must be in [", lo, ", ", hi, "]");
     };
     if (j.contains("architecture")) c.architecture = j.at("architecture").get<std::string>();
+    if (j.contains("attention")) {
+        const std::string name = j.at("attention").get<std::string>();
+        const std::optional<AttentionFunction> f = attention_function_from_name(name);
+        SS_CHECK_INPUT(f.has_value(), origin, "key 'attention' is ", quote(name), ", not one of ",
+                       kAttentionFunctionNames);
+        c.attention = *f;
+    }
+    if (j.contains("bos")) c.bos = j.at("bos").get<bool>();
     SS_CHECK_INPUT(c.architecture == "llama" || c.architecture == "gpt2", origin, "architecture ",
                    quote(c.architecture), ": train builds llama or gpt2");
     i64("d_model", c.d_model, 1, kMaxTrainWidth);
@@ -268,7 +294,24 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& o
     return c;
 }
 
-nlohmann::json hf_config_json(const TrainConfig& c, int64_t vocab_size, int32_t bos_id) {
+at::Tensor pack_sequences(const std::vector<int32_t>& ids, int64_t seq_len, int32_t bos_id) {
+    SS_CHECK(seq_len >= 2, "pack_sequences: seq_len must be >= 2");
+    const int64_t lead = bos_id >= 0 ? 1 : 0;
+    const int64_t chunk = seq_len - lead;  // corpus ids per sequence
+    const int64_t n = static_cast<int64_t>(ids.size()) / chunk;
+    at::Tensor seqs = at::empty({n, seq_len}, at::TensorOptions().dtype(at::kLong));
+    auto a = seqs.accessor<int64_t, 2>();
+    for (int64_t s = 0; s < n; ++s) {
+        if (lead) a[s][0] = bos_id;
+        for (int64_t t = 0; t < chunk; ++t)
+            a[s][t + lead] = ids[static_cast<size_t>(s * chunk + t)];
+    }
+    return seqs;
+}
+
+namespace {
+// The family's config.json keys (transformers' LlamaConfig / GPT2Config).
+nlohmann::json hf_family_config_json(const TrainConfig& c, int64_t vocab_size, int32_t bos_id) {
     if (c.architecture == "gpt2")
         return {{"architectures", {"GPT2LMHeadModel"}},
                 {"model_type", "gpt2"},
@@ -299,6 +342,14 @@ nlohmann::json hf_config_json(const TrainConfig& c, int64_t vocab_size, int32_t 
             {"tie_word_embeddings", true},
             {"bos_token_id", bos_id},
             {"torch_dtype", "float32"}};
+}
+}  // namespace
+
+nlohmann::json hf_config_json(const TrainConfig& c, int64_t vocab_size, int32_t bos_id) {
+    nlohmann::json j = hf_family_config_json(c, vocab_size, bos_id);
+    if (c.attention != AttentionFunction::Softmax)
+        j[kHfAttentionKey] = attention_function_name(c.attention);
+    return j;
 }
 
 namespace {

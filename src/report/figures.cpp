@@ -772,9 +772,15 @@ void dynamics_section(const fs::path& dir, ReportContent& c) {
     }
     for (auto& r : rows) r["x"] = steps ? num(r, "step") : order[str(r, "checkpoint")];
     const std::string x_title = steps ? "training step (log scale)" : "checkpoint (manifest order)";
+    // The sink's geometry (sink_geometry.csv's model values) has a figure of its own, beside
+    // Sink_eps: when the sink formed.
+    static const std::set<std::string> kGeometry = {"key_norm_sink",    "key_norm_others",
+                                                    "key_norm_ratio",   "qk_cosine_sink",
+                                                    "qk_cosine_others", "qk_cosine_excess"};
     const json model_level = select(rows, [](const json& r) {
         const std::string m = str(r, "metric");
-        return num(r, "layer") < 0 && str(r, "param") != "spectra" && m != "rho";
+        return num(r, "layer") < 0 && str(r, "param") != "spectra" && m != "rho" &&
+               !kGeometry.count(m);
     });
     // Each panel's y axis names its quantity and unit (docs/metrics.md).
     static const std::map<std::string, std::string> kUnits = {
@@ -805,6 +811,37 @@ void dynamics_section(const fs::path& dir, ReportContent& c) {
          "H(pi), Sink_eps and the flip rates of the classical metrics (trajectory.csv)." +
              std::string(kGlossary),
          panel_line_spec(panels, "x", "value", "", "metric", {x_title, "", ""}, steps, axes)});
+    // The emergence curve: Sink_eps, then the sink's key norm (absolute and against the other
+    // keys') and the queries' cosine with its key (absolute and in excess of the other keys').
+    json emergence = json::array();
+    std::map<std::string, PanelAxis> emergence_axes;
+    bool geometry = false;
+    for (const auto& [metric, title] : std::vector<std::pair<std::string, std::string>>{
+             {"sink_eps", "Sink_eps (share of heads)"},
+             {"key_norm_sink", "sink key norm ||k_s||"},
+             {"key_norm_ratio", "key norm ratio (sink / others)"},
+             {"qk_cosine_sink", "cosine (query, sink key)"},
+             {"qk_cosine_excess", "cosine excess (sink - others)"}})
+        for (json r : rows) {
+            if (num(r, "layer") >= 0 || !is(r, "metric", metric)) continue;
+            geometry = geometry || metric != "sink_eps";
+            r["metric"] = metric == "sink_eps" ? "Sink_eps (" + str(r, "param") + ")" : metric;
+            emergence_axes[str(r, "metric")].title = title;
+            emergence.push_back(r);
+        }
+    if (geometry)
+        c.figures.push_back(
+            {sec, "When the sink formed",
+             "Per checkpoint: Sink_eps (the share of heads whose mean attention to position 0 "
+             "exceeds eps) and, at each layer's sink position, the key norm ||k_s||, its ratio to "
+             "the mean norm of the other keys, the queries' mean cosine with the sink's key and "
+             "its excess over their cosine with the other keys, means over the heads of every "
+             "layer (trajectory.csv, from each checkpoint's sink_geometry.csv; queries and keys "
+             "after any rotary embedding). Gu et al. (ICLR 2025) find that a first-token sink "
+             "acts as a key bias: a small key norm and a high query-key cosine." +
+                 std::string(kGlossary),
+             panel_line_spec(emergence, "x", "value", "", "metric", {x_title, "", ""}, steps,
+                             emergence_axes)});
     const json sink_layers = select(
         rows, [](const json& r) { return is(r, "metric", "sink_mass") && num(r, "layer") >= 0; });
     c.figures.push_back(

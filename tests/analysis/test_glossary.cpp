@@ -45,7 +45,7 @@ TEST(Glossary, EverySchemaColumnIsDefined) {
           &t::kCorrelations, &t::kPairedTests,    &t::kFisher,     &t::kFisherTensors,
           &t::kPrune,        &t::kPruneRandom,    &t::kPruneOrder, &t::kTrajectory,
           &t::kEntropySplit, &t::kFrameTypes,     &t::kGroups,     &t::kGroupTests,
-          &t::kRegions})
+          &t::kRegions,      &t::kPatch})
         for (const std::string& c : s->columns)
             EXPECT_TRUE(defined(glossary, c)) << s->name << ".csv column " << c;
     for (const auto* list : {&t::kRefFrameColumns, &t::kPerInputColumns})

@@ -2,7 +2,8 @@
 // seconds): the entropy split is exact on every layer and pair and equals the spec's formulas
 // recomputed here from the checkpoints' own rows; a run killed after the second checkpoint
 // resumes to the tables of an uninterrupted one; malformed series are refused in one line before
-// any model runs, with nothing written.
+// any model runs, with nothing written. On the shipped series (models/default), the trajectory
+// holds the emergence curve: Sink_eps and the sink's key norm and query-key cosine.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -258,8 +259,88 @@ TEST(CliDynamics, ReportsDrawInChromium) {
         GTEST_SKIP() << "chromium not installed (scripts/install-deps.sh)";
     }
     for (const auto& [page, min_figures] :
-         {std::pair{tmp / "dyn/report.html", 4}, std::pair{tmp / "cmp/report.html", 2}}) {
+         {std::pair{tmp / "dyn/report.html", 5}, std::pair{tmp / "cmp/report.html", 2}}) {
         testutil::expect_clean_report_layout(page, min_figures);
+    }
+}
+
+// The shipped series (models/default/manifest.json, the checkpoints of the default model's
+// training run): trajectory.csv follows, for every checkpoint, Sink_eps and the model's sink
+// geometry (key norm at the sink, absolute and against the other keys', and the queries' cosine
+// with the sink's key, absolute, against the others' and in excess), each the very value of the
+// checkpoint's own sink_eps.csv and sink_geometry.csv; the report draws them as one figure.
+TEST(CliDynamics, ShippedSeriesShowsWhenTheSinkFormed) {
+    SINKSCOPE_REQUIRE_MODEL_RUNTIME();
+    testutil::ScratchDir tmp;
+    const fs::path repo = fs::path(__FILE__).parent_path().parent_path().parent_path();
+    const fs::path manifest = repo / "models/default/manifest.json";
+    ASSERT_TRUE(fs::exists(manifest)) << manifest;
+    auto args = dynamics_args(manifest, tmp / "dyn");
+    args.pop_back();  // with the report
+    const auto r = run_cli(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto run = nlohmann::json::parse(std::ifstream(tmp / "dyn/run.json"));
+    const auto series = nlohmann::json::parse(std::ifstream(manifest))["checkpoints"];
+    ASSERT_EQ(run["checkpoints"].size(), series.size());
+    ASSERT_GE(series.size(), 2u);
+
+    auto num = [](const io::Cell& c) { return std::get<double>(c); };
+    auto text = [](const io::Cell& c) {
+        if (const auto* d = std::get_if<double>(&c)) return io::format_number(*d);
+        return std::get<std::string>(c);
+    };
+    // metric -> the model's value (layer and head -1) in one of a checkpoint's long tables.
+    auto model_values = [&](const fs::path& file) {
+        const io::Table tab = io::Table::read_csv(file);
+        const auto& cols = tab.columns();
+        auto col = [&](const char* n) {
+            return size_t(std::find(cols.begin(), cols.end(), n) - cols.begin());
+        };
+        std::map<std::string, double> out;
+        for (const auto& row : tab.rows())
+            if (num(row[col("layer")]) < 0 && num(row[col("head")]) < 0)
+                out[text(row[col("metric")])] = num(row[col("value")]);
+        return out;
+    };
+    const std::vector<std::string> geometry = {"key_norm_sink",    "key_norm_others",
+                                               "key_norm_ratio",   "qk_cosine_sink",
+                                               "qk_cosine_others", "qk_cosine_excess"};
+    // trajectory.csv's model rows: (checkpoint label, metric) -> (step, value).
+    const io::Table traj = io::Table::read_csv(tmp / "dyn/trajectory.csv");
+    const auto& cols = traj.columns();
+    auto col = [&](const char* n) {
+        return size_t(std::find(cols.begin(), cols.end(), n) - cols.begin());
+    };
+    std::map<std::pair<std::string, std::string>, std::pair<double, double>> rows;
+    for (const auto& row : traj.rows())
+        if (num(row[col("layer")]) < 0)
+            rows[{text(row[col("checkpoint")]), text(row[col("metric")])}] = {
+                num(row[col("step")]), num(row[col("value")])};
+    for (size_t k = 0; k < series.size(); ++k) {
+        const fs::path dir = tmp / "dyn" / run["checkpoints"][k]["path"].get<std::string>();
+        const std::string label = run["checkpoints"][k]["label"].get<std::string>();
+        SCOPED_TRACE("checkpoint " + label);
+        const double step = series[k]["step"].get<double>();
+        const auto geo = model_values(dir / "sink_geometry.csv");
+        const auto eps = model_values(dir / "sink_eps.csv");
+        for (const std::string& m : geometry) {
+            const auto it = rows.find({label, m});
+            ASSERT_NE(it, rows.end()) << m;
+            EXPECT_EQ(it->second.first, step) << m;
+            ASSERT_TRUE(std::isfinite(it->second.second)) << m;
+            EXPECT_EQ(it->second.second, geo.at(m)) << m;  // the same number, written and read
+        }
+        const auto it = rows.find({label, "sink_eps"});
+        ASSERT_NE(it, rows.end());
+        EXPECT_EQ(it->second.second, eps.at("sink_eps"));
+        // The ranges of the definitions: a ratio of norms, cosines.
+        EXPECT_GE(rows.at({label, "key_norm_ratio"}).second, 0.0);
+        EXPECT_LE(std::abs(rows.at({label, "qk_cosine_sink"}).second), 1.0);
+        EXPECT_LE(std::abs(rows.at({label, "qk_cosine_others"}).second), 1.0);
+    }
+    if (fs::exists(tmp / "dyn/report.html")) {
+        const std::string page = read_file(tmp / "dyn/report.html");
+        EXPECT_NE(page.find("When the sink formed"), std::string::npos);
     }
 }
 

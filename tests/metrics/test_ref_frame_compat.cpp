@@ -180,7 +180,7 @@ TEST(RefFrameCompat, OutputsRecordTheMode) {
     RefFrameAccumulator acc(o);
     acc.add(random_causal(4, 2, 8, 11));
     const auto r = acc.finish();
-    analysis::write_output(analysis::ref_frame_output(r), dir.path());
+    analysis::write_output(analysis::ref_frame_output(r), RunFiles(dir.path()));
     for (const char* name : {"graphs", "topology", "betti", "kl", "spectra", "entropy", "tokens"}) {
         const auto t = io::Table::read_csv(dir / (std::string(name) + ".csv"));
         ASSERT_FALSE(t.empty()) << name;
@@ -207,7 +207,7 @@ TEST(RefFrameCompat, PrincipledPerHeadOutputs) {
     RefFrameAccumulator acc(o);
     acc.add(random_causal(2, 2, 6, 21));
     const auto r = acc.finish();
-    analysis::write_output(analysis::ref_frame_output(r), dir.path());
+    analysis::write_output(analysis::ref_frame_output(r), RunFiles(dir.path()));
     for (const char* f :
          {"input0_layer0_avg.npy", "input0_layer1_head0.npy", "input0_layer1_head1.npy"})
         EXPECT_TRUE(std::filesystem::exists(dir / "diagrams" / f)) << f;
@@ -270,7 +270,7 @@ TEST(RefFrameCompat, GraphCellsTheNotebookSkips) {
     only_b.add(b);
     const auto r = both.finish(), ra = only_a.finish(), rb = only_b.finish();
     testutil::ScratchDir dir;
-    analysis::write_output(analysis::ref_frame_output(r), dir.path());
+    analysis::write_output(analysis::ref_frame_output(r), RunFiles(dir.path()));
     const auto table = io::Table::read_csv(dir / "graphs.csv");
     const auto& cols = table.columns();
     const auto column = [&](const std::string& name) {
@@ -334,7 +334,7 @@ TEST(RefFrameCompat, GraphCellsTheNotebookSkips) {
             EXPECT_EQ(
                 rp.stats.at(RefFrameKey{"graphs", l, -1, "lambda2", io::format_number(tau)}).n, 2);
     testutil::ScratchDir pdir;
-    analysis::write_output(analysis::ref_frame_output(rp), pdir.path());
+    analysis::write_output(analysis::ref_frame_output(rp), RunFiles(pdir.path()));
     const auto pcols = io::Table::read_csv(pdir / "graphs.csv").columns();
     EXPECT_EQ(std::find(pcols.begin(), pcols.end(), "n_skipped"), pcols.end());
 }

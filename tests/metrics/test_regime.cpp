@@ -195,7 +195,7 @@ TEST(HeadAnalyses, WritesTablesAndSummary) {
     opts.k = 3;
     const auto res = run_head_analyses(f.matrices, f.labels, {0.1, 0.3, 0.9}, 0.6, opts);
     testutil::ScratchDir tmp;
-    analysis::write_output(analysis::head_analyses_output(res), tmp.path());
+    analysis::write_output(analysis::head_analyses_output(res), RunFiles(tmp.path()));
     for (const char* stem : {"reversal", "silhouette", "clusters", "ari", "regime"}) {
         EXPECT_TRUE(std::filesystem::exists(tmp / (std::string(stem) + ".csv"))) << stem;
         EXPECT_TRUE(std::filesystem::exists(tmp / (std::string(stem) + ".jsonl"))) << stem;

@@ -27,3 +27,15 @@ def test_paper_figures(tmp_path):
     assert len(bars) == 6  # 3 metrics x (keep vs drop, keep vs dA_perp)
     assert len(curves) >= 2  # one curve per layer of the default model
     assert (tmp_path / "analyze" / "run.json").exists()
+
+
+def test_interventions_example():
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = os.path.join(here, "..", "..", "examples", "interventions.py")
+    r = subprocess.run([sys.executable, script], capture_output=True, text=True,
+                       env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    assert "1. sink removal" in r.stdout and "2. activation patching" in r.stdout
+    # the last line: every hook patched gives the source run's value, printed the same
+    last = r.stdout.strip().splitlines()[-1].split()
+    assert last[3] == last[-1], r.stdout

@@ -124,7 +124,7 @@ def test_to_pandas_when_installed(tiny_model):
 
 
 def test_bad_input(model, tmp_path):
-    with pytest.raises(ValueError, match=r"expected integer ids shaped \[T\] or \[1, T\]"):
+    with pytest.raises(ValueError, match=r"expected integer ids shaped \[T\] or \[batch, T\]"):
         model.run_with_cache(np.array([[1.5, 2.0]]))
     with pytest.raises(ValueError, match="head '9.0' does not exist"):
         model.run_with_cache(TEXTS[0], head_mask=[(9, 0)])

@@ -84,9 +84,11 @@ int64_t inputs_at_once(const model::ModelConfig& cfg, const AnalysisInputs& inpu
                        int64_t n_layers = 0);
 
 // Runs input n through the model capturing what the analyses need: the attention (stored, or
-// lazily recomputed when `lazy`), and the model vectors `want` asks for.
+// lazily recomputed when `lazy`), and the model vectors `want` asks for. `edits` (may be null):
+// editing hooks the forward runs (analyze --intervene, api/interventions.hpp).
 Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
-                       CaptureWants want, bool lazy, const std::vector<int64_t>& layers = {});
+                       CaptureWants want, bool lazy, const std::vector<int64_t>& layers = {},
+                       const model::CaptureSpec* edits = nullptr);
 
 // capture_input in its two halves, for a forward run in stages (analyze --split layers): the
 // hooks it captures (CaptureSpec patterns), and what it makes of the forward's result `r` (every

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "sinkscope/analysis/layers.hpp"
 #include "sinkscope/analysis/options.hpp"
 #include "sinkscope/analysis/registry.hpp"
+#include "sinkscope/core/run_files.hpp"
 #include "sinkscope/core/serialize.hpp"
 
 namespace sinkscope::analysis {
@@ -43,7 +45,9 @@ public:
     // Streams sinks.csv (input, row, layer, sink_position; layer -1 = the model-wide sink) and,
     // with per-input values, <table>_per_input.csv into `dir`, so memory does not grow with the
     // number of inputs. After load() the files are cut back to what the saved state had written.
-    void open_streams(const std::filesystem::path& dir);
+    // `dir` in memory (RunFiles::in_memory): the rows are kept as text and finish() writes the
+    // files there.
+    void open_streams(const RunFiles& dir);
 
     // One input. `vectors` (may be null) feed the analyses that need hidden states, which run
     // first; it is then cleared (released) before the attention analyses run.
@@ -102,7 +106,7 @@ private:
     bool wants_token_strings_ = false;
     int64_t n_inputs_ = 0;
     int64_t first_input_ = 0;
-    std::filesystem::path dir_;
+    std::optional<RunFiles> dir_;                             // set by open_streams
     std::map<std::string, std::unique_ptr<Stream>> streams_;  // "sinks", "<table>_per_input"
     std::map<std::string, uint64_t> saved_bytes_;             // from load()
     nlohmann::json positions_ = nlohmann::json::array();

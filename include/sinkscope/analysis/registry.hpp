@@ -235,7 +235,7 @@ const AnalysisInfo& find_analysis(const std::string& name);  // UsageError listi
 
 // Writes an output's tables (<name>.csv, + .jsonl when asked), arrays (.npy) and texts at their
 // relative paths under `dir`, creating subfolders as needed.
-void write_output(const AnalysisOutput& output, const std::filesystem::path& dir);
+void write_output(const AnalysisOutput& output, const RunFiles& dir);
 
 // How regions.csv groups the layers and the level of its intervals: the options
 // --region-bounds ("thirds" or "M,N") and --confidence.

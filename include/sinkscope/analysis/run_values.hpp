@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sinkscope/core/run_files.hpp"
 #include "sinkscope/io/table.hpp"
 
 namespace sinkscope::analysis {
@@ -21,17 +22,18 @@ struct RunValue {
     double value = 0;
 };
 
-// Appends what an analysis reads back from the run folder `dir` to `out` (nothing when the run
-// did not write its tables: the analysis was not selected).
-using RunValueReader =
-    std::function<void(const std::filesystem::path& dir, std::vector<RunValue>& out)>;
+// Appends what an analysis reads back from the run folder `dir` (on disk or in memory) to `out`
+// (nothing when the run did not write its tables: the analysis was not selected).
+using RunValueReader = std::function<void(const RunFiles& dir, std::vector<RunValue>& out)>;
 
 // A table of a finished run, <dir>/<name>.csv, its cells read by column name; absent file: no
 // rows. A missing column or a text where a number belongs is an InputError naming the file (and
 // the line).
 class RunTable {
 public:
-    RunTable(const std::filesystem::path& dir, const std::string& name);
+    RunTable(const RunFiles& dir, const std::string& name);
+    RunTable(const std::filesystem::path& dir, const std::string& name)
+        : RunTable(RunFiles(dir), name) {}
     bool present() const { return present_; }
     size_t size() const { return table_.size(); }
     std::string text(size_t row, const std::string& column) const;
@@ -40,7 +42,7 @@ public:
 private:
     size_t column(const std::string& name) const;
 
-    std::filesystem::path file_;
+    std::string file_;  // as errors name it
     io::Table table_{{}};
     bool present_ = false;
 };

@@ -120,6 +120,10 @@ inline const TableSchema kFisherTensors{
     "fisher_tensors",
     {"model", "checkpoint", "layer", "tensor", "role", "component", "n_params", "fisher",
      "fisher_per_param", "convention"}};
+// `sinkscope patch` (api/patch.hpp): one row per hook (and head) patched from the source run.
+inline const TableSchema kPatch{"patch",
+                                {"hook", "layer", "head", "position", "metric", "value",
+                                 "target_value", "source_value", "recovered"}};
 // `sinkscope prune`.
 inline const TableSchema kPrune{"prune",
                                 {"method", "seed", "sparsity", "n_pruned", "measure", "value",

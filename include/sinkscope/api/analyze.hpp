@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "sinkscope/analysis/options.hpp"
 #include "sinkscope/api/distributed.hpp"
 #include "sinkscope/api/model_commands.hpp"
+#include "sinkscope/core/run_files.hpp"
 
 namespace sinkscope::api {
 
@@ -37,6 +39,9 @@ struct AnalyzeOptions {
     // and ranges "0,5,10-12"); the forward runs every layer, only these are captured, and every
     // output names them by their model index.
     std::string layers;
+    // Edits of the forward the analyses then read (api/interventions.hpp: sink_removal,
+    // sink_key, sink_value, head_ablation; ';'-separated); empty: none. Recorded in run.json.
+    std::string intervene;
     bool resume = false;
     int64_t checkpoint_every = 25;  // inputs between saved states
     std::string progress = "auto";  // auto (when stderr is a terminal) | always | never
@@ -58,6 +63,10 @@ struct AnalyzeOptions {
     // 0: the whole world is one pipeline.
     int64_t stages = 0;
     Communicator* communicator = nullptr;  // a connected one to reuse (dynamics); null: from dist
+    // Set (RunFiles::in_memory(), the Python bindings without out=): the run's files go there
+    // instead of into `out`, which is neither checked nor written; nothing touches the disk (no
+    // saved state, so no resume; no report.html).
+    std::optional<RunFiles> memory;
 };
 
 // UsageError for any option analyze would refuse (before a model loads or a file is written).

@@ -5,9 +5,11 @@
 
 #include <filesystem>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sinkscope/core/run_files.hpp"
 #include "sinkscope/metrics/regime.hpp"
 
 namespace sinkscope::api {
@@ -28,6 +30,9 @@ struct CompareOptions {
     std::string regime_statistic = "rho";
     std::string regime_channel = "js";
     double regime_min_width = 0.05;
+    // Set (RunFiles::in_memory(), the Python bindings without out=): the tables and run.json go
+    // there instead of into `out`, which is neither checked nor written (no report.html).
+    std::optional<RunFiles> memory;
 };
 
 // One model-level observation of the regime predictor: the statistic (rho or V_b, spec 2) and

@@ -18,7 +18,8 @@ namespace sinkscope::api {
 struct DynamicsOptions {
     std::filesystem::path manifest;  // JSON or CSV (io/manifest.hpp)
     // What every checkpoint runs: data, options, device... (`run.m.model`, `run.out`,
-    // `run.checkpoint` and `run.resume` are set per checkpoint; run.out is the dynamics folder).
+    // `run.checkpoint` and `run.resume` are set per checkpoint; run.out is the dynamics folder;
+    // run.memory set: the whole series' files go there, nothing touches the disk).
     AnalyzeOptions run;
     bool checkpoint_reports = false;  // report.html in every checkpoint's folder too
     // Called after each checkpoint finishes (k = checkpoints done); the CLI's test-only

@@ -10,6 +10,7 @@
 
 #include "sinkscope/api/distributed.hpp"
 #include "sinkscope/api/model_commands.hpp"
+#include "sinkscope/core/run_files.hpp"
 
 namespace sinkscope::api {
 
@@ -38,11 +39,15 @@ struct FisherCommandOptions {
     // Several processes (distributed.hpp): each rank sums its contiguous shard of the samples;
     // rank 0 adds the ranks' sums in rank order and writes the outputs.
     DistOptions dist;
+    // Set (RunFiles::in_memory(), the Python bindings without out=): the tables and run.json go
+    // there instead of into `out`, which is neither checked nor written; nothing touches the disk
+    // (no saved state, so no resume; no report.html).
+    std::optional<RunFiles> memory;
 };
 
 // Writes <out>/{fisher.csv, fisher_tensors.csv, run.json, report.html} (staged: a failure leaves
 // no output; an interrupted run keeps its sums for --resume). Returns the output directory (empty
-// at ranks other than 0, which write nothing).
+// at ranks other than 0, which write nothing, and for a run in memory).
 std::string run_fisher(const FisherCommandOptions& o, std::ostream& log);
 
 }  // namespace sinkscope::api

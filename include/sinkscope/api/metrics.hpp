@@ -54,8 +54,8 @@ struct MetricsRun {
 // on `log`. Returns the results it wrote.
 MetricsRun run_metrics_command(const MetricsCommandOptions& options, std::ostream& log);
 
-// The same analyses on in-memory arrays without a run directory (the Python bindings): the
-// streamed tables are staged in a temporary folder that is removed before returning.
+// The same analyses on in-memory arrays without a run directory (the Python bindings): nothing
+// touches the disk; the streamed tables are collected in memory.
 MetricsRun compute_metrics(analysis::AttentionArrays arrays,
                            std::vector<std::vector<std::string>> token_strings,
                            const analysis::AnalysisOptions& options, const std::string& name,

@@ -100,6 +100,7 @@ struct DumpOptions {
     ModelCliOptions m;
     std::string data;
     std::string hooks = "blocks.*.attn.hook_pattern";  // comma-separated globs / re:regex
+    std::string intervene;  // edits of the forward (api/interventions.hpp); empty: none
     std::string out;
     bool overwrite = false;            // replace an earlier sinkscope run at `out`
     std::string text_column = "text";  // CSV column

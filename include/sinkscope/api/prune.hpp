@@ -12,6 +12,7 @@
 
 #include "sinkscope/api/distributed.hpp"
 #include "sinkscope/api/model_commands.hpp"
+#include "sinkscope/core/run_files.hpp"
 
 namespace sinkscope::api {
 
@@ -41,11 +42,16 @@ struct PruneOptions {
     // Several processes (distributed.hpp): every rank calibrates, each evaluates its contiguous
     // shard of the points, rank 0 writes the outputs.
     DistOptions dist;
+    // Set (RunFiles::in_memory(), the Python bindings without out=): the tables and run.json go
+    // there instead of into `out`, which is neither checked nor written; nothing touches the disk
+    // (no saved state, so no resume; no report.html).
+    std::optional<RunFiles> memory;
 };
 
 // Runs the experiment and writes <out>/{prune.csv, prune_random.csv, prune_order.csv, run.json,
 // report.html} (staged: a failure leaves no output; an interrupted run keeps its state for
-// --resume). Returns the output directory (empty at ranks other than 0, which write nothing).
+// --resume). Returns the output directory (empty at ranks other than 0, which write nothing, and
+// for a run in memory).
 std::string run_prune(const PruneOptions& o, std::ostream& log);
 
 }  // namespace sinkscope::api

@@ -12,8 +12,8 @@
 namespace sinkscope::api {
 
 // Writes every output's tables (<name>.csv, + .jsonl when asked), arrays (.npy) and texts at
-// their relative paths under `dir`, creating subfolders as needed.
-void write_outputs(const analysis::PipelineResults& results, const std::filesystem::path& dir);
+// their relative paths under `dir` (on disk or in memory), creating subfolders as needed.
+void write_outputs(const analysis::PipelineResults& results, const RunFiles& dir);
 
 // The model a finished run (its run.json `rec`, its folder `dir`) is about, as its tables' model
 // column names it: run.json model.name, else the last part of model.path, else the folder's name

@@ -14,9 +14,11 @@ struct TrainOptions {
     std::string config;  // a JSON file of model::TrainConfig keys
     std::string text;    // the corpus: plain UTF-8 text
     std::string out;
-    int64_t steps = 0;             // > 0: overrides the config's steps
-    int64_t checkpoint_every = 0;  // > 0: overrides the config's checkpoint_every
-    int64_t vocab = -1;            // >= 0: overrides the config's vocab (0: bytes only)
+    int64_t steps = 0;               // > 0: overrides the config's steps
+    int64_t checkpoint_every = 0;    // > 0: overrides the config's checkpoint_every
+    int64_t vocab = -1;              // >= 0: overrides the config's vocab (0: bytes only)
+    std::string attention_function;  // not empty: overrides the config's attention function
+    bool no_bos = false;             // true: sequences without BOS (overrides the config's bos)
     uint64_t seed = 1;
     int threads = 0;        // torch intra-op threads (0: libtorch's default); results depend on it
     double sink_eps = 0.3;  // Sink_eps recorded per checkpoint (spec 8.q)

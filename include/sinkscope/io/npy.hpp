@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "sinkscope/core/run_files.hpp"
+
 namespace sinkscope::io {
 
 enum class DType { F16, F32, F64, I32, I64 };
@@ -40,6 +42,8 @@ NpyHeader parse_npy_header(const uint8_t* bytes, size_t size, const std::string&
 NpyArray read_npy(const std::filesystem::path& path);
 // Parses an in-memory .npy image; `origin` names it in errors (e.g. "x.npz:attn.npy").
 NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& origin);
+// The .npy file `rel` of a run's files (on disk or in memory).
+NpyArray read_npy(const RunFiles& dir, const std::string& rel);
 
 void write_npy(const std::filesystem::path& path, const NpyArray& array);
 std::string serialize_npy(const NpyArray& array);

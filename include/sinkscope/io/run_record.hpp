@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sinkscope/core/run_files.hpp"
+
 namespace sinkscope::io {
 
 class RunRecord {
@@ -35,6 +37,8 @@ public:
 
     // Adds wall time and peak memory, then writes <dir>/run.json atomically.
     void write(const std::filesystem::path& dir);
+    // The same into a run's files (on disk or in memory).
+    void write(const RunFiles& dir);
 
     RunRecord(const RunRecord&) = delete;
     RunRecord& operator=(const RunRecord&) = delete;

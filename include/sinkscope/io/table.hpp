@@ -12,6 +12,8 @@
 #include <variant>
 #include <vector>
 
+#include "sinkscope/core/run_files.hpp"
+
 namespace sinkscope::io {
 
 using Cell = std::variant<std::string, int64_t, double>;
@@ -57,11 +59,15 @@ public:
     std::string to_jsonl() const;
     // Writes "<stem>.csv" (and "<stem>.jsonl" when `jsonl`) under `dir`.
     void write(const std::filesystem::path& dir, const std::string& stem, bool jsonl = true) const;
+    // The same into a run's files (on disk or in memory).
+    void write(const RunFiles& dir, const std::string& stem, bool jsonl = true) const;
 
     // Reads a CSV written by to_csv (for re-rendering reports); numbers are parsed as double
     // when the whole field is numeric; the quote the writer put before a formula-like text cell
     // is taken off.
     static Table read_csv(const std::filesystem::path& path);
+    // The same from the CSV's text; errors name `origin`.
+    static Table parse_csv(const std::string& text, const std::string& origin);
 
 private:
     std::vector<std::string> columns_;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,21 @@ struct RopeScaling {
 // One line for `inspect`: "none", "llama3 (factor 8, ...)", "rope_freqs [1, ...]".
 std::string describe_rope_scaling(const RopeScaling& s);
 
+// The function of a row of scores s (over the keys a query sees) that gives the attention
+// weights (spec section 0; Gu et al. 2025, section 7): Softmax (every checkpoint format's),
+// SoftmaxOne ("softmax off by one": an extra zero logit, exp(s_j) / (1 + sum_k exp(s_k)), so a
+// row sums to less than 1) and Sigmoid (sigmoid(s_j) per key, no normalisation and no bias term,
+// as Gu et al.'s code: a row sums to anything in (0, T)). Only config.json's sinkscope-specific
+// key "sinkscope_attention" (written by `sinkscope train`) selects the other two; GGUF and
+// llama2.c checkpoints have no such key and are softmax.
+enum class AttentionFunction { Softmax, SoftmaxOne, Sigmoid };
+const char* attention_function_name(AttentionFunction f);  // "softmax", "softmax_one", "sigmoid"
+// The names above -> AttentionFunction; nullopt for any other name.
+std::optional<AttentionFunction> attention_function_from_name(const std::string& name);
+inline constexpr const char* kAttentionFunctionNames = "softmax, softmax_one, sigmoid";
+// The config.json key of the attention function ("sinkscope_attention").
+inline constexpr const char* kHfAttentionKey = "sinkscope_attention";
+
 enum class NormKind { RmsNorm, LayerNorm };
 enum class PositionKind { Rotary, Learned };
 
@@ -80,6 +96,9 @@ struct ModelConfig {
     // then, when attn_softcap > 0, softcap * tanh(score / softcap) before the mask (Gemma-2).
     double attn_scale = 0.0;
     double attn_softcap = 0.0;
+    // How a row of scores becomes weights (after the soft-cap and the mask); not Softmax: the
+    // pattern's rows do not sum to 1 (causal decoders only).
+    AttentionFunction attention = AttentionFunction::Softmax;
     double final_softcap = 0.0;  // logits = cap * tanh(logits / cap) when > 0 (Gemma-2)
     bool tied_embeddings = false;
     bool qkv_bias = false;

@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json.hpp>
 
+#include "sinkscope/model/config.hpp"
 #include "sinkscope/model/model.hpp"
 
 namespace sinkscope::model {
@@ -37,6 +38,12 @@ struct TrainConfig {
     double init_std = 0.02;        // N(0, std) for matrices; output projections std / sqrt(2 L)
     int64_t vocab = 0;             // byte-level BPE vocabulary size (0: bytes only, 257 ids)
     int64_t checkpoint_every = 0;  // 0: steps / 4
+    // The switches that test why sinks form (Gu et al. 2025; docs/user_guide.md): the attention
+    // function (config.json "sinkscope_attention" when not softmax), and whether each packed
+    // sequence starts with BOS (false: seq_len corpus tokens, the first one arbitrary; the
+    // tokenizer written beside the checkpoint then adds no BOS by default).
+    AttentionFunction attention = AttentionFunction::Softmax;
+    bool bos = true;
 };
 
 // Upper bounds of a training config's sizes (train_config_from_json; n_layers and vocab take the
@@ -54,12 +61,21 @@ double train_memory_bytes(const TrainConfig& c, int64_t vocab_size);
 // Built-in presets: "tiny" and "tiny-gpt2" (tests: seconds), "default" (the shipped model).
 TrainConfig train_preset(const std::string& name);  // UsageError naming the unknown preset
 std::vector<std::string> train_preset_names();
-// The config as JSON (every field), and back: keys of TrainConfig, missing keys keep the
-// defaults above; unknown keys or values out of range are an InputError naming `origin`.
+// The config as JSON (every field; "attention" and "bos" only when they differ from the defaults,
+// so a run without the switches writes the files it wrote before they existed), and back: keys
+// of TrainConfig, missing keys keep the defaults above; unknown keys or values out of range are
+// an InputError naming `origin`.
 nlohmann::json train_config_json(const TrainConfig& c);
 TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& origin);
 
-// config.json of the trained model (transformers' LlamaConfig / GPT2Config keys).
+// The corpus ids packed into training sequences [n, seq_len] int64: with bos_id >= 0 each is BOS
+// then seq_len - 1 consecutive corpus ids, with bos_id < 0 seq_len consecutive corpus ids (the
+// first one wherever the packing cuts the corpus); n = ids / (ids per sequence), the tail that
+// fills no sequence is left out (n may be 0).
+at::Tensor pack_sequences(const std::vector<int32_t>& ids, int64_t seq_len, int32_t bos_id);
+
+// config.json of the trained model (transformers' LlamaConfig / GPT2Config keys; plus
+// "sinkscope_attention" when c.attention is not softmax, which transformers does not read).
 nlohmann::json hf_config_json(const TrainConfig& c, int64_t vocab_size, int32_t bos_id);
 
 // The optimizer's state beside the model: AdamW moments of every parameter, and the step.

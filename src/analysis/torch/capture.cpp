@@ -43,6 +43,39 @@ bool all_scores_captured(const model::ForwardResult& result, const std::vector<i
     return all_scores;
 }
 
+// Attention functions other than softmax (model/config.hpp: softmax_one, sigmoid) give rows that
+// do not sum to 1, and the analyses read rows on the simplex (spec section 0). Each captured row
+// is closed: divided by its sum over the visible keys (masked entries are exact zeros), as Gu et
+// al.'s evaluation of sigmoid attention normalises the weights before it measures a sink. The
+// scores become the logits of the closed row, so that pattern = softmax(scores) holds as for a
+// softmax model: for softmax_one they are the scores themselves (exp(s_j) / sum_k exp(s_k) over
+// the visible keys is softmax(s)), for sigmoid log sigmoid(s) (masked: log sigmoid(-inf) =
+// -inf). Closure and logits in float64, stored back in the captured dtype.
+void close_rows(model::ForwardResult& r, const model::ModelConfig& cfg,
+                const std::vector<int64_t>& layers) {
+    if (cfg.attention == model::AttentionFunction::Softmax) return;
+    for (int64_t l : layers) {
+        const auto p = r.captured.find(hook_name(HookPoint::Pattern, l));
+        if (p != r.captured.end()) {
+            const at::Tensor a = p->second.to(at::kDouble);  // [batch, H, T, T]
+            p->second = (a / a.sum(-1, /*keepdim=*/true)).to(p->second.scalar_type());
+        }
+        const auto z = r.captured.find(hook_name(HookPoint::AttnScores, l));
+        if (z != r.captured.end() && cfg.attention == model::AttentionFunction::Sigmoid)
+            z->second = at::log_sigmoid(z->second.to(at::kDouble)).to(z->second.scalar_type());
+    }
+}
+
+// The recomputed rows of a long input (LazyAttention) are softmax rows of the scores: the closed
+// rows of softmax_one, not those of sigmoid.
+void check_lazy(const model::ModelConfig& cfg, bool lazy) {
+    if (lazy && cfg.attention == model::AttentionFunction::Sigmoid)
+        throw UnsupportedError(
+            "a sigmoid-attention model's rows are analysed as captured, never recomputed: this "
+            "input's pattern and scores exceed --attention-memory-mb; raise it or use shorter "
+            "inputs");
+}
+
 }  // namespace
 
 std::vector<int64_t> layers_or_all(const model::ModelConfig& config,
@@ -138,10 +171,13 @@ std::vector<std::string> capture_patterns(const model::ModelConfig& cfg, Capture
 }
 
 Captured capture_input(const model::Model& m, const AnalysisInputs& inputs, size_t n,
-                       CaptureWants want, bool lazy, const std::vector<int64_t>& layers) {
+                       CaptureWants want, bool lazy, const std::vector<int64_t>& layers,
+                       const model::CaptureSpec* edits) {
+    check_lazy(m.config(), lazy);
     // Logits are not analysed here: [T, d_vocab] is the largest product of a long input.
-    const model::CaptureSpec spec =
+    model::CaptureSpec spec =
         model::CaptureSpec(capture_patterns(m.config(), want, lazy, layers)).without_logits();
+    if (edits) spec.add_edits(*edits);
     return captured_from(m.forward(inputs.model_input(m, n), spec), m, inputs, n, want, lazy,
                          layers);
 }
@@ -153,6 +189,8 @@ Captured captured_from(model::ForwardResult r, const model::Model& m, const Anal
     const auto& cfg = m.config();
     const std::vector<int64_t> analysed = layers_or_all(cfg, layers);
     const bool consecutive = analysis::consecutive(analysed);
+    check_lazy(cfg, lazy);
+    close_rows(r, cfg, analysed);  // rows of softmax_one and sigmoid on the simplex
     Captured c;
     const int64_t T = inputs.n_tokens(n);
     const int64_t group = cfg.n_heads / cfg.n_kv_heads;

@@ -18,6 +18,7 @@
 #include "sinkscope/analysis/layers.hpp"
 #include "sinkscope/analysis/pipeline.hpp"
 #include "sinkscope/analysis/tables.hpp"
+#include "sinkscope/api/interventions.hpp"
 #include "sinkscope/api/resumable.hpp"
 #include "sinkscope/api/run_outputs.hpp"
 #include "sinkscope/core/error.hpp"
@@ -220,6 +221,10 @@ void check_analyze_options(const AnalyzeOptions& o) {
                          "the model)");
     if (o.samples < 0) throw UsageError("--samples must be >= 0");
     if (o.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
+    if (o.memory && o.resume)
+        throw UsageError(
+            "--resume continues a run in its output folder: a run in memory keeps "
+            "no saved state");
     // Each kept column becomes a column of the per-input tables: names must be new there.
     const std::vector<std::string>& fixed = analysis::tables::kPerInputColumns;
     for (const std::string& c : kept_columns(o)) {
@@ -286,6 +291,7 @@ private:
     void load();
     AnalyzeSummary follow_leader();
     void open_output();
+    void open_stages();
     void stream();
     bool merge_shards();
     AnalyzeSummary write();
@@ -300,15 +306,17 @@ private:
     }
     // Whether input n's attention rows are recomputed (analysis/lazy_attention.hpp).
     bool lazy_at(size_t n) const {
+        if (plan_.edits_pattern()) return false;  // the rows read are the edited ones
         return analysis::use_lazy_attention(m_->config(), inputs_->n_tokens(n),
                                             o_.attention_memory_mb, layers_.size());
     }
     // Input n forwarded stage by stage over this rank's pipeline of layer ranks.
     model::ForwardResult staged(size_t n) const {
-        const model::CaptureSpec spec =
+        model::CaptureSpec spec =
             model::CaptureSpec(
                 analysis::capture_patterns(m_->config(), want_, lazy_at(n), captured_layers_))
                 .without_logits();
+        spec.add_edits(edits_for(n));
         return staged_forward(*m_, inputs_->model_input(*m_, n), spec, comm_, stages_);
     }
     void save_state(int64_t done) {
@@ -339,9 +347,16 @@ private:
     std::string model_name_;
     int64_t first_ = 0, end_ = 0, at_once_ = 1;
     std::optional<analysis::AnalysisPipeline> pipeline_;
+    InterventionPlan plan_;                      // --intervene
+    std::optional<RunInterventions> intervene_;  // its hooks per input
+    // The editing hooks of --intervene for input n (none without it).
+    model::CaptureSpec edits_for(size_t n) const {
+        return intervene_ ? intervene_->edits_for(n) : model::CaptureSpec();
+    }
     nlohmann::json print_;
     // open_output(), stream()
-    std::optional<OutputDir> out_;
+    std::optional<OutputDir> out_;   // on disk only
+    std::optional<RunFiles> files_;  // the staging folder's, or o_.memory
     fs::path state_path_;
     int64_t n_done_ = 0, tokens_ = 0;
     metrics::Masking masking_ = metrics::Masking::Causal;
@@ -363,7 +378,7 @@ void AnalyzeRun::plan() {
     aopts_.threads = o_.m.threads;
     resolved_ = analysis::resolve(
         aopts_, {.hidden_states = true, .data_columns = true, .source = o_.m.model});
-    start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, rank_, writes_);
+    start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, rank_, writes_ && !o_.memory);
     for (const auto& info : analysis::registry())
         if (resolved_.selected(info.name)) {
             want_.hidden = want_.hidden || info.needs.hidden_states;
@@ -398,6 +413,21 @@ void AnalyzeRun::load() {
                                      : m_->tokenizer()     ? m_->tokenizer()->bos_id()
                                                            : -1;
     resolved_.ref_frame.sink = resolved_.head.sink;
+    if (cfg.attention != model::AttentionFunction::Softmax)
+        print_note(std::string("the model's attention function is ") +
+                   model::attention_function_name(cfg.attention) +
+                   ": its rows do not sum to 1, and every analysis reads each row divided by its "
+                   "sum over the visible keys");
+    plan_ = parse_interventions(o_.intervene, cfg, o_.analysis.sink);
+    if (!plan_.empty()) {
+        print_note("the model runs intervened (--intervene " + plan_.text() +
+                   "): every analysis reads the edited forward");
+        if (layer_ranks_ && (plan_.needs_mean_z() || plan_.needs_resample()))
+            throw UsageError(
+                "--intervene: mean and resample ablation need whole forwards; "
+                "they do not run with --split layers");
+        intervene_.emplace(*m_, *inputs_, plan_, resolved_.head.sink.bos_id);
+    }
     model_name_ =
         o_.model_name.empty() ? fs::absolute(o_.m.model).filename().string() : o_.model_name;
     // This rank's inputs: its pipeline's contiguous shard [first, end) (all of them in a world of
@@ -447,9 +477,16 @@ AnalyzeSummary AnalyzeRun::follow_leader() {
     return {};
 }
 
-// The staged output folder, resumed from its saved state when asked.
+// The staged output folder, resumed from its saved state when asked (or the run's files in
+// memory).
 void AnalyzeRun::open_output() {
+    if (o_.memory) {
+        files_ = *o_.memory;
+        open_stages();
+        return;
+    }
     out_.emplace(OutputDir::resumable(start_.out, o_.overwrite));
+    files_ = RunFiles(out_->staging());
     state_path_ = out_->file(kStateFile);
     const int64_t shard = end_ - first_;
     if (std::optional<std::string> bytes = interrupted_state(*out_, state_path_, o_.resume, log_)) {
@@ -466,12 +503,17 @@ void AnalyzeRun::open_output() {
         log_.flush();
     }
     if (n_done_ > 0) out_->keep_on_failure();
-    for (int64_t k = 1; k < stages_; ++k) {  // the pipeline's other stages start where it does
+    open_stages();
+}
+
+// The pipeline's other stages start where it does; the streamed tables open.
+void AnalyzeRun::open_stages() {
+    for (int64_t k = 1; k < stages_; ++k) {
         BinaryWriter w;
         w.put<int64_t>(n_done_);
         comm_.send(w.bytes(), rank_ + k);
     }
-    pipeline_->open_streams(out_->staging());
+    pipeline_->open_streams(*files_);
 }
 
 // The shard's inputs forwarded (side by side when several fit) and added to the pipeline in
@@ -491,6 +533,7 @@ void AnalyzeRun::stream() {
     const bool want_pieces = m_->tokenizer() && pipeline_->wants_token_strings();
     const int64_t start = first_ + n_done_;
     if (start < end_) bar.stage("forward", 0, 1);
+    const bool intervened = !plan_.empty();
     ordered_parallel(
         end_ - start, int(at_once_), at_once_,
         [&](int64_t i) {
@@ -499,10 +542,12 @@ void AnalyzeRun::stream() {
                 model::forward_share(std::min(at_once_, end_ - start)));
             const size_t n = size_t(start + i);
             const bool lazy = lazy_at(n);
+            const model::CaptureSpec edits = intervened ? edits_for(n) : model::CaptureSpec();
             Forwarded f{layer_ranks_ ? analysis::captured_from(staged(n), *m_, *inputs_, n, want_,
                                                                lazy, captured_layers_)
                                      : analysis::capture_input(*m_, *inputs_, n, want_, lazy,
-                                                               captured_layers_),
+                                                               captured_layers_,
+                                                               intervened ? &edits : nullptr),
                         {}};
             if (want_pieces)
                 for (int32_t id : inputs_->ids[n]) f.pieces.push_back(m_->tokenizer()->piece(id));
@@ -517,8 +562,8 @@ void AnalyzeRun::stream() {
             const int64_t done = n + 1 - first_;
             bar.update(done, tokens_);
             // A rank also saves its finished shard: a resume after another rank failed skips it.
-            if ((done % o_.checkpoint_every == 0 && done < shard) ||
-                (done == shard && pipelines_ > 1))
+            if (out_ && ((done % o_.checkpoint_every == 0 && done < shard) ||
+                         (done == shard && pipelines_ > 1)))
                 save_state(done);
             if (o_.after_input) o_.after_input(done);
             if (done < shard) bar.stage("forward", 0, 1);  // waiting on the next input's
@@ -533,7 +578,10 @@ bool AnalyzeRun::merge_shards() {
         const std::vector<std::string> shards =
             comm_.gather(rank_ == 0 ? "" : shard_bytes(*pipeline_));
         if (rank_ != 0) {
-            end_rank(comm_, out_->staging(), last_);
+            if (out_)
+                end_rank(comm_, out_->staging(), last_);
+            else
+                comm_.finish(last_);
             return false;
         }
         for (size_t k = 1; k < shards.size(); ++k) {
@@ -559,7 +607,7 @@ bool AnalyzeRun::merge_shards() {
 // The tables, run.json and the report, committed.
 AnalyzeSummary AnalyzeRun::write() {
     const analysis::PipelineResults results = pipeline_->finish();
-    write_outputs(results, out_->staging());
+    write_outputs(results, *files_);
     for (const auto& w : results.warnings) std::cerr << "sinkscope: warning: " << w << "\n";
     log_ << results.summary;
     nlohmann::json& rec = record_->json();
@@ -594,11 +642,13 @@ AnalyzeSummary AnalyzeRun::write() {
     rec["resumed"] = n_done_ > 0;
     record_distribution(rec);
     rec["checkpoint_every"] = o_.checkpoint_every;
-    fs::remove(state_path_);
-    record_->write(out_->staging());
-    const bool reported = o_.report && !report::write_report_if_any(out_->staging()).empty();
-    out_->commit();
-    if (o_.report && !reported) log_ << report::kNoFigureNote;
+    record_->write(*files_);
+    if (out_) {
+        fs::remove(state_path_);
+        const bool reported = o_.report && !report::write_report_if_any(out_->staging()).empty();
+        out_->commit();
+        if (o_.report && !reported) log_ << report::kNoFigureNote;
+    }
     comm_.finish(last_);
     const AnalyzeSummary summary{
         .inputs = int64_t(inputs_->ids.size()),
@@ -606,13 +656,17 @@ AnalyzeSummary AnalyzeRun::write() {
         .resumed = n_done_,
         .this_process = end_ - first_ - n_done_,
         .seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count()};
-    log_ << summary.line() << "; wrote " << o_.out.string() << "\n";
+    log_ << summary.line() << (out_ ? "; wrote " + o_.out.string() : std::string()) << "\n";
     return summary;
 }
 
 // run.json: the layers analysed, the model's shape and how its attention rows are computed.
 void AnalyzeRun::record_model(nlohmann::json& rec) const {
     const auto& cfg = m_->config();
+    // The edits of the forward (--intervene; null: the model as it is).
+    rec["intervention"] = plan_.empty()
+                              ? nlohmann::json(nullptr)
+                              : nlohmann::json{{"spec", plan_.text()}, {"edits", plan_.record()}};
     rec["layers"] = {
         {"analysed", layers_.all() ? nlohmann::json("all") : nlohmann::json(layers_.ids)},
         {"model_layers", cfg.n_layers},
@@ -642,6 +696,13 @@ void AnalyzeRun::record_model(nlohmann::json& rec) const {
         for (int64_t l = 0; l < cfg.n_layers; ++l)
             if (cfg.layer_window(l) > 0) attn["window_layers"].push_back(l);
     }
+    // The attention function (train --attention-function): rows of softmax_one and sigmoid are
+    // read closed (analysis/capture.hpp, docs/metrics.md).
+    attn["function"] = model::attention_function_name(cfg.attention);
+    attn["rows"] = cfg.attention == model::AttentionFunction::Softmax
+                       ? "as computed (softmax rows sum to 1)"
+                       : "closed: each row divided by its sum over the visible keys; scores are "
+                         "the closed row's logits";
     rec["model"]["attention"] = attn;
 }
 

@@ -102,10 +102,9 @@ struct Rows {
     const double* row(int64_t r) const { return v.data() + r * col::kCount; }
 };
 
-Rows read_rows(const fs::path& dir) {
-    const fs::path file = dir / t::kEntropyRowsFile;
-    const io::NpyArray a = io::read_npy(file);
-    SS_CHECK_INPUT(a.shape.size() == 2 && a.shape[1] == col::kCount, file.string(),
+Rows read_rows(const RunFiles& dir) {
+    const io::NpyArray a = io::read_npy(dir, t::kEntropyRowsFile);
+    SS_CHECK_INPUT(a.shape.size() == 2 && a.shape[1] == col::kCount, dir.shown(t::kEntropyRowsFile),
                    "expected shape (rows, " + std::to_string(col::kCount) + ")");
     return {a.to_f64(), a.shape[0]};
 }
@@ -174,7 +173,7 @@ public:
             const EachNoteOnce once;  // a note every checkpoint repeats (inputs cut) said once
             run_checkpoints();
         }
-        if (comm_.rank() != 0) return end_rank(comm_, out_->staging());
+        if (comm_.rank() != 0) return out_ ? end_rank(comm_, out_->staging()) : comm_.finish();
         across();
         write();
     }
@@ -184,7 +183,11 @@ private:
     void open_output();
     void run_checkpoints();
     void across();
-    void add_trajectory(size_t k, const fs::path& dir);
+    void add_trajectory(size_t k, const RunFiles& dir);
+    // Checkpoint k's analyze run folder.
+    RunFiles checkpoint_files(size_t k) const {
+        return files_->sub(series_[k]["path"].get<std::string>());
+    }
     void write();
 
     const DynamicsOptions& o_;
@@ -197,7 +200,8 @@ private:
     std::string model_name_;
     std::optional<io::RunRecord> record_;
     nlohmann::json series_, print_;
-    std::optional<OutputDir> out_;
+    std::optional<OutputDir> out_;   // on disk only
+    std::optional<RunFiles> files_;  // the staging folder's, or base_.memory
     fs::path state_path_;
     // across()
     io::Table traj_{t::kTrajectory.columns}, frames_{t::kFrameTypes.columns},
@@ -227,7 +231,11 @@ void DynamicsRun::prepare() {
         first.m.model = entries_[0].path.string();
         check_analyze_options(first);
     }
-    check_output_dir(rank_output(base_.out, comm_.rank()), base_.overwrite);
+    if (base_.memory && base_.resume)
+        throw UsageError(
+            "--resume continues a run in its output folder: a run in memory keeps "
+            "no saved state");
+    if (!base_.memory) check_output_dir(rank_output(base_.out, comm_.rank()), base_.overwrite);
     check_series(entries_, manifest);
 
     // The model column: the series' name, the folder holding the manifest (a training run).
@@ -265,30 +273,39 @@ void DynamicsRun::prepare() {
 }
 
 void DynamicsRun::open_output() {
+    if (base_.memory) {
+        files_ = *base_.memory;
+        return;
+    }
     out_.emplace(OutputDir::resumable(rank_output(base_.out, comm_.rank()), base_.overwrite));
     state_path_ = out_->file(kStateFile);
     if (std::optional<std::string> bytes =
             interrupted_state(*out_, state_path_, base_.resume, log_))
         open_state(*bytes, state_path_, kState, print_, *out_);
     write_file_atomic(state_path_, seal_state(kState, print_, std::string()));
+    files_ = RunFiles(out_->staging());
 }
 
 // One analyze run per checkpoint, one model in memory at a time.
 void DynamicsRun::run_checkpoints() {
     for (size_t k = 0; k < entries_.size(); ++k) {
         const io::ManifestEntry& e = entries_[k];
-        const fs::path dir = out_->staging() / series_[k]["path"].get<std::string>();
+        const RunFiles dir = checkpoint_files(k);
         const std::string name = "checkpoint " + std::to_string(k + 1) + "/" +
                                  std::to_string(entries_.size()) + " " + quote(e.label);
         // Rank 0's folders say which checkpoints are finished: every rank skips the same ones.
-        if (comm_.broadcast(is_sinkscope_run(dir) ? "1" : "0") == "1") {
+        const bool finished = out_ && is_sinkscope_run(dir.dir());
+        if (comm_.broadcast(finished ? "1" : "0") == "1") {
             log_ << name << ": finished earlier, kept\n";
             out_->keep_on_failure();
             continue;
         }
         AnalyzeOptions a = run_;
         a.m.model = e.path.string();
-        a.out = dir;
+        if (dir.is_memory())
+            a.memory = dir;
+        else
+            a.out = dir.dir();
         a.checkpoint = e.label;
         a.resume = base_.resume;
         a.after_input = nullptr;
@@ -298,7 +315,7 @@ void DynamicsRun::run_checkpoints() {
         std::ostringstream sub;
         const AnalyzeSummary done = run_analyze(a, sub);
         if (comm_.rank() == 0) log_ << "  " << done.line() << "\n";
-        out_->keep_on_failure();  // from here an interruption leaves finished checkpoints
+        if (out_) out_->keep_on_failure();  // from here an interruption leaves finished ones
         if (o_.after_checkpoint) o_.after_checkpoint(int64_t(k) + 1);
     }
 }
@@ -324,12 +341,12 @@ void DynamicsRun::across() {
         }
     };
     for (size_t k = 0; k < entries_.size(); ++k) {
-        const fs::path dir = out_->staging() / series_[k]["path"].get<std::string>();
+        const RunFiles dir = checkpoint_files(k);
         Rows rows = read_rows(dir);
         add_trajectory(k, dir);
-        if (fs::exists(dir / t::kFrameFile)) {
-            const std::string file = (dir / t::kFrameFile).string();
-            const nlohmann::json f = io::read_json_file(dir / t::kFrameFile);
+        if (dir.exists(t::kFrameFile)) {
+            const std::string file = dir.shown(t::kFrameFile);
+            const nlohmann::json f = io::parse_json(dir.read(t::kFrameFile), file);
             frames_.add_row({model_name_, entries_[k].label, cell_step(k),
                              io::json_string(f, "verdict", file),
                              io::json_number_or(f, "share_first_mid_late", std::nan(""), file),
@@ -345,7 +362,7 @@ void DynamicsRun::across() {
 
 // Checkpoint k's rows of trajectory.csv: the entropy parts and sink mass (means over the rows of
 // each layer and of the model), Sink_eps, flip rates, rho and the head-averaged spectra.
-void DynamicsRun::add_trajectory(size_t k, const fs::path& dir) {
+void DynamicsRun::add_trajectory(size_t k, const RunFiles& dir) {
     const io::Cell step = entries_[k].step ? io::Cell(*entries_[k].step) : io::Cell(std::string());
     std::vector<analysis::RunValue> values;
     for (const analysis::AnalysisInfo& info : analysis::registry())
@@ -357,9 +374,9 @@ void DynamicsRun::add_trajectory(size_t k, const fs::path& dir) {
 
 // The tables, run.json and the report, committed.
 void DynamicsRun::write() {
-    traj_.write(out_->staging(), t::kTrajectory.name, false);
-    frames_.write(out_->staging(), t::kFrameTypes.name, false);
-    split_.write(out_->staging(), t::kEntropySplit.name, false);
+    traj_.write(*files_, t::kTrajectory.name, false);
+    frames_.write(*files_, t::kFrameTypes.name, false);
+    split_.write(*files_, t::kEntropySplit.name, false);
     nlohmann::json& rec = record_->json();
     rec["subcommand"] = "dynamics";
     rec["manifest"] = fs::absolute(o_.manifest).string();
@@ -376,10 +393,12 @@ void DynamicsRun::write() {
     rec["resumed"] = base_.resume;
     rec["distributed"] = {{"world_size", comm_.world_size()},
                           {"sharding", "every checkpoint's inputs as analyze shards them"}};
-    fs::remove(state_path_);
-    record_->write(out_->staging());
-    if (base_.report) report::write_report(out_->staging(), true);
-    out_->commit();
+    record_->write(*files_);
+    if (out_) {
+        fs::remove(state_path_);
+        if (base_.report) report::write_report(out_->staging(), true);
+        out_->commit();
+    }
     comm_.finish();
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
@@ -387,7 +406,8 @@ void DynamicsRun::write() {
     std::snprintf(took, sizeof took, "%.1f", secs);
     log_ << "dynamics over " << count_of(int64_t(entries_.size()), "checkpoint") << " in " << took
          << " s; largest |sink + content - measured entropy change| "
-         << console_number(worst_residual_) << " nats; wrote " << base_.out.string() << "\n";
+         << console_number(worst_residual_) << " nats"
+         << (out_ ? "; wrote " + base_.out.string() : std::string()) << "\n";
 }
 
 void dynamics(const DynamicsOptions& o, Communicator& comm, std::ostream& log) {

@@ -101,6 +101,7 @@ private:
             .dump();
     }
     void save_state() {
+        if (!out_) return;  // in memory: no state
         write_file_atomic(state_path_, seal_state(kState, fingerprint_, shard_state()));
         out_->keep_on_failure();  // from now on an interruption leaves something to resume
     }
@@ -119,14 +120,19 @@ private:
     int64_t first_ = 0, end_ = 0;
     std::optional<analysis::FisherAccumulator> acc_;
     int64_t n_done_ = 0, n_skipped_ = 0;  // inputs of the shard processed (scored or skipped)
-    std::optional<OutputDir> out_;
+    std::optional<OutputDir> out_;        // on disk only
+    std::optional<RunFiles> files_;       // the staging folder's, or o_.memory
     fs::path state_path_;
 };
 
 // The options, before anything is loaded.
 void FisherRun::check() {
     if (o_.data.empty()) throw UsageError("--data is required");
-    if (o_.out.empty()) throw UsageError("--out is required");
+    if (o_.out.empty() && !o_.memory) throw UsageError("--out is required");
+    if (o_.memory && o_.resume)
+        throw UsageError(
+            "--resume continues a run in its output folder: a run in memory keeps "
+            "no saved state");
     fo_.kind = analysis::parse_fisher_kind(o_.kind);
     metrics::check_compat(o_.compat);
     if (o_.draws < 1 || o_.draws > 10000) throw UsageError("--draws must be between 1 and 10000");
@@ -141,7 +147,7 @@ void FisherRun::check() {
     analysis::check_loss_max_tokens(o_.max_tokens);
     if (o_.samples < 0) throw UsageError("--samples must be >= 0");
     if (o_.checkpoint_every < 1) throw UsageError("--checkpoint-every must be >= 1");
-    start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, comm_.rank());
+    start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, comm_.rank(), !o_.memory);
     record_.emplace(o_.command_line, compute_threads(o_.m));
 }
 
@@ -193,7 +199,12 @@ void FisherRun::load() {
 
 // The staged folder, and the sums saved by an interrupted run when asked to resume.
 void FisherRun::open_output() {
+    if (o_.memory) {
+        files_ = *o_.memory;
+        return;
+    }
     out_.emplace(OutputDir::resumable(start_.out, o_.overwrite));
+    files_ = RunFiles(out_->staging());
     state_path_ = out_->file(kStateFile);
     std::optional<std::string> bytes = interrupted_state(*out_, state_path_, o_.resume, log_);
     if (!bytes) return;
@@ -240,7 +251,10 @@ bool FisherRun::merge_shards() {
     if (comm_.distributed()) {
         const std::vector<std::string> shards = comm_.gather(shard_state());
         if (comm_.rank() != 0) {
-            end_rank(comm_, out_->staging());
+            if (out_)
+                end_rank(comm_, out_->staging());
+            else
+                comm_.finish();
             return false;
         }
         for (size_t r = 1; r < shards.size(); ++r) {
@@ -265,13 +279,15 @@ std::string FisherRun::write() {
     const std::string model_name = fs::absolute(o_.m.model).filename().string();
     const analysis::FisherTables tables =
         acc_->finish(m_->config(), model_name, fo_.kind, o_.compat == "ruscio2025");
-    fs::remove(state_path_);
-    tables.fisher.write(out_->staging(), analysis::tables::kFisher.name);
-    tables.tensors.write(out_->staging(), analysis::tables::kFisherTensors.name);
+    tables.fisher.write(*files_, analysis::tables::kFisher.name);
+    tables.tensors.write(*files_, analysis::tables::kFisherTensors.name);
     record(record_->json(), tables);
-    record_->write(out_->staging());
-    report::write_report(out_->staging(), true);  // our own staging folder
-    out_->commit();
+    record_->write(*files_);
+    if (out_) {
+        fs::remove(state_path_);
+        report::write_report(out_->staging(), true);  // our own staging folder
+        out_->commit();
+    }
     comm_.finish();
 
     std::ostringstream s;
@@ -282,7 +298,7 @@ std::string FisherRun::write() {
     s << "\n";
     if (n_skipped_ > 0) s << n_skipped_ << " samples had nothing to score and were skipped\n";
     log_ << s.str();
-    return out_->final_path().string();
+    return out_ ? out_->final_path().string() : std::string();
 }
 
 // run.json: the model, the options, the data, the objective and the definitions.

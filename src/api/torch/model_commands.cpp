@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -10,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include "sinkscope/analysis/inputs.hpp"
+#include "sinkscope/api/interventions.hpp"
 #include "sinkscope/api/perplexity.hpp"
 #include "sinkscope/api/resumable.hpp"
 #include "sinkscope/core/error.hpp"
@@ -374,14 +376,18 @@ bool attention_hook(const ModelConfig& c, const std::string& h, HookPoint* p) {
 
 // Every captured hook of every input, on the host in f32, padded to `t_max` positions: attention
 // keys and queries (scores with -inf, the pattern with 0), other hooks on their positions (0).
+// `edits` (may be null): the editing hooks of input i (dump --intervene).
 std::map<std::string, std::vector<at::Tensor>> capture_padded(
     const Model& m, const std::vector<ModelInput>& inputs, const std::vector<int64_t>& lengths,
-    const CaptureSpec& spec, int64_t t_max, Progress::Mode progress_mode) {
+    const CaptureSpec& spec, int64_t t_max, Progress::Mode progress_mode,
+    const RunInterventions* edits) {
     std::map<std::string, std::vector<at::Tensor>> per_hook;  // name -> N tensors
     Progress progress("dump", int64_t(inputs.size()), progress_mode);
     int64_t tokens = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
-        const ForwardResult r = m.forward(inputs[i], spec);
+        CaptureSpec with_edits = spec;
+        if (edits) with_edits.add_edits(edits->edits_for(i));
+        const ForwardResult r = m.forward(inputs[i], with_edits);
         progress.update(int64_t(i) + 1, tokens += lengths[i]);
         const int64_t pad = t_max - lengths[i];
         for (const auto& [name, t] : r.captured) {
@@ -458,8 +464,15 @@ std::string dump_hooks(const DumpOptions& o) {
                          quote(o.m.model) + " --all-hooks` lists them)");
     int64_t t_max = 0;
     for (int64_t len : lengths) t_max = std::max(t_max, len);
-    auto per_hook =
-        capture_padded(m, inputs, lengths, spec, t_max, parse_progress_mode(o.progress));
+    std::optional<RunInterventions> edits;
+    if (!o.intervene.empty()) {
+        const int32_t bos_id = c.bos_token_id >= 0 ? c.bos_token_id
+                               : m.tokenizer()     ? m.tokenizer()->bos_id()
+                                                   : -1;
+        edits.emplace(m, data, parse_interventions(o.intervene, c), bos_id);
+    }
+    auto per_hook = capture_padded(m, inputs, lengths, spec, t_max, parse_progress_mode(o.progress),
+                                   edits ? &*edits : nullptr);
 
     OutputDir dir(o.out, o.overwrite);
     const nlohmann::json files = write_hooks(dir, c, std::move(per_hook));
@@ -485,6 +498,9 @@ std::string dump_hooks(const DumpOptions& o) {
         rec.set("image_processor", m.image_processor()->origin);
     }
     rec.set("hooks", o.hooks);
+    rec.set("intervention", edits ? nlohmann::json{{"spec", edits->plan().text()},
+                                                   {"edits", edits->plan().record()}}
+                                  : nlohmann::json(nullptr));
     rec.set("files", files);
     rec.set("padding",
             "positions beyond lengths[n]: pattern and other hooks 0, scores -inf, "

@@ -206,6 +206,7 @@ private:
     std::string summary(const io::Table& random) const;
 
     void save_state() {
+        if (!out_) return;  // in memory: no state
         write_file_atomic(
             state_path_,
             seal_state(kState, fingerprint_,
@@ -228,8 +229,9 @@ private:
     std::optional<analysis::AnalysisInputs> calib_, eval_;
     std::vector<Point> points_;
     nlohmann::json fingerprint_;
-    size_t first_ = 0, end_ = 0;  // this rank's points
-    std::optional<OutputDir> out_;
+    size_t first_ = 0, end_ = 0;     // this rank's points
+    std::optional<OutputDir> out_;   // on disk only
+    std::optional<RunFiles> files_;  // the staging folder's, or o_.memory
     fs::path state_path_;
     metrics::HeadOptions hopts_;
     int64_t rows_used_ = 0;           // calibration rows of the head distances
@@ -244,7 +246,11 @@ private:
 void PruneRun::check() {
     if (o_.calib.empty()) throw UsageError("--calib is required");
     if (o_.eval.empty()) throw UsageError("--eval is required");
-    if (o_.out.empty()) throw UsageError("--out is required");
+    if (o_.out.empty() && !o_.memory) throw UsageError("--out is required");
+    if (o_.memory && o_.resume)
+        throw UsageError(
+            "--resume continues a run in its output folder: a run in memory keeps "
+            "no saved state");
     channels_ = parse_channels(o_.channels);
     sparsities_ = parse_sparsities(o_.sparsity);
     if (o_.ablation != "zero" && o_.ablation != "mean")
@@ -257,7 +263,7 @@ void PruneRun::check() {
     analysis::check_loss_max_tokens(o_.max_tokens);
     if (o_.calib_samples < 0 || o_.eval_samples < 0)
         throw UsageError("--calib-samples and --eval-samples must be >= 0");
-    start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, comm_.rank());
+    start_ = start_command(o_.m, o_.progress, o_.out, o_.overwrite, comm_.rank(), !o_.memory);
     record_.emplace(o_.command_line, compute_threads(o_.m));
 }
 
@@ -390,7 +396,12 @@ void PruneRun::open_output() {
         same["model"] = model_identity(o_.m.model, m_->files);
         comm_.agree(same);
     }
+    if (o_.memory) {
+        files_ = *o_.memory;
+        return;
+    }
     out_.emplace(OutputDir::resumable(start_.out, o_.overwrite));
+    files_ = RunFiles(out_->staging());
     state_path_ = out_->file(kStateFile);
     if (std::optional<std::string> bytes = interrupted_state(*out_, state_path_, o_.resume, log_)) {
         const std::string file = state_path_.string();
@@ -536,7 +547,10 @@ bool PruneRun::merge_shards() {
     if (!comm_.distributed()) return true;
     const std::vector<std::string> shards = comm_.gather(points_json(points_, first_, end_).dump());
     if (comm_.rank() != 0) {
-        end_rank(comm_, out_->staging());
+        if (out_)
+            end_rank(comm_, out_->staging());
+        else
+            comm_.finish();
         return false;
     }
     for (size_t r = 1; r < shards.size(); ++r) {
@@ -580,17 +594,19 @@ std::string PruneRun::write() {
                        p.mean_nll, p.n_scored, p.value - baseline,
                        head_list(p.heads, cfg().n_heads)});
     const io::Table random = random_table();
-    fs::remove(state_path_);
-    table.write(out_->staging(), analysis::tables::kPrune.name);
-    random.write(out_->staging(), analysis::tables::kPruneRandom.name);
-    order_table_.write(out_->staging(), analysis::tables::kPruneOrder.name);
+    table.write(*files_, analysis::tables::kPrune.name);
+    random.write(*files_, analysis::tables::kPruneRandom.name);
+    order_table_.write(*files_, analysis::tables::kPruneOrder.name);
     record(record_->json());
-    record_->write(out_->staging());
-    report::write_report(out_->staging(), true);  // our own staging folder
-    out_->commit();
+    record_->write(*files_);
+    if (out_) {
+        fs::remove(state_path_);
+        report::write_report(out_->staging(), true);  // our own staging folder
+        out_->commit();
+    }
     comm_.finish();
     log_ << summary(random);
-    return out_->final_path().string();
+    return out_ ? out_->final_path().string() : std::string();
 }
 
 // run.json: the model, the options, the sink convention, both data sets and the definitions.

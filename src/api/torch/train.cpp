@@ -1,5 +1,6 @@
-// `train` (api/train.hpp): corpus -> tokenizer -> BOS-led sequences -> steps of model::Trainer,
-// with checkpoints, a manifest, a log and a resumable state in the staging folder.
+// `train` (api/train.hpp): corpus -> tokenizer -> BOS-led sequences (or, with bos = false,
+// sequences of corpus tokens only) -> steps of model::Trainer, with checkpoints, a manifest, a log
+// and a resumable state in the staging folder.
 #include "sinkscope/api/train.hpp"
 
 #include <chrono>
@@ -66,7 +67,9 @@ private:
     std::vector<size_t> perm_;
 };
 
-// Sink_eps on the first sequences: alpha per head averaged over them (spec 8.q).
+// Sink_eps on the first sequences: alpha per head averaged over them (spec 8.q). Rows of an
+// attention function other than softmax are closed first (divided by their sum over the visible
+// keys), as analyze reads them and as Gu et al.'s evaluation measures sigmoid attention.
 std::pair<double, std::vector<double>> measure_sink(const model::Model& m, const at::Tensor& seqs,
                                                     double eps) {
     const model::ModelConfig& c = m.config();
@@ -75,9 +78,10 @@ std::pair<double, std::vector<double>> measure_sink(const model::Model& m, const
     const model::ForwardResult r = m.forward(
         seqs, model::CaptureSpec({model::hook_glob(model::HookPoint::Pattern)}).without_logits());
     for (int64_t l = 0; l < c.n_layers; ++l) {
-        const at::Tensor A = r.captured.at(model::hook_name(model::HookPoint::Pattern, l))
-                                 .to(at::kDouble)
-                                 .contiguous();  // [batch, heads, T, T]
+        at::Tensor A = r.captured.at(model::hook_name(model::HookPoint::Pattern, l))
+                           .to(at::kDouble)
+                           .contiguous();  // [batch, heads, T, T]
+        if (c.attention != model::AttentionFunction::Softmax) A = A / A.sum(-1, true);
         for (int64_t b = 0; b < n_in; ++b)
             for (int64_t h = 0; h < c.n_heads; ++h)
                 alpha[static_cast<size_t>(l * c.n_heads + h)] +=
@@ -108,10 +112,30 @@ struct IntraOpThreads {
     IntraOpThreads& operator=(const IntraOpThreads&) = delete;
 };
 
+// A tokenizer.json whose template adds no BOS (TemplateProcessing of the sequence alone; BOS
+// stays a special token), for a run trained without BOS: BosPolicy::ModelDefault then prepends
+// nothing, so analyze and every other command read the model as it was trained.
+std::string without_bos_template(const std::string& tokenizer_json) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(tokenizer_json);
+    nlohmann::ordered_json& pp = j.at("post_processor");
+    pp["single"] = nlohmann::ordered_json::array({{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}});
+    pp["pair"] = nlohmann::ordered_json::array({{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                                {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}});
+    return j.dump(1) + "\n";
+}
+
+// tokenizer_config.json beside it: which token is BOS (for --bos always) and that the tokenizer
+// adds none by default.
+std::string without_bos_tokenizer_config() {
+    const nlohmann::ordered_json j = {{"bos_token", tokenizer::kBosToken},
+                                      {"add_bos_token", false}};
+    return j.dump(2) + "\n";
+}
+
 // One training run, step by step: the options and the configuration (check), the corpus, its
 // tokenizer and the memory check (read_corpus), the staged folder with the tokenizer and the
-// BOS-led sequences (open_output), the trainer and any saved state (restore), the steps with
-// their checkpoints (train), and the last step with run.json (finish).
+// BOS-led (or BOS-free) sequences (open_output), the trainer and any saved state (restore), the
+// steps with their checkpoints (train), and the last step with run.json (finish).
 class TrainRun {
 public:
     TrainRun(const TrainOptions& o, std::ostream& log) : o_(o), log_(log) {}
@@ -136,10 +160,24 @@ private:
     void write_checkpoint(const fs::path& dir) const {
         fs::create_directories(dir);
         write_file_atomic(dir / "config.json", hf_config_.dump(2) + "\n");
-        write_file_atomic(dir / "tokenizer.json", tokenizer_json_);
+        write_tokenizer(dir);
         write_file_atomic(dir / "model.safetensors", trainer_->checkpoint_safetensors());
     }
     void write_manifest() const;
+    // "" for the defaults, else " (attention sigmoid, no BOS)".
+    std::string switches() const {
+        std::string s;
+        if (c_.attention != model::AttentionFunction::Softmax)
+            s += std::string("attention ") + model::attention_function_name(c_.attention);
+        if (!c_.bos) s += std::string(s.empty() ? "" : ", ") + "no BOS";
+        return s.empty() ? s : " (" + s + ")";
+    }
+    // tokenizer.json (and, without BOS, tokenizer_config.json) into `dir`.
+    void write_tokenizer(const fs::path& dir) const {
+        write_file_atomic(dir / "tokenizer.json", tokenizer_json_);
+        if (!c_.bos)
+            write_file_atomic(dir / "tokenizer_config.json", without_bos_tokenizer_config());
+    }
 
     const TrainOptions& o_;
     std::ostream& log_;
@@ -177,6 +215,15 @@ void TrainRun::check() {
     if (o_.steps > 0) c_.steps = o_.steps;
     if (o_.checkpoint_every > 0) c_.checkpoint_every = o_.checkpoint_every;
     if (o_.vocab >= 0) c_.vocab = o_.vocab;
+    if (!o_.attention_function.empty()) {
+        const std::optional<model::AttentionFunction> f =
+            model::attention_function_from_name(o_.attention_function);
+        if (!f)
+            throw UsageError("--attention-function " + quote(o_.attention_function) +
+                             " is not one of " + model::kAttentionFunctionNames);
+        c_.attention = *f;
+    }
+    if (o_.no_bos) c_.bos = false;
     if (c_.vocab != 0 && c_.vocab < 257)
         throw UsageError("--vocab must be 0 (bytes) or >= 257 (256 bytes + BOS)");
     if (static_cast<uint64_t>(c_.vocab) > limit_value(Limit::VocabSize))
@@ -201,6 +248,7 @@ void TrainRun::read_corpus() {
     const std::vector<tokenizer::Merge> merges =
         tokenizer::train_byte_bpe(text_, c_.vocab > 0 ? c_.vocab - 257 : 0);
     tokenizer_json_ = tokenizer::byte_bpe_tokenizer_json(merges);
+    if (!c_.bos) tokenizer_json_ = without_bos_template(tokenizer_json_);
     vocab_size_ = 257 + static_cast<int64_t>(merges.size());
     hf_config_ = model::hf_config_json(c_, vocab_size_, tokenizer::kByteBpeBosId);
     // The product of the sizes against the machine's memory, before anything is allocated.
@@ -226,30 +274,25 @@ void TrainRun::read_corpus() {
 }
 
 // The staged folder (and any saved state), the tokenizer in it, and the corpus as BOS-led
-// sequences.
+// sequences (without BOS: seq_len corpus tokens each).
 void TrainRun::open_output() {
     out_.emplace(OutputDir::resumable(o_.out, o_.overwrite));
     state_path_ = out_->file(kStateFile);
     if (std::optional<std::string> bytes = interrupted_state(*out_, state_path_, o_.resume, log_))
         resumed_ = open_state(*bytes, state_path_, kState, fingerprint_, *out_);
-    write_file_atomic(out_->file("tokenizer.json"), tokenizer_json_);
+    write_tokenizer(out_->staging());
     const std::unique_ptr<tokenizer::Tokenizer> tok =
         tokenizer::load_hf_tokenizer(out_->file("tokenizer.json"));
     const std::vector<int32_t> ids = tok->encode(text_);
     n_corpus_tokens_ = ids.size();
     // Each sequence: BOS then seq_len - 1 corpus tokens (a fixed first token, as Gu et al.
-    // find sinks need); the tail that fills no sequence is not used.
-    const int64_t chunk = c_.seq_len - 1;
-    n_seq_ = static_cast<int64_t>(ids.size()) / chunk;
+    // find sinks need), or without BOS seq_len corpus tokens (the first one wherever the packing
+    // cuts the corpus); the tail that fills no sequence is not used.
+    seqs_ = model::pack_sequences(ids, c_.seq_len, c_.bos ? tokenizer::kByteBpeBosId : -1);
+    n_seq_ = seqs_.size(0);
     SS_CHECK_INPUT(n_seq_ >= 1, o_.text, "the corpus has ", ids.size(),
-                   " tokens; one training sequence needs ", chunk, " (seq_len ", c_.seq_len,
-                   " with BOS)");
-    seqs_ = at::empty({n_seq_, c_.seq_len}, at::TensorOptions().dtype(at::kLong));
-    auto a = seqs_.accessor<int64_t, 2>();
-    for (int64_t s = 0; s < n_seq_; ++s) {
-        a[s][0] = tokenizer::kByteBpeBosId;
-        for (int64_t t = 0; t < chunk; ++t) a[s][t + 1] = ids[static_cast<size_t>(s * chunk + t)];
-    }
+                   " tokens; one training sequence needs ", c_.bos ? c_.seq_len - 1 : c_.seq_len,
+                   " (seq_len ", c_.seq_len, c_.bos ? " with BOS)" : " without BOS)");
     sink_inputs_ = seqs_.narrow(0, 0, std::min(n_seq_, kSinkInputs));
 }
 
@@ -370,20 +413,30 @@ std::string TrainRun::finish() {
                     {"seed", o_.seed},
                     {"threads", threads_},
                     {"n_params", trainer_->model().n_params()},
-                    {"final_loss", io::json_number(manifest_.back()["loss"].get<double>())}};
+                    {"final_loss", io::json_number(manifest_.back()["loss"].get<double>())},
+                    {"attention", model::attention_function_name(c_.attention)},
+                    {"bos", c_.bos}};
     rec["definitions"] = {
         {"loss",
          "mean next-token cross-entropy (nats) over the steps since the previous checkpoint"},
         {"sink_eps",
          "share of heads whose mean attention to position 0 (over queries and the first " +
              std::to_string(sink_inputs_.size(0)) +
-             " sequences) exceeds eps (Gu et al. 2025; docs/metrics.md)"}};
+             " sequences) exceeds eps (Gu et al. 2025; docs/metrics.md)" +
+             (c_.attention == model::AttentionFunction::Softmax
+                  ? std::string()
+                  : std::string("; the ") + model::attention_function_name(c_.attention) +
+                        " rows are closed first (each divided by its sum over the visible "
+                        "keys), as Gu et al.'s evaluation reads them")},
+        {"bos", c_.bos ? "each sequence is BOS and seq_len - 1 corpus tokens"
+                       : "each sequence is seq_len corpus tokens, no BOS (the tokenizer written "
+                         "adds none by default)"}};
     record_->write(out_->staging());
     out_->commit();
     log_ << "trained " << c_.steps << " steps (" << c_.steps * c_.batch * c_.seq_len
          << " tokens), final loss " << format_number(manifest_.back()["loss"].get<double>())
          << ", Sink_" << format_number(o_.sink_eps) << " "
-         << format_number(manifest_.back()["sink_eps"].get<double>()) << "\n";
+         << format_number(manifest_.back()["sink_eps"].get<double>()) << switches() << "\n";
     return out_->final_path().string();
 }
 
