@@ -56,13 +56,23 @@ void close_rows(model::ForwardResult& r, const model::ModelConfig& cfg,
     if (cfg.attention == model::AttentionFunction::Softmax) return;
     for (int64_t l : layers) {
         const auto p = r.captured.find(hook_name(HookPoint::Pattern, l));
-        if (p != r.captured.end()) {
-            const at::Tensor a = p->second.to(at::kDouble);  // [batch, H, T, T]
-            p->second = (a / a.sum(-1, /*keepdim=*/true)).to(p->second.scalar_type());
-        }
         const auto z = r.captured.find(hook_name(HookPoint::AttnScores, l));
-        if (z != r.captured.end() && cfg.attention == model::AttentionFunction::Sigmoid)
-            z->second = at::log_sigmoid(z->second.to(at::kDouble)).to(z->second.scalar_type());
+        at::Tensor logits;  // [batch, H, T, T] float64: the closed row's logits
+        if (z != r.captured.end()) {
+            logits = z->second.to(at::kDouble);
+            if (cfg.attention == model::AttentionFunction::Sigmoid)
+                logits = at::log_sigmoid(logits);
+            z->second = logits.to(z->second.scalar_type());
+        }
+        if (p == r.captured.end()) continue;
+        // The row divided by its sum; a row whose every weight underflowed to 0 in the compute
+        // dtype (a sigmoid head whose scores are all very negative) would be 0 / 0: it is the
+        // softmax of its logits instead, the same weights computed in log space.
+        const at::Tensor a = p->second.to(at::kDouble);
+        const at::Tensor sum = a.sum(-1, /*keepdim=*/true);
+        at::Tensor closed = a / sum.where(sum > 0, at::ones_like(sum));
+        if (logits.defined()) closed = at::where(sum > 0, closed, at::softmax(logits, -1));
+        p->second = closed.to(p->second.scalar_type());
     }
 }
 
