@@ -156,5 +156,34 @@ TEST(CaptureClosure, LazyRowsOfSigmoidAreRefused) {
     EXPECT_ERROR_WITHIN(worst, 1.0);
 }
 
+// A sigmoid head whose visible scores are all very negative: every weight of its rows underflows
+// to 0 in float32 (sigmoid(-200)), so the row over its sum would be 0 / 0. The closed row is the
+// softmax of the logits log sigmoid(-200), all equal: uniform over the visible keys, 1 / (i + 1)
+// within one float32 rounding, and no NaN reaches the analyses.
+TEST(CaptureClosureUnderflow, ASigmoidRowOfZerosClosesToItsLogitsSoftmax) {
+    const auto trainer = random_model(AttentionFunction::Sigmoid);
+    const model::Model& m = trainer->model();
+    const AnalysisInputs in = one_input();
+    model::CaptureSpec very_negative;
+    very_negative.edit(model::hook_name(HookPoint::AttnScores, 0),
+                       [](const at::Tensor& s, const model::HookSite&) {
+                           return at::where(s.isneginf(), s, at::full_like(s, -200.0));
+                       });
+    const model::ForwardResult raw = m.forward(
+        in.model_input(m, 0),
+        model::CaptureSpec({model::hook_name(HookPoint::Pattern, 0)}).add_edits(very_negative));
+    EXPECT_EQ(raw.captured.at(model::hook_name(HookPoint::Pattern, 0)).abs().max().item<double>(),
+              0.0)
+        << "the raw rows underflow";
+    const Captured c = capture_input(m, in, 0, {}, /*lazy=*/false, {}, &very_negative);
+    for (int64_t h = 0; h < m.config().n_heads; ++h)
+        for (int64_t i = 0; i < kT; ++i) {
+            const double* row = c.attention.row(0, h, i);
+            for (int64_t j = 0; j <= i; ++j)
+                EXPECT_NEAR(row[j], 1.0 / double(i + 1), kU32 / double(i + 1))
+                    << h << "," << i << "," << j;
+        }
+}
+
 }  // namespace
 }  // namespace sinkscope::analysis
