@@ -107,16 +107,13 @@ void add_ready_made(model::CaptureSpec& spec, const PyModel& p, const at::Tensor
             "intervene: mean and resample ablation read other inputs; use "
             "sinkscope.analyze(intervene=...) or a hook");
     for (const api::Intervention& iv : plan.list)
-        if (iv.sink == "bos" && ids.size(0) > 1)
+        if (iv.sink.kind == metrics::SinkPolicy::Kind::Bos && ids.size(0) > 1)
             throw UsageError("intervene: sink=bos reads one sequence's tokens; run a batch of one");
     api::InterventionInput in;
     const at::Tensor row = ids[0].contiguous();
     in.ids.assign(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
-    const model::ModelConfig& c = p.model.config();
-    in.bos_id = c.bos_token_id >= 0   ? c.bos_token_id
-                : p.model.tokenizer() ? p.model.tokenizer()->bos_id()
-                                      : -1;
-    api::add_interventions(spec, plan, c, in);
+    in.bos_id = api::model_bos_id(p.model);
+    api::add_interventions(spec, plan, p.model.config(), in);
 }
 
 py::dict config_dict(const model::ModelConfig& c) {

@@ -95,20 +95,14 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
     return n;
 }
 
-std::string shape_string(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
 // Throws InputError unless the view's byte count is exactly what its dtype and shape need.
 void check_view(const TensorView& t) {
     const int64_t n = checked_numel(t.shape);
     SS_CHECK_INPUT(n >= 0, t.file.string(), "tensor ", printable(t.name), ": invalid shape ",
-                   shape_string(t.shape));
+                   shape_text(t.shape));
     const int64_t need = weight_dtype_n_bytes(t.dtype, n);
     SS_CHECK_INPUT(need >= 0 && uint64_t(need) == t.n_bytes, t.file.string(), "tensor ",
-                   printable(t.name), ": ", t.n_bytes, " bytes but shape ", shape_string(t.shape),
+                   printable(t.name), ": ", t.n_bytes, " bytes but shape ", shape_text(t.shape),
                    " of ", weight_dtype_name(t.dtype), " needs ",
                    need >= 0 ? std::to_string(need) : std::string("a whole number of blocks"));
     // ggml quantizes row by row: a block never straddles two rows (ggml_row_size).

@@ -192,6 +192,11 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
         r.kb = am.causal && am.window > 0 ? std::max<int64_t>(0, i0 - am.window + 1) : 0;
         return r;
     };
+    // The [batch * n_heads, n, nk] view of a captured square [batch, n_heads, query, key] that
+    // block i0's rows against keys r occupy.
+    const auto block_of = [&](const at::Tensor& square, int64_t i0, int64_t n, Keys r) {
+        return square.view({BH, T, T}).narrow(1, i0, n).narrow(2, r.kb, r.ke - r.kb);
+    };
     // After an edit: the block's keys, or every key when the edited square holds something other
     // than `outside` (-inf scores, 0 weights) outside them.
     const auto edited_keys = [&](const at::Tensor& square, int64_t i0, int64_t n, double outside) {
@@ -206,8 +211,8 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
     // scores_all or scratch); the keys it cannot see get -inf in scores_all.
     const auto block_scores = [&](int64_t i0, int64_t n, Keys r) {
         const int64_t kb = r.kb, ke = r.ke, nk = ke - kb;
-        at::Tensor s3 = full_scores ? scores_all.view({BH, T, T}).narrow(1, i0, n).narrow(2, kb, nk)
-                                    : hooks.scratch(0, {BH, n, nk}, opt);
+        at::Tensor s3 =
+            full_scores ? block_of(scores_all, i0, n, r) : hooks.scratch(0, {BH, n, nk}, opt);
         const at::Tensor qb = q3.narrow(1, i0, n), kbT = k3.narrow(1, kb, nk).transpose(1, 2);
         if (pow2_scale) {
             at::bmm_out(s3, qb, kbT);
@@ -238,9 +243,8 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
     // scratch); the keys it cannot see get 0 in pattern_all.
     const auto block_pattern = [&](const at::Tensor& s3, int64_t i0, int64_t n, Keys r) {
         const int64_t kb = r.kb, ke = r.ke, nk = ke - kb;
-        at::Tensor p3 = full_pattern
-                            ? pattern_all.view({BH, T, T}).narrow(1, i0, n).narrow(2, kb, nk)
-                            : hooks.scratch(1, {BH, n, nk}, opt);
+        at::Tensor p3 =
+            full_pattern ? block_of(pattern_all, i0, n, r) : hooks.scratch(1, {BH, n, nk}, opt);
         if (am.function != AttentionFunction::Softmax) {
             p3.copy_(attention_weights(s3, am.function, dtype));
         } else if (dtype == acc) {
@@ -258,9 +262,6 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
         at::Tensor zb = hooks.scratch(2, {BH, n, dh}, opt);  // [batch * n_heads, n, d_head]
         at::bmm_out(zb, p3, v3.narrow(1, r.kb, r.ke - r.kb));
         z.narrow(1, i0, n).copy_(zb.view({B, H, n, dh}).transpose(1, 2));
-    };
-    const auto pattern_view = [&](int64_t i0, int64_t n, Keys r) {
-        return pattern_all.view({BH, T, T}).narrow(1, i0, n).narrow(2, r.kb, r.ke - r.kb);
     };
     if (!phased) {
         for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
@@ -281,8 +282,7 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
         for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
             const int64_t n = std::min(kQueryBlock, T - i0);
             const Keys r = edited_keys(scores_all, i0, n, -kInf);
-            block_pattern(scores_all.view({BH, T, T}).narrow(1, i0, n).narrow(2, r.kb, r.ke - r.kb),
-                          i0, n, r);
+            block_pattern(block_of(scores_all, i0, n, r), i0, n, r);
         }
     } else {
         for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
@@ -296,7 +296,7 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
     for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
         const int64_t n = std::min(kQueryBlock, T - i0);
         const Keys r = edited_keys(pattern_all, i0, n, 0.0);
-        block_z(pattern_view(i0, n, r), i0, n, r);
+        block_z(block_of(pattern_all, i0, n, r), i0, n, r);
     }
     return z;
 }

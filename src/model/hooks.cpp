@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/model/config.hpp"
 
 namespace sinkscope::model {
@@ -99,12 +100,6 @@ std::regex pattern_regex(const std::string& p) {
     }
 }
 
-std::string shape_text(at::IntArrayRef sizes) {
-    std::string s = "[";
-    for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
-    return s + "]";
-}
-
 }  // namespace
 
 CaptureSpec::CaptureSpec(const std::vector<std::string>& patterns) : patterns_(patterns) {
@@ -164,7 +159,8 @@ at::Tensor CaptureSpec::apply_edits(const at::Tensor& activation, const HookSite
         if (!out.defined()) continue;
         if (out.sizes() != t.sizes())
             throw UsageError("the hook at " + site.name + " returned shape " +
-                             shape_text(out.sizes()) + ", expected " + shape_text(t.sizes()));
+                             shape_text(out.sizes().vec()) + ", expected " +
+                             shape_text(t.sizes().vec()));
         t = out.to(activation.device(), activation.scalar_type()).contiguous();
     }
     return t;

@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <sstream>
 
 #include <ATen/ATen.h>
 
 #include "sinkscope/core/error.hpp"
+#include "sinkscope/core/format.hpp"
 #include "sinkscope/io/weights.hpp"
 #include "sinkscope/model/footprint.hpp"
 
@@ -33,24 +33,15 @@ at::Device device_of(const RuntimeOptions& r) {
     return r.device == DeviceKind::Cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
 }
 
-namespace {
-std::string shape_str(const std::vector<int64_t>& s) {
-    std::ostringstream out;
-    out << '[';
-    for (size_t i = 0; i < s.size(); ++i) out << (i ? ", " : "") << s[i];
-    out << ']';
-    return out.str();
-}
-}  // namespace
-
 // Shape as the config says, a float dtype, byte count as dtype and shape need
 // (io::check_convertible).
 io::TensorView checked_view(const WeightSource& src, const std::string& name,
                             const std::vector<int64_t>& expected) {
     io::TensorView view = src.store->get(name);  // throws InputError when missing
     const std::string file = view.file.empty() ? src.origin : view.file.string();
-    SS_CHECK_INPUT(view.shape == expected, file, "tensor ", name, ": shape ", shape_str(view.shape),
-                   " does not match the config (expected ", shape_str(expected), ")");
+    SS_CHECK_INPUT(view.shape == expected, file, "tensor ", name, ": shape ",
+                   shape_text(view.shape), " does not match the config (expected ",
+                   shape_text(expected), ")");
     SS_CHECK_INPUT(io::weight_dtype_is_float(view.dtype), file, "tensor ", name, ": dtype ",
                    io::weight_dtype_name(view.dtype), " is not a floating-point weight type");
     if (view.file.empty()) view.file = src.origin;

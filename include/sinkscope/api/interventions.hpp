@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sinkscope/analysis/inputs.hpp"
+#include "sinkscope/metrics/sink.hpp"
 #include "sinkscope/model/hooks.hpp"
 #include "sinkscope/model/model.hpp"
 
@@ -49,8 +50,8 @@ struct Intervention {
     Ablation ablation = Ablation::Zero;              // head_ablation
     std::vector<std::pair<int64_t, int64_t>> heads;  // head_ablation: (layer, head)
     std::vector<int64_t> layers;                     // sink_*: layers edited (all when empty)
-    std::string sink;                                // first | bos | argmax | a position
-    std::string text;                                // canonical spec of this intervention
+    metrics::SinkPolicy sink;  // sink_*: first, bos (every position of BOS), argmax or a position
+    std::string text;          // canonical spec of this intervention
 };
 
 struct InterventionPlan {

@@ -11,7 +11,8 @@
 
 namespace sinkscope::model {
 struct LoadOptions;
-}
+class Model;
+}  // namespace sinkscope::model
 
 namespace sinkscope::api {
 
@@ -53,6 +54,9 @@ private:
 
 // Device, dtype, threads and tokenizer of ModelCliOptions as load_model options.
 model::LoadOptions load_options(const ModelCliOptions& m);
+
+// The model's BOS token id: config.json's bos_token_id, else its tokenizer's; -1 without either.
+int32_t model_bos_id(const model::Model& m);
 
 // The thread count a model command computes with: --threads, or the machine's core count for 0
 // (model::set_compute_threads' rule). run.json records it.

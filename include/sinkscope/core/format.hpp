@@ -4,12 +4,17 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sinkscope {
 
 std::string format_number(double v);
+
+// A tensor shape in a message: "[2, 3, 4]".
+std::string shape_text(const std::vector<int64_t>& dims);
 
 // A count with its noun for the console: "1 input", "3 inputs" (`plural` when not noun + "s").
 std::string count_of(long long n, std::string_view noun, std::string_view plural = {});

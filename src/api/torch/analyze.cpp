@@ -408,10 +408,7 @@ void AnalyzeRun::load() {
     print_note(inputs_->truncation_note());
     print_warning(inputs_->samples_note("--samples"));
 
-    if (resolved_.head.sink.bos_id < 0)
-        resolved_.head.sink.bos_id = cfg.bos_token_id >= 0 ? cfg.bos_token_id
-                                     : m_->tokenizer()     ? m_->tokenizer()->bos_id()
-                                                           : -1;
+    if (resolved_.head.sink.bos_id < 0) resolved_.head.sink.bos_id = model_bos_id(*m_);
     resolved_.ref_frame.sink = resolved_.head.sink;
     if (cfg.attention != model::AttentionFunction::Softmax)
         print_note(std::string("the model's attention function is ") +

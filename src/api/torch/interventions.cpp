@@ -45,10 +45,18 @@ double parse_scale(const std::string& part, const std::string& v) {
     bad(part, "scale must be a finite number, got '" + v + "'");
 }
 
-void check_sink(const std::string& part, const std::string& sink) {
-    if (sink == "auto" || sink == "first" || sink == "bos" || sink == "argmax") return;
-    if (!sink.empty() && std::all_of(sink.begin(), sink.end(), ::isdigit)) return;
-    bad(part, "sink must be auto, first, bos, argmax or a position, got '" + sink + "'");
+// The sink's name in the canonical text: first, bos, argmax or the position.
+std::string sink_name(const metrics::SinkPolicy& p) {
+    switch (p.kind) {
+        case metrics::SinkPolicy::Kind::Bos:
+            return "bos";
+        case metrics::SinkPolicy::Kind::Argmax:
+            return "argmax";
+        case metrics::SinkPolicy::Kind::Position:
+            return std::to_string(p.position);
+        default:
+            return "first";
+    }
 }
 
 Intervention parse_one(const std::string& part, const model::ModelConfig& c,
@@ -68,7 +76,7 @@ Intervention parse_one(const std::string& part, const model::ModelConfig& c,
         bad(part, "unknown intervention '" + name +
                       "' (sink_removal, sink_key, sink_value, head_ablation)");
     const bool sink_kind = iv.kind != Intervention::Kind::HeadAblation;
-    iv.sink = default_sink;
+    std::string sink = default_sink;
     bool have_scale = false, have_mode = false;
     for (size_t k = 1; k < fields.size(); ++k) {
         const auto eq = fields[k].find('=');
@@ -88,8 +96,7 @@ Intervention parse_one(const std::string& part, const model::ModelConfig& c,
                 bad(part, e.what());
             }
         } else if (key == "sink" && sink_kind) {
-            check_sink(part, v);
-            iv.sink = v;
+            sink = v;
         } else if (key == "mode" && !sink_kind) {
             if (v == "zero")
                 iv.ablation = Intervention::Ablation::Zero;
@@ -110,10 +117,16 @@ Intervention parse_one(const std::string& part, const model::ModelConfig& c,
             bad(part, "no key '" + key + "' for " + name);
         }
     }
-    if (iv.sink == "auto") iv.sink = c.causal ? "first" : "argmax";
+    try {  // the analyses' --sink rule (spec section 0), auto resolved for this model
+        iv.sink = metrics::resolve_auto(
+            metrics::parse_sink_policy(sink),
+            c.causal ? metrics::Masking::Causal : metrics::Masking::Bidirectional);
+    } catch (const UsageError& e) {
+        bad(part, e.what());
+    }
     if ((iv.kind == Intervention::Kind::SinkKey || iv.kind == Intervention::Kind::SinkValue)) {
         if (!have_scale) bad(part, "needs scale=X");
-        if (iv.sink == "argmax")
+        if (iv.sink.kind == metrics::SinkPolicy::Kind::Argmax)
             bad(part,
                 "sink=argmax is read from the pattern, after the keys and values: give "
                 "first, bos or a position");
@@ -143,7 +156,7 @@ Intervention parse_one(const std::string& part, const model::ModelConfig& c,
             analysis::LayerSelection sel{iv.layers, c.n_layers};
             t += ":layers=" + sel.spec();
         }
-        t += ":sink=" + iv.sink;
+        t += ":sink=" + sink_name(iv.sink);
     }
     iv.text = t;
     return iv;
@@ -156,9 +169,10 @@ bool in_layers(const Intervention& iv, int64_t layer) {
 // The fixed sink positions of an input (first, bos, N); empty for argmax.
 std::vector<int64_t> sink_positions(const Intervention& iv, const InterventionInput& in,
                                     int64_t T) {
-    if (iv.sink == "argmax") return {};
-    if (iv.sink == "first") return {0};
-    if (iv.sink == "bos") {
+    using Kind = metrics::SinkPolicy::Kind;
+    if (iv.sink.kind == Kind::Argmax) return {};
+    if (iv.sink.kind == Kind::First) return {0};
+    if (iv.sink.kind == Kind::Bos) {
         std::vector<int64_t> out;
         for (size_t i = 0; i < in.ids.size(); ++i)
             if (in.ids[i] == in.bos_id && in.bos_id >= 0) out.push_back(int64_t(i));
@@ -167,18 +181,11 @@ std::vector<int64_t> sink_positions(const Intervention& iv, const InterventionIn
                              (in.bos_id < 0 ? " (the model's tokenizer has none)" : ""));
         return out;
     }
-    const int64_t p = std::stoll(iv.sink);
+    const int64_t p = iv.sink.position;
     if (p >= T)
-        throw UsageError("--intervene: " + iv.text + ": sink position " + iv.sink +
+        throw UsageError("--intervene: " + iv.text + ": sink position " + std::to_string(p) +
                          " is past the input's " + std::to_string(T) + " tokens");
     return {p};
-}
-
-// Window of `layer`'s mask (model config: c.window on the layers of c.window_layers, or all).
-int64_t window_of(const model::ModelConfig& c, int64_t layer) {
-    if (c.window <= 0) return 0;
-    if (c.window_layers.empty()) return c.window;
-    return std::binary_search(c.window_layers.begin(), c.window_layers.end(), layer) ? c.window : 0;
 }
 
 }  // namespace
@@ -272,7 +279,7 @@ void add_interventions(model::CaptureSpec& spec, const InterventionPlan& plan,
                     if (sinks.empty())  // argmax: the most attended key of the layer
                         sinks.push_back(p.to(at::kDouble).mean({0, 1, 2}).argmax().item<int64_t>());
                     return remove_sinks(p, sinks, iv.renormalize, c.causal,
-                                        window_of(c, site.layer));
+                                        c.layer_window(site.layer));
                 });
                 break;
             }

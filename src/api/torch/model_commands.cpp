@@ -322,6 +322,13 @@ std::string perplexity_report(const PerplexityOptions& o) {
     return s.str();
 }
 
+int32_t model_bos_id(const Model& m) {
+    const ModelConfig& c = m.config();
+    return c.bos_token_id >= 0 ? int32_t(c.bos_token_id)
+           : m.tokenizer()     ? m.tokenizer()->bos_id()
+                               : -1;
+}
+
 std::vector<std::string> split_list(const std::string& s) {
     std::vector<std::string> out;
     std::stringstream in(s);
@@ -466,10 +473,7 @@ std::string dump_hooks(const DumpOptions& o) {
     for (int64_t len : lengths) t_max = std::max(t_max, len);
     std::optional<RunInterventions> edits;
     if (!o.intervene.empty()) {
-        const int32_t bos_id = c.bos_token_id >= 0 ? c.bos_token_id
-                               : m.tokenizer()     ? m.tokenizer()->bos_id()
-                                                   : -1;
-        edits.emplace(m, data, parse_interventions(o.intervene, c), bos_id);
+        edits.emplace(m, data, parse_interventions(o.intervene, c), model_bos_id(m));
     }
     auto per_hook = capture_padded(m, inputs, lengths, spec, t_max, parse_progress_mode(o.progress),
                                    edits ? &*edits : nullptr);

@@ -423,10 +423,7 @@ void PruneRun::calibrate() {
         analysis::resolve(aopts, {.hidden_states = true, .source = o_.m.model});
     hopts_ = resolved.head;
     hopts_.scope = metrics::Scope::Model;
-    if (hopts_.sink.bos_id < 0)
-        hopts_.sink.bos_id = cfg().bos_token_id >= 0 ? cfg().bos_token_id
-                             : m_->tokenizer()       ? m_->tokenizer()->bos_id()
-                                                     : -1;
+    if (hopts_.sink.bos_id < 0) hopts_.sink.bos_id = model_bos_id(*m_);
     metrics::HeadAccumulator acc(cfg().n_layers, cfg().n_heads, hopts_);
     {
         Progress bar("prune: calibration", int64_t(calib_->size()), start_.progress);
