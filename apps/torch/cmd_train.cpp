@@ -46,6 +46,10 @@ sinkscope::cli::Registrar registrar("train", 25, [](CLI::App& app) {
     cmd->add_flag("--no-bos", o->no_bos,
                   "Pack sequences without BOS (seq_len corpus tokens, the first one arbitrary); "
                   "the tokenizer written with the model then adds no BOS by default");
+    cmd->add_flag("--kv-bias", o->kv_bias,
+                  "A learnable key/value slot in every layer: one more key and value per head "
+                  "that every query sees, starting at 0 (softmax only); written to config.json "
+                  "as sinkscope_kv_bias");
     sinkscope::cli::add_seed_option(cmd, o->seed);
     sinkscope::cli::add_threads_option(cmd, o->threads);
     cmd->add_option("--sink-eps", o->sink_eps,

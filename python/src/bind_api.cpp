@@ -214,6 +214,7 @@ void bind_api(py::module_& m) {
         .def_readwrite("checkpoint_every", &TrainOptions::checkpoint_every)
         .def_readwrite("vocab", &TrainOptions::vocab)
         .def_readwrite("attention_function", &TrainOptions::attention_function)
+        .def_readwrite("kv_bias", &TrainOptions::kv_bias)
         .def_readwrite("no_bos", &TrainOptions::no_bos)
         .def_readwrite("seed", &TrainOptions::seed)
         .def_readwrite("threads", &TrainOptions::threads)

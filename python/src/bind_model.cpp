@@ -117,11 +117,12 @@ void add_ready_made(model::CaptureSpec& spec, const PyModel& p, const at::Tensor
 }
 
 py::dict config_dict(const model::ModelConfig& c) {
-    return py::dict("architecture"_a = c.architecture, "n_layers"_a = c.n_layers,
-                    "n_heads"_a = c.n_heads, "n_kv_heads"_a = c.n_kv_heads, "d_model"_a = c.d_model,
-                    "d_head"_a = c.d_head, "d_mlp"_a = c.d_mlp, "d_vocab"_a = c.d_vocab,
-                    "n_ctx"_a = c.n_ctx, "causal"_a = c.causal, "window"_a = c.window,
-                    "vision"_a = c.is_vision());
+    return py::dict(
+        "architecture"_a = c.architecture, "n_layers"_a = c.n_layers, "n_heads"_a = c.n_heads,
+        "n_kv_heads"_a = c.n_kv_heads, "d_model"_a = c.d_model, "d_head"_a = c.d_head,
+        "d_mlp"_a = c.d_mlp, "d_vocab"_a = c.d_vocab, "n_ctx"_a = c.n_ctx, "causal"_a = c.causal,
+        "window"_a = c.window, "vision"_a = c.is_vision(),
+        "attention"_a = model::attention_function_name(c.attention), "kv_slot"_a = c.kv_slot);
 }
 
 }  // namespace

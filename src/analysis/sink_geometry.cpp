@@ -2,8 +2,13 @@
 // per head, the key norm at the layer's sink position against the other keys' norms, and the
 // cosine of the queries with the sink's key against their cosine with the other keys
 // (metrics/sink_geometry.hpp), averaged over inputs. Needs the queries and keys, so only model
-// runs offer it. Table sink_geometry (long format); dynamics follows the model's values over
+// runs offer it. Models with a slot outside the tokens (softmax_one's zero logit, the learnable
+// kv slot of `train --kv-bias`) add "slot_mass": the mean over query rows of the weight the slot
+// took (1 - the row's sum over the tokens before closure), the explicit sink of Gu et al.'s
+// section 7. Table sink_geometry (long format); dynamics follows the model's values over
 // checkpoints (sink_geometry_trajectory_values).
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "sinkscope/analysis/registry.hpp"
@@ -19,34 +24,48 @@ namespace {
 
 namespace t = tables;
 using metrics::kSinkGeometryCount;
+// The metric after the query-key quantities: the weight outside the tokens (ModelVectors).
+constexpr int kSlotMass = kSinkGeometryCount;
+constexpr int kMetricCount = kSinkGeometryCount + 1;
+const char* metric_name(int m) {
+    return m == kSlotMass ? "slot_mass" : metrics::k_sink_geometry_metrics[size_t(m)];
+}
 
 class SinkGeometry final : public Analysis {
 public:
     explicit SinkGeometry(const AnalysisContext& c)
-        : ctx_(c),
-          sum_(size_t(c.n_layers * c.n_heads * kSinkGeometryCount), 0.0),
-          n_(sum_.size(), 0) {}
+        : ctx_(c), sum_(size_t(c.n_layers * c.n_heads * kMetricCount), 0.0), n_(sum_.size(), 0) {}
 
     void add(const InputView& in, PerInputValues* per_input) override {
         SS_CHECK(in.vectors && in.vectors->queries.size() == size_t(ctx_.n_layers),
                  "the sink-geometry analysis needs the queries and keys");
         const metrics::AttentionInput& a = *in.attention;
         const ModelVectors& v = *in.vectors;
+        const bool slot = v.outside_mass.size() == size_t(a.n_layers);
         for (int64_t l = 0; l < a.n_layers; ++l) {
             const int64_t s = in.sinks->per_layer[size_t(l)];
             for (int64_t h = 0; h < a.n_heads; ++h) {
                 const size_t at = size_t(h * a.length * v.d_head);
-                const auto g =
+                std::array<double, kMetricCount> g{};
+                const auto qk =
                     metrics::sink_geometry(v.queries[size_t(l)].data() + at,
                                            v.keys[size_t(l)].data() + at, v.d_head, a, s);
-                for (int m = 0; m < kSinkGeometryCount; ++m) {
+                std::copy(qk.begin(), qk.end(), g.begin());
+                // The rows' mean weight outside the tokens (real rows: the first a.length).
+                g[kSlotMass] = std::nan("");
+                if (slot && a.length > 0) {
+                    const double* row_mass = v.outside_mass[size_t(l)].data() + h * a.n_tokens;
+                    double total = 0;
+                    for (int64_t i = 0; i < a.length; ++i) total += row_mass[i];
+                    g[kSlotMass] = total / double(a.length);
+                }
+                for (int m = 0; m < kMetricCount; ++m) {
                     if (!std::isfinite(g[size_t(m)])) continue;
                     const size_t i = index(l, h, m);
                     sum_[i] += g[size_t(m)];
                     ++n_[i];
                     if (per_input)
-                        per_input->push_back({t::kSinkGeometry.name, l, h,
-                                              metrics::k_sink_geometry_metrics[size_t(m)],
+                        per_input->push_back({t::kSinkGeometry.name, l, h, metric_name(m),
                                               kConvention, g[size_t(m)], 1.0});
                 }
             }
@@ -76,8 +95,12 @@ public:
     AnalysisOutput finish(const FinishContext&) override {
         io::Table table(t::kSinkGeometry.columns);
         const int64_t L = ctx_.n_layers, H = ctx_.n_heads;
-        for (int m = 0; m < kSinkGeometryCount; ++m) {
-            const std::string metric = metrics::k_sink_geometry_metrics[size_t(m)];
+        bool any_slot = false;  // slot_mass rows only for a model with a slot
+        for (int64_t l = 0; l < L; ++l)
+            for (int64_t h = 0; h < H; ++h) any_slot = any_slot || n_[index(l, h, kSlotMass)] > 0;
+        for (int m = 0; m < kMetricCount; ++m) {
+            if (m == kSlotMass && !any_slot) continue;
+            const std::string metric = metric_name(m);
             double model_sum = 0;
             int64_t model_n = 0;
             for (int64_t l = 0; l < L; ++l) {
@@ -107,13 +130,17 @@ public:
              "keys GQA-expanded"},
             {"sink", "the layer's resolved sink position (sinks.csv)"},
             {"cosine_pairs", "visible (query, key) pairs, a query with itself excluded"}};
+        if (any_slot)
+            out.record["sink_geometry"]["slot_mass"] =
+                "mean over query rows of the weight outside the tokens (softmax_one's zero "
+                "logit, the kv slot): 1 - the row's sum before it is closed";
         return out;
     }
 
 private:
     static constexpr const char* kConvention = "rotated";
     size_t index(int64_t l, int64_t h, int m) const {
-        return size_t((l * ctx_.n_heads + h) * kSinkGeometryCount + m);
+        return size_t((l * ctx_.n_heads + h) * kMetricCount + m);
     }
 
     AnalysisContext ctx_;

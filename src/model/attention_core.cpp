@@ -92,6 +92,17 @@ at::Tensor attention_weights(const at::Tensor& s, AttentionFunction f, at::Scala
     throw InternalError("unknown attention function");
 }
 
+SlotWeights slot_softmax(const at::Tensor& s, const at::Tensor& slot, at::ScalarType dtype) {
+    const at::ScalarType acc = accum_type(dtype);
+    const at::Tensor x = s.to(acc), c = slot.to(acc);
+    // m is a constant of the row (no gradient); no exponent overflows.
+    const at::Tensor m = at::maximum(at::amax(x, {-1}, /*keepdim=*/true), c).detach();
+    const at::Tensor e = at::exp(x - m);  // masked keys: exp(-inf) = 0
+    const at::Tensor ec = at::exp(c - m);
+    const at::Tensor denom = ec + e.sum(-1, /*keepdim=*/true);
+    return {(e / denom).to(dtype), (ec / denom).to(dtype)};
+}
+
 namespace {
 
 // Gemma-2 (transformers Gemma2Attention): scores / cap, tanh, * cap, then the mask.
@@ -106,13 +117,48 @@ at::Tensor per_query_head(const at::Tensor& t, int64_t n_heads) {
     return n_heads == t.size(2) ? th : th.repeat_interleave(n_heads / t.size(2), 1);
 }
 
+// The kv slot of one layer as attend() reads it: the slot's logit for every query row and its
+// value per query head (both undefined without a slot).
+struct Slot {
+    at::Tensor logits;  // [batch, n_heads, pos, 1]: (q . k*) * scale, soft-capped
+    at::Tensor value;   // [1, n_heads, 1, d_head]: v* of each query head's kv head
+    bool defined() const { return logits.defined(); }
+};
+Slot slot_of(const at::Tensor& q, const AttentionMask& am, double scale, double softcap) {
+    if (!am.has_slot()) return {};
+    const int64_t H = q.size(2), dh = q.size(3), group = H / am.slot_key.size(0);
+    const auto per_head = [&](const at::Tensor& t) {  // [n_kv_heads, d_head] -> [H, d_head]
+        return group == 1 ? t : t.repeat_interleave(group, 0);
+    };
+    Slot s;
+    s.logits = soft_capped(
+        at::matmul(q.transpose(1, 2), per_head(am.slot_key).view({1, H, dh, 1})) * scale, softcap);
+    s.value = per_head(am.slot_value).view({1, H, 1, dh});
+    return s;
+}
+
+// Weights of a [batch, n_heads, n, key] block of scores, and z = weights x vh (+ the slot).
+at::Tensor weighted_values(const at::Tensor& scores, const at::Tensor& vh, const Slot& slot,
+                           int64_t i0, AttentionFunction function, at::ScalarType dtype,
+                           HookRecorder* hooks, int64_t layer) {
+    if (!slot.defined()) {
+        at::Tensor p = attention_weights(scores, function, dtype);
+        if (hooks) p = hooks->keep(HookPoint::Pattern, layer, p);
+        return at::matmul(p, vh);
+    }
+    SlotWeights w = slot_softmax(scores, slot.logits.narrow(2, i0, scores.size(2)), dtype);
+    if (hooks) w.keys = hooks->keep(HookPoint::Pattern, layer, w.keys);
+    return at::matmul(w.keys, vh) + w.slot * slot.value;
+}
+
 // The functional full-square form (recorded by autograd under model::GradientScope): scores of
 // every query against every key, then the mask; without captured scores or pattern, query
 // blocks bound the temporaries. Returns z [batch, pos, n_heads, d_head].
 at::Tensor attend_functional(const at::Tensor& q, const at::Tensor& kh, const at::Tensor& vh,
-                             const at::Tensor& hidden, AttentionFunction function, double scale,
-                             int64_t layer, at::ScalarType dtype, HookRecorder& hooks,
-                             double softcap) {
+                             const AttentionMask& am, double scale, int64_t layer,
+                             at::ScalarType dtype, HookRecorder& hooks, double softcap) {
+    const at::Tensor& hidden = am.hidden;
+    const Slot slot = slot_of(q, am, scale, softcap);
     const int64_t T = q.size(1);
     if (!hooks.wants(HookPoint::AttnScores, layer) && !hooks.wants(HookPoint::Pattern, layer) &&
         !hooks.edits(HookPoint::AttnScores, layer) && !hooks.edits(HookPoint::Pattern, layer) &&
@@ -127,7 +173,8 @@ at::Tensor attend_functional(const at::Tensor& q, const at::Tensor& kh, const at
                 scores.masked_fill_(
                     hidden.dim() >= 2 && hidden.size(-2) == T ? hidden.narrow(-2, i0, n) : hidden,
                     -std::numeric_limits<double>::infinity());
-            parts.push_back(at::matmul(attention_weights(scores, function, dtype), vh));
+            parts.push_back(
+                weighted_values(scores, vh, slot, i0, am.function, dtype, nullptr, layer));
         }
         return at::cat(parts, 2).transpose(1, 2).contiguous();
     }
@@ -136,10 +183,11 @@ at::Tensor attend_functional(const at::Tensor& q, const at::Tensor& kh, const at
         soft_capped(at::matmul(q.transpose(1, 2), kh.transpose(-2, -1)) * scale, softcap);
     if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
     scores = hooks.keep(HookPoint::AttnScores, layer, scores);
-    // [batch, n_heads, query, key]; softmax (or `function`) in f32, masked entries exactly 0
-    const at::Tensor pattern =
-        hooks.keep(HookPoint::Pattern, layer, attention_weights(scores, function, dtype));
-    return at::matmul(pattern, vh).transpose(1, 2).contiguous();
+    // pattern [batch, n_heads, query, key]: softmax (or `function`) in f32, masked entries
+    // exactly 0
+    return weighted_values(scores, vh, slot, 0, am.function, dtype, &hooks, layer)
+        .transpose(1, 2)
+        .contiguous();
 }
 
 // The inference form: query blocks of kQueryBlock rows written into preallocated outputs and
@@ -181,6 +229,13 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
     at::Tensor pattern_all = full_pattern ? hooks.capture_buffer({B, H, T, T}, opt) : at::Tensor();
     at::Tensor z = at::empty({B, T, H, dh}, opt);  // [batch, pos, n_heads, d_head]
     const at::Tensor& hidden = am.hidden;
+    // The kv slot: its logit per row [batch * n_heads, query, 1], its weight per row (written by
+    // block_pattern), its value per head [batch * n_heads, 1, d_head].
+    const Slot slot = slot_of(q, am, scale, softcap);
+    const at::Tensor slot_logits = slot.defined() ? slot.logits.reshape({BH, T, 1}) : at::Tensor();
+    const at::Tensor slot_w = slot.defined() ? at::empty({BH, T, 1}, opt) : at::Tensor();
+    const at::Tensor slot_v =
+        slot.defined() ? slot.value.expand({B, H, 1, dh}).reshape({BH, 1, dh}) : at::Tensor();
     const bool row_mask = hidden.defined() && hidden.dim() >= 2 && hidden.size(-2) == T;
     // Keys block [i0, i0 + n) sees: causal, [i0 + n - window, i0 + n); else all.
     struct Keys {
@@ -245,7 +300,11 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
         const int64_t kb = r.kb, ke = r.ke, nk = ke - kb;
         at::Tensor p3 =
             full_pattern ? block_of(pattern_all, i0, n, r) : hooks.scratch(1, {BH, n, nk}, opt);
-        if (am.function != AttentionFunction::Softmax) {
+        if (slot.defined()) {
+            const SlotWeights w = slot_softmax(s3, slot_logits.narrow(1, i0, n), dtype);
+            p3.copy_(w.keys);
+            slot_w.narrow(1, i0, n).copy_(w.slot);
+        } else if (am.function != AttentionFunction::Softmax) {
             p3.copy_(attention_weights(s3, am.function, dtype));
         } else if (dtype == acc) {
             at::softmax_out(p3, s3, -1);
@@ -261,6 +320,7 @@ at::Tensor attend_blocked(const at::Tensor& q, const at::Tensor& kh, const at::T
     const auto block_z = [&](const at::Tensor& p3, int64_t i0, int64_t n, Keys r) {
         at::Tensor zb = hooks.scratch(2, {BH, n, dh}, opt);  // [batch * n_heads, n, d_head]
         at::bmm_out(zb, p3, v3.narrow(1, r.kb, r.ke - r.kb));
+        if (slot.defined()) zb.add_(slot_w.narrow(1, i0, n) * slot_v);
         z.narrow(1, i0, n).copy_(zb.view({B, H, n, dh}).transpose(1, 2));
     };
     if (!phased) {
@@ -311,8 +371,7 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor vh = per_query_head(v, H);
     at::Tensor z =  // [batch, pos, n_heads, d_head]
         gradients_recorded()
-            ? attend_functional(q, kh, vh, hidden.hidden, hidden.function, scale, layer, dtype,
-                                hooks, softcap)
+            ? attend_functional(q, kh, vh, hidden, scale, layer, dtype, hooks, softcap)
             : attend_blocked(q, kh, vh, hidden, scale, layer, dtype, hooks, softcap);
     if (mask && mask->any_in_layer(layer)) {
         for (int64_t head = 0; head < H; ++head) {

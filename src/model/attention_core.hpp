@@ -31,6 +31,21 @@ struct AttentionMask {
     bool causal = false;
     int64_t window = 0;
     AttentionFunction function = AttentionFunction::Softmax;
+    // The layer's key/value slot (ModelConfig::kv_slot): k*, v* [n_kv_heads, d_head] in the
+    // compute dtype, an extra key and value every query sees (undefined: none; softmax only).
+    at::Tensor slot_key, slot_value;
+    bool has_slot() const { return slot_key.defined(); }
+    // This mask with the slot of one layer, k and v [n_kv_heads * d_head] as stored (viewed
+    // [n_kv_heads, d_head] here, inside the forward, so that gradients reach them); undefined k:
+    // this mask as it is.
+    AttentionMask with_slot(const at::Tensor& k, const at::Tensor& v, int64_t d_head) const {
+        AttentionMask m = *this;
+        if (k.defined()) {
+            m.slot_key = k.view({-1, d_head});
+            m.slot_value = v.view({-1, d_head});
+        }
+        return m;
+    }
 };
 
 // [.., key] weights in `dtype` of scores s [.., key] (scaled, soft-capped, masked = -inf) under
@@ -38,6 +53,14 @@ struct AttentionMask {
 // (exp(-m) + sum_k exp(s_k - m)) with m = max(0, max_k s_k), so no exponent overflows and a
 // masked key's weight is exactly 0; sigmoid = 1 / (1 + exp(-s_j)) per key (masked: exactly 0).
 at::Tensor attention_weights(const at::Tensor& s, AttentionFunction f, at::ScalarType dtype);
+// Softmax over the keys of s [.., key] and one more key of logit `slot` [.., 1] (the kv slot):
+// exp(s_j - m) / (exp(c - m) + sum_k exp(s_k - m)) and exp(c - m) / (the same), with
+// m = max(c, max_k s_k), in accum_type(dtype), then `dtype` (masked keys: exactly 0).
+struct SlotWeights {
+    at::Tensor keys;  // [.., key]
+    at::Tensor slot;  // [.., 1]
+};
+SlotWeights slot_softmax(const at::Tensor& s, const at::Tensor& slot, at::ScalarType dtype);
 // [batch, 1, 1, key] bool, true = padding key; undefined when attention_mask is undefined.
 at::Tensor padding_mask(const ModelInput& input, const at::Device& device);
 
@@ -65,7 +88,10 @@ constexpr int64_t kQueryBlock = 256;
 // Queries are processed in blocks of kQueryBlock rows; with a causal mask a block computes scores
 // only against the keys it can see and writes -inf / 0 into the captured scores / pattern for
 // the rest (same values as the full T x T computation up to float rounding of the softmax sum
-// and of pattern x V, whose masked terms are exact zeros). The score scale is applied inside
+// and of pattern x V, whose masked terms are exact zeros). With a kv slot (hidden.has_slot())
+// every row also sees k*: the pattern holds the tokens' weights (rows sum to 1 less the slot's
+// weight; a pattern edit leaves the slot's weight as the scores gave it) and z adds the slot's
+// weight times v*. The score scale is applied inside
 // the score product. Under model::GradientScope the functional full-square path runs instead
 // (out= operations record no gradients).
 // `softcap` > 0 (Gemma-2) replaces each scaled score s by softcap * tanh(s / softcap) before the

@@ -70,7 +70,8 @@ int64_t ModelConfig::n_params() const {
     const int64_t attn = d_model * d_head * (2 * n_heads + 2 * n_kv_heads) +
                          (qkv_bias ? d_head * (n_heads + 2 * n_kv_heads) : 0);
     const int64_t mlp = 3 * d_model * d_mlp;
-    const int64_t per_layer = attn + mlp + 2 * d_model;
+    const int64_t slot = kv_slot ? 2 * n_kv_heads * d_head : 0;
+    const int64_t per_layer = attn + mlp + 2 * d_model + slot;
     return n_layers * per_layer + d_model + d_vocab * d_model * (tied_embeddings ? 1 : 2);
 }
 
@@ -130,6 +131,16 @@ void validate_config(const ModelConfig& c, const std::string& origin) {
     SS_CHECK_INPUT(c.attention == AttentionFunction::Softmax || c.causal, origin, "attention ",
                    quote(attention_function_name(c.attention)),
                    ": only causal decoders take another attention function than softmax");
+    if (c.kv_slot) {
+        const ForwardFamily f = find_architecture(c.architecture).forward;
+        SS_CHECK_INPUT(f == ForwardFamily::Llama || f == ForwardFamily::Gpt2, origin, "key '",
+                       kHfKvSlotKey,
+                       "': a key/value slot runs in the llama and gpt2 families only, ", "not ",
+                       quote(c.architecture));
+        SS_CHECK_INPUT(c.attention == AttentionFunction::Softmax, origin, "key '", kHfKvSlotKey,
+                       "' needs softmax attention, not ",
+                       quote(attention_function_name(c.attention)));
+    }
 }
 
 namespace {
@@ -158,6 +169,7 @@ constexpr TypedKey kTypedKeys[] = {
     {"bos_token_id", JsonKind::IdOrIds},
     {"eos_token_id", JsonKind::IdOrIds},
     {kHfAttentionKey, JsonKind::String},
+    {kHfKvSlotKey, JsonKind::Bool},
 };
 
 void check_key_types(const nlohmann::json& j, const std::string& origin) {
@@ -218,6 +230,8 @@ ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& orig
                            ", not one of ", kAttentionFunctionNames);
             c.attention = *f;
         }
+        if (j.contains(kHfKvSlotKey) && !j[kHfKvSlotKey].is_null())
+            c.kv_slot = j[kHfKvSlotKey].get<bool>();
     } catch (const nlohmann::json::exception& e) {
         // A nested value of a type no check above covers: still one line naming the file.
         throw InputError(origin, "a key has an unexpected JSON type: " + printable(e.what()));

@@ -83,6 +83,7 @@ DecoderFrame::DecoderFrame(const ModelInput& input, const CaptureSpec& capture,
         window_layers = c.window_layers;
     }
     scale = c.score_scale();
+    d_head = c.d_head;
 }
 
 Stage::Stage(const ModelInput& input, const ModelConfig& c, int64_t batch, int64_t n_tokens,

@@ -86,6 +86,11 @@ struct DecoderFrame {
     double scale = 1.0;  // c.score_scale()
     // The mask of `layer`: `hidden`, or hidden_full on layers outside c.window_layers.
     const AttentionMask& mask_of(int64_t layer) const;
+    // mask_of(layer) with the layer's kv slot k, v [n_kv_heads * d_head] (undefined: none).
+    AttentionMask slot_mask(int64_t layer, const at::Tensor& k, const at::Tensor& v) const {
+        return mask_of(layer).with_slot(k, v, d_head);
+    }
+    int64_t d_head = 0;  // c.d_head
 };
 
 }  // namespace sinkscope::model::detail

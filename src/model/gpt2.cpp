@@ -26,9 +26,10 @@ using detail::Mlp;
 using detail::WeightLoader;
 
 struct Gpt2Layer {
-    LayerNorm ln_1, ln_2;   // [d_model]
-    AttentionWeights attn;  // split from c_attn, transposed
-    Mlp mlp;                // c_fc [d_mlp, d_model], c_proj [d_model, d_mlp] after transposing
+    LayerNorm ln_1, ln_2;       // [d_model]
+    AttentionWeights attn;      // split from c_attn, transposed
+    Mlp mlp;                    // c_fc [d_mlp, d_model], c_proj [d_model, d_mlp] after transposing
+    at::Tensor slot_k, slot_v;  // [n_heads * d_head]: the kv slot (config kv_slot)
 };
 
 class Gpt2Family final : public Transformer {
@@ -75,6 +76,10 @@ Gpt2Family::Gpt2Family(const ModelConfig& config, const WeightSource& src, const
             parts[p]->b = ld.to_device(qkv_b.narrow(0, p * D, D));
             detail::record_qkv_part(ld, p, l, *parts[p]);
         }
+        if (c_.kv_slot) {
+            w.slot_k = ld.get(R::AttnSlotK, l, {D});
+            w.slot_v = ld.get(R::AttnSlotV, l, {D});
+        }
         w.attn.o = detail::load_linear(ld, R::AttnO, R::AttnOBias, l, D, D);
         w.ln_2 = detail::load_layer_norm(ld, R::FfnNorm, R::FfnNormBias, l, D, c_.norm_eps);
         w.mlp.up = detail::load_linear(ld, R::FfnUp, R::FfnUpBias, l, F, D);
@@ -105,8 +110,9 @@ ForwardResult Gpt2Family::forward(const ModelInput& input, const CaptureSpec& ca
         const Gpt2Layer& w = layers_[static_cast<size_t>(l)];
         x = f.hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: x + attn(ln_1(x)), then x + mlp(ln_2(x)) (sequential pre-LN residual).
-        x = x + detail::self_attention(w.ln_1(x), w.attn, c_, nullptr, f.hidden, f.scale, l, mask,
-                                       dtype_, f.hooks);
+        x = x + detail::self_attention(w.ln_1(x), w.attn, c_, nullptr,
+                                       f.slot_mask(l, w.slot_k, w.slot_v), f.scale, l, mask, dtype_,
+                                       f.hooks);
         x = f.hooks.keep(HookPoint::ResidMid, l, x);
         x = x + w.mlp(w.ln_2(x));
         x = f.hooks.keep(HookPoint::ResidPost, l, x);

@@ -25,6 +25,7 @@ struct LayerWeights {
     detail::Weight wk, wv;                // [n_kv_heads * d_head, d_model]
     detail::Weight wo;                    // [d_model, n_heads * d_head]
     at::Tensor bq, bk, bv;                // [n_heads * d_head], [n_kv_heads * d_head]; qwen2 only
+    at::Tensor slot_k, slot_v;            // [n_kv_heads * d_head]: the kv slot (config kv_slot)
     at::Tensor ffn_norm, ffn_norm_f32;    // [d_model]
     detail::Weight w_gate, w_up;          // [d_mlp, d_model]
     detail::Weight w_down;                // [d_model, d_mlp]
@@ -93,6 +94,10 @@ LlamaFamily::LlamaFamily(const ModelConfig& config, const WeightSource& src,
             w.bk = ld.get(R::AttnKBias, l, {Hkv * dh});
             w.bv = ld.get(R::AttnVBias, l, {Hkv * dh});
         }
+        if (c_.kv_slot) {
+            w.slot_k = ld.get(R::AttnSlotK, l, {Hkv * dh});
+            w.slot_v = ld.get(R::AttnSlotV, l, {Hkv * dh});
+        }
         norm(R::FfnNorm, l, w.ffn_norm, w.ffn_norm_f32);
         w.w_gate = ld.weight(R::FfnGate, l, {c_.d_mlp, D});
         w.w_up = ld.weight(R::FfnUp, l, {c_.d_mlp, D});
@@ -135,11 +140,11 @@ ForwardResult LlamaFamily::forward(const ModelInput& input, const CaptureSpec& c
         x = hooks.keep(HookPoint::ResidPre, l, x);
         // Pass 2: attention.
         const at::Tensor h = rms_norm(x, w.attn_norm, w.attn_norm_f32);  // [batch, pos, d_model]
-        const at::Tensor z =
-            detail::hooked_attend(detail::linear(h, w.wq, w.bq).view({B, T, H, dh}),
-                                  detail::linear(h, w.wk, w.bk).view({B, T, Hkv, dh}),
-                                  detail::linear(h, w.wv, w.bv).view({B, T, Hkv, dh}), &f.rope,
-                                  f.mask_of(l), f.scale, l, mask, dtype_, hooks);
+        const at::Tensor z = detail::hooked_attend(
+            detail::linear(h, w.wq, w.bq).view({B, T, H, dh}),
+            detail::linear(h, w.wk, w.bk).view({B, T, Hkv, dh}),
+            detail::linear(h, w.wv, w.bv).view({B, T, Hkv, dh}), &f.rope,
+            f.slot_mask(l, w.slot_k, w.slot_v), f.scale, l, mask, dtype_, hooks);
         x = x + detail::linear(z.view({B, T, H * dh}), w.wo);
         x = hooks.keep(HookPoint::ResidMid, l, x);
         // Pass 3: gated MLP, down(act(gate(x)) * up(x)).

@@ -30,6 +30,9 @@ const TensorNames kHfLlamaNames = make_tensor_names({
     {R::FfnGate, "model.layers.{L}.mlp.gate_proj.weight"},
     {R::FfnUp, "model.layers.{L}.mlp.up_proj.weight"},
     {R::FfnDown, "model.layers.{L}.mlp.down_proj.weight"},
+    // sinkscope's own (config.json sinkscope_kv_bias; transformers has no such tensors)
+    {R::AttnSlotK, "model.layers.{L}.self_attn.sink_key"},
+    {R::AttnSlotV, "model.layers.{L}.self_attn.sink_value"},
 });
 
 // llama.cpp names (src/llama-arch.cpp LLM_TENSOR_NAMES).
@@ -187,6 +190,9 @@ const TensorNames kHfGpt2Names = make_tensor_names({
     {R::FfnUpBias, "transformer.h.{L}.mlp.c_fc.bias"},
     {R::FfnDown, "transformer.h.{L}.mlp.c_proj.weight"},
     {R::FfnDownBias, "transformer.h.{L}.mlp.c_proj.bias"},
+    // sinkscope's own (config.json sinkscope_kv_bias; transformers has no such tensors)
+    {R::AttnSlotK, "transformer.h.{L}.attn.sink_key"},
+    {R::AttnSlotV, "transformer.h.{L}.attn.sink_value"},
 });
 
 // HF GPTNeoXForCausalLM (query_key_value rows interleaved per head: src/model/gpt_neox.cpp).
@@ -552,6 +558,8 @@ const RoleInfo& role_info(TensorRole role) {
         {R::FfnGateUp, {"ffn_gate_up", C::Mlp}},
         {R::RopeFactorsShort, {"rope_factors_short", C::Embedding}},  // config, not a parameter
         {R::RopeFactorsLong, {"rope_factors_long", C::Embedding}},    // config, not a parameter
+        {R::AttnSlotK, {"attn_k_slot", C::AttentionK, 0, true}},
+        {R::AttnSlotV, {"attn_v_slot", C::AttentionV, 0, true}},
     };
     static_assert(std::size(kRoles) == kNumTensorRoles, "one RoleInfo row per TensorRole");
     const auto i = static_cast<size_t>(role);

@@ -97,6 +97,7 @@ std::vector<InitTensor> init_layout(const ModelConfig& m) {
                 {R::FfnUp, l, {D, F}},       {R::FfnUpBias, l, {F}},
                 {R::FfnDown, l, {F, D}},     {R::FfnDownBias, l, {D}}};
             t.insert(t.end(), block.begin(), block.end());
+            if (m.kv_slot) t.insert(t.end(), {{R::AttnSlotK, l, {KV}}, {R::AttnSlotV, l, {KV}}});
         }
         return t;
     }
@@ -107,6 +108,7 @@ std::vector<InitTensor> init_layout(const ModelConfig& m) {
             {R::AttnV, l, {KV, D}},  {R::AttnO, l, {D, Q}}, {R::FfnNorm, l, {D}},
             {R::FfnGate, l, {F, D}}, {R::FfnUp, l, {F, D}}, {R::FfnDown, l, {D, F}}};
         t.insert(t.end(), block.begin(), block.end());
+        if (m.kv_slot) t.insert(t.end(), {{R::AttnSlotK, l, {KV}}, {R::AttnSlotV, l, {KV}}});
     }
     return t;
 }
@@ -199,7 +201,8 @@ nlohmann::json all_train_keys(const TrainConfig& c) {
             {"vocab", c.vocab},
             {"checkpoint_every", c.checkpoint_every},
             {"attention", attention_function_name(c.attention)},
-            {"bos", c.bos}};
+            {"bos", c.bos},
+            {"kv_bias", c.kv_bias}};
 }
 }  // namespace
 
@@ -208,6 +211,7 @@ nlohmann::json train_config_json(const TrainConfig& c) {
     const TrainConfig defaults;
     if (c.attention == defaults.attention) j.erase("attention");
     if (c.bos == defaults.bos) j.erase("bos");
+    if (c.kv_bias == defaults.kv_bias) j.erase("kv_bias");
     return j;
 }
 
@@ -265,6 +269,10 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& o
         c.attention = *f;
     }
     if (j.contains("bos")) c.bos = j.at("bos").get<bool>();
+    if (j.contains("kv_bias")) c.kv_bias = j.at("kv_bias").get<bool>();
+    SS_CHECK_INPUT(!c.kv_bias || c.attention == AttentionFunction::Softmax, origin,
+                   "key 'kv_bias' needs softmax attention, not ",
+                   quote(attention_function_name(c.attention)));
     SS_CHECK_INPUT(c.architecture == "llama" || c.architecture == "gpt2", origin, "architecture ",
                    quote(c.architecture), ": train builds llama or gpt2");
     i64("d_model", c.d_model, 1, kMaxTrainWidth);
@@ -349,6 +357,7 @@ nlohmann::json hf_config_json(const TrainConfig& c, int64_t vocab_size, int32_t 
     nlohmann::json j = hf_family_config_json(c, vocab_size, bos_id);
     if (c.attention != AttentionFunction::Softmax)
         j[kHfAttentionKey] = attention_function_name(c.attention);
+    if (c.kv_bias) j[kHfKvSlotKey] = true;
     return j;
 }
 
@@ -367,11 +376,13 @@ Model initial_model(const TrainConfig& c, const nlohmann::json& hf_config, uint6
         for (int64_t d : t.shape) n *= d;
         e.values.resize(static_cast<size_t>(n));
         const bool resid = t.role == TensorRole::AttnO || t.role == TensorRole::FfnDown;
+        // The kv slot starts at 0: the model starts as softmax with one more zero logit.
+        const bool zero =
+            is_bias(t.role) || t.role == TensorRole::AttnSlotK || t.role == TensorRole::AttnSlotV;
         for (float& x : e.values)
             x = is_norm(t.role) && !is_bias(t.role) ? 1.0f
-                : is_bias(t.role)
-                    ? 0.0f
-                    : static_cast<float>(normal(rng) * (resid ? resid_std : c.init_std));
+                : zero                              ? 0.0f
+                       : static_cast<float>(normal(rng) * (resid ? resid_std : c.init_std));
         store.tensors[tensor_name(arch, WeightFormat::HuggingFace, t.role, t.layer)] = std::move(e);
     }
     return build_model(mc, WeightSource{&store, WeightFormat::HuggingFace, "train"});

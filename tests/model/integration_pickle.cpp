@@ -1,6 +1,6 @@
 // sinkscope inspect / dump on pytorch_model.bin directories: the same report and the same
 // attention as the safetensors original, and a malicious pickle refused in one line (exit 3)
-// with nothing run and no output folder.
+// with nothing run and no output folder; a trained kv-slot model's twin.
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -10,8 +10,10 @@
 #include "bin_twin.hpp"
 #include "sinkscope/core/output_dir.hpp"
 #include "sinkscope/io/npy.hpp"
+#include "sinkscope/model/train.hpp"
 #include "testing.hpp"
 #include "torch_bin_writer.hpp"
+#include "trained_checkpoint.hpp"
 
 using namespace sinkscope;
 using testutil::run_cli;
@@ -110,4 +112,29 @@ TEST(CliPickle, MaliciousPickleIsRefused) {
     }
     EXPECT_FALSE(fs::exists(marker));
     EXPECT_FALSE(fs::exists(tmp / "out"));
+}
+
+// The kv slot of `train --kv-bias` (config.json sinkscope_kv_bias, tensors self_attn.sink_key /
+// sink_value) read from a pytorch_model.bin twin: the same slot and logits, bit for bit, as the
+// safetensors original.
+TEST(PickleKvSlot, BinTwinOfATrainedSlotModelGivesTheSameLogits) {
+    model::TrainConfig c = model::train_preset("tiny");
+    c.kv_bias = true;
+    const nlohmann::json hf = model::hf_config_json(c, 257, 256);
+    model::Trainer t(c, hf, 3);
+    at::manual_seed(4);
+    for (int s = 0; s < 2; ++s)
+        t.step(at::randint(0, 257, {c.batch, c.seq_len}, at::TensorOptions().dtype(at::kLong)));
+    testutil::ScratchDir tmp;
+    fs::create_directories(tmp / "st");
+    const model::Model original = testutil::save_and_load(t, hf, tmp / "st");
+    testutil::write_bin_twin(tmp / "st", tmp / "bin");
+    ASSERT_TRUE(fs::exists(tmp / "bin" / "pytorch_model.bin"));
+    const model::Model twin = testutil::load_weights_only(tmp / "bin");
+    EXPECT_TRUE(twin.config().kv_slot);
+    EXPECT_EQ(twin.n_params(), original.n_params());
+    const at::Tensor ids =
+        at::randint(0, 257, {1, c.seq_len}, at::TensorOptions().dtype(at::kLong));
+    const at::Tensor a = original.forward(ids).logits, b = twin.forward(ids).logits;
+    EXPECT_TRUE(at::equal(a, b)) << (a - b).abs().max().item<double>();
 }

@@ -130,6 +130,8 @@ inline std::vector<int64_t> role_shape(const model::ArchitectureInfo& a,
             return {qd};
         case R::AttnKBias:
         case R::AttnVBias:
+        case R::AttnSlotK:
+        case R::AttnSlotV:
             return {kd};
         case R::AttnO:
             return linear(D, qd);
@@ -158,11 +160,12 @@ inline std::vector<int64_t> role_shape(const model::ArchitectureInfo& a,
 }
 
 // True when a checkpoint of config c stores `role`: the tied output matrix and disabled q/k/v
-// biases are not stored (as save_pretrained writes them).
+// biases are not stored (as save_pretrained writes them), the kv slot only with c.kv_slot.
 inline bool role_stored(const model::ModelConfig& c, model::TensorRole r) {
     using R = model::TensorRole;
     if (r == R::Output) return !c.tied_embeddings;
     if (r == R::AttnQBias || r == R::AttnKBias || r == R::AttnVBias) return c.qkv_bias;
+    if (r == R::AttnSlotK || r == R::AttnSlotV) return c.kv_slot;
     return true;
 }
 

@@ -12,6 +12,7 @@
 #include "sinkscope/model/model.hpp"
 #include "sinkscope/model/train.hpp"
 #include "testing.hpp"
+#include "trained_checkpoint.hpp"
 
 using namespace sinkscope;
 using namespace sinkscope::model;
@@ -35,11 +36,7 @@ TEST_P(TrainCheckpoint, LoadsBackToTheSameLogits) {
     for (int s = 0; s < 3; ++s) t.step(random_ids(c.batch, c.seq_len, 257, 100 + s));
     ASSERT_EQ(t.steps_done(), 3);
     testutil::ScratchDir tmp;
-    write_file_atomic(tmp / "config.json", hf.dump());
-    write_file_atomic(tmp / "model.safetensors", t.checkpoint_safetensors());
-    LoadOptions lo;
-    lo.load_tokenizer = false;
-    const Model loaded = load_model(tmp.path(), lo);
+    const Model loaded = testutil::save_and_load(t, hf, tmp.path());
     EXPECT_EQ(loaded.config().architecture, c.architecture);
     EXPECT_EQ(loaded.n_params(), t.model().n_params());
     const at::Tensor ids = random_ids(2, c.seq_len, 257, 5);

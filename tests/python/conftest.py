@@ -98,3 +98,14 @@ def adjusted_rand_index(a, b):
     expected = rows * cols / comb(len(ai), 2)
     top = 0.5 * (rows + cols)
     return 1.0 if top == expected else (index - expected) / (top - expected)
+
+
+def training_corpus(folder):
+    """The C++ tests' training corpus (tests/testing/testing.cpp write_training_corpus), written to
+    folder/corpus.txt; returns its path."""
+    names, things = ["Tom", "Mia", "Ben", "Lily"], ["ball", "cat", "kite", "box", "cake"]
+    text = "".join(f"{names[i % 4]} had a {things[i * 7 % 5]}. {names[i % 4]} liked the "
+                   f"{things[i * 7 % 5]}.\n" for i in range(400))
+    path = folder / "corpus.txt"
+    path.write_text(text)
+    return path

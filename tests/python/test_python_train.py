@@ -9,19 +9,10 @@ import numpy as np
 import pytest
 
 import sinkscope
+from conftest import training_corpus as corpus
 
 pytestmark = pytest.mark.skipif(not sinkscope.with_model_runtime,
                                 reason="built without the model runtime (libtorch)")
-
-
-def corpus(folder):
-    """The C++ tests' training corpus (tests/testing/testing.cpp write_training_corpus)."""
-    names, things = ["Tom", "Mia", "Ben", "Lily"], ["ball", "cat", "kite", "box", "cake"]
-    text = "".join(f"{names[i % 4]} had a {things[i * 7 % 5]}. {names[i % 4]} liked the "
-                   f"{things[i * 7 % 5]}.\n" for i in range(400))
-    path = folder / "corpus.txt"
-    path.write_text(text)
-    return path
 
 
 def files(run):

@@ -46,6 +46,11 @@ struct ModelVectors {
     // [L] x [H, T, d_head]: the queries and keys whose dot products are the scores (after any
     // rotary embedding), keys GQA-expanded; only when an analysis reads them (sink geometry)
     std::vector<std::vector<double>> queries, keys;
+    // [L] x [H, T]: the weight each query row gave outside the tokens (1 - the row's sum before
+    // it was closed: softmax_one's zero logit, the kv slot), with the queries and keys, for models
+    // that have such a slot (ModelConfig::has_outside_slot) and rows captured (not recomputed);
+    // else empty
+    std::vector<std::vector<double>> outside_mass;
     int64_t d_model = 0, d_head = 0;
 };
 

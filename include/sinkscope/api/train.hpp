@@ -19,6 +19,7 @@ struct TrainOptions {
     int64_t vocab = -1;              // >= 0: overrides the config's vocab (0: bytes only)
     std::string attention_function;  // not empty: overrides the config's attention function
     bool no_bos = false;             // true: sequences without BOS (overrides the config's bos)
+    bool kv_bias = false;            // true: a learnable key/value slot (overrides the config's)
     uint64_t seed = 1;
     int threads = 0;        // torch intra-op threads (0: libtorch's default); results depend on it
     double sink_eps = 0.3;  // Sink_eps recorded per checkpoint (spec 8.q)

@@ -65,6 +65,9 @@ std::optional<AttentionFunction> attention_function_from_name(const std::string&
 inline constexpr const char* kAttentionFunctionNames = "softmax, softmax_one, sigmoid";
 // The config.json key of the attention function ("sinkscope_attention").
 inline constexpr const char* kHfAttentionKey = "sinkscope_attention";
+// The config.json key of the key/value slot ("sinkscope_kv_bias": true; ModelConfig::kv_slot),
+// with the tensor names of the slot (registry.cpp: self_attn.sink_key / sink_value).
+inline constexpr const char* kHfKvSlotKey = "sinkscope_kv_bias";
 
 enum class NormKind { RmsNorm, LayerNorm };
 enum class PositionKind { Rotary, Learned };
@@ -99,6 +102,12 @@ struct ModelConfig {
     // How a row of scores becomes weights (after the soft-cap and the mask); not Softmax: the
     // pattern's rows do not sum to 1 (causal decoders only).
     AttentionFunction attention = AttentionFunction::Softmax;
+    // A learnable key/value slot per layer (Gu et al. 2025, section 7, "KV biases"; `train
+    // --kv-bias`): one more key k* and value v* per key/value head, [n_kv_heads, d_head] each,
+    // that every query sees besides the tokens. k* carries no position (RoPE does not rotate
+    // it); with softmax a row then sums over the tokens to 1 less the slot's weight, and z adds
+    // that weight times v*. Llama-family and GPT-2 decoders with softmax only.
+    bool kv_slot = false;
     double final_softcap = 0.0;  // logits = cap * tanh(logits / cap) when > 0 (Gemma-2)
     bool tied_embeddings = false;
     bool qkv_bias = false;
@@ -138,6 +147,12 @@ struct ModelConfig {
     int64_t layer_window(int64_t layer) const;
     // The factor q.k is multiplied by (attn_scale, or 1/sqrt(d_head) when 0).
     double score_scale() const;
+    // True when every row of the pattern over the tokens sums to 1 (softmax without a kv slot);
+    // false: analyses read the rows closed (analysis/capture.hpp).
+    bool rows_sum_to_one() const { return attention == AttentionFunction::Softmax && !kv_slot; }
+    // True when a row's weights over the tokens leave mass elsewhere (softmax_one's zero logit,
+    // the kv slot): 1 - the row's sum is that mass.
+    bool has_outside_slot() const { return attention == AttentionFunction::SoftmaxOne || kv_slot; }
 };
 
 // Validates dims (positive, divisible, ...); throws InputError naming `origin`.

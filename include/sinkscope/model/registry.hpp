@@ -54,6 +54,9 @@ enum class TensorRole {
     FfnGateUp,
     // GGUF phi3 longrope divisors (llama.cpp rope_factors_short / _long; read into the config).
     RopeFactorsShort, RopeFactorsLong,
+    // The learnable key/value slot (ModelConfig::kv_slot, `train --kv-bias`): k* and v*, each
+    // [n_kv_heads * d_head], head-major like the k / v biases.
+    AttnSlotK, AttnSlotV,
     Count_,
 };
 // clang-format on

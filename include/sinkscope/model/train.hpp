@@ -44,6 +44,10 @@ struct TrainConfig {
     // tokenizer written beside the checkpoint then adds no BOS by default).
     AttentionFunction attention = AttentionFunction::Softmax;
     bool bos = true;
+    // A learnable key/value slot in every layer (ModelConfig::kv_slot; config.json
+    // "sinkscope_kv_bias"): k* and v* start at 0 (the model starts as softmax with one more zero
+    // logit), are not weight-decayed (vectors, as the biases), softmax only.
+    bool kv_bias = false;
 };
 
 // Upper bounds of a training config's sizes (train_config_from_json; n_layers and vocab take the
@@ -61,7 +65,8 @@ double train_memory_bytes(const TrainConfig& c, int64_t vocab_size);
 // Built-in presets: "tiny" and "tiny-gpt2" (tests: seconds), "default" (the shipped model).
 TrainConfig train_preset(const std::string& name);  // UsageError naming the unknown preset
 std::vector<std::string> train_preset_names();
-// The config as JSON (every field; "attention" and "bos" only when they differ from the defaults,
+// The config as JSON (every field; "attention", "bos" and "kv_bias" only when they differ from the
+// defaults,
 // so a run without the switches writes the files it wrote before they existed), and back: keys
 // of TrainConfig, missing keys keep the defaults above; unknown keys or values out of range are
 // an InputError naming `origin`.
@@ -75,7 +80,8 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& o
 at::Tensor pack_sequences(const std::vector<int32_t>& ids, int64_t seq_len, int32_t bos_id);
 
 // config.json of the trained model (transformers' LlamaConfig / GPT2Config keys; plus
-// "sinkscope_attention" when c.attention is not softmax, which transformers does not read).
+// "sinkscope_attention" when c.attention is not softmax and "sinkscope_kv_bias" with c.kv_bias,
+// which transformers does not read).
 nlohmann::json hf_config_json(const TrainConfig& c, int64_t vocab_size, int32_t bos_id);
 
 // The optimizer's state beside the model: AdamW moments of every parameter, and the step.

@@ -43,17 +43,18 @@ bool all_scores_captured(const model::ForwardResult& result, const std::vector<i
     return all_scores;
 }
 
-// Attention functions other than softmax (model/config.hpp: softmax_one, sigmoid) give rows that
-// do not sum to 1, and the analyses read rows on the simplex (spec section 0). Each captured row
+// Attention functions other than softmax (model/config.hpp: softmax_one, sigmoid) and the kv slot
+// give rows that do not sum to 1 over the tokens, and the analyses read rows on the simplex
+// (spec section 0). Each captured row
 // is closed: divided by its sum over the visible keys (masked entries are exact zeros), as Gu et
 // al.'s evaluation of sigmoid attention normalises the weights before it measures a sink. The
 // scores become the logits of the closed row, so that pattern = softmax(scores) holds as for a
 // softmax model: for softmax_one they are the scores themselves (exp(s_j) / sum_k exp(s_k) over
-// the visible keys is softmax(s)), for sigmoid log sigmoid(s) (masked: log sigmoid(-inf) =
-// -inf). Closure and logits in float64, stored back in the captured dtype.
+// the visible keys is softmax(s)), as for the kv slot's, for sigmoid log sigmoid(s) (masked:
+// log sigmoid(-inf) = -inf). Closure and logits in float64, stored back in the captured dtype.
 void close_rows(model::ForwardResult& r, const model::ModelConfig& cfg,
                 const std::vector<int64_t>& layers) {
-    if (cfg.attention == model::AttentionFunction::Softmax) return;
+    if (cfg.rows_sum_to_one()) return;
     for (int64_t l : layers) {
         const auto p = r.captured.find(hook_name(HookPoint::Pattern, l));
         const auto z = r.captured.find(hook_name(HookPoint::AttnScores, l));
@@ -77,7 +78,7 @@ void close_rows(model::ForwardResult& r, const model::ModelConfig& cfg,
 }
 
 // The recomputed rows of a long input (LazyAttention) are softmax rows of the scores: the closed
-// rows of softmax_one, not those of sigmoid.
+// rows of softmax_one and of the kv slot, not those of sigmoid (a long input has no slot_mass).
 void check_lazy(const model::ModelConfig& cfg, bool lazy) {
     if (lazy && cfg.attention == model::AttentionFunction::Sigmoid)
         throw UnsupportedError(
@@ -200,8 +201,15 @@ Captured captured_from(model::ForwardResult r, const model::Model& m, const Anal
     const std::vector<int64_t> analysed = layers_or_all(cfg, layers);
     const bool consecutive = analysis::consecutive(analysed);
     check_lazy(cfg, lazy);
-    close_rows(r, cfg, analysed);  // rows of softmax_one and sigmoid on the simplex
     Captured c;
+    // The weight outside the tokens, per head and query row of batch 0: 1 - the row's sum before
+    // closure (in float64 from the captured dtype).
+    if (want.queries_keys && !lazy && cfg.has_outside_slot())
+        for (int64_t l : analysed) {
+            const at::Tensor& a = r.captured.at(hook_name(HookPoint::Pattern, l));
+            c.vectors.outside_mass.push_back(to_host(1.0 - a.to(at::kDouble).sum(-1)));  // [H, T]
+        }
+    close_rows(r, cfg, analysed);  // rows of softmax_one, sigmoid and the kv slot on the simplex
     const int64_t T = inputs.n_tokens(n);
     const int64_t group = cfg.n_heads / cfg.n_kv_heads;
     // hook_v / hook_rot_k: [batch, pos, n_kv_heads, d_head] and hook_rot_q [batch, pos, n_heads,

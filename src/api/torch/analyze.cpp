@@ -415,6 +415,11 @@ void AnalyzeRun::load() {
                    model::attention_function_name(cfg.attention) +
                    ": its rows do not sum to 1, and every analysis reads each row divided by its "
                    "sum over the visible keys");
+    if (cfg.kv_slot)
+        print_note(
+            "the model has a learnable key/value slot in every layer: its rows over the tokens "
+            "sum to 1 less the slot's weight, and every analysis reads each row divided by its "
+            "sum over the visible keys (sink_geometry.csv's slot_mass is the slot's weight)");
     plan_ = parse_interventions(o_.intervene, cfg, o_.analysis.sink);
     if (!plan_.empty()) {
         print_note("the model runs intervened (--intervene " + plan_.text() +
@@ -696,7 +701,8 @@ void AnalyzeRun::record_model(nlohmann::json& rec) const {
     // The attention function (train --attention-function): rows of softmax_one and sigmoid are
     // read closed (analysis/capture.hpp, docs/metrics.md).
     attn["function"] = model::attention_function_name(cfg.attention);
-    attn["rows"] = cfg.attention == model::AttentionFunction::Softmax
+    attn["kv_slot"] = cfg.kv_slot;
+    attn["rows"] = cfg.rows_sum_to_one()
                        ? "as computed (softmax rows sum to 1)"
                        : "closed: each row divided by its sum over the visible keys; scores are "
                          "the closed row's logits";

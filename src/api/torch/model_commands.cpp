@@ -158,7 +158,11 @@ std::string inspect_model(const InspectOptions& o) {
       << c.norm_eps << ")" << (c.parallel_residual ? ", parallel residual" : "") << "\n"
       << "activation    " << activation_name(c.act) << "\n"
       << "window        " << describe_window(c) << "\n"
-      << "attention     " << (c.causal ? "causal" : "bidirectional") << "\n"
+      << "attention     " << (c.causal ? "causal" : "bidirectional")
+      << (c.attention != AttentionFunction::Softmax
+              ? std::string(", ") + attention_function_name(c.attention)
+              : std::string())
+      << (c.kv_slot ? ", learnable key/value slot" : "") << "\n"
       << "scores        " << describe_scores(c) << "\n"
       << "tied_embed    " << (c.tied_embeddings ? "yes" : "no") << "\n"
       << "device        " << device_name(m.runtime().device) << "\n"

@@ -81,7 +81,7 @@ std::pair<double, std::vector<double>> measure_sink(const model::Model& m, const
         at::Tensor A = r.captured.at(model::hook_name(model::HookPoint::Pattern, l))
                            .to(at::kDouble)
                            .contiguous();  // [batch, heads, T, T]
-        if (c.attention != model::AttentionFunction::Softmax) A = A / A.sum(-1, true);
+        if (!c.rows_sum_to_one()) A = A / A.sum(-1, true);
         for (int64_t b = 0; b < n_in; ++b)
             for (int64_t h = 0; h < c.n_heads; ++h)
                 alpha[static_cast<size_t>(l * c.n_heads + h)] +=
@@ -170,6 +170,7 @@ private:
         if (c_.attention != model::AttentionFunction::Softmax)
             s += std::string("attention ") + model::attention_function_name(c_.attention);
         if (!c_.bos) s += std::string(s.empty() ? "" : ", ") + "no BOS";
+        if (c_.kv_bias) s += std::string(s.empty() ? "" : ", ") + "kv slot";
         return s.empty() ? s : " (" + s + ")";
     }
     // tokenizer.json (and, without BOS, tokenizer_config.json) into `dir`.
@@ -224,6 +225,10 @@ void TrainRun::check() {
         c_.attention = *f;
     }
     if (o_.no_bos) c_.bos = false;
+    if (o_.kv_bias) c_.kv_bias = true;
+    if (c_.kv_bias && c_.attention != model::AttentionFunction::Softmax)
+        throw UsageError(std::string("--kv-bias needs softmax attention, not ") +
+                         model::attention_function_name(c_.attention));
     if (c_.vocab != 0 && c_.vocab < 257)
         throw UsageError("--vocab must be 0 (bytes) or >= 257 (256 bytes + BOS)");
     if (static_cast<uint64_t>(c_.vocab) > limit_value(Limit::VocabSize))
@@ -415,7 +420,8 @@ std::string TrainRun::finish() {
                     {"n_params", trainer_->model().n_params()},
                     {"final_loss", io::json_number(manifest_.back()["loss"].get<double>())},
                     {"attention", model::attention_function_name(c_.attention)},
-                    {"bos", c_.bos}};
+                    {"bos", c_.bos},
+                    {"kv_bias", c_.kv_bias}};
     rec["definitions"] = {
         {"loss",
          "mean next-token cross-entropy (nats) over the steps since the previous checkpoint"},
@@ -427,7 +433,10 @@ std::string TrainRun::finish() {
                   ? std::string()
                   : std::string("; the ") + model::attention_function_name(c_.attention) +
                         " rows are closed first (each divided by its sum over the visible "
-                        "keys), as Gu et al.'s evaluation reads them")},
+                        "keys), as Gu et al.'s evaluation reads them") +
+             (c_.kv_bias ? std::string("; the rows are closed first (each divided by its sum "
+                                       "over the tokens, the kv slot's weight left out)")
+                         : std::string())},
         {"bos", c_.bos ? "each sequence is BOS and seq_len - 1 corpus tokens"
                        : "each sequence is seq_len corpus tokens, no BOS (the tokenizer written "
                          "adds none by default)"}};

@@ -1,0 +1,87 @@
+"""The learnable key/value slot (`train --kv-bias`) from training to the analyses: a trained
+checkpoint records it, analyze reads its rows closed and reports the slot's weight
+(sink_geometry.csv, metric slot_mass) as the mean over query rows of 1 - the row's sum over the
+tokens, the same number a user computes from run_with_cache's patterns."""
+
+import json
+
+import numpy as np
+import pytest
+
+import sinkscope
+from conftest import training_corpus as corpus
+
+pytestmark = pytest.mark.skipif(not sinkscope.with_model_runtime,
+                                reason="built without the model runtime (libtorch)")
+
+# Shorter than the tiny model's 32 positions (one token per byte): analyze cuts nothing.
+TEXTS = ["Tom had a ball.", "Mia liked the cake."]
+
+
+
+@pytest.fixture(scope="module")
+def slot_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("kv")
+    out = folder / "run"
+    sinkscope.train(corpus(folder), preset="tiny", out=out, steps=20, kv_bias=True, seed=2,
+                    threads=1)
+    data = folder / "texts.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    return out, data
+
+
+def test_checkpoint_records_the_slot(slot_run, cli):
+    out, _ = slot_run
+    with open(out / "config.json") as f:
+        assert json.load(f)["sinkscope_kv_bias"] is True
+    with open(out / "train_config.json") as f:
+        assert json.load(f)["kv_bias"] is True
+    with open(out / "run.json") as f:
+        assert json.load(f)["train"]["kv_bias"] is True
+    assert "learnable key/value slot" in cli("inspect", "--model", out).stdout
+
+
+def test_slot_mass_is_one_less_the_row_sums(slot_run):
+    out, data = slot_run
+    r = sinkscope.analyze(out, data, analyses="sink_geometry", threads=1, over_context="refuse")
+    assert r.record["model"]["attention"]["kv_slot"] is True
+    assert r.record["model"]["attention"]["rows"].startswith("closed")
+    g = r["sink_geometry"]
+    model = sinkscope.Model.load(out)
+    cfg = model.cfg
+    assert cfg["kv_slot"] is True and cfg["attention"] == "softmax"
+    L, H = cfg["n_layers"], cfg["n_heads"]
+    want = np.zeros((L, H))
+    for text in TEXTS:
+        _, cache = model.run_with_cache(model.to_tokens(text),
+                                        names_filter=lambda n: n.endswith("hook_pattern"))
+        for l in range(L):
+            a = np.asarray(cache[f"blocks.{l}.attn.hook_pattern"], dtype=np.float64)[0]
+            want[l] += (1.0 - a.sum(-1)).mean(-1) / len(TEXTS)  # [H]
+    seen = 0
+    for layer, head, metric, value in zip(g["layer"], g["head"], g["metric"], g["value"]):
+        layer, head = int(layer), int(head)
+        if metric != "slot_mass" or layer < 0 or head < 0:
+            continue
+        # The same float32 rows summed in float64 in another order: T terms of at most 1 each.
+        assert value == pytest.approx(want[layer, head], abs=1e-12), (layer, head)
+        seen += 1
+    assert seen == L * H
+    assert want.max() > 0.01, "the slot took no weight: the test would not see a wrong sum"
+
+
+def test_softmax_model_has_no_slot_rows(tiny_model):
+    r = sinkscope.analyze(tiny_model, samples=2, max_tokens=12, analyses="sink_geometry",
+                          threads=1)
+    assert "slot_mass" not in set(r["sink_geometry"]["metric"])
+    assert r.record["model"]["attention"]["kv_slot"] is False
+
+
+def test_cli_refuses_the_slot_with_another_function(tmp_path, cli):
+    text = corpus(tmp_path)
+    res = cli("train", "--preset", "tiny", "--text", text, "--out", tmp_path / "x", "--kv-bias",
+              "--attention-function", "sigmoid", check=False)
+    assert res.returncode != 0
+    assert "--kv-bias needs softmax attention" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert not (tmp_path / "x").exists() and not (tmp_path / "x.partial").exists()
