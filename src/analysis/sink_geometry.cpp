@@ -66,7 +66,7 @@ public:
                     ++n_[i];
                     if (per_input)
                         per_input->push_back({t::kSinkGeometry.name, l, h, metric_name(m),
-                                              kConvention, g[size_t(m)], 1.0});
+                                              convention(m), g[size_t(m)], 1.0});
                 }
             }
         }
@@ -110,16 +110,16 @@ public:
                     const size_t i = index(l, h, m);
                     const double v = n_[i] > 0 ? sum_[i] / double(n_[i]) : std::nan("");
                     table.add_row({ctx_.model_name, std::string(), l, h, metric,
-                                   std::string(kConvention), v});
+                                   std::string(convention(m)), v});
                     if (std::isfinite(v)) layer_sum += v, ++layer_n;
                 }
                 model_sum += layer_sum, model_n += layer_n;
                 table.add_row({ctx_.model_name, std::string(), l, int64_t(-1), metric,
-                               std::string(kConvention),
+                               std::string(convention(m)),
                                layer_n > 0 ? layer_sum / double(layer_n) : std::nan("")});
             }
             table.add_row({ctx_.model_name, std::string(), int64_t(-1), int64_t(-1), metric,
-                           std::string(kConvention),
+                           std::string(convention(m)),
                            model_n > 0 ? model_sum / double(model_n) : std::nan("")});
         }
         AnalysisOutput out;
@@ -138,7 +138,8 @@ public:
     }
 
 private:
-    static constexpr const char* kConvention = "rotated";
+    // The vectors' convention; slot_mass is read from the rows before they are closed.
+    static const char* convention(int m) { return m == kSlotMass ? "unclosed" : "rotated"; }
     size_t index(int64_t l, int64_t h, int m) const {
         return size_t((l * ctx_.n_heads + h) * kMetricCount + m);
     }

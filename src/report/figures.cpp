@@ -447,6 +447,17 @@ void sink_geometry_figures(const fs::path& dir, ReportContent& c) {
              kGlossary,
          line_spec(points({"qk_cosine_sink", "qk_cosine_others"}), "layer", "value", "series",
                    {"layer", "cosine (query, key)", "keys"})});
+    // Models with a slot outside the tokens (softmax_one's zero logit, train --kv-bias).
+    if (const json slot = points({"slot_mass"}); !slot.empty())
+        c.figures.push_back(
+            {sec, "Attention outside the tokens",
+             std::string("The weight each row gives the slot outside the tokens (the zero logit "
+                         "of softmax_one, the learnable key/value slot of train --kv-bias): 1 - "
+                         "the row's sum over the tokens, the mean over rows and heads, the bars "
+                         "the heads' range. The other analyses read the rows without it "
+                         "(closed).") +
+                 kGlossary,
+             line_spec(slot, "layer", "value", "series", {"layer", "slot mass", "quantity"})});
 }
 
 void frames_section(const fs::path& dir, ReportContent& c) {
@@ -774,9 +785,9 @@ void dynamics_section(const fs::path& dir, ReportContent& c) {
     const std::string x_title = steps ? "training step (log scale)" : "checkpoint (manifest order)";
     // The sink's geometry (sink_geometry.csv's model values) has a figure of its own, beside
     // Sink_eps: when the sink formed.
-    static const std::set<std::string> kGeometry = {"key_norm_sink",    "key_norm_others",
-                                                    "key_norm_ratio",   "qk_cosine_sink",
-                                                    "qk_cosine_others", "qk_cosine_excess"};
+    static const std::set<std::string> kGeometry = {
+        "key_norm_sink",    "key_norm_others",  "key_norm_ratio", "qk_cosine_sink",
+        "qk_cosine_others", "qk_cosine_excess", "slot_mass"};
     const json model_level = select(rows, [](const json& r) {
         const std::string m = str(r, "metric");
         return num(r, "layer") < 0 && str(r, "param") != "spectra" && m != "rho" &&
@@ -821,7 +832,8 @@ void dynamics_section(const fs::path& dir, ReportContent& c) {
              {"key_norm_sink", "sink key norm ||k_s||"},
              {"key_norm_ratio", "key norm ratio (sink / others)"},
              {"qk_cosine_sink", "cosine (query, sink key)"},
-             {"qk_cosine_excess", "cosine excess (sink - others)"}})
+             {"qk_cosine_excess", "cosine excess (sink - others)"},
+             {"slot_mass", "slot mass (attention outside the tokens)"}})
         for (json r : rows) {
             if (num(r, "layer") >= 0 || !is(r, "metric", metric)) continue;
             geometry = geometry || metric != "sink_eps";
@@ -837,8 +849,10 @@ void dynamics_section(const fs::path& dir, ReportContent& c) {
              "the mean norm of the other keys, the queries' mean cosine with the sink's key and "
              "its excess over their cosine with the other keys, means over the heads of every "
              "layer (trajectory.csv, from each checkpoint's sink_geometry.csv; queries and keys "
-             "after any rotary embedding). Gu et al. (ICLR 2025) find that a first-token sink "
-             "acts as a key bias: a small key norm and a high query-key cosine." +
+             "after any rotary embedding), and for a model with a slot outside the tokens "
+             "(softmax_one, train --kv-bias) the weight the slot takes. Gu et al. (ICLR 2025) "
+             "find that a first-token sink acts as a key bias: a small key norm and a high "
+             "query-key cosine." +
                  std::string(kGlossary),
              panel_line_spec(emergence, "x", "value", "", "metric", {x_title, "", ""}, steps,
                              emergence_axes)});

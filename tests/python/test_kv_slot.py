@@ -85,3 +85,39 @@ def test_cli_refuses_the_slot_with_another_function(tmp_path, cli):
     assert "--kv-bias needs softmax attention" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not (tmp_path / "x").exists() and not (tmp_path / "x.partial").exists()
+
+
+def test_report_draws_the_slot_only_for_a_slot_model(slot_run, tiny_model, tmp_path, cli):
+    out, data = slot_run
+    cli("analyze", "--model", out, "--data", data, "--analyses", "sink_geometry", "--out",
+        tmp_path / "slot", "--threads", 1, "--progress", "never")
+    cli("analyze", "--model", tiny_model, "--samples", 2, "--max-tokens", 12, "--analyses",
+        "sink_geometry", "--out", tmp_path / "plain", "--threads", 1, "--progress", "never")
+    slot_html = (tmp_path / "slot" / "report.html").read_text()
+    plain_html = (tmp_path / "plain" / "report.html").read_text()
+    assert "Attention outside the tokens" in slot_html
+    assert "Attention outside the tokens" not in plain_html
+    assert "Sink key norm" in plain_html  # the same section is drawn for both
+
+
+def test_sink_removal_keeps_each_rows_total_on_a_slot_model(slot_run):
+    out, _ = slot_run
+    model = sinkscope.Model.load(out, dtype="float64")
+    tokens = model.to_tokens(TEXTS[1])
+    name = "blocks.1.attn.hook_pattern"
+    _, plain = model.run_with_cache(tokens, names_filter=name)
+    _, edited = model.run_with_cache(tokens, names_filter=name,
+                                     intervene="sink_removal:layers=1")
+    a, b = np.asarray(plain[name])[0], np.asarray(edited[name])[0]  # [H, T, T]
+    T = a.shape[-1]
+    rows = slice(1, T)  # row 0 sees only the sink and is left as it is
+    assert np.all(b[:, rows, 0] == 0)
+    assert np.array_equal(b[:, 0], a[:, 0])
+    # The removed weight spread over the other keys in proportion, each row's total kept (the
+    # slot's weight is left as it was): b = a (total / (total - a_0)) off the sink column.
+    total = a.sum(-1, keepdims=True)
+    want = a[:, rows, 1:] * (total[:, rows] / (total[:, rows] - a[:, rows, :1]))
+    # float64: a few roundings per entry of values at most 1, and the division by what is left.
+    np.testing.assert_allclose(b[:, rows, 1:], want, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(b.sum(-1)[:, rows], total[:, rows, 0], rtol=1e-12)
+    assert (1.0 - total).min() > 1e-3, "the slot takes no weight: the test would see no change"

@@ -7,9 +7,13 @@
 //                                         what is left (spec section 8 / 10.k: a row left with no
 //                                         mass becomes uniform over its visible non-sink keys; a
 //                                         row that sees only sinks is left as it is), so the
-//                                         rest of the forward reads attention without the sink;
-//                                         renormalize=no leaves the rows' other weights as they
-//                                         are (a row that sees only sinks then reads nothing)
+//                                         rest of the forward reads attention without the sink
+//                                         (a model whose rows do not sum to 1: softmax_one,
+//                                         sigmoid, the kv slot: each row keeps its total instead,
+//                                         the removed weight spread over the other keys in
+//                                         proportion); renormalize=no leaves the rows' other
+//                                         weights as they are (a row that sees only sinks then
+//                                         reads nothing)
 //   sink_key:scale=X                     the sink position's key (hook_k, every kv head)
 //                                         multiplied by X (0 zeroes it)
 //   sink_value:scale=X                   the same for its value (hook_v)
@@ -106,8 +110,9 @@ private:
 };
 
 // The pattern [batch, H, T, T] with the keys `sinks` removed as sink_removal defines it
-// (`causal`, `window`: the visible keys of a row left with no mass).
+// (`causal`, `window`: the visible keys of a row left with no mass). `keep_total`: the rows are
+// renormalised to the total they had (a model whose rows do not sum to 1), not to 1.
 at::Tensor remove_sinks(const at::Tensor& pattern, const std::vector<int64_t>& sinks,
-                        bool renormalize, bool causal, int64_t window);
+                        bool renormalize, bool causal, int64_t window, bool keep_total = false);
 
 }  // namespace sinkscope::api

@@ -240,7 +240,7 @@ InterventionPlan parse_interventions(const std::string& spec, const model::Model
 }
 
 at::Tensor remove_sinks(const at::Tensor& pattern, const std::vector<int64_t>& sinks,
-                        bool renormalize, bool causal, int64_t window) {
+                        bool renormalize, bool causal, int64_t window, bool keep_total) {
     const int64_t T = pattern.size(-1);
     const auto dev = pattern.device();
     const at::Tensor cols = at::tensor(sinks, at::kLong).to(dev);
@@ -259,9 +259,14 @@ at::Tensor remove_sinks(const at::Tensor& pattern, const std::vector<int64_t>& s
     const at::Tensor uniform =
         visible.to(p.scalar_type()) / n_visible.clamp_min(1).to(p.scalar_type());
     const at::Tensor sums = p.sum(-1, true);  // [batch, H, T, 1]
-    const at::Tensor renormalised = p / sums.where(sums > 0, at::ones_like(sums));
-    return at::where(sums > 0, renormalised,
-                     at::where(n_visible > 0, uniform.expand_as(p), pattern));
+    at::Tensor renormalised = p / sums.where(sums > 0, at::ones_like(sums));
+    at::Tensor spread = uniform.expand_as(p);
+    if (keep_total) {  // each row back to the total it had before the sinks were removed
+        const at::Tensor totals = pattern.sum(-1, true);
+        renormalised = renormalised * totals;
+        spread = spread * totals;
+    }
+    return at::where(sums > 0, renormalised, at::where(n_visible > 0, spread, pattern));
 }
 
 void add_interventions(model::CaptureSpec& spec, const InterventionPlan& plan,
@@ -279,7 +284,7 @@ void add_interventions(model::CaptureSpec& spec, const InterventionPlan& plan,
                     if (sinks.empty())  // argmax: the most attended key of the layer
                         sinks.push_back(p.to(at::kDouble).mean({0, 1, 2}).argmax().item<int64_t>());
                     return remove_sinks(p, sinks, iv.renormalize, c.causal,
-                                        c.layer_window(site.layer));
+                                        c.layer_window(site.layer), !c.rows_sum_to_one());
                 });
                 break;
             }
