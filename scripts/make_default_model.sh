@@ -7,7 +7,7 @@
 # values and the runs tried.
 #
 # usage: scripts/make_default_model.sh [--out DIR] [--work DIR] [--sinkscope PATH]
-#                                      [--steps N] [--any-corpus]
+#                                      [--steps N] [--any-corpus] [--switch FLAG]...
 #   --out DIR        where the model goes (default: models/default.new; never overwritten:
 #                    compare it with models/default, or move it there yourself)
 #   --work DIR       the corpus and the training run (default: a new folder under ${TMPDIR:-/tmp},
@@ -19,6 +19,9 @@
 #                    full run's after the warm-up)
 #   --any-corpus     train even when the corpus's sha256 differs from the shipped model's (other
 #                    package versions): the model is then not the shipped one
+#   --switch FLAG    one of train's switches, passed on (repeatable): --kv-bias, --no-bos,
+#                    --attention-function=softmax_one or =sigmoid; trains a twin of the recipe
+#                    (models/default/README.md, "The twins"), not the shipped model
 #
 # Needs: /usr/bin/python3 (the corpus script uses only its standard library) and the packages of
 # `scripts/install-deps.sh --corpus`. About 15 minutes on one free core of a 2-core machine.
@@ -39,6 +42,7 @@ work=""
 tool=build/sinkscope
 steps=""
 any_corpus=0
+switches=()
 die() {
   echo "make_default_model: error: $*" >&2
   exit 1
@@ -50,7 +54,13 @@ while (($#)); do
     --sinkscope) tool=${2:?--sinkscope needs a path}; shift 2 ;;
     --steps) steps=${2:?--steps needs a number}; shift 2 ;;
     --any-corpus) any_corpus=1; shift ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --switch)
+      case "${2:-}" in
+        --kv-bias|--no-bos|--attention-function=softmax|--attention-function=softmax_one|--attention-function=sigmoid)
+          switches+=("$2"); shift 2 ;;
+        *) die "--switch takes --kv-bias, --no-bos or --attention-function=softmax|softmax_one|sigmoid, not '${2:-}'" ;;
+      esac ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -119,7 +129,7 @@ fi
 
 echo "== train -> $work/run (one thread, seed 1)" >&2
 "$tool" train --config "$work/train_config.json" --text "$work/corpus/train.txt" \
-  --out "$work/run" --threads 1 --seed 1 --progress never "${step_args[@]}" >&2 ||
+  --out "$work/run" --threads 1 --seed 1 --progress never "${step_args[@]}" "${switches[@]}" >&2 ||
   die "sinkscope train failed (its message is above)"
 
 # What models/default ships: the run less run.json and run_files.json (this machine's paths and
