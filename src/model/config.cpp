@@ -135,7 +135,7 @@ void validate_config(const ModelConfig& c, const std::string& origin) {
         const ForwardFamily f = find_architecture(c.architecture).forward;
         SS_CHECK_INPUT(f == ForwardFamily::Llama || f == ForwardFamily::Gpt2, origin, "key '",
                        kHfKvSlotKey,
-                       "': a key/value slot runs in the llama and gpt2 families only, ", "not ",
+                       "': a key/value slot runs in the llama and gpt2 families only, not ",
                        quote(c.architecture));
         SS_CHECK_INPUT(c.attention == AttentionFunction::Softmax, origin, "key '", kHfKvSlotKey,
                        "' needs softmax attention, not ",
