@@ -78,14 +78,8 @@ at::Tensor attention_weights(const at::Tensor& s, AttentionFunction f, at::Scala
     switch (f) {
         case AttentionFunction::Softmax:
             return at::softmax(s, -1, acc).to(dtype);
-        case AttentionFunction::SoftmaxOne: {
-            const at::Tensor x = s.to(acc);
-            // m >= 0 shifts the zero logit too (it becomes exp(-m) <= 1); m is a constant of the
-            // row, so it carries no gradient.
-            const at::Tensor m = at::amax(x, {-1}, /*keepdim=*/true).clamp_min(0).detach();
-            const at::Tensor e = at::exp(x - m);  // masked keys: exp(-inf) = 0
-            return (e / (at::exp(-m) + e.sum(-1, /*keepdim=*/true))).to(dtype);
-        }
+        case AttentionFunction::SoftmaxOne:  // one more key of logit 0 whose weight is dropped
+            return slot_softmax(s, at::zeros({}, s.options().dtype(acc)), dtype).keys;
         case AttentionFunction::Sigmoid:
             return at::sigmoid(s.to(acc)).to(dtype);  // masked keys: sigmoid(-inf) = 0
     }

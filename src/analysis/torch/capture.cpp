@@ -45,15 +45,18 @@ bool all_scores_captured(const model::ForwardResult& result, const std::vector<i
 
 // Attention functions other than softmax (model/config.hpp: softmax_one, sigmoid) and the kv slot
 // give rows that do not sum to 1 over the tokens, and the analyses read rows on the simplex
-// (spec section 0). Each captured row
-// is closed: divided by its sum over the visible keys (masked entries are exact zeros), as Gu et
-// al.'s evaluation of sigmoid attention normalises the weights before it measures a sink. The
-// scores become the logits of the closed row, so that pattern = softmax(scores) holds as for a
-// softmax model: for softmax_one they are the scores themselves (exp(s_j) / sum_k exp(s_k) over
-// the visible keys is softmax(s)), as for the kv slot's, for sigmoid log sigmoid(s) (masked:
-// log sigmoid(-inf) = -inf). Closure and logits in float64, stored back in the captured dtype.
+// (spec section 0). Each captured row is closed: divided by its sum over the visible keys (masked
+// entries are exact zeros), as Gu et al.'s evaluation of sigmoid attention normalises the weights
+// before it measures a sink. The scores become the logits of the closed row, so that pattern =
+// softmax(scores) holds as for a softmax model: for softmax_one they are the scores themselves
+// (exp(s_j) / sum_k exp(s_k) over the visible keys is softmax(s)), as for the kv slot's, for
+// sigmoid log sigmoid(s) (masked: log sigmoid(-inf) = -inf). Closure and logits in float64, stored
+// back in the captured dtype. `outside` (not null, a model with a slot outside the tokens:
+// ModelConfig::has_outside_slot) gets, per layer with a captured pattern, 1 - each row's sum
+// before closure, [H, T] of batch 0.
 void close_rows(model::ForwardResult& r, const model::ModelConfig& cfg,
-                const std::vector<int64_t>& layers) {
+                const std::vector<int64_t>& layers,
+                std::vector<std::vector<double>>* outside = nullptr) {
     if (cfg.rows_sum_to_one()) return;
     for (int64_t l : layers) {
         const auto p = r.captured.find(hook_name(HookPoint::Pattern, l));
@@ -71,6 +74,7 @@ void close_rows(model::ForwardResult& r, const model::ModelConfig& cfg,
         // softmax of its logits instead, the same weights computed in log space.
         const at::Tensor a = p->second.to(at::kDouble);
         const at::Tensor sum = a.sum(-1, /*keepdim=*/true);
+        if (outside && cfg.has_outside_slot()) outside->push_back(to_host(1.0 - sum.squeeze(-1)));
         at::Tensor closed = a / sum.where(sum > 0, at::ones_like(sum));
         if (logits.defined()) closed = at::where(sum > 0, closed, at::softmax(logits, -1));
         p->second = closed.to(p->second.scalar_type());
@@ -202,14 +206,9 @@ Captured captured_from(model::ForwardResult r, const model::Model& m, const Anal
     const bool consecutive = analysis::consecutive(analysed);
     check_lazy(cfg, lazy);
     Captured c;
-    // The weight outside the tokens, per head and query row of batch 0: 1 - the row's sum before
-    // closure (in float64 from the captured dtype).
-    if (want.queries_keys && !lazy && cfg.has_outside_slot())
-        for (int64_t l : analysed) {
-            const at::Tensor& a = r.captured.at(hook_name(HookPoint::Pattern, l));
-            c.vectors.outside_mass.push_back(to_host(1.0 - a.to(at::kDouble).sum(-1)));  // [H, T]
-        }
-    close_rows(r, cfg, analysed);  // rows of softmax_one, sigmoid and the kv slot on the simplex
+    // Rows of softmax_one, sigmoid and the kv slot on the simplex; the weight outside the tokens
+    // (sink_geometry's slot_mass) kept beside the queries and keys.
+    close_rows(r, cfg, analysed, want.queries_keys && !lazy ? &c.vectors.outside_mass : nullptr);
     const int64_t T = inputs.n_tokens(n);
     const int64_t group = cfg.n_heads / cfg.n_kv_heads;
     // hook_v / hook_rot_k: [batch, pos, n_kv_heads, d_head] and hook_rot_q [batch, pos, n_heads,
